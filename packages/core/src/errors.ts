@@ -1,0 +1,59 @@
+/** Machine-readable error codes; the HTTP status of each is fixed in `http/errors.ts`. */
+export type ErrorCode =
+  | 'invalid_json'
+  | 'invalid_request'
+  | 'invalid_settings'
+  | 'unauthorized'
+  | 'insufficient_funds'
+  | 'model_not_found'
+  | 'not_found'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'method_not_allowed'
+  | 'idempotency_conflict'
+  | 'idempotency_mismatch'
+  | 'forbidden'
+  | 'rate_limited'
+  | 'unavailable'
+  | 'internal';
+
+export interface ErrorDetail {
+  field: string;
+  code: string;
+  message: string;
+}
+
+/** An error the caller can act on; the HTTP layer turns it into a status and a JSON body. */
+export class DomainError extends Error {
+  override readonly name: string = 'DomainError';
+  readonly code: ErrorCode;
+  readonly details?: ErrorDetail[];
+
+  constructor(code: ErrorCode, message: string, options: { details?: ErrorDetail[]; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.code = code;
+    this.details = options.details;
+  }
+}
+
+/**
+ * Thrown by a provider. `retryable: true` makes the runner try again with backoff (up to the model's attempts);
+ * otherwise the generation fails at once.
+ */
+export class ProviderError extends Error {
+  override readonly name = 'ProviderError' as const;
+  readonly retryable: boolean;
+
+  constructor(message: string, options: { retryable?: boolean; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.retryable = options.retryable ?? false;
+  }
+}
+
+/** Thrown by a port when its backing service cannot be reached (answered as 503). */
+export class UnavailableError extends Error {
+  override readonly name = 'UnavailableError' as const;
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+  }
+}

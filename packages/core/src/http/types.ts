@@ -1,0 +1,33 @@
+/**
+ * A framework-neutral request, as an adapter hands it to `service.handle()`.
+ * The adapter translates only; every status, header and body is decided in core.
+ */
+export interface HttpRequest {
+  method: string;
+  /** Path below the mount point, starting with `/`, query string included (e.g. `/v1/files/k?exp=1&sig=x`). */
+  path: string;
+  /** Header names in lower case (as Node gives them). */
+  headers: Record<string, string | string[] | undefined>;
+  /** The raw body bytes, when the adapter could read them (no host body parser got there first). */
+  body?: Uint8Array | string;
+  /**
+   * When a host body parser already consumed the stream (express.json(), @koa/bodyparser, ...): the value it
+   * produced. Core still applies its own content-type and shape checks to it. Ignored when `body` is given.
+   */
+  parsedBody?: unknown;
+  /** Set by an adapter when the host's own body parser rejected the body before core saw it. */
+  bodyError?: 'invalid_json' | 'payload_too_large';
+  /**
+   * `protocol://host[:port]` plus the mount prefix, as seen by the framework (e.g. `http://127.0.0.1:3000/api`).
+   * Used to build file URLs only when the service has no `publicUrl` and `trustRequestHost` is set.
+   */
+  baseUrl?: string;
+}
+
+export interface HttpResponse {
+  status: number;
+  /** Header names in lower case. */
+  headers: Record<string, string>;
+  /** JSON text, or file bytes on the files route; empty string for no body. */
+  body: string | Uint8Array;
+}

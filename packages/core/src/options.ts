@@ -1,0 +1,100 @@
+import type { ZodType } from 'zod';
+import type { SettingDescriptor } from './domain.js';
+import type { ApiKeyResolver } from './ports/api-keys.js';
+import type { BlobStore } from './ports/blob.js';
+import type { IdempotencyStore } from './ports/idempotency.js';
+import type { Ledger } from './ports/ledger.js';
+import type { Logger } from './ports/logger.js';
+import type { ModelProvider } from './ports/provider.js';
+import type { JobQueue } from './ports/queue.js';
+import type { GenerationStore } from './ports/store.js';
+
+/** Builds the zod schema of one setting of a host-registered field type. */
+export type FieldTypeSchema = (descriptor: SettingDescriptor, limits: Required<LimitsOptions>) => ZodType;
+
+export interface LimitsOptions {
+  /** Largest request body in bytes; larger gives 413. Default 1 MiB. */
+  bodyBytes?: number;
+  /** Most URLs in one media setting. Default 10. */
+  mediaUrls?: number;
+  /** Longest URL in a media setting. Default 2048. */
+  urlLength?: number;
+  /** Longest `text` setting value in characters. Default 10 000. */
+  textLength?: number;
+  /** Longest Idempotency-Key header. Default 255. */
+  idempotencyKeyLength?: number;
+}
+
+export interface RunnerOptions {
+  /** Generations run at once on this instance, over all models. Default 8. */
+  concurrency?: number;
+  /** Lease a worker holds on a generation; renewed while it runs. Default 30 s. */
+  leaseMs?: number;
+  /** First retry delay for retryable ProviderErrors; doubles each attempt. Default 500 ms. */
+  retryBaseDelayMs?: number;
+  /** Longest retry delay. Default 30 s. */
+  retryMaxDelayMs?: number;
+  /** Claims of one generation (by lost workers) before recovery fails it with the failure fee. Default 3. */
+  maxClaims?: number;
+  /** Run workers in this instance. False makes an API-only instance (another instance runs the jobs). Default true. */
+  enabled?: boolean;
+}
+
+export interface RecoveryOptions {
+  /** Run recovery on `start()`. Default true. */
+  onStart?: boolean;
+  /** Also re-scan every this many ms (0 = only on start). Default 60 s. */
+  intervalMs?: number;
+  /** An open reserve with no generation older than this is released. Default 10 min. */
+  orphanReserveMs?: number;
+}
+
+export interface RetentionOptions {
+  /** Delete finished generations and their files this long after they finished. Default: keep forever. */
+  finishedTtlMs?: number;
+  /** How often the background sweep runs. Default 10 min. */
+  sweepIntervalMs?: number;
+}
+
+export interface GenerationServiceOptions {
+  /** Model providers; model ids must be unique over all of them. */
+  providers: ModelProvider[];
+  /** Default: in-memory (lost on restart). */
+  store?: GenerationStore;
+  /** Default: in-memory. */
+  ledger?: Ledger;
+  /** Default: an in-memory key store (add keys through `service.apiKeys` when it is an ApiKeyStore). */
+  apiKeys?: ApiKeyResolver;
+  /** Default: in-memory. */
+  blobs?: BlobStore;
+  /** Default: in-process queue on p-queue. */
+  queue?: JobQueue;
+  /** Default: in-memory. */
+  idempotency?: IdempotencyStore;
+  /** Default: silent. */
+  logger?: Logger;
+  /**
+   * Public base URL of the mounted API, mount prefix included (e.g. `https://api.example.com/gen`).
+   * File results are `${publicUrl}/v1/files/...`.
+   */
+  publicUrl?: string;
+  /**
+   * Without `publicUrl`, build file URLs from the request's own Host header. Only safe behind a proxy that
+   * sets Host; default false (file results then fail to render and the service logs why).
+   */
+  trustRequestHost?: boolean;
+  /** HMAC secret for file URLs. Default: random per process (URLs stop working after a restart). */
+  fileUrlSecret?: string;
+  /** How long a signed file URL stays valid, in seconds. Default 3600. */
+  fileUrlTtlSeconds?: number;
+  limits?: LimitsOptions;
+  runner?: RunnerOptions;
+  recovery?: RecoveryOptions;
+  retention?: RetentionOptions;
+  /** Host-registered setting field types, by fieldType name. */
+  fieldTypes?: Record<string, FieldTypeSchema>;
+  /** How long Idempotency-Key records are kept. Default 24 h. */
+  idempotencyTtlMs?: number;
+  /** Identifies this instance's worker in leases and logs. Default: random. */
+  instanceId?: string;
+}

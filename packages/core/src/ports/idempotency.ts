@@ -1,0 +1,28 @@
+export interface IdempotencyRecord {
+  userId: string;
+  key: string;
+  /** SHA-256 of the canonical request body. */
+  requestHash: string;
+  /** The generation created for it; absent while the first request is still being handled. */
+  generationId?: string;
+  createdAt: number;
+}
+
+export type IdempotencyBegin =
+  | { state: 'new' }
+  | { state: 'in_progress' }
+  | { state: 'done'; generationId: string; requestHash: string };
+
+/**
+ * Remembers Idempotency-Key headers of POST /v1/generations, per user.
+ *
+ * Guarantees: `begin` is atomic: of concurrent calls with the same (userId, key) exactly one gets `new`.
+ * `finish` records the generation; `abandon` forgets a key whose first request failed so it can be retried.
+ * Records older than the configured retention may be purged.
+ */
+export interface IdempotencyStore {
+  begin(userId: string, key: string, requestHash: string, now: number): Promise<IdempotencyBegin>;
+  finish(userId: string, key: string, generationId: string): Promise<void>;
+  abandon(userId: string, key: string): Promise<void>;
+  purgeBefore(before: number): Promise<number>;
+}

@@ -1,0 +1,56 @@
+import type { ModelInfo, Settings } from '../domain.js';
+import type { Logger } from './logger.js';
+
+/** What a provider gets to do its work. */
+export interface GenerationContext {
+  generationId: string;
+  /** Fired on timeout, cancellation or shutdown. Stop work and throw when it fires. */
+  signal: AbortSignal;
+  /** Epoch ms after which the run is aborted. */
+  deadline: number;
+  /** Which attempt this is (1 on the first run; more after a retry or a lost worker). */
+  attempt: number;
+  files: {
+    /** Stores a result file; returns its key. Return `{ file: key }` from generate to make it the result. */
+    put(bytes: Uint8Array, mimeType: string): Promise<string>;
+  };
+  logger: Logger;
+}
+
+export interface GenerationInput {
+  model: ModelDefinition;
+  /** Validated settings. */
+  settings: Settings;
+}
+
+/**
+ * What `generate` returns. A text model returns `{ text }`; any other model returns bytes (stored for it)
+ * or the key of a file it already stored with `ctx.files.put`. `price` overrides the settled price
+ * (clamped to the reserve).
+ */
+export type GenerationOutput =
+  | { text: string; price?: number }
+  | { bytes: Uint8Array; mimeType: string; price?: number }
+  | { file: string; price?: number };
+
+export interface ModelDefinition extends ModelInfo {
+  /** Tokens reserved at create: a number, or a function of the validated settings. */
+  price: number | ((settings: Settings) => number);
+  /** Tokens charged when a generation fails. Default 0. */
+  failureFee?: number;
+  /** Abort and fail a run after this many ms. Default: 4 x estimatedGenerationTime, at least 30 s. */
+  timeoutMs?: number;
+  /** Runs at most this many of this model's generations at once on one instance. */
+  concurrency?: number;
+  /** Attempts for retryable ProviderErrors (including the first). Default 3. */
+  maxAttempts?: number;
+}
+
+/**
+ * A source of models. `generate` may run more than once for one generation (a retry, or a worker that was lost
+ * mid-run): execution is at-least-once, billing exactly-once.
+ */
+export interface ModelProvider {
+  models: ModelDefinition[];
+  generate(input: GenerationInput, ctx: GenerationContext): Promise<GenerationOutput>;
+}

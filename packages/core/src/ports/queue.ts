@@ -1,0 +1,32 @@
+export interface Job {
+  generationId: string;
+  modelId: string;
+}
+
+/** Runs one job. Resolves when the job is finished (whatever its outcome); rejects only on an infrastructure fault. */
+export type JobHandler = (job: Job, signal: AbortSignal) => Promise<void>;
+
+export interface QueueStopOptions {
+  /** How long to wait for running jobs before aborting them. Default 10 s. */
+  timeoutMs?: number;
+}
+
+/**
+ * Hands generations to workers.
+ *
+ * Guarantees an implementation must give (the contract suite in @genservice/testing checks each):
+ * - Every enqueued job is handed to a handler at least once, unless the queue is stopped before it starts;
+ *   jobs of a stopped queue are not lost (a durable queue keeps them, the in-process queue's are recovered
+ *   from the store on the next start).
+ * - Enqueueing the same generationId twice while it is waiting runs it once.
+ * - `start(handler)` begins handing out jobs; `stop()` stops taking new jobs and waits up to `timeoutMs` for
+ *   running ones, then fires their AbortSignal.
+ * - `enqueue` rejects with `UnavailableError` when the backing service cannot take the job.
+ */
+export interface JobQueue {
+  enqueue(job: Job): Promise<void>;
+  start(handler: JobHandler): Promise<void>;
+  stop(options?: QueueStopOptions): Promise<void>;
+  /** Aborts the job if it is running on this instance. Returns true when it was. */
+  abort?(generationId: string): boolean;
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+// Runs every test project once and ends with the plain count line CI reads:
+//   tests: N passed, M failed
+import { spawnSync } from 'node:child_process';
+import { readFileSync, rmSync, existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const out = `${root}.vitest-results.json`;
+rmSync(out, { force: true });
+const args = ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...process.argv.slice(2)];
+const run = spawnSync('npx', args, { cwd: root, stdio: 'inherit', env: { ...process.env, FORCE_COLOR: '0' } });
+
+let passed = 0;
+let failed = 0;
+if (existsSync(out)) {
+  const r = JSON.parse(readFileSync(out, 'utf8'));
+  passed = r.numPassedTests ?? 0;
+  failed = r.numFailedTests ?? 0;
+  // A file that fails to load counts as a failure even when it declares no test.
+  const brokenFiles = (r.testResults ?? []).filter((f) => f.status === 'failed' && (f.assertionResults ?? []).length === 0).length;
+  failed += brokenFiles;
+} else {
+  failed = 1;
+}
+if (run.status !== 0 && failed === 0) failed = 1;
+console.log(`tests: ${passed} passed, ${failed} failed`);
+process.exit(failed === 0 && passed > 0 ? 0 : 1);

@@ -1,0 +1,40 @@
+// The one list of test projects. vitest 4 ignores this file on its own; vitest.config.ts passes it as `test.projects`.
+import { fileURLToPath } from 'node:url';
+import { readdirSync, existsSync } from 'node:fs';
+
+const root = fileURLToPath(new URL('.', import.meta.url));
+
+/** Tests import workspace packages from source, never from a build. */
+const alias = Object.fromEntries(
+  readdirSync(`${root}packages`)
+    .filter((dir) => existsSync(`${root}packages/${dir}/src/index.ts`))
+    .map((dir) => [`@genservice/${dir}`, `${root}packages/${dir}/src/index.ts`]),
+);
+
+function project(name: string, dir: string, extra: Record<string, unknown> = {}) {
+  return {
+    resolve: { alias },
+    test: {
+      name,
+      root: `${root}${dir}`,
+      include: ['test/**/*.test.ts'],
+      testTimeout: 30_000,
+      hookTimeout: 60_000,
+      ...extra,
+    },
+  };
+}
+
+export default [
+  project('core', 'packages/core'),
+  project('testing', 'packages/testing'),
+  project('express', 'packages/express'),
+  project('fastify', 'packages/fastify'),
+  project('koa', 'packages/koa'),
+  project('demo-models', 'packages/demo-models'),
+  project('client', 'packages/client'),
+  project('store-sqlite', 'packages/store-sqlite'),
+  project('store-postgres', 'packages/store-postgres', { fileParallelism: false }),
+  project('queue-bullmq', 'packages/queue-bullmq', { fileParallelism: false }),
+  project('examples', 'examples', { include: ['test/**/*.test.ts'], fileParallelism: false }),
+];
