@@ -1,0 +1,4 @@
+// @genservice/testing: the shared suites every adapter, store, ledger and queue runs.
+export * from './contracts/index.js';
+export * from './conformance/index.js';
+export * from './fakes.js';
