@@ -1,0 +1,114 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { BlobStore, StoredBlob } from '../ports/blob.js';
+
+export interface DiskBlobStoreOptions {
+  /** Where files are kept; created on first use. */
+  directory: string;
+}
+
+/**
+ * Exactly what `put` hands out (32 random bytes, base64url). Every other string is refused before any path is
+ * built from it, so no key can name a file outside the directory (no dots, no slashes, no encodings, no NUL).
+ */
+const KEY_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+
+interface Sidecar {
+  mimeType: string;
+}
+
+/**
+ * BlobStore on the local disk, the embedded default. Each blob is two files, `<key>` (the bytes) and
+ * `<key>.json` (its mime type), under a two-character shard folder so no folder grows too large.
+ *
+ * Both files are written to a temp name, flushed and renamed, so a reader sees a whole file or none. The sidecar
+ * is written first and deleted last: a blob whose bytes exist always has its mime type.
+ */
+export class DiskBlobStore implements BlobStore {
+  private readonly directory: string;
+
+  constructor(options: DiskBlobStoreOptions) {
+    this.directory = options.directory;
+  }
+
+  async put(bytes: Uint8Array, mimeType: string): Promise<string> {
+    const key = randomBytes(32).toString('base64url');
+    const paths = this.pathsOf(key);
+    await mkdir(paths.shard, { recursive: true });
+    const sidecar: Sidecar = { mimeType };
+    await writeAtomically(paths.meta, new TextEncoder().encode(JSON.stringify(sidecar)));
+    await writeAtomically(paths.data, bytes);
+    await syncDirectory(paths.shard);
+    return key;
+  }
+
+  async get(key: string): Promise<StoredBlob | null> {
+    if (!isKey(key)) return null;
+    const paths = this.pathsOf(key);
+    const bytes = await readOrNull(paths.data);
+    if (bytes === null) return null;
+    const meta = await readOrNull(paths.meta);
+    if (meta === null) return null;
+    const sidecar = JSON.parse(Buffer.from(meta).toString('utf8')) as Partial<Sidecar>;
+    if (typeof sidecar.mimeType !== 'string') throw new Error(`Blob ${key} has a corrupt sidecar`);
+    return { bytes: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), mimeType: sidecar.mimeType };
+  }
+
+  async delete(key: string): Promise<void> {
+    if (!isKey(key)) return;
+    const paths = this.pathsOf(key);
+    await rm(paths.data, { force: true });
+    await rm(paths.meta, { force: true });
+  }
+
+  private pathsOf(key: string): { shard: string; data: string; meta: string } {
+    const shard = join(this.directory, key.slice(0, 2));
+    return { shard, data: join(shard, key), meta: join(shard, `${key}.json`) };
+  }
+}
+
+function isKey(key: unknown): key is string {
+  return typeof key === 'string' && KEY_PATTERN.test(key);
+}
+
+async function writeAtomically(path: string, bytes: Uint8Array): Promise<void> {
+  const temp = `${path}.${randomBytes(8).toString('hex')}.tmp`;
+  try {
+    const handle = await open(temp, 'wx');
+    try {
+      await handle.writeFile(bytes);
+      // "put is durable once it resolves": the bytes must reach the disk before the rename publishes them.
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, path);
+  } catch (error) {
+    await rm(temp, { force: true });
+    throw error;
+  }
+}
+
+/** Makes the renames durable too. Not every platform can open a folder for syncing (Windows), so failures pass. */
+async function syncDirectory(path: string): Promise<void> {
+  try {
+    const handle = await open(path, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    // best effort: the file contents are already synced
+  }
+}
+
+async function readOrNull(path: string): Promise<Buffer | null> {
+  try {
+    return await readFile(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
+  }
+}

@@ -1,0 +1,1 @@
+export { DiskBlobStore, type DiskBlobStoreOptions } from './disk-blob-store.js';

@@ -1,0 +1,5 @@
+export { MemoryGenerationStore } from './generation-store.js';
+export { MemoryLedger, type MemoryLedgerOptions } from './ledger.js';
+export { MemoryApiKeyStore, hashApiKey, type MemoryApiKeyStoreOptions } from './api-keys.js';
+export { MemoryIdempotencyStore } from './idempotency.js';
+export { MemoryBlobStore } from './blob-store.js';
