@@ -1,1 +1,37 @@
-export {};
+import { describe } from 'vitest';
+import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core';
+import { describeApiKeyContract } from './api-keys.js';
+import { describeIdempotencyContract } from './idempotency.js';
+import { describeLedgerContract } from './ledger.js';
+import { describeStoreContract } from './store.js';
+
+export { runBlobStoreContract } from './blob.js';
+export { runQueueContract, type QueueUnderTest } from './queue.js';
+
+/** The ports a durable backend (or the in-memory set) provides together. */
+export interface PortsUnderTest {
+  store: GenerationStore;
+  ledger: Ledger;
+  apiKeys: ApiKeyStore;
+  idempotency: IdempotencyStore;
+  close(): Promise<void>;
+}
+
+/**
+ * Contract suites for GenerationStore, Ledger, ApiKeyStore and IdempotencyStore. `make()` runs before every test
+ * and must return ports with no data in them; `close()` runs after it.
+ *
+ * @example
+ * runPortContracts('sqlite', async () => {
+ *   const db = openTempDb();
+ *   return { ...createSqlitePorts(db), close: async () => db.close() };
+ * });
+ */
+export function runPortContracts(name: string, make: () => Promise<PortsUnderTest>): void {
+  describe(`${name}: port contracts`, () => {
+    describeStoreContract(make);
+    describeLedgerContract(make);
+    describeApiKeyContract(make);
+    describeIdempotencyContract(make);
+  });
+}

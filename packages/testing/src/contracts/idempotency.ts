@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import type { IdempotencyStore } from '@genservice/core';
+import { T0, uid, useFresh } from './harness.js';
+
+/** The IdempotencyStore half of `runPortContracts`. */
+export function describeIdempotencyContract(
+  make: () => Promise<{ idempotency: IdempotencyStore; close(): Promise<void> }>,
+): void {
+  describe('IdempotencyStore', () => {
+    const ports = useFresh(make);
+    const store = (): IdempotencyStore => ports().idempotency;
+
+    it('answers new, then in_progress, then done with the generation and the first request hash', async () => {
+      const user = uid('user');
+      const key = uid('key');
+      expect(await store().begin(user, key, 'hash-1', T0)).toEqual({ state: 'new' });
+      expect(await store().begin(user, key, 'hash-1', T0 + 1)).toEqual({ state: 'in_progress' });
+      expect(await store().begin(user, key, 'hash-other', T0 + 1)).toEqual({ state: 'in_progress' });
+      await store().finish(user, key, 'gen-1');
+      expect(await store().begin(user, key, 'hash-1', T0 + 2)).toEqual({ state: 'done', generationId: 'gen-1', requestHash: 'hash-1' });
+      // The caller compares hashes to spot a reused key with another body, so the stored one must come back.
+      expect(await store().begin(user, key, 'hash-other', T0 + 2)).toEqual({ state: 'done', generationId: 'gen-1', requestHash: 'hash-1' });
+    });
+
+    it('gives new to exactly one of 30 concurrent begins', async () => {
+      const user = uid('user');
+      const key = uid('key');
+      const results = await Promise.all(Array.from({ length: 30 }, (_, i) => store().begin(user, key, `hash-${i}`, T0)));
+      expect(results.filter((r) => r.state === 'new')).toHaveLength(1);
+      expect(results.filter((r) => r.state === 'in_progress')).toHaveLength(29);
+    });
+
+    it('scopes keys per user, including ids that would collide if naively joined', async () => {
+      const key = uid('key');
+      const alice = uid('alice');
+      const bob = uid('bob');
+      expect((await store().begin(alice, key, 'h', T0)).state).toBe('new');
+      expect((await store().begin(bob, key, 'h', T0)).state).toBe('new');
+      await store().finish(alice, key, 'gen-a');
+      expect((await store().begin(bob, key, 'h', T0)).state).toBe('in_progress');
+      expect(await store().begin(alice, key, 'h', T0)).toMatchObject({ state: 'done', generationId: 'gen-a' });
+
+      const base = uid('u');
+      expect((await store().begin(`${base}:a`, 'b', 'h', T0)).state).toBe('new');
+      expect((await store().begin(base, 'a:b', 'h', T0)).state).toBe('new');
+      expect((await store().begin(`${base}\0a`, 'b', 'h', T0)).state).toBe('new');
+      expect((await store().begin(base, 'a\0b', 'h', T0)).state).toBe('new');
+      expect((await store().begin(`${base}a`, 'b', 'h', T0)).state).toBe('new');
+      expect((await store().begin(base, 'ab', 'h', T0)).state).toBe('new');
+    });
+
+    it('treats keys as exact strings', async () => {
+      const user = uid('user');
+      const key = uid('Key');
+      expect((await store().begin(user, key, 'h', T0)).state).toBe('new');
+      for (const variant of [key.toLowerCase(), key.toUpperCase(), ` ${key}`, `${key} `, `${key}%`, key.slice(0, -1)]) {
+        expect((await store().begin(user, variant, 'h', T0)).state).toBe('new');
+      }
+    });
+
+    it('lets an abandoned key begin again, with its new request', async () => {
+      const user = uid('user');
+      const key = uid('key');
+      expect((await store().begin(user, key, 'hash-1', T0)).state).toBe('new');
+      await store().abandon(user, key);
+      expect((await store().begin(user, key, 'hash-2', T0 + 1)).state).toBe('new');
+      await store().finish(user, key, 'gen-2');
+      expect(await store().begin(user, key, 'hash-2', T0 + 2)).toEqual({ state: 'done', generationId: 'gen-2', requestHash: 'hash-2' });
+    });
+
+    it('ignores abandoning an unknown key, and never forgets a finished one', async () => {
+      const user = uid('user');
+      const key = uid('key');
+      await store().abandon(user, uid('unknown'));
+      await store().begin(user, key, 'h', T0);
+      await store().finish(user, key, 'gen-1');
+      await store().abandon(user, key);
+      expect(await store().begin(user, key, 'h', T0 + 1)).toMatchObject({ state: 'done', generationId: 'gen-1' });
+    });
+
+    it("does not let one user's abandon touch another's key", async () => {
+      const key = uid('key');
+      const alice = uid('alice');
+      await store().begin(alice, key, 'h', T0);
+      await store().abandon(uid('bob'), key);
+      expect((await store().begin(alice, key, 'h', T0)).state).toBe('in_progress');
+    });
+
+    it('purges records created before the time and counts them', async () => {
+      const user = uid('user');
+      const [k1, k2, k3, k4] = [uid('k'), uid('k'), uid('k'), uid('k')];
+      await store().begin(user, k1, 'h', T0 - 100);
+      await store().begin(user, k2, 'h', T0 - 1);
+      await store().finish(user, k2, 'gen-2');
+      await store().begin(user, k3, 'h', T0);
+      await store().begin(user, k4, 'h', T0 + 100);
+      expect(await store().purgeBefore(T0)).toBe(2);
+      expect((await store().begin(user, k1, 'h', T0 + 200)).state).toBe('new');
+      expect((await store().begin(user, k2, 'h', T0 + 200)).state).toBe('new');
+      expect((await store().begin(user, k3, 'h', T0 + 200)).state).toBe('in_progress');
+      expect((await store().begin(user, k4, 'h', T0 + 200)).state).toBe('in_progress');
+      expect(await store().purgeBefore(T0)).toBe(0);
+    });
+  });
+}

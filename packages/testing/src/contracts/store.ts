@@ -1,0 +1,406 @@
+import { describe, expect, it } from 'vitest';
+import type { GenerationRecord, GenerationStore, NewGeneration } from '@genservice/core';
+import { T0, uid, useFresh } from './harness.js';
+
+/** The GenerationStore half of `runPortContracts`. */
+export function describeStoreContract(make: () => Promise<{ store: GenerationStore; close(): Promise<void> }>): void {
+  describe('GenerationStore', () => {
+    const ports = useFresh(make);
+    const store = (): GenerationStore => ports().store;
+
+    function newGen(overrides: Partial<NewGeneration> = {}): NewGeneration {
+      return {
+        id: uid('gen'),
+        ownerId: uid('user'),
+        modelId: 'model-a',
+        settings: { prompt: 'a cat', images: ['https://example.com/a.png'], nested: { n: 1 } },
+        reserved: 10,
+        createdAt: T0,
+        ...overrides,
+      };
+    }
+
+    async function inserted(overrides: Partial<NewGeneration> = {}): Promise<NewGeneration> {
+      const gen = newGen(overrides);
+      await store().insert(gen);
+      return gen;
+    }
+
+    /** A generation claimed by `workerId` at T0 + 1000 with a 1000 ms lease (held until T0 + 2000). */
+    async function claimed(workerId = 'w1'): Promise<{ gen: NewGeneration; record: GenerationRecord }> {
+      const gen = await inserted();
+      const record = await store().claim(gen.id, { workerId, leaseMs: 1000, now: T0 + 1000 });
+      expect(record).not.toBeNull();
+      return { gen, record: record! };
+    }
+
+    async function read(id: string): Promise<GenerationRecord> {
+      const record = await store().getById(id);
+      expect(record).not.toBeNull();
+      return record!;
+    }
+
+    describe('insert and read', () => {
+      it('stores a pending generation with no attempts, price or result', async () => {
+        const gen = await inserted();
+        const record = await store().get(gen.id, gen.ownerId);
+        expect(record).toMatchObject({
+          id: gen.id,
+          ownerId: gen.ownerId,
+          modelId: gen.modelId,
+          settings: gen.settings,
+          status: 'pending',
+          reserved: 10,
+          attempts: 0,
+          createdAt: T0,
+        });
+        expect(record?.price).toBeUndefined();
+        expect(record?.resultText).toBeUndefined();
+        expect(record?.resultKey).toBeUndefined();
+        expect(record?.finishedAt).toBeUndefined();
+        expect(await store().getById(gen.id)).toEqual(record);
+      });
+
+      it("reads another user's generation as null, exactly like a missing one", async () => {
+        const gen = await inserted();
+        expect(await store().get(gen.id, uid('other-user'))).toBeNull();
+        expect(await store().get(gen.id, '')).toBeNull();
+        expect(await store().get(gen.id, gen.ownerId.toUpperCase())).toBeNull();
+        expect(await store().get(uid('missing'), gen.ownerId)).toBeNull();
+        expect(await store().getById(uid('missing'))).toBeNull();
+      });
+
+      it('answers odd ids with null instead of throwing', async () => {
+        const gen = await inserted();
+        for (const id of ['', '__proto__', 'constructor', "' OR 1=1 --", `${gen.id}%`, `${gen.id} `, '%', '*', 'x'.repeat(5000)]) {
+          expect(await store().get(id, gen.ownerId)).toBeNull();
+          expect(await store().getById(id)).toBeNull();
+        }
+      });
+
+      it('rejects a duplicate id and keeps the first', async () => {
+        const gen = await inserted();
+        await expect(store().insert({ ...gen, ownerId: uid('intruder'), reserved: 99 })).rejects.toThrow();
+        await expect(store().insert(gen)).rejects.toThrow();
+        expect(await read(gen.id)).toMatchObject({ ownerId: gen.ownerId, reserved: 10, status: 'pending' });
+      });
+
+      it('rejects all but one of concurrent inserts of one id', async () => {
+        const gen = newGen();
+        const results = await Promise.allSettled(
+          Array.from({ length: 20 }, (_, i) => store().insert({ ...gen, ownerId: `${gen.ownerId}-${i}` })),
+        );
+        expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      });
+
+      it('hands out copies: mutating an input or a result never changes what is stored', async () => {
+        const gen = newGen();
+        await store().insert(gen);
+        (gen.settings as { prompt: string }).prompt = 'mutated input';
+        const first = await read(gen.id);
+        first.status = 'completed';
+        (first.settings as { nested: { n: number } }).nested.n = 42;
+        const again = await read(gen.id);
+        expect(again.status).toBe('pending');
+        expect(again.settings).toEqual({ prompt: 'a cat', images: ['https://example.com/a.png'], nested: { n: 1 } });
+      });
+    });
+
+    describe('claim', () => {
+      it('moves pending to processing with a lease and one attempt', async () => {
+        const gen = await inserted();
+        const record = await store().claim(gen.id, { workerId: 'w1', leaseMs: 500, now: T0 + 10 });
+        expect(record).toMatchObject({ id: gen.id, status: 'processing', attempts: 1, leaseOwner: 'w1', leaseExpiresAt: T0 + 510 });
+        expect(await read(gen.id)).toMatchObject({ status: 'processing', attempts: 1, leaseOwner: 'w1', leaseExpiresAt: T0 + 510 });
+      });
+
+      it('returns null for a missing generation', async () => {
+        expect(await store().claim(uid('missing'), { workerId: 'w1', leaseMs: 500, now: T0 })).toBeNull();
+      });
+
+      it('refuses a generation whose lease is still held, by anyone', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 1999 })).toBeNull();
+        expect(await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 1500 })).toBeNull();
+        expect(await read(gen.id)).toMatchObject({ attempts: 1, leaseOwner: 'w1', leaseExpiresAt: T0 + 2000 });
+      });
+
+      it('lets exactly one of 50 concurrent claims win', async () => {
+        const gen = await inserted();
+        const results = await Promise.all(
+          Array.from({ length: 50 }, (_, i) => store().claim(gen.id, { workerId: `w${i}`, leaseMs: 1000, now: T0 + 1 })),
+        );
+        const winners = results.filter((r): r is GenerationRecord => r !== null);
+        expect(winners).toHaveLength(1);
+        expect(await read(gen.id)).toMatchObject({ status: 'processing', attempts: 1, leaseOwner: winners[0]!.leaseOwner });
+      });
+
+      it('re-claims an expired lease, counting a new attempt, and locks out the lost worker', async () => {
+        const { gen } = await claimed('w1');
+        const reclaimed = await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 2000 });
+        expect(reclaimed).toMatchObject({ status: 'processing', attempts: 2, leaseOwner: 'w2', leaseExpiresAt: T0 + 3000 });
+        // The lost worker comes back while w2 still holds the new lease: every move it tries is refused.
+        expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 2100)).toBe(false);
+        expect(await store().complete(gen.id, { workerId: 'w1', price: 10, resultText: 'stale', now: T0 + 2100 })).toBe(false);
+        expect(await store().fail(gen.id, { workerId: 'w1', price: 0, reason: 'stale', now: T0 + 2100 })).toBe(false);
+        expect(await read(gen.id)).toMatchObject({ status: 'processing', attempts: 2, leaseOwner: 'w2' });
+        expect(await store().complete(gen.id, { workerId: 'w2', price: 7, resultText: 'fresh', now: T0 + 2200 })).toBe(true);
+        expect(await read(gen.id)).toMatchObject({ status: 'completed', price: 7, resultText: 'fresh', attempts: 2 });
+      });
+
+      it('lets exactly one of 30 concurrent re-claims of an expired lease win, adding one attempt', async () => {
+        const { gen } = await claimed('w0');
+        const results = await Promise.all(
+          Array.from({ length: 30 }, (_, i) => store().claim(gen.id, { workerId: `r${i}`, leaseMs: 1000, now: T0 + 5000 })),
+        );
+        expect(results.filter((r) => r !== null)).toHaveLength(1);
+        expect(await read(gen.id)).toMatchObject({ status: 'processing', attempts: 2 });
+      });
+
+      it('counts every claim across several lost workers', async () => {
+        const gen = await inserted();
+        for (let i = 1; i <= 4; i++) {
+          const record = await store().claim(gen.id, { workerId: `w${i}`, leaseMs: 100, now: T0 + i * 1000 });
+          expect(record?.attempts).toBe(i);
+        }
+      });
+    });
+
+    describe('renewLease', () => {
+      it('extends the lease of the holder, so others cannot claim at the old expiry', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 1900)).toBe(true);
+        expect(await read(gen.id)).toMatchObject({ leaseOwner: 'w1', leaseExpiresAt: T0 + 2900, attempts: 1 });
+        expect(await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 2000 })).toBeNull();
+        expect(await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 2900 })).not.toBeNull();
+      });
+
+      it('refuses another worker, a pending, a missing and a finished generation', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().renewLease(gen.id, 'w2', 1000, T0 + 1500)).toBe(false);
+        const pending = await inserted();
+        expect(await store().renewLease(pending.id, 'w1', 1000, T0 + 1500)).toBe(false);
+        expect(await store().renewLease(uid('missing'), 'w1', 1000, T0 + 1500)).toBe(false);
+        expect(await store().complete(gen.id, { workerId: 'w1', price: 1, now: T0 + 1500 })).toBe(true);
+        expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 1600)).toBe(false);
+      });
+
+      it('refuses the holder once its lease has expired', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 2000)).toBe(false);
+      });
+    });
+
+    describe('complete', () => {
+      it('finishes a claimed generation with its price and result', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().complete(gen.id, { workerId: 'w1', price: 8, resultKey: 'blob-key', now: T0 + 1500 })).toBe(true);
+        const record = await store().get(gen.id, gen.ownerId);
+        expect(record).toMatchObject({ status: 'completed', price: 8, resultKey: 'blob-key', finishedAt: T0 + 1500, attempts: 1 });
+        expect(record?.resultText).toBeUndefined();
+      });
+
+      it('stores a text result', async () => {
+        const { gen } = await claimed('w1');
+        const text = 'ünïcødé ✓\n'.repeat(1000);
+        expect(await store().complete(gen.id, { workerId: 'w1', price: 0, resultText: text, now: T0 + 1500 })).toBe(true);
+        expect(await read(gen.id)).toMatchObject({ status: 'completed', price: 0, resultText: text });
+      });
+
+      it('refuses a pending, a missing, or another worker\'s generation', async () => {
+        const pending = await inserted();
+        expect(await store().complete(pending.id, { workerId: 'w1', price: 1, now: T0 + 1500 })).toBe(false);
+        expect(await store().complete(uid('missing'), { workerId: 'w1', price: 1, now: T0 + 1500 })).toBe(false);
+        const { gen } = await claimed('w1');
+        expect(await store().complete(gen.id, { workerId: 'w2', price: 1, now: T0 + 1500 })).toBe(false);
+        expect(await store().complete(gen.id, { workerId: '', price: 1, now: T0 + 1500 })).toBe(false);
+        expect((await read(pending.id)).status).toBe('pending');
+        expect((await read(gen.id)).status).toBe('processing');
+      });
+
+      it('refuses the holder once its lease has expired', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().complete(gen.id, { workerId: 'w1', price: 1, now: T0 + 2000 })).toBe(false);
+        expect((await read(gen.id)).status).toBe('processing');
+      });
+
+      it('lets exactly one of 50 concurrent completes and fails win', async () => {
+        const { gen } = await claimed('w1');
+        const calls = Array.from({ length: 50 }, (_, i) =>
+          i % 2 === 0
+            ? store().complete(gen.id, { workerId: 'w1', price: i, resultText: `r${i}`, now: T0 + 1500 })
+            : store().fail(gen.id, { workerId: 'w1', price: i, reason: `f${i}`, now: T0 + 1500 }),
+        );
+        const results = await Promise.all(calls);
+        expect(results.filter(Boolean)).toHaveLength(1);
+        const winner = results.indexOf(true);
+        const record = await read(gen.id);
+        expect(record.price).toBe(winner);
+        if (winner % 2 === 0) {
+          expect(record).toMatchObject({ status: 'completed', resultText: `r${winner}` });
+        } else {
+          expect(record).toMatchObject({ status: 'failed', failureReason: `f${winner}` });
+          expect(record.resultText).toBeUndefined();
+        }
+      });
+    });
+
+    describe('fail', () => {
+      it('fails a pending generation without a worker (cancel)', async () => {
+        const gen = await inserted();
+        expect(await store().fail(gen.id, { price: 0, reason: 'cancelled', now: T0 + 5 })).toBe(true);
+        const record = await read(gen.id);
+        expect(record).toMatchObject({ status: 'failed', price: 0, failureReason: 'cancelled', finishedAt: T0 + 5, attempts: 0 });
+        expect(await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 6 })).toBeNull();
+      });
+
+      it('refuses a worker failing a generation it never claimed', async () => {
+        const gen = await inserted();
+        expect(await store().fail(gen.id, { workerId: 'w1', price: 0, reason: 'x', now: T0 + 5 })).toBe(false);
+        expect((await read(gen.id)).status).toBe('pending');
+      });
+
+      it('fails a processing generation by its worker while the lease is held', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().fail(gen.id, { workerId: 'w2', price: 1, reason: 'x', now: T0 + 1500 })).toBe(false);
+        expect(await store().fail(gen.id, { workerId: 'w1', price: 2, reason: 'provider said no', now: T0 + 1500 })).toBe(true);
+        expect(await read(gen.id)).toMatchObject({ status: 'failed', price: 2, failureReason: 'provider said no' });
+      });
+
+      it('without a worker, fails a processing generation only once its lease expired, or with force', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().fail(gen.id, { price: 0, reason: 'recovery', now: T0 + 1999 })).toBe(false);
+        expect((await read(gen.id)).status).toBe('processing');
+        expect(await store().fail(gen.id, { price: 0, reason: 'recovery', now: T0 + 2000 })).toBe(true);
+        expect((await read(gen.id)).status).toBe('failed');
+
+        const other = await claimed('w1');
+        expect(await store().fail(other.gen.id, { force: true, price: 3, reason: 'cancelled', now: T0 + 1100 })).toBe(true);
+        expect(await read(other.gen.id)).toMatchObject({ status: 'failed', price: 3 });
+        // The cancelled worker's late answer is refused.
+        expect(await store().complete(other.gen.id, { workerId: 'w1', price: 9, now: T0 + 1200 })).toBe(false);
+      });
+
+      it('lets exactly one of concurrent claims and a cancel of a pending generation win', async () => {
+        const gen = await inserted();
+        const calls: Array<Promise<unknown>> = Array.from({ length: 25 }, (_, i) =>
+          store().claim(gen.id, { workerId: `w${i}`, leaseMs: 1000, now: T0 + 1 }),
+        );
+        calls.splice(12, 0, store().fail(gen.id, { price: 0, reason: 'cancelled', now: T0 + 1 }));
+        const results = await Promise.all(calls);
+        const wins = results.filter((r) => r !== null && r !== false);
+        expect(wins).toHaveLength(1);
+        const record = await read(gen.id);
+        if (results[12] === true) expect(record).toMatchObject({ status: 'failed', attempts: 0 });
+        else expect(record).toMatchObject({ status: 'processing', attempts: 1 });
+      });
+    });
+
+    describe('terminal generations never change', () => {
+      for (const ending of ['completed', 'failed-by-worker', 'failed-pending', 'failed-forced'] as const) {
+        it(`refuses every transition after ${ending}`, async () => {
+          const { gen } = await claimed('w1');
+          let ok: boolean;
+          if (ending === 'completed') {
+            ok = await store().complete(gen.id, { workerId: 'w1', price: 5, resultKey: 'k1', now: T0 + 1500 });
+          } else if (ending === 'failed-by-worker') {
+            ok = await store().fail(gen.id, { workerId: 'w1', price: 1, reason: 'r', now: T0 + 1500 });
+          } else if (ending === 'failed-forced') {
+            ok = await store().fail(gen.id, { force: true, price: 1, reason: 'r', now: T0 + 1500 });
+          } else {
+            const pending = await inserted();
+            ok = await store().fail(pending.id, { price: 0, reason: 'r', now: T0 + 1500 });
+            gen.id = pending.id;
+          }
+          expect(ok).toBe(true);
+          const before = await read(gen.id);
+          const later = [T0 + 1600, T0 + 10_000_000];
+          for (const now of later) {
+            expect(await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now })).toBeNull();
+            expect(await store().claim(gen.id, { workerId: 'w9', leaseMs: 1000, now })).toBeNull();
+            expect(await store().renewLease(gen.id, 'w1', 1000, now)).toBe(false);
+            expect(await store().complete(gen.id, { workerId: 'w1', price: 99, resultText: 'late', now })).toBe(false);
+            expect(await store().fail(gen.id, { workerId: 'w1', price: 99, reason: 'late', now })).toBe(false);
+            expect(await store().fail(gen.id, { price: 99, reason: 'late', now })).toBe(false);
+            expect(await store().fail(gen.id, { force: true, price: 99, reason: 'late', now })).toBe(false);
+          }
+          expect(await read(gen.id)).toEqual(before);
+        });
+      }
+    });
+
+    describe('listUnfinished', () => {
+      it('returns only pending and processing generations, oldest first, up to the limit', async () => {
+        const at = (n: number): Promise<NewGeneration> => inserted({ createdAt: T0 + n * 10 });
+        // Inserted out of order so "oldest first" cannot come from insertion order.
+        const g5 = await at(5);
+        const g1 = await at(1);
+        const g4 = await at(4);
+        const g2 = await at(2);
+        const g3 = await at(3);
+        const g0 = await at(0);
+        await store().claim(g2.id, { workerId: 'w', leaseMs: 1000, now: T0 + 100 });
+        await store().claim(g3.id, { workerId: 'w', leaseMs: 1000, now: T0 + 100 });
+        await store().complete(g3.id, { workerId: 'w', price: 1, now: T0 + 200 });
+        await store().fail(g0.id, { price: 0, reason: 'cancelled', now: T0 + 200 });
+
+        const all = await store().listUnfinished(100);
+        expect(all.map((r) => r.id)).toEqual([g1.id, g2.id, g4.id, g5.id]);
+        expect(all.map((r) => r.status)).toEqual(['pending', 'processing', 'pending', 'pending']);
+        expect((await store().listUnfinished(2)).map((r) => r.id)).toEqual([g1.id, g2.id]);
+        expect(await store().listUnfinished(0)).toEqual([]);
+      });
+    });
+
+    describe('deleteFinishedBefore', () => {
+      it('deletes only terminal generations finished before the time, and returns their result keys', async () => {
+        const done = async (finishedAt: number, resultKey?: string): Promise<NewGeneration> => {
+          const gen = await inserted();
+          await store().claim(gen.id, { workerId: 'w', leaseMs: 10_000_000, now: T0 });
+          expect(await store().complete(gen.id, { workerId: 'w', price: 1, resultKey, resultText: resultKey ? undefined : 'text', now: finishedAt })).toBe(true);
+          return gen;
+        };
+        const oldWithFile = await done(T0 + 100, 'key-old');
+        const oldText = await done(T0 + 200);
+        const oldFailed = await inserted();
+        await store().fail(oldFailed.id, { price: 0, reason: 'x', now: T0 + 300 });
+        const atCutoff = await done(T0 + 1000, 'key-at-cutoff');
+        const recent = await done(T0 + 5000, 'key-recent');
+        const ancientPending = await inserted({ createdAt: T0 - 1_000_000 });
+        const ancientProcessing = await inserted({ createdAt: T0 - 1_000_000 });
+        await store().claim(ancientProcessing.id, { workerId: 'w', leaseMs: 1, now: T0 - 999_999 });
+
+        const result = await store().deleteFinishedBefore(T0 + 1000, 100);
+        expect(result.deleted).toBe(3);
+        expect(result.resultKeys).toEqual(['key-old']);
+        for (const gone of [oldWithFile, oldText, oldFailed]) expect(await store().getById(gone.id)).toBeNull();
+        for (const kept of [atCutoff, recent, ancientPending, ancientProcessing]) expect(await store().getById(kept.id)).not.toBeNull();
+        expect(await store().deleteFinishedBefore(T0 + 1000, 100)).toEqual({ deleted: 0, resultKeys: [] });
+      });
+
+      it('deletes at most `limit` at a time', async () => {
+        for (let i = 0; i < 5; i++) {
+          const gen = await inserted();
+          await store().fail(gen.id, { price: 0, reason: 'x', now: T0 + i });
+        }
+        expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(2);
+        expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(2);
+        expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(1);
+      });
+    });
+
+    describe('countByStatus (optional)', () => {
+      it('counts every status when implemented', async () => {
+        const s = store();
+        if (!s.countByStatus) return;
+        const a = await inserted();
+        await inserted();
+        const { gen: b } = await claimed('w');
+        await claimed('w');
+        await s.complete(b.id, { workerId: 'w', price: 1, now: T0 + 1500 });
+        await s.fail(a.id, { price: 0, reason: 'x', now: T0 });
+        expect(await s.countByStatus()).toEqual({ pending: 1, processing: 1, completed: 1, failed: 1 });
+      });
+    });
+  });
+}
