@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 import { existsSync } from 'node:fs';
-import projects from './vitest.workspace';
+import projects from './vitest.workspace.ts';
 
 // Only the projects whose folder exists yet, so a half-built tree still runs.
 export default defineConfig({

@@ -45,6 +45,8 @@ export interface GenerationService {
   stop(options?: { timeoutMs?: number }): Promise<void>;
   /** Runs one recovery pass now (re-enqueue pending, retry expired leases, settle forgotten reserves). */
   recover(): Promise<{ requeued: number; failed: number; settled: number; released: number }>;
+  /** Largest request body in bytes (limits.bodyBytes); adapters stop reading beyond it. */
+  readonly bodyLimit: number;
   readonly store: GenerationStore;
   readonly ledger: Ledger;
   readonly apiKeys: ApiKeyResolver;

@@ -1,0 +1,33 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/**
+ * Signs file URLs: HMAC-SHA256 over key and expiry, so a URL can be neither guessed nor altered,
+ * and stops working after its expiry.
+ */
+export class FileUrlSigner {
+  private readonly secret: Buffer;
+
+  constructor(secret: string | undefined, private readonly ttlSeconds: number) {
+    this.secret = secret ? Buffer.from(secret, 'utf8') : randomBytes(32);
+  }
+
+  private mac(key: string, exp: number): Buffer {
+    return createHmac('sha256', this.secret).update(`${key}\n${exp}`).digest();
+  }
+
+  /** The path and query below the mount point, e.g. `/v1/files/KEY?exp=...&sig=...`. */
+  sign(key: string, nowMs: number = Date.now()): string {
+    // Expiry is rounded up to the minute so that repeated reads within a minute give the same URL (cacheable).
+    const exp = Math.ceil((nowMs / 1000 + this.ttlSeconds) / 60) * 60;
+    return `/v1/files/${encodeURIComponent(key)}?exp=${exp}&sig=${this.mac(key, exp).toString('base64url')}`;
+  }
+
+  verify(key: string, exp: string | null, sig: string | null, nowMs: number = Date.now()): boolean {
+    if (!exp || !sig || !/^\d{1,12}$/.test(exp) || !/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;
+    const expNum = Number(exp);
+    if (expNum * 1000 < nowMs) return false;
+    const given = Buffer.from(sig, 'base64url');
+    const want = this.mac(key, expNum);
+    return given.length === want.length && timingSafeEqual(given, want);
+  }
+}

@@ -1,0 +1,86 @@
+import { RESULT_TYPES, type ModelInfo, type Settings } from './domain.js';
+import type { FieldTypeSchema } from './options.js';
+import type { ModelDefinition, ModelProvider } from './ports/provider.js';
+import type { z } from 'zod';
+import { buildSettingsSchema, compileSettings, type ResolvedLimits, type SettingsValidator } from './settings/compile.js';
+
+export interface RegisteredModel {
+  definition: ModelDefinition;
+  provider: ModelProvider;
+  info: ModelInfo;
+  validate: SettingsValidator;
+  /** The zod schema `validate` uses; the OpenAPI document is generated from it. */
+  schema: z.ZodObject;
+  timeoutMs: number;
+  maxAttempts: number;
+  failureFee: number;
+}
+
+/** The models of every provider, checked and compiled once when the service is created. */
+export class ModelRegistry {
+  private readonly models = new Map<string, RegisteredModel>();
+  /** The GET /v1/models body, serialised once: the list never changes while the service runs. */
+  readonly listJson: string;
+  readonly list: ModelInfo[];
+
+  constructor(
+    providers: ModelProvider[],
+    limits: ResolvedLimits,
+    fieldTypes: Record<string, FieldTypeSchema>,
+  ) {
+    for (const provider of providers) {
+      for (const def of provider.models) {
+        if (this.models.has(def.modelId)) throw new Error(`model "${def.modelId}" is declared twice`);
+        if (!RESULT_TYPES.includes(def.resultType)) throw new Error(`model "${def.modelId}" has unknown resultType "${def.resultType}"`);
+        if (typeof def.price === 'number' && !(def.price >= 0 && Number.isFinite(def.price))) {
+          throw new Error(`model "${def.modelId}" has an invalid price`);
+        }
+        const failureFee = def.failureFee ?? 0;
+        if (!(failureFee >= 0 && Number.isFinite(failureFee))) throw new Error(`model "${def.modelId}" has an invalid failureFee`);
+        const info: ModelInfo = {
+          modelId: def.modelId,
+          title: def.title,
+          resultType: def.resultType,
+          estimatedGenerationTime: def.estimatedGenerationTime,
+          settings: def.settings.map((s) => ({
+            name: s.name,
+            title: s.title,
+            fieldType: s.fieldType,
+            ...(s.required ? { required: true } : {}),
+            ...(s.options ? { options: [...s.options] } : {}),
+          })),
+        };
+        const schema = buildSettingsSchema(def.settings, limits, fieldTypes);
+        this.models.set(def.modelId, {
+          definition: def,
+          provider,
+          info,
+          schema,
+          validate: compileSettings(def.settings, schema),
+          timeoutMs: def.timeoutMs ?? Math.max(30_000, def.estimatedGenerationTime * 4000),
+          maxAttempts: Math.max(1, def.maxAttempts ?? 3),
+          failureFee,
+        });
+      }
+    }
+    this.list = [...this.models.values()].map((m) => m.info);
+    this.listJson = JSON.stringify({ models: this.list });
+  }
+
+  get(modelId: string): RegisteredModel | undefined {
+    return this.models.get(modelId);
+  }
+
+  all(): RegisteredModel[] {
+    return [...this.models.values()];
+  }
+
+  /** Tokens to reserve for these (validated) settings. */
+  priceOf(model: RegisteredModel, settings: Settings): number {
+    const p = typeof model.definition.price === 'function' ? model.definition.price(settings) : model.definition.price;
+    if (typeof p !== 'number' || !Number.isFinite(p) || p < 0) {
+      throw new Error(`model "${model.info.modelId}" priced a generation at ${String(p)}`);
+    }
+    return p;
+  }
+}

@@ -1,0 +1,22 @@
+import type { FieldTypeSchema, GenerationServiceOptions } from './options.js';
+import type { ResolvedLimits } from './settings/compile.js';
+
+export interface ResolvedServiceOptions {
+  raw: GenerationServiceOptions;
+  instanceId: string;
+  limits: ResolvedLimits;
+  fieldTypes: Record<string, FieldTypeSchema>;
+  publicUrl?: string;
+  trustRequestHost: boolean;
+  runner: {
+    concurrency: number;
+    leaseMs: number;
+    retryBaseDelayMs: number;
+    retryMaxDelayMs: number;
+    maxClaims: number;
+    enabled: boolean;
+  };
+  recovery: { onStart: boolean; intervalMs: number; orphanReserveMs: number };
+  retention: { finishedTtlMs?: number; sweepIntervalMs: number };
+  idempotencyTtlMs: number;
+}

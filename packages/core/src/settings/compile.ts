@@ -1,0 +1,135 @@
+import { z, type ZodType } from 'zod';
+import type { SettingDescriptor } from '../domain.js';
+import type { ErrorDetail } from '../errors.js';
+import type { FieldTypeSchema, LimitsOptions } from '../options.js';
+
+export type ResolvedLimits = Required<LimitsOptions>;
+
+export const DEFAULT_LIMITS: ResolvedLimits = {
+  bodyBytes: 1024 * 1024,
+  mediaUrls: 10,
+  urlLength: 2048,
+  textLength: 10_000,
+  idempotencyKeyLength: 255,
+};
+
+/** Media field types: arrays of http(s) URLs. */
+export const MEDIA_FIELD_TYPES = ['image', 'video', 'audio', 'file'] as const;
+
+export type SettingsValidator = (
+  settings: unknown,
+) => { ok: true; value: Record<string, unknown> } | { ok: false; details: ErrorDetail[] };
+
+function isHttpUrl(value: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return false;
+  }
+  return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '' && url.username === '' && url.password === '';
+}
+
+const textSchema: FieldTypeSchema = (d, limits) => {
+  const s = z.string().max(limits.textLength);
+  return d.required ? s.min(1) : s;
+};
+
+const selectSchema: FieldTypeSchema = (d) => {
+  if (!d.options || d.options.length === 0) {
+    throw new Error(`setting "${d.name}" is a select without options`);
+  }
+  return z.enum(d.options as [string, ...string[]]);
+};
+
+const mediaSchema: FieldTypeSchema = (d, limits) => {
+  const arr = z
+    .array(z.string().max(limits.urlLength).refine(isHttpUrl, { message: 'must be an absolute http or https URL' }))
+    .max(limits.mediaUrls);
+  return d.required ? arr.min(1) : arr;
+};
+
+/** The field types every service knows; hosts add more through `options.fieldTypes`. */
+export const BUILTIN_FIELD_TYPES: Record<string, FieldTypeSchema> = {
+  text: textSchema,
+  select: selectSchema,
+  image: mediaSchema,
+  video: mediaSchema,
+  audio: mediaSchema,
+  file: mediaSchema,
+};
+
+function detailFor(issue: z.core.$ZodIssue, descriptors: Map<string, SettingDescriptor>): ErrorDetail[] {
+  const name = issue.path.length > 0 ? String(issue.path[0]) : '';
+  const field = issue.path.length > 0 ? `settings.${issue.path.map(String).join('.')}` : 'settings';
+  const d = descriptors.get(name);
+  switch (issue.code) {
+    case 'unrecognized_keys':
+      return issue.keys.map((key) => ({
+        field: `settings.${key}`,
+        code: 'unknown_setting',
+        message: `"${key}" is not a setting of this model`,
+      }));
+    case 'invalid_type':
+      if (issue.input === undefined) {
+        return [{ field, code: 'required', message: `"${name}" is required` }];
+      }
+      return [{ field, code: 'invalid_type', message: `must be ${issue.expected === 'array' ? 'an array of URLs' : `a ${issue.expected}`}` }];
+    case 'invalid_value':
+      return [
+        {
+          field,
+          code: 'invalid_option',
+          message: `must be one of: ${(d?.options ?? issue.values.map(String)).join(', ')}`,
+        },
+      ];
+    case 'too_big':
+      return [
+        {
+          field,
+          code: issue.origin === 'array' ? 'too_many' : 'too_long',
+          message: issue.origin === 'array' ? `at most ${String(issue.maximum)} items` : `at most ${String(issue.maximum)} characters`,
+        },
+      ];
+    case 'too_small':
+      return [{ field, code: 'required', message: `"${name}" must not be empty` }];
+    case 'custom':
+      return [{ field, code: 'invalid_url', message: issue.message }];
+    default:
+      return [{ field, code: 'invalid_value', message: issue.message }];
+  }
+}
+
+/** The zod schema of a model's settings: the validator and the OpenAPI document both come from it. */
+export function buildSettingsSchema(
+  descriptors: SettingDescriptor[],
+  limits: ResolvedLimits,
+  fieldTypes: Record<string, FieldTypeSchema>,
+): z.ZodObject {
+  const shape: Record<string, ZodType> = {};
+  const seen = new Set<string>();
+  for (const d of descriptors) {
+    const build = fieldTypes[d.fieldType];
+    if (!build) {
+      throw new Error(`setting "${d.name}" has unknown fieldType "${d.fieldType}"; register it in options.fieldTypes`);
+    }
+    if (seen.has(d.name)) throw new Error(`setting "${d.name}" is declared twice`);
+    seen.add(d.name);
+    const schema = build(d, limits).describe(d.title);
+    shape[d.name] = d.required ? schema : schema.optional();
+  }
+  return z.strictObject(shape);
+}
+
+/**
+ * Compiles a model's setting descriptors to one validator, once per model, so no schema is built per request.
+ * Every violation is reported, not just the first.
+ */
+export function compileSettings(descriptors: SettingDescriptor[], schema: z.ZodObject): SettingsValidator {
+  const byName = new Map(descriptors.map((d) => [d.name, d] as const));
+  return (settings) => {
+    const parsed = schema.safeParse(settings ?? {});
+    if (parsed.success) return { ok: true, value: parsed.data as Record<string, unknown> };
+    return { ok: false, details: parsed.error.issues.flatMap((i) => detailFor(i, byName)) };
+  };
+}

@@ -1,0 +1,218 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  createGenerationService,
+  DomainError,
+  MemoryApiKeyStore,
+  MemoryGenerationStore,
+  MemoryLedger,
+  ProviderError,
+  type GenerationService,
+  type ModelDefinition,
+  type ModelProvider,
+  type GenerationOutput,
+  type GenerationContext,
+  type GenerationInput,
+} from '@genservice/core';
+
+const textModel = (over: Partial<ModelDefinition> = {}): ModelDefinition => ({
+  modelId: 'echo',
+  title: 'Echo',
+  resultType: 'text',
+  estimatedGenerationTime: 0.01,
+  settings: [
+    { name: 'prompt', title: 'Prompt', fieldType: 'text', required: true },
+    { name: 'style', title: 'Style', fieldType: 'select', options: ['a', 'b'] },
+    { name: 'images', title: 'Images', fieldType: 'image' },
+  ],
+  price: 10,
+  failureFee: 2,
+  ...over,
+});
+
+function provider(
+  models: ModelDefinition[],
+  generate: (input: GenerationInput, ctx: GenerationContext) => Promise<GenerationOutput>,
+): ModelProvider {
+  return { models, generate };
+}
+
+const services: GenerationService[] = [];
+function make(p: ModelProvider, extra: Record<string, unknown> = {}): { service: GenerationService; ledger: MemoryLedger; store: MemoryGenerationStore } {
+  const ledger = new MemoryLedger({ balances: { alice: 100, bob: 100 } });
+  const store = new MemoryGenerationStore();
+  const service = createGenerationService({
+    providers: [p],
+    ledger,
+    store,
+    apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'ka', userId: 'alice' }] }),
+    publicUrl: 'http://files.test/api',
+    runner: { retryBaseDelayMs: 5, leaseMs: 1000 },
+    ...extra,
+  });
+  services.push(service);
+  return { service, ledger, store };
+}
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (ok(v)) return v;
+    if (Date.now() > end) throw new Error(`condition not met: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+afterEach(async () => {
+  await Promise.all(services.splice(0).map((s) => s.stop({ timeoutMs: 100 })));
+});
+
+describe('createGenerationService', () => {
+  it('runs a text generation to completion and settles its price', async () => {
+    const { service, ledger } = make(provider([textModel({ price: 10 })], async (input) => ({ text: `hi ${String(input.settings.prompt)}`, price: 7 })));
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    const done = await until(() => service.get('alice', generationId), (g) => g.status === 'completed');
+    expect(done).toEqual({ status: 'completed', result: 'hi x', price: 7 });
+    expect(await ledger.account('alice')).toEqual({ balance: 93, reserved: 0, settled: 7 });
+  });
+
+  it('stores file results and answers a signed absolute URL', async () => {
+    const { service } = make(provider([textModel({ modelId: 'img', resultType: 'image' })], async () => ({ bytes: new Uint8Array([1, 2, 3]), mimeType: 'image/png' })));
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
+    const done = await until(() => service.get('alice', generationId), (g) => g.status === 'completed');
+    expect(done.result).toMatch(/^http:\/\/files\.test\/api\/v1\/files\/[A-Za-z0-9_-]+\?exp=\d+&sig=[A-Za-z0-9_-]{43}$/);
+    const res = await service.handle({ method: 'GET', path: done.result!.slice('http://files.test/api'.length), headers: {} });
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toBe('image/png');
+    expect([...(res.body as Uint8Array)]).toEqual([1, 2, 3]);
+    const tampered = done.result!.slice('http://files.test/api'.length).replace(/sig=./, 'sig=A');
+    expect((await service.handle({ method: 'GET', path: tampered, headers: {} })).status).toBe(403);
+  });
+
+  it('lists every bad setting and charges nothing', async () => {
+    const { service, ledger } = make(provider([textModel()], async () => ({ text: 'x' })));
+    const err = await service.create('alice', { modelId: 'echo', settings: { style: 'c', extra: 1, images: ['ftp://x', 'http://ok.test/a.png'] } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DomainError);
+    const details = (err as DomainError).details!;
+    expect(details.map((d) => `${d.field}:${d.code}`).sort()).toEqual(
+      ['settings.extra:unknown_setting', 'settings.images.0:invalid_url', 'settings.prompt:required', 'settings.style:invalid_option'].sort(),
+    );
+    expect(await ledger.balance('alice')).toBe(100);
+  });
+
+  it('retries retryable provider errors with backoff, then succeeds', async () => {
+    let calls = 0;
+    const { service } = make(
+      provider([textModel({ maxAttempts: 3 })], async () => {
+        calls++;
+        if (calls < 3) throw new ProviderError('busy', { retryable: true });
+        return { text: 'ok' };
+      }),
+    );
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    expect(await until(() => service.get('alice', generationId), (g) => g.status === 'completed')).toMatchObject({ result: 'ok' });
+    expect(calls).toBe(3);
+  });
+
+  it('fails with the failure fee after the last retryable attempt, and at once for a non-retryable error', async () => {
+    const { service, ledger } = make(
+      provider([textModel({ maxAttempts: 2 }), textModel({ modelId: 'hard' })], async (input) => {
+        throw new ProviderError('nope', { retryable: input.model.modelId === 'echo' });
+      }),
+    );
+    await service.start();
+    const a = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    const b = await service.create('alice', { modelId: 'hard', settings: { prompt: 'x' } });
+    expect(await until(() => service.get('alice', a.generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 2 });
+    expect(await until(() => service.get('alice', b.generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 2 });
+    expect(await ledger.account('alice')).toEqual({ balance: 96, reserved: 0, settled: 4 });
+  });
+
+  it('aborts a run past its timeout and fails it', async () => {
+    let aborted = false;
+    const { service } = make(
+      provider([textModel({ timeoutMs: 50 })], (_i, ctx) => new Promise((_r, reject) => ctx.signal.addEventListener('abort', () => { aborted = true; reject(new Error('aborted')); }))),
+    );
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    expect(await until(() => service.get('alice', generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 2 });
+    expect(aborted).toBe(true);
+  });
+
+  it('cancels a pending generation for free and a processing one for the failure fee', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let seenAbort = false;
+    const { service, ledger } = make(
+      provider([textModel({ concurrency: 1 })], async (_i, ctx) => {
+        ctx.signal.addEventListener('abort', () => (seenAbort = true));
+        await gate;
+        return { text: 'late' };
+      }),
+    );
+    await service.start();
+    const running = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    const waiting = await service.create('alice', { modelId: 'echo', settings: { prompt: 'y' } });
+    await until(() => service.get('alice', running.generationId), (g) => g.status === 'processing');
+    expect(await service.cancel('alice', waiting.generationId)).toEqual({ outcome: 'cancelled', generation: { status: 'failed', price: 0 } });
+    expect(await service.cancel('alice', running.generationId)).toEqual({ outcome: 'cancelled', generation: { status: 'failed', price: 2 } });
+    expect(seenAbort).toBe(true);
+    release();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await service.get('alice', running.generationId)).toEqual({ status: 'failed', price: 2 });
+    expect(await service.cancel('alice', running.generationId)).toMatchObject({ outcome: 'already_finished' });
+    await expect(service.cancel('bob', running.generationId)).rejects.toMatchObject({ code: 'not_found' });
+    expect(await ledger.account('alice')).toEqual({ balance: 98, reserved: 0, settled: 2 });
+  });
+
+  it('recovers pending work and settles forgotten reserves on start', async () => {
+    const ledger = new MemoryLedger({ balances: { alice: 100 } });
+    const store = new MemoryGenerationStore();
+    const p = provider([textModel()], async () => ({ text: 'done' }));
+    // A first instance accepted work but never ran it (no worker).
+    const first = createGenerationService({ providers: [p], ledger, store, runner: { enabled: false } });
+    const { generationId } = await first.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    // A terminal generation whose reserve was never settled (crash between the two writes).
+    await ledger.reserve('alice', 'g-crashed-000000000000', 10);
+    await store.insert({ id: 'g-crashed-000000000000', ownerId: 'alice', modelId: 'echo', settings: {}, reserved: 10, createdAt: Date.now() });
+    await store.fail('g-crashed-000000000000', { price: 2, reason: 'x', now: Date.now() });
+    const second = createGenerationService({ providers: [p], ledger, store });
+    services.push(second);
+    await second.start();
+    expect(await until(() => second.get('alice', generationId), (g) => g.status === 'completed')).toMatchObject({ result: 'done', price: 10 });
+    expect(await ledger.account('alice')).toEqual({ balance: 88, reserved: 0, settled: 12 });
+  });
+
+  it('answers the first generation again for a repeated Idempotency-Key, even when requests race', async () => {
+    const { service, ledger } = make(provider([textModel()], async () => ({ text: 'x' })));
+    const results = await Promise.allSettled(
+      Array.from({ length: 10 }, () => service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } }, { idempotencyKey: 'k1' })),
+    );
+    const ok = results.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<{ generationId: string }>).value.generationId);
+    const conflicts = results.filter((r) => r.status === 'rejected' && (r.reason as DomainError).code === 'idempotency_conflict');
+    expect(ok.length + conflicts.length).toBe(10);
+    expect(new Set(ok).size).toBe(1);
+    const again = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } }, { idempotencyKey: 'k1' });
+    expect(again.generationId).toBe(ok[0]);
+    await expect(service.create('alice', { modelId: 'echo', settings: { prompt: 'other' } }, { idempotencyKey: 'k1' })).rejects.toMatchObject({ code: 'idempotency_mismatch' });
+    expect(await ledger.account('alice')).toMatchObject({ reserved: 10, balance: 90 });
+  });
+
+  it('stop() waits for running generations', async () => {
+    let finished = false;
+    const { service } = make(provider([textModel()], async () => {
+      await new Promise((r) => setTimeout(r, 50));
+      finished = true;
+      return { text: 'x' };
+    }));
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    await until(() => service.get('alice', generationId), (g) => g.status === 'processing');
+    await service.stop({ timeoutMs: 2000 });
+    expect(finished).toBe(true);
+    expect((await service.get('alice', generationId)).status).toBe('completed');
+  });
+});
