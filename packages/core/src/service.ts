@@ -197,6 +197,8 @@ export class GenerationServiceImpl implements GenerationService {
     if (recovery.onStart) await this.recover();
     if (recovery.intervalMs > 0) this.every(recovery.intervalMs, () => this.recover(), 'recovery');
     if (retention.finishedTtlMs !== undefined) this.every(retention.sweepIntervalMs, () => this.sweep(), 'retention sweep');
+    const idemTtl = this.options.idempotencyTtlMs;
+    this.every(Math.min(idemTtl, 3600_000), () => this.idempotency.purgeBefore(Date.now() - idemTtl), 'idempotency purge');
   }
 
   private every(ms: number, task: () => Promise<unknown>, name: string): void {

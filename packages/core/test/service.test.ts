@@ -87,7 +87,8 @@ describe('createGenerationService', () => {
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toBe('image/png');
     expect([...(res.body as Uint8Array)]).toEqual([1, 2, 3]);
-    const tampered = done.result!.slice('http://files.test/api'.length).replace(/sig=./, 'sig=A');
+    const path = done.result!.slice('http://files.test/api'.length);
+    const tampered = path.replace(/sig=(.)/, (_m, c: string) => `sig=${c === 'A' ? 'B' : 'A'}`);
     expect((await service.handle({ method: 'GET', path: tampered, headers: {} })).status).toBe(403);
   });
 
@@ -214,5 +215,36 @@ describe('createGenerationService', () => {
     await service.stop({ timeoutMs: 2000 });
     expect(finished).toBe(true);
     expect((await service.get('alice', generationId)).status).toBe('completed');
+  });
+});
+
+describe('settings validation', () => {
+  it('tells a missing setting from one of the wrong type', async () => {
+    const { service } = make(provider([textModel()], async () => ({ text: 'x' })));
+    const err = (await service.create('alice', { modelId: 'echo', settings: { prompt: 5, style: ['a'], images: 'http://x.test/a.png' } }).catch((e: unknown) => e)) as DomainError;
+    expect(err.details!.map((d) => `${d.field}:${d.code}`).sort()).toEqual(
+      ['settings.images:invalid_type', 'settings.prompt:invalid_type', 'settings.style:invalid_option'].sort(),
+    );
+    const many = (await service.create('alice', { modelId: 'echo', settings: { prompt: 'x', images: Array(11).fill('http://x.test/a.png') } }).catch((e: unknown) => e)) as DomainError;
+    expect(many.details).toEqual([expect.objectContaining({ field: 'settings.images', code: 'too_many' })]);
+    const long = (await service.create('alice', { modelId: 'echo', settings: { prompt: 'x', images: [`http://x.test/${'a'.repeat(3000)}`] } }).catch((e: unknown) => e)) as DomainError;
+    expect(long.details).toEqual([expect.objectContaining({ field: 'settings.images.0', code: 'too_long' })]);
+    for (const bad of ['javascript:alert(1)', 'file:///etc/passwd', 'http://user:pw@x.test/', '//x.test/a', 'data:image/png;base64,AAAA']) {
+      const e = (await service.create('alice', { modelId: 'echo', settings: { prompt: 'x', images: [bad] } }).catch((x: unknown) => x)) as DomainError;
+      expect(e.details, bad).toEqual([expect.objectContaining({ field: 'settings.images.0', code: 'invalid_url' })]);
+    }
+  });
+
+  it('refuses a model with an unknown field type at construction, and accepts a registered one', async () => {
+    const { z } = await import('zod');
+    const def = textModel({ settings: [{ name: 'seed', title: 'Seed', fieldType: 'integer' }] });
+    expect(() => createGenerationService({ providers: [provider([def], async () => ({ text: 'x' }))] })).toThrow(/unknown fieldType "integer"/);
+    const s = createGenerationService({
+      providers: [provider([def], async () => ({ text: 'x' }))],
+      fieldTypes: { integer: () => z.number().int() },
+      ledger: new MemoryLedger({ balances: { alice: 100 } }),
+    });
+    await expect(s.create('alice', { modelId: 'echo', settings: { seed: 1.5 } })).rejects.toMatchObject({ code: 'invalid_settings' });
+    await expect(s.create('alice', { modelId: 'echo', settings: { seed: 2 } })).resolves.toHaveProperty('generationId');
   });
 });

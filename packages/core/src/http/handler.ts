@@ -190,7 +190,7 @@ export class HttpHandler {
     if (!parsed.success) {
       const details = parsed.error.issues.map((i): ErrorDetail => {
         const field = i.path.length > 0 ? String(i.path[0]) : 'body';
-        const missing = i.code === 'invalid_type' && i.input === undefined;
+        const missing = i.code === 'invalid_type' && (value as Record<string, unknown>)[field] === undefined;
         return {
           field,
           code: missing ? 'required' : 'invalid_type',

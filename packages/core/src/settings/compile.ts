@@ -59,7 +59,7 @@ export const BUILTIN_FIELD_TYPES: Record<string, FieldTypeSchema> = {
   file: mediaSchema,
 };
 
-function detailFor(issue: z.core.$ZodIssue, descriptors: Map<string, SettingDescriptor>): ErrorDetail[] {
+function detailFor(issue: z.core.$ZodIssue, descriptors: Map<string, SettingDescriptor>, input: Record<string, unknown>): ErrorDetail[] {
   const name = issue.path.length > 0 ? String(issue.path[0]) : '';
   const field = issue.path.length > 0 ? `settings.${issue.path.map(String).join('.')}` : 'settings';
   const d = descriptors.get(name);
@@ -71,7 +71,8 @@ function detailFor(issue: z.core.$ZodIssue, descriptors: Map<string, SettingDesc
         message: `"${key}" is not a setting of this model`,
       }));
     case 'invalid_type':
-      if (issue.input === undefined) {
+      // zod 4 does not report the input by default; a missing setting is one absent from the input.
+      if (issue.path.length === 1 && input[name] === undefined) {
         return [{ field, code: 'required', message: `"${name}" is required` }];
       }
       return [{ field, code: 'invalid_type', message: `must be ${issue.expected === 'array' ? 'an array of URLs' : `a ${issue.expected}`}` }];
@@ -130,6 +131,9 @@ export function compileSettings(descriptors: SettingDescriptor[], schema: z.ZodO
   return (settings) => {
     const parsed = schema.safeParse(settings ?? {});
     if (parsed.success) return { ok: true, value: parsed.data as Record<string, unknown> };
-    return { ok: false, details: parsed.error.issues.flatMap((i) => detailFor(i, byName)) };
+    // A value of the wrong type gets one detail, not also the checks that only make sense for the right type.
+    const wrongType = new Set(parsed.error.issues.filter((i) => i.code === 'invalid_type').map((i) => i.path.join('.')));
+    const issues = parsed.error.issues.filter((i) => i.code === 'invalid_type' || !wrongType.has(i.path.join('.')));
+    return { ok: false, details: issues.flatMap((i) => detailFor(i, byName, (settings ?? {}) as Record<string, unknown>)) };
   };
 }

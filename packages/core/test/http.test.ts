@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type HttpRequest } from '@genservice/core';
+
+const service = createGenerationService({
+  providers: [
+    {
+      models: [
+        {
+          modelId: 'm',
+          title: 'M',
+          resultType: 'text',
+          estimatedGenerationTime: 1,
+          settings: [{ name: 'prompt', title: 'Prompt', fieldType: 'text', required: true }],
+          price: 5,
+        },
+      ],
+      generate: async () => ({ text: 'ok' }),
+    },
+  ],
+  apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'good-key', userId: 'u1' }] }),
+  ledger: new MemoryLedger({ balances: { u1: 100 } }),
+  limits: { bodyBytes: 1000 },
+});
+
+const auth = { authorization: 'Bearer good-key' };
+const post = (body: string | Uint8Array, headers: Record<string, string> = {}): HttpRequest => ({
+  method: 'POST',
+  path: '/v1/generations',
+  headers: { ...auth, 'content-type': 'application/json', ...headers },
+  body,
+});
+const parse = (b: string | Uint8Array): { error: { code: string; details?: Array<{ field: string; code: string }> } } =>
+  JSON.parse(typeof b === 'string' ? b : Buffer.from(b).toString());
+
+describe('HttpHandler', () => {
+  it('rejects every malformed Authorization header with 401 before reading the body', async () => {
+    for (const authorization of [undefined, '', 'Bearer', 'Bearer ', 'Basic Z29vZC1rZXk=', 'good-key', 'Bearer bad', 'Bearer good-key extra', 'bearer  wrong']) {
+      const res = await service.handle({ method: 'POST', path: '/v1/generations', headers: { authorization, 'content-type': 'text/plain' }, body: '{not json' });
+      expect(res.status, String(authorization)).toBe(401);
+      expect(parse(res.body).error.code).toBe('unauthorized');
+      expect(res.headers['www-authenticate']).toBe('Bearer');
+    }
+    // The scheme is case-insensitive.
+    expect((await service.handle({ method: 'GET', path: '/v1/models', headers: { authorization: 'bearer good-key' } })).status).toBe(200);
+  });
+
+  it('maps body problems to their statuses', async () => {
+    expect((await service.handle(post('{"modelId":'))).status).toBe(400);
+    expect(parse((await service.handle(post('{"modelId":'))).body).error.code).toBe('invalid_json');
+    expect(parse((await service.handle(post(new Uint8Array([0x7b, 0xff, 0x7d])))).body).error.code).toBe('invalid_json');
+    expect(parse((await service.handle(post('[]'))).body).error.code).toBe('invalid_request');
+    expect(parse((await service.handle(post('null'))).body).error.code).toBe('invalid_request');
+    const missing = parse((await service.handle(post('{"settings":{}}'))).body);
+    expect(missing.error).toMatchObject({ code: 'invalid_request', details: [{ field: 'modelId', code: 'required' }] });
+    expect(parse((await service.handle(post('{"modelId":5}'))).body).error.details?.[0]).toMatchObject({ field: 'modelId', code: 'invalid_type' });
+    expect(parse((await service.handle(post('{"modelId":"m","settings":[1]}'))).body).error.details?.[0]).toMatchObject({ field: 'settings' });
+    expect((await service.handle(post('{"modelId":"nope"}'))).status).toBe(404);
+    expect((await service.handle(post('{"modelId":"m"}', { 'content-type': 'text/plain' }))).status).toBe(415);
+    expect((await service.handle({ ...post('{"modelId":"m"}'), headers: auth })).status).toBe(415);
+    expect((await service.handle(post(`{"modelId":"m","settings":{"prompt":"${'x'.repeat(2000)}"}}`))).status).toBe(413);
+    expect((await service.handle(post('{}', { 'content-length': '5000' }))).status).toBe(413);
+    expect((await service.handle({ ...post(''), bodyError: 'invalid_json' })).status).toBe(400);
+    expect((await service.handle({ ...post(''), bodyError: 'payload_too_large' })).status).toBe(413);
+    expect((await service.handle(post('{"modelId":"m","settings":{"prompt":"a"}}', { 'content-type': 'application/json; charset=utf-8' }))).status).toBe(201);
+  });
+
+  it('accepts a body a host parser already parsed', async () => {
+    const res = await service.handle({ method: 'POST', path: '/v1/generations', headers: { ...auth, 'content-type': 'application/json' }, parsedBody: { modelId: 'm', settings: { prompt: 'p' } } });
+    expect(res.status).toBe(201);
+  });
+
+  it('answers unknown routes 404 and wrong methods 405, both as JSON errors', async () => {
+    const nf = await service.handle({ method: 'GET', path: '/v2/models', headers: auth });
+    expect(nf.status).toBe(404);
+    expect(nf.headers['content-type']).toMatch(/^application\/json/);
+    const na = await service.handle({ method: 'DELETE', path: '/v1/models', headers: auth });
+    expect(na.status).toBe(405);
+    expect(na.headers.allow).toBe('GET');
+  });
+
+  it('answers an unknown and a malformed generation id exactly alike', async () => {
+    const a = await service.handle({ method: 'GET', path: '/v1/generations/AAAAAAAAAAAAAAAAAAAAAA', headers: auth });
+    const b = await service.handle({ method: 'GET', path: '/v1/generations/%E0%A4%A', headers: auth });
+    const c = await service.handle({ method: 'GET', path: '/v1/generations/..%2F..%2Fetc', headers: auth });
+    expect([a.status, b.status, c.status]).toEqual([404, 404, 404]);
+    expect(b.body).toEqual(a.body);
+    expect(c.body).toEqual(a.body);
+  });
+
+  it('never shows a stack or an internal message on a 500', async () => {
+    const broken = createGenerationService({
+      providers: [],
+      apiKeys: { resolve: async () => { throw new Error('db password is hunter2'); } },
+    });
+    const res = await broken.handle({ method: 'GET', path: '/v1/models', headers: auth });
+    expect(res.status).toBe(500);
+    expect(String(res.body)).not.toMatch(/hunter2|at |Error:/);
+    expect(parse(res.body).error.code).toBe('internal');
+  });
+
+  it('serves an OpenAPI document with every route and per-model settings', async () => {
+    const res = await service.handle({ method: 'GET', path: '/v1/openapi.json', headers: {} });
+    const doc = JSON.parse(String(res.body));
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths).sort()).toEqual(
+      ['/v1/balance', '/v1/files/{key}', '/v1/generations', '/v1/generations/{id}', '/v1/generations/{id}/cancel', '/v1/models', '/v1/openapi.json'].sort(),
+    );
+    const body = doc.paths['/v1/generations'].post.requestBody.content['application/json'].schema;
+    expect(body.oneOf[0].properties.settings.required).toEqual(['prompt']);
+  });
+});
