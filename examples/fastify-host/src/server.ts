@@ -1,0 +1,19 @@
+import Fastify from 'fastify';
+import { genservicePlugin } from '@genservice/fastify';
+import { announce, closeOnSignals, createHost } from '@genservice-examples/host-kit';
+
+const host = await createHost();
+const app = Fastify({ logger: false });
+
+// The host's own routes, as any app has; genservice is one more plugin beside them.
+app.get('/', async () => ({ app: 'fastify-host', genservice: `${host.config.publicUrl}${host.config.mountPath}/v1/models` }));
+app.get('/healthz', async () => ({ ok: true }));
+await app.register(genservicePlugin, { service: host.service, prefix: host.config.mountPath });
+
+await host.service.start();
+await app.listen({ port: host.config.port, host: host.config.host });
+announce(host);
+closeOnSignals(async () => {
+  await app.close();
+  await host.close();
+}, host.logger);

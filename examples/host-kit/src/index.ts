@@ -1,0 +1,233 @@
+/**
+ * What the three example hosts share: configuration from the environment, the durable stores, the users file,
+ * and a clean shutdown. A real host would write the same twenty lines in its own style.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { z } from 'zod';
+import {
+  createGenerationService,
+  createJsonLogger,
+  DiskBlobStore,
+  type ApiKeyStore,
+  type GenerationService,
+  type GenerationServiceOptions,
+  type Ledger,
+  type Logger,
+} from '@genservice/core';
+import { createDemoProvider } from '@genservice/demo-models';
+
+export interface HostConfig {
+  port: number;
+  host: string;
+  /** Public URL of the host (no trailing slash); genservice is mounted at `${publicUrl}${mountPath}`. */
+  publicUrl: string;
+  mountPath: string;
+  usersFile?: string;
+  dataDir: string;
+  databaseUrl?: string;
+  redisUrl?: string;
+  retentionHours?: number;
+  /** Multiplies the demo models' artificial work time (1 = about each model's estimatedGenerationTime). */
+  demoSpeed: number;
+  /** Allow demo media inputs from private/loopback addresses (for local testing only). */
+  allowPrivateMedia: boolean;
+  logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** Generations run at once on this instance. */
+  concurrency?: number;
+  /** Worker lease; a crashed instance's work is taken over this long after it died. */
+  leaseMs?: number;
+  /** How often unfinished work is re-checked (0 = only at start). */
+  recoveryIntervalMs?: number;
+}
+
+const envSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PUBLIC_URL: z.url().optional(),
+  USERS_FILE: z.string().min(1).optional(),
+  DATA_DIR: z.string().min(1).default('./data'),
+  DATABASE_URL: z.string().min(1).optional(),
+  REDIS_URL: z.string().min(1).optional(),
+  RETENTION_HOURS: z.coerce.number().positive().optional(),
+  DEMO_SPEED: z.coerce.number().positive().default(1),
+  ALLOW_PRIVATE_MEDIA: z.enum(['0', '1', 'true', 'false']).default('0'),
+  LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  CONCURRENCY: z.coerce.number().int().positive().optional(),
+  LEASE_MS: z.coerce.number().int().min(100).optional(),
+  RECOVERY_INTERVAL_MS: z.coerce.number().int().min(0).optional(),
+});
+
+/** Reads the host's configuration from the environment; exits with a clear message when it is invalid. */
+export function readConfig(env: NodeJS.ProcessEnv = process.env): HostConfig {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    for (const i of parsed.error.issues) console.error(`invalid ${i.path.join('.')}: ${i.message}`);
+    process.exit(2);
+  }
+  const e = parsed.data;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    publicUrl: (e.PUBLIC_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`).replace(/\/+$/, ''),
+    mountPath: '/api',
+    usersFile: e.USERS_FILE,
+    dataDir: resolve(e.DATA_DIR),
+    databaseUrl: e.DATABASE_URL,
+    redisUrl: e.REDIS_URL,
+    retentionHours: e.RETENTION_HOURS,
+    demoSpeed: e.DEMO_SPEED,
+    allowPrivateMedia: e.ALLOW_PRIVATE_MEDIA === '1' || e.ALLOW_PRIVATE_MEDIA === 'true',
+    logLevel: e.LOG_LEVEL,
+    concurrency: e.CONCURRENCY,
+    leaseMs: e.LEASE_MS,
+    recoveryIntervalMs: e.RECOVERY_INTERVAL_MS,
+  };
+}
+
+const usersSchema = z.object({
+  users: z
+    .array(z.object({ id: z.string().min(1).max(200), apiKey: z.string().min(16).max(512), balance: z.number().nonnegative().finite() }))
+    .min(1),
+});
+export type UsersFile = z.infer<typeof usersSchema>;
+
+interface DurableParts {
+  store: NonNullable<GenerationServiceOptions['store']>;
+  ledger: Ledger;
+  apiKeys: ApiKeyStore;
+  idempotency: NonNullable<GenerationServiceOptions['idempotency']>;
+  close(): Promise<void>;
+  describe: string;
+}
+
+async function openStores(config: HostConfig): Promise<DurableParts> {
+  if (config.databaseUrl) {
+    const { createPostgresStores } = await import('@genservice/store-postgres');
+    const s = await createPostgresStores({ connectionString: config.databaseUrl });
+    return { ...s, describe: 'postgres' };
+  }
+  const { createSqliteStores } = await import('@genservice/store-sqlite');
+  const s = createSqliteStores({ filename: join(config.dataDir, 'genservice.db') });
+  return { ...s, describe: `sqlite ${join(config.dataDir, 'genservice.db')}` };
+}
+
+/** A secret kept in the data directory, so file URLs stay valid across restarts. */
+function persistentSecret(dataDir: string): string {
+  const file = join(dataDir, '.file-url-secret');
+  if (process.env.FILE_URL_SECRET) return process.env.FILE_URL_SECRET;
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' });
+  return readFileSync(file, 'utf8').trim();
+}
+
+function loadUsers(config: HostConfig, logger: Logger): { users: UsersFile['users']; demoKey?: string } {
+  if (config.usersFile) {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(readFileSync(config.usersFile, 'utf8'));
+    } catch (err) {
+      console.error(`USERS_FILE ${config.usersFile} could not be read as JSON: ${(err as Error).message}`);
+      process.exit(2);
+    }
+    const parsed = usersSchema.safeParse(raw);
+    if (!parsed.success) {
+      for (const i of parsed.error.issues) console.error(`USERS_FILE: ${i.path.join('.')}: ${i.message}`);
+      process.exit(2);
+    }
+    return { users: parsed.data.users };
+  }
+  // No users file: one demo user whose key is made once and kept in the data directory.
+  const file = join(config.dataDir, 'demo-user.json');
+  if (!existsSync(file)) {
+    const user = { id: 'demo', apiKey: `demo_${randomBytes(24).toString('base64url')}`, balance: 1000 };
+    writeFileSync(file, JSON.stringify({ users: [user] }, null, 2), { mode: 0o600 });
+  }
+  const users = usersSchema.parse(JSON.parse(readFileSync(file, 'utf8'))).users;
+  logger.info({ userId: users[0]!.id }, 'no USERS_FILE: using the demo user');
+  return { users, demoKey: users[0]!.apiKey };
+}
+
+export interface Host {
+  service: GenerationService;
+  config: HostConfig;
+  logger: Logger;
+  /** Set when the host made a demo user: its API key, to print. */
+  demoKey?: string;
+  /** Stops the service (waiting for running generations) and closes the stores and queue. */
+  close(): Promise<void>;
+}
+
+/** Builds the genservice instance of an example host from its configuration. */
+export async function createHost(config: HostConfig = readConfig()): Promise<Host> {
+  mkdirSync(config.dataDir, { recursive: true });
+  const logger = createJsonLogger({ level: config.logLevel, bindings: { pid: process.pid } });
+  const stores = await openStores(config);
+  const { users, demoKey } = loadUsers(config, logger);
+  for (const u of users) {
+    await stores.apiKeys.addKey(u.apiKey, u.id);
+    // The file gives a starting balance: credit it once, never again on a restart.
+    const a = await stores.ledger.account(u.id);
+    if (a.balance + a.reserved + a.settled === 0 && u.balance > 0) await stores.ledger.credit(u.id, u.balance);
+  }
+  let queue: GenerationServiceOptions['queue'];
+  if (config.redisUrl) {
+    // service.stop() stops the queue, which closes its Redis connections.
+    const { BullMQQueue } = await import('@genservice/queue-bullmq');
+    queue = new BullMQQueue({ connection: config.redisUrl });
+  }
+  const service = createGenerationService({
+    providers: [createDemoProvider({ speed: config.demoSpeed, fetch: { allowPrivateNetworks: config.allowPrivateMedia } })],
+    store: stores.store,
+    ledger: stores.ledger,
+    apiKeys: stores.apiKeys,
+    idempotency: stores.idempotency,
+    blobs: new DiskBlobStore({ directory: join(config.dataDir, 'files') }),
+    queue,
+    publicUrl: `${config.publicUrl}${config.mountPath}`,
+    fileUrlSecret: persistentSecret(config.dataDir),
+    runner: { concurrency: config.concurrency, leaseMs: config.leaseMs },
+    recovery: { intervalMs: config.recoveryIntervalMs },
+    retention: config.retentionHours ? { finishedTtlMs: config.retentionHours * 3600_000 } : undefined,
+    logger,
+  });
+  logger.info({ store: stores.describe, queue: config.redisUrl ? 'bullmq' : 'in-process', users: users.length }, 'genservice configured');
+  let closing: Promise<void> | undefined;
+  return {
+    service,
+    config,
+    logger,
+    demoKey,
+    close: () =>
+      (closing ??= (async () => {
+        await service.stop({ timeoutMs: 10_000 });
+        await stores.close();
+      })()),
+  };
+}
+
+/** Runs `close` on SIGTERM or SIGINT, then exits; a second signal exits at once. */
+export function closeOnSignals(close: () => Promise<void>, logger: Logger): void {
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err: String(err) }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+/** What every host prints once it listens (tests and people wait for this line). */
+export function announce(host: Host): void {
+  console.log(`listening on ${host.config.publicUrl}`);
+  console.log(`genservice API at ${host.config.publicUrl}${host.config.mountPath}/v1`);
+  if (host.demoKey) console.log(`demo API key: ${host.demoKey}`);
+}

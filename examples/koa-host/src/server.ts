@@ -1,0 +1,25 @@
+import Koa from 'koa';
+import Router from '@koa/router';
+import { genserviceMiddleware } from '@genservice/koa';
+import { announce, closeOnSignals, createHost } from '@genservice-examples/host-kit';
+
+const host = await createHost();
+const app = new Koa();
+const router = new Router();
+
+// The host's own routes, as any app has; genservice is one more middleware beside them.
+router.get('/', (ctx) => {
+  ctx.body = { app: 'koa-host', genservice: `${host.config.publicUrl}${host.config.mountPath}/v1/models` };
+});
+router.get('/healthz', (ctx) => {
+  ctx.body = { ok: true };
+});
+app.use(genserviceMiddleware(host.service, { prefix: host.config.mountPath }));
+app.use(router.routes()).use(router.allowedMethods());
+
+await host.service.start();
+const server = app.listen(host.config.port, host.config.host, () => announce(host));
+closeOnSignals(async () => {
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await host.close();
+}, host.logger);

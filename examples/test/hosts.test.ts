@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { poll, startHost, tempData, type RunningHost, type TempData } from './helpers.js';
+
+const KEY = 'alice-key-0123456789abcdef';
+
+// The README's curl session, walked against each example host started as `pnpm start` would.
+describe.each(['express', 'fastify', 'koa'] as const)('%s-host', (kind) => {
+  let host: RunningHost;
+  let data: TempData;
+  const auth = { authorization: `Bearer ${KEY}` };
+
+  beforeAll(async () => {
+    data = tempData([{ id: 'alice', apiKey: KEY, balance: 1000 }]);
+    host = await startHost(kind, { USERS_FILE: data.usersFile, DATA_DIR: data.dir, DEMO_SPEED: '0.02' });
+  }, 60_000);
+
+  afterAll(async () => {
+    if (host) expect(await host.stop()).toBe(0);
+    data?.cleanup();
+  });
+
+  it('serves its own route beside genservice', async () => {
+    const res = await fetch(`${host.url}/`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ app: `${kind}-host` });
+  });
+
+  it('lists models, creates an image, polls it and serves the file', async () => {
+    const models = (await (await fetch(`${host.api}/v1/models`, { headers: auth })).json()) as { models: Array<{ modelId: string; resultType: string; settings: Array<{ name: string; required?: boolean; options?: string[] }> }> };
+    expect(new Set(models.models.map((m) => m.resultType))).toEqual(new Set(['image', 'video', 'text', 'audio', '3d']));
+    const image = models.models.find((m) => m.resultType === 'image' && !m.settings.some((s) => ['image', 'video', 'audio', 'file'].includes((s as { fieldType?: string }).fieldType ?? '')))!;
+    const settings: Record<string, unknown> = {};
+    for (const s of image.settings) {
+      if (s.options) settings[s.name] = s.options[0];
+      else if (s.required) settings[s.name] = 'a red fox at dawn';
+    }
+    const created = await fetch(`${host.api}/v1/generations`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ modelId: image.modelId, settings }),
+    });
+    expect(created.status).toBe(201);
+    const { generationId } = (await created.json()) as { generationId: string };
+    const done = await poll(
+      async () => (await (await fetch(`${host.api}/v1/generations/${generationId}`, { headers: auth })).json()) as { status: string; result?: string; price?: number },
+      (g) => g.status === 'completed' || g.status === 'failed',
+    );
+    expect(done.status).toBe('completed');
+    expect(done.price).toBeGreaterThan(0);
+    expect(done.result!.startsWith(`${host.api}/v1/files/`)).toBe(true);
+    const file = await fetch(done.result!);
+    expect(file.status).toBe(200);
+    expect(file.headers.get('content-type')).toBe('image/png');
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    expect([...bytes.slice(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+    const balance = (await (await fetch(`${host.api}/v1/balance`, { headers: auth })).json()) as { balance: number };
+    expect(balance.balance).toBe(1000 - done.price!);
+  });
+
+  it('answers the contract errors through the host', async () => {
+    expect((await fetch(`${host.api}/v1/models`)).status).toBe(401);
+    const bad = await fetch(`${host.api}/v1/generations`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{oops' });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { code: 'invalid_json' } });
+  });
+});

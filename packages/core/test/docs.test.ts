@@ -1,0 +1,47 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { createGenerationService, MemoryLedger, type ModelProvider } from '@genservice/core';
+
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** The code blocks of the docs marked `<!-- tested: docs.test.ts -->`, written out as modules and run. */
+function testedBlock(doc: string): string {
+  const text = readFileSync(`${root}docs/${doc}`, 'utf8');
+  const m = /<!-- tested: docs\.test\.ts -->\s*```ts\n([\s\S]*?)```/.exec(text);
+  if (!m) throw new Error(`no tested block in docs/${doc}`);
+  return m[1]!;
+}
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
+  for (let i = 0; i < 500; i++) {
+    const v = await fn();
+    if (ok(v)) return v;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('timed out');
+}
+
+describe('docs/writing-a-provider.md', () => {
+  it('its provider example runs as documented', async () => {
+    const dir = `${root}packages/core/test/.generated`;
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(`${dir}/provider-example.ts`, testedBlock('writing-a-provider.md'));
+    const { shoutProvider } = (await import(`${dir}/provider-example.ts`)) as { shoutProvider: ModelProvider };
+    const ledger = new MemoryLedger({ balances: { u: 100 } });
+    const service = createGenerationService({ providers: [shoutProvider], ledger, publicUrl: 'https://api.example.com/gen', runner: { retryBaseDelayMs: 1 } });
+    await service.start();
+    try {
+      const a = await service.create('u', { modelId: 'shout-1', settings: { prompt: 'hi', volume: 'louder' } });
+      expect(await until(() => service.get('u', a.generationId), (g) => g.status === 'completed')).toEqual({ status: 'completed', result: 'HI!!!', price: 3 });
+      const b = await service.create('u', { modelId: 'badge-1', settings: { prompt: 'hello' } });
+      const badge = await until(() => service.get('u', b.generationId), (g) => g.status === 'completed');
+      expect(badge.result).toMatch(/^https:\/\/api\.example\.com\/gen\/v1\/files\//);
+      const c = await service.create('u', { modelId: 'shout-1', settings: { prompt: 'upstream busy' } });
+      expect(await until(() => service.get('u', c.generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 1 });
+      expect(await ledger.account('u')).toEqual({ balance: 91, reserved: 0, settled: 9 });
+    } finally {
+      await service.stop();
+    }
+  });
+});
