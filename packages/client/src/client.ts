@@ -1,0 +1,480 @@
+import { linkSignals, sleep, throwIfAborted, timeoutSignal } from './abort.js';
+import { Backoff, pollSchedule } from './backoff.js';
+import {
+  ConflictError,
+  GenServiceError,
+  GenerationFailedError,
+  TimeoutError,
+  isTransientError,
+} from './errors.js';
+import { Transport, isRecord, type FetchLike } from './transport.js';
+import type {
+  Balance,
+  CancelResult,
+  CompletedGeneration,
+  CreateGenerationInput,
+  Generation,
+  GenerationStatus,
+  Model,
+  TerminalGeneration,
+} from './types.js';
+
+export interface ClientOptions {
+  /** Where the API is mounted, without `/v1` (e.g. `https://api.example.com` or `http://localhost:3000/gen`). */
+  baseUrl: string;
+  /** Sent as `Authorization: Bearer <apiKey>`. */
+  apiKey: string;
+  /** Default: the global `fetch`. */
+  fetch?: FetchLike;
+  /** Default in Node: `genservice-client/<version>`; in browsers none is sent unless given (CORS). */
+  userAgent?: string;
+  /** Abandon one HTTP request after this long (0 = never). Default 30 000. */
+  requestTimeoutMs?: number;
+  /** How long the models list fetched for polling estimates is reused. Default 5 minutes. */
+  modelsCacheTtlMs?: number;
+}
+
+export interface RequestSignalOptions {
+  signal?: AbortSignal;
+}
+
+export interface CreateOptions extends RequestSignalOptions {
+  /** Sent as `Idempotency-Key`: the same key and body returns the first generation again and charges once. */
+  idempotencyKey?: string;
+}
+
+export type StatusListener = (status: GenerationStatus, generation: Generation) => void;
+
+export interface WaitForOptions extends RequestSignalOptions {
+  /** Give up (TimeoutError) when no terminal status was seen this long after the call. Default: no limit. */
+  timeoutMs?: number;
+  /** Called once per status change, the terminal one included, in order. An exception stops the wait. */
+  onStatus?: StatusListener;
+  /** First delay between polls, instead of the one derived from the model's estimatedGenerationTime. */
+  pollIntervalMs?: number;
+  /** Largest delay between polls. */
+  maxPollIntervalMs?: number;
+  /**
+   * The generation's model, to pace polling by its estimate. Not needed for generations this client created.
+   */
+  modelId?: string;
+  /**
+   * Stop retrying, and throw the last error, once transient errors (no response, 408, 429, 5xx) have gone on
+   * this long without a single good answer. Guards against waiting forever on a dead server when there is no
+   * `timeoutMs`. Default 5 minutes.
+   */
+  maxOutageMs?: number;
+}
+
+export interface RunOptions extends Omit<WaitForOptions, 'modelId'> {
+  /**
+   * Idempotency-Key for the create. Default: a random one, which lets `run` retry the create after a network
+   * error or 5xx without paying twice. Pass your own to make `run` itself safe to repeat.
+   */
+  idempotencyKey?: string;
+  /** Called with the id as soon as the generation exists, e.g. to store it in case the process dies. */
+  onCreated?: (generationId: string) => void;
+  /**
+   * When the signal aborts or `timeoutMs` passes after the generation was created, ask the server to cancel it
+   * (fire and forget, errors ignored). Default false: the generation goes on and is charged.
+   */
+  cancelOnAbort?: boolean;
+  /** Default true: a failed generation throws GenerationFailedError. False returns it instead. */
+  throwOnFailure?: boolean;
+}
+
+export interface GenServiceClient {
+  models: {
+    /** GET /v1/models. Also refreshes the cache polling uses. */
+    list(options?: RequestSignalOptions): Promise<Model[]>;
+  };
+  generations: {
+    /** POST /v1/generations. Returns at once; the generation runs on the server. */
+    create(input: CreateGenerationInput, options?: CreateOptions): Promise<{ generationId: string }>;
+    /** GET /v1/generations/:id, one request, no retries. */
+    get(generationId: string, options?: RequestSignalOptions): Promise<Generation>;
+    /** POST /v1/generations/:id/cancel. A finished generation is returned unchanged. */
+    cancel(generationId: string, options?: RequestSignalOptions): Promise<CancelResult>;
+    /** Polls until `completed` or `failed` and returns that generation; a failed one is returned, not thrown. */
+    waitFor(generationId: string, options?: WaitForOptions): Promise<TerminalGeneration>;
+    /** create + waitFor. Returns the completed generation; throws GenerationFailedError for a failed one. */
+    run(input: CreateGenerationInput, options?: RunOptions & { throwOnFailure?: true }): Promise<CompletedGeneration>;
+    run(input: CreateGenerationInput, options: RunOptions & { throwOnFailure: false }): Promise<TerminalGeneration>;
+    run(input: CreateGenerationInput, options?: RunOptions): Promise<TerminalGeneration>;
+  };
+  /** GET /v1/balance: the caller's spendable tokens. */
+  balance(options?: RequestSignalOptions): Promise<Balance>;
+}
+
+const STATUSES: ReadonlySet<string> = new Set(['pending', 'processing', 'completed', 'failed']);
+const DEFAULT_MAX_OUTAGE_MS = 5 * 60_000;
+/** Right after a refresh, a model missing from the list stays missing: do not refetch per call. */
+const MODELS_REFETCH_MIN_MS = 10_000;
+/** Remembered generation -> model pairs, so waitFor can pace polling by the model's estimate. */
+const CREATED_MEMORY = 1_000;
+/** Create retries (only with an Idempotency-Key) start here and double. */
+const CREATE_RETRY_SCHEDULE = { initialMs: 250, maxMs: 5_000, factor: 2 };
+
+/** Aborts the deadline link; never seen by callers (it becomes a TimeoutError). */
+class DeadlineReached extends Error {
+  override readonly name = 'DeadlineReached' as const;
+}
+
+/** One waitFor/run call: the caller's signal and the deadline folded into one signal. */
+interface Operation {
+  signal: AbortSignal;
+  userSignal?: AbortSignal;
+  expired(): boolean;
+  close(): void;
+}
+
+function openOperation(userSignal: AbortSignal | undefined, timeoutMs: number | undefined): Operation {
+  const deadline = timeoutMs === undefined ? undefined : timeoutSignal(timeoutMs, new DeadlineReached());
+  const linked = linkSignals([userSignal, deadline?.signal]);
+  return {
+    signal: linked.signal,
+    userSignal,
+    // The caller's abort wins a tie, so an explicit abort is never reported as a timeout.
+    expired: () => !userSignal?.aborted && deadline?.signal.aborted === true,
+    close: () => {
+      linked.dispose();
+      deadline?.clear();
+    },
+  };
+}
+
+function invalidResponse(message: string): GenServiceError {
+  return new GenServiceError(message, { status: 200, code: 'invalid_response' });
+}
+
+function toGeneration(generationId: string, body: unknown): Generation {
+  if (!isRecord(body) || typeof body.status !== 'string' || !STATUSES.has(body.status)) {
+    throw invalidResponse(`Generation ${generationId}: the response has no valid status`);
+  }
+  const status = body.status as GenerationStatus;
+  if (status === 'pending' || status === 'processing') return { generationId, status };
+  if (typeof body.price !== 'number') {
+    throw invalidResponse(`Generation ${generationId}: a ${status} generation must have a numeric price`);
+  }
+  if (status === 'failed') return { generationId, status, price: body.price };
+  if (typeof body.result !== 'string') {
+    throw invalidResponse(`Generation ${generationId}: a completed generation must have a string result`);
+  }
+  return { generationId, status, result: body.result, price: body.price };
+}
+
+function isTerminal(generation: Generation): generation is TerminalGeneration {
+  return generation.status === 'completed' || generation.status === 'failed';
+}
+
+/** Rejects with the signal's reason as soon as it aborts, without cancelling `promise` (which others may share). */
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+function randomIdempotencyKey(): string | undefined {
+  const cryptoApi = (globalThis as { crypto?: Crypto }).crypto;
+  // randomUUID is missing in insecure browser contexts (plain http), where getRandomValues still works.
+  if (typeof cryptoApi?.randomUUID === 'function') return cryptoApi.randomUUID();
+  if (typeof cryptoApi?.getRandomValues === 'function') {
+    const bytes = cryptoApi.getRandomValues(new Uint8Array(16));
+    return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+  }
+  return undefined;
+}
+
+class Client implements GenServiceClient {
+  readonly models: GenServiceClient['models'];
+  readonly generations: GenServiceClient['generations'];
+  private readonly transport: Transport;
+  private readonly modelsCacheTtlMs: number;
+  private modelsCache?: { at: number; byId: Map<string, Model> };
+  private modelsInFlight?: Promise<void>;
+  private readonly modelOf = new Map<string, string>();
+
+  constructor(options: ClientOptions) {
+    this.transport = new Transport(options);
+    this.modelsCacheTtlMs = options.modelsCacheTtlMs ?? 5 * 60_000;
+    this.models = { list: (opts) => this.listModels(opts) };
+    this.generations = {
+      create: (input, opts) => this.create(input, opts),
+      get: (id, opts) => this.get(id, opts),
+      cancel: (id, opts) => this.cancel(id, opts),
+      waitFor: (id, opts) => this.waitFor(id, opts),
+      run: ((input: CreateGenerationInput, opts?: RunOptions) => this.run(input, opts)) as GenServiceClient['generations']['run'],
+    };
+  }
+
+  async balance(options: RequestSignalOptions = {}): Promise<Balance> {
+    const body = await this.transport.request('GET', '/v1/balance', { signal: options.signal });
+    if (!isRecord(body) || typeof body.balance !== 'number') throw invalidResponse('GET /v1/balance: no numeric balance');
+    return { balance: body.balance };
+  }
+
+  private async listModels(options: RequestSignalOptions = {}): Promise<Model[]> {
+    const body = await this.transport.request('GET', '/v1/models', { signal: options.signal });
+    if (!isRecord(body) || !Array.isArray(body.models)) throw invalidResponse('GET /v1/models: no models array');
+    const models = body.models as Model[];
+    this.modelsCache = { at: Date.now(), byId: new Map(models.map((m) => [m.modelId, m])) };
+    return models;
+  }
+
+  private async create(input: CreateGenerationInput, options: CreateOptions = {}): Promise<{ generationId: string }> {
+    const headers: Record<string, string> = {};
+    if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
+    const body = await this.transport.request('POST', '/v1/generations', {
+      body: { modelId: input.modelId, settings: input.settings },
+      headers,
+      signal: options.signal,
+    });
+    if (!isRecord(body) || typeof body.generationId !== 'string' || body.generationId === '') {
+      throw invalidResponse('POST /v1/generations: no generationId');
+    }
+    this.remember(body.generationId, input.modelId);
+    return { generationId: body.generationId };
+  }
+
+  private async get(generationId: string, options: RequestSignalOptions = {}): Promise<Generation> {
+    const body = await this.transport.request('GET', `/v1/generations/${encodeURIComponent(generationId)}`, {
+      signal: options.signal,
+    });
+    return toGeneration(generationId, body);
+  }
+
+  private async cancel(generationId: string, options: RequestSignalOptions = {}): Promise<CancelResult> {
+    const body = await this.transport.request('POST', `/v1/generations/${encodeURIComponent(generationId)}/cancel`, {
+      signal: options.signal,
+    });
+    const generation = toGeneration(generationId, body);
+    // A server that does not say counts as not cancelled: claiming a stop that may not have happened is worse.
+    const cancelled = isRecord(body) && typeof body.cancelled === 'boolean' ? body.cancelled : false;
+    return { ...generation, cancelled };
+  }
+
+  private async waitFor(generationId: string, options: WaitForOptions = {}): Promise<TerminalGeneration> {
+    throwIfAborted(options.signal);
+    const op = openOperation(options.signal, options.timeoutMs);
+    const state: PollState = {};
+    try {
+      const modelId = options.modelId ?? this.modelOf.get(generationId);
+      return await this.poll(generationId, modelId, options, op, state, true);
+    } catch (error) {
+      throw this.settle(error, op, generationId, state);
+    } finally {
+      op.close();
+    }
+  }
+
+  private async run(input: CreateGenerationInput, options: RunOptions = {}): Promise<TerminalGeneration> {
+    throwIfAborted(options.signal);
+    const op = openOperation(options.signal, options.timeoutMs);
+    const state: PollState = {};
+    let generationId: string | undefined;
+    try {
+      // Warm the estimate while the create is in flight; the poll awaits the same cache.
+      void this.estimateFor(input.modelId, op.signal).catch(() => undefined);
+      generationId = await this.createWithRetries(input, options, op, state);
+      options.onCreated?.(generationId);
+      const generation = await this.poll(generationId, input.modelId, options, op, state, false);
+      if (generation.status === 'failed' && options.throwOnFailure !== false) {
+        throw new GenerationFailedError(generation);
+      }
+      return generation;
+    } catch (error) {
+      const settled = this.settle(error, op, generationId, state);
+      if (options.cancelOnAbort && generationId !== undefined && op.signal.aborted) {
+        this.cancel(generationId).catch(() => undefined);
+      }
+      throw settled;
+    } finally {
+      op.close();
+    }
+  }
+
+  /** Maps an error that ended a wait to what the caller sees: their abort reason, a TimeoutError, or itself. */
+  private settle(error: unknown, op: Operation, generationId: string | undefined, state: PollState): unknown {
+    if (op.userSignal?.aborted) return op.userSignal.reason;
+    if (op.expired()) {
+      const what = generationId === undefined ? 'the generation was not created' : `generation ${generationId} did not finish`;
+      return new TimeoutError(`Timed out: ${what} in time${state.lastStatus ? ` (last status ${state.lastStatus})` : ''}`, {
+        generationId,
+        lastStatus: state.lastStatus,
+        cause: state.lastError,
+      });
+    }
+    return error;
+  }
+
+  private async createWithRetries(
+    input: CreateGenerationInput,
+    options: RunOptions,
+    op: Operation,
+    state: PollState,
+  ): Promise<string> {
+    const idempotencyKey = options.idempotencyKey ?? randomIdempotencyKey();
+    const backoff = new Backoff(CREATE_RETRY_SCHEDULE);
+    const maxOutageMs = options.maxOutageMs ?? DEFAULT_MAX_OUTAGE_MS;
+    const startedAt = Date.now();
+    for (;;) {
+      try {
+        return await this.createOnce(input, idempotencyKey, options.cancelOnAbort === true, op);
+      } catch (error) {
+        if (op.signal.aborted) throw error;
+        // Without a key a retry could start (and charge) a second generation. 409 means the first request with
+        // this key is still being handled: asking again shortly gets its answer.
+        const retryable = idempotencyKey !== undefined && (isTransientError(error) || error instanceof ConflictError);
+        if (!retryable || Date.now() - startedAt >= maxOutageMs) throw error;
+        state.lastError = error;
+        await sleep(delayAfter(error, backoff.next()), op.signal);
+      }
+    }
+  }
+
+  /**
+   * One create. With cancelOnAbort, the request is not tied to the caller's signal: an abort while it is in
+   * flight cannot stop the server from creating (and charging for) the generation, so the request is left to
+   * finish in the background and what it created is cancelled. The caller is still released at once.
+   */
+  private async createOnce(
+    input: CreateGenerationInput,
+    idempotencyKey: string | undefined,
+    cancelOnAbort: boolean,
+    op: Operation,
+  ): Promise<string> {
+    if (!cancelOnAbort) return (await this.create(input, { idempotencyKey, signal: op.signal })).generationId;
+    throwIfAborted(op.signal);
+    const attempt = this.create(input, { idempotencyKey });
+    try {
+      return (await raceAbort(attempt, op.signal)).generationId;
+    } catch (error) {
+      if (op.signal.aborted) {
+        attempt.then(({ generationId }) => this.cancel(generationId)).catch(() => undefined);
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * The polling loop. `pollFirst`: poll at once (waitFor on an id that may be long finished) rather than after
+   * the first delay (run, which knows the generation was just created).
+   */
+  private async poll(
+    generationId: string,
+    modelId: string | undefined,
+    options: WaitForOptions,
+    op: Operation,
+    state: PollState,
+    pollFirst: boolean,
+  ): Promise<TerminalGeneration> {
+    const maxOutageMs = options.maxOutageMs ?? DEFAULT_MAX_OUTAGE_MS;
+    const estimate = modelId === undefined ? Promise.resolve(undefined) : this.estimateFor(modelId, op.signal);
+    // The estimate only paces polling: if it cannot be had, poll on the default schedule rather than fail. Never
+    // rejects, so it cannot become an unhandled rejection when an abort ends the loop before it is awaited; the
+    // abort itself surfaces from the request or the sleep.
+    const schedule = estimate.then(
+      (seconds) => pollSchedule(seconds, options),
+      () => pollSchedule(undefined, options),
+    );
+    let backoff: Backoff | undefined;
+    let outageStartedAt: number | undefined;
+    let skipPoll = !pollFirst;
+    for (;;) {
+      let delay: number;
+      if (skipPoll) {
+        skipPoll = false;
+        backoff = new Backoff(await schedule);
+        delay = backoff.next();
+      } else {
+        try {
+          const generation = await this.get(generationId, { signal: op.signal });
+          outageStartedAt = undefined;
+          state.lastError = undefined;
+          if (generation.status !== state.lastStatus) {
+            state.lastStatus = generation.status;
+            options.onStatus?.(generation.status, generation);
+          }
+          if (isTerminal(generation)) return generation;
+          backoff ??= new Backoff(await schedule);
+          delay = backoff.next();
+        } catch (error) {
+          if (op.signal.aborted || !isTransientError(error)) throw error;
+          state.lastError = error;
+          outageStartedAt ??= Date.now();
+          if (Date.now() - outageStartedAt >= maxOutageMs) throw error;
+          backoff ??= new Backoff(await schedule);
+          delay = delayAfter(error, backoff.next());
+        }
+      }
+      await sleep(delay, op.signal);
+    }
+  }
+
+  /** The model's estimatedGenerationTime in seconds, from a cached models list; undefined when unknown. */
+  private async estimateFor(modelId: string, signal: AbortSignal): Promise<number | undefined> {
+    const cached = this.modelsCache;
+    const age = cached ? Date.now() - cached.at : Infinity;
+    if (cached && (age < MODELS_REFETCH_MIN_MS || (age < this.modelsCacheTtlMs && cached.byId.has(modelId)))) {
+      return cached.byId.get(modelId)?.estimatedGenerationTime;
+    }
+    // One refresh shared by all concurrent waits; none of them may cancel it for the others.
+    this.modelsInFlight ??= this.listModels()
+      .then(() => undefined)
+      .finally(() => {
+        this.modelsInFlight = undefined;
+      });
+    try {
+      await raceAbort(this.modelsInFlight, signal);
+    } catch (error) {
+      if (signal.aborted) throw error;
+      return undefined;
+    }
+    return this.modelsCache?.byId.get(modelId)?.estimatedGenerationTime;
+  }
+
+  private remember(generationId: string, modelId: string): void {
+    this.modelOf.set(generationId, modelId);
+    if (this.modelOf.size > CREATED_MEMORY) {
+      const oldest = this.modelOf.keys().next().value;
+      if (oldest !== undefined) this.modelOf.delete(oldest);
+    }
+  }
+}
+
+interface PollState {
+  lastStatus?: GenerationStatus;
+  lastError?: unknown;
+}
+
+/** A server's Retry-After is a floor: polling sooner would only be refused again. */
+function delayAfter(error: unknown, backoffMs: number): number {
+  const retryAfterMs = error instanceof GenServiceError ? error.retryAfterMs : undefined;
+  return retryAfterMs === undefined ? backoffMs : Math.max(backoffMs, retryAfterMs);
+}
+
+/**
+ * A client for one genservice API and one API key.
+ *
+ * @example
+ * const client = createClient({ baseUrl: 'https://api.example.com', apiKey: process.env.GENSERVICE_KEY! });
+ * const { result, price } = await client.generations.run(
+ *   { modelId: 'text-small', settings: { prompt: 'A haiku about rain' } },
+ *   { timeoutMs: 60_000, onStatus: (status) => console.log(status) },
+ * );
+ */
+export function createClient(options: ClientOptions): GenServiceClient {
+  return new Client(options);
+}

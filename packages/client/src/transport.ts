@@ -1,0 +1,165 @@
+import { linkSignals, throwIfAborted, timeoutSignal } from './abort.js';
+import { ConnectionError, GenServiceError, errorFromResponse } from './errors.js';
+import type { ErrorDetail } from './types.js';
+
+/** Kept by hand: importing package.json would pull it into the browser bundle for one string. */
+export const CLIENT_VERSION = '0.1.0';
+
+export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
+
+export interface TransportOptions {
+  baseUrl: string;
+  apiKey: string;
+  fetch?: FetchLike;
+  userAgent?: string;
+  requestTimeoutMs?: number;
+}
+
+export interface RequestOptions {
+  body?: unknown;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
+/** Marks an abort caused by the per-request timer, so it can be told apart from the caller's own abort. */
+class RequestTimeout extends Error {
+  override readonly name = 'RequestTimeout' as const;
+}
+
+function isNodeLike(): boolean {
+  const proc = (globalThis as { process?: { versions?: { node?: string } } }).process;
+  return typeof proc?.versions?.node === 'string';
+}
+
+/** Sends one request, returns the parsed JSON of a 2xx, throws a typed error otherwise. Never retries. */
+export class Transport {
+  private readonly baseUrl: string;
+  private readonly headers: Record<string, string>;
+  private readonly fetchImpl: FetchLike;
+  private readonly requestTimeoutMs: number;
+
+  constructor(options: TransportOptions) {
+    if (!options.baseUrl) throw new TypeError('createClient: baseUrl is required');
+    if (!options.apiKey) throw new TypeError('createClient: apiKey is required');
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    // Looked up on each call, not captured: tests and polyfills may install fetch later, and an unbound
+    // window.fetch throws "Illegal invocation" in browsers.
+    this.fetchImpl = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+    this.headers = { authorization: `Bearer ${options.apiKey}`, accept: 'application/json' };
+    // Browsers: a custom User-Agent is a non-safelisted header and would fail CORS preflight on hosts that do
+    // not list it, so it is only sent there when the caller asks for it.
+    const userAgent = options.userAgent ?? (isNodeLike() ? `genservice-client/${CLIENT_VERSION}` : undefined);
+    if (userAgent) this.headers['user-agent'] = userAgent;
+  }
+
+  async request(method: 'GET' | 'POST', path: string, options: RequestOptions = {}): Promise<unknown> {
+    throwIfAborted(options.signal);
+    const timeout = this.requestTimeoutMs > 0 ? timeoutSignal(this.requestTimeoutMs, new RequestTimeout()) : undefined;
+    const linked = linkSignals([options.signal, timeout?.signal]);
+    const headers: Record<string, string> = { ...this.headers, ...options.headers };
+    let body: string | undefined;
+    if (options.body !== undefined) {
+      body = JSON.stringify(options.body);
+      headers['content-type'] = 'application/json';
+    }
+    try {
+      let response: Response;
+      let text: string;
+      try {
+        response = await this.fetchImpl(`${this.baseUrl}${path}`, { method, headers, body, signal: linked.signal });
+        // Reading the body stays under the same signal: a server can stall after the headers.
+        text = await response.text();
+      } catch (error) {
+        // The caller's abort wins over everything, and surfaces with the caller's own reason (as fetch does).
+        if (options.signal?.aborted) throw options.signal.reason;
+        if (timeout?.signal.aborted) {
+          throw new ConnectionError(`${method} ${path}: no response within ${this.requestTimeoutMs} ms`, {
+            cause: error,
+          });
+        }
+        throw new ConnectionError(`${method} ${path}: ${describe(error)}`, { cause: error });
+      }
+      if (response.ok) return parseSuccess(text, response, method, path);
+      throw parseError(text, response);
+    } finally {
+      linked.dispose();
+      timeout?.clear();
+    }
+  }
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) {
+    const cause = (error as { cause?: unknown }).cause;
+    // undici reports every network failure as "fetch failed" and hides the useful part in cause.
+    return cause instanceof Error ? `${error.message} (${cause.message})` : error.message;
+  }
+  return String(error);
+}
+
+function parseSuccess(text: string, response: Response, method: string, path: string): unknown {
+  if (text === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new GenServiceError(`${method} ${path}: the response body is not JSON`, {
+      status: response.status,
+      code: 'invalid_response',
+      requestId: requestIdOf(response),
+      cause: error,
+    });
+  }
+}
+
+function parseError(text: string, response: Response): GenServiceError {
+  let parsed: unknown;
+  try {
+    parsed = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  const error = isRecord(parsed) && isRecord(parsed.error) ? parsed.error : undefined;
+  const code = typeof error?.code === 'string' ? error.code : 'unknown';
+  const message =
+    typeof error?.message === 'string'
+      ? error.message
+      : `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}`;
+  return errorFromResponse(message, {
+    status: response.status,
+    code,
+    details: Array.isArray(error?.details) ? error.details.flatMap(toErrorDetail) : undefined,
+    retryAfterMs: parseRetryAfter(response.headers.get('retry-after')),
+    requestId: requestIdOf(response),
+  });
+}
+
+function requestIdOf(response: Response): string | undefined {
+  return response.headers.get('x-request-id') ?? undefined;
+}
+
+/** `Retry-After` is either delta-seconds or an HTTP date. */
+export function parseRetryAfter(value: string | null, now: number = Date.now()): number | undefined {
+  if (value === null) return undefined;
+  const trimmed = value.trim();
+  if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.round(Number(trimmed) * 1000);
+  const date = Date.parse(trimmed);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - now);
+}
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+// Lenient on purpose: a detail with a missing part is still worth showing to the caller.
+function toErrorDetail(value: unknown): ErrorDetail[] {
+  if (!isRecord(value)) return [];
+  return [
+    {
+      field: typeof value.field === 'string' ? value.field : '',
+      code: typeof value.code === 'string' ? value.code : 'invalid',
+      message: typeof value.message === 'string' ? value.message : '',
+    },
+  ];
+}

@@ -1,0 +1,307 @@
+// The client against the real thing: core's service mounted on the Express adapter, over a real socket.
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import express from 'express';
+import {
+  MemoryApiKeyStore,
+  MemoryLedger,
+  ProviderError,
+  createGenerationService,
+  type GenerationService,
+  type ModelProvider,
+} from '@genservice/core';
+import { mountGenService } from './mount.js';
+import {
+  ConnectionError,
+  GenServiceError,
+  GenerationFailedError,
+  IdempotencyMismatchError,
+  InsufficientFundsError,
+  InvalidSettingsError,
+  ModelNotFoundError,
+  NotFoundError,
+  TimeoutError,
+  UnauthorizedError,
+  createClient,
+  type GenServiceClient,
+  type GenerationStatus,
+} from '../src/index.js';
+
+const prompt = { name: 'prompt', title: 'Prompt', fieldType: 'text', required: true };
+
+/** Generations whose prompt is `hold` run until released (by prompt suffix) or aborted. */
+const held = new Map<string, () => void>();
+
+const provider: ModelProvider = {
+  models: [
+    { modelId: 'echo', title: 'Echo', resultType: 'text', estimatedGenerationTime: 0.05, settings: [prompt], price: 3 },
+    {
+      modelId: 'slow',
+      title: 'Slow',
+      resultType: 'text',
+      estimatedGenerationTime: 0.05,
+      settings: [prompt],
+      price: 5,
+      failureFee: 2,
+      timeoutMs: 60_000,
+    },
+    { modelId: 'broken', title: 'Broken', resultType: 'text', estimatedGenerationTime: 0.05, settings: [prompt], price: 4, failureFee: 1 },
+    { modelId: 'pricey', title: 'Pricey', resultType: 'text', estimatedGenerationTime: 0.05, settings: [prompt], price: 1_000 },
+    {
+      modelId: 'sized',
+      title: 'Sized',
+      resultType: 'text',
+      estimatedGenerationTime: 0.05,
+      settings: [prompt, { name: 'size', title: 'Size', fieldType: 'select', options: ['s', 'm'] }],
+      price: 1,
+    },
+  ],
+  async generate(input, ctx) {
+    const text = String(input.settings.prompt);
+    if (input.model.modelId === 'broken') throw new ProviderError('the model broke', { retryable: false });
+    if (input.model.modelId === 'slow') {
+      await new Promise<void>((resolve, reject) => {
+        held.set(text, resolve);
+        ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
+      });
+    }
+    return { text: `echo: ${text}` };
+  },
+};
+
+let service: GenerationService;
+let server: Server;
+let baseUrl: string;
+/** GETs of a generation to fail before they reach genservice: 503s, then dropped connections. */
+const flaky = { unavailable: 0, dropped: 0 };
+
+function client(apiKey = 'alice-key', extra: Partial<Parameters<typeof createClient>[0]> = {}): GenServiceClient {
+  return createClient({ baseUrl, apiKey, ...extra });
+}
+
+async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+beforeAll(async () => {
+  service = createGenerationService({
+    providers: [provider],
+    apiKeys: new MemoryApiKeyStore({
+      keys: [
+        { apiKey: 'alice-key', userId: 'alice' },
+        { apiKey: 'bob-key', userId: 'bob' },
+      ],
+    }),
+    ledger: new MemoryLedger({ balances: { alice: 100, bob: 100 } }),
+  });
+  await service.start();
+  const app = express();
+  app.use((req, res, next) => {
+    if (req.method === 'GET' && req.path.startsWith('/api/v1/generations/')) {
+      if (flaky.unavailable > 0) {
+        flaky.unavailable -= 1;
+        res.status(503).set('retry-after', '0').json({ error: { code: 'unavailable', message: 'Down for a moment.' } });
+        return;
+      }
+      if (flaky.dropped > 0) {
+        flaky.dropped -= 1;
+        req.socket.destroy();
+        return;
+      }
+    }
+    next();
+  });
+  mountGenService(app, '/api', service);
+  server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api`;
+});
+
+afterAll(async () => {
+  for (const release of held.values()) release();
+  await new Promise<void>((resolve) => server?.close(() => resolve()));
+  server?.closeAllConnections?.();
+  await service?.stop({ timeoutMs: 2_000 });
+});
+
+describe('client against core on Express', () => {
+  it('lists the models with their settings', async () => {
+    const models = await client().models.list();
+    expect(models.map((m) => m.modelId)).toEqual(['echo', 'slow', 'broken', 'pricey', 'sized']);
+    expect(models[0]).toEqual({
+      modelId: 'echo',
+      title: 'Echo',
+      resultType: 'text',
+      estimatedGenerationTime: 0.05,
+      settings: [prompt],
+    });
+  });
+
+  it('runs a generation to completion, reporting each status once, and charges its price', async () => {
+    const c = client();
+    const before = (await c.balance()).balance;
+    const statuses: GenerationStatus[] = [];
+    const generation = await c.generations.run(
+      { modelId: 'echo', settings: { prompt: 'hello' } },
+      { timeoutMs: 10_000, onStatus: (s) => statuses.push(s) },
+    );
+    expect(generation).toMatchObject({ status: 'completed', result: 'echo: hello', price: 3 });
+    expect(generation.generationId).toEqual(expect.any(String));
+    expect(statuses.at(-1)).toBe('completed');
+    expect(new Set(statuses).size).toBe(statuses.length);
+    expect((await c.balance()).balance).toBe(before - 3);
+    await expect(c.generations.get(generation.generationId)).resolves.toEqual(generation);
+    // waitFor on a finished generation answers at once.
+    await expect(c.generations.waitFor(generation.generationId)).resolves.toEqual(generation);
+  });
+
+  it('runs several generations at once', async () => {
+    const c = client('bob-key');
+    const results = await Promise.all(
+      ['a', 'b', 'c', 'd'].map((p) => c.generations.run({ modelId: 'echo', settings: { prompt: p } }, { timeoutMs: 10_000 })),
+    );
+    expect(results.map((r) => r.result)).toEqual(['echo: a', 'echo: b', 'echo: c', 'echo: d']);
+  });
+
+  it('throws GenerationFailedError with the failure fee for a failed generation', async () => {
+    const c = client();
+    const error = await c.generations.run({ modelId: 'broken', settings: { prompt: 'x' } }, { timeoutMs: 10_000 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GenerationFailedError);
+    expect(error).toMatchObject({ price: 1, generation: { status: 'failed', price: 1 } });
+    const failed = await c.generations.run({ modelId: 'broken', settings: { prompt: 'x' } }, { throwOnFailure: false });
+    expect(failed).toMatchObject({ status: 'failed', price: 1 });
+  });
+
+  it('maps the server errors to typed errors', async () => {
+    const c = client();
+    await expect(c.generations.create({ modelId: 'pricey', settings: { prompt: 'x' } })).rejects.toBeInstanceOf(InsufficientFundsError);
+    const missing = await c.generations.create({ modelId: 'nope', settings: { prompt: 'x' } }).catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(ModelNotFoundError);
+    expect(missing).toMatchObject({ status: 404, code: 'model_not_found' });
+
+    const invalid = (await c.generations
+      .create({ modelId: 'sized', settings: { size: 'xl', colour: 'red' } })
+      .catch((e: unknown) => e)) as InvalidSettingsError;
+    expect(invalid).toBeInstanceOf(InvalidSettingsError);
+    expect(invalid).toMatchObject({ status: 400, code: 'invalid_settings' });
+    expect(invalid.details.map((d) => d.field).sort()).toEqual(['settings.colour', 'settings.prompt', 'settings.size']);
+
+    await expect(client('wrong-key').models.list()).rejects.toBeInstanceOf(UnauthorizedError);
+    await expect(client('wrong-key').balance()).rejects.toMatchObject({ name: 'UnauthorizedError', status: 401 });
+    await expect(c.generations.get('no-such-generation')).rejects.toBeInstanceOf(NotFoundError);
+    await expect(c.generations.waitFor('no-such-generation', { timeoutMs: 5_000 })).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it("hides one user's generation from another", async () => {
+    const { generationId } = await client().generations.create({ modelId: 'echo', settings: { prompt: 'mine' } });
+    await expect(client('bob-key').generations.get(generationId)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(client('bob-key').generations.cancel(generationId)).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it('an Idempotency-Key returns the same generation and charges once; a different body is a 422', async () => {
+    const c = client('bob-key');
+    const before = (await c.balance()).balance;
+    const input = { modelId: 'echo', settings: { prompt: 'once' } };
+    const first = await c.generations.create(input, { idempotencyKey: 'idem-1' });
+    const again = await c.generations.create(input, { idempotencyKey: 'idem-1' });
+    expect(again.generationId).toBe(first.generationId);
+    await c.generations.waitFor(first.generationId, { timeoutMs: 10_000 });
+    expect((await c.balance()).balance).toBe(before - 3);
+    const mismatch = await c.generations
+      .create({ modelId: 'echo', settings: { prompt: 'other' } }, { idempotencyKey: 'idem-1' })
+      .catch((e: unknown) => e);
+    expect(mismatch).toBeInstanceOf(IdempotencyMismatchError);
+    expect(mismatch).toMatchObject({ status: 422, code: 'idempotency_mismatch' });
+  });
+
+  it('cancels a running generation; waitFor then sees it failed with the failure fee', async () => {
+    const c = client();
+    const statuses: GenerationStatus[] = [];
+    const { generationId } = await c.generations.create({ modelId: 'slow', settings: { prompt: 'hold-cancel' } });
+    const waiting = c.generations.waitFor(generationId, { timeoutMs: 10_000, onStatus: (s) => statuses.push(s) });
+    await until(() => held.has('hold-cancel'));
+    await until(async () => (await c.generations.get(generationId)).status === 'processing');
+    const cancelled = await c.generations.cancel(generationId);
+    expect(cancelled).toMatchObject({ generationId, cancelled: true, status: 'failed', price: 2 });
+    await expect(waiting).resolves.toEqual({ generationId, status: 'failed', price: 2 });
+    expect(statuses.at(-1)).toBe('failed');
+    // A finished generation is left as it is.
+    await expect(c.generations.cancel(generationId)).resolves.toMatchObject({ cancelled: false, status: 'failed', price: 2 });
+  });
+
+  it('reports pending/processing/completed in order as the generation moves', async () => {
+    const c = client();
+    const statuses: GenerationStatus[] = [];
+    const running = c.generations.run(
+      { modelId: 'slow', settings: { prompt: 'hold-order' } },
+      { timeoutMs: 10_000, onStatus: (s) => statuses.push(s) },
+    );
+    await until(() => statuses.includes('processing'));
+    held.get('hold-order')?.();
+    await expect(running).resolves.toMatchObject({ status: 'completed', result: 'echo: hold-order', price: 5 });
+    expect(statuses.filter((s) => s !== 'pending')).toEqual(['processing', 'completed']);
+  });
+
+  it('times out, naming the generation, while it is still running', async () => {
+    const c = client();
+    const started = Date.now();
+    const error = (await c.generations
+      .run({ modelId: 'slow', settings: { prompt: 'hold-timeout' } }, { timeoutMs: 400 })
+      .catch((e: unknown) => e)) as TimeoutError;
+    expect(error).toBeInstanceOf(TimeoutError);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(error.generationId).toEqual(expect.any(String));
+    expect(['pending', 'processing']).toContain(error.lastStatus);
+    held.get('hold-timeout')?.();
+    await expect(c.generations.waitFor(error.generationId!, { timeoutMs: 10_000 })).resolves.toMatchObject({ status: 'completed' });
+  });
+
+  it('stops at once on abort, and cancelOnAbort stops the paid job', async () => {
+    const c = client();
+    const controller = new AbortController();
+    let id: string | undefined;
+    const running = c.generations.run(
+      { modelId: 'slow', settings: { prompt: 'hold-abort' } },
+      { signal: controller.signal, cancelOnAbort: true, onCreated: (generationId) => (id = generationId) },
+    );
+    await until(() => id !== undefined && held.has('hold-abort'));
+    const abortedAt = Date.now();
+    controller.abort();
+    const error = await running.catch((e: unknown) => e);
+    expect((error as Error).name).toBe('AbortError');
+    expect(Date.now() - abortedAt).toBeLessThan(100);
+    await until(async () => (await c.generations.get(id!)).status === 'failed');
+    await expect(c.generations.get(id!)).resolves.toMatchObject({ status: 'failed', price: 2 });
+  });
+
+  it('rides out 503s (with Retry-After) and dropped connections while waiting', async () => {
+    const c = client();
+    const { generationId } = await c.generations.create({ modelId: 'echo', settings: { prompt: 'flaky' } });
+    flaky.unavailable = 2;
+    flaky.dropped = 2;
+    const done = await c.generations.waitFor(generationId, { timeoutMs: 20_000, pollIntervalMs: 50 });
+    expect(done).toMatchObject({ status: 'completed', result: 'echo: flaky' });
+    expect(flaky).toEqual({ unavailable: 0, dropped: 0 });
+  });
+
+  it('a one-shot request reports a dropped connection as ConnectionError and a 503 as typed', async () => {
+    const c = client();
+    flaky.dropped = 1;
+    await expect(c.generations.get('any')).rejects.toBeInstanceOf(ConnectionError);
+    flaky.unavailable = 1;
+    const error = await c.generations.get('any').catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'ServiceUnavailableError', status: 503, retryAfterMs: 0 });
+    expect(error).toBeInstanceOf(GenServiceError);
+  });
+
+  it('reports an unreachable server as ConnectionError', async () => {
+    const c = createClient({ baseUrl: 'http://127.0.0.1:1', apiKey: 'k' });
+    await expect(c.models.list()).rejects.toBeInstanceOf(ConnectionError);
+  });
+});
