@@ -1,0 +1,127 @@
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryLedger, hashApiKey } from '@genservice/core';
+
+describe('hashApiKey', () => {
+  it('is the hex SHA-256 of the UTF-8 key, as SQL stores will store it', () => {
+    expect(hashApiKey('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    expect(hashApiKey('ключ')).toBe(createHash('sha256').update(Buffer.from('ключ', 'utf8')).digest('hex'));
+    expect(hashApiKey('')).toMatch(/^[0-9a-f]{64}$/);
+  });
+});
+
+describe('MemoryApiKeyStore options', () => {
+  it('takes its first keys from the constructor', async () => {
+    const keys = new MemoryApiKeyStore({ keys: [{ apiKey: 'k1', userId: 'alice' }, { apiKey: 'k2', userId: 'bob' }] });
+    expect(await keys.resolve('k1')).toEqual({ userId: 'alice' });
+    expect(await keys.resolve('k2')).toEqual({ userId: 'bob' });
+    expect(await keys.resolve('k3')).toBeNull();
+  });
+
+  it('refuses an empty key and a key given to two users', () => {
+    expect(() => new MemoryApiKeyStore({ keys: [{ apiKey: '', userId: 'a' }] })).toThrow();
+    expect(() => new MemoryApiKeyStore({ keys: [{ apiKey: 'k', userId: 'a' }, { apiKey: 'k', userId: 'b' }] })).toThrow();
+  });
+});
+
+describe('MemoryLedger options', () => {
+  it('starts from the given balances', async () => {
+    const ledger = new MemoryLedger({ balances: { alice: 30, bob: 0 } });
+    expect(await ledger.account('alice')).toEqual({ balance: 30, reserved: 0, settled: 0 });
+    expect(await ledger.balance('bob')).toBe(0);
+  });
+
+  it('refuses negative or non-finite amounts instead of corrupting an account', async () => {
+    expect(() => new MemoryLedger({ balances: { a: -1 } })).toThrow(RangeError);
+    const ledger = new MemoryLedger({ balances: { a: 10 } });
+    await expect(ledger.credit('a', -1)).rejects.toThrow(RangeError);
+    await expect(ledger.credit('a', Number.NaN)).rejects.toThrow(RangeError);
+    await expect(ledger.reserve('a', 'g', -5)).rejects.toThrow(RangeError);
+    await expect(ledger.reserve('a', 'g', Number.POSITIVE_INFINITY)).rejects.toThrow(RangeError);
+    expect(await ledger.reserve('a', 'g', 4)).toBe('ok');
+    await expect(ledger.settle('g', Number.NaN)).rejects.toThrow(RangeError);
+    expect(await ledger.account('a')).toEqual({ balance: 6, reserved: 4, settled: 0 });
+  });
+
+  it("refuses to reserve one generation for a second user rather than riding on the first's hold", async () => {
+    const ledger = new MemoryLedger({ balances: { a: 10, b: 10 } });
+    expect(await ledger.reserve('a', 'g', 5)).toBe('ok');
+    await expect(ledger.reserve('b', 'g', 5)).rejects.toThrow();
+    expect(await ledger.account('b')).toEqual({ balance: 10, reserved: 0, settled: 0 });
+  });
+});
+
+describe('MemoryBlobStore keys', () => {
+  it('are 32 random bytes in base64url', async () => {
+    const blobs = new MemoryBlobStore();
+    const key = await blobs.put(new Uint8Array([1]), 'text/plain');
+    expect(key).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(Buffer.from(key, 'base64url')).toHaveLength(32);
+  });
+});
+
+describe('DiskBlobStore', () => {
+  let root: string;
+  let directory: string;
+
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'genservice-disk-'));
+    directory = join(root, 'blobs');
+  });
+
+  afterEach(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('creates its directory on first put and keeps files only inside it', async () => {
+    const blobs = new DiskBlobStore({ directory });
+    const key = await blobs.put(new Uint8Array([1, 2]), 'image/png');
+    expect(key).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(await readdir(root)).toEqual(['blobs']);
+    const files = (await readdir(directory, { recursive: true })).sort();
+    expect(files).toEqual([key.slice(0, 2), join(key.slice(0, 2), key), join(key.slice(0, 2), `${key}.json`)].sort());
+  });
+
+  it('survives a restart: a new instance on the same directory reads what the old one wrote', async () => {
+    const key = await new DiskBlobStore({ directory }).put(new Uint8Array([9, 8, 7]), 'audio/mpeg');
+    const blob = await new DiskBlobStore({ directory }).get(key);
+    expect(blob?.mimeType).toBe('audio/mpeg');
+    expect(Array.from(blob!.bytes)).toEqual([9, 8, 7]);
+  });
+
+  it('never reads a file outside its directory, even one that exists where a traversal would land', async () => {
+    const blobs = new DiskBlobStore({ directory });
+    await mkdir(directory, { recursive: true });
+    await writeFile(join(root, 'secret'), 'top secret');
+    await writeFile(join(root, 'secret.json'), JSON.stringify({ mimeType: 'text/plain' }));
+    const attempts = ['../secret', '..%2fsecret', `${'../'.repeat(10)}${root.slice(1)}/secret`, join(root, 'secret'), 'ab/../../secret'];
+    for (const key of attempts) expect(await blobs.get(key)).toBeNull();
+    for (const key of attempts) await blobs.delete(key);
+    expect((await readdir(root)).sort()).toEqual(['blobs', 'secret', 'secret.json']);
+  });
+
+  it('does not serve a sidecar or a temp file as a blob', async () => {
+    const blobs = new DiskBlobStore({ directory });
+    const key = await blobs.put(new Uint8Array([1]), 'text/plain');
+    await writeFile(join(directory, key.slice(0, 2), `${key}.0123.tmp`), 'partial');
+    for (const k of [`${key}.json`, `${key}.0123.tmp`, `${key}.0123`]) expect(await blobs.get(k)).toBeNull();
+  });
+
+  it('answers null when the bytes are present but the sidecar is gone', async () => {
+    const blobs = new DiskBlobStore({ directory });
+    const key = await blobs.put(new Uint8Array([1]), 'text/plain');
+    await rm(join(directory, key.slice(0, 2), `${key}.json`));
+    expect(await blobs.get(key)).toBeNull();
+  });
+
+  it('leaves no temp files after many concurrent puts', async () => {
+    const blobs = new DiskBlobStore({ directory });
+    const keys = await Promise.all(Array.from({ length: 40 }, (_, i) => blobs.put(new Uint8Array([i]), 'text/plain')));
+    expect(new Set(keys).size).toBe(40);
+    const files = await readdir(directory, { recursive: true });
+    expect(files.filter((f) => f.endsWith('.tmp'))).toEqual([]);
+  });
+});
