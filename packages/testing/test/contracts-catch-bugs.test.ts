@@ -1,0 +1,199 @@
+/**
+ * The contract suites are only worth something if a broken implementation fails them. This runs them, in a child
+ * vitest, against implementations with one planted bug each, and checks every bug is caught, so a later edit that
+ * weakens a suite shows up here.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const repo = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** Each mutant subclasses a correct implementation and breaks one guarantee. */
+const MUTANTS: Record<string, string> = {
+  'ledger: check-then-act reserve': `
+    class M extends MemoryLedger {
+      async reserve(u, g, a, now) {
+        const balance = await this.balance(u);
+        await tick();
+        if (balance < a) return 'insufficient';
+        await this.credit(u, a);
+        return super.reserve(u, g, a, now);
+      }
+    }
+    runPortContracts(NAME, ports({ ledger: () => new M() }));`,
+  'ledger: settle charges again on retry': `
+    class M extends MemoryLedger {
+      async settle(g, a) { const r = this.reserves.get(g); if (r) delete r.charged; return super.settle(g, a); }
+    }
+    runPortContracts(NAME, ports({ ledger: () => new M() }));`,
+  'ledger: settle ignores the reserve cap': `
+    class M extends MemoryLedger {
+      async settle(g, a) { const r = this.reserves.get(g); if (r && r.charged === undefined && a > r.amount) r.amount = a; return super.settle(g, a); }
+    }
+    runPortContracts(NAME, ports({ ledger: () => new M() }));`,
+  'store: claim ignores a live lease': `
+    class M extends MemoryGenerationStore {
+      async claim(id, o) { const r = this.records.get(id); if (r && r.status === 'processing') r.leaseExpiresAt = 0; return super.claim(id, o); }
+    }
+    runPortContracts(NAME, ports({ store: () => new M() }));`,
+  'store: complete by any worker': `
+    class M extends MemoryGenerationStore {
+      async complete(id, i) { const r = this.records.get(id); if (r && r.leaseOwner) i = { ...i, workerId: r.leaseOwner, now: Math.min(i.now, r.leaseExpiresAt - 1) }; return super.complete(id, i); }
+    }
+    runPortContracts(NAME, ports({ store: () => new M() }));`,
+  'store: get is not owner-scoped': `
+    class M extends MemoryGenerationStore { async get(id) { return this.getById(id); } }
+    runPortContracts(NAME, ports({ store: () => new M() }));`,
+  'store: a completed generation can be failed': `
+    class M extends MemoryGenerationStore {
+      async fail(id, i) { const r = this.records.get(id); if (r && r.status === 'completed') { r.status = 'processing'; r.leaseExpiresAt = 0; } return super.fail(id, i); }
+    }
+    runPortContracts(NAME, ports({ store: () => new M() }));`,
+  'store: listUnfinished newest first': `
+    class M extends MemoryGenerationStore { async listUnfinished(l) { return (await super.listUnfinished(1e6)).reverse().slice(0, l); } }
+    runPortContracts(NAME, ports({ store: () => new M() }));`,
+  'store: deleteFinishedBefore includes the cutoff': `
+    class M extends MemoryGenerationStore { async deleteFinishedBefore(b, l) { return super.deleteFinishedBefore(b + 1, l); } }
+    runPortContracts(NAME, ports({ store: () => new M() }));`,
+  'api keys: plain key kept': `
+    class M extends MemoryApiKeyStore { plain = new Set(); async addKey(k, u) { this.plain.add(k); return super.addKey(k, u); } }
+    runPortContracts(NAME, ports({ apiKeys: () => new M() }));`,
+  'api keys: resolve cached past a revoke': `
+    class M extends MemoryApiKeyStore { cache = new Map(); async resolve(k) { if (!this.cache.has(k)) this.cache.set(k, await super.resolve(k)); return this.cache.get(k); } }
+    runPortContracts(NAME, ports({ apiKeys: () => new M() }));`,
+  'api keys: whitespace-trimmed match': `
+    class M extends MemoryApiKeyStore { async resolve(k) { return (await super.resolve(k)) ?? (await super.resolve(k.trim())); } }
+    runPortContracts(NAME, ports({ apiKeys: () => new M() }));`,
+  'idempotency: begin is not atomic': `
+    class M extends MemoryIdempotencyStore {
+      async begin(u, k, h, n) { const seen = this.byUser.get(u)?.has(k); await tick(); if (!seen) this.byUser.get(u)?.delete(k); return super.begin(u, k, h, n); }
+    }
+    runPortContracts(NAME, ports({ idempotency: () => new M() }));`,
+  'idempotency: user and key joined with a colon': `
+    class M extends MemoryIdempotencyStore {
+      async begin(u, k, h, n) { return super.begin('', u + ':' + k, h, n); }
+      async finish(u, k, g) { return super.finish('', u + ':' + k, g); }
+      async abandon(u, k) { return super.abandon('', u + ':' + k); }
+    }
+    runPortContracts(NAME, ports({ idempotency: () => new M() }));`,
+  'blobs: get shares the stored bytes': `
+    class M extends MemoryBlobStore { async get(k) { return this.blobs.get(k) ?? null; } }
+    runBlobStoreContract(NAME, async () => ({ blobs: new M(), close: async () => undefined }));`,
+  'blobs: disk store joins the key into a path': `
+    class M extends DiskBlobStore {
+      constructor(d) { super({ directory: d }); this.d = d; }
+      async get(k) {
+        try { return { bytes: new Uint8Array(await readFile(join(this.d, k.slice(0, 2), k))), mimeType: 'x' }; }
+        catch (e) { if (e.code === 'ENOENT') return null; throw e; }
+      }
+    }
+    runBlobStoreContract(NAME, async () => { const d = await mkdtemp(join(tmpdir(), 'mut-')); return { blobs: new M(d), close: () => rm(d, { recursive: true, force: true }) }; });`,
+  'queue: no de-duplication of waiting jobs': `
+    runQueueContract(NAME, async () => { const q = new Naive({ abort: true, limit: 2 }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
+  'queue: stop never aborts': `
+    runQueueContract(NAME, async () => { const q = new Naive({ dedupe: true, limit: 2 }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
+  'queue: ignores its concurrency': `
+    runQueueContract(NAME, async () => { const q = new Naive({ dedupe: true, abort: true }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
+  'queue: keeps starting jobs after stop': `
+    runQueueContract(NAME, async () => { const q = new Naive({ dedupe: true, abort: true, limit: 2, afterStop: true }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
+};
+
+/** The same naive queue with every fault switched off: proves the queue mutants fail for their bug alone. */
+const CONTROL = `
+  runQueueContract('control: correct naive queue', async () => { const q = new Naive({ dedupe: true, abort: true, limit: 2 }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });
+  runPortContracts('control: memory ports', ports({}));`;
+
+const PRELUDE = `
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryGenerationStore, MemoryIdempotencyStore, MemoryLedger } from '@genservice/core';
+import { runBlobStoreContract, runPortContracts, runQueueContract } from '@genservice/testing';
+const tick = () => new Promise((r) => setTimeout(r, 0));
+const ports = (o) => async () => ({
+  store: (o.store ?? (() => new MemoryGenerationStore()))(),
+  ledger: (o.ledger ?? (() => new MemoryLedger()))(),
+  apiKeys: (o.apiKeys ?? (() => new MemoryApiKeyStore()))(),
+  idempotency: (o.idempotency ?? (() => new MemoryIdempotencyStore()))(),
+  close: async () => undefined,
+});
+class Naive {
+  constructor(o) { this.o = o; this.backlog = []; this.running = new Map(); this.stopped = false; this.active = 0; }
+  async enqueue(j) { if (this.o.dedupe && this.backlog.some((b) => b.generationId === j.generationId)) return; this.backlog.push(j); this.pump(); }
+  async start(h) { this.h = h; this.stopped = false; this.pump(); }
+  pump() {
+    if (!this.h || (this.stopped && !this.o.afterStop)) return;
+    while (this.backlog.length && this.active < (this.o.limit ?? Infinity)) {
+      const j = this.backlog.shift(); const c = new AbortController(); this.active++; this.running.set(j.generationId, c);
+      Promise.resolve().then(() => this.h(j, c.signal)).catch(() => {}).finally(() => { this.active--; this.running.delete(j.generationId); this.pump(); });
+    }
+  }
+  async stop(o = {}) {
+    this.stopped = true; const end = Date.now() + (o.timeoutMs ?? 10000);
+    while (this.running.size && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
+    if (this.o.abort) for (const c of this.running.values()) c.abort();
+  }
+}
+`;
+
+interface JsonReport {
+  testResults: Array<{ assertionResults: Array<{ ancestorTitles: string[]; fullName: string; status: string }> }>;
+}
+
+describe('the contract suites catch planted bugs', () => {
+  let dir: string;
+  let report: JsonReport;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'genservice-mutants-'));
+    const body = Object.entries(MUTANTS)
+      .map(([name, code]) => `{ const NAME = ${JSON.stringify(`mutant: ${name}`)};\n${code}\n}`)
+      .join('\n');
+    await writeFile(join(dir, 'mutants.test.js'), `${PRELUDE}\n${body}\n${CONTROL}\n`);
+    await writeFile(
+      join(dir, 'vitest.config.mjs'),
+      `export default { resolve: { alias: {
+        '@genservice/core': ${JSON.stringify(join(repo, 'packages/core/src/index.ts'))},
+        '@genservice/testing': ${JSON.stringify(join(repo, 'packages/testing/src/index.ts'))},
+      } }, test: { include: ['mutants.test.js'], testTimeout: 30000 } };\n`,
+    );
+    const out = join(dir, 'report.json');
+    const child = spawnSync(
+      process.execPath,
+      [join(repo, 'node_modules/vitest/vitest.mjs'), 'run', '--root', dir, '--config', join(dir, 'vitest.config.mjs'), '--reporter=json', `--outputFile=${out}`],
+      { cwd: repo, encoding: 'utf8', timeout: 240_000 },
+    );
+    const raw = await readFile(out, 'utf8').catch(() => {
+      throw new Error(`the child vitest wrote no report:\n${child.stdout}\n${child.stderr}`);
+    });
+    report = JSON.parse(raw) as JsonReport;
+  }, 300_000);
+
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  function outcomes(prefix: string): { failed: string[]; passed: number } {
+    const tests = report.testResults.flatMap((f) => f.assertionResults).filter((t) => t.ancestorTitles[0]?.startsWith(prefix));
+    return { failed: tests.filter((t) => t.status === 'failed').map((t) => t.fullName), passed: tests.filter((t) => t.status === 'passed').length };
+  }
+
+  it('runs the correct controls green', () => {
+    const queue = outcomes('control: correct naive queue');
+    const memory = outcomes('control: memory ports');
+    expect(queue.failed).toEqual([]);
+    expect(memory.failed).toEqual([]);
+    expect(queue.passed).toBeGreaterThan(5);
+    expect(memory.passed).toBeGreaterThan(50);
+  });
+
+  for (const name of Object.keys(MUTANTS)) {
+    it(`fails ${name}`, () => {
+      expect(outcomes(`mutant: ${name}`).failed.length).toBeGreaterThan(0);
+    });
+  }
+});
