@@ -17,7 +17,8 @@ export type IdempotencyBegin =
  * Remembers Idempotency-Key headers of POST /v1/generations, per user.
  *
  * Guarantees: `begin` is atomic: of concurrent calls with the same (userId, key) exactly one gets `new`.
- * `finish` records the generation; `abandon` forgets a key whose first request failed so it can be retried.
+ * `finish` records the generation (a second `finish` keeps the first id); `abandon` forgets a key whose first
+ * request failed so it can be retried, and does nothing once the key is finished.
  * Records older than the configured retention may be purged.
  */
 export interface IdempotencyStore {

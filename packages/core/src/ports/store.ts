@@ -51,6 +51,11 @@ export interface FailInput {
  * - `claim` moves `pending -> processing`, or re-claims a `processing` one whose lease has expired (a lost
  *   worker); each claim increments `attempts` and sets the lease. `complete`/`fail` by a worker succeed only
  *   while that worker still holds the lease: a stale worker's late completion is refused.
+ * - A worker holds its lease while `leaseOwner === workerId && now < leaseExpiresAt`; from `now >= leaseExpiresAt`
+ *   on it has expired, even if nobody re-claimed it, and that worker can no longer complete, fail or renew (the
+ *   runner renews every leaseMs/3, so only a stalled or dead worker loses it).
+ * - `fail` with a `workerId` is refused for a pending generation (a worker never held it); `force` skips the lease
+ *   check (cancellation).
  * - `listUnfinished` returns pending and processing generations (for recovery), oldest first.
  */
 export interface GenerationStore {
