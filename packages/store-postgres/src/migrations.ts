@@ -1,0 +1,114 @@
+import type { Pool } from 'pg';
+import { PgDatabase } from './db.js';
+import type { Queryable } from './db.js';
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** Statements for a schema, given quoted (`"genservice"`). Additive only: a migration never drops data. */
+  up(s: string): string[];
+}
+
+/**
+ * Every instance takes this transaction-scoped advisory lock before looking at `schema_migrations`, so instances
+ * that start together apply each migration once, in order, and the losers see the winners' work. Constant (not
+ * per schema) so even `CREATE SCHEMA IF NOT EXISTS` - which races on its own - runs under it.
+ */
+export const MIGRATION_LOCK_KEY = 7_340_512_846_113_201;
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'generations, ledger, api keys, idempotency',
+    up: (s) => [
+      `CREATE TABLE ${s}.generations (
+        id text PRIMARY KEY,
+        owner_id text NOT NULL,
+        model_id text NOT NULL,
+        settings json NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'processing', 'completed', 'failed')),
+        reserved numeric NOT NULL,
+        price numeric,
+        result_text text,
+        result_key text,
+        failure_reason text,
+        attempts integer NOT NULL DEFAULT 0,
+        lease_owner text,
+        lease_expires_at bigint,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        finished_at bigint
+      )`,
+      // Recovery scans unfinished work oldest first; the partial index stays as small as the backlog.
+      `CREATE INDEX generations_unfinished_idx ON ${s}.generations (created_at, id)
+        WHERE status IN ('pending', 'processing')`,
+      // Retention sweeps finished work by age.
+      `CREATE INDEX generations_finished_idx ON ${s}.generations (finished_at)
+        WHERE status IN ('completed', 'failed')`,
+      `CREATE TABLE ${s}.accounts (
+        user_id text PRIMARY KEY,
+        balance numeric NOT NULL DEFAULT 0 CHECK (balance >= 0),
+        reserved numeric NOT NULL DEFAULT 0 CHECK (reserved >= 0),
+        settled numeric NOT NULL DEFAULT 0 CHECK (settled >= 0)
+      )`,
+      `CREATE TABLE ${s}.reserves (
+        generation_id text PRIMARY KEY,
+        user_id text NOT NULL,
+        amount numeric NOT NULL CHECK (amount >= 0),
+        state text NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'settled')),
+        charged numeric CHECK (charged >= 0 AND charged <= amount),
+        created_at bigint NOT NULL,
+        settled_at bigint
+      )`,
+      `CREATE INDEX reserves_open_idx ON ${s}.reserves (created_at, generation_id) WHERE state = 'open'`,
+      `CREATE TABLE ${s}.api_keys (
+        key_hash text PRIMARY KEY,
+        user_id text NOT NULL,
+        created_at bigint NOT NULL
+      )`,
+      `CREATE TABLE ${s}.idempotency_keys (
+        user_id text NOT NULL,
+        key text NOT NULL,
+        request_hash text NOT NULL,
+        generation_id text,
+        created_at bigint NOT NULL,
+        PRIMARY KEY (user_id, key)
+      )`,
+      `CREATE INDEX idempotency_keys_created_idx ON ${s}.idempotency_keys (created_at)`,
+    ],
+  },
+];
+
+/**
+ * Applies the migrations this schema lacks, in version order, in one transaction. A database migrated by a newer
+ * release (versions we do not know) is left alone.
+ *
+ * @returns the versions applied by this call.
+ */
+export async function runMigrations(pool: Pool, schema: string = 'genservice'): Promise<number[]> {
+  const db = new PgDatabase(pool, schema);
+  const s = db.s;
+  return db.transaction(async (tx: Queryable) => {
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    // Checked first so a role without CREATE on the database can use a schema its DBA made.
+    const exists = await tx.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [db.schema]);
+    if (exists.rowCount === 0) await tx.query(`CREATE SCHEMA ${s}`);
+    await tx.query(
+      `CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (
+        version integer PRIMARY KEY,
+        name text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`,
+    );
+    const { rows } = await tx.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations`);
+    const done = new Set(rows.map((r) => r.version));
+    const applied: number[] = [];
+    for (const m of [...MIGRATIONS].sort((a, b) => a.version - b.version)) {
+      if (done.has(m.version)) continue;
+      for (const stmt of m.up(s)) await tx.query(stmt);
+      await tx.query(`INSERT INTO ${s}.schema_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+      applied.push(m.version);
+    }
+    return applied;
+  });
+}

@@ -1,0 +1,32 @@
+import { afterAll, beforeAll } from 'vitest';
+import pg from 'pg';
+import { runPortContracts } from '@genservice/testing';
+import { createPostgresStores } from '../src/index.js';
+import { createTestDatabase, randomName, type TestDatabase } from './helpers.js';
+
+// One database for the file, one fresh schema per make(): creating a database per test would be slow.
+let db: TestDatabase;
+let pool: pg.Pool;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  pool = new pg.Pool({ connectionString: db.url, max: 20 });
+  // The final DROP DATABASE ... WITH (FORCE) may reach a connection that is still closing.
+  pool.on('error', () => {});
+});
+
+afterAll(async () => {
+  await pool?.end();
+  await db?.drop();
+});
+
+runPortContracts('postgres', async () => {
+  const stores = await createPostgresStores({ pool, schema: randomName('contract') });
+  return {
+    store: stores.store,
+    ledger: stores.ledger,
+    apiKeys: stores.apiKeys,
+    idempotency: stores.idempotency,
+    close: () => stores.close(),
+  };
+});

@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { createPostgresStores } from '../src/index.js';
+import { generationSql } from '../src/generation-store.js';
+import { ledgerSql } from '../src/ledger.js';
+import { createTestDatabase, type TestDatabase } from './helpers.js';
+
+const T0 = 1_700_000_000_000;
+const ROWS = 20_000;
+const UNFINISHED = 100;
+const OPEN_RESERVES = 50;
+
+let db: TestDatabase;
+let pool: pg.Pool;
+const s = '"idx"';
+
+interface PlanNode {
+  'Node Type': string;
+  'Index Name'?: string;
+  'Relation Name'?: string;
+  Plans?: PlanNode[];
+}
+
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+/** The plan PostgreSQL picks for the statement the store runs, with these parameter values. */
+async function planOf(sql: string, values: unknown[]): Promise<PlanNode[]> {
+  const { rows } = await pool.query(`EXPLAIN (FORMAT JSON) ${sql}`, values);
+  return nodes((rows[0]['QUERY PLAN'] as Array<{ Plan: PlanNode }>)[0]!.Plan);
+}
+
+function expectIndexUse(plan: PlanNode[], index: string): void {
+  const scans = plan.filter((n) => /Index Scan|Index Only Scan|Bitmap Index Scan/.test(n['Node Type']));
+  expect(scans.map((n) => n['Index Name'])).toContain(index);
+  expect(plan.filter((n) => n['Node Type'] === 'Seq Scan')).toEqual([]);
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  pool = new pg.Pool({ connectionString: db.url, max: 4 });
+  pool.on('error', () => {});
+  await createPostgresStores({ pool, schema: 'idx' });
+  // Mostly finished history with a small backlog, the shape a long-running service has: realistic statistics,
+  // not `enable_seqscan = off`, decide the plans below.
+  await pool.query(
+    `INSERT INTO ${s}.generations (id, owner_id, model_id, settings, status, reserved, price, attempts,
+       created_at, updated_at, finished_at, result_key)
+     SELECT 'gen-' || i, 'user-' || (i % 500), 'model', '{"prompt":"p"}',
+       CASE WHEN i <= $2 THEN 'pending' WHEN i % 7 = 0 THEN 'failed' ELSE 'completed' END,
+       10, CASE WHEN i <= $2 THEN NULL ELSE 10 END, 1, $1::bigint + i, $1::bigint + i,
+       CASE WHEN i <= $2 THEN NULL ELSE $1::bigint + i + 100 END, 'key-' || i
+     FROM generate_series(1, $3) AS i`,
+    [T0, UNFINISHED, ROWS],
+  );
+  await pool.query(
+    `INSERT INTO ${s}.reserves (generation_id, user_id, amount, state, charged, created_at)
+     SELECT 'gen-' || i, 'user-' || (i % 500), 10,
+       CASE WHEN i <= $2 THEN 'open' ELSE 'settled' END, CASE WHEN i <= $2 THEN NULL ELSE 10 END, $1::bigint + i
+     FROM generate_series(1, $3) AS i`,
+    [T0, OPEN_RESERVES, ROWS],
+  );
+  await pool.query(`ANALYZE ${s}.generations`);
+  await pool.query(`ANALYZE ${s}.reserves`);
+}, 120_000);
+
+afterAll(async () => {
+  await pool?.end();
+  await db?.drop();
+});
+
+describe(`query plans over ${ROWS} generations`, () => {
+  const g = generationSql(s);
+  const l = ledgerSql(s);
+
+  it('reads one generation through the primary key', async () => {
+    expectIndexUse(await planOf(g.get, ['gen-12345', 'user-345']), 'generations_pkey');
+    expectIndexUse(await planOf(g.getById, ['gen-12345']), 'generations_pkey');
+  });
+
+  it('transitions one generation through the primary key', async () => {
+    expectIndexUse(await planOf(g.claim, ['gen-5', 'w', T0, 1000]), 'generations_pkey');
+    expectIndexUse(await planOf(g.complete, ['gen-5', 'w', T0, 1, null, null]), 'generations_pkey');
+  });
+
+  it('finds unfinished work through the partial index', async () => {
+    expectIndexUse(await planOf(g.listUnfinished, [100]), 'generations_unfinished_idx');
+  });
+
+  it('finds finished work to delete through the retention index', async () => {
+    expectIndexUse(await planOf(g.deleteFinished, [T0 + 1000, 100]), 'generations_finished_idx');
+  });
+
+  it('finds open reserves through the partial index', async () => {
+    expectIndexUse(await planOf(l.openReserves, [100]), 'reserves_open_idx');
+  });
+
+  it('settles one reserve through the primary keys', async () => {
+    const plan = await planOf(l.settle, ['gen-7', 5, T0]);
+    expectIndexUse(plan, 'reserves_pkey');
+    expect(plan.map((n) => n['Index Name'])).toContain('accounts_pkey');
+  });
+
+  it('returns what the plans promise', async () => {
+    const stores = await createPostgresStores({ pool, schema: 'idx' });
+    expect(await stores.store.listUnfinished(1000)).toHaveLength(UNFINISHED);
+    expect(await stores.ledger.openReserves(1000)).toHaveLength(OPEN_RESERVES);
+    expect(await stores.store.getById('gen-12345')).toMatchObject({ status: 'completed', ownerId: 'user-345' });
+  });
+});
