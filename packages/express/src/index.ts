@@ -1,0 +1,134 @@
+/**
+ * Express 5 adapter for genservice: mounts the generation API on any path of an Express app.
+ *
+ * `genserviceRouter(service)` returns `[router, hostParserErrors]`, which `app.use()` and `router.use()` accept as
+ * one argument. The second element is an error-handling middleware: when a host body parser mounted before it
+ * (`express.json()`) rejects a request body, Express skips every ordinary middleware, so only an error handler can
+ * still give that request genservice's own `400 invalid_json` / `413 payload_too_large` answer. Errors that are not
+ * a body parser's, and requests outside `/v1`, pass through to the host unchanged.
+ *
+ * Only paths under `<mount>/v1` reach the service; anything else under the mount point falls through to the host.
+ *
+ * @module @genservice/express
+ * @example
+ * ```ts
+ * import express from 'express';
+ * import { createGenerationService } from '@genservice/core';
+ * import { genserviceRouter } from '@genservice/express';
+ *
+ * const service = createGenerationService({ providers: [myProvider], publicUrl: 'https://api.example.com/api' });
+ * await service.start();
+ *
+ * const app = express();
+ * app.use(express.json()); // optional: genservice works with or without a host body parser
+ * app.use('/api', genserviceRouter(service));
+ * app.listen(3000);
+ * ```
+ */
+import express from 'express';
+import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response, Router } from 'express';
+import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
+import { DEFAULT_BODY_LIMIT, isApiPath, readRawBody } from './read-body.js';
+
+export interface GenserviceRouterOptions {
+  /**
+   * Most body bytes read into memory. Default: the service's own limit (`limits.bodyBytes`). Keep it equal to that
+   * limit: core answers 413 for anything above its own.
+   */
+  bodyLimit?: number;
+}
+
+/**
+ * What `genserviceRouter` returns: the Router, then the middleware that answers requests a host body parser
+ * rejected. Pass it whole to `app.use(path, ...)` or `router.use(path, ...)`.
+ */
+export type GenserviceRouter = [router: Router, hostParserErrors: ErrorRequestHandler];
+
+type BodyPart = Pick<HttpRequest, 'body' | 'parsedBody' | 'bodyError'>;
+
+/** Error `type`s set by body-parser (behind `express.json()` & co.) that genservice answers itself. */
+const BODY_PARSER_ERRORS = new Set(['entity.parse.failed', 'entity.too.large', 'charset.unsupported', 'encoding.unsupported']);
+
+/**
+ * The generation API as Express middleware. Mount it with `app.use('/prefix', genserviceRouter(service))`.
+ */
+export function genserviceRouter(service: GenerationService, options: GenserviceRouterOptions = {}): GenserviceRouter {
+  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const router = express.Router();
+
+  const forward: RequestHandler = (req, res, next) => {
+    if (!isApiPath(req.path)) {
+      next();
+      return;
+    }
+    answer(service, req, res, next, () => bodyOf(req, limit));
+  };
+  router.use(forward);
+
+  const hostParserErrors: ErrorRequestHandler = (err: unknown, req, res, next) => {
+    const type = (err as { type?: unknown } | null)?.type;
+    if (typeof type !== 'string' || !BODY_PARSER_ERRORS.has(type) || !isApiPath(req.path) || res.headersSent) {
+      next(err);
+      return;
+    }
+    answer(service, req, res, next, async () => {
+      // charset/encoding errors are raised before the parser reads anything: the raw body is still there.
+      if (!streamConsumed(req)) return bodyOf(req, limit);
+      if (type === 'entity.too.large') return { bodyError: 'payload_too_large' };
+      // body-parser keeps the text it could not parse; core parsing it gives the same answer as without a host
+      // parser (a top-level string, rejected by express.json's strict mode, is `invalid_request` for core).
+      const text = (err as { body?: unknown }).body;
+      if (type === 'entity.parse.failed' && typeof text === 'string') return { body: text };
+      return { bodyError: 'invalid_json' };
+    });
+  };
+
+  return [router, hostParserErrors];
+}
+
+function answer(
+  service: GenerationService,
+  req: Request,
+  res: Response,
+  next: NextFunction,
+  readBody: () => Promise<BodyPart>,
+): void {
+  readBody()
+    .then((body) =>
+      service.handle({
+        method: req.method,
+        // Inside a mounted router req.url is already relative to the mount point, query string included.
+        path: req.url,
+        headers: req.headers,
+        ...body,
+        baseUrl: `${req.protocol}://${req.host}${req.baseUrl}`,
+      }),
+    )
+    .then((out) => send(res, out), next);
+}
+
+/** A host body parser (or anything else) already read the request stream. */
+function streamConsumed(req: Request): boolean {
+  // `_body` is how body-parser 1.x (Express 4 era, still usable with 5) marks a parsed request.
+  return (req as { _body?: unknown })._body === true || req.readableEnded || (req.complete && !req.readable);
+}
+
+async function bodyOf(req: Request, limit: number): Promise<BodyPart> {
+  if (!streamConsumed(req)) {
+    const raw = await readRawBody(req, limit, req.headers['content-length']);
+    return raw === null ? { bodyError: 'payload_too_large' } : { body: raw };
+  }
+  // body-parser turns an empty JSON body into `{}`; core must see that it was empty.
+  if (req.headers['content-length'] === '0') return { body: '' };
+  const parsed: unknown = (req as { body?: unknown }).body;
+  // express.raw() leaves the bytes themselves.
+  if (Buffer.isBuffer(parsed)) return { body: parsed };
+  return { parsedBody: parsed };
+}
+
+function send(res: Response, out: HttpResponse): void {
+  res.statusCode = out.status;
+  for (const [name, value] of Object.entries(out.headers)) res.setHeader(name, value);
+  // Plain Node `end`, not Express `send`: no ETag, no content-type guessing, the bytes exactly as core made them.
+  res.end(out.body);
+}

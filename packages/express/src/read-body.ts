@@ -1,0 +1,68 @@
+import type { Readable } from 'node:stream';
+
+/** Used when the service does not say how large a body it accepts (core's own default). */
+export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+
+/** `null` means the body is larger than the limit. */
+export type RawBody = Buffer | null;
+
+/**
+ * Reads a request body into memory, holding at most `limit` bytes.
+ *
+ * Core decides what a too-large body gets (after authentication), so this only reports it. It stops buffering at
+ * once; a declared Content-Length above the limit is not read at all (Node discards the unread body once the
+ * response is sent). A chunked body found too large mid-stream is drained without being kept, so the answer
+ * still reaches a client that is busy sending.
+ *
+ * Kept as a copy in each adapter package, not in core: it is Node-stream glue that core (framework- and
+ * runtime-neutral) has no use for, and it is too small to justify a shared package.
+ */
+export function readRawBody(stream: Readable, limit: number, declaredLength?: string | string[]): Promise<RawBody> {
+  const declared = typeof declaredLength === 'string' && /^\d+$/.test(declaredLength) ? Number(declaredLength) : NaN;
+  if (declared > limit) return Promise.resolve(null);
+  if (stream.readableEnded) return Promise.resolve(Buffer.alloc(0));
+  return new Promise<RawBody>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = (): void => {
+      stream.off('data', onData);
+      stream.off('end', onEnd);
+      stream.off('error', onError);
+      stream.off('aborted', onAborted);
+    };
+    const onData = (chunk: Buffer | string): void => {
+      const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      size += buf.length;
+      if (size > limit) {
+        cleanup();
+        chunks.length = 0;
+        // Keep the stream flowing with no listener: the rest is discarded and the connection stays usable.
+        stream.on('error', ignore);
+        stream.resume();
+        resolve(null);
+        return;
+      }
+      chunks.push(buf);
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error): void => {
+      cleanup();
+      reject(err);
+    };
+    const onAborted = (): void => onError(new Error('The client aborted the request while sending its body'));
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    stream.on('error', onError);
+    stream.on('aborted', onAborted);
+  });
+}
+
+function ignore(): void {}
+
+/** The API lives below `/v1`; everything else under the mount point is left to the host. */
+export function isApiPath(pathname: string): boolean {
+  return pathname === '/v1' || pathname.startsWith('/v1/');
+}

@@ -1,0 +1,146 @@
+/**
+ * Koa 3 adapter for genservice: a middleware that answers the generation API below a prefix and passes every
+ * other request on.
+ *
+ * Mount it before any body parser (`@koa/bodyparser`, `koa-body`): it then reads the raw body itself, so invalid
+ * JSON, size limits and content types get the same answers as on every other framework. Mounted after one, valid
+ * bodies still work (it uses the parser's raw text or parsed value), but a body the parser rejects would never
+ * reach it, since the parser throws first: give @koa/bodyparser `onError: onBodyParserError({ prefix })` so that
+ * such a body reaches genservice for its own paths (the error is rethrown for every other path).
+ *
+ * Only `<prefix>/v1` and the paths below it are answered.
+ *
+ * @module @genservice/koa
+ * @example
+ * ```ts
+ * import Koa from 'koa';
+ * import { bodyParser } from '@koa/bodyparser';
+ * import { createGenerationService } from '@genservice/core';
+ * import { genserviceMiddleware } from '@genservice/koa';
+ *
+ * const service = createGenerationService({ providers: [myProvider], publicUrl: 'https://api.example.com/api' });
+ * await service.start();
+ *
+ * const app = new Koa();
+ * app.use(genserviceMiddleware(service, { prefix: '/api' })); // before the body parser
+ * app.use(bodyParser());
+ * app.listen(3000);
+ * ```
+ */
+import type { Context, Middleware, Next } from 'koa';
+import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
+import { DEFAULT_BODY_LIMIT, isApiPath, readRawBody } from './read-body.js';
+
+export interface GenserviceMiddlewareOptions {
+  /**
+   * Mount point, e.g. `/api`: the middleware answers `<prefix>/v1/...`. Give it too under @koa/router
+   * (`router.all('/api/v1{/*path}', ...)`), which leaves `ctx.path` whole.
+   */
+  prefix?: string;
+  /**
+   * Most body bytes read into memory. Default: the service's own limit (`limits.bodyBytes`). Keep it equal to that
+   * limit: core answers 413 for anything above its own.
+   */
+  bodyLimit?: number;
+}
+
+type BodyPart = Pick<HttpRequest, 'body' | 'parsedBody' | 'bodyError'>;
+
+/** Where `onBodyParserError` leaves a rejected body's error for the middleware (a global symbol: one per realm). */
+const PARSER_ERROR = Symbol.for('@genservice/koa:bodyParserError');
+
+/** Path of the request below `prefix` when it is one of the API's, else null. */
+function apiPathOf(url: string, prefix: string): string | null {
+  const q = url.indexOf('?');
+  const pathname = q === -1 ? url : url.slice(0, q);
+  if (!pathname.startsWith(prefix) || !isApiPath(pathname.slice(prefix.length))) return null;
+  return url.slice(prefix.length);
+}
+
+/**
+ * The generation API as Koa middleware: `app.use(genserviceMiddleware(service, { prefix: '/api' }))`.
+ */
+export function genserviceMiddleware(service: GenerationService, options: GenserviceMiddlewareOptions = {}): Middleware {
+  if (!service || typeof service.handle !== 'function') {
+    throw new TypeError('genserviceMiddleware: the first argument must be a GenerationService');
+  }
+  const prefix = normalizePrefix(options.prefix);
+  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_BODY_LIMIT;
+
+  return async function genservice(ctx: Context, next: Next): Promise<void> {
+    // ctx.url, not ctx.path: the path must reach core exactly as sent (still percent-encoded, query included).
+    const path = apiPathOf(ctx.url, prefix);
+    if (path === null) {
+      await next();
+      return;
+    }
+    // koa-mount strips its own prefix from ctx.url and records it here.
+    const mounted = (ctx as { mountPath?: unknown }).mountPath;
+    const mountPath = typeof mounted === 'string' ? mounted : '';
+    const out = await service.handle({
+      method: ctx.method,
+      path,
+      headers: ctx.headers,
+      ...(await bodyOf(ctx, limit)),
+      baseUrl: `${ctx.protocol}://${ctx.host}${mountPath.replace(/\/+$/, '')}${prefix}`,
+    });
+    send(ctx, out);
+  };
+}
+
+/**
+ * For `@koa/bodyparser`'s `onError` option, when the body parser runs before genservice: a body the parser rejects
+ * on an API path is handed on to genservice, which answers it as it would without the parser (`400 invalid_json`,
+ * `413 payload_too_large`). On every other path the error is rethrown, exactly as without `onError`.
+ *
+ * @example
+ * ```ts
+ * app.use(bodyParser({ onError: onBodyParserError({ prefix: '/api' }) }));
+ * router.all('/api/v1{/*path}', genserviceMiddleware(service, { prefix: '/api' }));
+ * ```
+ */
+export function onBodyParserError(options: { prefix?: string } = {}): (err: Error, ctx: Context) => void {
+  const prefix = normalizePrefix(options.prefix);
+  return (err, ctx) => {
+    if (apiPathOf(ctx.url, prefix) === null) throw err;
+    (ctx.state as Record<symbol, unknown>)[PARSER_ERROR] = err;
+  };
+}
+
+function normalizePrefix(prefix: string | undefined): string {
+  if (!prefix || prefix === '/') return '';
+  const p = prefix.startsWith('/') ? prefix : `/${prefix}`;
+  return p.replace(/\/+$/, '');
+}
+
+async function bodyOf(ctx: Context, limit: number): Promise<BodyPart> {
+  const req = ctx.req;
+  const rejected = (ctx.state as Record<symbol, unknown>)[PARSER_ERROR] as { type?: unknown; status?: unknown; body?: unknown } | undefined;
+  if (rejected) {
+    if (rejected.type === 'entity.too.large' || rejected.status === 413) {
+      // The parser stopped part-way: discard the rest so the connection can carry the answer and the next request.
+      if (!req.readableEnded) req.resume();
+      return { bodyError: 'payload_too_large' };
+    }
+    // co-body keeps the text it could not parse: core parsing it answers as it would without the parser.
+    if (typeof rejected.body === 'string') return { body: rejected.body };
+    return { bodyError: 'invalid_json' };
+  }
+  const consumed = req.readableEnded || (req.complete && !req.readable);
+  if (!consumed) {
+    const raw = await readRawBody(req, limit, ctx.get('content-length') || undefined);
+    return raw === null ? { bodyError: 'payload_too_large' } : { body: raw };
+  }
+  // A body parser ran first. @koa/bodyparser keeps the text it parsed: core then sees the body as sent.
+  const request = ctx.request as { rawBody?: unknown; body?: unknown };
+  if (typeof request.rawBody === 'string') return { body: request.rawBody };
+  if (ctx.get('content-length') === '0') return { body: '' };
+  return { parsedBody: request.body };
+}
+
+function send(ctx: Context, out: HttpResponse): void {
+  ctx.status = out.status;
+  ctx.set(out.headers);
+  // Koa keeps a Content-Type that is already set, so core's header wins over Koa's guess from the body.
+  ctx.body = typeof out.body === 'string' ? out.body : Buffer.from(out.body.buffer, out.body.byteOffset, out.body.byteLength);
+}
