@@ -1,0 +1,189 @@
+import Database from 'better-sqlite3';
+
+/** The better-sqlite3 connection type, re-exported so users need not import better-sqlite3's types themselves. */
+export type SqliteDatabase = Database.Database;
+
+export interface SqliteOptions {
+  /** Path of the database file. It is created (with its schema) when missing. */
+  filename: string;
+  /**
+   * How long a statement waits for another connection's write lock before failing with SQLITE_BUSY.
+   * Default 5000 ms: long enough that several processes reserving at once queue up instead of failing.
+   */
+  busyTimeoutMs?: number;
+  /**
+   * `NORMAL` (default): in WAL mode a committed transaction survives a crash of the process (SIGKILL, OOM kill);
+   * only an OS crash or power loss can lose the last few commits. `FULL` fsyncs the WAL on every commit, so
+   * those survive too, at the price of one fsync per write.
+   */
+  synchronous?: 'NORMAL' | 'FULL';
+}
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** Only additive DDL: a migration must never drop or rewrite data a previous version stored. */
+  sql: string;
+}
+
+/**
+ * Ordered, append-only. Never edit a released entry: a database that already ran it would not run it again.
+ *
+ * Numbers are REAL because prices and balances are JavaScript numbers (doubles); timestamps are epoch-ms
+ * INTEGERs. `rowid` (implicit) records insertion order, which breaks ties between equal timestamps so that
+ * "oldest first" is stable, the same as the in-memory store.
+ */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'initial',
+    sql: `
+      CREATE TABLE generations (
+        id               TEXT    NOT NULL PRIMARY KEY,
+        owner_id         TEXT    NOT NULL,
+        model_id         TEXT    NOT NULL,
+        settings         TEXT    NOT NULL,
+        status           TEXT    NOT NULL CHECK (status IN ('pending', 'processing', 'completed', 'failed')),
+        reserved         REAL    NOT NULL,
+        price            REAL,
+        result_text      TEXT,
+        result_key       TEXT,
+        failure_reason   TEXT,
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        lease_owner      TEXT,
+        lease_expires_at INTEGER,
+        created_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        finished_at      INTEGER
+      );
+      -- Partial: recovery scans only unfinished rows, however many finished ones pile up.
+      CREATE INDEX generations_unfinished ON generations (created_at) WHERE status IN ('pending', 'processing');
+      -- Partial: retention walks finished rows oldest first; unfinished rows (finished_at NULL) stay out of it.
+      CREATE INDEX generations_finished ON generations (finished_at) WHERE finished_at IS NOT NULL;
+
+      CREATE TABLE accounts (
+        user_id  TEXT NOT NULL PRIMARY KEY,
+        balance  REAL NOT NULL DEFAULT 0 CHECK (balance >= 0),
+        reserved REAL NOT NULL DEFAULT 0,
+        settled  REAL NOT NULL DEFAULT 0
+      );
+
+      CREATE TABLE reserves (
+        generation_id TEXT    NOT NULL PRIMARY KEY,
+        user_id       TEXT    NOT NULL REFERENCES accounts (user_id),
+        amount        REAL    NOT NULL CHECK (amount >= 0),
+        state         TEXT    NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'settled')),
+        charged       REAL,
+        created_at    INTEGER NOT NULL,
+        settled_at    INTEGER
+      );
+      CREATE INDEX reserves_open ON reserves (created_at) WHERE state = 'open';
+
+      CREATE TABLE api_keys (
+        digest     TEXT    NOT NULL PRIMARY KEY,
+        user_id    TEXT    NOT NULL,
+        created_at INTEGER NOT NULL
+      );
+
+      CREATE TABLE idempotency_keys (
+        user_id       TEXT    NOT NULL,
+        key           TEXT    NOT NULL,
+        request_hash  TEXT    NOT NULL,
+        generation_id TEXT,
+        created_at    INTEGER NOT NULL,
+        PRIMARY KEY (user_id, key)
+      );
+      CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
+    `,
+  },
+];
+
+const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);
+
+/** Opens (creating when missing) a database file, sets WAL and the durability pragmas, and migrates it. */
+export function openSqliteDatabase(options: SqliteOptions): SqliteDatabase {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  const synchronous = options.synchronous ?? 'NORMAL';
+  if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
+    throw new RangeError(`busyTimeoutMs must be an integer >= 0, got ${busyTimeoutMs}`);
+  }
+  // Pragmas take no bound parameters, so the value is interpolated: only whitelisted words may get there.
+  if (!SYNCHRONOUS_MODES.has(synchronous)) {
+    throw new RangeError(`synchronous must be 'NORMAL' or 'FULL', got ${String(synchronous)}`);
+  }
+  const db = new Database(options.filename, { timeout: busyTimeoutMs });
+  try {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    enableWal(db, busyTimeoutMs);
+    db.pragma(`synchronous = ${synchronous}`);
+    db.pragma('foreign_keys = ON');
+    runMigrations(db);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return db;
+}
+
+/**
+ * Switching a file to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once, without its busy
+ * handler, when another process opening the same fresh file holds a lock. So retry here, up to the busy timeout.
+ * The mode is stored in the file: once any process has switched it, later opens find it already set.
+ */
+function enableWal(db: SqliteDatabase, timeoutMs: number): void {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      // An in-memory database answers 'memory' and stays so; only files can be WAL.
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      if (!isBusy(error) || Date.now() >= deadline) throw error;
+      // Blocking is fine: opening happens once, on start, and better-sqlite3 blocks the same way on busy locks.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5 + Math.random() * 20);
+    }
+  }
+}
+
+function isBusy(error: unknown): boolean {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
+/**
+ * Applies the migrations this database has not run yet, all in one IMMEDIATE transaction.
+ *
+ * IMMEDIATE takes the write lock before reading the current version, so when two processes start at once the
+ * second waits (busy_timeout), then reads the version the first committed and applies nothing. A failing
+ * migration rolls back entirely: the database stays at its previous version, never half-migrated.
+ * Returns the versions applied by this call.
+ */
+export function runMigrations(db: SqliteDatabase, migrations: readonly Migration[] = MIGRATIONS): number[] {
+  const apply = db.transaction((): number[] => {
+    db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version    INTEGER NOT NULL PRIMARY KEY,
+      name       TEXT    NOT NULL,
+      applied_at INTEGER NOT NULL
+    )`);
+    const row = db.prepare('SELECT coalesce(max(version), 0) AS version FROM schema_migrations').get() as {
+      version: number;
+    };
+    const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
+    const applied: number[] = [];
+    for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (migration.version <= row.version) continue;
+      db.exec(migration.sql);
+      record.run(migration.version, migration.name, Date.now());
+      applied.push(migration.version);
+    }
+    return applied;
+  });
+  return apply.immediate();
+}
+
+/** Versions recorded in `schema_migrations`, ascending. */
+export function appliedMigrations(db: SqliteDatabase): number[] {
+  return (db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as Array<{ version: number }>).map(
+    (r) => r.version,
+  );
+}

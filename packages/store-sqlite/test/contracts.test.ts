@@ -1,0 +1,16 @@
+import { runPortContracts } from '@genservice/testing';
+import { createSqliteStores } from '../src/index.js';
+import { tempDir } from './helpers.js';
+
+// A fresh file per test, in WAL mode with the production pragmas: the suite checks the real configuration.
+runPortContracts('sqlite', async () => {
+  const tmp = await tempDir();
+  const stores = createSqliteStores({ filename: tmp.file() });
+  return {
+    ...stores,
+    async close(): Promise<void> {
+      await stores.close();
+      await tmp.remove();
+    },
+  };
+});

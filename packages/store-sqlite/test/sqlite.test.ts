@@ -1,0 +1,197 @@
+import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { hashApiKey } from '@genservice/core';
+import { MIGRATIONS, appliedMigrations, createSqliteStores, runMigrations, type SqliteStores } from '../src/index.js';
+import { tempDir } from './helpers.js';
+
+let tmp: Awaited<ReturnType<typeof tempDir>>;
+const open: SqliteStores[] = [];
+
+function openStores(options: Partial<Parameters<typeof createSqliteStores>[0]> = {}): SqliteStores {
+  const stores = createSqliteStores({ filename: tmp.file(), ...options });
+  open.push(stores);
+  return stores;
+}
+
+beforeEach(async () => {
+  tmp = await tempDir();
+});
+
+afterEach(async () => {
+  for (const stores of open.splice(0)) await stores.close();
+  await tmp.remove();
+});
+
+describe('connection settings', () => {
+  it('uses WAL, synchronous=NORMAL, a 5 s busy timeout and foreign keys by default', () => {
+    const { db } = openStores();
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(db.pragma('synchronous', { simple: true })).toBe(1); // NORMAL
+    expect(db.pragma('busy_timeout', { simple: true })).toBe(5000);
+    expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
+  });
+
+  it('takes synchronous=FULL and a custom busy timeout', () => {
+    const { db } = openStores({ synchronous: 'FULL', busyTimeoutMs: 250 });
+    expect(db.pragma('synchronous', { simple: true })).toBe(2); // FULL
+    expect(db.pragma('busy_timeout', { simple: true })).toBe(250);
+  });
+
+  it('refuses options that would be interpolated into a pragma', () => {
+    expect(() => createSqliteStores({ filename: tmp.file(), synchronous: 'OFF; DROP TABLE x' as 'FULL' })).toThrow(RangeError);
+    expect(() => createSqliteStores({ filename: tmp.file(), busyTimeoutMs: -1 })).toThrow(RangeError);
+  });
+
+  it('close() can be called twice', async () => {
+    const stores = createSqliteStores({ filename: tmp.file() });
+    await stores.close();
+    await stores.close();
+    expect(stores.db.open).toBe(false);
+  });
+});
+
+describe('migrations', () => {
+  it('records each version once; opening again applies nothing', async () => {
+    const first = openStores();
+    expect(appliedMigrations(first.db)).toEqual(MIGRATIONS.map((m) => m.version));
+    const row = first.db.prepare('SELECT applied_at FROM schema_migrations WHERE version = 1').get() as { applied_at: number };
+    expect(typeof row.applied_at).toBe('number');
+    expect(runMigrations(first.db)).toEqual([]);
+    await first.close();
+
+    const second = openStores();
+    expect(runMigrations(second.db)).toEqual([]);
+    expect(appliedMigrations(second.db)).toEqual(MIGRATIONS.map((m) => m.version));
+  });
+
+  it('applies a later migration to a database that already holds data, keeping the data', async () => {
+    const first = openStores();
+    await first.ledger.credit('u1', 50);
+    await first.store.insert({ id: 'g1', ownerId: 'u1', modelId: 'm', settings: { a: 1 }, reserved: 5, createdAt: 1 });
+    await first.close();
+
+    const second = openStores();
+    const next = [...MIGRATIONS, { version: 99, name: 'add note', sql: 'ALTER TABLE generations ADD COLUMN note TEXT' }];
+    expect(runMigrations(second.db, next)).toEqual([99]);
+    expect(runMigrations(second.db, next)).toEqual([]);
+    expect(await second.ledger.balance('u1')).toBe(50);
+    expect(await second.store.getById('g1')).toMatchObject({ id: 'g1', settings: { a: 1 } });
+  });
+
+  it('rolls a failing migration back entirely: no half-applied DDL, version unchanged', () => {
+    const { db } = openStores();
+    const broken = [
+      ...MIGRATIONS,
+      { version: 2, name: 'ok part', sql: 'CREATE TABLE extra (a TEXT)' },
+      { version: 3, name: 'broken', sql: 'CREATE TABLE more (a TEXT); THIS IS NOT SQL' },
+    ];
+    expect(() => runMigrations(db, broken)).toThrow();
+    expect(appliedMigrations(db)).toEqual([1]);
+    const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as Array<{ name: string }>).map(
+      (t) => t.name,
+    );
+    expect(tables).not.toContain('extra');
+    expect(tables).not.toContain('more');
+  });
+});
+
+describe('durability', () => {
+  it('keeps generations, balances, reserves, keys and idempotency records across close and reopen', async () => {
+    const first = openStores();
+    await first.ledger.credit('u1', 100);
+    expect(await first.ledger.reserve('u1', 'g1', 30, 10)).toBe('ok');
+    await first.store.insert({ id: 'g1', ownerId: 'u1', modelId: 'm', settings: { prompt: 'hi', n: [1, 2] }, reserved: 30, createdAt: 10 });
+    await first.store.claim('g1', { workerId: 'w1', leaseMs: 1000, now: 20 });
+    await first.store.complete('g1', { workerId: 'w1', price: 25, resultKey: 'blob/1', now: 30 });
+    expect(await first.ledger.settle('g1', 25)).toBe(25);
+    await first.apiKeys.addKey('secret-key', 'u1');
+    expect(await first.idempotency.begin('u1', 'idem', 'hash', 5)).toEqual({ state: 'new' });
+    await first.idempotency.finish('u1', 'idem', 'g1');
+    await first.close();
+
+    const second = openStores();
+    expect(await second.store.get('g1', 'u1')).toMatchObject({
+      status: 'completed',
+      price: 25,
+      resultKey: 'blob/1',
+      settings: { prompt: 'hi', n: [1, 2] },
+      attempts: 1,
+      finishedAt: 30,
+    });
+    expect(await second.ledger.account('u1')).toEqual({ balance: 75, reserved: 0, settled: 25 });
+    // Settling again after the restart still charges nothing more.
+    expect(await second.ledger.settle('g1', 30)).toBe(25);
+    expect(await second.ledger.account('u1')).toEqual({ balance: 75, reserved: 0, settled: 25 });
+    expect(await second.apiKeys.resolve('secret-key')).toEqual({ userId: 'u1' });
+    expect(await second.idempotency.begin('u1', 'idem', 'other', 6)).toEqual({ state: 'done', generationId: 'g1', requestHash: 'hash' });
+  });
+});
+
+describe('storage format', () => {
+  it('keeps settings as JSON text, numbers as REAL and timestamps as INTEGER', async () => {
+    const { db, store } = openStores();
+    await store.insert({ id: 'g1', ownerId: 'u1', modelId: 'm', settings: { s: 'x' }, reserved: 2.5, createdAt: 1_700_000_000_123 });
+    const row = db
+      .prepare('SELECT settings, typeof(settings) AS ts, typeof(reserved) AS tr, typeof(created_at) AS tc FROM generations')
+      .get() as Record<string, unknown>;
+    expect(row).toEqual({ settings: '{"s":"x"}', ts: 'text', tr: 'real', tc: 'integer' });
+  });
+
+  it('stores API keys only as SHA-256 hex digests: the plain key is nowhere in the database files', async () => {
+    const { db, apiKeys } = openStores();
+    const key = 'gs_live_PLAINTEXT_MUST_NOT_BE_STORED_123';
+    await apiKeys.addKey(key, 'u1');
+    expect(db.prepare('SELECT digest, user_id FROM api_keys').all()).toEqual([{ digest: hashApiKey(key), user_id: 'u1' }]);
+    expect(hashApiKey(key)).toMatch(/^[0-9a-f]{64}$/);
+    db.pragma('wal_checkpoint(TRUNCATE)');
+    for (const name of await readdir(tmp.dir)) {
+      expect((await readFile(join(tmp.dir, name))).includes(Buffer.from(key))).toBe(false);
+    }
+  });
+
+  it('a revoke in one connection is seen by another connection on its next resolve (no cache)', async () => {
+    const a = openStores();
+    const b = openStores();
+    await a.apiKeys.addKey('k1', 'u1');
+    expect(await b.apiKeys.resolve('k1')).toEqual({ userId: 'u1' });
+    await a.apiKeys.revokeKey('k1');
+    expect(await b.apiKeys.resolve('k1')).toBeNull();
+  });
+
+  it('a CHECK constraint refuses a negative balance even from a hand-written UPDATE', async () => {
+    const { db, ledger } = openStores();
+    await ledger.credit('u1', 5);
+    expect(() => db.prepare(`UPDATE accounts SET balance = balance - 10 WHERE user_id = 'u1'`).run()).toThrow(/CHECK/);
+    expect(await ledger.balance('u1')).toBe(5);
+  });
+});
+
+describe('two connections on one file (two hosts)', () => {
+  it('let exactly one claim win and refuse the stale worker after another re-claimed', async () => {
+    const a = openStores();
+    const b = openStores();
+    await a.store.insert({ id: 'g1', ownerId: 'u1', modelId: 'm', settings: {}, reserved: 0, createdAt: 1 });
+    const claims = await Promise.all([
+      a.store.claim('g1', { workerId: 'wa', leaseMs: 100, now: 10 }),
+      b.store.claim('g1', { workerId: 'wb', leaseMs: 100, now: 10 }),
+    ]);
+    expect(claims.filter((c) => c !== null)).toHaveLength(1);
+    // wa's lease lapses; wb re-claims; wa's late completion must be refused.
+    expect(await b.store.claim('g1', { workerId: 'wb', leaseMs: 100, now: 200 })).toMatchObject({ attempts: 2, leaseOwner: 'wb' });
+    expect(await a.store.complete('g1', { workerId: 'wa', price: 0, resultText: 'late', now: 210 })).toBe(false);
+    expect(await b.store.complete('g1', { workerId: 'wb', price: 0, resultText: 'on time', now: 220 })).toBe(true);
+    expect(await a.store.getById('g1')).toMatchObject({ status: 'completed', resultText: 'on time' });
+  });
+
+  it('share one ledger: reserves from both connections never overdraw', async () => {
+    const a = openStores();
+    const b = openStores();
+    await a.ledger.credit('u1', 25);
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? a : b).ledger.reserve('u1', `g${i}`, 10, i)),
+    );
+    expect(results.filter((r) => r === 'ok')).toHaveLength(2);
+    expect(await b.ledger.account('u1')).toEqual({ balance: 5, reserved: 20, settled: 0 });
+  });
+});
