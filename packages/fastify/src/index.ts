@@ -13,19 +13,20 @@
  * ```ts
  * import Fastify from 'fastify';
  * import { createGenerationService } from '@genservice/core';
- * import { genservicePlugin } from '@genservice/fastify';
+ * import { genserviceFrameworkErrors, genservicePlugin } from '@genservice/fastify';
  *
  * const service = createGenerationService({ providers: [myProvider], publicUrl: 'https://api.example.com/api' });
  * await service.start();
  *
- * const app = Fastify();
+ * // frameworkErrors is optional: it lets genservice answer URLs Fastify's router cannot parse (see below).
+ * const app = Fastify({ frameworkErrors: genserviceFrameworkErrors });
  * await app.register(genservicePlugin, { service, prefix: '/api' });
  * await app.listen({ port: 3000 });
  * ```
  */
-import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
-import { DEFAULT_BODY_LIMIT, readRawBody, type RawBody } from './read-body.js';
+import { DEFAULT_BODY_LIMIT, isApiPath, readRawBody, type RawBody } from './read-body.js';
 
 export interface GenservicePluginOptions {
   service: GenerationService;
@@ -43,6 +44,15 @@ interface RawPayload {
   readonly raw: RawBody;
 }
 
+interface Mount {
+  prefix: string;
+  service: GenerationService;
+  limit: number;
+}
+
+/** The plugin's mounts per HTTP server, for `genserviceFrameworkErrors`, which runs outside every plugin context. */
+const mountsByServer = new WeakMap<object, Mount[]>();
+
 const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyInstance, options) => {
   const { service } = options;
   if (!service || typeof service.handle !== 'function') {
@@ -51,6 +61,11 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
   const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_BODY_LIMIT;
   // The full prefix of this context (parents' prefixes included), as the public path of the mount point.
   const prefix = app.prefix;
+  const mounts = mountsByServer.get(app.server) ?? [];
+  mounts.push({ prefix, service, limit });
+  // Longest prefix first, so a nested mount wins over one at a shorter prefix.
+  mounts.sort((a, b) => b.prefix.length - a.prefix.length);
+  mountsByServer.set(app.server, mounts);
 
   // Encapsulated: these changes apply to the routes below only, never to the host's.
   app.removeAllContentTypeParsers();
@@ -83,6 +98,45 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
 export const genservicePlugin: FastifyPluginAsync<GenservicePluginOptions> = plugin;
 
 export default genservicePlugin;
+
+/**
+ * For the Fastify server option `frameworkErrors`. Fastify answers a URL it cannot route, such as one with broken
+ * percent-encoding (`/api/v1/generations/%ZZ`), itself and before any plugin runs (`400 FST_ERR_BAD_URL` in
+ * Fastify's own error shape). With this option, such a URL below a genservice prefix is answered by genservice, as
+ * Express and Koa do (a JSON `404 not_found`, or `401` without a key); any other URL gets Fastify's answer.
+ *
+ * @example
+ * ```ts
+ * const app = Fastify({ frameworkErrors: genserviceFrameworkErrors });
+ * await app.register(genservicePlugin, { service, prefix: '/api' });
+ * ```
+ */
+export function genserviceFrameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const url = request.raw.url ?? '';
+  const q = url.indexOf('?');
+  const pathname = q === -1 ? url : url.slice(0, q);
+  const mount = (mountsByServer.get(request.server.server) ?? []).find(
+    (m) => pathname.startsWith(m.prefix) && isApiPath(pathname.slice(m.prefix.length)),
+  );
+  if (!mount || (error.code !== 'FST_ERR_BAD_URL' && error.code !== 'FST_ERR_MAX_PARAM_LENGTH')) {
+    reply.send(error);
+    return;
+  }
+  readRawBody(request.raw, mount.limit, request.headers['content-length'])
+    .then((raw) =>
+      mount.service.handle({
+        method: request.method,
+        path: url.slice(mount.prefix.length),
+        headers: request.headers,
+        ...(raw === null ? { bodyError: 'payload_too_large' as const } : { body: raw }),
+        baseUrl: `${request.protocol}://${request.host}${mount.prefix}`,
+      }),
+    )
+    .then(
+      (out) => send(reply, out),
+      (err: Error) => reply.send(err),
+    );
+}
 
 function pathBelow(request: FastifyRequest, prefix: string): string {
   const url = request.url;

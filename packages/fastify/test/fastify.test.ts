@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { call, createRecordingService, loadBuiltPackage } from '@genservice/testing';
-import { genservicePlugin } from '../src/index.js';
+import { genserviceFrameworkErrors, genservicePlugin } from '../src/index.js';
 
 const apps: FastifyInstance[] = [];
 afterEach(async () => {
@@ -96,6 +96,36 @@ describe('fastify plugin: translation', () => {
   });
 });
 
+describe('fastify plugin: URLs Fastify cannot route', () => {
+  it('with genserviceFrameworkErrors, hands a broken URL under the prefix to core and leaves others to Fastify', async () => {
+    const rec = createRecordingService();
+    const app = Fastify({ frameworkErrors: genserviceFrameworkErrors });
+    await app.register(genservicePlugin, { service: rec.service, prefix: '/api' });
+    const origin = await serve(app);
+    const r = await call(`${origin}/api/v1/generations/%ZZ/cancel?x=1`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(r.status).toBe(200);
+    expect(rec.last().method).toBe('POST');
+    expect(rec.last().path).toBe('/v1/generations/%ZZ/cancel?x=1');
+    expect(rec.last().baseUrl).toBe(`${origin}/api`);
+    expect(Buffer.from(rec.last().body as Uint8Array).toString()).toBe('{}');
+    const outside = await call(`${origin}/other/%ZZ`);
+    expect(outside.status).toBe(400);
+    expect(outside.body.code).toBe('FST_ERR_BAD_URL');
+    expect(rec.requests).toHaveLength(1);
+  });
+
+  it('without it, Fastify answers such a URL itself (documented)', async () => {
+    const rec = createRecordingService();
+    const app = Fastify();
+    await app.register(genservicePlugin, { service: rec.service, prefix: '/api' });
+    const origin = await serve(app);
+    const r = await call(`${origin}/api/v1/generations/%ZZ`);
+    expect(r.status).toBe(400);
+    expect(r.body.code).toBe('FST_ERR_BAD_URL');
+    expect(rec.requests).toHaveLength(0);
+  });
+});
+
 describe('fastify plugin: encapsulation', () => {
   it("leaves the host's parsers, error handler and routes as they were", async () => {
     const rec = createRecordingService();
@@ -138,7 +168,7 @@ describe('fastify plugin: encapsulation', () => {
 describe('fastify plugin: the built package', () => {
   it('loads with require() from a CommonJS host and with import from an ES module host', { timeout: 240_000 }, () => {
     const { cjs, esm } = loadBuiltPackage({ packageDir: fileURLToPath(new URL('..', import.meta.url)), name: '@genservice/fastify' });
-    expect(cjs).toContain('genservicePlugin');
-    expect(esm).toContain('genservicePlugin');
+    expect(cjs).toEqual(expect.arrayContaining(['genservicePlugin', 'genserviceFrameworkErrors', 'default']));
+    expect(esm).toEqual(expect.arrayContaining(['genservicePlugin', 'genserviceFrameworkErrors', 'default']));
   });
 });

@@ -551,9 +551,19 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
 
     it('answers a missing or malformed id with a JSON 404', async () => {
       const user = await fx.user();
-      for (const id of ['a'.repeat(22), 'x', 'a'.repeat(300), '..%2F..%2Fv1%2Fbalance', '%00', 'null']) {
-        expectError(await fx.call(`/v1/generations/${id}`, { headers: user.auth }), 404, 'not_found');
+      const ids = ['a'.repeat(22), 'x', 'a'.repeat(300), '..%2F..%2Fv1%2Fbalance', '%00', 'null', '%ZZ', '%E0%A4%A'];
+      const results = [];
+      for (const id of ids) {
+        results.push({ label: `GET ${id}`, reply: await fx.call(`/v1/generations/${id}`, { headers: user.auth }), status: 404, code: 'not_found' });
+        results.push({
+          label: `cancel ${id}`,
+          reply: await fx.call(`/v1/generations/${id}/cancel`, { method: 'POST', headers: user.auth }),
+          status: 404,
+          code: 'not_found',
+        });
       }
+      expect(mismatches(results)).toEqual([]);
+      for (const r of results) expectError(r.reply, 404, 'not_found');
     });
   });
 
