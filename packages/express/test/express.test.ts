@@ -1,4 +1,5 @@
 import express, { type ErrorRequestHandler } from 'express';
+import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { call, createRecordingService, listen, loadBuiltPackage, type MountedServer } from '@genservice/testing';
@@ -125,7 +126,28 @@ describe('express adapter: translation', () => {
   });
 });
 
+/** Sends half of a declared body on a raw socket, then drops the connection. */
+async function disconnectMidBody(url: string): Promise<void> {
+  const { hostname, port, pathname } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"modelId":`);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  socket.destroy();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
 describe('express adapter: living beside the host', () => {
+  it('gives up on a body whose client disconnected, and keeps serving', async () => {
+    const rec = createRecordingService();
+    const app = express();
+    app.use(genserviceRouter(rec.service));
+    const { baseUrl } = await serve(app);
+    await disconnectMidBody(`${baseUrl}/v1/generations`);
+    expect(rec.requests).toHaveLength(0);
+    expect((await call(`${baseUrl}/v1/models`)).status).toBe(200);
+  });
+
   it('leaves host routes and paths outside <mount>/v1 to the host', async () => {
     const rec = createRecordingService();
     const app = express();

@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { call, createRecordingService, loadBuiltPackage } from '@genservice/testing';
@@ -126,7 +127,28 @@ describe('fastify plugin: URLs Fastify cannot route', () => {
   });
 });
 
+/** Sends half of a declared body on a raw socket, then drops the connection. */
+async function disconnectMidBody(url: string): Promise<void> {
+  const { hostname, port, pathname } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"modelId":`);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  socket.destroy();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
 describe('fastify plugin: encapsulation', () => {
+  it('gives up on a body whose client disconnected, and keeps serving', async () => {
+    const rec = createRecordingService();
+    const app = Fastify();
+    await app.register(genservicePlugin, { service: rec.service });
+    const origin = await serve(app);
+    await disconnectMidBody(`${origin}/v1/generations`);
+    expect(rec.requests).toHaveLength(0);
+    expect((await call(`${origin}/v1/models`)).status).toBe(200);
+  });
+
   it("leaves the host's parsers, error handler and routes as they were", async () => {
     const rec = createRecordingService();
     const app = Fastify();

@@ -29,6 +29,7 @@ export function readRawBody(stream: Readable, limit: number, declaredLength?: st
       stream.off('end', onEnd);
       stream.off('error', onError);
       stream.off('aborted', onAborted);
+      stream.off('close', onClose);
     };
     const onData = (chunk: Buffer | string): void => {
       const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
@@ -53,10 +54,13 @@ export function readRawBody(stream: Readable, limit: number, declaredLength?: st
       reject(err);
     };
     const onAborted = (): void => onError(new Error('The client aborted the request while sending its body'));
+    // A stream destroyed before its end emits neither 'end' nor always 'error': without this the read would hang.
+    const onClose = (): void => onError(new Error('The request stream closed before its body ended'));
     stream.on('data', onData);
     stream.on('end', onEnd);
     stream.on('error', onError);
     stream.on('aborted', onAborted);
+    stream.on('close', onClose);
   });
 }
 

@@ -1,6 +1,7 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
+import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { call, createRecordingService, listen, loadBuiltPackage, runConformanceSuite, type MountedServer } from '@genservice/testing';
@@ -150,7 +151,29 @@ describe('koa middleware: translation', () => {
   });
 });
 
+/** Sends half of a declared body on a raw socket, then drops the connection. */
+async function disconnectMidBody(url: string): Promise<void> {
+  const { hostname, port, pathname } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"modelId":`);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  socket.destroy();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
 describe('koa middleware: living beside the host', () => {
+  it('gives up on a body whose client disconnected, and keeps serving', async () => {
+    const rec = createRecordingService();
+    const app = new Koa();
+    app.silent = true;
+    app.use(genserviceMiddleware(rec.service));
+    const { baseUrl } = await serve(app);
+    await disconnectMidBody(`${baseUrl}/v1/generations`);
+    expect(rec.requests).toHaveLength(0);
+    expect((await call(`${baseUrl}/v1/models`)).status).toBe(200);
+  });
+
   it('passes every request outside <prefix>/v1 on to the next middleware', async () => {
     const rec = createRecordingService();
     const app = new Koa();
