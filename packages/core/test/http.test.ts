@@ -75,7 +75,10 @@ describe('HttpHandler', () => {
     expect(nf.headers['content-type']).toMatch(/^application\/json/);
     const na = await service.handle({ method: 'DELETE', path: '/v1/models', headers: auth });
     expect(na.status).toBe(405);
-    expect(na.headers.allow).toBe('GET');
+    expect(na.headers.allow).toBe('GET, HEAD');
+    const head = await service.handle({ method: 'HEAD', path: '/v1/models', headers: auth });
+    expect(head.status).toBe(200);
+    expect(head.body).toBe('');
   });
 
   it('answers an unknown and a malformed generation id exactly alike', async () => {

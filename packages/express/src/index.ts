@@ -28,7 +28,7 @@
 import express from 'express';
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response, Router } from 'express';
 import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
-import { DEFAULT_BODY_LIMIT, isApiPath, readRawBody } from './read-body.js';
+import { DEFAULT_LIMITS, isApiPath, readRawBody } from '@genservice/core';
 
 export interface GenserviceRouterOptions {
   /**
@@ -53,7 +53,7 @@ const BODY_PARSER_ERRORS = new Set(['entity.parse.failed', 'entity.too.large', '
  * The generation API as Express middleware. Mount it with `app.use('/prefix', genserviceRouter(service))`.
  */
 export function genserviceRouter(service: GenerationService, options: GenserviceRouterOptions = {}): GenserviceRouter {
-  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes;
   const router = express.Router();
 
   const forward: RequestHandler = (req, res, next) => {

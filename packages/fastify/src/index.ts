@@ -26,7 +26,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
-import { DEFAULT_BODY_LIMIT, isApiPath, readRawBody, type RawBody } from './read-body.js';
+import { DEFAULT_LIMITS, isApiPath, readRawBody, type RawBody } from '@genservice/core';
 
 export interface GenservicePluginOptions {
   service: GenerationService;
@@ -58,7 +58,7 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
   if (!service || typeof service.handle !== 'function') {
     throw new TypeError('genservicePlugin: options.service must be a GenerationService');
   }
-  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes;
   // The full prefix of this context (parents' prefixes included), as the public path of the mount point.
   const prefix = app.prefix;
   const mounts = mountsByServer.get(app.server) ?? [];

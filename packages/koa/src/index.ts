@@ -29,7 +29,7 @@
  */
 import type { Context, Middleware, Next } from 'koa';
 import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
-import { DEFAULT_BODY_LIMIT, isApiPath, readRawBody } from './read-body.js';
+import { DEFAULT_LIMITS, isApiPath, readRawBody } from '@genservice/core';
 
 export interface GenserviceMiddlewareOptions {
   /**
@@ -65,7 +65,7 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
     throw new TypeError('genserviceMiddleware: the first argument must be a GenerationService');
   }
   const prefix = normalizePrefix(options.prefix);
-  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes;
 
   return async function genservice(ctx: Context, next: Next): Promise<void> {
     // ctx.url, not ctx.path: the path must reach core exactly as sent (still percent-encoded, query included).

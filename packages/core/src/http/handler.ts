@@ -75,11 +75,15 @@ export class HttpHandler {
   ) {}
 
   async handle(req: HttpRequest): Promise<HttpResponse> {
+    // HEAD is answered like GET, without the body (RFC 9110 9.3.2).
+    const head = req.method.toUpperCase() === 'HEAD';
+    let res: HttpResponse;
     try {
-      return await this.dispatch(req);
+      res = await this.dispatch(head ? { ...req, method: 'GET' } : req);
     } catch (err) {
-      return this.fromError(err);
+      res = this.fromError(err);
     }
+    return head ? { ...res, body: '' } : res;
   }
 
   private fromError(err: unknown): HttpResponse {
@@ -107,7 +111,7 @@ export class HttpHandler {
       if (!m) continue;
       const make = r.methods[method];
       if (!make) {
-        return fail('method_not_allowed', `Method ${method} is not allowed here.`, undefined, { allow: Object.keys(r.methods).join(', ') });
+        return fail('method_not_allowed', `Method ${method} is not allowed here.`, undefined, { allow: Object.keys(r.methods).flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ') });
       }
       route = make(m);
       break;

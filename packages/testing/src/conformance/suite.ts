@@ -136,6 +136,15 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
       }
     });
 
+    it('HEAD is answered like GET without a body, and still needs a key', async () => {
+      const user = await fx.user();
+      const r = await fx.call('/v1/models', { method: 'HEAD', headers: user.auth });
+      expect(r.status).toBe(200);
+      expect(r.contentType).toMatch(JSON_TYPE);
+      expect(r.text).toBe('');
+      expect((await fx.call('/v1/models', { method: 'HEAD' })).status).toBe(401);
+    });
+
     it('GET /v1/openapi.json serves the OpenAPI document', async () => {
       const r = await fx.call('/v1/openapi.json');
       expect(r.status).toBe(200);

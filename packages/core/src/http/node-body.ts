@@ -1,8 +1,5 @@
 import type { Readable } from 'node:stream';
 
-/** Used when the service does not say how large a body it accepts (core's own default). */
-export const DEFAULT_BODY_LIMIT = 1024 * 1024;
-
 /** `null` means the body is larger than the limit. */
 export type RawBody = Buffer | null;
 
@@ -14,8 +11,8 @@ export type RawBody = Buffer | null;
  * response is sent). A chunked body found too large mid-stream is drained without being kept, so the answer
  * still reaches a client that is busy sending.
  *
- * Kept as a copy in each adapter package, not in core: it is Node-stream glue that core (framework- and
- * runtime-neutral) has no use for, and it is too small to justify a shared package.
+ * Shared by every adapter (all three frameworks hand over a Node IncomingMessage), so that body limits behave
+ * the same on each.
  */
 export function readRawBody(stream: Readable, limit: number, declaredLength?: string | string[]): Promise<RawBody> {
   const declared = typeof declaredLength === 'string' && /^\d+$/.test(declaredLength) ? Number(declaredLength) : NaN;
@@ -66,7 +63,10 @@ export function readRawBody(stream: Readable, limit: number, declaredLength?: st
 
 function ignore(): void {}
 
-/** The API lives below `/v1`; everything else under the mount point is left to the host. */
+/**
+ * Which paths below the mount point the service answers: `/v1` and below. Everything else is left to the host,
+ * so mounting at the root does not swallow the host's own routes.
+ */
 export function isApiPath(pathname: string): boolean {
   return pathname === '/v1' || pathname.startsWith('/v1/');
 }
