@@ -1,0 +1,637 @@
+/**
+ * `pnpm bench`: genservice against the bare frameworks, raw p-queue, the raw drivers and raw BullMQ, measured side
+ * by side in one run on this machine. Prints the table, and writes docs/benchmarks.md, docs/benchmarks.svg and
+ * bench/results.json (the figures behind them).
+ *
+ *   pnpm bench                          everything (about 10-15 minutes)
+ *   pnpm bench -- --only http,runner    some sections; the others keep their figures from bench/results.json
+ *   pnpm bench -- --quick               short durations, smaller sizes; prints only (add --write to write the docs)
+ *   pnpm bench -- --no-profile          skip profiling the missed targets
+ *   pnpm bench -- --no-wait             start at once, however busy the machine is (default: wait up to 5 min for quiet)
+ *   pnpm bench -- --report              measure nothing: rewrite the docs from bench/results.json and bench/notes.md
+ *
+ * Started by scripts/bench.mjs as `node --expose-gc --conditions=@genservice/source --import tsx bench/run.ts`.
+ */
+import { execSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { BENCH_DIR, canPin, nextMessage, spawnTs, stopChild } from './lib/proc.js';
+import { formatProfile, profileHere, summarizeFile } from './lib/profile.js';
+import { consoleTable, evaluate, markdownTable, svgChart } from './lib/report.js';
+import type { HttpCaseResult, ProfileSummary, Row } from './lib/types.js';
+import type { CaseName, Framework, HttpResults } from './http/load.js';
+import { oursRunner, rawRunner, CONCURRENCY } from './sections/runner.js';
+import {
+  cleanRedisPrefix,
+  oursBullmq,
+  oursSqlite,
+  pgBench,
+  rawBullmq,
+  rawSqliteRun,
+  tempDir,
+  throwawayDatabase,
+  PG_CONCURRENCY,
+  PG_POOL_SIZE,
+  lastCpuUsPerOp,
+  BULL_CONCURRENCY,
+} from './sections/stores.js';
+import { memoryPerGeneration, scaleMemory, scaleSqlite, type ScaleResult } from './sections/scale.js';
+
+type Section = 'http' | 'runner' | 'stores' | 'scale';
+const ALL: Section[] = ['http', 'runner', 'stores', 'scale'];
+const ROOT = path.resolve(BENCH_DIR, '..');
+const DOCS = path.join(ROOT, 'docs');
+const RESULTS = path.join(BENCH_DIR, 'results.json');
+const PROFILE_DIR = path.join(os.tmpdir(), 'genservice-bench-profiles');
+
+// ------------------------------------------------------------------ options
+
+function parseArgs(argv: string[]): { only: Section[]; quick: boolean; write: boolean; profile: boolean; report: boolean; waitQuiet: boolean } {
+  let only: Section[] = ALL;
+  let quick = false;
+  let write: boolean | undefined;
+  let profile = true;
+  let report = false;
+  let waitQuiet = true;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--') continue;
+    if (a === '--quick') quick = true;
+    else if (a === '--write') write = true;
+    else if (a === '--no-write') write = false;
+    else if (a === '--no-profile') profile = false;
+    else if (a === '--report') report = true;
+    else if (a === '--no-wait') waitQuiet = false;
+    else if (a === '--only' || a.startsWith('--only=')) {
+      const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[++i];
+      const parts = (v ?? '').split(/[,|]/).filter(Boolean);
+      for (const p of parts) if (!ALL.includes(p as Section)) throw new Error(`--only takes ${ALL.join('|')}, got "${p}"`);
+      if (parts.length === 0) throw new Error('--only needs a value');
+      only = parts as Section[];
+    } else throw new Error(`unknown option ${a} (use --only http|runner|stores|scale, --quick, --write, --no-profile, --no-wait, --report)`);
+  }
+  return { only, quick, write: write ?? (report || !quick), profile, report, waitQuiet: waitQuiet && !quick };
+}
+
+const opts = parseArgs(process.argv.slice(2));
+const Q = opts.quick;
+const S = {
+  http: { duration: Q ? 1 : 3, warmup: Q ? 0.5 : 1.5, rounds: Q ? 1 : 3, pipelinings: [1, 10], connections: 10 },
+  runner: { n: Q ? 10_000 : 100_000, warm: Q ? 2_000 : 10_000, rounds: Q ? 1 : 3 },
+  sqlite: { n: Q ? 5_000 : 20_000, warm: Q ? 1_000 : 3_000, rounds: Q ? 1 : 3 },
+  pg: { n: Q ? 1_000 : 5_000, warm: Q ? 200 : 1_000, rounds: Q ? 1 : 3 },
+  bull: { n: Q ? 1_000 : 3_000, warm: Q ? 200 : 500, rounds: Q ? 1 : 3 },
+  scale: { small: 1_000, large: Q ? 100_000 : 1_000_000, gets: Q ? 5_000 : 20_000, creates: Q ? 2_000 : 5_000, mem: Q ? 20_000 : 100_000 },
+  profileSeconds: Q ? 2 : 4,
+};
+
+const log = (...a: unknown[]): void => console.log(...a);
+/** Best of the alternated rounds: the machine may be shared, and other work only ever slows a round down. */
+const best = (xs: number[]): number => Math.max(...xs);
+
+/** 1-minute load average, rounded. */
+const load1 = (): number => Math.round(os.loadavg()[0]! * 100) / 100;
+
+/**
+ * Waits (at most 5 minutes, checking every 10 s) for the 1-minute load average to fall below 1, so that the run
+ * does not share the two cores with a test suite. Goes on anyway after that; the load is recorded in the document.
+ */
+async function waitForQuiet(): Promise<void> {
+  for (let i = 0; i < 30 && load1() >= 1; i++) {
+    if (i === 0) log(`[bench] load average ${load1()}: waiting up to 5 min for the machine to be quiet (--no-wait to skip)`);
+    await new Promise((r) => setTimeout(r, 10_000));
+  }
+  log(`[bench] starting at load average ${load1()}`);
+}
+
+// ------------------------------------------------------------------ HTTP
+
+const FRAMEWORKS: Framework[] = ['express', 'fastify', 'koa'];
+const FW_TITLE: Record<Framework, string> = { express: 'Express', fastify: 'Fastify', koa: 'Koa' };
+
+function httpMeasure(r: HttpCaseResult) {
+  return { value: r.rps, unit: 'req/s' as const, p50Ms: r.p50, p99Ms: r.p99 };
+}
+
+function httpRows(results: HttpResults): Row[] {
+  const rows: Row[] = [];
+  for (const fw of FRAMEWORKS) {
+    const per = results[fw];
+    if (!per) continue;
+    for (const p of S.http.pipelinings) {
+      const c = per[String(p)];
+      if (!c) continue;
+      const F = FW_TITLE[fw];
+      const add = (key: string, name: string, ours: string, base: string, baseLabel: string, bound: number): void => {
+        const o = c[ours]!;
+        const b = c[base]!;
+        rows.push(
+          evaluate({
+            id: `http.${fw}.${key}.p${p}`,
+            section: 'http',
+            name: `${F} ${name} (pipelining ${p})`,
+            ours: httpMeasure(o),
+            oursLabel: 'ours',
+            base: httpMeasure(b),
+            baseLabel,
+            ratio: o.rps / b.rps,
+            target: { kind: 'min', bound },
+          }),
+        );
+      };
+      add('get', 'GET /v1/generations/:id', 'get.ours', 'get.bare', 'bare', 0.9);
+      add('post', 'POST /v1/generations', 'post.ours', 'post.bare', 'bare', fw === 'express' ? 0.85 : 0.75);
+      add('models', 'GET /v1/models', 'models.ours', 'models.bare', 'bare', 0.95);
+      add('unauth', '401 bad key vs our POST', 'unauth.ours', 'post.ours', 'our POST', 1.0);
+      add('invalid', '400 invalid settings vs our POST', 'invalid.ours', 'post.ours', 'our POST', 0.6);
+    }
+  }
+  return rows;
+}
+
+async function runHttp(): Promise<Row[]> {
+  const plan = { mode: 'measure', frameworks: FRAMEWORKS, ...S.http };
+  log(`[http] load generator on core 1, servers on core 0${canPin() ? '' : ' (taskset unavailable: not pinned)'}`);
+  const child = spawnTs('http/load.ts', { core: 1, args: [JSON.stringify(plan)] });
+  try {
+    const msg = await nextMessage<{ data: HttpResults }>(child, (m) => m?.type === 'result', 40 * 60_000);
+    return httpRows(msg.data);
+  } finally {
+    await stopChild(child);
+  }
+}
+
+async function profileHttp(fw: Framework, c: CaseName, pipelining: number): Promise<ProfileSummary> {
+  const file = path.join(PROFILE_DIR, `http-${fw}-${c}-p${pipelining}-${Date.now()}.cpuprofile`);
+  const plan = {
+    mode: 'profile',
+    framework: fw,
+    case: c,
+    pipelining,
+    duration: S.profileSeconds,
+    warmup: Q ? 0.5 : 1.5,
+    connections: S.http.connections,
+    file,
+  };
+  const child = spawnTs('http/load.ts', { core: 1, args: [JSON.stringify(plan)] });
+  try {
+    await nextMessage(child, (m) => m?.type === 'result', 5 * 60_000);
+  } finally {
+    await stopChild(child);
+  }
+  return summarizeFile(file, `${FW_TITLE[fw]} server, ours, ${c} at pipelining ${pipelining}, ${S.profileSeconds} s of load`);
+}
+
+// ------------------------------------------------------------------ runner
+
+async function runRunner(): Promise<Row[]> {
+  log(`[runner] warm-up (${S.runner.warm} each)`);
+  await oursRunner(S.runner.warm);
+  await rawRunner(S.runner.warm);
+  const ours: number[] = [];
+  const raw: number[] = [];
+  for (let round = 0; round < S.runner.rounds; round++) {
+    const order = round % 2 === 0 ? (['ours', 'raw'] as const) : (['raw', 'ours'] as const);
+    for (const side of order) {
+      const v = side === 'ours' ? await oursRunner(S.runner.n) : await rawRunner(S.runner.n);
+      (side === 'ours' ? ours : raw).push(v);
+      log(`[runner] round ${round + 1} ${side}: ${Math.round(v)} generations/s (${S.runner.n})`);
+    }
+  }
+  const o = best(ours);
+  const b = best(raw);
+  return [
+    evaluate({
+      id: 'runner.inprocess',
+      section: 'runner',
+      name: `Runner: ${S.runner.n / 1000}k no-op generations, concurrency ${CONCURRENCY}`,
+      ours: { value: o, unit: 'gen/s' },
+      oursLabel: 'service.create + in-process runner',
+      base: { value: b, unit: 'gen/s' },
+      baseLabel: 'raw p-queue',
+      ratio: o / b,
+      target: { kind: 'min', bound: 0.8 },
+    }),
+  ];
+}
+
+// ------------------------------------------------------------------ stores
+
+async function alternate(
+  label: string,
+  rounds: number,
+  ours: (tag: string) => Promise<number>,
+  raw: (tag: string) => Promise<number>,
+  cpu?: () => number,
+): Promise<{ ours: number; raw: number; oursCpu: number; rawCpu: number }> {
+  const o: number[] = [];
+  const r: number[] = [];
+  const oc: number[] = [];
+  const rc: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? (['ours', 'raw'] as const) : (['raw', 'ours'] as const);
+    for (const side of order) {
+      const v = side === 'ours' ? await ours(`r${round}`) : await raw(`r${round}`);
+      (side === 'ours' ? o : r).push(v);
+      const c = cpu?.() ?? NaN;
+      (side === 'ours' ? oc : rc).push(c);
+      log(`[stores] ${label} round ${round + 1} ${side}: ${Math.round(v)} ops/s${cpu ? `, ${c.toFixed(1)} µs CPU/op in node` : ''}`);
+    }
+  }
+  return { ours: best(o), raw: best(r), oursCpu: Math.min(...oc), rawCpu: Math.min(...rc) };
+}
+
+const storeProfiles: Record<string, () => Promise<unknown>> = {};
+
+async function runStores(): Promise<Row[]> {
+  const rows: Row[] = [];
+  const { dir, cleanup } = tempDir();
+  try {
+    // SQLite
+    log('[stores] SQLite warm-up');
+    await oursSqlite(dir, S.sqlite.warm, 'warm');
+    rawSqliteRun(dir, S.sqlite.warm, 'warm');
+    const sq = await alternate(
+      'SQLite insert+get',
+      S.sqlite.rounds,
+      (t) => oursSqlite(dir, S.sqlite.n, t),
+      async (t) => rawSqliteRun(dir, S.sqlite.n, t),
+    );
+    rows.push(
+      evaluate({
+        id: 'stores.sqlite',
+        section: 'stores',
+        name: `SQLite: insert + get (${S.sqlite.n / 1000}k, sequential)`,
+        ours: { value: sq.ours, unit: 'ops/s' },
+        oursLabel: 'SqliteGenerationStore',
+        base: { value: sq.raw, unit: 'ops/s' },
+        baseLabel: 'raw better-sqlite3',
+        ratio: sq.ours / sq.raw,
+        target: { kind: 'min', bound: 0.85 },
+      }),
+    );
+    storeProfiles['stores.sqlite'] = () => oursSqlite(dir, S.sqlite.n, `prof${Date.now()}`);
+  } finally {
+    cleanup();
+  }
+
+  // Postgres: a throwaway database, dropped at the end.
+  const db = await throwawayDatabase();
+  try {
+    const b = await pgBench(db.url);
+    try {
+      log('[stores] Postgres warm-up');
+      await b.ours(S.pg.warm);
+      await b.raw(S.pg.warm);
+      const pgr = await alternate('Postgres insert+get', S.pg.rounds, () => b.ours(S.pg.n), () => b.raw(S.pg.n), () => lastCpuUsPerOp);
+      rows.push(
+        evaluate({
+          id: 'stores.postgres',
+          section: 'stores',
+          name: `Postgres: insert + get (${S.pg.n / 1000}k, ${PG_CONCURRENCY} at once, pool ${PG_POOL_SIZE})`,
+          ours: { value: pgr.ours, unit: 'ops/s', extra: `(node CPU ${pgr.oursCpu.toFixed(0)} µs/op)` },
+          oursLabel: 'PostgresGenerationStore',
+          base: { value: pgr.raw, unit: 'ops/s', extra: `(node CPU ${pgr.rawCpu.toFixed(0)} µs/op)` },
+          baseLabel: 'raw pg',
+          ratio: pgr.ours / pgr.raw,
+          target: { kind: 'min', bound: 0.85 },
+        }),
+      );
+      if (opts.profile) {
+        // Profiled now (needs the open database); used only if the target is missed.
+        const r = rows[rows.length - 1]!;
+        if (!r.met) {
+          mkdirSync(PROFILE_DIR, { recursive: true });
+          profiles['stores.postgres'] = await profileHere(
+            path.join(PROFILE_DIR, `stores-postgres-${Date.now()}.cpuprofile`),
+            `PostgresGenerationStore insert+get, ${S.pg.n} ops`,
+            () => b.ours(S.pg.n),
+          );
+        }
+      }
+    } finally {
+      await b.close();
+    }
+  } finally {
+    await db.drop();
+  }
+
+  // BullMQ: a random key prefix, deleted at the end.
+  const prefix = `gsbench-${randomBytes(4).toString('hex')}`;
+  try {
+    log(`[stores] BullMQ warm-up (prefix ${prefix})`);
+    await oursBullmq(prefix, 'warm-ours', S.bull.warm);
+    await rawBullmq(prefix, 'warm-raw', S.bull.warm);
+    const bq = await alternate(
+      'BullMQ enqueue+process',
+      S.bull.rounds,
+      (t) => oursBullmq(prefix, `ours-${t}`, S.bull.n),
+      (t) => rawBullmq(prefix, `raw-${t}`, S.bull.n),
+    );
+    rows.push(
+      evaluate({
+        id: 'stores.bullmq',
+        section: 'stores',
+        name: `BullMQ: enqueue + no-op job (${S.bull.n / 1000}k, concurrency ${BULL_CONCURRENCY})`,
+        ours: { value: bq.ours, unit: 'ops/s' },
+        oursLabel: 'BullMQQueue',
+        base: { value: bq.raw, unit: 'ops/s' },
+        baseLabel: 'raw Queue.add + Worker',
+        ratio: bq.ours / bq.raw,
+      }),
+    );
+  } finally {
+    const n = await cleanRedisPrefix(prefix);
+    log(`[stores] deleted ${n} Redis keys under ${prefix}:`);
+  }
+  return rows;
+}
+
+// ------------------------------------------------------------------ scale
+
+function scaleRows(kind: string, title: string, r: ScaleResult): Row[] {
+  const L = `${r.large >= 1e6 ? r.large / 1e6 + 'M' : r.large / 1e3 + 'k'}`;
+  const S1 = `${r.small / 1e3}k`;
+  const lat = (l: { meanUs: number; p50Us: number; p99Us: number }) => ({
+    value: l.p50Us,
+    unit: 'us' as const,
+    extra: `p50 (mean ${l.meanUs.toFixed(1)} / p99 ${l.p99Us.toFixed(1)} µs)`,
+  });
+  return (['get', 'create'] as const).map((op) =>
+    evaluate({
+      id: `scale.${kind}.${op}`,
+      section: 'scale',
+      name: `${title}: ${op === 'get' ? 'service.get by id' : 'service.create'}, ${L} vs ${S1} stored`,
+      ours: lat(r[op].large),
+      oursLabel: L,
+      base: lat(r[op].small),
+      baseLabel: S1,
+      ratio: r[op].large.p50Us / r[op].small.p50Us,
+      target: { kind: 'max', bound: 1.2 },
+    }),
+  );
+}
+
+async function runScale(): Promise<Row[]> {
+  const rows: Row[] = [];
+  log(`[scale] in-memory: ${S.scale.small} vs ${S.scale.large}`);
+  rows.push(...scaleRows('memory', 'In-memory store', await scaleMemory(S.scale.small, S.scale.large, S.scale)));
+  const { dir, cleanup } = tempDir();
+  try {
+    log(`[scale] SQLite: ${S.scale.small} vs ${S.scale.large}`);
+    rows.push(...scaleRows('sqlite', 'SQLite store', await scaleSqlite(dir, S.scale.small, S.scale.large, S.scale)));
+  } finally {
+    cleanup();
+  }
+  for (const completed of [false, true]) {
+    log(`[scale] memory per ${completed ? 'completed' : 'pending'} generation (${S.scale.mem})`);
+    const bytes = await memoryPerGeneration(S.scale.mem, completed);
+    rows.push({
+      id: `scale.memory.bytes.${completed ? 'completed' : 'pending'}`,
+      section: 'scale',
+      name: `In-memory store: heap per retained ${completed ? 'completed' : 'pending'} generation (${S.scale.mem / 1000}k)`,
+      ours: { value: bytes, unit: 'B', extra: '(store + ledger reserve)' },
+      oursLabel: 'heapUsed delta / count',
+    });
+  }
+  return rows;
+}
+
+// ------------------------------------------------------------------ profiles of missed targets
+
+const profiles: Record<string, ProfileSummary> = {};
+
+async function profileMissed(rows: Row[]): Promise<void> {
+  mkdirSync(PROFILE_DIR, { recursive: true });
+  // HTTP: one profile per framework and case, at the pipelining where the ratio is lowest.
+  const worst = new Map<string, Row>();
+  for (const r of rows) {
+    if (r.section !== 'http' || r.met !== false) continue;
+    const key = r.id.replace(/\.p\d+$/, '');
+    const prev = worst.get(key);
+    if (!prev || r.ratio! < prev.ratio!) worst.set(key, r);
+  }
+  for (const [key, r] of worst) {
+    const [, fw, c] = key.split('.') as [string, Framework, CaseName];
+    const p = Number(/\.p(\d+)$/.exec(r.id)![1]);
+    log(`[profile] ${key} at pipelining ${p}`);
+    profiles[key] = await profileHttp(fw, c, p);
+  }
+  for (const r of rows) {
+    if (r.met !== false) continue;
+    if (r.id === 'runner.inprocess') {
+      log('[profile] runner');
+      profiles[r.id] = await profileHere(path.join(PROFILE_DIR, `runner-${Date.now()}.cpuprofile`), `service.create + in-process runner, ${S.runner.n} generations`, () =>
+        oursRunner(S.runner.n),
+      );
+    } else if (storeProfiles[r.id]) {
+      log(`[profile] ${r.id}`);
+      profiles[r.id] = await profileHere(path.join(PROFILE_DIR, `${r.id}-${Date.now()}.cpuprofile`), `${r.name}, ours`, storeProfiles[r.id]!);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ the document
+
+interface Saved {
+  sections: Partial<Record<Section, { at: string; quick: boolean; rows: Row[]; load?: [number, number] }>>;
+  profiles: Record<string, ProfileSummary>;
+  machine?: Record<string, string>;
+}
+
+function machine(): Record<string, string> {
+  const sh = (cmd: string): string => {
+    try {
+      return execSync(cmd, { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    } catch {
+      return '';
+    }
+  };
+  return {
+    nproc: sh('nproc') || String(os.availableParallelism()),
+    cpu: os.cpus()[0]?.model ?? 'unknown',
+    memory: `${Math.round(os.totalmem() / 2 ** 30)} GiB`,
+    node: process.version,
+    os: `${os.type()} ${os.release()}`,
+    pinned: canPin() ? 'yes (taskset: servers on core 0, load generator on core 1)' : 'no (taskset unavailable)',
+    commit: sh('git rev-parse --short HEAD'),
+  };
+}
+
+/** Notes written by hand in bench/notes.md, `## <id prefix>` per section; shown for rows that missed. */
+function notes(): Map<string, string> {
+  const file = path.join(BENCH_DIR, 'notes.md');
+  const out = new Map<string, string>();
+  if (!existsSync(file)) return out;
+  const text = readFileSync(file, 'utf8');
+  const parts = text.split(/^## /m).slice(1);
+  for (const p of parts) {
+    const nl = p.indexOf('\n');
+    out.set(p.slice(0, nl).trim(), p.slice(nl + 1).trim());
+  }
+  return out;
+}
+
+function matches(prefix: string, id: string): boolean {
+  return id === prefix || id.startsWith(prefix + '.');
+}
+
+function documentFor(saved: Saved, rows: Row[]): string {
+  const m = saved.machine ?? machine();
+  const missed = rows.filter((r) => r.met === false);
+  const met = rows.filter((r) => r.met === true);
+  const ns = notes();
+  const when = Object.entries(saved.sections)
+    .map(([s, v]) => `${s} ${v!.at}${v!.quick ? ' (quick)' : ''}${v!.load ? ` (1-min load average ${v!.load[0]} before, ${v!.load[1]} after)` : ''}`)
+    .join('; ');
+  const lines: string[] = [
+    '# Benchmarks',
+    '',
+    '<!-- Generated by `pnpm bench` (bench/run.ts); edit bench/notes.md, not this file. -->',
+    '',
+    'How much genservice costs against what a user would otherwise write: a bare route of the same framework, raw',
+    'p-queue, the raw database driver, raw BullMQ. Every ratio is ours / baseline, both measured alternately in the',
+    'same run on the same machine, same settings, after a warm-up.',
+    '',
+    '```',
+    'pnpm bench                          # everything',
+    'pnpm bench -- --only http           # one section (http|runner|stores|scale); the others keep their figures',
+    'pnpm bench -- --quick               # short smoke run, prints only',
+    '```',
+    '',
+    `Machine: ${m.nproc} cores (${m.cpu}), ${m.memory}, Node ${m.node}, ${m.os}; pinned: ${m.pinned}. Commit ${m.commit}.`,
+    '',
+    `Measured: ${when}.`,
+    '',
+    `Targets: ${met.length} met, ${missed.length} missed${missed.length ? ` (${missed.map((r) => r.id).join(', ')})` : ''}.`,
+    '',
+    '![ratios](benchmarks.svg)',
+    '',
+    '## Results',
+    '',
+    markdownTable(rows),
+    '',
+    '## How each part is measured',
+    '',
+    `- **HTTP**: per framework, our server and a bare server of the same framework run side by side as two child`,
+    `  processes pinned to core 0; autocannon (programmatic, ${S.http.connections} connections) runs in a process pinned`,
+    `  to core 1. Both are warmed up, then each case runs ${S.http.duration} s per side, ${S.http.rounds} round(s),`,
+    '  ours and bare alternately (bare first on odd rounds); each side\'s figure is its best round (see Noise below).',
+    '  p50/p99 are per-request latencies from autocannon\'s response events. Any status other than the expected one, any socket error or',
+    '  timeout aborts the bench. Ours: the adapter mounted at the root (`genserviceRouter(service)`,',
+    '  `app.register(genservicePlugin, { service })`, `genserviceMiddleware(service)`), all ports in memory, the no-op',
+    '  provider, a balance that never runs out, **the runner disabled** (`runner: { enabled: false }`, an API-only',
+    '  instance: POST measures accepting a generation, not running it) and periodic recovery off. The GET case reads a',
+    '  completed text generation. Bare: a Map lookup answered with the framework\'s own JSON reply (`res.json`,',
+    '  `return obj`, `ctx.body = obj`); a JSON-POST echo (`express.json()`, Fastify\'s parser, a hand-read body in Koa,',
+    '  which has no parser of its own) answering 201 with a small JSON; the same models JSON as a string. The smoke',
+    '  check before measuring asserts that ours and bare answer the same JSON for GET status and GET models.',
+    '  The 401 case is a POST with an unknown key; the 400 case a POST whose settings miss a required field, use a',
+    '  value outside a select and name an undeclared setting. Both are compared with our own valid POST.',
+    `- **Runner**: ${S.runner.n / 1000}k \`service.create\` calls in a loop (each awaited) with the in-process runner`,
+    `  (concurrency ${CONCURRENCY}) and a no-op provider, until every generation is completed and settled; against raw`,
+    '  p-queue at the same concurrency doing the same work per generation (random id, a record in a Map, a task that',
+    '  marks it processing, calls the same no-op provider and stores the result).',
+    `- **Stores**: \`insert\` then \`get\` of one generation, through our store and through the raw driver running the same`,
+    '  SQL (copied from the store) with the same pragmas / pool. SQLite: sequential, its own file per run (WAL,',
+    `  synchronous NORMAL). Postgres: ${PG_CONCURRENCY} loops at once, pool of ${PG_POOL_SIZE}, a throwaway database`,
+    '  dropped at the end; the node process\'s CPU time per operation is shown too, as the machine\'s 2 cores are',
+    '  shared with the database server. BullMQ: `enqueue` in a loop and a no-op handler, until all ran, against `Queue.add` with a',
+    `  jobId and a raw \`Worker\` (concurrency ${BULL_CONCURRENCY}); a random Redis prefix, deleted at the end.`,
+    `- **Scale**: single \`service.get\` / \`service.create\` calls timed one by one (${S.scale.gets / 1000}k gets on random`,
+    `  stored ids, ${S.scale.creates / 1000}k creates) with ${S.scale.small / 1000}k and then ${S.scale.large >= 1e6 ? S.scale.large / 1e6 + 'M' : S.scale.large / 1e3 + 'k'}`,
+    '  generations stored, two stores side by side measured in alternating batches (the small store\'s own creates',
+    '  add a few thousand). The ratio is of the median (p50) latency: a single GC pause moves a mean of',
+    '  microsecond calls more than the store does; mean and p99 are shown too.',
+    '  In memory the store is filled through `service.create`; SQLite through the store\'s INSERT in 10k-row',
+    '  transactions (generations and their reserves). Heap per generation: `heapUsed` after `gc()` before and after',
+    `  ${S.scale.mem / 1000}k generations, over the count (node runs with --expose-gc).`,
+    '- **Noise**: the machine has 2 cores and may be shared (other sessions run test suites on it). Every comparison',
+    '  alternates the two sides in rounds and keeps each side\'s best round (runner and stores too), because other',
+    '  work only ever slows a round down. The 1-minute load average before and after each section is recorded above;',
+    '  at a high load the absolute figures suffer more than the ratios, and pipelining 1 (latency-bound: the server',
+    '  idles between requests) more than pipelining 10.',
+    '',
+  ];
+  const general = ns.get('general');
+  if (general) lines.push('## Notes', '', general, '');
+  if (missed.length > 0) {
+    lines.push('## Missed targets', '');
+    const shown = new Set<string>();
+    for (const [key, text] of ns) {
+      if (key === 'general') continue;
+      const hit = missed.filter((r) => matches(key, r.id));
+      if (hit.length === 0) continue;
+      shown.add(key);
+      lines.push(`### ${key}`, '', `Missed here: ${hit.map((r) => `${r.id} (${r.ratio!.toFixed(2)})`).join(', ')}.`, '', text, '');
+    }
+    const unexplained = missed.filter((r) => ![...shown].some((k) => matches(k, r.id)));
+    if (unexplained.length > 0) {
+      lines.push('### Not yet explained', '', unexplained.map((r) => `- ${r.id}: ${r.ratio!.toFixed(3)} (target ${r.target!.kind === 'min' ? '>=' : '<='} ${r.target!.bound})`).join('\n'), '');
+    }
+    const profKeys = Object.keys(saved.profiles).filter((k) => missed.some((r) => matches(k, r.id)));
+    if (profKeys.length > 0) {
+      lines.push('## Profiles of the missed targets', '', 'V8 CPU profiles (the profiler `--cpu-prof` uses, sampling every 100 µs) of our side only, over the load window.', '');
+      for (const k of profKeys) {
+        lines.push(`<details><summary>${k}</summary>`, '', formatProfile(saved.profiles[k]!), '', '</details>', '');
+      }
+    }
+  }
+  // Notes that apply to rows that met their target, or to rows with no target, are still worth reading.
+  const others = [...ns].filter(([k]) => k !== 'general' && !missed.some((r) => matches(k, r.id)) && rows.some((r) => matches(k, r.id)));
+  if (others.length > 0) {
+    lines.push('## Other notes', '');
+    for (const [k, text] of others) lines.push(`### ${k}`, '', text, '');
+  }
+  return lines.join('\n');
+}
+
+// ------------------------------------------------------------------ main
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const saved: Saved = existsSync(RESULTS) ? (JSON.parse(readFileSync(RESULTS, 'utf8')) as Saved) : { sections: {}, profiles: {} };
+  if (opts.quick && !opts.write) log('[bench] --quick: printing only (add --write to write docs/benchmarks.md)');
+  const fresh: Row[] = [];
+  const at = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  if (opts.waitQuiet && !opts.report) await waitForQuiet();
+  for (const section of ALL) {
+    if (opts.report || !opts.only.includes(section)) continue;
+    const t0 = Date.now();
+    const loadBefore = load1();
+    const rows =
+      section === 'http' ? await runHttp() : section === 'runner' ? await runRunner() : section === 'stores' ? await runStores() : await runScale();
+    log(`[bench] ${section} done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    fresh.push(...rows);
+    saved.sections[section] = { at, quick: opts.quick, rows, load: [loadBefore, load1()] };
+  }
+  if (opts.profile && fresh.some((r) => r.met === false)) {
+    await profileMissed(fresh);
+  }
+  // Profiles of sections re-measured now replace the old ones; the others keep theirs.
+  for (const k of Object.keys(saved.profiles)) if (fresh.some((r) => matches(k, r.id))) delete saved.profiles[k];
+  Object.assign(saved.profiles, profiles);
+  const rows = ALL.flatMap((s) => saved.sections[s]?.rows ?? []);
+  log('');
+  log(consoleTable(rows));
+  for (const [k, p] of Object.entries(profiles)) log('\n' + formatProfile(p).replace(/^Profile: /, `Profile [${k}]: `));
+  if (opts.write) {
+    if (!opts.report || !saved.machine) saved.machine = machine();
+    mkdirSync(DOCS, { recursive: true });
+    writeFileSync(RESULTS, JSON.stringify(saved, null, 1) + '\n');
+    writeFileSync(path.join(DOCS, 'benchmarks.svg'), svgChart(rows, 'genservice: ours / baseline, same run'));
+    writeFileSync(path.join(DOCS, 'benchmarks.md'), documentFor(saved, rows));
+    log(`\n[bench] wrote docs/benchmarks.md, docs/benchmarks.svg, bench/results.json`);
+  }
+  log(`[bench] finished in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error('\n[bench] FAILED:', err instanceof Error ? (err.stack ?? err.message) : err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,75 @@
+/**
+ * Koa 3: ours = `genserviceMiddleware(service)`; bare = one middleware routing by hand (Koa has no router of its
+ * own) that reads and parses the JSON body itself (Koa has no body parser of its own either).
+ */
+import Koa from 'koa';
+import { genserviceMiddleware } from '@genservice/koa';
+import { once } from 'node:events';
+import type { IncomingMessage } from 'node:http';
+import { bareData, fail, ourService, serve, variantArg } from './common.js';
+
+function readJson(req: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      } catch (err) {
+        reject(err);
+      }
+    });
+    req.on('error', reject);
+  });
+}
+
+const GET_ONE = /^\/v1\/generations\/([^/]+)$/;
+
+async function main(): Promise<void> {
+  const variant = variantArg();
+  const app = new Koa();
+  // A client that hangs up mid-body (autocannon does when a run ends) is not worth a stack trace.
+  app.silent = true;
+  let id: string;
+  let close = async (): Promise<void> => {};
+  if (variant === 'ours') {
+    const ours = await ourService();
+    id = ours.id;
+    app.use(genserviceMiddleware(ours.service));
+    close = () => ours.service.stop({ timeoutMs: 1000 });
+  } else {
+    const bare = bareData();
+    id = bare.id;
+    app.use(async (ctx, next) => {
+      if (ctx.method === 'GET') {
+        if (ctx.path === '/v1/models') {
+          ctx.type = 'application/json';
+          ctx.body = bare.modelsJson;
+          return;
+        }
+        const m = GET_ONE.exec(ctx.path);
+        if (m) {
+          const g = bare.store.get(m[1]!);
+          if (!g) {
+            ctx.status = 404;
+            ctx.body = { error: { code: 'not_found', message: 'Generation not found.' } };
+            return;
+          }
+          ctx.body = g;
+          return;
+        }
+      } else if (ctx.method === 'POST' && ctx.path === '/v1/generations') {
+        const body = (await readJson(ctx.req)) as { modelId?: unknown };
+        ctx.status = 201;
+        ctx.body = { generationId: bare.id, modelId: body.modelId };
+        return;
+      }
+      await next();
+    });
+  }
+  const server = app.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  serve(server, id, close);
+}
+
+main().catch(fail);
