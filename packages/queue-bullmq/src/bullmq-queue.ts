@@ -1,0 +1,318 @@
+import { DelayedError, Queue, Worker, type Job as BullJob, type RedisOptions } from 'bullmq';
+import {
+  UnavailableError,
+  silentLogger,
+  type Job,
+  type JobHandler,
+  type JobQueue,
+  type Logger,
+  type QueueStopOptions,
+} from '@genservice/core';
+
+export interface BullMQQueueOptions {
+  /**
+   * Where Redis is: a `redis://` / `rediss://` URL, or ioredis options (not a client: this queue opens and closes
+   * its own connections, because they need different settings). Every connection this queue opens is made
+   * from it (see "Connections" on {@link BullMQQueue}). Without a `retryStrategy` of your own, a lost connection is
+   * retried every 0.25-2 s, so work resumes within about two seconds of Redis coming back.
+   */
+  connection: string | RedisOptions;
+  /** BullMQ queue name; every instance of one service must use the same. Default `genservice`. */
+  queueName?: string;
+  /** BullMQ key prefix in Redis. Default `bull` (BullMQ's own). */
+  prefix?: string;
+  /** Jobs this instance runs at once. Default 8; keep it equal to the service's `runner.concurrency`. */
+  concurrency?: number;
+  /**
+   * How long BullMQ's lock on a running job lasts without renewal (renewed every half of it). When an instance
+   * dies, its jobs go back to the queue this long after its last renewal. Must be >= the service's
+   * `runner.leaseMs`: a job handed out again before the store lease of the dead worker ran out would find the
+   * generation still leased and be dropped, leaving it to the next recovery pass. Default 30 000.
+   */
+  lockDurationMs?: number;
+  /**
+   * Times a job may lose its worker (lock expired) before BullMQ fails it. The service's `runner.maxClaims` is what
+   * bounds attempts (and charges the failure fee); keep this above it so BullMQ keeps handing the job out until the
+   * store gives up on it. Default 10.
+   */
+  maxStalledCount?: number;
+  /** How often workers look for jobs whose lock expired. Default: `lockDurationMs`. */
+  stalledIntervalMs?: number;
+  /** How long `enqueue` waits for Redis before answering UnavailableError (HTTP 503). Default 1000. */
+  enqueueTimeoutMs?: number;
+  /** Redis outages and handler faults are reported here (throttled). Default: silent. */
+  logger?: Logger;
+}
+
+/** The signal reason of a job aborted because its queue is stopping. */
+class QueueStoppedError extends Error {
+  override readonly name = 'QueueStoppedError' as const;
+}
+
+const JOB_NAME = 'generation';
+/** After the stop deadline aborted the running jobs: how long they get to wind down before we stop waiting. */
+const ABORT_GRACE_MS = 1000;
+/** After that: how long BullMQ gets to hand the unfinished jobs back to Redis and close its connections. */
+const CLOSE_GRACE_MS = 5000;
+/** Worker retry delay after a Redis command failed (BullMQ's default of 15 s makes recovery after an outage slow). */
+const RUN_RETRY_DELAY_MS = 1000;
+
+interface OpenQueue {
+  queue: Queue<Job>;
+  /** Became ready at least once; after that the offline queue being off makes commands fail fast by themselves. */
+  ready: boolean;
+  lastError: unknown;
+}
+
+function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * A {@link JobQueue} on BullMQ 5 (Redis), so that any instance of a service can accept a create and any instance's
+ * worker can run it.
+ *
+ * Delivery is at least once: a job whose worker died (or whose event loop stalled past `lockDurationMs`) is handed
+ * out again. Exactly-once effects come from the store: the executor claims the generation under a lease and
+ * completes it only while it still holds that lease, and the ledger settles once per generation.
+ *
+ * Connections (per instance): one for the producer `Queue` (opened by the constructor, offline queue off so that
+ * `enqueue` fails fast while Redis is down), and two for the `Worker` (commands, and the blocking connection that
+ * waits for jobs), opened by `start()`. An API-only instance (`runner.enabled: false`) never starts a worker and
+ * holds one. `stop()` closes all of them; `start()` or `enqueue()` after a stop opens them again.
+ */
+export class BullMQQueue implements JobQueue {
+  private readonly name: string;
+  private readonly prefix: string | undefined;
+  private readonly base: RedisOptions;
+  private readonly concurrency: number;
+  private readonly lockDurationMs: number;
+  private readonly stalledIntervalMs: number;
+  private readonly maxStalledCount: number;
+  private readonly enqueueTimeoutMs: number;
+  private readonly logger: Logger;
+
+  private producer: OpenQueue | undefined;
+  private worker: Worker<Job, void> | undefined;
+  private handler: JobHandler | undefined;
+  /** Aborting it makes every job still running on the current worker let go (the last step of a forced stop). */
+  private letGo = new AbortController();
+  private readonly running = new Map<string, AbortController>();
+  private stopping: Promise<void> | undefined;
+  private readonly lastLogged = new Map<string, number>();
+
+  constructor(options: BullMQQueueOptions) {
+    if (!options || options.connection === undefined || options.connection === null) {
+      throw new TypeError('BullMQQueue: options.connection (a Redis URL or ioredis options) is required');
+    }
+    this.name = options.queueName ?? 'genservice';
+    this.prefix = options.prefix;
+    const given: RedisOptions = typeof options.connection === 'string' ? { url: options.connection } : { ...options.connection };
+    this.base = { retryStrategy: (times: number) => Math.min(250 * times, 2000), ...given };
+    this.concurrency = options.concurrency ?? 8;
+    this.lockDurationMs = options.lockDurationMs ?? 30_000;
+    this.stalledIntervalMs = options.stalledIntervalMs ?? this.lockDurationMs;
+    this.maxStalledCount = options.maxStalledCount ?? 10;
+    this.enqueueTimeoutMs = options.enqueueTimeoutMs ?? 1000;
+    this.logger = options.logger ?? silentLogger;
+    if (!(this.concurrency >= 1) || !(this.lockDurationMs > 0) || !(this.stalledIntervalMs > 0) || !(this.enqueueTimeoutMs > 0)) {
+      throw new RangeError('BullMQQueue: concurrency must be >= 1 and lockDurationMs, stalledIntervalMs, enqueueTimeoutMs > 0');
+    }
+    // Connect now, so the first request does not pay for it and an unreachable Redis is known before it comes.
+    this.openProducer();
+  }
+
+  private openProducer(): OpenQueue {
+    if (this.producer) return this.producer;
+    const queue = new Queue<Job>(this.name, {
+      prefix: this.prefix,
+      // Without the offline queue, a command while Redis is down fails at once instead of waiting for a reconnect
+      // that may never come: the create answers 503 and nothing stays reserved.
+      connection: { ...this.base, enableOfflineQueue: false, maxRetriesPerRequest: 1 },
+    });
+    const open: OpenQueue = { queue, ready: false, lastError: undefined };
+    queue.on('error', (err: unknown) => {
+      open.lastError = err;
+      this.report('queue', err);
+    });
+    queue.waitUntilReady().then(
+      () => {
+        open.ready = true;
+      },
+      (err: unknown) => {
+        open.lastError = err;
+      },
+    );
+    this.producer = open;
+    return open;
+  }
+
+  async enqueue(job: Job): Promise<void> {
+    const open = this.openProducer();
+    if (!open.ready && open.lastError !== undefined) {
+      // Never connected and the last attempt failed: answer now rather than after the timeout.
+      throw new UnavailableError(`Redis is unreachable: ${message(open.lastError)}`, { cause: open.lastError });
+    }
+    const data: Job = { generationId: job.generationId, modelId: job.modelId };
+    const adding = this.add(open.queue, data);
+    // The loser of the race below may still land later, once Redis is back: harmless, since core has failed the
+    // generation by then and the job's claim finds nothing to do. Its rejection must not surface as unhandled.
+    adding.catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        adding,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no answer from Redis within ${this.enqueueTimeoutMs} ms`)), this.enqueueTimeoutMs);
+        }),
+      ]);
+    } catch (err) {
+      throw new UnavailableError(`could not enqueue generation ${data.generationId}: ${message(err)}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async add(queue: Queue<Job>, data: Job): Promise<void> {
+    // The jobId makes a second enqueue of a waiting or running generation a no-op. A failed job is kept a day for
+    // inspection and would swallow the enqueue of recovery the same way, so it is cleared first: the store, not
+    // BullMQ, decides whether a generation is finished.
+    const state = await queue.getJobState(data.generationId);
+    if (state === 'failed' || state === 'completed') await queue.remove(data.generationId);
+    await queue.add(JOB_NAME, data, {
+      jobId: data.generationId,
+      removeOnComplete: true,
+      removeOnFail: { age: 86_400 },
+    });
+  }
+
+  async start(handler: JobHandler): Promise<void> {
+    if (this.stopping) await this.stopping;
+    this.handler = handler;
+    if (this.worker) return;
+    this.openProducer();
+    const letGo = new AbortController();
+    this.letGo = letGo;
+    // Two parameters, not three: BullMQ then makes no AbortControllers of its own; this class keeps them.
+    const worker = new Worker<Job, void>(this.name, (job: BullJob<Job, void>, token?: string) => this.run(job, token, letGo.signal), {
+      prefix: this.prefix,
+      connection: { ...this.base, maxRetriesPerRequest: null },
+      concurrency: this.concurrency,
+      lockDuration: this.lockDurationMs,
+      stalledInterval: this.stalledIntervalMs,
+      maxStalledCount: this.maxStalledCount,
+      runRetryDelay: RUN_RETRY_DELAY_MS,
+    });
+    // Without a listener an 'error' event would crash the process; BullMQ reconnects by itself.
+    worker.on('error', (err: unknown) => this.report('worker', err));
+    this.worker = worker;
+  }
+
+  private async run(job: BullJob<Job, void>, token: string | undefined, letGo: AbortSignal): Promise<void> {
+    const handler = this.handler;
+    const id = job.id ?? job.data.generationId;
+    if (!handler) return;
+    const controller = new AbortController();
+    this.running.set(id, controller);
+    let finished = false;
+    const running = (async (): Promise<void> => {
+      try {
+        await handler({ generationId: job.data.generationId, modelId: job.data.modelId }, controller.signal);
+      } catch (err) {
+        // Completing the BullMQ job anyway: the generation is still unfinished in the store, and recovery
+        // enqueues it again; a failed BullMQ job would only sit in Redis.
+        this.report('handler', err, { generationId: job.data.generationId });
+      } finally {
+        finished = true;
+      }
+    })();
+    try {
+      // A listener per job, removed when it ends: racing every job against one long-pending promise would leak.
+      await new Promise<void>((resolve) => {
+        if (letGo.aborted) return resolve();
+        const onLetGo = (): void => resolve();
+        letGo.addEventListener('abort', onLetGo, { once: true });
+        void running.then(() => {
+          letGo.removeEventListener('abort', onLetGo);
+          resolve();
+        });
+      });
+    } finally {
+      if (this.running.get(id) === controller) this.running.delete(id);
+    }
+    if (!finished || controller.signal.reason instanceof QueueStoppedError) {
+      // Stopped before it finished: hand it back for another instance, once the store lease of this run has run
+      // out (lockDurationMs >= leaseMs), so that instance's claim succeeds.
+      await job.moveToDelayed(Date.now() + this.lockDurationMs, token);
+      throw new DelayedError();
+    }
+  }
+
+  stop(options: QueueStopOptions = {}): Promise<void> {
+    this.stopping ??= this.shutdown(options.timeoutMs ?? 10_000).finally(() => {
+      this.stopping = undefined;
+    });
+    return this.stopping;
+  }
+
+  private async shutdown(timeoutMs: number): Promise<void> {
+    const worker = this.worker;
+    const letGo = this.letGo;
+    this.worker = undefined;
+    if (worker) {
+      // close() takes no new job (it also breaks off the blocking wait), waits for running ones, then closes the
+      // worker's connections. Waiting jobs stay in Redis for the other instances.
+      const closed = worker.close();
+      if (!(await within(closed, timeoutMs))) {
+        for (const controller of this.running.values()) controller.abort(new QueueStoppedError('queue stopped'));
+        if (!(await within(closed, ABORT_GRACE_MS))) {
+          // A handler that ignores its signal: stop waiting for it (its late writes are refused by the store lease).
+          letGo.abort();
+          if (!(await within(closed, CLOSE_GRACE_MS))) {
+            this.logger.warn({ component: 'queue-bullmq' }, 'worker did not close in time (is Redis reachable?); giving up waiting');
+          }
+        }
+      }
+    }
+    const producer = this.producer;
+    this.producer = undefined;
+    if (producer) await within(producer.queue.close(), CLOSE_GRACE_MS);
+  }
+
+  abort(generationId: string): boolean {
+    const controller = this.running.get(generationId);
+    if (!controller) return false;
+    controller.abort(new Error('cancelled'));
+    return true;
+  }
+
+  /** Job counts in Redis (waiting, active, delayed, failed, ...), for metrics and operators. */
+  async counts(): Promise<Record<string, number>> {
+    return this.openProducer().queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed', 'paused', 'prioritized');
+  }
+
+  /** Logs an error, at most once per 10 s for the same source and message (an outage repeats them every second). */
+  private report(source: string, err: unknown, extra: Record<string, unknown> = {}): void {
+    const text = message(err);
+    const key = `${source}:${text}`;
+    const now = Date.now();
+    if ((this.lastLogged.get(key) ?? 0) > now - 10_000) return;
+    if (this.lastLogged.size > 200) this.lastLogged.clear();
+    this.lastLogged.set(key, now);
+    const level = source === 'handler' ? 'error' : 'warn';
+    this.logger[level]({ component: 'queue-bullmq', source, err: text, ...extra }, source === 'handler' ? 'job handler failed' : 'redis error; retrying');
+  }
+}

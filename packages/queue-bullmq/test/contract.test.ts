@@ -1,0 +1,17 @@
+import { runQueueContract } from '@genservice/testing';
+import { BullMQQueue } from '../src/index.js';
+import { REDIS_URL, obliterate, randomName } from './helpers.js';
+
+runQueueContract('BullMQQueue', async () => {
+  const prefix = randomName('gsq');
+  // Short locks so the suite's "stop" cases do not wait on BullMQ's 30 s defaults.
+  const queue = new BullMQQueue({ connection: REDIS_URL, prefix, concurrency: 4, lockDurationMs: 2000, stalledIntervalMs: 1000 });
+  return {
+    queue,
+    concurrency: 4,
+    async close(): Promise<void> {
+      await queue.stop({ timeoutMs: 1000 });
+      await obliterate(prefix);
+    },
+  };
+});

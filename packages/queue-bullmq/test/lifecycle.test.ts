@@ -1,0 +1,125 @@
+import { Queue, Worker } from 'bullmq';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Job } from '@genservice/core';
+import { BullMQQueue } from '../src/index.js';
+import { QUEUE_NAME, REDIS_URL, obliterate, randomName, sleep, waitUntil } from './helpers.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
+});
+
+function subject(): { queue: BullMQQueue; prefix: string } {
+  const prefix = randomName('gsq');
+  const queue = new BullMQQueue({ connection: REDIS_URL, prefix, lockDurationMs: 2000, stalledIntervalMs: 1000 });
+  cleanups.push(async () => {
+    await queue.stop({ timeoutMs: 500 });
+    await obliterate(prefix);
+  });
+  return { queue, prefix };
+}
+
+const job = (): Job => ({ generationId: randomName('gen'), modelId: 'm' });
+
+describe('BullMQQueue lifecycle', () => {
+  it('can be started again after a stop, and enqueue after a stop keeps the job for the next start', async () => {
+    const { queue } = subject();
+    const seen: string[] = [];
+    await queue.start(async (j) => {
+      seen.push(j.generationId);
+    });
+    const first = job();
+    await queue.enqueue(first);
+    await waitUntil(() => seen.includes(first.generationId), 'the first job', 5000, 10);
+    await queue.stop({ timeoutMs: 1000 });
+
+    const later = job();
+    await queue.enqueue(later); // the producer reopens; the job waits in Redis
+    await sleep(300);
+    expect(seen).not.toContain(later.generationId);
+    expect((await queue.counts()).waiting).toBe(1);
+
+    await queue.start(async (j) => {
+      seen.push(`again:${j.generationId}`);
+    });
+    await waitUntil(() => seen.includes(`again:${later.generationId}`), 'the job enqueued while stopped', 5000, 10);
+  });
+
+  it('enqueues again a generation whose earlier BullMQ job failed (recovery must not be swallowed by the kept failure)', async () => {
+    const { queue, prefix } = subject();
+    const j = job();
+    // Make a failed job with the generation's id, as an older release or a stalled-too-often job would leave.
+    const raw = new Queue(QUEUE_NAME, { connection: { url: REDIS_URL }, prefix });
+    const failing = new Worker(
+      QUEUE_NAME,
+      async () => {
+        throw new Error('boom');
+      },
+      { connection: { url: REDIS_URL }, prefix },
+    );
+    try {
+      await raw.add('generation', j, { jobId: j.generationId, removeOnFail: { age: 86_400 } });
+      await waitUntil(async () => (await raw.getJobState(j.generationId)) === 'failed', 'the job to fail', 5000, 20);
+    } finally {
+      await failing.close();
+      await raw.close();
+    }
+    const seen: string[] = [];
+    await queue.start(async (got) => {
+      seen.push(got.generationId);
+    });
+    await queue.enqueue(j);
+    await waitUntil(() => seen.includes(j.generationId), 'the re-enqueued job', 5000, 10);
+  });
+
+  it('a handler that ignores its abort signal does not hold up stop; its job is handed back to Redis', async () => {
+    const { queue } = subject();
+    let started = false;
+    let signal: AbortSignal | undefined;
+    await queue.start((_j, s) => {
+      started = true;
+      signal = s;
+      return new Promise<void>(() => undefined); // never settles
+    });
+    await queue.enqueue(job());
+    await waitUntil(() => started, 'the job to start', 5000, 10);
+    const t0 = Date.now();
+    await queue.stop({ timeoutMs: 100 });
+    expect(signal?.aborted).toBe(true);
+    expect(Date.now() - t0).toBeLessThan(8000);
+    const counts = await queue.counts();
+    expect(counts.delayed).toBe(1);
+    expect(counts.active).toBe(0);
+  });
+
+  it('stop returns promptly while Redis is unreachable', async () => {
+    const queue = new BullMQQueue({ connection: 'redis://127.0.0.1:1', prefix: randomName('gsq') });
+    await queue.start(async () => undefined);
+    await sleep(300);
+    const t0 = Date.now();
+    await queue.stop({ timeoutMs: 100 });
+    expect(Date.now() - t0).toBeLessThan(8000);
+  });
+
+  it('abort(id) fires only the signal of that job', async () => {
+    const { queue } = subject();
+    const signals = new Map<string, AbortSignal>();
+    await queue.start(
+      (j, s) =>
+        new Promise<void>((resolve) => {
+          signals.set(j.generationId, s);
+          s.addEventListener('abort', () => resolve());
+          setTimeout(resolve, 3000);
+        }),
+    );
+    const [a, b] = [job(), job()];
+    await queue.enqueue(a);
+    await queue.enqueue(b);
+    await waitUntil(() => signals.size === 2, 'both jobs to run', 5000, 10);
+    expect(queue.abort(a.generationId)).toBe(true);
+    expect(signals.get(a.generationId)!.aborted).toBe(true);
+    expect(signals.get(b.generationId)!.aborted).toBe(false);
+    await sleep(100);
+    expect(queue.abort(a.generationId)).toBe(false); // it has finished
+  });
+});

@@ -1,0 +1,175 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  MemoryApiKeyStore,
+  MemoryLedger,
+  UnavailableError,
+  createGenerationService,
+  type GenerationService,
+  type ModelProvider,
+} from '@genservice/core';
+import { BullMQQueue } from '../src/index.js';
+import { REDIS_URL, obliterate, randomName, sleep, waitUntil } from './helpers.js';
+
+const provider: ModelProvider = {
+  models: [
+    {
+      modelId: 'fake',
+      title: 'Fake',
+      resultType: 'text',
+      estimatedGenerationTime: 1,
+      settings: [{ name: 'prompt', title: 'Prompt', fieldType: 'text', required: true }],
+      price: 3,
+    },
+  ],
+  async generate() {
+    return { text: 'ok' };
+  },
+};
+
+interface Subject {
+  service: GenerationService;
+  ledger: MemoryLedger;
+  queue: BullMQQueue;
+}
+
+/** The same service shape each time: in-memory store and ledger, one user `u` with key `k` and 100 tokens. */
+async function build(connection: string, prefix: string): Promise<Subject> {
+  const ledger = new MemoryLedger();
+  const apiKeys = new MemoryApiKeyStore();
+  await apiKeys.addKey('k', 'u');
+  await ledger.credit('u', 100);
+  const queue = new BullMQQueue({ connection, prefix, lockDurationMs: 2000, stalledIntervalMs: 1000 });
+  const service = createGenerationService({ providers: [provider], ledger, apiKeys, queue, runner: { leaseMs: 1500 }, recovery: { intervalMs: 500 } });
+  return { service, ledger, queue };
+}
+
+async function post(service: GenerationService): Promise<{ status: number; body: { generationId?: string; error?: { code: string; message: string } } }> {
+  const res = await service.handle({
+    method: 'POST',
+    path: '/v1/generations',
+    headers: { authorization: 'Bearer k', 'content-type': 'application/json' },
+    body: JSON.stringify({ modelId: 'fake', settings: { prompt: 'hello' } }),
+  });
+  return { status: res.status, body: JSON.parse(String(res.body)) as never };
+}
+
+async function statusOf(service: GenerationService, id: string): Promise<string> {
+  const res = await service.handle({ method: 'GET', path: `/v1/generations/${id}`, headers: { authorization: 'Bearer k' } });
+  return (JSON.parse(String(res.body)) as { status: string }).status;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function startRedis(port: number): ChildProcess {
+  return spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+}
+
+async function redisUp(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const child = spawn('redis-cli', ['-h', '127.0.0.1', '-p', String(port), 'ping'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.on('exit', () => resolve(out.includes('PONG')));
+  });
+}
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
+});
+
+describe('BullMQQueue while Redis is unreachable', () => {
+  it('enqueue rejects with UnavailableError, fast', async () => {
+    const queue = new BullMQQueue({ connection: 'redis://127.0.0.1:1', prefix: randomName('gsq') });
+    cleanups.push(() => queue.stop({ timeoutMs: 100 }));
+    const started = Date.now();
+    await expect(queue.enqueue({ generationId: 'g1', modelId: 'fake' })).rejects.toBeInstanceOf(UnavailableError);
+    // Once the first connection attempt failed, the answer does not wait for the timeout.
+    await sleep(100);
+    const again = Date.now();
+    await expect(queue.enqueue({ generationId: 'g2', modelId: 'fake' })).rejects.toBeInstanceOf(UnavailableError);
+    expect(Date.now() - again).toBeLessThan(500);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('a create answers 503 unavailable and reserves nothing; the same service shape works against a reachable Redis', async () => {
+    const down = await build('redis://127.0.0.1:1', randomName('gsq'));
+    cleanups.push(() => down.service.stop({ timeoutMs: 100 }));
+    await down.service.start(); // must not hang or throw while Redis is down
+    const started = Date.now();
+    const res = await post(down.service);
+    const took = Date.now() - started;
+    expect(res.status).toBe(503);
+    expect(res.body.error?.code).toBe('unavailable');
+    expect(typeof res.body.error?.message).toBe('string');
+    expect(took).toBeLessThan(5000); // about a second at most; loose so a loaded machine does not fail it
+    expect(await down.ledger.account('u')).toEqual({ balance: 100, reserved: 0, settled: 0 });
+
+    const prefix = randomName('gsq');
+    const up = await build(REDIS_URL, prefix);
+    cleanups.push(async () => {
+      await up.service.stop({ timeoutMs: 1000 });
+      await obliterate(prefix);
+    });
+    await up.service.start();
+    const ok = await post(up.service);
+    expect(ok.status).toBe(201);
+    await waitUntil(async () => (await statusOf(up.service, ok.body.generationId!)) === 'completed', 'the generation to complete', 10_000);
+    expect(await up.ledger.account('u')).toEqual({ balance: 97, reserved: 0, settled: 3 });
+  });
+
+  it('answers 503 while Redis is down and resumes by itself when it is back', async () => {
+    const port = await freePort();
+    let redis = startRedis(port);
+    cleanups.push(async () => {
+      redis.kill('SIGKILL');
+    });
+    await waitUntil(() => redisUp(port), 'the private redis-server', 10_000);
+    const s = await build(`redis://127.0.0.1:${port}`, randomName('gsq'));
+    cleanups.push(() => s.service.stop({ timeoutMs: 500 }));
+    await s.service.start();
+
+    const first = await post(s.service);
+    expect(first.status).toBe(201);
+    await waitUntil(async () => (await statusOf(s.service, first.body.generationId!)) === 'completed', 'the first generation', 10_000);
+
+    redis.kill('SIGKILL');
+    await waitUntil(async () => !(await redisUp(port)), 'redis to go away', 5000);
+    await sleep(200);
+    const during = await post(s.service);
+    expect(during.status).toBe(503);
+    expect(during.body.error?.code).toBe('unavailable');
+    expect(await s.ledger.account('u')).toEqual({ balance: 97, reserved: 0, settled: 3 });
+
+    redis = startRedis(port);
+    await waitUntil(() => redisUp(port), 'redis to come back', 10_000);
+    // The producer reconnects on its own: creates succeed again within a few seconds...
+    let after: Awaited<ReturnType<typeof post>> | undefined;
+    await waitUntil(
+      async () => {
+        after = await post(s.service);
+        return after.status === 201;
+      },
+      'a create to succeed after Redis came back',
+      15_000,
+      250,
+    );
+    // ...and so does the worker: the job runs without anyone restarting anything.
+    await waitUntil(async () => (await statusOf(s.service, after!.body.generationId!)) === 'completed', 'the job after the outage', 15_000);
+    const account = await s.ledger.account('u');
+    expect(account.reserved).toBe(0);
+    expect(account.balance + account.settled).toBe(100);
+    expect(account.settled).toBe(6);
+  });
+});
