@@ -166,15 +166,26 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
   const { users, demoKey } = loadUsers(config, logger);
   for (const u of users) {
     await stores.apiKeys.addKey(u.apiKey, u.id);
-    // The file gives a starting balance: credit it once, never again on a restart.
+    // The file gives a starting balance: credit it once, never again on a restart, and only once when several
+    // instances start together on a fresh database (the idempotency store's atomic begin elects one of them).
     const a = await stores.ledger.account(u.id);
-    if (a.balance + a.reserved + a.settled === 0 && u.balance > 0) await stores.ledger.credit(u.id, u.balance);
+    if (a.balance + a.reserved + a.settled > 0 || u.balance <= 0) continue;
+    const begun = await stores.idempotency.begin('host-kit', `initial-credit:${u.id}`, String(u.balance), Date.now());
+    if (begun.state !== 'new') continue;
+    await stores.ledger.credit(u.id, u.balance);
+    await stores.idempotency.finish('host-kit', `initial-credit:${u.id}`, `credit:${u.id}`);
   }
   let queue: GenerationServiceOptions['queue'];
   if (config.redisUrl) {
     // service.stop() stops the queue, which closes its Redis connections.
     const { BullMQQueue } = await import('@genservice/queue-bullmq');
-    queue = new BullMQQueue({ connection: config.redisUrl });
+    queue = new BullMQQueue({
+      connection: config.redisUrl,
+      concurrency: config.concurrency,
+      // A BullMQ lock must outlast the store lease, or a live worker's job would be handed out again.
+      lockDurationMs: Math.max(30_000, config.leaseMs ?? 30_000),
+      logger,
+    });
   }
   const service = createGenerationService({
     providers: [createDemoProvider({ speed: config.demoSpeed, fetch: { allowPrivateNetworks: config.allowPrivateMedia } })],
