@@ -460,7 +460,7 @@ function machine(): Record<string, string> {
   };
 }
 
-/** Notes written by hand in bench/notes.md, `## <id prefix>` per section; shown for rows that missed. */
+/** Notes written by hand in bench/notes.md, `## <id prefix>` per section (see `matches`); shown for rows that missed. */
 function notes(): Map<string, string> {
   const file = path.join(BENCH_DIR, 'notes.md');
   const out = new Map<string, string>();
@@ -474,8 +474,11 @@ function notes(): Map<string, string> {
   return out;
 }
 
-function matches(prefix: string, id: string): boolean {
-  return id === prefix || id.startsWith(prefix + '.');
+/** `key` names a row id or a prefix of one, by dotted segments; `*` stands for any one segment (`http.*.get`). */
+function matches(key: string, id: string): boolean {
+  const k = key.split('.');
+  const i = id.split('.');
+  return k.length <= i.length && k.every((seg, n) => seg === '*' || seg === i[n]);
 }
 
 function documentFor(saved: Saved, rows: Row[]): string {
@@ -483,9 +486,14 @@ function documentFor(saved: Saved, rows: Row[]): string {
   const missed = rows.filter((r) => r.met === false);
   const met = rows.filter((r) => r.met === true);
   const ns = notes();
-  const when = Object.entries(saved.sections)
-    .map(([s, v]) => `${s} ${v!.at}${v!.quick ? ' (quick)' : ''}${v!.load ? ` (1-min load average ${v!.load[0]} before, ${v!.load[1]} after)` : ''}`)
-    .join('; ');
+  const runs = new Map<string, string[]>();
+  for (const [s, v] of Object.entries(saved.sections)) {
+    const key = `${v!.at}${v!.quick ? ' (quick)' : ''}`;
+    runs.set(key, [...(runs.get(key) ?? []), `${s}${v!.load ? ` ${v!.load[0]} -> ${v!.load[1]}` : ''}`]);
+  }
+  const when =
+    [...runs].map(([at, ss]) => `run started ${at}: ${ss.join(', ')}`).join('; ') +
+    ' (1-minute load average before -> after each section)';
   const lines: string[] = [
     '# Benchmarks',
     '',

@@ -200,6 +200,8 @@ async function measure(plan: MeasurePlan): Promise<HttpResults> {
 
 interface ProfilePlan {
   mode: 'profile';
+  /** Default ours; bare profiles the baseline server, for comparison. */
+  variant?: 'ours' | 'bare';
   framework: Framework;
   case: CaseName;
   pipelining: number;
@@ -212,7 +214,7 @@ interface ProfilePlan {
 async function profile(plan: ProfilePlan): Promise<string> {
   const c = CASES.find((x) => x.name === plan.case);
   if (!c) throw new Error(`unknown case ${plan.case}`);
-  const ours = await startServer(plan.framework, 'ours');
+  const ours = await startServer(plan.framework, plan.variant ?? 'ours');
   try {
     await fire(ours, c, plan.pipelining, plan.warmup, plan.connections, true);
     ours.child.send({ type: 'profile-start' });

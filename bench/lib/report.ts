@@ -75,7 +75,7 @@ export function svgChart(rows: Row[], title: string): string {
   const height = top + rs.length * (barH + gap) + 40;
   const width = labelW + plotW + 90;
   const maxRatio = Math.min(3, Math.max(1.5, ...rs.map((r) => r.ratio!), ...rs.map((r) => r.target?.bound ?? 0)));
-  const x = (v: number): number => labelW + (Math.min(v, maxRatio) / maxRatio) * plotW;
+  const x = (v: number): number => Math.round((labelW + (Math.min(v, maxRatio) / maxRatio) * plotW) * 10) / 10;
   const parts: string[] = [];
   parts.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
@@ -93,7 +93,7 @@ export function svgChart(rows: Row[], title: string): string {
     const y = top + i * (barH + gap);
     const color = !r.target ? '#9e9e9e' : r.met ? '#2e7d32' : '#c62828';
     parts.push(`<text x="${labelW - 8}" y="${y + barH - 3}" text-anchor="end">${xmlEscape(r.name)}</text>`);
-    parts.push(`<rect x="${labelW}" y="${y}" width="${Math.max(1, x(r.ratio!) - labelW)}" height="${barH}" fill="${color}"/>`);
+    parts.push(`<rect x="${labelW}" y="${y}" width="${Math.max(1, Math.round((x(r.ratio!) - labelW) * 10) / 10)}" height="${barH}" fill="${color}"/>`);
     const over = r.ratio! > maxRatio ? ' >' : '';
     parts.push(`<text x="${x(r.ratio!) + 4}" y="${y + barH - 3}" fill="#222">${r.ratio!.toFixed(2)}${over}</text>`);
     if (r.target) {
