@@ -30,7 +30,11 @@ export class DomainError extends Error {
   readonly details?: ErrorDetail[];
 
   constructor(code: ErrorCode, message: string, options: { details?: ErrorDetail[]; cause?: unknown } = {}) {
+    // A DomainError is an answer to the caller, not a bug: capturing a stack for every 4xx cost 3-10 us each.
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message, { cause: options.cause });
+    Error.stackTraceLimit = limit;
     this.code = code;
     this.details = options.details;
   }

@@ -127,7 +127,7 @@ export class GenerationServiceImpl implements GenerationService {
       throw err;
     }
     try {
-      await this.queue.enqueue({ generationId: id, modelId });
+      await this.queue.enqueue({ generationId: id, modelId }, { fresh: true });
     } catch (err) {
       // Nothing may stay charged for a generation the client was never told about.
       await this.executor.failUnclaimed(id, 'queue unavailable at create', 0, true).catch(() => undefined);

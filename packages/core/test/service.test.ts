@@ -248,3 +248,18 @@ describe('settings validation', () => {
     await expect(s.create('alice', { modelId: 'echo', settings: { seed: 2 } })).resolves.toHaveProperty('generationId');
   });
 });
+
+describe('InProcessQueue before start', () => {
+  it('keeps at most backlogLimit jobs; the rest are left to recovery', async () => {
+    const { InProcessQueue } = await import('@genservice/core');
+    const q = new InProcessQueue({ backlogLimit: 2 });
+    for (const id of ['a', 'b', 'c', 'd']) await q.enqueue({ generationId: id, modelId: 'm' });
+    expect(q.size).toBe(2);
+    const ran: string[] = [];
+    await q.start(async (job) => {
+      ran.push(job.generationId);
+    });
+    await q.stop({ timeoutMs: 1000 });
+    expect(ran).toEqual(['a', 'b']);
+  });
+});

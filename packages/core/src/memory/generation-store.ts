@@ -32,7 +32,7 @@ export class MemoryGenerationStore implements GenerationStore {
       id: gen.id,
       ownerId: gen.ownerId,
       modelId: gen.modelId,
-      settings: structuredClone(gen.settings),
+      settings: cloneJson(gen.settings) as GenerationRecord['settings'],
       status: 'pending',
       reserved: gen.reserved,
       attempts: 0,
@@ -46,12 +46,12 @@ export class MemoryGenerationStore implements GenerationStore {
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
     const record = this.records.get(id);
     if (!record || record.ownerId !== ownerId) return null;
-    return structuredClone(record);
+    return copy(record);
   }
 
   async getById(id: string): Promise<GenerationRecord | null> {
     const record = this.records.get(id);
-    return record ? structuredClone(record) : null;
+    return record ? copy(record) : null;
   }
 
   async claim(id: string, opts: ClaimOptions): Promise<GenerationRecord | null> {
@@ -65,7 +65,7 @@ export class MemoryGenerationStore implements GenerationStore {
     record.leaseOwner = opts.workerId;
     record.leaseExpiresAt = opts.now + opts.leaseMs;
     record.updatedAt = opts.now;
-    return structuredClone(record);
+    return copy(record);
   }
 
   async renewLease(id: string, workerId: string, leaseMs: number, now: number): Promise<boolean> {
@@ -102,7 +102,7 @@ export class MemoryGenerationStore implements GenerationStore {
   async listUnfinished(limit: number): Promise<GenerationRecord[]> {
     return this.sorted((r) => !isTerminal(r.status), (a, b) => a.createdAt - b.createdAt)
       .slice(0, Math.max(0, limit))
-      .map((r) => structuredClone(r));
+      .map(copy);
   }
 
   async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[] }> {
@@ -152,4 +152,23 @@ function mayFail(record: GenerationRecord, input: FailInput): boolean {
   if (input.force === true) return true;
   if (input.workerId !== undefined) return holdsLease(record, input.workerId, input.now);
   return leaseExpired(record, input.now);
+}
+
+/** Settings are validated JSON (strings, numbers, booleans, arrays, plain objects): a JSON-shaped deep copy is enough. */
+function cloneJson(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(cloneJson);
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = cloneJson(v);
+    return out;
+  }
+  return value;
+}
+
+/**
+ * A caller's copy of a record: it must not be able to change the store's state through it. Much cheaper than
+ * structuredClone (which took 40 % of an in-memory GET, see docs/benchmarks.md).
+ */
+function copy(record: GenerationRecord): GenerationRecord {
+  return { ...record, settings: cloneJson(record.settings) as GenerationRecord['settings'] };
 }

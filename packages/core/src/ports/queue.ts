@@ -23,8 +23,16 @@ export interface QueueStopOptions {
  *   running ones, then fires their AbortSignal.
  * - `enqueue` rejects with `UnavailableError` when the backing service cannot take the job.
  */
+export interface EnqueueOptions {
+  /**
+   * The generation was just created and has never been enqueued, so no earlier job of it can exist: a queue may
+   * skip its duplicate checks (a Redis round trip for BullMQ).
+   */
+  fresh?: boolean;
+}
+
 export interface JobQueue {
-  enqueue(job: Job): Promise<void>;
+  enqueue(job: Job, options?: EnqueueOptions): Promise<void>;
   start(handler: JobHandler): Promise<void>;
   stop(options?: QueueStopOptions): Promise<void>;
   /** Aborts the job if it is running on this instance. Returns true when it was. */

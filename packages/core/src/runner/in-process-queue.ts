@@ -1,11 +1,16 @@
 import PQueue from 'p-queue';
-import type { Job, JobHandler, JobQueue, QueueStopOptions } from '../ports/queue.js';
+import type { EnqueueOptions, Job, JobHandler, JobQueue, QueueStopOptions } from '../ports/queue.js';
 
 export interface InProcessQueueOptions {
   /** Jobs running at once over all models. Default 8. */
   concurrency?: number;
   /** Jobs of one model running at once; undefined means only the global limit applies. */
   modelConcurrency?: (modelId: string) => number | undefined;
+  /**
+   * Jobs kept while the queue is not started (an API-only instance never starts it). Beyond this they are not kept:
+   * they stay `pending` in the store and recovery enqueues them when a worker starts. Default 10 000.
+   */
+  backlogLimit?: number;
 }
 
 /**
@@ -25,13 +30,15 @@ export class InProcessQueue implements JobQueue {
     this.global = new PQueue({ concurrency: options.concurrency ?? 8 });
   }
 
-  async enqueue(job: Job): Promise<void> {
+  async enqueue(job: Job, _options?: EnqueueOptions): Promise<void> {
     if (this.waiting.has(job.generationId) || this.running.has(job.generationId)) return;
-    this.waiting.add(job.generationId);
     if (!this.handler || this.stopped) {
+      if (this.backlog.length >= (this.options.backlogLimit ?? 10_000)) return;
+      this.waiting.add(job.generationId);
       this.backlog.push(job);
       return;
     }
+    this.waiting.add(job.generationId);
     this.schedule(job);
   }
 
