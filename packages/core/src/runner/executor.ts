@@ -47,6 +47,33 @@ export class Executor {
     this.logger = childLogger(logger, { component: 'runner' });
   }
 
+  /** Runs this worker holds, by generation id: one timer renews all their leases (not one timer per run). */
+  private readonly held = new Map<string, { controller: AbortController; log: Logger }>();
+  private renewTimer: NodeJS.Timeout | undefined;
+
+  private keepLeases(): void {
+    if (this.renewTimer) return;
+    const { leaseMs } = this.options.runner;
+    this.renewTimer = setInterval(() => {
+      if (this.held.size === 0) {
+        clearInterval(this.renewTimer);
+        this.renewTimer = undefined;
+        return;
+      }
+      const now = Date.now();
+      for (const [id, run] of this.held) {
+        this.store.renewLease(id, this.options.instanceId, leaseMs, now).then(
+          (stillHeld) => {
+            // Lost (a stall let it expire and another worker took it) or finished by someone else (cancelled).
+            if (!stillHeld) run.controller.abort(new Error('lease lost'));
+          },
+          (err: unknown) => run.log.warn({ err: String(err) }, 'lease renewal failed'),
+        );
+      }
+    }, Math.max(50, Math.floor(leaseMs / 3)));
+    this.renewTimer.unref?.();
+  }
+
   /** Fails a generation that no worker holds and settles its failure fee. Returns whether it did. */
   async failUnclaimed(generationId: string, reason: string, fee: number, force = false): Promise<boolean> {
     const ok = await this.store.fail(generationId, { price: fee, reason, now: Date.now(), force });
@@ -76,15 +103,8 @@ export class Executor {
     const onQueueAbort = (): void => controller.abort(queueSignal.reason);
     queueSignal.addEventListener('abort', onQueueAbort, { once: true });
     const timeout = setTimeout(() => controller.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)), model.timeoutMs);
-    const renew = setInterval(() => {
-      this.store.renewLease(rec.id, workerId, runner.leaseMs, Date.now()).then(
-        (held) => {
-          if (!held) controller.abort(new Error('lease lost'));
-        },
-        (err: unknown) => log.warn({ err: String(err) }, 'lease renewal failed'),
-      );
-    }, Math.max(50, Math.floor(runner.leaseMs / 3)));
-    renew.unref?.();
+    this.held.set(rec.id, { controller, log });
+    this.keepLeases();
 
     const onAborted = async (): Promise<void> => {
       const reason: unknown = controller.signal.reason;
@@ -138,7 +158,7 @@ export class Executor {
       }
     } finally {
       clearTimeout(timeout);
-      clearInterval(renew);
+      this.held.delete(rec.id);
       queueSignal.removeEventListener('abort', onQueueAbort);
     }
   }
