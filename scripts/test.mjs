@@ -17,8 +17,10 @@ if (existsSync(out)) {
   const r = JSON.parse(readFileSync(out, 'utf8'));
   passed = r.numPassedTests ?? 0;
   failed = r.numFailedTests ?? 0;
-  // A file that fails to load counts as a failure even when it declares no test.
-  const brokenFiles = (r.testResults ?? []).filter((f) => f.status === 'failed' && (f.assertionResults ?? []).length === 0).length;
+  // A file that failed without a failed test (it did not load, or a beforeAll/afterAll hook threw) counts once.
+  const brokenFiles = (r.testResults ?? []).filter(
+    (f) => f.status === 'failed' && !(f.assertionResults ?? []).some((a) => a.status === 'failed'),
+  ).length;
   failed += brokenFiles;
 } else {
   failed = 1;

@@ -10,7 +10,7 @@ let pool: pg.Pool;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  pool = new pg.Pool({ connectionString: db.url, max: 20 });
+  pool = new pg.Pool({ connectionString: db.url, max: 8 });
   // The final DROP DATABASE ... WITH (FORCE) may reach a connection that is still closing.
   pool.on('error', () => {});
 });

@@ -20,7 +20,7 @@ let pool: pg.Pool;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  pool = new pg.Pool({ connectionString: db.url, max: 30 });
+  pool = new pg.Pool({ connectionString: db.url, max: 10 });
   // The final DROP DATABASE ... WITH (FORCE) may reach a connection that is still closing.
   pool.on('error', () => {});
 });
@@ -251,7 +251,7 @@ describe('generation store', () => {
   it('lets one of 40 concurrent claims from separate pools win', async () => {
     const schema = randomName('claim');
     const instances = await Promise.all(
-      Array.from({ length: 4 }, () => createPostgresStores({ connectionString: db.url, schema, poolSize: 10 })),
+      Array.from({ length: 4 }, () => createPostgresStores({ connectionString: db.url, schema, poolSize: 4 })),
     );
     try {
       await instances[0]!.store.insert(newGen('g'));

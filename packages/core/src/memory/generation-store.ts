@@ -158,6 +158,8 @@ function mayFail(record: GenerationRecord, input: FailInput): boolean {
 function cloneJson(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(cloneJson);
   if (value !== null && typeof value === 'object') {
+    // A host field type may produce a Date, a Map...: those keep the general (slower) copy.
+    if (Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) return structuredClone(value);
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) out[k] = cloneJson(v);
     return out;
