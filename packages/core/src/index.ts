@@ -8,6 +8,7 @@ export type * from './options.js';
 export type * from './service-types.js';
 export type { HttpRequest, HttpResponse } from './http/types.js';
 export { STATUS_OF } from './http/errors.js';
+export { SERVED_ROUTES } from './http/handler.js';
 export { isApiPath, readRawBody, type RawBody } from './http/node-body.js';
 export { createGenerationService } from './service.js';
 export { InProcessQueue, type InProcessQueueOptions } from './runner/in-process-queue.js';

@@ -25,15 +25,22 @@ type Route =
   | { name: 'openapi' }
   | { name: 'file'; key: string };
 
-const ROUTES: Array<{ pattern: RegExp; methods: Record<string, (m: RegExpExecArray) => Route> }> = [
-  { pattern: /^\/v1\/models\/?$/, methods: { GET: () => ({ name: 'models' }) } },
-  { pattern: /^\/v1\/generations\/?$/, methods: { POST: () => ({ name: 'create' }) } },
-  { pattern: /^\/v1\/generations\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'get', id: m[1]! }) } },
-  { pattern: /^\/v1\/generations\/([^/]+)\/cancel\/?$/, methods: { POST: (m) => ({ name: 'cancel', id: m[1]! }) } },
-  { pattern: /^\/v1\/balance\/?$/, methods: { GET: () => ({ name: 'balance' }) } },
-  { pattern: /^\/v1\/openapi\.json$/, methods: { GET: () => ({ name: 'openapi' }) } },
-  { pattern: /^\/v1\/files\/([^/]+)$/, methods: { GET: (m) => ({ name: 'file', key: m[1]! }) } },
+const ROUTES: Array<{ template: string; pattern: RegExp; methods: Record<string, (m: RegExpExecArray) => Route> }> = [
+  { template: '/v1/models', pattern: /^\/v1\/models\/?$/, methods: { GET: () => ({ name: 'models' }) } },
+  { template: '/v1/generations', pattern: /^\/v1\/generations\/?$/, methods: { POST: () => ({ name: 'create' }) } },
+  { template: '/v1/generations/{id}', pattern: /^\/v1\/generations\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'get', id: m[1]! }) } },
+  {
+    template: '/v1/generations/{id}/cancel',
+    pattern: /^\/v1\/generations\/([^/]+)\/cancel\/?$/,
+    methods: { POST: (m) => ({ name: 'cancel', id: m[1]! }) },
+  },
+  { template: '/v1/balance', pattern: /^\/v1\/balance\/?$/, methods: { GET: () => ({ name: 'balance' }) } },
+  { template: '/v1/openapi.json', pattern: /^\/v1\/openapi\.json$/, methods: { GET: () => ({ name: 'openapi' }) } },
+  { template: '/v1/files/{key}', pattern: /^\/v1\/files\/([^/]+)$/, methods: { GET: (m) => ({ name: 'file', key: m[1]! }) } },
 ];
+
+/** Every `METHOD /path/{param}` the handler serves; the OpenAPI test checks the document lists exactly these. */
+export const SERVED_ROUTES: readonly string[] = ROUTES.flatMap((r) => Object.keys(r.methods).map((m) => `${m} ${r.template}`));
 
 function json(status: number, body: string, extra: Record<string, string> = {}): HttpResponse {
   return { status, headers: { ...JSON_HEADERS, ...extra }, body };

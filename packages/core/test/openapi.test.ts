@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { createGenerationService, MemoryApiKeyStore, MemoryLedger, SERVED_ROUTES, type ModelDefinition } from '@genservice/core';
+
+const models: ModelDefinition[] = [
+  {
+    modelId: 'img',
+    title: 'Image',
+    resultType: 'image',
+    estimatedGenerationTime: 1,
+    settings: [
+      { name: 'prompt', title: 'Prompt', fieldType: 'text', required: true },
+      { name: 'size', title: 'Size', fieldType: 'select', options: ['256', '512'] },
+      { name: 'images', title: 'Inputs', fieldType: 'image' },
+    ],
+    price: 3,
+  },
+  { modelId: 'txt', title: 'Text', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 1 },
+];
+
+const service = createGenerationService({
+  providers: [{ models, generate: async () => ({ text: 'x' }) }],
+  apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'k', userId: 'u' }] }),
+  ledger: new MemoryLedger({ balances: { u: 10 } }),
+  publicUrl: 'https://api.example.com/gen',
+});
+
+async function document(): Promise<Record<string, any>> {
+  const res = await service.handle({ method: 'GET', path: '/v1/openapi.json', headers: {} });
+  expect(res.status).toBe(200);
+  return JSON.parse(String(res.body));
+}
+
+describe('GET /v1/openapi.json', () => {
+  it('is a valid OpenAPI 3.1 document', async () => {
+    const validator = new Validator();
+    const result = await validator.validate(await document());
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe('3.1');
+  });
+
+  it('lists every route the handler serves, and the handler serves every route it lists', async () => {
+    const doc = await document();
+    const listed = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+    );
+    expect([...listed].sort()).toEqual([...SERVED_ROUTES].sort());
+    // Each listed route is routed by the handler (anything but the 404 of an unknown path or a 405).
+    for (const route of listed) {
+      const [method, path] = route.split(' ') as [string, string];
+      const concrete = path.replace('{id}', 'AAAAAAAAAAAAAAAAAAAAAA').replace('{key}', 'k');
+      const res = await service.handle({ method, path: concrete, headers: { authorization: 'Bearer k', 'content-type': 'application/json' }, body: '{}' });
+      expect(res.status, route).not.toBe(405);
+      // A 404 here must be the domain's (no such generation or file), never "no such endpoint".
+      if (res.status === 404) expect(String(res.body), route).not.toContain('No such endpoint');
+    }
+  });
+
+  it('describes each model\'s settings with the same schema that validates them', async () => {
+    const doc = await document();
+    const variants = doc.paths['/v1/generations'].post.requestBody.content['application/json'].schema.oneOf as Array<Record<string, any>>;
+    const img = variants.find((v) => v.properties.modelId.const === 'img')!;
+    expect(img.required).toEqual(['modelId', 'settings']);
+    const settings = img.properties.settings;
+    expect(settings.required).toEqual(['prompt']);
+    expect(settings.additionalProperties).toBe(false);
+    expect(settings.properties.size.enum).toEqual(['256', '512']);
+    expect(settings.properties.images.type).toBe('array');
+    expect(settings.properties.images.maxItems).toBe(10);
+    const txt = variants.find((v) => v.properties.modelId.const === 'txt')!;
+    expect(txt.required).toEqual(['modelId']);
+  });
+});
