@@ -312,6 +312,26 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
       expect(b.body.generationId).toBe(a.body.generationId);
       expect(await fx.balance(user)).toBe(90);
     });
+
+    it('Idempotency-Key: racing repeats make one generation (201 or 409), another body is 422, keys are per user', async () => {
+      const user = await fx.user(100);
+      const other = await fx.user(100);
+      const key = randomBytes(8).toString('hex');
+      const send = (u: User, prompt: string): Promise<Reply> =>
+        fx.call('/v1/generations', { method: 'POST', headers: { ...u.auth, 'idempotency-key': key }, json: { modelId: 'echo', settings: { prompt } } });
+      const replies = await Promise.all(Array.from({ length: 10 }, () => send(user, 'same')));
+      for (const r of replies) expect([201, 409], r.text).toContain(r.status);
+      for (const r of replies.filter((x) => x.status === 409)) expectError(r, 409, 'idempotency_conflict');
+      const ids = new Set(replies.filter((r) => r.status === 201).map((r) => r.body.generationId as string));
+      expect(ids.size).toBe(1);
+      expect(await fx.balance(user)).toBe(90);
+      expectError(await send(user, 'different'), 422, 'idempotency_mismatch');
+      const theirs = await send(other, 'same');
+      expect(theirs.status).toBe(201);
+      expect(ids.has(theirs.body.generationId as string)).toBe(false);
+      const bad = await fx.call('/v1/generations', { method: 'POST', headers: { ...user.auth, 'idempotency-key': 'x'.repeat(300) }, json: { modelId: 'echo', settings: { prompt: 'p' } } });
+      expectError(bad, 400, 'invalid_request');
+    });
   });
 
   describe('request validation', () => {
@@ -662,6 +682,22 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   });
 
   describe('cancel', () => {
+    it("cancel of a missing or another user's generation is the same JSON 404 as GET", async () => {
+      const alice = await fx.user(100);
+      const bob = await fx.user(100);
+      const created = await fx.create(alice, { modelId: 'echo', settings: { prompt: 'x' } });
+      await fx.terminal(alice, created.body.generationId);
+      const theirs = await fx.call(`/v1/generations/${created.body.generationId}/cancel`, { method: 'POST', headers: bob.auth });
+      const missing = await fx.call(`/v1/generations/${'B'.repeat(22)}/cancel`, { method: 'POST', headers: bob.auth });
+      expectError(theirs, 404, 'not_found');
+      expect(theirs.text).toBe(missing.text);
+      expect((await fx.call(`/v1/generations/${created.body.generationId}/cancel`, { method: 'POST' })).status).toBe(401);
+      // A finished generation is unchanged, and the answer says so.
+      const finished = await fx.call(`/v1/generations/${created.body.generationId}/cancel`, { method: 'POST', headers: alice.auth });
+      expect(finished.status).toBe(200);
+      expect(finished.body).toMatchObject({ status: 'completed', cancelled: false });
+    });
+
     it('cancels a running generation: it fails with the failure fee and stays failed', async () => {
       const user = await fx.user(100);
       const ids: string[] = [];
