@@ -13,6 +13,7 @@ export { isApiPath, readRawBody, type RawBody } from './http/node-body.js';
 export { createGenerationService } from './service.js';
 export { InProcessQueue, type InProcessQueueOptions } from './runner/in-process-queue.js';
 export { FileUrlSigner } from './files.js';
+export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './api-key-cache.js';
 export { newGenerationId, GENERATION_ID_PATTERN } from './ids.js';
 export { createJsonLogger, silentLogger, type LogLevel } from './logger.js';
 export { BUILTIN_FIELD_TYPES, DEFAULT_LIMITS, MEDIA_FIELD_TYPES } from './settings/compile.js';

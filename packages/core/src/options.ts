@@ -1,4 +1,5 @@
 import type { ZodType } from 'zod';
+import type { ApiKeyCacheOptions } from './api-key-cache.js';
 import type { SettingDescriptor } from './domain.js';
 import type { ApiKeyResolver } from './ports/api-keys.js';
 import type { BlobStore } from './ports/blob.js';
@@ -65,6 +66,11 @@ export interface GenerationServiceOptions {
   ledger?: Ledger;
   /** Default: an in-memory key store (add keys through `service.apiKeys` when it is an ApiKeyStore). */
   apiKeys?: ApiKeyResolver;
+  /**
+   * Cache successful key resolutions for `ttlMs` (an LRU of `max` keys). Off by default: with it, a revoked key
+   * keeps working on each instance for up to `ttlMs`.
+   */
+  apiKeyCache?: ApiKeyCacheOptions;
   /** Default: in-memory. */
   blobs?: BlobStore;
   /** Default: in-process queue on p-queue. */

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { container, inject, injectable } from 'tsyringe';
 import { isTerminal, type GenerationRecord, type GenerationView, type ModelInfo } from './domain.js';
 import { DomainError, UnavailableError } from './errors.js';
+import { CachedApiKeyResolver } from './api-key-cache.js';
 import { FileUrlSigner } from './files.js';
 import { HttpHandler } from './http/handler.js';
 import type { HttpRequest, HttpResponse } from './http/types.js';
@@ -333,7 +334,10 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.Logger, { useValue: logger });
   c.register(TOKENS.Store, { useValue: options.store ?? new MemoryGenerationStore() });
   c.register(TOKENS.Ledger, { useValue: options.ledger ?? new MemoryLedger() });
-  c.register(TOKENS.ApiKeys, { useValue: options.apiKeys ?? new MemoryApiKeyStore() });
+  const apiKeys = options.apiKeys ?? new MemoryApiKeyStore();
+  c.register(TOKENS.ApiKeys, {
+    useValue: options.apiKeyCache && options.apiKeyCache.ttlMs > 0 ? new CachedApiKeyResolver(apiKeys, options.apiKeyCache) : apiKeys,
+  });
   c.register(TOKENS.Blobs, { useValue: options.blobs ?? new MemoryBlobStore() });
   c.register(TOKENS.Idempotency, { useValue: options.idempotency ?? new MemoryIdempotencyStore() });
   c.register(TOKENS.Signer, { useValue: new FileUrlSigner(options.fileUrlSecret, options.fileUrlTtlSeconds ?? 3600) });

@@ -263,3 +263,62 @@ describe('InProcessQueue before start', () => {
     expect(ran).toEqual(['a', 'b']);
   });
 });
+
+describe('retention', () => {
+  it('deletes finished generations and their files after finishedTtlMs, and keeps unfinished ones', async () => {
+    const { MemoryBlobStore } = await import('@genservice/core');
+    const blobs = new MemoryBlobStore();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const { service } = make(
+      provider([textModel({ modelId: 'img', resultType: 'image' }), textModel({ modelId: 'slow' })], async (input) => {
+        if (input.model.modelId === 'slow') {
+          await gate;
+          return { text: 'late' };
+        }
+        return { bytes: new Uint8Array([9]), mimeType: 'image/png' };
+      }),
+      { blobs, retention: { finishedTtlMs: 20, sweepIntervalMs: 10 } },
+    );
+    await service.start();
+    const done = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
+    const slow = await service.create('alice', { modelId: 'slow', settings: { prompt: 'x' } });
+    const completed = await until(() => service.get('alice', done.generationId), (g) => g.status === 'completed');
+    const key = decodeURIComponent(/\/v1\/files\/([^?]+)/.exec(completed.result!)![1]!);
+    expect(await blobs.get(key)).not.toBeNull();
+    await until(async () => service.get('alice', done.generationId).then(() => 'there', () => 'gone'), (s) => s === 'gone');
+    expect(await blobs.get(key)).toBeNull();
+    // The unfinished one is never swept, and finishes normally later.
+    expect((await service.get('alice', slow.generationId)).status).toBe('processing');
+    release();
+    await until(() => service.get('alice', slow.generationId), (g) => g.status === 'completed');
+  });
+});
+
+describe('apiKeyCache', () => {
+  it('is off by default: a revoked key fails on its very next request', async () => {
+    const keys = new MemoryApiKeyStore({ keys: [{ apiKey: 'k1', userId: 'u' }] });
+    const s = createGenerationService({ providers: [], apiKeys: keys });
+    const req = { method: 'GET', path: '/v1/models', headers: { authorization: 'Bearer k1' } };
+    expect((await s.handle(req)).status).toBe(200);
+    await keys.revokeKey('k1');
+    expect((await s.handle(req)).status).toBe(401);
+  });
+
+  it('with a TTL, trusts a resolved key until it expires, and never caches a refusal', async () => {
+    let calls = 0;
+    const keys = new MemoryApiKeyStore({ keys: [{ apiKey: 'k1', userId: 'u' }] });
+    const counting = { resolve: (k: string) => (calls++, keys.resolve(k)) };
+    const s = createGenerationService({ providers: [], apiKeys: counting, apiKeyCache: { ttlMs: 50 } });
+    const req = (k: string) => ({ method: 'GET', path: '/v1/models', headers: { authorization: `Bearer ${k}` } });
+    expect((await s.handle(req('k1'))).status).toBe(200);
+    expect((await s.handle(req('k1'))).status).toBe(200);
+    expect(calls).toBe(1);
+    expect((await s.handle(req('k2'))).status).toBe(401);
+    await keys.addKey('k2', 'v');
+    expect((await s.handle(req('k2'))).status).toBe(200);
+    await keys.revokeKey('k1');
+    await new Promise((r) => setTimeout(r, 80));
+    expect((await s.handle(req('k1'))).status).toBe(401);
+  });
+});

@@ -1,0 +1,42 @@
+import { LRUCache } from 'lru-cache';
+import { hashApiKey } from './memory/api-keys.js';
+import type { ApiKeyResolver, Principal } from './ports/api-keys.js';
+
+export interface ApiKeyCacheOptions {
+  /**
+   * How long a resolved key is trusted without asking the resolver again. A revoked key keeps working on this
+   * instance for up to this long, so the cache is off unless you set it.
+   */
+  ttlMs: number;
+  /** Most keys kept. Default 10 000. */
+  max?: number;
+}
+
+/**
+ * Caches successful key resolutions (never failures, so a key added a moment ago works at once), keyed by the
+ * key's digest so no plain key is held in memory longer than the request.
+ */
+export class CachedApiKeyResolver implements ApiKeyResolver {
+  private readonly cache: LRUCache<string, Principal>;
+
+  constructor(
+    private readonly inner: ApiKeyResolver,
+    options: ApiKeyCacheOptions,
+  ) {
+    this.cache = new LRUCache<string, Principal>({ max: options.max ?? 10_000, ttl: options.ttlMs });
+  }
+
+  async resolve(apiKey: string): Promise<Principal | null> {
+    const digest = hashApiKey(apiKey);
+    const hit = this.cache.get(digest);
+    if (hit) return hit;
+    const found = await this.inner.resolve(apiKey);
+    if (found) this.cache.set(digest, found);
+    return found;
+  }
+
+  /** Forgets one key at once (call it beside your own revoke when revocation must not wait for the TTL). */
+  forget(apiKey: string): void {
+    this.cache.delete(hashApiKey(apiKey));
+  }
+}
