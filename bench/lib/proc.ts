@@ -50,10 +50,16 @@ export interface SpawnTsOptions {
   quiet?: boolean;
 }
 
-/** Starts `node [nodeArgs] --conditions=@genservice/source --import tsx <script> [args]` with an IPC channel. */
+/**
+ * The genservice packages as users get them (built by tsup, what `pnpm bench` does first), unless
+ * GENSERVICE_BENCH_SOURCE=1 asks for the TypeScript sources (tsx adds a `__name` wrapper to every closure there).
+ */
+const SOURCE_CONDITION = process.env.GENSERVICE_BENCH_SOURCE === '1' ? ['--conditions=@genservice/source'] : [];
+
+/** Starts `node [nodeArgs] --import tsx <script> [args]` with an IPC channel. */
 export function spawnTs(script: string, options: SpawnTsOptions = {}): ChildProcess {
   hook();
-  const nodeArgs = [...(options.nodeArgs ?? []), '--conditions=@genservice/source', '--import', 'tsx', script, ...(options.args ?? [])];
+  const nodeArgs = [...(options.nodeArgs ?? []), ...SOURCE_CONDITION, '--import', 'tsx', script, ...(options.args ?? [])];
   const pinned = options.core !== undefined && canPin();
   const cmd = pinned ? 'taskset' : process.execPath;
   const argv = pinned ? ['-c', String(options.core), process.execPath, ...nodeArgs] : nodeArgs;
