@@ -1,0 +1,122 @@
+import type { ModelDefinition } from '@genservice/core';
+import { Pacer } from '../util/abort.js';
+import { canonicalSettings, seededRandom, type Random } from '../util/random.js';
+import { budgetMs, selectSetting, textSetting, type DemoModel } from './types.js';
+
+export const TEXT_LENGTHS = ['short', 'medium', 'long'] as const;
+export const TEXT_STYLES = ['story', 'poem', 'product', 'news'] as const;
+type TextStyle = (typeof TEXT_STYLES)[number];
+
+const SENTENCES: Record<(typeof TEXT_LENGTHS)[number], number> = { short: 3, medium: 6, long: 12 };
+
+const STOP_WORDS = new Set(
+  'a an the and or but of to in on at by for with from into over under about as is are was were be been it its this that these those i you he she we they me my your our their make write create generate please some any very'.split(
+    ' ',
+  ),
+);
+
+const ADJECTIVES = ['quiet', 'bright', 'curious', 'ancient', 'restless', 'gentle', 'stubborn', 'luminous', 'hidden', 'brave', 'weathered', 'impossible'];
+const PLACES = ['by the old harbour', 'under a violet sky', 'at the edge of the forest', 'in a city of glass', 'beyond the northern hills', 'on the last train home', 'in a garden that never sleeps', 'inside a forgotten library'];
+const TIMES = ['At dawn', 'Long ago', 'One rainy evening', 'Every winter', 'Just before midnight', 'In the summer of the comet'];
+const VERBS = ['wandered', 'dreamed', 'waited', 'listened', 'searched', 'sang', 'remembered', 'argued'];
+const FEELINGS = ['wonder', 'longing', 'courage', 'mischief', 'calm', 'hope'];
+
+/** Content words of the prompt, in order, so the text is visibly about what was asked. */
+function subjects(prompt: string): string[] {
+  const words = (prompt.toLowerCase().match(/[\p{L}\p{N}'-]+/gu) ?? []).filter((w) => w.length > 2 && !STOP_WORDS.has(w));
+  return words.length > 0 ? [...new Set(words)] : ['nothing in particular'];
+}
+
+function capitalise(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
+
+function sentence(style: TextStyle, topic: string, other: string, random: Random): string {
+  const adj = random.pick(ADJECTIVES);
+  const place = random.pick(PLACES);
+  switch (style) {
+    case 'story':
+      return random.pick([
+        `${random.pick(TIMES)}, a ${adj} ${topic} ${random.pick(VERBS)} ${place}.`,
+        `Nobody expected the ${topic} to notice the ${other}, yet it did, with a kind of ${random.pick(FEELINGS)}.`,
+        `The ${other} kept its secret ${place}, and the ${topic} ${random.pick(VERBS)} a little longer.`,
+        `"Is this the ${adj} ${other}?" asked the ${topic}, and the wind answered with ${random.pick(FEELINGS)}.`,
+        `In the end the ${topic} understood that the ${other} had been ${adj} all along.`,
+      ]);
+    case 'poem':
+      return random.pick([
+        `O ${adj} ${topic}, ${place},`,
+        `you carry ${random.pick(FEELINGS)} like the ${other} carries light;`,
+        `the ${other} ${random.pick(VERBS)}, and so did I.`,
+        `${capitalise(topic)} and ${other}, ${adj} and slow,`,
+        `${random.pick(TIMES).toLowerCase()} the world grew ${adj}.`,
+      ]);
+    case 'product':
+      return random.pick([
+        `Meet the ${adj} ${topic}: designed for people who love the ${other}.`,
+        `Built to last, the ${topic} feels at home ${place}.`,
+        `Every detail of the ${topic} was chosen to bring a little ${random.pick(FEELINGS)} to your day.`,
+        `Pair it with a ${adj} ${other} and you will wonder how you lived without it.`,
+        `Rated ${random.int(42, 50) / 10} out of 5 by customers who ${random.pick(VERBS)} with it ${place}.`,
+      ]);
+    case 'news':
+      return random.pick([
+        `Residents reported a ${adj} ${topic} ${place} early on ${random.pick(['Monday', 'Tuesday', 'Thursday', 'Saturday'])}.`,
+        `Officials say the ${other} is "${adj}, but under control".`,
+        `Experts are divided on whether the ${topic} will affect the ${other} this season.`,
+        `According to a survey, ${random.int(12, 88)} percent of people feel ${random.pick(FEELINGS)} about the ${topic}.`,
+        `The story is developing; more on the ${topic} and the ${other} as it comes in.`,
+      ]);
+  }
+}
+
+const definition: ModelDefinition = {
+  modelId: 'demo-text',
+  title: 'Demo text (a few sentences about the prompt)',
+  resultType: 'text',
+  estimatedGenerationTime: 1,
+  settings: [
+    { name: 'prompt', title: 'Prompt', fieldType: 'text', required: true },
+    { name: 'length', title: 'Length', fieldType: 'select', options: [...TEXT_LENGTHS] },
+    { name: 'style', title: 'Style', fieldType: 'select', options: [...TEXT_STYLES] },
+  ],
+  price: 1,
+  timeoutMs: 30_000,
+};
+
+/** Writes the text; exported so the README's sample output and the tests share one definition. */
+export function writeText(prompt: string, length: (typeof TEXT_LENGTHS)[number], style: TextStyle): string {
+  const random = seededRandom(definition.modelId, canonicalSettings({ prompt, length, style }));
+  const topics = subjects(prompt);
+  const count = SENTENCES[length];
+  const lines: string[] = [];
+  for (let i = 0; i < count; i++) {
+    // Walk through the prompt's words in order so each of them turns up before any repeats.
+    const topic = topics[i % topics.length];
+    const other = topics.length > 1 ? topics[(i + 1) % topics.length] : random.pick(['moon', 'river', 'stranger', 'machine']);
+    let line = sentence(style, topic, other, random);
+    // Avoid saying the same line twice in a row, which happens with short prompts.
+    for (let tries = 0; tries < 3 && lines[lines.length - 1] === line; tries++) line = sentence(style, topic, other, random);
+    lines.push(line);
+  }
+  if (style === 'poem') {
+    const stanzas: string[] = [];
+    for (let i = 0; i < lines.length; i += 4) stanzas.push(lines.slice(i, i + 4).join('\n'));
+    return stanzas.join('\n\n');
+  }
+  const title = style === 'news' ? `${capitalise(topics[0])}: what we know so far\n\n` : '';
+  const paragraphs: string[] = [];
+  for (let i = 0; i < lines.length; i += 4) paragraphs.push(lines.slice(i, i + 4).map(capitalise).join(' '));
+  return title + paragraphs.join('\n\n');
+}
+
+export const textModel: DemoModel = {
+  definition,
+  async run(settings, ctx, runtime) {
+    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal);
+    const prompt = textSetting(settings, 'prompt');
+    const text = writeText(prompt, selectSetting(settings, 'length', TEXT_LENGTHS), selectSetting(settings, 'style', TEXT_STYLES));
+    await pacer.reach(1);
+    return { text };
+  },
+};

@@ -1,0 +1,21 @@
+import type { GenerationContext } from '@genservice/core';
+import { silentLogger } from '@genservice/core';
+
+/** A context good enough for calling a provider directly, without a service around it. */
+export function makeContext(signal: AbortSignal = new AbortController().signal): GenerationContext {
+  return {
+    generationId: 'gen_test',
+    signal,
+    deadline: Date.now() + 60_000,
+    attempt: 1,
+    files: {
+      put: () => Promise.reject(new Error('demo models return bytes, they never store files themselves')),
+    },
+    logger: silentLogger,
+  };
+}
+
+/** Byte equality without vitest's deep diff, which is slow on megabyte buffers. */
+export function same(a: Uint8Array, b: Uint8Array): boolean {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+}

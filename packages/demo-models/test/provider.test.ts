@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import type { ModelDefinition, Settings } from '@genservice/core';
+import { createDemoProvider } from '../src/index.js';
+import { makeContext, same } from './helpers.js';
+import { checkMp4, checkPng } from './validate.js';
+
+const provider = createDemoProvider({ speed: 0 });
+
+function model(id: string): ModelDefinition {
+  const found = provider.models.find((m) => m.modelId === id);
+  if (!found) throw new Error(`no model ${id}`);
+  return found;
+}
+
+async function bytesOf(id: string, settings: Settings): Promise<Uint8Array> {
+  const out = await provider.generate({ model: model(id), settings }, makeContext());
+  if (!('bytes' in out)) throw new Error('expected bytes');
+  return out.bytes;
+}
+
+describe('demo-image', () => {
+  it('makes a valid PNG of the chosen size, deterministic from the settings', async () => {
+    const settings = { prompt: 'a red fox at sunset', size: '256x256', style: 'landscape' };
+    const out = await provider.generate({ model: model('demo-image'), settings }, makeContext());
+    expect(out).toMatchObject({ mimeType: 'image/png' });
+    const bytes = (out as { bytes: Uint8Array }).bytes;
+    expect(checkPng(bytes)).toEqual({ width: 256, height: 256 });
+    expect(same(await bytesOf('demo-image', { ...settings }), bytes)).toBe(true);
+    expect(same(await bytesOf('demo-image', { ...settings, prompt: 'a blue whale' }), bytes)).toBe(false);
+  });
+
+  it('prices by size', () => {
+    const price = model('demo-image').price as (s: Settings) => number;
+    expect(price({ prompt: 'x' })).toBe(5);
+    expect(price({ prompt: 'x', size: '512x512' })).toBe(8);
+  });
+});
+
+describe('demo-video', () => {
+  it('makes an MP4 with one sample per frame, fast, deterministic', async () => {
+    const settings = { prompt: 'night sea', size: '160x120', duration: '2' };
+    const started = process.cpuUsage();
+    const bytes = await bytesOf('demo-video', settings);
+    const cpu = process.cpuUsage(started);
+    // The brief's budget: well under a second of CPU for a 2 s 160x120 clip.
+    expect((cpu.user + cpu.system) / 1000).toBeLessThan(1000);
+    expect(checkMp4(bytes)).toEqual({ samples: 24, width: 160, height: 120 });
+    expect(same(await bytesOf('demo-video', settings), bytes)).toBe(true);
+    expect(same(await bytesOf('demo-video', { ...settings, prompt: 'day sea' }), bytes)).toBe(false);
+  });
+
+  it('4 s at 320x240 has 48 frames', async () => {
+    expect(checkMp4(await bytesOf('demo-video', { prompt: 'x', size: '320x240', duration: '4', style: 'mosaic' }))).toEqual({
+      samples: 48,
+      width: 320,
+      height: 240,
+    });
+  });
+});
+
+describe('provider', () => {
+  it('rejects an unknown model id with a non-retryable ProviderError', async () => {
+    const bogus = { ...model('demo-image'), modelId: 'nope' };
+    await expect(provider.generate({ model: bogus, settings: {} }, makeContext())).rejects.toMatchObject({
+      name: 'ProviderError',
+      retryable: false,
+    });
+  });
+
+  it('aborts promptly at speed 1 when the signal fires', async () => {
+    const slow = createDemoProvider({ speed: 1 });
+    for (const id of ['demo-image', 'demo-video']) {
+      const controller = new AbortController();
+      const started = Date.now();
+      const run = slow.generate({ model: model(id), settings: { prompt: 'abort me' } }, makeContext(controller.signal));
+      setTimeout(() => controller.abort(new Error('cancelled')), 50);
+      await expect(run).rejects.toThrow('cancelled');
+      expect(Date.now() - started).toBeLessThan(1000);
+    }
+  });
+});
