@@ -110,6 +110,7 @@ export function encodeGlb(mesh: Mesh, material: GlbMaterial, meshName: string): 
   const binStart = 20 + jsonLength;
   view.setUint32(binStart, binLength, true);
   view.setUint32(binStart + 4, CHUNK_BIN, true);
+  // Typed arrays use the platform's byte order; glTF wants little-endian, which every platform Node ships for is.
   views.forEach(({ data }, i) => {
     out.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), binStart + 8 + bufferViews[i].byteOffset);
   });

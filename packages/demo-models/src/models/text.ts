@@ -10,7 +10,10 @@ type TextStyle = (typeof TEXT_STYLES)[number];
 const SENTENCES: Record<(typeof TEXT_LENGTHS)[number], number> = { short: 3, medium: 6, long: 12 };
 
 const STOP_WORDS = new Set(
-  'a an the and or but of to in on at by for with from into over under about as is are was were be been it its this that these those i you he she we they me my your our their make write create generate please some any very'.split(
+  ('a an the and or but of to in on at by for with from into over under about as is are was were be been it its this that these those ' +
+    'i you he she we they me my your our their who whom whose which what where when why how not no yes can could would should will ' +
+    'make write create generate please some any very just also then than there here has have had does did done get got')
+    .split(
     ' ',
   ),
 );
@@ -23,7 +26,10 @@ const FEELINGS = ['wonder', 'longing', 'courage', 'mischief', 'calm', 'hope'];
 
 /** Content words of the prompt, in order, so the text is visibly about what was asked. */
 function subjects(prompt: string): string[] {
-  const words = (prompt.toLowerCase().match(/[\p{L}\p{N}'-]+/gu) ?? []).filter((w) => w.length > 2 && !STOP_WORDS.has(w));
+  // Adverbs and -ing/-ed forms make odd nouns ("the quickly"); dropping them is crude but keeps sentences readable.
+  const words = (prompt.toLowerCase().match(/[\p{L}\p{N}'-]+/gu) ?? []).filter(
+    (w) => w.length > 2 && !STOP_WORDS.has(w) && !/(ly|ing|ed)$/.test(w),
+  );
   return words.length > 0 ? [...new Set(words)] : ['nothing in particular'];
 }
 
@@ -31,43 +37,60 @@ function capitalise(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
-function sentence(style: TextStyle, topic: string, other: string, random: Random): string {
+/** The templates of a style, filled in; the caller picks one so that none repeats before all were used. */
+function templates(style: TextStyle, topic: string, other: string, random: Random): string[] {
   const adj = random.pick(ADJECTIVES);
   const place = random.pick(PLACES);
   switch (style) {
     case 'story':
-      return random.pick([
+      return [
         `${random.pick(TIMES)}, a ${adj} ${topic} ${random.pick(VERBS)} ${place}.`,
         `Nobody expected the ${topic} to notice the ${other}, yet it did, with a kind of ${random.pick(FEELINGS)}.`,
         `The ${other} kept its secret ${place}, and the ${topic} ${random.pick(VERBS)} a little longer.`,
         `"Is this the ${adj} ${other}?" asked the ${topic}, and the wind answered with ${random.pick(FEELINGS)}.`,
         `In the end the ${topic} understood that the ${other} had been ${adj} all along.`,
-      ]);
+      ];
     case 'poem':
-      return random.pick([
+      return [
         `O ${adj} ${topic}, ${place},`,
         `you carry ${random.pick(FEELINGS)} like the ${other} carries light;`,
         `the ${other} ${random.pick(VERBS)}, and so did I.`,
         `${capitalise(topic)} and ${other}, ${adj} and slow,`,
-        `${random.pick(TIMES).toLowerCase()} the world grew ${adj}.`,
-      ]);
+        `${random.pick(TIMES)}, the ${topic} grew ${adj}.`,
+      ];
     case 'product':
-      return random.pick([
+      return [
         `Meet the ${adj} ${topic}: designed for people who love the ${other}.`,
         `Built to last, the ${topic} feels at home ${place}.`,
         `Every detail of the ${topic} was chosen to bring a little ${random.pick(FEELINGS)} to your day.`,
         `Pair it with a ${adj} ${other} and you will wonder how you lived without it.`,
         `Rated ${random.int(42, 50) / 10} out of 5 by customers who ${random.pick(VERBS)} with it ${place}.`,
-      ]);
+      ];
     case 'news':
-      return random.pick([
+      return [
         `Residents reported a ${adj} ${topic} ${place} early on ${random.pick(['Monday', 'Tuesday', 'Thursday', 'Saturday'])}.`,
         `Officials say the ${other} is "${adj}, but under control".`,
         `Experts are divided on whether the ${topic} will affect the ${other} this season.`,
         `According to a survey, ${random.int(12, 88)} percent of people feel ${random.pick(FEELINGS)} about the ${topic}.`,
         `The story is developing; more on the ${topic} and the ${other} as it comes in.`,
-      ]);
+      ];
   }
+}
+
+const TEMPLATE_COUNT = 5;
+
+/** "a" before a vowel letter becomes "an"; templates cannot know which word lands after them. */
+function withArticles(text: string): string {
+  return text.replace(/\b([Aa]) (?=[aeiouAEIOU])/g, '$1n ');
+}
+
+function shuffled(n: number, random: Random): number[] {
+  const items = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = random.int(0, i);
+    [items[i], items[j]] = [items[j], items[i]];
+  }
+  return items;
 }
 
 const definition: ModelDefinition = {
@@ -90,24 +113,24 @@ export function writeText(prompt: string, length: (typeof TEXT_LENGTHS)[number],
   const topics = subjects(prompt);
   const count = SENTENCES[length];
   const lines: string[] = [];
+  let order: number[] = [];
   for (let i = 0; i < count; i++) {
     // Walk through the prompt's words in order so each of them turns up before any repeats.
     const topic = topics[i % topics.length];
     const other = topics.length > 1 ? topics[(i + 1) % topics.length] : random.pick(['moon', 'river', 'stranger', 'machine']);
-    let line = sentence(style, topic, other, random);
-    // Avoid saying the same line twice in a row, which happens with short prompts.
-    for (let tries = 0; tries < 3 && lines[lines.length - 1] === line; tries++) line = sentence(style, topic, other, random);
-    lines.push(line);
+    if (i % TEMPLATE_COUNT === 0) order = shuffled(TEMPLATE_COUNT, random);
+    lines.push(templates(style, topic, other, random)[order[i % TEMPLATE_COUNT]]);
   }
   if (style === 'poem') {
     const stanzas: string[] = [];
-    for (let i = 0; i < lines.length; i += 4) stanzas.push(lines.slice(i, i + 4).join('\n'));
-    return stanzas.join('\n\n');
+    for (let i = 0; i < lines.length; i += 4) stanzas.push(lines.slice(i, i + 4).map(capitalise).join('\n'));
+    // A poem ends on a full stop, whichever line came last.
+    return withArticles(stanzas.join('\n\n').replace(/[,;]$/, '.'));
   }
   const title = style === 'news' ? `${capitalise(topics[0])}: what we know so far\n\n` : '';
   const paragraphs: string[] = [];
   for (let i = 0; i < lines.length; i += 4) paragraphs.push(lines.slice(i, i + 4).map(capitalise).join(' '));
-  return title + paragraphs.join('\n\n');
+  return withArticles(title + paragraphs.join('\n\n'));
 }
 
 export const textModel: DemoModel = {
