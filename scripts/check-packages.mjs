@@ -16,7 +16,7 @@ for (const dir of readdirSync(`${root}packages`)) {
   const cwd = `${root}packages/${dir}`;
   const pkg = JSON.parse(readFileSync(`${cwd}/package.json`, 'utf8'));
   if (pkg.private) continue;
-  const publint = run('npx', ['publint', '--strict'], cwd);
+  const publint = run('npx', ['publint', '--strict', '--pack', 'npm'], cwd);
   const attw = run('npx', ['attw', '--pack', '.', '--format', 'ascii'], cwd);
   const ok = publint.status === 0 && attw.status === 0;
   if (!ok) bad++;
