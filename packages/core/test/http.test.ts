@@ -112,3 +112,26 @@ describe('HttpHandler', () => {
     expect(body.oneOf[0].properties.settings.required).toEqual(['prompt']);
   });
 });
+
+describe('HttpHandler with hostile bodies', () => {
+  it('answers deeply nested JSON with 400, never a crash', async () => {
+    const deep = '['.repeat(200_000) + ']'.repeat(200_000);
+    const big = createGenerationService({
+      providers: [{ models: [{ modelId: 'm', title: 'M', resultType: 'text', estimatedGenerationTime: 1, settings: [{ name: 'prompt', title: 'P', fieldType: 'text' }], price: 1 }], generate: async () => ({ text: 'x' }) }],
+      apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'good-key', userId: 'u1' }] }),
+      ledger: new MemoryLedger({ balances: { u1: 100 } }),
+      limits: { bodyBytes: 4 * 1024 * 1024 },
+    });
+    for (const body of [deep, `{"modelId":"m","settings":{"prompt":${deep}}}`]) {
+      const res = await big.handle(post(body));
+      expect(res.status).toBe(400);
+      expect(['invalid_json', 'invalid_request', 'invalid_settings']).toContain(parse(res.body).error.code);
+    }
+    const many = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`k${i}`, 1]));
+    const res = await big.handle(post(JSON.stringify({ modelId: 'm', settings: many })));
+    expect(res.status).toBe(400);
+    const details = parse(res.body).error.details!;
+    expect(details).toHaveLength(51);
+    expect(details.at(-1)).toMatchObject({ code: 'too_many_errors' });
+  });
+});

@@ -16,6 +16,9 @@ export const DEFAULT_LIMITS: ResolvedLimits = {
 /** Media field types: arrays of http(s) URLs. */
 export const MEDIA_FIELD_TYPES = ['image', 'video', 'audio', 'file'] as const;
 
+/** Most `details` one invalid_settings answer lists. */
+export const MAX_DETAILS = 50;
+
 export type SettingsValidator = (
   settings: unknown,
 ) => { ok: true; value: Record<string, unknown> } | { ok: false; details: ErrorDetail[] };
@@ -134,6 +137,13 @@ export function compileSettings(descriptors: SettingDescriptor[], schema: z.ZodO
     // A value of the wrong type gets one detail, not also the checks that only make sense for the right type.
     const wrongType = new Set(parsed.error.issues.filter((i) => i.code === 'invalid_type').map((i) => i.path.join('.')));
     const issues = parsed.error.issues.filter((i) => i.code === 'invalid_type' || !wrongType.has(i.path.join('.')));
-    return { ok: false, details: issues.flatMap((i) => detailFor(i, byName, (settings ?? {}) as Record<string, unknown>)) };
+    const details = issues.flatMap((i) => detailFor(i, byName, (settings ?? {}) as Record<string, unknown>));
+    // A hostile body can name thousands of unknown settings: list the first MAX_DETAILS, then say how many more.
+    if (details.length > MAX_DETAILS) {
+      const more = details.length - MAX_DETAILS;
+      details.length = MAX_DETAILS;
+      details.push({ field: 'settings', code: 'too_many_errors', message: `${more} more problems not listed` });
+    }
+    return { ok: false, details };
   };
 }
