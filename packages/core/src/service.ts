@@ -93,15 +93,13 @@ export class GenerationServiceImpl implements GenerationService {
     if (key !== undefined) {
       const requestHash = createHash('sha256').update(canonical({ modelId: input.modelId, settings })).digest('hex');
       const begun = await this.idempotency.begin(userId, key, requestHash, Date.now());
+      if (begun.state !== 'new' && begun.requestHash !== requestHash) {
+        throw new DomainError('idempotency_mismatch', 'This Idempotency-Key was used with a different request body.');
+      }
       if (begun.state === 'in_progress') {
         throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
       }
-      if (begun.state === 'done') {
-        if (begun.requestHash !== requestHash) {
-          throw new DomainError('idempotency_mismatch', 'This Idempotency-Key was used with a different request body.');
-        }
-        return { generationId: begun.generationId };
-      }
+      if (begun.state === 'done') return { generationId: begun.generationId };
       try {
         const created = await this.createNew(userId, input.modelId, settings, price);
         await this.idempotency.finish(userId, key, created.generationId);

@@ -322,3 +322,28 @@ describe('apiKeyCache', () => {
     expect((await s.handle(req('k1'))).status).toBe(401);
   });
 });
+
+describe('Idempotency-Key while the first request is in progress', () => {
+  it('answers 409 for the same body and 422 for another body', async () => {
+    const { MemoryIdempotencyStore } = await import('@genservice/core');
+    const idempotency = new MemoryIdempotencyStore();
+    let hold!: () => void;
+    const held = new Promise<void>((r) => (hold = r));
+    // A ledger whose reserve waits, so the first create stays in progress while the others arrive.
+    const ledger = new MemoryLedger({ balances: { alice: 100 } });
+    const slowLedger = Object.assign(Object.create(ledger) as MemoryLedger, {
+      reserve: async (...args: Parameters<MemoryLedger['reserve']>) => {
+        await held;
+        return ledger.reserve(...args);
+      },
+    });
+    const s = createGenerationService({ providers: [provider([textModel()], async () => ({ text: 'x' }))], ledger: slowLedger, idempotency });
+    const first = s.create('alice', { modelId: 'echo', settings: { prompt: 'a' } }, { idempotencyKey: 'k' });
+    await new Promise((r) => setTimeout(r, 5));
+    await expect(s.create('alice', { modelId: 'echo', settings: { prompt: 'a' } }, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_conflict' });
+    await expect(s.create('alice', { modelId: 'echo', settings: { prompt: 'b' } }, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_mismatch' });
+    hold();
+    const { generationId } = await first;
+    expect((await s.create('alice', { modelId: 'echo', settings: { prompt: 'a' } }, { idempotencyKey: 'k' })).generationId).toBe(generationId);
+  });
+});

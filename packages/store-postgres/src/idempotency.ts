@@ -29,10 +29,11 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       );
       const row = rows[0];
       if (!row) continue;
-      if (row.generation_id === null) return { state: 'in_progress' };
+      if (row.generation_id === null) return { state: 'in_progress', requestHash: decodeKey(row.request_hash) };
       return { state: 'done', generationId: decodeKey(row.generation_id), requestHash: decodeKey(row.request_hash) };
     }
-    return { state: 'in_progress' };
+    // The key kept changing hands: report it busy (409), which a client retries.
+    return { state: 'in_progress', requestHash };
   }
 
   async finish(userId: string, key: string, generationId: string): Promise<void> {

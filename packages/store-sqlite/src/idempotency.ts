@@ -40,7 +40,7 @@ export class SqliteIdempotencyStore implements IdempotencyStore {
       if (this.insertStmt.run(userId, key, requestHash, now).changes === 1) return { state: 'new' };
       const row = this.findStmt.get(userId, key) as { request_hash: string; generation_id: string | null };
       return row.generation_id === null
-        ? { state: 'in_progress' }
+        ? { state: 'in_progress', requestHash: row.request_hash }
         : { state: 'done', generationId: row.generation_id, requestHash: row.request_hash };
     }).immediate;
   }

@@ -16,7 +16,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     const existing = records.get(key);
     if (existing) {
       return existing.generationId === undefined
-        ? { state: 'in_progress' }
+        ? { state: 'in_progress', requestHash: existing.requestHash }
         : { state: 'done', generationId: existing.generationId, requestHash: existing.requestHash };
     }
     records.set(key, { userId, key, requestHash, createdAt: now });

@@ -10,7 +10,7 @@ export interface IdempotencyRecord {
 
 export type IdempotencyBegin =
   | { state: 'new' }
-  | { state: 'in_progress' }
+  | { state: 'in_progress'; requestHash: string }
   | { state: 'done'; generationId: string; requestHash: string };
 
 /**

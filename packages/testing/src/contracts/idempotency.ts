@@ -14,8 +14,9 @@ export function describeIdempotencyContract(
       const user = uid('user');
       const key = uid('key');
       expect(await store().begin(user, key, 'hash-1', T0)).toEqual({ state: 'new' });
-      expect(await store().begin(user, key, 'hash-1', T0 + 1)).toEqual({ state: 'in_progress' });
-      expect(await store().begin(user, key, 'hash-other', T0 + 1)).toEqual({ state: 'in_progress' });
+      expect(await store().begin(user, key, 'hash-1', T0 + 1)).toEqual({ state: 'in_progress', requestHash: 'hash-1' });
+      // The first request's hash, so a different body can be told apart while the first is still running.
+      expect(await store().begin(user, key, 'hash-other', T0 + 1)).toEqual({ state: 'in_progress', requestHash: 'hash-1' });
       await store().finish(user, key, 'gen-1');
       expect(await store().begin(user, key, 'hash-1', T0 + 2)).toEqual({ state: 'done', generationId: 'gen-1', requestHash: 'hash-1' });
       // The caller compares hashes to spot a reused key with another body, so the stored one must come back.
