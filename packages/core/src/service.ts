@@ -228,7 +228,8 @@ export class GenerationServiceImpl implements GenerationService {
     const out = { requeued: 0, failed: 0, settled: 0, released: 0 };
     const now = Date.now();
     const batch = 500;
-    for (const rec of await this.store.listUnfinished(10_000)) {
+    // Paged, so a backlog of any size is walked, not just its oldest page.
+    for await (const rec of this.unfinished()) {
       if (rec.status === 'processing' && (rec.leaseExpiresAt ?? 0) > now) continue; // a live worker has it
       const model = this.registry.get(rec.modelId);
       if (!model) {
@@ -258,6 +259,17 @@ export class GenerationServiceImpl implements GenerationService {
     }
     if (out.requeued + out.failed + out.settled + out.released > 0) this.logger.info(out, 'recovery pass');
     return out;
+  }
+
+  private async *unfinished(): AsyncGenerator<GenerationRecord> {
+    const page = 500;
+    let after: string | undefined;
+    for (;;) {
+      const batch = await this.store.listUnfinished(page, after);
+      yield* batch;
+      if (batch.length < page) return;
+      after = batch[batch.length - 1]!.id;
+    }
   }
 
   /** Deletes finished generations past retention, and their files, in small batches. */

@@ -347,3 +347,19 @@ describe('Idempotency-Key while the first request is in progress', () => {
     expect((await s.create('alice', { modelId: 'echo', settings: { prompt: 'a' } }, { idempotencyKey: 'k' })).generationId).toBe(generationId);
   });
 });
+
+describe('recovery of a large backlog', () => {
+  it('walks every unfinished generation, page by page, not just the oldest page', async () => {
+    const ledger = new MemoryLedger({ balances: { alice: 1e9 } });
+    const store = new MemoryGenerationStore();
+    const p = provider([textModel({ price: 1 })], async () => ({ text: 'ok' }));
+    const api = createGenerationService({ providers: [p], ledger, store, runner: { enabled: false } });
+    for (let i = 0; i < 1234; i++) await api.create('alice', { modelId: 'echo', settings: { prompt: String(i) } });
+    const worker = createGenerationService({ providers: [p], ledger, store, recovery: { onStart: false, intervalMs: 0 } });
+    services.push(worker);
+    await worker.start();
+    expect((await worker.recover()).requeued).toBe(1234);
+    await until(() => store.countByStatus!(), (c) => c.completed === 1234, 20_000);
+    expect(await ledger.account('alice')).toEqual({ balance: 1e9 - 1234, reserved: 0, settled: 1234 });
+  });
+});

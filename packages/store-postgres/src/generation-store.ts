@@ -20,6 +20,7 @@ export type GenerationSqlName =
   | 'failByWorker'
   | 'failOther'
   | 'listUnfinished'
+  | 'listUnfinishedAfter'
   | 'deleteFinished'
   | 'countByStatus';
 
@@ -60,6 +61,10 @@ export function generationSql(s: string): Record<GenerationSqlName, string> {
         OR (status = 'processing' AND (lease_expires_at IS NULL OR lease_expires_at <= $2 OR $5::boolean)))`,
     // Ties on created_at fall back to id: stable across instances, which insertion order would not be.
     listUnfinished: `SELECT * FROM ${s}.generations WHERE status IN ('pending', 'processing')
+      ORDER BY created_at, id LIMIT $1`,
+    // The page after a given generation, resumed from that row's (created_at, id).
+    listUnfinishedAfter: `SELECT * FROM ${s}.generations WHERE status IN ('pending', 'processing')
+      AND (created_at, id) > (SELECT created_at, id FROM ${s}.generations WHERE id = $2)
       ORDER BY created_at, id LIMIT $1`,
     // SKIP LOCKED lets several instances sweep at once without waiting on each other's batches. `= ANY(ARRAY(...))`
     // rather than `IN (...)`: with IN the planner may hash-join against a scan of the whole table.
@@ -178,8 +183,11 @@ export class PostgresGenerationStore implements GenerationStore {
     return res.rowCount === 1;
   }
 
-  async listUnfinished(limit: number): Promise<GenerationRecord[]> {
-    const { rows } = await this.db.query(this.sql.listUnfinished, [limit]);
+  async listUnfinished(limit: number, after?: string): Promise<GenerationRecord[]> {
+    const { rows } =
+      after === undefined
+        ? await this.db.query(this.sql.listUnfinished, [limit])
+        : await this.db.query(this.sql.listUnfinishedAfter, [limit, encodeKey(after)]);
     return rows.map(toRecord);
   }
 

@@ -88,6 +88,10 @@ describe(`query plans over ${ROWS} generations`, () => {
     expectIndexUse(await planOf(g.listUnfinished, [100]), 'generations_unfinished_idx');
   });
 
+  it('pages through unfinished work after a cursor through the partial index', async () => {
+    expectIndexUse(await planOf(g.listUnfinishedAfter, [100, 'gen-12345']), 'generations_unfinished_idx');
+  });
+
   it('finds finished work to delete through the retention index', async () => {
     expectIndexUse(await planOf(g.deleteFinished, [T0 + 1000, 100]), 'generations_finished_idx');
   });

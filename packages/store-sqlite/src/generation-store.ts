@@ -69,6 +69,12 @@ export const GENERATION_SQL = {
      WHERE status IN ('pending', 'processing')
      ORDER BY created_at, rowid
      LIMIT ?`,
+  // The page after a given generation: the same order, resumed from that row's (created_at, rowid).
+  listUnfinishedAfter: `SELECT ${COLUMNS} FROM generations
+     WHERE status IN ('pending', 'processing')
+       AND (created_at, rowid) > (SELECT created_at, rowid FROM generations WHERE id = @after)
+     ORDER BY created_at, rowid
+     LIMIT @limit`,
   // One statement, so the rows whose keys are returned are exactly the rows deleted, even with other writers.
   deleteFinished: `DELETE FROM generations
      WHERE id IN (
@@ -97,6 +103,7 @@ export class SqliteGenerationStore implements GenerationStore {
   private readonly failByWorkerStmt: Statement;
   private readonly failStmt: Statement;
   private readonly listUnfinishedStmt: Statement;
+  private readonly listUnfinishedAfterStmt: Statement;
   private readonly deleteFinishedStmt: Statement;
   private readonly countStmt: Statement;
 
@@ -110,6 +117,7 @@ export class SqliteGenerationStore implements GenerationStore {
     this.failByWorkerStmt = db.prepare(GENERATION_SQL.failByWorker);
     this.failStmt = db.prepare(GENERATION_SQL.fail);
     this.listUnfinishedStmt = db.prepare(GENERATION_SQL.listUnfinished);
+    this.listUnfinishedAfterStmt = db.prepare(GENERATION_SQL.listUnfinishedAfter);
     this.deleteFinishedStmt = db.prepare(GENERATION_SQL.deleteFinished);
     this.countStmt = db.prepare(GENERATION_SQL.count);
   }
@@ -176,10 +184,14 @@ export class SqliteGenerationStore implements GenerationStore {
     return result.changes === 1;
   }
 
-  async listUnfinished(limit: number): Promise<GenerationRecord[]> {
+  async listUnfinished(limit: number, after?: string): Promise<GenerationRecord[]> {
     // SQLite reads a negative LIMIT as "no limit"; the port means "none".
     if (!(limit > 0)) return [];
-    return (this.listUnfinishedStmt.all(Math.floor(limit)) as GenerationRow[]).map((row) => toRecord(row)!);
+    const rows =
+      after === undefined
+        ? this.listUnfinishedStmt.all(Math.floor(limit))
+        : this.listUnfinishedAfterStmt.all({ after, limit: Math.floor(limit) });
+    return (rows as GenerationRow[]).map((row) => toRecord(row)!);
   }
 
   async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[] }> {

@@ -78,6 +78,13 @@ describe('query plans', () => {
     expect(steps.join('\n')).not.toContain('TEMP B-TREE');
   });
 
+  it('listUnfinished after a cursor seeks the same partial index and the cursor row by primary key', () => {
+    const steps = plan(GENERATION_SQL.listUnfinishedAfter, { after: 'g1', limit: 100 });
+    expect(fullScans(steps)).toEqual([]);
+    expect(steps.join('\n')).toContain('USING INDEX generations_unfinished');
+    expect(steps.join('\n')).not.toContain('TEMP B-TREE');
+  });
+
   it('deleteFinishedBefore seeks the finished_at index and deletes by primary key', () => {
     const steps = plan(GENERATION_SQL.deleteFinished, 1000, 100);
     expect(fullScans(steps)).toEqual([]);

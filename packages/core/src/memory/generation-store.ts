@@ -99,10 +99,21 @@ export class MemoryGenerationStore implements GenerationStore {
     return true;
   }
 
-  async listUnfinished(limit: number): Promise<GenerationRecord[]> {
-    return this.sorted((r) => !isTerminal(r.status), (a, b) => a.createdAt - b.createdAt)
-      .slice(0, Math.max(0, limit))
-      .map(copy);
+  async listUnfinished(limit: number, after?: string): Promise<GenerationRecord[]> {
+    const all = this.sorted((r) => !isTerminal(r.status), (a, b) => a.createdAt - b.createdAt);
+    let start = 0;
+    if (after !== undefined) {
+      const anchor = this.records.get(after);
+      if (!anchor) return [];
+      const key = (r: GenerationRecord): [number, number] => [r.createdAt, this.order.get(r.id) ?? 0];
+      const [c, o] = key(anchor);
+      start = all.findIndex((r) => {
+        const [rc, ro] = key(r);
+        return rc > c || (rc === c && ro > o);
+      });
+      if (start === -1) return [];
+    }
+    return all.slice(start, start + Math.max(0, limit)).map(copy);
   }
 
   async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[] }> {

@@ -69,7 +69,12 @@ export interface GenerationStore {
   renewLease(id: string, workerId: string, leaseMs: number, now: number): Promise<boolean>;
   complete(id: string, input: CompleteInput): Promise<boolean>;
   fail(id: string, input: FailInput): Promise<boolean>;
-  listUnfinished(limit: number): Promise<GenerationRecord[]>;
+  /**
+   * Unfinished generations in a stable order (oldest first; ties in an order of the store's choosing that does not
+   * change), at most `limit`. With `after` (the id of the last generation of the previous page), the page that follows
+   * it, so recovery can walk any number of them. An `after` that no longer exists gives an empty page.
+   */
+  listUnfinished(limit: number, after?: string): Promise<GenerationRecord[]>;
   /**
    * Deletes terminal generations finished before `before` (retention), at most `limit` at a time.
    * Returns the deleted records' result keys so their files can be deleted too.

@@ -350,6 +350,34 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         expect((await store().listUnfinished(2)).map((r) => r.id)).toEqual([g1.id, g2.id]);
         expect(await store().listUnfinished(0)).toEqual([]);
       });
+
+      it('pages with `after` through every unfinished generation exactly once, ties on createdAt included', async () => {
+        const ids: string[] = [];
+        // 23 generations over 5 distinct timestamps: most pages end in the middle of a tie.
+        for (let i = 0; i < 23; i++) ids.push((await inserted({ createdAt: T0 + (i % 5) })).id);
+        const finished = ids[7]!;
+        await store().fail(finished, { price: 0, reason: 'x', now: T0 + 50 });
+        const seen: string[] = [];
+        let after: string | undefined;
+        for (let pages = 0; pages < 20; pages++) {
+          const page = await store().listUnfinished(4, after);
+          seen.push(...page.map((r) => r.id));
+          if (page.length < 4) break;
+          after = page[page.length - 1]!.id;
+        }
+        expect(seen).toHaveLength(22);
+        expect(new Set(seen).size).toBe(22);
+        expect(seen).not.toContain(finished);
+        const createdAt = await Promise.all(seen.map(async (id) => (await store().getById(id))!.createdAt));
+        expect(createdAt).toEqual([...createdAt].sort((a, b) => a - b));
+        // The same walk in one page gives the same order.
+        expect((await store().listUnfinished(100)).map((r) => r.id)).toEqual(seen);
+        // A page after a generation that finished meanwhile still continues from where it stood.
+        const firstPage = await store().listUnfinished(4);
+        await store().fail(firstPage[3]!.id, { price: 0, reason: 'x', now: T0 + 60 });
+        expect((await store().listUnfinished(4, firstPage[3]!.id)).map((r) => r.id)).toEqual(seen.slice(4, 8));
+        expect(await store().listUnfinished(4, 'no-such-generation')).toEqual([]);
+      });
     });
 
     describe('deleteFinishedBefore', () => {
