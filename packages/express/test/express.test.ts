@@ -1,8 +1,7 @@
 import express, { type ErrorRequestHandler } from 'express';
-import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { call, createRecordingService, listen, loadBuiltPackage, type MountedServer } from '@genservice/testing';
+import { call, createRecordingService, disconnectMidBody, listen, loadBuiltPackage, type MountedServer } from '@genservice/testing';
 import { genserviceRouter } from '../src/index.js';
 
 const servers: MountedServer[] = [];
@@ -125,17 +124,6 @@ describe('express adapter: translation', () => {
     expect(r.bytes.equals(Buffer.from(ALL_BYTES))).toBe(true);
   });
 });
-
-/** Sends half of a declared body on a raw socket, then drops the connection. */
-async function disconnectMidBody(url: string): Promise<void> {
-  const { hostname, port, pathname } = new URL(url);
-  const socket = connect(Number(port), hostname);
-  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"modelId":`);
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  socket.destroy();
-  await new Promise((resolve) => setTimeout(resolve, 50));
-}
 
 describe('express adapter: living beside the host', () => {
   it('gives up on a body whose client disconnected, and keeps serving', async () => {

@@ -1,9 +1,8 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
-import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { call, createRecordingService, loadBuiltPackage } from '@genservice/testing';
+import { call, createRecordingService, disconnectMidBody, loadBuiltPackage } from '@genservice/testing';
 import { genserviceFrameworkErrors, genservicePlugin } from '../src/index.js';
 
 const apps: FastifyInstance[] = [];
@@ -126,17 +125,6 @@ describe('fastify plugin: URLs Fastify cannot route', () => {
     expect(rec.requests).toHaveLength(0);
   });
 });
-
-/** Sends half of a declared body on a raw socket, then drops the connection. */
-async function disconnectMidBody(url: string): Promise<void> {
-  const { hostname, port, pathname } = new URL(url);
-  const socket = connect(Number(port), hostname);
-  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"modelId":`);
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  socket.destroy();
-  await new Promise((resolve) => setTimeout(resolve, 50));
-}
 
 describe('fastify plugin: encapsulation', () => {
   it('gives up on a body whose client disconnected, and keeps serving', async () => {

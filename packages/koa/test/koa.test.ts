@@ -1,10 +1,9 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
-import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { call, createRecordingService, listen, loadBuiltPackage, runConformanceSuite, type MountedServer } from '@genservice/testing';
+import { call, createRecordingService, disconnectMidBody, listen, loadBuiltPackage, runConformanceSuite, type MountedServer } from '@genservice/testing';
 import { genserviceMiddleware, onBodyParserError } from '../src/index.js';
 
 const servers: MountedServer[] = [];
@@ -150,17 +149,6 @@ describe('koa middleware: translation', () => {
     expect(r.body.error.code).toBe('not_found');
   });
 });
-
-/** Sends half of a declared body on a raw socket, then drops the connection. */
-async function disconnectMidBody(url: string): Promise<void> {
-  const { hostname, port, pathname } = new URL(url);
-  const socket = connect(Number(port), hostname);
-  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"modelId":`);
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  socket.destroy();
-  await new Promise((resolve) => setTimeout(resolve, 50));
-}
 
 describe('koa middleware: living beside the host', () => {
   it('gives up on a body whose client disconnected, and keeps serving', async () => {

@@ -1,5 +1,5 @@
 import { createServer, type RequestListener } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import type { MountedServer } from './types.js';
 
 /** A response read whole, so assertions never race the stream. */
@@ -81,4 +81,15 @@ export async function listen(listener: RequestListener, prefix = ''): Promise<Mo
         server.close(() => resolve());
       }),
   };
+}
+
+/** Sends half of a declared body on a raw socket, then drops the connection (an adapter must give up and go on). */
+export async function disconnectMidBody(url: string): Promise<void> {
+  const { hostname, port, pathname } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"modelId":`);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  socket.destroy();
+  await new Promise((resolve) => setTimeout(resolve, 50));
 }

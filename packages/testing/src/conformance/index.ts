@@ -23,7 +23,7 @@ import { defineModeTests } from './suite.js';
 import type { MountFn, MountOptions } from './types.js';
 
 export type { MountFn, MountOptions, MountedServer } from './types.js';
-export { call, chunkedBody, listen, type CallOptions, type Reply } from './http.js';
+export { call, chunkedBody, disconnectMidBody, listen, type CallOptions, type Reply } from './http.js';
 export { conformanceModels, createFixture, IMAGE_BYTES, VIDEO_BYTES, type Fixture, type FixtureOptions, type User } from './fixture.js';
 export { expectError } from './suite.js';
 export { createRecordingService, type EchoedRequest, type RecordingService } from './recording.js';
