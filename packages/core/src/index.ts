@@ -6,7 +6,7 @@ export * from './errors.js';
 export type * from './ports/index.js';
 export type * from './options.js';
 export type * from './service-types.js';
-export type { HttpRequest, HttpResponse } from './http/types.js';
+export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
 export { STATUS_OF } from './http/errors.js';
 export { SERVED_ROUTES } from './http/handler.js';
 export { isApiPath, readRawBody, type RawBody } from './http/node-body.js';

@@ -1,5 +1,5 @@
 import type { GenerationView, ModelInfo, Settings } from './domain.js';
-import type { HttpRequest, HttpResponse } from './http/types.js';
+import type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
 import type { ApiKeyResolver } from './ports/api-keys.js';
 import type { BlobStore } from './ports/blob.js';
 import type { Ledger } from './ports/ledger.js';
@@ -18,7 +18,7 @@ export interface CreateOptions {
 
 export interface ReadOptions {
   /** Base URL to build file URLs from when the service has no publicUrl (see trustRequestHost). */
-  baseUrl?: string;
+  baseUrl?: BaseUrl;
 }
 
 export type CancelOutcome = 'cancelled' | 'already_finished';

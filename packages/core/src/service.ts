@@ -139,7 +139,8 @@ export class GenerationServiceImpl implements GenerationService {
 
   private fileBase(options: ReadOptions): string {
     if (this.options.publicUrl) return this.options.publicUrl;
-    if (this.options.trustRequestHost && options.baseUrl) return options.baseUrl.replace(/\/+$/, '');
+    const base = typeof options.baseUrl === 'function' ? options.baseUrl() : options.baseUrl;
+    if (this.options.trustRequestHost && base) return base.replace(/\/+$/, '');
     throw new Error('a file result needs options.publicUrl (or trustRequestHost) to build its URL');
   }
 

@@ -135,3 +135,19 @@ describe('HttpHandler with hostile bodies', () => {
     expect(details.at(-1)).toMatchObject({ code: 'too_many_errors' });
   });
 });
+
+describe('HttpRequest.baseUrl', () => {
+  it('is read only to build a file URL under trustRequestHost, never on other requests', async () => {
+    let reads = 0;
+    const baseUrl = (): string => {
+      reads++;
+      return 'http://host.test/api';
+    };
+    expect((await service.handle({ method: 'GET', path: '/v1/models', headers: auth, baseUrl })).status).toBe(200);
+    const created = await service.handle({ ...post('{"modelId":"m","settings":{"prompt":"a"}}'), baseUrl });
+    expect(created.status).toBe(201);
+    const id = (JSON.parse(String(created.body)) as { generationId: string }).generationId;
+    expect((await service.handle({ method: 'GET', path: `/v1/generations/${id}`, headers: auth, baseUrl })).status).toBe(200);
+    expect(reads).toBe(0);
+  });
+});

@@ -101,7 +101,7 @@ function answer(
         path: req.url,
         headers: req.headers,
         ...body,
-        baseUrl: `${req.protocol}://${req.host}${req.baseUrl}`,
+        baseUrl: () => `${req.protocol}://${req.host}${req.baseUrl}`,
       }),
     )
     .then((out) => send(res, out), next);

@@ -83,7 +83,7 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
       path: pathBelow(request, prefix),
       headers: request.headers,
       ...(await bodyOf(request, limit)),
-      baseUrl: `${request.protocol}://${request.host}${prefix}`,
+      baseUrl: () => `${request.protocol}://${request.host}${prefix}`,
     });
     return send(reply, out);
   };
@@ -129,7 +129,7 @@ export function genserviceFrameworkErrors(error: FastifyError, request: FastifyR
         path: url.slice(mount.prefix.length),
         headers: request.headers,
         ...(raw === null ? { bodyError: 'payload_too_large' as const } : { body: raw }),
-        baseUrl: `${request.protocol}://${request.host}${mount.prefix}`,
+        baseUrl: () => `${request.protocol}://${request.host}${mount.prefix}`,
       }),
     )
     .then(

@@ -82,7 +82,7 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
       path,
       headers: ctx.headers,
       ...(await bodyOf(ctx, limit)),
-      baseUrl: `${ctx.protocol}://${ctx.host}${mountPath.replace(/\/+$/, '')}${prefix}`,
+      baseUrl: () => `${ctx.protocol}://${ctx.host}${mountPath.replace(/\/+$/, '')}${prefix}`,
     });
     send(ctx, out);
   };

@@ -2,6 +2,12 @@
  * A framework-neutral request, as an adapter hands it to `service.handle()`.
  * The adapter translates only; every status, header and body is decided in core.
  */
+/**
+ * The request's own base URL, or a function that builds it. Adapters pass a function: the URL is needed only to
+ * build file URLs under `trustRequestHost`, so no request pays for reading the Host header otherwise.
+ */
+export type BaseUrl = string | (() => string);
+
 export interface HttpRequest {
   method: string;
   /** Path below the mount point, starting with `/`, query string included (e.g. `/v1/files/k?exp=1&sig=x`). */
@@ -21,7 +27,7 @@ export interface HttpRequest {
    * `protocol://host[:port]` plus the mount prefix, as seen by the framework (e.g. `http://127.0.0.1:3000/api`).
    * Used to build file URLs only when the service has no `publicUrl` and `trustRequestHost` is set.
    */
-  baseUrl?: string;
+  baseUrl?: BaseUrl;
 }
 
 export interface HttpResponse {

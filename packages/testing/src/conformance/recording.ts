@@ -22,8 +22,10 @@ export function createRecordingService(
     {
       bodyLimit: options.bodyLimit ?? 1024 * 1024,
       async handle(request: HttpRequest): Promise<HttpResponse> {
-        requests.push(request);
-        return respond(request);
+        // Recorded with the base URL the adapter would give core when asked, so tests compare strings.
+        const seen = typeof request.baseUrl === 'function' ? { ...request, baseUrl: request.baseUrl() } : request;
+        requests.push(seen);
+        return respond(seen);
       },
     },
     {
@@ -59,7 +61,7 @@ export interface EchoedRequest {
 }
 
 function echo(request: HttpRequest): HttpResponse {
-  const out: EchoedRequest = { method: request.method, path: request.path, baseUrl: request.baseUrl, headers: request.headers };
+  const out: EchoedRequest = { method: request.method, path: request.path, baseUrl: request.baseUrl as string | undefined, headers: request.headers };
   if (typeof request.body === 'string') out.bodyText = request.body;
   else if (request.body !== undefined) out.bodyBase64 = Buffer.from(request.body).toString('base64');
   if (request.parsedBody !== undefined) out.parsedBody = request.parsedBody;
