@@ -117,7 +117,14 @@ async function openStores(config: HostConfig): Promise<DurableParts> {
 function persistentSecret(dataDir: string): string {
   const file = join(dataDir, '.file-url-secret');
   if (process.env.FILE_URL_SECRET) return process.env.FILE_URL_SECRET;
-  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' });
+  if (!existsSync(file)) {
+    try {
+      writeFileSync(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' });
+    } catch (err) {
+      // Another instance sharing DATA_DIR made it first: use theirs, so every instance signs alike.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
   return readFileSync(file, 'utf8').trim();
 }
 
@@ -141,7 +148,12 @@ function loadUsers(config: HostConfig, logger: Logger): { users: UsersFile['user
   const file = join(config.dataDir, 'demo-user.json');
   if (!existsSync(file)) {
     const user = { id: 'demo', apiKey: `demo_${randomBytes(24).toString('base64url')}`, balance: 1000 };
-    writeFileSync(file, JSON.stringify({ users: [user] }, null, 2), { mode: 0o600 });
+    try {
+      writeFileSync(file, JSON.stringify({ users: [user] }, null, 2), { mode: 0o600, flag: 'wx' });
+    } catch (err) {
+      // Another instance sharing DATA_DIR made the demo user first: everyone uses that one.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
   }
   const users = usersSchema.parse(JSON.parse(readFileSync(file, 'utf8'))).users;
   logger.info({ userId: users[0]!.id }, 'no USERS_FILE: using the demo user');
