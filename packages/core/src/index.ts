@@ -19,3 +19,4 @@ export { createJsonLogger, silentLogger, type LogLevel } from './logger.js';
 export { BUILTIN_FIELD_TYPES, DEFAULT_LIMITS, MEDIA_FIELD_TYPES } from './settings/compile.js';
 export * from './memory/index.js';
 export * from './disk/index.js';
+export * from './outbound/index.js';
