@@ -23,6 +23,11 @@ export interface SettingDescriptor {
   required?: boolean;
   /** Allowed values; only for `select`. */
   options?: string[];
+  /**
+   * Media types only: the most URLs this model accepts (at most the service's `limits.mediaUrls`). Checked at
+   * create (400) and shown in the OpenAPI schema; not part of GET /v1/models, whose shape the contract fixes.
+   */
+  maxItems?: number;
 }
 
 /** A model as the contract shows it (element of `models` in GET /v1/models). */
@@ -54,8 +59,16 @@ export interface GenerationRecord {
   price?: number;
   resultText?: string;
   resultKey?: string;
-  /** Why a generation failed; for logs and operators, never shown to the client. */
+  /** Why a generation failed, in the worker's words; for logs and operators, never shown to the client. */
   failureReason?: string;
+  /** Why a generation failed, safe to show its owner (`?include=details`, the list, webhooks). */
+  error?: FailureInfo;
+  /** Up to 16 string values the client attached at create; returned in the list and details views. */
+  metadata?: Metadata;
+  /** The latest progress a provider reported while processing. */
+  progress?: Progress;
+  /** When a worker first claimed it (epoch ms). */
+  startedAt?: number;
   /** How many times a worker claimed it (1 on the first run). */
   attempts: number;
   /** The worker that holds the current claim, and until when (epoch ms). */
@@ -64,6 +77,43 @@ export interface GenerationRecord {
   createdAt: number;
   updatedAt: number;
   finishedAt?: number;
+}
+
+/** A client's own labels on a generation: string values only, bounded by the service's limits. */
+export type Metadata = Record<string, string>;
+
+/** Why a generation failed, in words its owner may read. */
+export const FAILURE_CODES = ['cancelled', 'timeout', 'provider_error', 'invalid_input', 'worker_lost', 'model_unavailable'] as const;
+export type FailureCode = (typeof FAILURE_CODES)[number];
+export interface FailureInfo {
+  code: FailureCode;
+  message: string;
+}
+
+/** Progress a provider reported: `fraction` in 0..1, an optional short message. */
+export interface Progress {
+  fraction: number;
+  message?: string;
+}
+
+/**
+ * One entry of the event log. Every transition appends exactly one, in the same atomic step as the transition;
+ * a transition that loses its race appends nothing. `seq` only grows over the whole store and is never reused.
+ *
+ * `data` by type: `created` `{ modelId }`; `processing` `{ attempt }`; `progress` `{ fraction, message? }`;
+ * `completed` `{ price }`; `failed` `{ price, error: { code, message } }` (a cancel is a `failed` with code
+ * `cancelled`).
+ */
+export const EVENT_TYPES = ['created', 'processing', 'progress', 'completed', 'failed'] as const;
+export type GenerationEventType = (typeof EVENT_TYPES)[number];
+export interface GenerationEvent {
+  seq: number;
+  generationId: string;
+  ownerId: string;
+  type: GenerationEventType;
+  /** Epoch ms of the transition (the `now` the transition was given). */
+  at: number;
+  data: Record<string, unknown>;
 }
 
 /** What a client reads from GET /v1/generations/:id. */

@@ -43,14 +43,26 @@ export class DomainError extends Error {
 /**
  * Thrown by a provider. `retryable: true` makes the runner try again with backoff (up to the model's attempts);
  * otherwise the generation fails at once.
+ *
+ * `message` is for logs only and never reaches a client. `publicMessage` is what the generation's owner reads in
+ * its `error` (details view, list, webhooks); without it they read a generic sentence. `code: 'invalid_input'` says
+ * the settings could not be used (a media URL that cannot be fetched, an image too large), `provider_error` (the
+ * default) that the model failed.
  */
 export class ProviderError extends Error {
   override readonly name = 'ProviderError' as const;
   readonly retryable: boolean;
+  readonly publicMessage?: string;
+  readonly code: 'provider_error' | 'invalid_input';
 
-  constructor(message: string, options: { retryable?: boolean; cause?: unknown } = {}) {
+  constructor(
+    message: string,
+    options: { retryable?: boolean; publicMessage?: string; code?: 'provider_error' | 'invalid_input'; cause?: unknown } = {},
+  ) {
     super(message, { cause: options.cause });
     this.retryable = options.retryable ?? false;
+    this.code = options.code ?? 'provider_error';
+    if (options.publicMessage !== undefined) this.publicMessage = String(options.publicMessage).slice(0, 500);
   }
 }
 

@@ -1,11 +1,13 @@
-import type { GenerationRecord, GenerationStatus } from '../domain.js';
+import type { GenerationEvent, GenerationEventType, GenerationRecord, GenerationStatus } from '../domain.js';
 import { GENERATION_STATUSES, isTerminal } from '../domain.js';
 import type {
   ClaimOptions,
   CompleteInput,
   FailInput,
   GenerationStore,
+  ListQuery,
   NewGeneration,
+  ProgressInput,
 } from '../ports/store.js';
 
 /**
@@ -23,6 +25,24 @@ export class MemoryGenerationStore implements GenerationStore {
   /** Insertion order breaks createdAt ties, so "oldest first" is stable. */
   private readonly order = new Map<string, number>();
   private sequence = 0;
+  /** The log in seq order, and each generation's own events (for SSE and details without a scan). */
+  private readonly log: GenerationEvent[] = [];
+  private readonly eventsById = new Map<string, GenerationEvent[]>();
+  private lastSeqValue = 0;
+  /** Each owner's ids; a list page sorts only that owner's generations, never the whole store. */
+  private readonly byOwner = new Map<string, Set<string>>();
+
+  /** Appends in the same synchronous step as the change it records: nothing can run in between. */
+  private append(record: GenerationRecord, type: GenerationEventType, at: number, data: Record<string, unknown>): void {
+    const event: GenerationEvent = { seq: ++this.lastSeqValue, generationId: record.id, ownerId: record.ownerId, type, at, data };
+    this.log.push(event);
+    let mine = this.eventsById.get(record.id);
+    if (!mine) {
+      mine = [];
+      this.eventsById.set(record.id, mine);
+    }
+    mine.push(event);
+  }
 
   async insert(gen: NewGeneration): Promise<void> {
     if (this.records.has(gen.id)) {
@@ -39,8 +59,16 @@ export class MemoryGenerationStore implements GenerationStore {
       createdAt: gen.createdAt,
       updatedAt: gen.createdAt,
     };
+    if (gen.metadata !== undefined) record.metadata = { ...gen.metadata };
     this.records.set(gen.id, record);
     this.order.set(gen.id, this.sequence++);
+    let owned = this.byOwner.get(gen.ownerId);
+    if (!owned) {
+      owned = new Set();
+      this.byOwner.set(gen.ownerId, owned);
+    }
+    owned.add(gen.id);
+    this.append(record, 'created', gen.createdAt, { modelId: gen.modelId });
   }
 
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
@@ -65,6 +93,8 @@ export class MemoryGenerationStore implements GenerationStore {
     record.leaseOwner = opts.workerId;
     record.leaseExpiresAt = opts.now + opts.leaseMs;
     record.updatedAt = opts.now;
+    record.startedAt ??= opts.now;
+    this.append(record, 'processing', opts.now, { attempt: record.attempts });
     return copy(record);
   }
 
@@ -73,6 +103,15 @@ export class MemoryGenerationStore implements GenerationStore {
     if (!record || !holdsLease(record, workerId, now)) return false;
     record.leaseExpiresAt = now + leaseMs;
     record.updatedAt = now;
+    return true;
+  }
+
+  async progress(id: string, input: ProgressInput): Promise<boolean> {
+    const record = this.records.get(id);
+    if (!record || !holdsLease(record, input.workerId, input.now)) return false;
+    record.progress = input.message === undefined ? { fraction: input.fraction } : { fraction: input.fraction, message: input.message };
+    record.updatedAt = input.now;
+    this.append(record, 'progress', input.now, { ...record.progress });
     return true;
   }
 
@@ -85,17 +124,21 @@ export class MemoryGenerationStore implements GenerationStore {
     if (input.resultKey !== undefined) record.resultKey = input.resultKey;
     record.finishedAt = input.now;
     record.updatedAt = input.now;
+    this.append(record, 'completed', input.now, { price: input.price });
     return true;
   }
 
   async fail(id: string, input: FailInput): Promise<boolean> {
     const record = this.records.get(id);
     if (!record || !mayFail(record, input)) return false;
+    const price = record.status === 'pending' && input.pendingPrice !== undefined ? input.pendingPrice : input.price;
     record.status = 'failed';
-    record.price = input.price;
+    record.price = price;
     record.failureReason = input.reason;
+    record.error = { code: input.error.code, message: input.error.message };
     record.finishedAt = input.now;
     record.updatedAt = input.now;
+    this.append(record, 'failed', input.now, { price, error: { ...record.error } });
     return true;
   }
 
@@ -116,16 +159,61 @@ export class MemoryGenerationStore implements GenerationStore {
     return all.slice(start, start + Math.max(0, limit)).map(copy);
   }
 
+  async list(ownerId: string, query: ListQuery): Promise<GenerationRecord[]> {
+    const owned = this.byOwner.get(ownerId);
+    if (!owned || !(query.limit > 0)) return [];
+    const out: GenerationRecord[] = [];
+    for (const id of owned) {
+      const r = this.records.get(id)!;
+      if (query.status !== undefined && r.status !== query.status) continue;
+      if (query.modelId !== undefined && r.modelId !== query.modelId) continue;
+      if (query.before && !(r.createdAt < query.before.createdAt || (r.createdAt === query.before.createdAt && r.id < query.before.id))) continue;
+      out.push(r);
+    }
+    out.sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+    return out.slice(0, Math.floor(query.limit)).map(copy);
+  }
+
+  async readEvents(after: number, limit: number): Promise<GenerationEvent[]> {
+    if (!(limit > 0)) return [];
+    // The log is in seq order: binary search for the first event after the cursor.
+    let lo = 0;
+    let hi = this.log.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.log[mid]!.seq <= after) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.log.slice(lo, lo + Math.floor(limit)).map(copyEvent);
+  }
+
+  async eventsOf(generationId: string, after = 0): Promise<GenerationEvent[]> {
+    return (this.eventsById.get(generationId) ?? []).filter((e) => e.seq > after).map(copyEvent);
+  }
+
+  async lastSeq(): Promise<number> {
+    return this.lastSeqValue;
+  }
+
   async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[] }> {
     const victims = this.sorted(
       (r) => isTerminal(r.status) && r.finishedAt !== undefined && r.finishedAt < before,
       (a, b) => (a.finishedAt ?? 0) - (b.finishedAt ?? 0),
     ).slice(0, Math.max(0, limit));
     const resultKeys: string[] = [];
+    const gone = new Set<string>();
     for (const record of victims) {
       this.records.delete(record.id);
       this.order.delete(record.id);
+      this.eventsById.delete(record.id);
+      this.byOwner.get(record.ownerId)?.delete(record.id);
+      gone.add(record.id);
       if (record.resultKey !== undefined) resultKeys.push(record.resultKey);
+    }
+    if (gone.size > 0) {
+      let w = 0;
+      for (const e of this.log) if (!gone.has(e.generationId)) this.log[w++] = e;
+      this.log.length = w;
     }
     return { deleted: victims.length, resultKeys };
   }
@@ -183,5 +271,13 @@ function cloneJson(value: unknown): unknown {
  * structuredClone (which took 40 % of an in-memory GET, see docs/benchmarks.md).
  */
 function copy(record: GenerationRecord): GenerationRecord {
-  return { ...record, settings: cloneJson(record.settings) as GenerationRecord['settings'] };
+  const out: GenerationRecord = { ...record, settings: cloneJson(record.settings) as GenerationRecord['settings'] };
+  if (record.metadata) out.metadata = { ...record.metadata };
+  if (record.progress) out.progress = { ...record.progress };
+  if (record.error) out.error = { ...record.error };
+  return out;
+}
+
+function copyEvent(event: GenerationEvent): GenerationEvent {
+  return { ...event, data: cloneJson(event.data) as GenerationEvent['data'] };
 }

@@ -2,12 +2,12 @@ import type { IdempotencyBegin, IdempotencyRecord, IdempotencyStore } from '../p
 
 /**
  * Idempotency records in nested Maps (user, then key), so no separator in a key can make two users' keys collide.
- * `begin` checks and inserts in one synchronous step, so of concurrent calls exactly one sees `new`.
+ * Every method checks and writes in one synchronous step, so of concurrent calls exactly one wins.
  */
 export class MemoryIdempotencyStore implements IdempotencyStore {
   private readonly byUser = new Map<string, Map<string, IdempotencyRecord>>();
 
-  async begin(userId: string, key: string, requestHash: string, now: number): Promise<IdempotencyBegin> {
+  async begin(userId: string, key: string, requestHash: string, now: number, generationId: string): Promise<IdempotencyBegin> {
     let records = this.byUser.get(userId);
     if (!records) {
       records = new Map();
@@ -15,25 +15,36 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     }
     const existing = records.get(key);
     if (existing) {
-      return existing.generationId === undefined
-        ? { state: 'in_progress', requestHash: existing.requestHash }
-        : { state: 'done', generationId: existing.generationId, requestHash: existing.requestHash };
+      return existing.done
+        ? { state: 'done', generationId: existing.generationId, requestHash: existing.requestHash }
+        : { state: 'in_progress', requestHash: existing.requestHash, generationId: existing.generationId, startedAt: existing.startedAt };
     }
-    records.set(key, { userId, key, requestHash, createdAt: now });
+    records.set(key, { userId, key, requestHash, generationId, done: false, startedAt: now, createdAt: now });
     return { state: 'new' };
   }
 
-  async finish(userId: string, key: string, generationId: string): Promise<void> {
+  async takeOver(userId: string, key: string, staleBefore: number, now: number, generationId: string): Promise<boolean> {
     const record = this.byUser.get(userId)?.get(key);
-    // The first finish wins: a later one must not re-point a key a client may already have seen answered.
-    if (record && record.generationId === undefined) record.generationId = generationId;
+    if (!record || record.done || record.startedAt >= staleBefore) return false;
+    record.startedAt = now;
+    record.generationId = generationId;
+    return true;
   }
 
-  async abandon(userId: string, key: string): Promise<void> {
+  async finish(userId: string, key: string, generationId: string): Promise<boolean> {
+    const record = this.byUser.get(userId)?.get(key);
+    if (!record || record.generationId !== generationId) return false;
+    // The first finish wins; finishing again with the same id is a harmless retry.
+    record.done = true;
+    return true;
+  }
+
+  async abandon(userId: string, key: string, generationId: string): Promise<void> {
     const records = this.byUser.get(userId);
     const record = records?.get(key);
-    // A finished key stays: forgetting it would let a retry create a second generation.
-    if (records && record && record.generationId === undefined) {
+    // A finished key stays: forgetting it would let a retry create a second generation. A key another request took
+    // over is that request's to finish.
+    if (records && record && !record.done && record.generationId === generationId) {
       records.delete(key);
       if (records.size === 0) this.byUser.delete(userId);
     }

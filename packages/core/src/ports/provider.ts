@@ -15,6 +15,11 @@ export interface GenerationContext {
     put(bytes: Uint8Array, mimeType: string): Promise<string>;
   };
   logger: Logger;
+  /**
+   * Reports progress: `fraction` in 0..1 (clamped), an optional short message. Cheap to call often: at most one
+   * `progress` event per second is recorded (the latest value wins), and nothing after the run has ended.
+   */
+  progress(fraction: number, message?: string): void;
 }
 
 export interface GenerationInput {

@@ -6,6 +6,20 @@ export interface Job {
 /** Runs one job. Resolves when the job is finished (whatever its outcome); rejects only on an infrastructure fault. */
 export type JobHandler = (job: Job, signal: AbortSignal) => Promise<void>;
 
+/**
+ * The service's runner settings, handed to `start` so a host sets them once (on the service) and never repeats
+ * them on the queue. A queue built with explicit values of its own keeps those.
+ */
+export interface RunnerSettings {
+  /** Jobs this instance runs at once, over all models. */
+  concurrency: number;
+  /** The store lease of a running generation; a distributed queue's own lock must last at least this long. */
+  leaseMs: number;
+  /** Jobs of one model running at once on this instance; undefined: only `concurrency` applies. */
+  modelConcurrency: (modelId: string) => number | undefined;
+  logger: import('./logger.js').Logger;
+}
+
 export interface QueueStopOptions {
   /** How long to wait for running jobs before aborting them. Default 10 s. */
   timeoutMs?: number;
@@ -19,7 +33,7 @@ export interface QueueStopOptions {
  *   jobs of a stopped queue are not lost (a durable queue keeps them, the in-process queue's are recovered
  *   from the store on the next start).
  * - Enqueueing the same generationId twice while it is waiting runs it once.
- * - `start(handler)` begins handing out jobs; `stop()` stops taking new jobs and waits up to `timeoutMs` for
+ * - `start(handler, settings)` begins handing out jobs, with the service's runner settings; `stop()` stops taking new jobs and waits up to `timeoutMs` for
  *   running ones, then fires their AbortSignal.
  * - `enqueue` rejects with `UnavailableError` when the backing service cannot take the job.
  */
@@ -33,7 +47,7 @@ export interface EnqueueOptions {
 
 export interface JobQueue {
   enqueue(job: Job, options?: EnqueueOptions): Promise<void>;
-  start(handler: JobHandler): Promise<void>;
+  start(handler: JobHandler, settings: RunnerSettings): Promise<void>;
   stop(options?: QueueStopOptions): Promise<void>;
   /** Aborts the job if it is running on this instance. Returns true when it was. */
   abort?(generationId: string): boolean;

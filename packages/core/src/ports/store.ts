@@ -1,4 +1,11 @@
-import type { GenerationRecord, GenerationStatus, Settings } from '../domain.js';
+import type {
+  FailureInfo,
+  GenerationEvent,
+  GenerationRecord,
+  GenerationStatus,
+  Metadata,
+  Settings,
+} from '../domain.js';
 
 export interface NewGeneration {
   id: string;
@@ -7,6 +14,8 @@ export interface NewGeneration {
   settings: Settings;
   reserved: number;
   createdAt: number;
+  /** The client's labels; absent when none were given. */
+  metadata?: Metadata;
 }
 
 export interface ClaimOptions {
@@ -34,13 +43,46 @@ export interface FailInput {
   workerId?: string;
   /** Fail a `processing` generation whatever its lease (used by cancellation, which also aborts the worker). */
   force?: boolean;
+  /** Tokens charged. When `pendingPrice` is given, this is the price for a generation failed from `processing`. */
   price: number;
+  /**
+   * The price when the generation is failed from `pending` instead. The store picks between the two in the same
+   * atomic step as the transition, so the fee follows the state the generation really moved from (a cancel
+   * racing a claim). The settled price is then read back from the record.
+   */
+  pendingPrice?: number;
+  /** Internal reason, for logs and operators (`failureReason`). */
   reason: string;
+  /** Client-safe reason (`error`), recorded with the `failed` event. */
+  error: FailureInfo;
   now: number;
 }
 
+export interface ProgressInput {
+  workerId: string;
+  /** 0..1 (the caller clamps it). */
+  fraction: number;
+  message?: string;
+  now: number;
+}
+
+/** Keyset position in a user's list: the last item of the previous page. */
+export interface ListCursor {
+  createdAt: number;
+  id: string;
+}
+
+export interface ListQuery {
+  /** At most this many (1..100; the caller checks it). */
+  limit: number;
+  status?: GenerationStatus;
+  modelId?: string;
+  /** Only generations strictly after this position in the order (older, or equal time and smaller id). */
+  before?: ListCursor;
+}
+
 /**
- * Where generations live.
+ * Where generations and their event log live.
  *
  * Guarantees an implementation must give (the contract suite in @genservice/testing checks each):
  * - `insert` is durable once it resolves; a duplicate id rejects.
@@ -49,14 +91,21 @@ export interface FailInput {
  *   conditional on the current status, so under any race exactly one caller wins and the others get
  *   `null`/`false`. A terminal generation never changes again.
  * - `claim` moves `pending -> processing`, or re-claims a `processing` one whose lease has expired (a lost
- *   worker); each claim increments `attempts` and sets the lease. `complete`/`fail` by a worker succeed only
- *   while that worker still holds the lease: a stale worker's late completion is refused.
+ *   worker); each claim increments `attempts` and sets the lease; the first claim sets `startedAt`.
+ *   `complete`/`fail`/`progress` by a worker succeed only while that worker still holds the lease: a stale
+ *   worker's late completion is refused.
  * - A worker holds its lease while `leaseOwner === workerId && now < leaseExpiresAt`; from `now >= leaseExpiresAt`
  *   on it has expired, even if nobody re-claimed it, and that worker can no longer complete, fail or renew (the
  *   runner renews every leaseMs/3, so only a stalled or dead worker loses it).
  * - `fail` with a `workerId` is refused for a pending generation (a worker never held it); `force` skips the lease
  *   check (cancellation).
  * - `listUnfinished` returns pending and processing generations (for recovery), oldest first.
+ * - The event log: `insert` appends `created`, `claim` `processing`, `progress` `progress`, `complete`
+ *   `completed`, `fail` `failed`, each in the same atomic step as its change (one transaction; a crash leaves
+ *   both or neither). A call that changes nothing appends nothing. `renewLease` appends nothing. `seq` only grows
+ *   over the whole store (every owner), is never reused, survives restarts, and an event is visible to
+ *   `readEvents` only after every event with a smaller `seq` is (so a reader that walks forward from a cursor
+ *   never skips one that commits late). Retention deletes a generation's events with it.
  */
 export interface GenerationStore {
   insert(gen: NewGeneration): Promise<void>;
@@ -67,6 +116,8 @@ export interface GenerationStore {
   claim(id: string, opts: ClaimOptions): Promise<GenerationRecord | null>;
   /** Extends the lease while the worker still holds it. */
   renewLease(id: string, workerId: string, leaseMs: number, now: number): Promise<boolean>;
+  /** Records a worker's progress (while it holds the lease) and appends a `progress` event. */
+  progress(id: string, input: ProgressInput): Promise<boolean>;
   complete(id: string, input: CompleteInput): Promise<boolean>;
   fail(id: string, input: FailInput): Promise<boolean>;
   /**
@@ -76,8 +127,20 @@ export interface GenerationStore {
    */
   listUnfinished(limit: number, after?: string): Promise<GenerationRecord[]>;
   /**
-   * Deletes terminal generations finished before `before` (retention), at most `limit` at a time.
-   * Returns the deleted records' result keys so their files can be deleted too.
+   * One owner's generations, newest first: ordered by `createdAt` descending, then `id` descending, at most
+   * `query.limit`, optionally only one status and/or one model, starting after `query.before`. Index-backed: a
+   * page costs the same with a million rows stored as with a thousand.
+   */
+  list(ownerId: string, query: ListQuery): Promise<GenerationRecord[]>;
+  /** Events with `seq > after`, every owner, in `seq` order, at most `limit` (for delivery). */
+  readEvents(after: number, limit: number): Promise<GenerationEvent[]>;
+  /** One generation's events with `seq > after` (default: all), in `seq` order. Not owner-scoped. */
+  eventsOf(generationId: string, after?: number): Promise<GenerationEvent[]>;
+  /** The largest `seq` ever appended (0 when none): where a reader that only wants new events starts. */
+  lastSeq(): Promise<number>;
+  /**
+   * Deletes terminal generations finished before `before` (retention), and their events, at most `limit` at a
+   * time. Returns the deleted records' result keys so their files can be deleted too.
    */
   deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[] }>;
   /** Counts by status; for tests and operators. */

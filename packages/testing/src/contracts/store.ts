@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { GenerationRecord, GenerationStore, NewGeneration } from '@genservice/core';
 import { T0, uid, useFresh } from './harness.js';
 
+/** A client-safe failure reason, for the fail calls that are not about it. */
+const FAILED = { code: 'provider_error', message: 'The model failed to generate a result.' } as const;
+
 /** The GenerationStore half of `runPortContracts`. */
 export function describeStoreContract(make: () => Promise<{ store: GenerationStore; close(): Promise<void> }>): void {
   describe('GenerationStore', () => {
@@ -142,7 +145,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         // The lost worker comes back while w2 still holds the new lease: every move it tries is refused.
         expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 2100)).toBe(false);
         expect(await store().complete(gen.id, { workerId: 'w1', price: 10, resultText: 'stale', now: T0 + 2100 })).toBe(false);
-        expect(await store().fail(gen.id, { workerId: 'w1', price: 0, reason: 'stale', now: T0 + 2100 })).toBe(false);
+        expect(await store().fail(gen.id, { workerId: 'w1', price: 0, reason: 'stale', error: FAILED, now: T0 + 2100 })).toBe(false);
         expect(await read(gen.id)).toMatchObject({ status: 'processing', attempts: 2, leaseOwner: 'w2' });
         expect(await store().complete(gen.id, { workerId: 'w2', price: 7, resultText: 'fresh', now: T0 + 2200 })).toBe(true);
         expect(await read(gen.id)).toMatchObject({ status: 'completed', price: 7, resultText: 'fresh', attempts: 2 });
@@ -229,7 +232,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         const calls = Array.from({ length: 50 }, (_, i) =>
           i % 2 === 0
             ? store().complete(gen.id, { workerId: 'w1', price: i, resultText: `r${i}`, now: T0 + 1500 })
-            : store().fail(gen.id, { workerId: 'w1', price: i, reason: `f${i}`, now: T0 + 1500 }),
+            : store().fail(gen.id, { workerId: 'w1', price: i, reason: `f${i}`, error: FAILED, now: T0 + 1500 }),
         );
         const results = await Promise.all(calls);
         expect(results.filter(Boolean)).toHaveLength(1);
@@ -248,7 +251,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
     describe('fail', () => {
       it('fails a pending generation without a worker (cancel)', async () => {
         const gen = await inserted();
-        expect(await store().fail(gen.id, { price: 0, reason: 'cancelled', now: T0 + 5 })).toBe(true);
+        expect(await store().fail(gen.id, { price: 0, reason: 'cancelled', error: FAILED, now: T0 + 5 })).toBe(true);
         const record = await read(gen.id);
         expect(record).toMatchObject({ status: 'failed', price: 0, failureReason: 'cancelled', finishedAt: T0 + 5, attempts: 0 });
         expect(await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 6 })).toBeNull();
@@ -256,26 +259,26 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
 
       it('refuses a worker failing a generation it never claimed', async () => {
         const gen = await inserted();
-        expect(await store().fail(gen.id, { workerId: 'w1', price: 0, reason: 'x', now: T0 + 5 })).toBe(false);
+        expect(await store().fail(gen.id, { workerId: 'w1', price: 0, reason: 'x', error: FAILED, now: T0 + 5 })).toBe(false);
         expect((await read(gen.id)).status).toBe('pending');
       });
 
       it('fails a processing generation by its worker while the lease is held', async () => {
         const { gen } = await claimed('w1');
-        expect(await store().fail(gen.id, { workerId: 'w2', price: 1, reason: 'x', now: T0 + 1500 })).toBe(false);
-        expect(await store().fail(gen.id, { workerId: 'w1', price: 2, reason: 'provider said no', now: T0 + 1500 })).toBe(true);
+        expect(await store().fail(gen.id, { workerId: 'w2', price: 1, reason: 'x', error: FAILED, now: T0 + 1500 })).toBe(false);
+        expect(await store().fail(gen.id, { workerId: 'w1', price: 2, reason: 'provider said no', error: FAILED, now: T0 + 1500 })).toBe(true);
         expect(await read(gen.id)).toMatchObject({ status: 'failed', price: 2, failureReason: 'provider said no' });
       });
 
       it('without a worker, fails a processing generation only once its lease expired, or with force', async () => {
         const { gen } = await claimed('w1');
-        expect(await store().fail(gen.id, { price: 0, reason: 'recovery', now: T0 + 1999 })).toBe(false);
+        expect(await store().fail(gen.id, { price: 0, reason: 'recovery', error: FAILED, now: T0 + 1999 })).toBe(false);
         expect((await read(gen.id)).status).toBe('processing');
-        expect(await store().fail(gen.id, { price: 0, reason: 'recovery', now: T0 + 2000 })).toBe(true);
+        expect(await store().fail(gen.id, { price: 0, reason: 'recovery', error: FAILED, now: T0 + 2000 })).toBe(true);
         expect((await read(gen.id)).status).toBe('failed');
 
         const other = await claimed('w1');
-        expect(await store().fail(other.gen.id, { force: true, price: 3, reason: 'cancelled', now: T0 + 1100 })).toBe(true);
+        expect(await store().fail(other.gen.id, { force: true, price: 3, reason: 'cancelled', error: FAILED, now: T0 + 1100 })).toBe(true);
         expect(await read(other.gen.id)).toMatchObject({ status: 'failed', price: 3 });
         // The cancelled worker's late answer is refused.
         expect(await store().complete(other.gen.id, { workerId: 'w1', price: 9, now: T0 + 1200 })).toBe(false);
@@ -286,13 +289,254 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         const calls: Array<Promise<unknown>> = Array.from({ length: 25 }, (_, i) =>
           store().claim(gen.id, { workerId: `w${i}`, leaseMs: 1000, now: T0 + 1 }),
         );
-        calls.splice(12, 0, store().fail(gen.id, { price: 0, reason: 'cancelled', now: T0 + 1 }));
+        calls.splice(12, 0, store().fail(gen.id, { price: 0, reason: 'cancelled', error: FAILED, now: T0 + 1 }));
         const results = await Promise.all(calls);
         const wins = results.filter((r) => r !== null && r !== false);
         expect(wins).toHaveLength(1);
         const record = await read(gen.id);
         if (results[12] === true) expect(record).toMatchObject({ status: 'failed', attempts: 0 });
         else expect(record).toMatchObject({ status: 'processing', attempts: 1 });
+      });
+    });
+
+    describe('fail records the reason and a price that follows the state it moved from', () => {
+      it('records the client-safe error beside the internal reason', async () => {
+        const { gen } = await claimed('w1');
+        const error = { code: 'timeout', message: 'The generation took longer than 30 s.' } as const;
+        expect(await store().fail(gen.id, { workerId: 'w1', price: 2, reason: 'timed out after 30000 ms', error, now: T0 + 1500 })).toBe(true);
+        expect(await read(gen.id)).toMatchObject({ status: 'failed', price: 2, failureReason: 'timed out after 30000 ms', error });
+      });
+
+      it('charges pendingPrice from pending and price from processing', async () => {
+        const pending = await inserted();
+        expect(await store().fail(pending.id, { force: true, price: 5, pendingPrice: 0, reason: 'cancelled', error: FAILED, now: T0 + 5 })).toBe(true);
+        expect((await read(pending.id)).price).toBe(0);
+        const { gen } = await claimed('w1');
+        expect(await store().fail(gen.id, { force: true, price: 5, pendingPrice: 0, reason: 'cancelled', error: FAILED, now: T0 + 1100 })).toBe(true);
+        expect((await read(gen.id)).price).toBe(5);
+        expect((await store().eventsOf(gen.id)).at(-1)?.data).toEqual({ price: 5, error: FAILED });
+      });
+
+      it('charges by the state the generation really left when a cancel races a claim', async () => {
+        for (let round = 0; round < 10; round++) {
+          const gen = await inserted();
+          const [claim, cancel] = await Promise.all([
+            store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 1 }),
+            store().fail(gen.id, { force: true, price: 7, pendingPrice: 0, reason: 'cancelled', error: FAILED, now: T0 + 1 }),
+          ]);
+          const record = await read(gen.id);
+          expect(cancel).toBe(true); // force fails from pending and from processing alike
+          expect(record.status).toBe('failed');
+          // Claimed first: the worker had it, so the fee. Cancelled first: free, and the claim lost.
+          expect(record.price).toBe(claim === null ? 0 : 7);
+          const types = (await store().eventsOf(gen.id)).map((e) => e.type);
+          expect(types).toEqual(claim === null ? ['created', 'failed'] : ['created', 'processing', 'failed']);
+        }
+      });
+    });
+
+    describe('progress', () => {
+      it('records progress only for the worker holding the lease', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().progress(gen.id, { workerId: 'w2', fraction: 0.5, now: T0 + 1100 })).toBe(false);
+        expect(await store().progress(gen.id, { workerId: 'w1', fraction: 0.25, now: T0 + 1100 })).toBe(true);
+        expect((await read(gen.id)).progress).toEqual({ fraction: 0.25 });
+        expect(await store().progress(gen.id, { workerId: 'w1', fraction: 0.5, message: 'step 2 of 4', now: T0 + 1200 })).toBe(true);
+        expect((await read(gen.id)).progress).toEqual({ fraction: 0.5, message: 'step 2 of 4' });
+        // Lease expired: refused, and nothing appended.
+        expect(await store().progress(gen.id, { workerId: 'w1', fraction: 0.9, now: T0 + 2000 })).toBe(false);
+        const events = await store().eventsOf(gen.id);
+        expect(events.map((e) => e.type)).toEqual(['created', 'processing', 'progress', 'progress']);
+        expect(events[3]!.data).toEqual({ fraction: 0.5, message: 'step 2 of 4' });
+      });
+
+      it('refuses progress on pending, finished and missing generations', async () => {
+        const pending = await inserted();
+        expect(await store().progress(pending.id, { workerId: 'w1', fraction: 0.1, now: T0 + 1 })).toBe(false);
+        const { gen } = await claimed('w1');
+        await store().complete(gen.id, { workerId: 'w1', price: 1, resultText: 'ok', now: T0 + 1500 });
+        expect(await store().progress(gen.id, { workerId: 'w1', fraction: 0.1, now: T0 + 1600 })).toBe(false);
+        expect(await store().progress(uid('missing'), { workerId: 'w1', fraction: 0.1, now: T0 + 1600 })).toBe(false);
+        expect((await store().eventsOf(pending.id)).map((e) => e.type)).toEqual(['created']);
+      });
+    });
+
+    describe('metadata and timestamps', () => {
+      it('keeps metadata as given and sets startedAt on the first claim only', async () => {
+        const metadata = { order: 'A-17', 'utm source': 'newsletter', empty: '' };
+        const gen = await inserted({ metadata });
+        expect((await read(gen.id)).metadata).toEqual(metadata);
+        expect((await read(gen.id)).startedAt).toBeUndefined();
+        await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 1000 });
+        expect((await read(gen.id)).startedAt).toBe(T0 + 1000);
+        // A lost worker's generation re-claimed later keeps its first start.
+        await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 5000 });
+        expect((await read(gen.id)).startedAt).toBe(T0 + 1000);
+        const plain = await inserted();
+        expect((await read(plain.id)).metadata).toBeUndefined();
+      });
+    });
+
+    describe('event log', () => {
+      it('appends one event per transition, with its data, in order', async () => {
+        const gen = await inserted();
+        await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 1000 });
+        await store().renewLease(gen.id, 'w1', 1000, T0 + 1300);
+        await store().progress(gen.id, { workerId: 'w1', fraction: 0.5, now: T0 + 1400 });
+        await store().complete(gen.id, { workerId: 'w1', price: 4, resultText: 'done', now: T0 + 1500 });
+        const events = await store().eventsOf(gen.id);
+        expect(events.map(({ generationId, ownerId, type, at, data }) => ({ generationId, ownerId, type, at, data }))).toEqual([
+          { generationId: gen.id, ownerId: gen.ownerId, type: 'created', at: T0, data: { modelId: 'model-a' } },
+          { generationId: gen.id, ownerId: gen.ownerId, type: 'processing', at: T0 + 1000, data: { attempt: 1 } },
+          { generationId: gen.id, ownerId: gen.ownerId, type: 'progress', at: T0 + 1400, data: { fraction: 0.5 } },
+          { generationId: gen.id, ownerId: gen.ownerId, type: 'completed', at: T0 + 1500, data: { price: 4 } },
+        ]);
+        for (let i = 1; i < events.length; i++) expect(events[i]!.seq).toBeGreaterThan(events[i - 1]!.seq);
+        expect(events.every((e) => Number.isSafeInteger(e.seq) && e.seq > 0)).toBe(true);
+        expect(await store().eventsOf(gen.id, events[1]!.seq)).toEqual(events.slice(2));
+        expect(await store().eventsOf(uid('missing'))).toEqual([]);
+      });
+
+      it('appends nothing for a transition that loses or changes nothing', async () => {
+        const { gen } = await claimed('w1');
+        const before = await store().eventsOf(gen.id);
+        expect(await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 1100 })).toBeNull();
+        expect(await store().complete(gen.id, { workerId: 'w2', price: 1, now: T0 + 1100 })).toBe(false);
+        expect(await store().fail(gen.id, { workerId: 'w2', price: 1, reason: 'x', error: FAILED, now: T0 + 1100 })).toBe(false);
+        expect(await store().fail(gen.id, { price: 1, reason: 'x', error: FAILED, now: T0 + 1100 })).toBe(false);
+        expect(await store().eventsOf(gen.id)).toEqual(before);
+        await store().fail(gen.id, { workerId: 'w1', price: 1, reason: 'x', error: FAILED, now: T0 + 1200 });
+        const last = await store().lastSeq();
+        expect(await store().complete(gen.id, { workerId: 'w1', price: 1, now: T0 + 1300 })).toBe(false);
+        expect(await store().fail(gen.id, { force: true, price: 1, reason: 'x', error: FAILED, now: T0 + 1300 })).toBe(false);
+        expect(await store().lastSeq()).toBe(last);
+        expect((await store().eventsOf(gen.id)).map((e) => e.type)).toEqual(['created', 'processing', 'failed']);
+      });
+
+      it('reads the whole log forward from a cursor, every owner, in pages', async () => {
+        const start = await store().lastSeq();
+        const a = await inserted();
+        const b = await inserted();
+        await store().claim(a.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 1000 });
+        await store().fail(b.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 1001 });
+        const all = await store().readEvents(start, 100);
+        expect(all.map((e) => [e.generationId, e.type])).toEqual([
+          [a.id, 'created'],
+          [b.id, 'created'],
+          [a.id, 'processing'],
+          [b.id, 'failed'],
+        ]);
+        expect(await store().lastSeq()).toBe(all[3]!.seq);
+        const paged = [...(await store().readEvents(start, 3)), ...(await store().readEvents(all[2]!.seq, 3))];
+        expect(paged).toEqual(all);
+        expect(await store().readEvents(all[3]!.seq, 10)).toEqual([]);
+        expect(await store().readEvents(start, 0)).toEqual([]);
+        expect(all[3]!.data).toEqual({ price: 0, error: FAILED });
+      });
+
+      it('gives concurrent transitions exactly one event per winner, each with its own seq', async () => {
+        const start = await store().lastSeq();
+        const gens = await Promise.all(Array.from({ length: 8 }, () => inserted()));
+        // Per generation: 6 racing claims and a racing cancel; exactly one wins.
+        await Promise.all(
+          gens.flatMap((g, gi) => [
+            ...Array.from({ length: 6 }, (_, i) => store().claim(g.id, { workerId: `w${gi}-${i}`, leaseMs: 1000, now: T0 + 10 })),
+            store().fail(g.id, { price: 0, reason: 'cancelled', error: FAILED, now: T0 + 10 }),
+          ]),
+        );
+        const events = await store().readEvents(start, 1000);
+        expect(events).toHaveLength(16);
+        const seqs = events.map((e) => e.seq);
+        expect(new Set(seqs).size).toBe(16);
+        expect([...seqs].sort((x, y) => x - y)).toEqual(seqs);
+        for (const g of gens) {
+          const mine = events.filter((e) => e.generationId === g.id).map((e) => e.type);
+          expect(mine[0]).toBe('created');
+          expect(mine).toHaveLength(2);
+          const rec = await read(g.id);
+          expect(mine[1]).toBe(rec.status === 'failed' ? 'failed' : 'processing');
+        }
+      });
+
+      it('deletes a generation\u2019s events with it, and never reuses a seq', async () => {
+        const gen = await inserted();
+        await store().fail(gen.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 10 });
+        const last = await store().lastSeq();
+        expect((await store().eventsOf(gen.id)).length).toBe(2);
+        const { deleted } = await store().deleteFinishedBefore(T0 + 11, 1000);
+        expect(deleted).toBeGreaterThanOrEqual(1);
+        expect(await store().eventsOf(gen.id)).toEqual([]);
+        expect((await store().readEvents(0, 100_000)).some((e) => e.generationId === gen.id)).toBe(false);
+        expect(await store().lastSeq()).toBe(last);
+        const next = await inserted();
+        const [created] = await store().eventsOf(next.id);
+        expect(created!.seq).toBeGreaterThan(last);
+      });
+    });
+
+    describe('list', () => {
+      /** Three generations of one owner at T0, T0+1, T0+1 (a tie), another owner's, and a second model. */
+      async function owned(): Promise<{ owner: string; ids: string[] }> {
+        const owner = uid('owner');
+        const ids: string[] = [];
+        for (const [createdAt, modelId] of [
+          [T0, 'model-a'],
+          [T0 + 1, 'model-b'],
+          [T0 + 1, 'model-a'],
+          [T0 + 2, 'model-a'],
+        ] as const) {
+          const g = await inserted({ ownerId: owner, createdAt, modelId });
+          ids.push(g.id);
+        }
+        await inserted({ ownerId: uid('someone-else'), createdAt: T0 + 5 });
+        return { owner, ids };
+      }
+
+      const order = (ids: string[], createdAt: number[]): string[] =>
+        ids
+          .map((id, i) => ({ id, c: createdAt[i]! }))
+          .sort((x, y) => y.c - x.c || (x.id < y.id ? 1 : x.id > y.id ? -1 : 0))
+          .map((x) => x.id);
+
+      it("lists only the owner's generations, newest first, ties by id descending", async () => {
+        const { owner, ids } = await owned();
+        const want = order(ids, [T0, T0 + 1, T0 + 1, T0 + 2]);
+        expect((await store().list(owner, { limit: 10 })).map((r) => r.id)).toEqual(want);
+        expect((await store().list(owner, { limit: 2 })).map((r) => r.id)).toEqual(want.slice(0, 2));
+        expect(await store().list(uid('nobody'), { limit: 10 })).toEqual([]);
+        const first = (await store().list(owner, { limit: 1 }))[0]!;
+        expect(first).toEqual(await read(first.id));
+      });
+
+      it('pages with a cursor through every generation exactly once', async () => {
+        const { owner, ids } = await owned();
+        const want = order(ids, [T0, T0 + 1, T0 + 1, T0 + 2]);
+        const seen: string[] = [];
+        let before: { createdAt: number; id: string } | undefined;
+        for (;;) {
+          const page = await store().list(owner, { limit: 1, ...(before ? { before } : {}) });
+          if (page.length === 0) break;
+          seen.push(...page.map((r) => r.id));
+          const last = page[page.length - 1]!;
+          before = { createdAt: last.createdAt, id: last.id };
+        }
+        expect(seen).toEqual(want);
+      });
+
+      it('filters by status and by model, also with a cursor', async () => {
+        const { owner, ids } = await owned();
+        await store().claim(ids[1]!, { workerId: 'w', leaseMs: 1000, now: T0 + 10 });
+        await store().fail(ids[2]!, { price: 0, reason: 'x', error: FAILED, now: T0 + 10 });
+        expect((await store().list(owner, { limit: 10, status: 'processing' })).map((r) => r.id)).toEqual([ids[1]]);
+        expect((await store().list(owner, { limit: 10, status: 'failed' })).map((r) => r.id)).toEqual([ids[2]]);
+        expect((await store().list(owner, { limit: 10, status: 'pending' })).map((r) => r.id)).toEqual([ids[3], ids[0]]);
+        expect((await store().list(owner, { limit: 10, status: 'completed' }))).toEqual([]);
+        const modelA = order([ids[0]!, ids[2]!, ids[3]!], [T0, T0 + 1, T0 + 2]);
+        expect((await store().list(owner, { limit: 10, modelId: 'model-a' })).map((r) => r.id)).toEqual(modelA);
+        const after = await store().list(owner, { limit: 10, modelId: 'model-a', before: { createdAt: T0 + 2, id: ids[3]! } });
+        expect(after.map((r) => r.id)).toEqual(modelA.slice(1));
+        expect((await store().list(owner, { limit: 10, modelId: 'model-a', status: 'pending' })).map((r) => r.id)).toEqual([ids[3], ids[0]]);
+        expect(await store().list(owner, { limit: 10, modelId: "' OR 1=1 --" })).toEqual([]);
       });
     });
 
@@ -304,12 +548,12 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
           if (ending === 'completed') {
             ok = await store().complete(gen.id, { workerId: 'w1', price: 5, resultKey: 'k1', now: T0 + 1500 });
           } else if (ending === 'failed-by-worker') {
-            ok = await store().fail(gen.id, { workerId: 'w1', price: 1, reason: 'r', now: T0 + 1500 });
+            ok = await store().fail(gen.id, { workerId: 'w1', price: 1, reason: 'r', error: FAILED, now: T0 + 1500 });
           } else if (ending === 'failed-forced') {
-            ok = await store().fail(gen.id, { force: true, price: 1, reason: 'r', now: T0 + 1500 });
+            ok = await store().fail(gen.id, { force: true, price: 1, reason: 'r', error: FAILED, now: T0 + 1500 });
           } else {
             const pending = await inserted();
-            ok = await store().fail(pending.id, { price: 0, reason: 'r', now: T0 + 1500 });
+            ok = await store().fail(pending.id, { price: 0, reason: 'r', error: FAILED, now: T0 + 1500 });
             gen.id = pending.id;
           }
           expect(ok).toBe(true);
@@ -320,9 +564,9 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
             expect(await store().claim(gen.id, { workerId: 'w9', leaseMs: 1000, now })).toBeNull();
             expect(await store().renewLease(gen.id, 'w1', 1000, now)).toBe(false);
             expect(await store().complete(gen.id, { workerId: 'w1', price: 99, resultText: 'late', now })).toBe(false);
-            expect(await store().fail(gen.id, { workerId: 'w1', price: 99, reason: 'late', now })).toBe(false);
-            expect(await store().fail(gen.id, { price: 99, reason: 'late', now })).toBe(false);
-            expect(await store().fail(gen.id, { force: true, price: 99, reason: 'late', now })).toBe(false);
+            expect(await store().fail(gen.id, { workerId: 'w1', price: 99, reason: 'late', error: FAILED, now })).toBe(false);
+            expect(await store().fail(gen.id, { price: 99, reason: 'late', error: FAILED, now })).toBe(false);
+            expect(await store().fail(gen.id, { force: true, price: 99, reason: 'late', error: FAILED, now })).toBe(false);
           }
           expect(await read(gen.id)).toEqual(before);
         });
@@ -342,7 +586,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         await store().claim(g2.id, { workerId: 'w', leaseMs: 1000, now: T0 + 100 });
         await store().claim(g3.id, { workerId: 'w', leaseMs: 1000, now: T0 + 100 });
         await store().complete(g3.id, { workerId: 'w', price: 1, now: T0 + 200 });
-        await store().fail(g0.id, { price: 0, reason: 'cancelled', now: T0 + 200 });
+        await store().fail(g0.id, { price: 0, reason: 'cancelled', error: FAILED, now: T0 + 200 });
 
         const all = await store().listUnfinished(100);
         expect(all.map((r) => r.id)).toEqual([g1.id, g2.id, g4.id, g5.id]);
@@ -356,7 +600,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         // 23 generations over 5 distinct timestamps: most pages end in the middle of a tie.
         for (let i = 0; i < 23; i++) ids.push((await inserted({ createdAt: T0 + (i % 5) })).id);
         const finished = ids[7]!;
-        await store().fail(finished, { price: 0, reason: 'x', now: T0 + 50 });
+        await store().fail(finished, { price: 0, reason: 'x', error: FAILED, now: T0 + 50 });
         const seen: string[] = [];
         let after: string | undefined;
         for (let pages = 0; pages < 20; pages++) {
@@ -374,7 +618,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         expect((await store().listUnfinished(100)).map((r) => r.id)).toEqual(seen);
         // A page after a generation that finished meanwhile still continues from where it stood.
         const firstPage = await store().listUnfinished(4);
-        await store().fail(firstPage[3]!.id, { price: 0, reason: 'x', now: T0 + 60 });
+        await store().fail(firstPage[3]!.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 60 });
         expect((await store().listUnfinished(4, firstPage[3]!.id)).map((r) => r.id)).toEqual(seen.slice(4, 8));
         expect(await store().listUnfinished(4, 'no-such-generation')).toEqual([]);
       });
@@ -391,7 +635,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         const oldWithFile = await done(T0 + 100, 'key-old');
         const oldText = await done(T0 + 200);
         const oldFailed = await inserted();
-        await store().fail(oldFailed.id, { price: 0, reason: 'x', now: T0 + 300 });
+        await store().fail(oldFailed.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 300 });
         const atCutoff = await done(T0 + 1000, 'key-at-cutoff');
         const recent = await done(T0 + 5000, 'key-recent');
         const ancientPending = await inserted({ createdAt: T0 - 1_000_000 });
@@ -409,7 +653,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
       it('deletes at most `limit` at a time', async () => {
         for (let i = 0; i < 5; i++) {
           const gen = await inserted();
-          await store().fail(gen.id, { price: 0, reason: 'x', now: T0 + i });
+          await store().fail(gen.id, { price: 0, reason: 'x', error: FAILED, now: T0 + i });
         }
         expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(2);
         expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(2);
@@ -426,7 +670,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         const { gen: b } = await claimed('w');
         await claimed('w');
         await s.complete(b.id, { workerId: 'w', price: 1, now: T0 + 1500 });
-        await s.fail(a.id, { price: 0, reason: 'x', now: T0 });
+        await s.fail(a.id, { price: 0, reason: 'x', error: FAILED, now: T0 });
         expect(await s.countByStatus()).toEqual({ pending: 1, processing: 1, completed: 1, failed: 1 });
       });
     });
