@@ -1,4 +1,6 @@
 import { LRUCache } from 'lru-cache';
+import { inject, injectable } from 'tsyringe';
+import { TOKENS } from './tokens.js';
 import { hashApiKey } from './memory/api-keys.js';
 import type { ApiKeyResolver, Principal } from './ports/api-keys.js';
 
@@ -15,13 +17,17 @@ export interface ApiKeyCacheOptions {
 /**
  * Caches successful key resolutions (never failures, so a key added a moment ago works at once), keyed by the
  * key's digest so no plain key is held in memory longer than the request.
+ *
+ * The `apiKeyCache` option builds one in front of `apiKeys`. To call `forget` beside your own revoke, build it
+ * yourself instead and pass it as `apiKeys`.
  */
+@injectable()
 export class CachedApiKeyResolver implements ApiKeyResolver {
   private readonly cache: LRUCache<string, Principal>;
 
   constructor(
-    private readonly inner: ApiKeyResolver,
-    options: ApiKeyCacheOptions,
+    @inject(TOKENS.HostApiKeys) private readonly inner: ApiKeyResolver,
+    @inject(TOKENS.ApiKeyCacheOptions) options: ApiKeyCacheOptions,
   ) {
     this.cache = new LRUCache<string, Principal>({ max: options.max ?? 10_000, ttl: options.ttlMs });
   }

@@ -1,8 +1,10 @@
+import { inject, injectable } from 'tsyringe';
 import { RESULT_TYPES, type ModelInfo, type Settings } from './domain.js';
-import type { FieldTypeSchema } from './options.js';
+import type { ResolvedServiceOptions } from './resolved-options.js';
+import { TOKENS } from './tokens.js';
 import type { ModelDefinition, ModelProvider } from './ports/provider.js';
 import type { z } from 'zod';
-import { buildSettingsSchema, compileSettings, type ResolvedLimits, type SettingsValidator } from './settings/compile.js';
+import { buildSettingsSchema, compileSettings, type SettingsValidator } from './settings/compile.js';
 
 export interface RegisteredModel {
   definition: ModelDefinition;
@@ -17,6 +19,7 @@ export interface RegisteredModel {
 }
 
 /** The models of every provider, checked and compiled once when the service is created. */
+@injectable()
 export class ModelRegistry {
   private readonly models = new Map<string, RegisteredModel>();
   /** The GET /v1/models body, serialised once: the list never changes while the service runs. */
@@ -24,10 +27,10 @@ export class ModelRegistry {
   readonly list: ModelInfo[];
 
   constructor(
-    providers: ModelProvider[],
-    limits: ResolvedLimits,
-    fieldTypes: Record<string, FieldTypeSchema>,
+    @inject(TOKENS.Providers) providers: ModelProvider[],
+    @inject(TOKENS.Options) options: ResolvedServiceOptions,
   ) {
+    const { limits, fieldTypes } = options;
     for (const provider of providers) {
       for (const def of provider.models) {
         if (this.models.has(def.modelId)) throw new Error(`model "${def.modelId}" is declared twice`);
@@ -37,6 +40,11 @@ export class ModelRegistry {
         }
         const failureFee = def.failureFee ?? 0;
         if (!(failureFee >= 0 && Number.isFinite(failureFee))) throw new Error(`model "${def.modelId}" has an invalid failureFee`);
+        for (const s of def.settings) {
+          if (s.maxItems !== undefined && s.maxItems > limits.mediaUrls) {
+            throw new Error(`setting "${s.name}" of model "${def.modelId}" allows ${s.maxItems} items, more than limits.mediaUrls (${limits.mediaUrls})`);
+          }
+        }
         const info: ModelInfo = {
           modelId: def.modelId,
           title: def.title,

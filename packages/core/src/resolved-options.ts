@@ -1,8 +1,7 @@
-import type { FieldTypeSchema, GenerationServiceOptions } from './options.js';
+import type { FieldTypeSchema } from './options.js';
 import type { ResolvedLimits } from './settings/compile.js';
 
 export interface ResolvedServiceOptions {
-  raw: GenerationServiceOptions;
   instanceId: string;
   limits: ResolvedLimits;
   fieldTypes: Record<string, FieldTypeSchema>;

@@ -1,14 +1,37 @@
-import type { GenerationView, ModelInfo, Settings } from './domain.js';
+import type { GenerationStatus, GenerationView, Metadata, ModelInfo, Settings } from './domain.js';
 import type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
-import type { ApiKeyResolver } from './ports/api-keys.js';
-import type { BlobStore } from './ports/blob.js';
-import type { Ledger } from './ports/ledger.js';
 import type { ModelDefinition } from './ports/provider.js';
-import type { GenerationStore } from './ports/store.js';
+import type { GenerationItem } from './views.js';
+
+export type { GenerationItem } from './views.js';
 
 export interface CreateGenerationInput {
   modelId: string;
   settings?: Settings;
+  /** Up to 16 string labels, returned in the list and details views (the HTTP layer checks their limits). */
+  metadata?: Metadata;
+}
+
+export interface ListOptions extends ReadOptions {
+  /** 1..100, default 20. */
+  limit?: number;
+  /** `nextCursor` of the previous page. */
+  cursor?: string;
+  status?: GenerationStatus;
+  modelId?: string;
+}
+
+export interface GenerationPage {
+  data: GenerationItem[];
+  /** Pass as `cursor` for the next page; null on the last page. */
+  nextCursor: string | null;
+}
+
+export interface RecoveryReport {
+  requeued: number;
+  failed: number;
+  settled: number;
+  released: number;
 }
 
 export interface CreateOptions {
@@ -31,8 +54,14 @@ export interface GenerationService {
   getModel(modelId: string): ModelDefinition | undefined;
   /** Validates, reserves the price, stores and enqueues. Throws DomainError (invalid_settings, insufficient_funds, model_not_found, ...). */
   create(userId: string, input: CreateGenerationInput, options?: CreateOptions): Promise<{ generationId: string }>;
+  /** Price and balance of a create with this input, without reserving or storing anything; validates like create. */
+  quote(userId: string, input: CreateGenerationInput): Promise<{ price: number; balance: number }>;
   /** Owner-scoped read; throws DomainError('not_found') for a missing or another user's generation. */
   get(userId: string, generationId: string, options?: ReadOptions): Promise<GenerationView>;
+  /** The richer view (timestamps, failure reason, progress, metadata); owner-scoped like `get`. */
+  details(userId: string, generationId: string, options?: ReadOptions): Promise<GenerationItem>;
+  /** The user's generations, newest first, a page at a time. */
+  list(userId: string, options?: ListOptions): Promise<GenerationPage>;
   /** Cancels a pending or processing generation of this user. */
   cancel(userId: string, generationId: string, options?: ReadOptions): Promise<{ outcome: CancelOutcome; generation: GenerationView }>;
   /** The user's spendable balance. */
@@ -44,11 +73,9 @@ export interface GenerationService {
   /** Stops taking work and waits up to `timeoutMs` (default 10 s) for running generations. Idempotent. */
   stop(options?: { timeoutMs?: number }): Promise<void>;
   /** Runs one recovery pass now (re-enqueue pending, retry expired leases, settle forgotten reserves). */
-  recover(): Promise<{ requeued: number; failed: number; settled: number; released: number }>;
+  recover(): Promise<RecoveryReport>;
+  /** Runs one retention sweep now (deletes finished generations past `retention.finishedTtlMs`). */
+  sweep(): Promise<number>;
   /** Largest request body in bytes (limits.bodyBytes); adapters stop reading beyond it. */
   readonly bodyLimit: number;
-  readonly store: GenerationStore;
-  readonly ledger: Ledger;
-  readonly apiKeys: ApiKeyResolver;
-  readonly blobs: BlobStore;
 }

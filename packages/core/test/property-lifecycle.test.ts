@@ -67,6 +67,7 @@ async function apply(store: GenerationStore, o: Exclude<Op, { kind: 'tick' }>, n
         force: o.force,
         price: o.price,
         reason: 'property',
+        error: { code: 'provider_error', message: 'property' },
         now,
       });
   }

@@ -179,7 +179,7 @@ describe('createGenerationService', () => {
     // A terminal generation whose reserve was never settled (crash between the two writes).
     await ledger.reserve('alice', 'g-crashed-000000000000', 10);
     await store.insert({ id: 'g-crashed-000000000000', ownerId: 'alice', modelId: 'echo', settings: {}, reserved: 10, createdAt: Date.now() });
-    await store.fail('g-crashed-000000000000', { price: 2, reason: 'x', now: Date.now() });
+    await store.fail('g-crashed-000000000000', { price: 2, reason: 'x', error: { code: 'provider_error', message: 'failed' }, now: Date.now() });
     const second = createGenerationService({ providers: [p], ledger, store });
     services.push(second);
     await second.start();

@@ -1,13 +1,16 @@
+import { inject, injectable } from 'tsyringe';
 import { DomainError, UnavailableError, type ErrorCode, type ErrorDetail } from '../errors.js';
-import type { FileUrlSigner } from '../files.js';
+import { FileUrlSigner } from '../files.js';
+import { Generations, isGenerationStatus, type CreateRequest, type ListRequest } from '../generations.js';
+import { childLogger } from '../logger.js';
 import type { ApiKeyResolver } from '../ports/api-keys.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
-import type { ModelRegistry } from '../registry.js';
+import { ModelRegistry } from '../registry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
-import type { GenerationServiceImpl } from '../service.js';
+import { TOKENS } from '../tokens.js';
 import { buildOpenApiDocument } from './openapi.js';
-import { createRequestSchema } from './schemas.js';
+import { LIST_LIMITS, METADATA_LIMITS, createRequestSchema } from './schemas.js';
 import { STATUS_OF, errorBody } from './errors.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
@@ -19,6 +22,8 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 type Route =
   | { name: 'models' }
   | { name: 'create' }
+  | { name: 'list' }
+  | { name: 'quote' }
   | { name: 'get'; id: string }
   | { name: 'cancel'; id: string }
   | { name: 'balance' }
@@ -27,7 +32,12 @@ type Route =
 
 const ROUTES: Array<{ template: string; pattern: RegExp; methods: Record<string, (m: RegExpExecArray) => Route> }> = [
   { template: '/v1/models', pattern: /^\/v1\/models\/?$/, methods: { GET: () => ({ name: 'models' }) } },
-  { template: '/v1/generations', pattern: /^\/v1\/generations\/?$/, methods: { POST: () => ({ name: 'create' }) } },
+  {
+    template: '/v1/generations',
+    pattern: /^\/v1\/generations\/?$/,
+    methods: { GET: () => ({ name: 'list' }), POST: () => ({ name: 'create' }) },
+  },
+  { template: '/v1/quotes', pattern: /^\/v1\/quotes\/?$/, methods: { POST: () => ({ name: 'quote' }) } },
   { template: '/v1/generations/{id}', pattern: /^\/v1\/generations\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'get', id: m[1]! }) } },
   {
     template: '/v1/generations/{id}/cancel',
@@ -61,6 +71,39 @@ function header(req: HttpRequest, name: string): string | undefined {
   return Array.isArray(v) ? (v.length === 1 ? v[0] : undefined) : v;
 }
 
+function badQuery(field: string, message: string): DomainError {
+  return new DomainError('invalid_request', `${field} ${message}.`, { details: [{ field, code: 'invalid_value', message }] });
+}
+
+/** `limit`, `cursor`, `status`, `modelId` of GET /v1/generations; anything malformed or repeated is a 400. */
+function parseListQuery(query: string): ListRequest {
+  const params = new URLSearchParams(query);
+  const one = (name: string): string | undefined => {
+    const all = params.getAll(name);
+    if (all.length > 1) throw badQuery(name, 'must be given once');
+    return all[0];
+  };
+  const out: ListRequest = {};
+  const limit = one('limit');
+  if (limit !== undefined) {
+    if (!/^\d{1,3}$/.test(limit) || Number(limit) < 1 || Number(limit) > LIST_LIMITS.max) throw badQuery('limit', `must be a whole number from 1 to ${LIST_LIMITS.max}`);
+    out.limit = Number(limit);
+  }
+  const status = one('status');
+  if (status !== undefined) {
+    if (!isGenerationStatus(status)) throw badQuery('status', 'must be one of pending, processing, completed, failed');
+    out.status = status;
+  }
+  const modelId = one('modelId');
+  if (modelId !== undefined) {
+    if (modelId.length < 1 || modelId.length > 200) throw badQuery('modelId', 'must be 1 to 200 characters');
+    out.modelId = modelId;
+  }
+  const cursor = one('cursor');
+  if (cursor !== undefined) out.cursor = cursor;
+  return out;
+}
+
 function decodeSegment(s: string): string | null {
   try {
     return decodeURIComponent(s);
@@ -74,18 +117,22 @@ function decodeSegment(s: string): string | null {
  * the adapters only translate. Order of checks: route, then authentication (before any body is looked at),
  * then the body, then the domain.
  */
+@injectable()
 export class HttpHandler {
   private openApiJson: string | undefined;
+  private readonly logger: Logger;
 
   constructor(
-    private readonly service: GenerationServiceImpl,
-    private readonly registry: ModelRegistry,
-    private readonly signer: FileUrlSigner,
-    private readonly blobs: BlobStore,
-    private readonly apiKeys: ApiKeyResolver,
-    private readonly options: ResolvedServiceOptions,
-    private readonly logger: Logger,
-  ) {}
+    @inject(TOKENS.Generations) private readonly generations: Generations,
+    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(TOKENS.Signer) private readonly signer: FileUrlSigner,
+    @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
+    @inject(TOKENS.ApiKeys) private readonly apiKeys: ApiKeyResolver,
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(TOKENS.Logger) logger: Logger,
+  ) {
+    this.logger = childLogger(logger, { component: 'http' });
+  }
 
   async handle(req: HttpRequest): Promise<HttpResponse> {
     // HEAD is answered like GET, without the body (RFC 9110 9.3.2).
@@ -141,20 +188,34 @@ export class HttpHandler {
       case 'models':
         return json(200, this.registry.listJson);
       case 'balance':
-        return json(200, JSON.stringify({ balance: await this.service.balance(userId) }));
+        return json(200, JSON.stringify({ balance: await this.generations.balance(userId) }));
       case 'get': {
         const id = decodeSegment(route.id);
         if (id === null) return fail('not_found', 'Generation not found.');
-        return json(200, JSON.stringify(await this.service.get(userId, id, { baseUrl: req.baseUrl })));
+        const include = query === '' ? null : new URLSearchParams(query).getAll('include');
+        if (include && include.length > 0) {
+          if (include.length > 1 || include[0] !== 'details') {
+            return fail('invalid_request', 'include must be "details".', [{ field: 'include', code: 'invalid_value', message: 'must be "details"' }]);
+          }
+          return json(200, JSON.stringify(await this.generations.details(userId, id, req.baseUrl)));
+        }
+        return json(200, JSON.stringify(await this.generations.get(userId, id, req.baseUrl)));
       }
+      case 'list':
+        return json(200, JSON.stringify(await this.generations.list(userId, parseListQuery(query), req.baseUrl)));
       case 'cancel': {
         const id = decodeSegment(route.id);
         if (id === null) return fail('not_found', 'Generation not found.');
-        const { outcome, generation } = await this.service.cancel(userId, id, { baseUrl: req.baseUrl });
-        return json(200, JSON.stringify({ ...generation, cancelled: outcome === 'cancelled' }));
+        const { cancelled, generation } = await this.generations.cancel(userId, id, req.baseUrl);
+        return json(200, JSON.stringify({ ...generation, cancelled }));
       }
       case 'create':
         return this.create(req, userId);
+      case 'quote': {
+        const body = this.createBody(req);
+        if ('res' in body) return body.res;
+        return json(200, JSON.stringify(await this.generations.quote(userId, body.value)));
+      }
     }
   }
 
@@ -196,28 +257,43 @@ export class HttpHandler {
     }
   }
 
-  private async create(req: HttpRequest, userId: string): Promise<HttpResponse> {
+  /** The body of a create (or quote), checked down to the model-independent fields. */
+  private createBody(req: HttpRequest): { value: CreateRequest } | { res: HttpResponse } {
     const body = this.readBody(req);
-    if (!body.ok) return body.res;
+    if (!body.ok) return { res: body.res };
     const value = body.value;
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      return fail('invalid_request', 'The request body must be a JSON object.');
+      return { res: fail('invalid_request', 'The request body must be a JSON object.') };
     }
     const parsed = createRequestSchema.safeParse(value);
     if (!parsed.success) {
-      const details = parsed.error.issues.map((i): ErrorDetail => {
-        const field = i.path.length > 0 ? String(i.path[0]) : 'body';
-        const missing = i.code === 'invalid_type' && (value as Record<string, unknown>)[field] === undefined;
+      const details = parsed.error.issues.slice(0, 50).map((i): ErrorDetail => {
+        const top = i.path.length > 0 ? String(i.path[0]) : 'body';
+        const missing = i.code === 'invalid_type' && (value as Record<string, unknown>)[top] === undefined;
+        if (missing) return { field: top, code: 'required', message: `${top} is required` };
+        if (top === 'metadata') {
+          const field = i.path.length > 1 ? `metadata.${String(i.path[1])}` : 'metadata';
+          return {
+            field,
+            code: 'invalid_value',
+            message: `metadata must be an object of at most ${METADATA_LIMITS.entries} string values, keys of 1 to ${METADATA_LIMITS.keyLength} characters, values of at most ${METADATA_LIMITS.valueLength}`,
+          };
+        }
         return {
-          field,
-          code: missing ? 'required' : 'invalid_type',
-          message: missing ? `${field} is required` : field === 'settings' ? 'settings must be an object' : `${field} must be a non-empty string of at most 200 characters`,
+          field: top,
+          code: 'invalid_type',
+          message: top === 'settings' ? 'settings must be an object' : `${top} must be a non-empty string of at most 200 characters`,
         };
       });
-      return fail('invalid_request', 'The request is not valid.', details);
+      return { res: fail('invalid_request', 'The request is not valid.', details) };
     }
-    const { modelId, settings } = parsed.data;
+    const { modelId, settings, metadata } = parsed.data;
+    return { value: { modelId, ...(settings !== undefined ? { settings } : {}), ...(metadata !== undefined ? { metadata } : {}) } };
+  }
 
+  private async create(req: HttpRequest, userId: string): Promise<HttpResponse> {
+    const body = this.createBody(req);
+    if ('res' in body) return body.res;
     const keyHeader = req.headers['idempotency-key'];
     let idempotencyKey: string | undefined;
     if (keyHeader !== undefined) {
@@ -229,7 +305,7 @@ export class HttpHandler {
       }
       idempotencyKey = k;
     }
-    const created = await this.service.create(userId, { modelId, settings }, { idempotencyKey });
+    const created = await this.generations.create(userId, body.value, idempotencyKey);
     return json(201, JSON.stringify(created));
   }
 

@@ -1,10 +1,10 @@
 import PQueue from 'p-queue';
-import type { EnqueueOptions, Job, JobHandler, JobQueue, QueueStopOptions } from '../ports/queue.js';
+import type { EnqueueOptions, Job, JobHandler, JobQueue, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
 
 export interface InProcessQueueOptions {
-  /** Jobs running at once over all models. Default 8. */
+  /** Jobs running at once over all models. Default: the service's `runner.concurrency`. */
   concurrency?: number;
-  /** Jobs of one model running at once; undefined means only the global limit applies. */
+  /** Jobs of one model running at once; undefined means only the global limit applies. Default: each model's `concurrency`. */
   modelConcurrency?: (modelId: string) => number | undefined;
   /**
    * Jobs kept while the queue is not started (an API-only instance never starts it). Beyond this they are not kept:
@@ -25,9 +25,11 @@ export class InProcessQueue implements JobQueue {
   private handler: JobHandler | undefined;
   private backlog: Job[] = [];
   private stopped = false;
+  private modelConcurrency: ((modelId: string) => number | undefined) | undefined;
 
   constructor(private readonly options: InProcessQueueOptions = {}) {
     this.global = new PQueue({ concurrency: options.concurrency ?? 8 });
+    this.modelConcurrency = options.modelConcurrency;
   }
 
   async enqueue(job: Job, _options?: EnqueueOptions): Promise<void> {
@@ -43,7 +45,7 @@ export class InProcessQueue implements JobQueue {
   }
 
   private lane(modelId: string): PQueue | undefined {
-    const limit = this.options.modelConcurrency?.(modelId);
+    const limit = this.modelConcurrency?.(modelId);
     if (!limit) return undefined;
     let q = this.perModel.get(modelId);
     if (!q) {
@@ -72,7 +74,10 @@ export class InProcessQueue implements JobQueue {
     void (lane ? lane.add(run) : run());
   }
 
-  async start(handler: JobHandler): Promise<void> {
+  async start(handler: JobHandler, settings?: RunnerSettings): Promise<void> {
+    // Explicit constructor options win; otherwise the service's settings apply.
+    if (settings && this.options.concurrency === undefined) this.global.concurrency = settings.concurrency;
+    if (settings && this.options.modelConcurrency === undefined) this.modelConcurrency = settings.modelConcurrency;
     this.handler = handler;
     this.stopped = false;
     const backlog = this.backlog;

@@ -35,7 +35,8 @@ function isHttpUrl(value: string): boolean {
 
 const textSchema: FieldTypeSchema = (d, limits) => {
   const s = z.string().max(limits.textLength);
-  return d.required ? s.min(1) : s;
+  // A required text of only white space would be charged and then fail at run time: it is as good as missing.
+  return d.required ? s.refine((v) => v.trim().length > 0, { message: 'blank', params: { blank: true } }) : s;
 };
 
 const selectSchema: FieldTypeSchema = (d) => {
@@ -46,9 +47,12 @@ const selectSchema: FieldTypeSchema = (d) => {
 };
 
 const mediaSchema: FieldTypeSchema = (d, limits) => {
+  if (d.maxItems !== undefined && !(Number.isInteger(d.maxItems) && d.maxItems >= 1)) {
+    throw new Error(`setting "${d.name}" has an invalid maxItems (a whole number >= 1 is needed)`);
+  }
   const arr = z
     .array(z.string().max(limits.urlLength).refine(isHttpUrl, { message: 'must be an absolute http or https URL' }))
-    .max(limits.mediaUrls);
+    .max(Math.min(limits.mediaUrls, d.maxItems ?? limits.mediaUrls));
   return d.required ? arr.min(1) : arr;
 };
 
@@ -98,6 +102,7 @@ function detailFor(issue: z.core.$ZodIssue, descriptors: Map<string, SettingDesc
     case 'too_small':
       return [{ field, code: 'required', message: `"${name}" must not be empty` }];
     case 'custom':
+      if (issue.params?.blank) return [{ field, code: 'required', message: `"${name}" must not be empty or only white space` }];
       return [{ field, code: 'invalid_url', message: issue.message }];
     default:
       return [{ field, code: 'invalid_value', message: issue.message }];

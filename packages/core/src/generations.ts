@@ -1,0 +1,205 @@
+import { createHash } from 'node:crypto';
+import { inject, injectable } from 'tsyringe';
+import { GENERATION_STATUSES, isTerminal, type GenerationRecord, type GenerationStatus, type GenerationView, type Metadata, type Settings } from './domain.js';
+import { DomainError } from './errors.js';
+import type { BaseUrl } from './http/types.js';
+import { GENERATION_ID_PATTERN, newGenerationId } from './ids.js';
+import { Lifecycle } from './lifecycle.js';
+import type { IdempotencyStore } from './ports/idempotency.js';
+import type { Ledger } from './ports/ledger.js';
+import type { GenerationStore, ListCursor } from './ports/store.js';
+import { ModelRegistry, type RegisteredModel } from './registry.js';
+import type { ResolvedServiceOptions } from './resolved-options.js';
+import { TOKENS } from './tokens.js';
+import { Views, type GenerationItem } from './views.js';
+
+/** Canonical JSON (sorted keys) so that the same body always hashes the same for Idempotency-Key checks. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+export interface CreateRequest {
+  modelId: string;
+  settings?: Settings;
+  metadata?: Metadata;
+}
+
+export interface ListRequest {
+  limit?: number;
+  cursor?: string;
+  status?: GenerationStatus;
+  modelId?: string;
+}
+
+export interface ListPage {
+  data: GenerationItem[];
+  nextCursor: string | null;
+}
+
+/** Opaque to clients: base64url of `[createdAt, id]` of the page's last item. */
+function encodeCursor(c: ListCursor): string {
+  return Buffer.from(JSON.stringify([c.createdAt, c.id])).toString('base64url');
+}
+
+export function decodeCursor(cursor: string): ListCursor | null {
+  if (!/^[A-Za-z0-9_-]{1,200}$/.test(cursor)) return null;
+  try {
+    const v: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) && typeof v[1] === 'string' && GENERATION_ID_PATTERN.test(v[1])) {
+      return { createdAt: v[0] as number, id: v[1] };
+    }
+  } catch {
+    // not JSON: answered below like any other bad cursor
+  }
+  return null;
+}
+
+export function isGenerationStatus(s: string): s is GenerationStatus {
+  return (GENERATION_STATUSES as readonly string[]).includes(s);
+}
+
+/**
+ * What a user can do with generations: create (validated, priced, idempotent), quote, read, list and cancel. State
+ * changes are the Lifecycle's; this module decides what is asked and what the caller may see.
+ */
+@injectable()
+export class Generations {
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(TOKENS.Lifecycle) private readonly lifecycle: Lifecycle,
+    @inject(TOKENS.Store) private readonly store: GenerationStore,
+    @inject(TOKENS.Ledger) private readonly ledger: Ledger,
+    @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
+    @inject(TOKENS.Views) private readonly views: Views,
+  ) {}
+
+  /** Model, validated settings and price of a create body; throws the 404 / 400 a create would. */
+  private priced(input: CreateRequest): { model: RegisteredModel; settings: Settings; price: number } {
+    const model = this.registry.get(input.modelId);
+    if (!model) throw new DomainError('model_not_found', `Model "${input.modelId}" is not found or is unavailable.`);
+    const checked = model.validate(input.settings ?? {});
+    if (!checked.ok) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: checked.details });
+    return { model, settings: checked.value, price: this.registry.priceOf(model, checked.value) };
+  }
+
+  async quote(userId: string, input: CreateRequest): Promise<{ price: number; balance: number }> {
+    const { price } = this.priced(input);
+    return { price, balance: await this.ledger.balance(userId) };
+  }
+
+  async create(userId: string, input: CreateRequest, idempotencyKey?: string): Promise<{ generationId: string }> {
+    const { settings, price } = this.priced(input);
+    const request = { userId, modelId: input.modelId, settings, price, ...(input.metadata !== undefined ? { metadata: input.metadata } : {}) };
+    if (idempotencyKey === undefined) return { generationId: await this.lifecycle.create(request) };
+
+    const hash = createHash('sha256')
+      .update(canonical({ modelId: input.modelId, settings, metadata: input.metadata ?? null }))
+      .digest('hex');
+    const planned = newGenerationId();
+    const begun = await this.idempotency.begin(userId, idempotencyKey, hash, Date.now(), planned);
+    if (begun.state !== 'new' && begun.requestHash !== hash) {
+      throw new DomainError('idempotency_mismatch', 'This Idempotency-Key was used with a different request body.');
+    }
+    if (begun.state === 'done') return { generationId: begun.generationId };
+    if (begun.state === 'new') return this.createForKey(userId, idempotencyKey, planned, request);
+
+    // In progress. Within a lease time the first request is taken to be alive; after it, it crashed (or stalled)
+    // and this retry finishes its work.
+    const now = Date.now();
+    const staleBefore = now - this.options.runner.leaseMs;
+    if (begun.startedAt >= staleBefore) {
+      throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
+    }
+    const existing = await this.store.get(begun.generationId, userId);
+    if (existing) {
+      // The crashed request got as far as storing it: that is the answer (recovery runs it if it never got queued).
+      if (!(await this.idempotency.takeOver(userId, idempotencyKey, staleBefore, now, begun.generationId))) {
+        throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
+      }
+      await this.idempotency.finish(userId, idempotencyKey, begun.generationId);
+      return { generationId: begun.generationId };
+    }
+    // Nothing stored: create it under a fresh id. (Not the planned one: its reserve, if the crash left one, may
+    // already be released as an orphan, and reserving that id again would not hold any tokens.)
+    const fresh = newGenerationId();
+    if (!(await this.idempotency.takeOver(userId, idempotencyKey, staleBefore, now, fresh))) {
+      throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
+    }
+    return this.createForKey(userId, idempotencyKey, fresh, request);
+  }
+
+  private async createForKey(
+    userId: string,
+    key: string,
+    id: string,
+    request: Parameters<Lifecycle['create']>[0],
+  ): Promise<{ generationId: string }> {
+    try {
+      await this.lifecycle.create({ ...request, id });
+    } catch (err) {
+      await this.idempotency.abandon(userId, key, id).catch(() => undefined);
+      throw err;
+    }
+    if (await this.idempotency.finish(userId, key, id)) return { generationId: id };
+    // A retry took this key over while this request stalled: its generation is the answer, and ours must not
+    // stay charged. Cancelling from pending is free.
+    await this.lifecycle.cancel(id, 0);
+    const now = await this.idempotency.begin(userId, key, '', Date.now(), id);
+    if (now.state === 'done') return { generationId: now.generationId };
+    throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
+  }
+
+  private async owned(userId: string, generationId: string): Promise<GenerationRecord> {
+    const rec = GENERATION_ID_PATTERN.test(generationId) ? await this.store.get(generationId, userId) : null;
+    if (!rec) throw new DomainError('not_found', 'Generation not found.');
+    return rec;
+  }
+
+  async get(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<GenerationView> {
+    return this.views.view(await this.owned(userId, generationId), baseUrl);
+  }
+
+  async details(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<GenerationItem> {
+    return this.views.item(await this.owned(userId, generationId), baseUrl);
+  }
+
+  /** The caller's generations, newest first. Throws invalid_request for a bad limit, status or cursor. */
+  async list(userId: string, request: ListRequest, baseUrl?: BaseUrl): Promise<ListPage> {
+    const limit = request.limit ?? 20;
+    const before = request.cursor === undefined ? undefined : decodeCursor(request.cursor);
+    if (before === null) throw new DomainError('invalid_request', 'cursor is not valid.', { details: [{ field: 'cursor', code: 'invalid_value', message: 'must be a nextCursor from a previous page' }] });
+    // One more than asked tells whether another page follows without a count.
+    const rows = await this.store.list(userId, {
+      limit: limit + 1,
+      ...(request.status !== undefined ? { status: request.status } : {}),
+      ...(request.modelId !== undefined ? { modelId: request.modelId } : {}),
+      ...(before !== undefined ? { before } : {}),
+    });
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      data: page.map((r) => this.views.item(r, baseUrl)),
+      nextCursor: rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : null,
+    };
+  }
+
+  async cancel(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<{ cancelled: boolean; generation: GenerationView }> {
+    const rec = await this.owned(userId, generationId);
+    let cancelled = false;
+    if (!isTerminal(rec.status)) cancelled = await this.lifecycle.cancel(rec.id, this.registry.get(rec.modelId)?.failureFee ?? 0);
+    const now = (await this.store.get(generationId, userId))!;
+    return { cancelled, generation: this.views.view(now, baseUrl) };
+  }
+
+  balance(userId: string): Promise<number> {
+    return this.ledger.balance(userId);
+  }
+}

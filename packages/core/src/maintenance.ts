@@ -1,0 +1,140 @@
+import { inject, injectable } from 'tsyringe';
+import { isTerminal, type GenerationRecord } from './domain.js';
+import { Lifecycle } from './lifecycle.js';
+import { childLogger } from './logger.js';
+import type { BlobStore } from './ports/blob.js';
+import type { IdempotencyStore } from './ports/idempotency.js';
+import type { Ledger } from './ports/ledger.js';
+import type { Logger } from './ports/logger.js';
+import type { JobQueue } from './ports/queue.js';
+import type { GenerationStore } from './ports/store.js';
+import { ModelRegistry } from './registry.js';
+import type { ResolvedServiceOptions } from './resolved-options.js';
+import { TOKENS } from './tokens.js';
+
+import type { RecoveryReport } from './service-types.js';
+
+export type { RecoveryReport };
+
+const PAGE = 500;
+
+/**
+ * Background upkeep with its timers: recovery (re-enqueue unfinished work, give up on work that lost its worker too
+ * often, settle forgotten reserves), the retention sweep and the idempotency purge. Every state change it makes is
+ * the Lifecycle's.
+ */
+@injectable()
+export class Maintenance {
+  private readonly logger: Logger;
+  private timers: NodeJS.Timeout[] = [];
+
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(TOKENS.Lifecycle) private readonly lifecycle: Lifecycle,
+    @inject(TOKENS.Store) private readonly store: GenerationStore,
+    @inject(TOKENS.Ledger) private readonly ledger: Ledger,
+    @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
+    @inject(TOKENS.Queue) private readonly queue: JobQueue,
+    @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
+    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(TOKENS.Logger) logger: Logger,
+  ) {
+    this.logger = childLogger(logger, { component: 'maintenance' });
+  }
+
+  async start(): Promise<void> {
+    const { recovery, retention, idempotencyTtlMs } = this.options;
+    if (recovery.onStart) await this.recover();
+    if (recovery.intervalMs > 0) this.every(recovery.intervalMs, () => this.recover(), 'recovery');
+    if (retention.finishedTtlMs !== undefined) this.every(retention.sweepIntervalMs, () => this.sweep(), 'retention sweep');
+    this.every(Math.min(idempotencyTtlMs, 3600_000), () => this.idempotency.purgeBefore(Date.now() - idempotencyTtlMs), 'idempotency purge');
+  }
+
+  stop(): void {
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+  }
+
+  private every(ms: number, task: () => Promise<unknown>, name: string): void {
+    let running = false;
+    const t = setInterval(() => {
+      if (running) return;
+      running = true;
+      task()
+        .catch((err: unknown) => this.logger.error({ err: String(err) }, `${name} failed`))
+        .finally(() => {
+          running = false;
+        });
+    }, ms);
+    t.unref?.();
+    this.timers.push(t);
+  }
+
+  async recover(): Promise<RecoveryReport> {
+    const out: RecoveryReport = { requeued: 0, failed: 0, settled: 0, released: 0 };
+    const now = Date.now();
+    // Paged, so a backlog of any size is walked, not just its oldest page.
+    for await (const rec of this.unfinished()) {
+      if (rec.status === 'processing' && (rec.leaseExpiresAt ?? 0) > now) continue; // a live worker has it
+      const model = this.registry.get(rec.modelId);
+      if (!model) {
+        if ((await this.lifecycle.fail(rec.id, { code: 'model_unavailable', reason: 'model no longer exists', fee: 'free' })) !== null) out.failed++;
+        continue;
+      }
+      if (rec.status === 'processing' && this.lifecycle.exhausted(rec.attempts)) {
+        const failed = await this.lifecycle.fail(
+          rec.id,
+          { code: 'worker_lost', reason: `gave up after ${rec.attempts} lost runs`, fee: 'failure_fee' },
+          model.failureFee,
+        );
+        if (failed !== null) out.failed++;
+        continue;
+      }
+      try {
+        await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId });
+        out.requeued++;
+      } catch (err) {
+        this.logger.warn({ err: String(err), generationId: rec.id }, 'recovery could not enqueue');
+      }
+    }
+    for (const r of await this.ledger.openReserves(PAGE)) {
+      const gen = await this.store.getById(r.generationId);
+      if (gen && isTerminal(gen.status)) {
+        await this.ledger.settle(r.generationId, gen.price ?? 0);
+        out.settled++;
+      } else if (!gen && now - r.createdAt > this.options.recovery.orphanReserveMs) {
+        await this.ledger.release(r.generationId);
+        out.released++;
+      }
+    }
+    if (out.requeued + out.failed + out.settled + out.released > 0) this.logger.info({ ...out }, 'recovery pass');
+    return out;
+  }
+
+  private async *unfinished(): AsyncGenerator<GenerationRecord> {
+    let after: string | undefined;
+    for (;;) {
+      const batch = await this.store.listUnfinished(PAGE, after);
+      yield* batch;
+      if (batch.length < PAGE) return;
+      after = batch[batch.length - 1]!.id;
+    }
+  }
+
+  /** Deletes finished generations past retention, their events and their files, in small batches. */
+  async sweep(): Promise<number> {
+    const ttl = this.options.retention.finishedTtlMs;
+    if (ttl === undefined) return 0;
+    let total = 0;
+    for (;;) {
+      const { deleted, resultKeys } = await this.store.deleteFinishedBefore(Date.now() - ttl, 200);
+      for (const key of resultKeys) await this.blobs.delete(key).catch(() => undefined);
+      total += deleted;
+      if (deleted < 200) break;
+      // Yield between batches so a long sweep never holds up requests.
+      await new Promise((r) => setImmediate(r));
+    }
+    if (total > 0) this.logger.info({ deleted: total }, 'retention sweep');
+    return total;
+  }
+}

@@ -1,0 +1,126 @@
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import type { GenerationServiceOptions } from './options.js';
+import type { ResolvedServiceOptions } from './resolved-options.js';
+import { BUILTIN_FIELD_TYPES, DEFAULT_LIMITS } from './settings/compile.js';
+
+/** An object with these methods: what a port option must at least be. */
+function port(...methods: string[]): z.ZodType {
+  return z.custom<object>(
+    (v) => typeof v === 'object' && v !== null && methods.every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
+    { message: `must be an object with the methods ${methods.join(', ')}` },
+  );
+}
+
+const positiveInt = z.number().int().positive();
+const nonNegativeInt = z.number().int().nonnegative();
+const ms = z.number().int().nonnegative().max(2 ** 31 - 1);
+
+const providerSchema = z.custom<object>(
+  (v) =>
+    typeof v === 'object' &&
+    v !== null &&
+    Array.isArray((v as { models?: unknown }).models) &&
+    typeof (v as { generate?: unknown }).generate === 'function',
+  { message: 'must be a provider: { models: ModelDefinition[], generate(input, ctx) }' },
+);
+
+/** Every option, checked at once, so one error lists every mistake. Unknown keys are mistakes too (a typo). */
+const optionsSchema = z.strictObject({
+  providers: z.array(providerSchema),
+  store: port('insert', 'get', 'getById', 'claim', 'renewLease', 'progress', 'complete', 'fail', 'listUnfinished', 'list', 'readEvents', 'eventsOf', 'lastSeq', 'deleteFinishedBefore').optional(),
+  ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'account', 'openReserves').optional(),
+  apiKeys: port('resolve').optional(),
+  apiKeyCache: z.strictObject({ ttlMs: ms, max: positiveInt.optional() }).optional(),
+  blobs: port('put', 'get', 'delete').optional(),
+  queue: port('enqueue', 'start', 'stop').optional(),
+  idempotency: port('begin', 'takeOver', 'finish', 'abandon', 'purgeBefore').optional(),
+  logger: port('debug', 'info', 'warn', 'error').optional(),
+  publicUrl: z
+    .string()
+    .refine((u) => {
+      try {
+        const url = new URL(u);
+        return (url.protocol === 'http:' || url.protocol === 'https:') && url.search === '' && url.hash === '';
+      } catch {
+        return false;
+      }
+    }, 'must be an absolute http(s) URL without query or fragment')
+    .optional(),
+  trustRequestHost: z.boolean().optional(),
+  fileUrlSecret: z.string().min(16, 'must be at least 16 characters').optional(),
+  fileUrlTtlSeconds: positiveInt.optional(),
+  limits: z
+    .strictObject({
+      bodyBytes: positiveInt.optional(),
+      mediaUrls: positiveInt.optional(),
+      urlLength: positiveInt.optional(),
+      textLength: positiveInt.optional(),
+      idempotencyKeyLength: positiveInt.max(255).optional(),
+    })
+    .optional(),
+  runner: z
+    .strictObject({
+      concurrency: positiveInt.optional(),
+      leaseMs: ms.min(100).optional(),
+      retryBaseDelayMs: ms.optional(),
+      retryMaxDelayMs: ms.optional(),
+      maxClaims: positiveInt.optional(),
+      enabled: z.boolean().optional(),
+    })
+    .optional(),
+  recovery: z.strictObject({ onStart: z.boolean().optional(), intervalMs: ms.optional(), orphanReserveMs: ms.optional() }).optional(),
+  retention: z.strictObject({ finishedTtlMs: ms.optional(), sweepIntervalMs: ms.min(1).optional() }).optional(),
+  fieldTypes: z.record(z.string(), z.custom<object>((v) => typeof v === 'function', { message: 'must be a function' })).optional(),
+  idempotencyTtlMs: ms.min(1).optional(),
+  instanceId: z.string().min(1).max(200).optional(),
+});
+
+/** Thrown by createGenerationService for bad options; lists every problem, one per line. */
+export class InvalidOptionsError extends TypeError {
+  override readonly name = 'InvalidOptionsError' as const;
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`createGenerationService: invalid options:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.problems = problems;
+  }
+}
+
+export function resolveOptions(options: GenerationServiceOptions): ResolvedServiceOptions {
+  const parsed = optionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new InvalidOptionsError(
+      parsed.error.issues.map((i) => {
+        const path = i.path.length > 0 ? i.path.map(String).join('.') : 'options';
+        if (i.code === 'unrecognized_keys') return `${path === 'options' ? '' : `${path}: `}unknown option${i.keys.length > 1 ? 's' : ''} ${i.keys.join(', ')}`;
+        return `${path}: ${i.message}`;
+      }),
+    );
+  }
+  const r = options.runner ?? {};
+  return {
+    instanceId: options.instanceId ?? `gs-${randomBytes(6).toString('hex')}`,
+    limits: { ...DEFAULT_LIMITS, ...(options.limits ?? {}) },
+    fieldTypes: { ...BUILTIN_FIELD_TYPES, ...(options.fieldTypes ?? {}) },
+    publicUrl: options.publicUrl?.replace(/\/+$/, ''),
+    trustRequestHost: options.trustRequestHost ?? false,
+    runner: {
+      concurrency: r.concurrency ?? 8,
+      leaseMs: r.leaseMs ?? 30_000,
+      retryBaseDelayMs: r.retryBaseDelayMs ?? 500,
+      retryMaxDelayMs: r.retryMaxDelayMs ?? 30_000,
+      maxClaims: r.maxClaims ?? 3,
+      enabled: r.enabled ?? true,
+    },
+    recovery: {
+      onStart: options.recovery?.onStart ?? true,
+      intervalMs: options.recovery?.intervalMs ?? 60_000,
+      orphanReserveMs: options.recovery?.orphanReserveMs ?? 10 * 60_000,
+    },
+    retention: {
+      finishedTtlMs: options.retention?.finishedTtlMs,
+      sweepIntervalMs: options.retention?.sweepIntervalMs ?? 10 * 60_000,
+    },
+    idempotencyTtlMs: options.idempotencyTtlMs ?? 24 * 3600_000,
+  };
+}

@@ -1,0 +1,69 @@
+import { inject, injectable } from 'tsyringe';
+import type { GenerationRecord, GenerationView } from './domain.js';
+import { FileUrlSigner } from './files.js';
+import type { BaseUrl } from './http/types.js';
+import type { ResolvedServiceOptions } from './resolved-options.js';
+import { TOKENS } from './tokens.js';
+
+/** One generation as the list, `?include=details`, streams and webhooks show it. */
+export interface GenerationItem {
+  generationId: string;
+  modelId: string;
+  status: GenerationRecord['status'];
+  /** ISO 8601. */
+  createdAt: string;
+  startedAt?: string;
+  finishedAt?: string;
+  result?: string;
+  price?: number;
+  error?: { code: string; message: string };
+  progress?: { fraction: number; message?: string };
+  metadata?: Record<string, string>;
+}
+
+/**
+ * Turns stored records into what clients read: the contract's exact per-state shapes, or the richer item. File
+ * results are signed URLs made at read time (never stored), so they always carry a fresh expiry.
+ */
+@injectable()
+export class Views {
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(TOKENS.Signer) private readonly signer: FileUrlSigner,
+  ) {}
+
+  private fileBase(baseUrl: BaseUrl | undefined): string {
+    if (this.options.publicUrl) return this.options.publicUrl;
+    const base = typeof baseUrl === 'function' ? baseUrl() : baseUrl;
+    if (this.options.trustRequestHost && base) return base.replace(/\/+$/, '');
+    throw new Error('a file result needs options.publicUrl (or trustRequestHost) to build its URL');
+  }
+
+  private result(rec: GenerationRecord, baseUrl: BaseUrl | undefined): string {
+    return rec.resultText !== undefined ? rec.resultText : this.fileBase(baseUrl) + this.signer.sign(rec.resultKey!);
+  }
+
+  /** The contract's shape for the record's state, field for field. */
+  view(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationView {
+    if (rec.status === 'completed') return { status: rec.status, result: this.result(rec, baseUrl), price: rec.price ?? 0 };
+    if (rec.status === 'failed') return { status: rec.status, price: rec.price ?? 0 };
+    return { status: rec.status };
+  }
+
+  item(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationItem {
+    const out: GenerationItem = {
+      generationId: rec.id,
+      modelId: rec.modelId,
+      status: rec.status,
+      createdAt: new Date(rec.createdAt).toISOString(),
+    };
+    if (rec.startedAt !== undefined) out.startedAt = new Date(rec.startedAt).toISOString();
+    if (rec.finishedAt !== undefined) out.finishedAt = new Date(rec.finishedAt).toISOString();
+    if (rec.status === 'completed') out.result = this.result(rec, baseUrl);
+    if (rec.status === 'completed' || rec.status === 'failed') out.price = rec.price ?? 0;
+    if (rec.status === 'failed' && rec.error) out.error = { code: rec.error.code, message: rec.error.message };
+    if (rec.progress) out.progress = rec.progress.message === undefined ? { fraction: rec.progress.fraction } : { ...rec.progress };
+    if (rec.metadata && Object.keys(rec.metadata).length > 0) out.metadata = { ...rec.metadata };
+    return out;
+  }
+}
