@@ -1,0 +1,328 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  createGenerationService,
+  MemoryApiKeyStore,
+  MemoryGenerationStore,
+  MemoryIdempotencyStore,
+  MemoryLedger,
+  ProviderError,
+  type FailInput,
+  type GenerationContext,
+  type GenerationOutput,
+  type GenerationService,
+  type ModelDefinition,
+} from '@genservice/core';
+
+const model = (over: Partial<ModelDefinition> = {}): ModelDefinition => ({
+  modelId: 'm',
+  title: 'M',
+  resultType: 'text',
+  estimatedGenerationTime: 0.01,
+  settings: [{ name: 'prompt', title: 'Prompt', fieldType: 'text', required: true }],
+  price: 10,
+  failureFee: 3,
+  ...over,
+});
+
+const services: GenerationService[] = [];
+afterEach(async () => {
+  await Promise.all(services.splice(0).map((s) => s.stop({ timeoutMs: 100 })));
+});
+
+function make(
+  generate: (ctx: GenerationContext) => Promise<GenerationOutput>,
+  extra: Parameters<typeof createGenerationService>[0] extends infer O ? Partial<O> : never = {},
+  models: ModelDefinition[] = [model()],
+) {
+  const ledger = (extra.ledger as MemoryLedger | undefined) ?? new MemoryLedger({ balances: { alice: 100 } });
+  const store = (extra.store as MemoryGenerationStore | undefined) ?? new MemoryGenerationStore();
+  const service = createGenerationService({
+    providers: [{ models, generate: (_input, ctx) => generate(ctx) }],
+    apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'ka', userId: 'alice' }] }),
+    runner: { retryBaseDelayMs: 5, leaseMs: 200 },
+    recovery: { intervalMs: 0 },
+    ...extra,
+    ledger,
+    store,
+  });
+  services.push(service);
+  return { service, ledger, store };
+}
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (ok(v)) return v;
+    if (Date.now() > end) throw new Error(`condition not met: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const terminal = (s: GenerationService, id: string) => until(() => s.details('alice', id), (g) => g.status === 'completed' || g.status === 'failed');
+
+describe('hostile-review defects', () => {
+  it('charges a cancel by the state the store moved from, even when a worker claims between the read and the fail', async () => {
+    // A store that lets a worker claim the generation just before the cancel's fail lands: the old code read
+    // `pending` first and cancelled a processing generation for 0.
+    class ClaimFirst extends MemoryGenerationStore {
+      override async fail(id: string, input: FailInput): Promise<boolean> {
+        if (input.force) await this.claim(id, { workerId: 'other-worker', leaseMs: 60_000, now: Date.now() });
+        return super.fail(id, input);
+      }
+    }
+    const { service, ledger } = make(async () => ({ text: 'never' }), { store: new ClaimFirst(), runner: { enabled: false } });
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
+    const out = await service.cancel('alice', generationId);
+    expect(out).toEqual({ outcome: 'cancelled', generation: { status: 'failed', price: 3 } });
+    expect(await ledger.account('alice')).toEqual({ balance: 97, reserved: 0, settled: 3 });
+    expect((await service.details('alice', generationId)).error).toEqual({ code: 'cancelled', message: expect.any(String) });
+  });
+
+  for (const price of [Number.NaN, -1, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, '5' as unknown as number]) {
+    it(`fails a generation whose provider priced it at ${String(price)}, charging the failure fee`, async () => {
+      const { service, ledger } = make(async () => ({ text: 'ok', price }));
+      await service.start();
+      const { generationId } = await service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
+      const done = await terminal(service, generationId);
+      expect(done).toMatchObject({ status: 'failed', price: 3, error: { code: 'provider_error' } });
+      expect(await ledger.account('alice')).toEqual({ balance: 97, reserved: 0, settled: 3 });
+    });
+  }
+
+  it("refuses more media URLs than the model's own maxItems with a 400, and a maxItems above the service limit at startup", async () => {
+    const remix = model({
+      modelId: 'remix',
+      settings: [{ name: 'images', title: 'Images', fieldType: 'image', required: true, maxItems: 4 }],
+    });
+    const { service, ledger } = make(async () => ({ text: 'ok' }), {}, [remix]);
+    const urls = (n: number) => Array.from({ length: n }, (_, i) => `https://example.com/${i}.png`);
+    await expect(service.create('alice', { modelId: 'remix', settings: { images: urls(5) } })).rejects.toMatchObject({
+      code: 'invalid_settings',
+      details: [{ field: 'settings.images', code: 'too_many', message: 'at most 4 items' }],
+    });
+    expect(await ledger.balance('alice')).toBe(100);
+    await expect(service.create('alice', { modelId: 'remix', settings: { images: urls(4) } })).resolves.toHaveProperty('generationId');
+    // The listing keeps the contract's exact descriptor fields.
+    expect(service.listModels()[0]!.settings[0]).toStrictEqual({ name: 'images', title: 'Images', fieldType: 'image', required: true });
+    expect(() =>
+      createGenerationService({
+        providers: [{ models: [model({ settings: [{ name: 'images', title: 'Images', fieldType: 'image', maxItems: 11 }] })], generate: async () => ({ text: '' }) }],
+      }),
+    ).toThrow(/more than limits.mediaUrls/);
+  });
+});
+
+describe('Idempotency-Key after a crash', () => {
+  const body = { modelId: 'm', settings: { prompt: 'x' } };
+
+  it('returns the generation a crashed request stored, once a lease time has passed', async () => {
+    const idempotency = new MemoryIdempotencyStore();
+    const store = new MemoryGenerationStore();
+    const ledger = new MemoryLedger({ balances: { alice: 100 } });
+    // The first instance stores the generation, then "crashes" before recording it under the key: finish is lost.
+    class LoseFinish extends MemoryIdempotencyStore {
+      override async finish(): Promise<boolean> {
+        throw new Error('process killed');
+      }
+      override async begin(...args: Parameters<MemoryIdempotencyStore['begin']>) {
+        return idempotency.begin(...args);
+      }
+      override async abandon(): Promise<void> {
+        // killed: nothing runs after the crash
+      }
+    }
+    const first = make(async () => ({ text: 'done' }), { idempotency: new LoseFinish(), store, ledger, runner: { enabled: false, leaseMs: 200 } });
+    await expect(first.service.create('alice', body, { idempotencyKey: 'k' })).rejects.toThrow('process killed');
+    const [stored] = await store.list('alice', { limit: 10 });
+    expect(stored).toBeDefined();
+
+    const second = make(async () => ({ text: 'done' }), { idempotency, store, ledger, runner: { leaseMs: 200 } });
+    await second.service.start();
+    // Within the lease time the first request may still be alive: 409.
+    await expect(second.service.create('alice', body, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_conflict' });
+    await new Promise((r) => setTimeout(r, 250));
+    const again = await second.service.create('alice', body, { idempotencyKey: 'k' });
+    expect(again.generationId).toBe(stored!.id);
+    expect((await terminal(second.service, again.generationId)).status).toBe('completed');
+    // And from then on it is simply done.
+    expect(await second.service.create('alice', body, { idempotencyKey: 'k' })).toEqual(again);
+    expect(await ledger.account('alice')).toEqual({ balance: 90, reserved: 0, settled: 10 });
+    expect(await store.list('alice', { limit: 10 })).toHaveLength(1);
+  });
+
+  it('takes over a key whose request died before storing anything, under a fresh id', async () => {
+    const idempotency = new MemoryIdempotencyStore();
+    const ledger = new MemoryLedger({ balances: { alice: 100 } });
+    // An instance that dies inside create after begin: its abandon never runs.
+    class DiesAfterBegin extends MemoryIdempotencyStore {
+      override async begin(...args: Parameters<MemoryIdempotencyStore['begin']>) {
+        return idempotency.begin(...args);
+      }
+      override async abandon(): Promise<void> {}
+    }
+    class InsertCrashes extends MemoryGenerationStore {
+      override async insert(): Promise<void> {
+        throw new Error('process killed');
+      }
+    }
+    const dead = make(async () => ({ text: 'done' }), { idempotency: new DiesAfterBegin(), ledger, store: new InsertCrashes(), runner: { enabled: false, leaseMs: 200 } });
+    await expect(dead.service.create('alice', body, { idempotencyKey: 'k' })).rejects.toThrow('process killed');
+    // Its reserve was compensated by the dying request; a real SIGKILL would leave it to recovery as an orphan.
+    expect(await ledger.account('alice')).toEqual({ balance: 100, reserved: 0, settled: 0 });
+
+    const live = make(async () => ({ text: 'done' }), { idempotency, ledger, runner: { leaseMs: 200 } });
+    await live.service.start();
+    await expect(live.service.create('alice', body, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_conflict' });
+    await new Promise((r) => setTimeout(r, 250));
+    const created = await live.service.create('alice', body, { idempotencyKey: 'k' });
+    expect((await terminal(live.service, created.generationId)).status).toBe('completed');
+    expect(await live.service.create('alice', body, { idempotencyKey: 'k' })).toEqual(created);
+    expect(await ledger.account('alice')).toEqual({ balance: 90, reserved: 0, settled: 10 });
+  });
+});
+
+describe('progress', () => {
+  it('records at most one progress event a second, the latest value winning, and shows it in details', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const { service, store } = make(async (ctx) => {
+      for (let i = 1; i <= 50; i++) ctx.progress(i / 100, `step ${i}`);
+      await gate;
+      ctx.progress(2, 'clamped');
+      await new Promise((r) => setTimeout(r, 1100));
+      return { text: 'done' };
+    });
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
+    const first = await until(() => service.details('alice', generationId), (g) => g.progress !== undefined);
+    expect(first.progress).toEqual({ fraction: 0.01, message: 'step 1' });
+    // The 49 later reports within the second collapse into one trailing event with the latest value.
+    const latest = await until(() => service.details('alice', generationId), (g) => g.progress?.fraction === 0.5, 3000);
+    expect(latest.progress).toEqual({ fraction: 0.5, message: 'step 50' });
+    release();
+    await terminal(service, generationId);
+    const events = await store.eventsOf(generationId);
+    const progress = events.filter((e) => e.type === 'progress');
+    expect(progress.map((e) => e.data)).toEqual([
+      { fraction: 0.01, message: 'step 1' },
+      { fraction: 0.5, message: 'step 50' },
+      { fraction: 1, message: 'clamped' },
+    ]);
+    for (let i = 1; i < progress.length; i++) expect(progress[i]!.at - progress[i - 1]!.at).toBeGreaterThanOrEqual(900);
+    expect(events.map((e) => e.type)).toEqual(['created', 'processing', 'progress', 'progress', 'progress', 'completed']);
+  });
+
+  it('ignores progress reported after the run has ended', async () => {
+    let late!: GenerationContext;
+    const { service, store } = make(async (ctx) => {
+      late = ctx;
+      return { text: 'done' };
+    });
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
+    await terminal(service, generationId);
+    late.progress(0.9);
+    await new Promise((r) => setTimeout(r, 50));
+    expect((await store.eventsOf(generationId)).map((e) => e.type)).toEqual(['created', 'processing', 'completed']);
+  });
+});
+
+describe('failure reasons', () => {
+  it('shows a ProviderError publicMessage and code, and a generic sentence for anything else', async () => {
+    const errors: unknown[] = [
+      new ProviderError('upstream 500 with secret token abc', { publicMessage: 'The image service is down; try again later.' }),
+      new ProviderError('could not decode', { code: 'invalid_input', publicMessage: 'The image could not be read.' }),
+      new Error('TypeError: cannot read x of undefined at /srv/app.js:10'),
+    ];
+    let n = 0;
+    const { service } = make(async () => {
+      throw errors[n++];
+    });
+    await service.start();
+    const out = [];
+    for (let i = 0; i < errors.length; i++) {
+      const { generationId } = await service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
+      out.push(await terminal(service, generationId));
+    }
+    expect(out.map((g) => g.error)).toEqual([
+      { code: 'provider_error', message: 'The image service is down; try again later.' },
+      { code: 'invalid_input', message: 'The image could not be read.' },
+      { code: 'provider_error', message: 'The model failed to generate a result.' },
+    ]);
+    expect(JSON.stringify(out)).not.toMatch(/secret token|app\.js|TypeError/);
+  });
+
+  it('says timeout for a run past its time limit, and worker_lost after too many lost runs', async () => {
+    const { service, store } = make(async (ctx) => new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason))), {}, [
+      model({ timeoutMs: 30 }),
+    ]);
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
+    expect((await terminal(service, generationId)).error?.code).toBe('timeout');
+
+    // A generation whose workers keep dying: claimed maxClaims (3) times, each lease long expired.
+    const idle = make(async () => ({ text: 'never' }), { store, runner: { enabled: false } });
+    const lost = await idle.service.create('alice', { modelId: 'm', settings: { prompt: 'y' } });
+    const past = Date.now() - 60_000;
+    for (let i = 0; i < 3; i++) expect(await store.claim(lost.generationId, { workerId: `dead-${i}`, leaseMs: 10, now: past + i * 100 })).not.toBeNull();
+    expect((await idle.service.recover()).failed).toBe(1);
+    expect(await idle.service.details('alice', lost.generationId)).toMatchObject({ status: 'failed', price: 3, error: { code: 'worker_lost' } });
+  });
+});
+
+describe('options', () => {
+  it('lists every bad option in one error', () => {
+    const bad = {
+      providers: [{ models: [] }],
+      runner: { concurrency: 0, leaseMs: -5, bogus: 1 },
+      limits: { bodyBytes: 'big' },
+      publicUrl: 'ftp://x',
+      fileUrlSecret: 'short',
+      store: {},
+      retenton: {},
+    };
+    let error: (Error & { problems?: string[] }) | undefined;
+    try {
+      createGenerationService(bad as never);
+    } catch (err) {
+      error = err as Error & { problems?: string[] };
+    }
+    expect(error?.name).toBe('InvalidOptionsError');
+    const text = error!.problems!.join('\n');
+    for (const part of ['providers.0', 'runner.concurrency', 'runner.leaseMs', 'bogus', 'limits.bodyBytes', 'publicUrl', 'fileUrlSecret', 'store', 'retenton']) {
+      expect(text).toContain(part);
+    }
+    expect(() => createGenerationService(undefined as never)).toThrow(/invalid options/);
+  });
+
+  it('hands the runner settings to the queue at start', async () => {
+    const seen: unknown[] = [];
+    const queue = {
+      enqueue: async () => undefined,
+      start: async (_h: unknown, settings: unknown) => void seen.push(settings),
+      stop: async () => undefined,
+    };
+    const { service } = make(async () => ({ text: '' }), { queue, runner: { concurrency: 3, leaseMs: 1234 } }, [model({ concurrency: 2 })]);
+    await service.start();
+    expect(seen).toHaveLength(1);
+    const s = seen[0] as { concurrency: number; leaseMs: number; modelConcurrency: (id: string) => number | undefined; logger: unknown };
+    expect(s.concurrency).toBe(3);
+    expect(s.leaseMs).toBe(1234);
+    expect(s.modelConcurrency('m')).toBe(2);
+    expect(s.modelConcurrency('nope')).toBeUndefined();
+    expect(typeof (s.logger as { info: unknown }).info).toBe('function');
+  });
+
+  it('builds one instance of each component per service', async () => {
+    const a = make(async () => ({ text: 'a' }));
+    const b = make(async () => ({ text: 'b' }));
+    await a.service.start();
+    await b.service.start();
+    const ga = await a.service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
+    expect((await terminal(a.service, ga.generationId)).result).toBe('a');
+    // Each service sees only its own store.
+    await expect(b.service.get('alice', ga.generationId)).rejects.toMatchObject({ code: 'not_found' });
+  });
+});
