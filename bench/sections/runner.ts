@@ -6,7 +6,7 @@
  */
 import PQueue from 'p-queue';
 import { randomBytes } from 'node:crypto';
-import { createGenerationService, MemoryLedger, type GenerationContext } from '@genservice/core';
+import { createGenerationService, MemoryGenerationStore, MemoryLedger, type GenerationContext } from '@genservice/core';
 import { BALANCE, MODEL, MODEL_ID, SETTINGS, USER_ID, noopProvider } from '../lib/fixture.js';
 
 export const CONCURRENCY = 8;
@@ -39,9 +39,11 @@ class CountingLedger extends MemoryLedger {
 /** Generations per second through the service; throws unless every one ended `completed`. */
 export async function oursRunner(n: number): Promise<number> {
   const ledger = new CountingLedger({ balances: { [USER_ID]: BALANCE } });
+  const store = new MemoryGenerationStore();
   const service = createGenerationService({
     providers: [noopProvider],
     ledger,
+    store,
     runner: { concurrency: CONCURRENCY },
     recovery: { onStart: false, intervalMs: 0 },
   });
@@ -50,7 +52,7 @@ export async function oursRunner(n: number): Promise<number> {
   for (let i = 0; i < n; i++) await service.create(USER_ID, { modelId: MODEL_ID, settings: SETTINGS });
   await ledger.until(n, 600_000);
   const seconds = (performance.now() - t0) / 1000;
-  const counts = await service.store.countByStatus!();
+  const counts = await store.countByStatus();
   await service.stop({ timeoutMs: 5000 });
   if (counts.completed !== n) throw new Error(`runner: expected ${n} completed, got ${JSON.stringify(counts)}`);
   return n / seconds;

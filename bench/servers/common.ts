@@ -11,6 +11,7 @@ import type { Server } from 'node:http';
 import {
   createGenerationService,
   MemoryApiKeyStore,
+  MemoryGenerationStore,
   MemoryLedger,
   type GenerationService,
 } from '@genservice/core';
@@ -33,22 +34,25 @@ export function variantArg(): Variant {
  * would (claim, complete, settle).
  */
 export async function ourService(): Promise<{ service: GenerationService; id: string }> {
+  const store = new MemoryGenerationStore();
+  const ledger = new MemoryLedger({ balances: { [USER_ID]: BALANCE } });
   const service = createGenerationService({
     providers: [noopProvider],
     apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: API_KEY, userId: USER_ID }] }),
-    ledger: new MemoryLedger({ balances: { [USER_ID]: BALANCE } }),
+    store,
+    ledger,
     runner: { enabled: false },
     recovery: { onStart: false, intervalMs: 0 },
   });
   await service.start();
   const { generationId: id } = await service.create(USER_ID, { modelId: MODEL_ID, settings: SETTINGS });
   const now = Date.now();
-  const claimed = await service.store.claim(id, { workerId: 'bench-seed', leaseMs: 3_600_000, now });
+  const claimed = await store.claim(id, { workerId: 'bench-seed', leaseMs: 3_600_000, now });
   if (!claimed) throw new Error('could not claim the seed generation');
-  if (!(await service.store.complete(id, { workerId: 'bench-seed', price: 1, resultText: RESULT_TEXT, now }))) {
+  if (!(await store.complete(id, { workerId: 'bench-seed', price: 1, resultText: RESULT_TEXT, now }))) {
     throw new Error('could not complete the seed generation');
   }
-  await service.ledger.settle(id, 1);
+  await ledger.settle(id, 1);
   return { service, id };
 }
 

@@ -182,7 +182,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     // instances start together on a fresh database (the idempotency store's atomic begin elects one of them).
     const a = await stores.ledger.account(u.id);
     if (a.balance + a.reserved + a.settled > 0 || u.balance <= 0) continue;
-    const begun = await stores.idempotency.begin('host-kit', `initial-credit:${u.id}`, String(u.balance), Date.now());
+    const begun = await stores.idempotency.begin('host-kit', `initial-credit:${u.id}`, String(u.balance), Date.now(), `credit:${u.id}`);
     if (begun.state !== 'new') continue;
     await stores.ledger.credit(u.id, u.balance);
     await stores.idempotency.finish('host-kit', `initial-credit:${u.id}`, `credit:${u.id}`);
@@ -191,13 +191,8 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
   if (config.redisUrl) {
     // service.stop() stops the queue, which closes its Redis connections.
     const { BullMQQueue } = await import('@genservice/queue-bullmq');
-    queue = new BullMQQueue({
-      connection: config.redisUrl,
-      concurrency: config.concurrency,
-      // A BullMQ lock must outlast the store lease, or a live worker's job would be handed out again.
-      lockDurationMs: Math.max(30_000, config.leaseMs ?? 30_000),
-      logger,
-    });
+    // Concurrency, lock duration (the store lease) and logger come from the service's settings at start.
+    queue = new BullMQQueue({ connection: config.redisUrl });
   }
   const service = createGenerationService({
     providers: [createDemoProvider({ speed: config.demoSpeed, fetch: { allowPrivateNetworks: config.allowPrivateMedia } })],

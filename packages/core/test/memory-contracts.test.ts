@@ -40,6 +40,11 @@ runQueueContract('InProcessQueue (default concurrency)', async () => {
   return { queue, concurrency: 8, close: () => queue.stop({ timeoutMs: 100 }) };
 });
 
+runQueueContract('InProcessQueue (concurrency from the service at start)', async () => {
+  const queue = new InProcessQueue();
+  return { queue, concurrency: 3, settings: { concurrency: 3 }, takesConcurrencyFromStart: true, close: () => queue.stop({ timeoutMs: 100 }) };
+});
+
 runQueueContract('InProcessQueue (concurrency 2)', async () => {
   const queue = new InProcessQueue({ concurrency: 2 });
   return { queue, concurrency: 2, close: () => queue.stop({ timeoutMs: 100 }) };

@@ -8,6 +8,7 @@ import {
   type JobQueue,
   type Logger,
   type QueueStopOptions,
+  type RunnerSettings,
 } from '@genservice/core';
 
 export interface BullMQQueueOptions {
@@ -22,13 +23,13 @@ export interface BullMQQueueOptions {
   queueName?: string;
   /** BullMQ key prefix in Redis. Default `bull` (BullMQ's own). */
   prefix?: string;
-  /** Jobs this instance runs at once. Default 8; keep it equal to the service's `runner.concurrency`. */
+  /** Jobs this instance runs at once. Default: the service's `runner.concurrency` (handed over at start). */
   concurrency?: number;
   /**
    * How long BullMQ's lock on a running job lasts without renewal (renewed every half of it). When an instance
-   * dies, its jobs go back to the queue this long after its last renewal. Must be >= the service's
-   * `runner.leaseMs`: a job handed out again before the store lease of the dead worker ran out would find the
-   * generation still leased and be dropped, leaving it to the next recovery pass. Default 30 000.
+   * dies, its jobs go back to the queue this long after its last renewal. Default: the service's `runner.leaseMs`
+   * (handed over at start). A value below it is raised to it: a job handed out again before the store lease of the
+   * dead worker ran out would find the generation still leased and be dropped, leaving it to the next recovery pass.
    */
   lockDurationMs?: number;
   /**
@@ -37,11 +38,11 @@ export interface BullMQQueueOptions {
    * store gives up on it. Default 10.
    */
   maxStalledCount?: number;
-  /** How often workers look for jobs whose lock expired. Default: `lockDurationMs`. */
+  /** How often workers look for jobs whose lock expired. Default: the lock duration. */
   stalledIntervalMs?: number;
   /** How long `enqueue` waits for Redis before answering UnavailableError (HTTP 503). Default 1000. */
   enqueueTimeoutMs?: number;
-  /** Redis outages and handler faults are reported here (throttled). Default: silent. */
+  /** Redis outages and handler faults are reported here (throttled). Default: the service's logger (handed over at start). */
   logger?: Logger;
 }
 
@@ -99,12 +100,13 @@ export class BullMQQueue implements JobQueue {
   private readonly name: string;
   private readonly prefix: string | undefined;
   private readonly base: RedisOptions;
-  private readonly concurrency: number;
-  private readonly lockDurationMs: number;
-  private readonly stalledIntervalMs: number;
+  private readonly given: BullMQQueueOptions;
+  private concurrency: number;
+  private lockDurationMs: number;
+  private stalledIntervalMs: number;
   private readonly maxStalledCount: number;
   private readonly enqueueTimeoutMs: number;
-  private readonly logger: Logger;
+  private logger: Logger;
 
   private producer: OpenQueue | undefined;
   private worker: Worker<Job, void> | undefined;
@@ -123,6 +125,7 @@ export class BullMQQueue implements JobQueue {
     this.prefix = options.prefix;
     const given: RedisOptions = typeof options.connection === 'string' ? { url: options.connection } : { ...options.connection };
     this.base = { retryStrategy: (times: number) => Math.min(250 * times, 2000), ...given };
+    this.given = options;
     this.concurrency = options.concurrency ?? 8;
     this.lockDurationMs = options.lockDurationMs ?? 30_000;
     this.stalledIntervalMs = options.stalledIntervalMs ?? this.lockDurationMs;
@@ -203,10 +206,18 @@ export class BullMQQueue implements JobQueue {
     });
   }
 
-  async start(handler: JobHandler): Promise<void> {
+  async start(handler: JobHandler, settings?: RunnerSettings): Promise<void> {
     if (this.stopping) await this.stopping;
     this.handler = handler;
     if (this.worker) return;
+    if (settings) {
+      // The service's settings, so a host sets them once; explicit options of this queue win, but the lock never
+      // runs out before the store lease does.
+      this.concurrency = this.given.concurrency ?? settings.concurrency;
+      this.lockDurationMs = Math.max(this.given.lockDurationMs ?? settings.leaseMs, settings.leaseMs);
+      this.stalledIntervalMs = this.given.stalledIntervalMs ?? this.lockDurationMs;
+      if (!this.given.logger) this.logger = settings.logger;
+    }
     this.openProducer();
     const letGo = new AbortController();
     this.letGo = letGo;

@@ -15,3 +15,19 @@ runQueueContract('BullMQQueue', async () => {
     },
   };
 });
+
+runQueueContract('BullMQQueue (concurrency and lock from the service at start)', async () => {
+  const prefix = randomName('gsq');
+  const queue = new BullMQQueue({ connection: REDIS_URL, prefix, stalledIntervalMs: 1000 });
+  return {
+    queue,
+    concurrency: 3,
+    // The lock follows the store lease handed over at start.
+    settings: { concurrency: 3, leaseMs: 2000 },
+    takesConcurrencyFromStart: true,
+    async close(): Promise<void> {
+      await queue.stop({ timeoutMs: 1000 });
+      await obliterate(prefix);
+    },
+  };
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Job, JobQueue } from '@genservice/core';
+import { silentLogger, type Job, type JobHandler, type JobQueue, type RunnerSettings } from '@genservice/core';
 import { sleep, uid, useFresh, waitFor } from './harness.js';
 
 export interface QueueUnderTest {
@@ -9,6 +9,16 @@ export interface QueueUnderTest {
    * a queue without a limit.
    */
   concurrency?: number;
+  /**
+   * The runner settings the suite hands to `start` (the rest default: concurrency 8, leaseMs 1000). Keep leaseMs
+   * within what the queue's own timing allows.
+   */
+  settings?: Partial<RunnerSettings>;
+  /**
+   * The queue was built without a concurrency of its own: the suite then checks that it runs at most the
+   * `concurrency` the service hands to `start`.
+   */
+  takesConcurrencyFromStart?: boolean;
   close(): Promise<void>;
 }
 
@@ -21,6 +31,16 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
     const subject = useFresh(make);
     const queue = (): JobQueue => subject().queue;
     const job = (): Job => ({ generationId: uid('gen'), modelId: 'model-a' });
+    const settings = (over: Partial<RunnerSettings> = {}): RunnerSettings => ({
+      concurrency: 8,
+      leaseMs: 1000,
+      modelConcurrency: () => undefined,
+      logger: silentLogger,
+      ...subject().settings,
+      ...over,
+    });
+    /** Starts the queue as a service would: with its runner settings. */
+    const start = (handler: JobHandler, over: Partial<RunnerSettings> = {}): Promise<void> => queue().start(handler, settings(over));
 
     /** Records every handler call; `hold` keeps jobs running until released. */
     function recorder(hold = false): {
@@ -57,7 +77,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
 
     it('hands every enqueued job to the handler, with its model and a live signal', async () => {
       const r = recorder();
-      await queue().start(r.handler);
+      await start(r.handler);
       const jobs = Array.from({ length: 40 }, job);
       await Promise.all(jobs.map((j) => queue().enqueue(j)));
       await waitFor(() => jobs.every((j) => r.seen.includes(j.generationId)), 'every job to reach the handler');
@@ -69,7 +89,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       const got: Job[] = [];
       await queue().start(async (j) => {
         got.push(j);
-      });
+      }, settings());
       const j = { generationId: uid('gen'), modelId: 'model-with-ünïcode' };
       await queue().enqueue(j);
       await waitFor(() => got.length === 1, 'the job');
@@ -81,7 +101,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       const jobs = Array.from({ length: 5 }, job);
       for (const j of jobs) await queue().enqueue(j);
       const r = recorder();
-      await queue().start(r.handler);
+      await start(r.handler);
       await waitFor(() => jobs.every((j) => r.seen.includes(j.generationId)), 'jobs enqueued before start');
       await queue().stop({ timeoutMs: 1000 });
     });
@@ -93,7 +113,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       await queue().enqueue(twice);
       await Promise.all([queue().enqueue(twice), queue().enqueue(twice), queue().enqueue(other)]);
       const r = recorder();
-      await queue().start(r.handler);
+      await start(r.handler);
       await waitFor(() => r.seen.includes(twice.generationId) && r.seen.includes(other.generationId), 'both jobs');
       await sleep(100);
       expect(r.seen.filter((id) => id === twice.generationId)).toHaveLength(1);
@@ -106,7 +126,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       await queue().start(async (j) => {
         seen.push(j.generationId);
         if (j.generationId === bad.generationId) throw new Error('infrastructure fault');
-      });
+      }, settings());
       await queue().enqueue(bad);
       await waitFor(() => seen.includes(bad.generationId), 'the failing job');
       const after = Array.from({ length: 3 }, job);
@@ -123,7 +143,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
         signal = s;
         await sleep(200);
         finished = true;
-      });
+      }, settings());
       await queue().enqueue(j);
       await waitFor(() => signal !== undefined, 'the job to start');
       await queue().stop({ timeoutMs: 5_000 });
@@ -144,8 +164,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
               clearTimeout(give);
               resolve();
             });
-          }),
-      );
+          }), settings());
       await queue().enqueue(job());
       await waitFor(() => signal !== undefined, 'the job to start');
       const started = Date.now();
@@ -159,7 +178,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
 
     it('starts no job after stop', async () => {
       const r = recorder(true);
-      await queue().start(r.handler);
+      await start(r.handler);
       const first = job();
       await queue().enqueue(first);
       await waitFor(() => r.seen.includes(first.generationId), 'the first job');
@@ -178,10 +197,23 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       expect(r.seen.length).toBe(seenAfterStop);
     });
 
+    it("takes the service's concurrency from start when built without one", async () => {
+      if (!subject().takesConcurrencyFromStart) return;
+      const r = recorder(true);
+      await start(r.handler, { concurrency: 2 });
+      for (let i = 0; i < 6; i++) await queue().enqueue(job());
+      await waitFor(() => r.running.size === 2, 'two running');
+      await sleep(100);
+      expect(r.maxRunning).toBe(2);
+      r.release();
+      await waitFor(() => r.seen.length === 6, 'all six handed out');
+      expect(r.maxRunning).toBe(2);
+    });
+
     it('respects its concurrency limit, when it has one', async () => {
       const limit = subject().concurrency;
       const r = recorder(true);
-      await queue().start(r.handler);
+      await start(r.handler);
       const jobs = Array.from({ length: (limit ?? 4) * 3 }, job);
       for (const j of jobs) await queue().enqueue(j);
       if (limit !== undefined) {
@@ -204,8 +236,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
           new Promise<void>((resolve) => {
             signal = s;
             s.addEventListener('abort', () => resolve());
-          }),
-      );
+          }), settings());
       const j = job();
       await q.enqueue(j);
       await waitFor(() => signal !== undefined, 'the job to start');
