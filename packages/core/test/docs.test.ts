@@ -39,6 +39,8 @@ describe('docs/writing-a-provider.md', () => {
       expect(badge.result).toMatch(/^https:\/\/api\.example\.com\/gen\/v1\/files\//);
       const c = await service.create('u', { modelId: 'shout-1', settings: { prompt: 'upstream busy' } });
       expect(await until(() => service.get('u', c.generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 1 });
+      expect((await service.details('u', c.generationId)).error).toEqual({ code: 'provider_error', message: 'The badge service is busy; try again in a minute.' });
+      expect((await service.details('u', b.generationId)).progress).toEqual({ fraction: 0.5, message: 'rendering' });
       expect(await ledger.account('u')).toEqual({ balance: 91, reserved: 0, settled: 9 });
     } finally {
       await service.stop();
