@@ -69,6 +69,8 @@ export interface GenerationRecord {
   progress?: Progress;
   /** When a worker first claimed it (epoch ms). */
   startedAt?: number;
+  /** Where the client asked for this generation's webhooks, given at create. */
+  webhook?: { url: string; events: WebhookEventType[] };
   /** How many times a worker claimed it (1 on the first run). */
   attempts: number;
   /** The worker that holds the current claim, and until when (epoch ms). */
@@ -115,6 +117,10 @@ export interface GenerationEvent {
   at: number;
   data: Record<string, unknown>;
 }
+
+/** The webhook events a client can subscribe to (`generation.` + the event log type; `created` is not sent). */
+export const WEBHOOK_EVENT_TYPES = ['generation.processing', 'generation.progress', 'generation.completed', 'generation.failed'] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** What a client reads from GET /v1/generations/:id. */
 export interface GenerationView {

@@ -60,6 +60,7 @@ export class MemoryGenerationStore implements GenerationStore {
       updatedAt: gen.createdAt,
     };
     if (gen.metadata !== undefined) record.metadata = { ...gen.metadata };
+    if (gen.webhook !== undefined) record.webhook = { url: gen.webhook.url, events: [...gen.webhook.events] };
     this.records.set(gen.id, record);
     this.order.set(gen.id, this.sequence++);
     let owned = this.byOwner.get(gen.ownerId);
@@ -195,7 +196,7 @@ export class MemoryGenerationStore implements GenerationStore {
     return this.lastSeqValue;
   }
 
-  async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[] }> {
+  async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }> {
     const victims = this.sorted(
       (r) => isTerminal(r.status) && r.finishedAt !== undefined && r.finishedAt < before,
       (a, b) => (a.finishedAt ?? 0) - (b.finishedAt ?? 0),
@@ -215,7 +216,7 @@ export class MemoryGenerationStore implements GenerationStore {
       for (const e of this.log) if (!gone.has(e.generationId)) this.log[w++] = e;
       this.log.length = w;
     }
-    return { deleted: victims.length, resultKeys };
+    return { deleted: victims.length, resultKeys, ids: [...gone] };
   }
 
   async countByStatus(): Promise<Record<GenerationStatus, number>> {
@@ -275,6 +276,7 @@ function copy(record: GenerationRecord): GenerationRecord {
   if (record.metadata) out.metadata = { ...record.metadata };
   if (record.progress) out.progress = { ...record.progress };
   if (record.error) out.error = { ...record.error };
+  if (record.webhook) out.webhook = { url: record.webhook.url, events: [...record.webhook.events] };
   return out;
 }
 

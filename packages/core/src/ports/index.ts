@@ -6,3 +6,4 @@ export type * from './blob.js';
 export type * from './queue.js';
 export type * from './idempotency.js';
 export type * from './provider.js';
+export type * from './webhooks.js';

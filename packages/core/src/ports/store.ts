@@ -5,6 +5,7 @@ import type {
   GenerationStatus,
   Metadata,
   Settings,
+  WebhookEventType,
 } from '../domain.js';
 
 export interface NewGeneration {
@@ -16,6 +17,8 @@ export interface NewGeneration {
   createdAt: number;
   /** The client's labels; absent when none were given. */
   metadata?: Metadata;
+  /** The client's webhook for this generation (URL already checked); absent when none was given. */
+  webhook?: { url: string; events: WebhookEventType[] };
 }
 
 export interface ClaimOptions {
@@ -140,9 +143,9 @@ export interface GenerationStore {
   lastSeq(): Promise<number>;
   /**
    * Deletes terminal generations finished before `before` (retention), and their events, at most `limit` at a
-   * time. Returns the deleted records' result keys so their files can be deleted too.
+   * time. Returns the deleted records' ids and result keys so their files and webhook deliveries can go too.
    */
-  deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[] }>;
+  deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }>;
   /** Counts by status; for tests and operators. */
   countByStatus?(): Promise<Record<GenerationStatus, number>>;
 }

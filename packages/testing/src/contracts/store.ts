@@ -374,6 +374,14 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         expect((await read(gen.id)).startedAt).toBe(T0 + 1000);
         const plain = await inserted();
         expect((await read(plain.id)).metadata).toBeUndefined();
+        expect((await read(plain.id)).webhook).toBeUndefined();
+      });
+
+      it('keeps the webhook a generation was created with', async () => {
+        const webhook = { url: 'https://hooks.example.com/gen?token=a%20b', events: ['generation.completed', 'generation.failed'] as const };
+        const gen = await inserted({ webhook: { url: webhook.url, events: [...webhook.events] } });
+        expect((await read(gen.id)).webhook).toEqual({ url: webhook.url, events: [...webhook.events] });
+        expect((await store().list(gen.ownerId, { limit: 1 }))[0]!.webhook).toEqual({ url: webhook.url, events: [...webhook.events] });
       });
     });
 
@@ -463,8 +471,10 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         await store().fail(gen.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 10 });
         const last = await store().lastSeq();
         expect((await store().eventsOf(gen.id)).length).toBe(2);
-        const { deleted } = await store().deleteFinishedBefore(T0 + 11, 1000);
+        const { deleted, ids } = await store().deleteFinishedBefore(T0 + 11, 1000);
         expect(deleted).toBeGreaterThanOrEqual(1);
+        expect(ids).toContain(gen.id);
+        expect(ids).toHaveLength(deleted);
         expect(await store().eventsOf(gen.id)).toEqual([]);
         expect((await store().readEvents(0, 100_000)).some((e) => e.generationId === gen.id)).toBe(false);
         expect(await store().lastSeq()).toBe(last);

@@ -1,0 +1,98 @@
+import type { WebhookEventType } from '../domain.js';
+
+export type { WebhookEventType };
+
+/** Where and what to deliver: one per generation (given at create) or the host's default endpoints of a user. */
+export interface WebhookEndpoint {
+  url: string;
+  events: WebhookEventType[];
+}
+
+/** A user's signing secrets: the current one, and during a rotation's overlap the previous one too. */
+export interface WebhookSecrets {
+  /** `whsec_` + base64 of the key bytes (Standard Webhooks). */
+  current: string;
+  previous?: { key: string; expiresAt: number };
+}
+
+export type DeliveryState = 'pending' | 'delivered' | 'failed' | 'gone';
+
+/** One message to one endpoint: retried until delivered, given up, or the endpoint said it is gone (410). */
+export interface NewDelivery {
+  /** The `webhook-id` header: the same on every retry of one message; unique per (event, endpoint). */
+  id: string;
+  generationId: string;
+  ownerId: string;
+  /** The event log `seq` this message is about. */
+  seq: number;
+  type: WebhookEventType;
+  url: string;
+  /** The JSON body, exactly as it is sent (and signed) on every attempt. */
+  payload: string;
+  /** Epoch ms of the first attempt. */
+  nextAttemptAt: number;
+  createdAt: number;
+}
+
+export interface DeliveryAttempt {
+  /** Epoch ms the attempt started. */
+  at: number;
+  /** The receiver's HTTP status, when it answered. */
+  status?: number;
+  /** Why there is no status (timeout, refused address, connection error), in words safe for the owner. */
+  error?: string;
+  durationMs: number;
+}
+
+export interface Delivery extends NewDelivery {
+  state: DeliveryState;
+  /** Attempts made so far. */
+  attempts: number;
+  leaseOwner?: string;
+  leaseExpiresAt?: number;
+}
+
+export interface DeliveryWithAttempts extends Delivery {
+  /** Oldest first. */
+  history: DeliveryAttempt[];
+}
+
+/** What to do after an attempt. */
+export interface DeliveryOutcome {
+  state: DeliveryState;
+  /** When `state` is `pending`: epoch ms of the next attempt. */
+  nextAttemptAt?: number;
+}
+
+/**
+ * Webhook secrets and the delivery outbox.
+ *
+ * Guarantees (the contract suite in @genservice/testing checks each):
+ * - `ensureSecret` is atomic: of concurrent calls for one user exactly one secret is kept, and every call returns it.
+ *   `rotateSecret` makes `newKey` current and keeps the old one as `previous` until `now + overlapMs`; `getSecrets`
+ *   leaves out a `previous` that has expired.
+ * - `addDeliveries` is idempotent by delivery id: adding one that exists changes nothing (so several instances may
+ *   write the same event's deliveries).
+ * - `claimDue` hands a pending delivery whose `nextAttemptAt <= now` and whose lease is absent or expired to exactly
+ *   one of racing callers, leasing it to `workerId` until `now + leaseMs`; oldest `nextAttemptAt` first.
+ * - `recordAttempt` appends the attempt and applies the outcome only while `workerId` holds the lease (else false,
+ *   nothing written); it clears the lease and counts the attempt.
+ * - `stopEndpoint` moves every pending delivery of that owner to that URL to `gone` (the receiver answered 410).
+ * - `advanceCursor(name, from, to)` moves a named cursor from `from` to `to` only if it is still at `from`
+ *   (compare-and-set; a cursor never set reads 0).
+ * - `deleteForGenerations` deletes the deliveries (and their attempts) of those generations (retention).
+ */
+export interface WebhookStore {
+  getSecrets(userId: string, now: number): Promise<WebhookSecrets | null>;
+  ensureSecret(userId: string, candidate: string, now: number): Promise<string>;
+  rotateSecret(userId: string, newKey: string, now: number, overlapMs: number): Promise<WebhookSecrets>;
+  addDeliveries(deliveries: NewDelivery[]): Promise<void>;
+  claimDue(now: number, limit: number, workerId: string, leaseMs: number): Promise<Delivery[]>;
+  recordAttempt(id: string, workerId: string, attempt: DeliveryAttempt, outcome: DeliveryOutcome): Promise<boolean>;
+  stopEndpoint(ownerId: string, url: string): Promise<number>;
+  /** One generation's deliveries with their attempts, oldest first. */
+  deliveriesOf(generationId: string): Promise<DeliveryWithAttempts[]>;
+  getCursor(name: string): Promise<number>;
+  advanceCursor(name: string, from: number, to: number): Promise<boolean>;
+  deleteForGenerations(generationIds: string[]): Promise<number>;
+}
