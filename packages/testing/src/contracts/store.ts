@@ -655,9 +655,10 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         const result = await store().deleteFinishedBefore(T0 + 1000, 100);
         expect(result.deleted).toBe(3);
         expect(result.resultKeys).toEqual(['key-old']);
+        expect([...result.ids].sort()).toEqual([oldWithFile.id, oldText.id, oldFailed.id].sort());
         for (const gone of [oldWithFile, oldText, oldFailed]) expect(await store().getById(gone.id)).toBeNull();
         for (const kept of [atCutoff, recent, ancientPending, ancientProcessing]) expect(await store().getById(kept.id)).not.toBeNull();
-        expect(await store().deleteFinishedBefore(T0 + 1000, 100)).toEqual({ deleted: 0, resultKeys: [] });
+        expect(await store().deleteFinishedBefore(T0 + 1000, 100)).toEqual({ deleted: 0, resultKeys: [], ids: [] });
       });
 
       it('deletes at most `limit` at a time', async () => {
