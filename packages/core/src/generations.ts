@@ -163,6 +163,14 @@ export class Generations {
     return rec;
   }
 
+  viewOf(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationView {
+    return this.views.view(rec, baseUrl);
+  }
+
+  itemOf(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationItem {
+    return this.views.item(rec, baseUrl);
+  }
+
   async get(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<GenerationView> {
     return this.views.view(await this.owned(userId, generationId), baseUrl);
   }

@@ -7,6 +7,7 @@ import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { JobQueue } from './ports/queue.js';
 import type { GenerationStore } from './ports/store.js';
+import { EventFeed } from './push/event-feed.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 
@@ -65,9 +66,16 @@ export class Lifecycle {
     @inject(TOKENS.Store) private readonly store: GenerationStore,
     @inject(TOKENS.Ledger) private readonly ledger: Ledger,
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
+    @inject(TOKENS.Feed) private readonly feed: EventFeed,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'lifecycle' });
+  }
+
+  /** Every committed transition wakes the readers of the event log (streams, long-polls, webhooks). */
+  private committed<T>(result: T): T {
+    if (result) this.feed.committed();
+    return result;
   }
 
   /**
@@ -102,6 +110,7 @@ export class Lifecycle {
       await this.ledger.release(id).catch(() => undefined);
       throw err;
     }
+    this.committed(true);
     try {
       await this.queue.enqueue({ generationId: id, modelId: input.modelId }, { fresh: true });
     } catch (err) {
@@ -122,23 +131,25 @@ export class Lifecycle {
   }
 
   /** Claims a generation for this instance's worker; null when it is not claimable (finished, or leased). */
-  claim(generationId: string): Promise<GenerationRecord | null> {
-    return this.store.claim(generationId, { workerId: this.options.instanceId, leaseMs: this.options.runner.leaseMs, now: Date.now() });
+  async claim(generationId: string): Promise<GenerationRecord | null> {
+    return this.committed(await this.store.claim(generationId, { workerId: this.options.instanceId, leaseMs: this.options.runner.leaseMs, now: Date.now() }));
   }
 
   renew(generationId: string): Promise<boolean> {
     return this.store.renewLease(generationId, this.options.instanceId, this.options.runner.leaseMs, Date.now());
   }
 
-  progress(generationId: string, fraction: number, message?: string): Promise<boolean> {
+  async progress(generationId: string, fraction: number, message?: string): Promise<boolean> {
     const f = Number.isFinite(fraction) ? Math.min(1, Math.max(0, fraction)) : 0;
     const m = message === undefined ? undefined : String(message).slice(0, 200);
-    return this.store.progress(generationId, { workerId: this.options.instanceId, fraction: f, now: Date.now(), ...(m !== undefined ? { message: m } : {}) });
+    return this.committed(
+      await this.store.progress(generationId, { workerId: this.options.instanceId, fraction: f, now: Date.now(), ...(m !== undefined ? { message: m } : {}) }),
+    );
   }
 
   /** Completes a claimed generation and settles its price. False when the store refused (lease lost, cancelled). */
   async complete(generationId: string, result: Omit<CompleteRequest, 'workerId'>): Promise<boolean> {
-    const ok = await this.store.complete(generationId, { workerId: this.options.instanceId, ...result, now: Date.now() });
+    const ok = this.committed(await this.store.complete(generationId, { workerId: this.options.instanceId, ...result, now: Date.now() }));
     if (!ok) return false;
     await this.ledger.settle(generationId, result.price);
     this.logger.info({ generationId, status: 'completed', price: result.price }, 'generation completed');
@@ -160,7 +171,7 @@ export class Lifecycle {
       error: { code: request.code, message: request.publicMessage ?? FAILURE_MESSAGES[request.code] },
       now: Date.now(),
     });
-    if (!ok) return null;
+    if (!this.committed(ok)) return null;
     // A cancel's fee depends on the state the store moved from: read back what it actually recorded.
     const price = request.fee === 'cancel' ? ((await this.store.getById(generationId))?.price ?? 0) : fee;
     await this.ledger.settle(generationId, price);

@@ -74,6 +74,17 @@ const optionsSchema = z.strictObject({
   fieldTypes: z.record(z.string(), z.custom<object>((v) => typeof v === 'function', { message: 'must be a function' })).optional(),
   idempotencyTtlMs: ms.min(1).optional(),
   instanceId: z.string().min(1).max(200).optional(),
+  push: z
+    .strictObject({
+      notifier: port('start', 'publish', 'stop').optional(),
+      pollIntervalMs: ms.min(10).optional(),
+      keepAliveMs: ms.min(10).optional(),
+      maxWaitSeconds: positiveInt.max(3600).optional(),
+    })
+    .optional(),
+  // The SQL store packages document spreading their result into the options: these keys are the host's, not ours.
+  db: z.unknown().optional(),
+  close: z.unknown().optional(),
 });
 
 /** Thrown by createGenerationService for bad options; lists every problem, one per line. */
@@ -122,5 +133,10 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       sweepIntervalMs: options.retention?.sweepIntervalMs ?? 10 * 60_000,
     },
     idempotencyTtlMs: options.idempotencyTtlMs ?? 24 * 3600_000,
+    push: {
+      pollIntervalMs: options.push?.pollIntervalMs ?? 1000,
+      keepAliveMs: options.push?.keepAliveMs ?? 15_000,
+      maxWaitSeconds: options.push?.maxWaitSeconds ?? 60,
+    },
   };
 }

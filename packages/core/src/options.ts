@@ -8,6 +8,7 @@ import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { ModelProvider } from './ports/provider.js';
 import type { JobQueue } from './ports/queue.js';
+import type { Notifier } from './ports/notifier.js';
 import type { GenerationStore } from './ports/store.js';
 
 /** Builds the zod schema of one setting of a host-registered field type. */
@@ -57,6 +58,21 @@ export interface RetentionOptions {
   sweepIntervalMs?: number;
 }
 
+export interface PushOptions {
+  /**
+   * Wakes this instance's live streams when another instance commits a transition (`RedisNotifier` from
+   * @genservice/queue-bullmq, `PostgresNotifier` from @genservice/store-postgres). Default: this process only; other
+   * instances' transitions are then seen within `pollIntervalMs`.
+   */
+  notifier?: Notifier;
+  /** While any stream or long-poll waits, read the event log at least this often (ms). Default 1000. */
+  pollIntervalMs?: number;
+  /** A comment line on every open event stream this often (ms), so proxies keep it open. Default 15 000. */
+  keepAliveMs?: number;
+  /** The longest `Prefer: wait=N` honoured, in seconds. Default 60. */
+  maxWaitSeconds?: number;
+}
+
 export interface GenerationServiceOptions {
   /** Model providers; model ids must be unique over all of them. */
   providers: ModelProvider[];
@@ -103,4 +119,6 @@ export interface GenerationServiceOptions {
   idempotencyTtlMs?: number;
   /** Identifies this instance's worker in leases and logs. Default: random. */
   instanceId?: string;
+  /** Live status: event streams and long-polls. */
+  push?: PushOptions;
 }

@@ -18,4 +18,5 @@ export interface ResolvedServiceOptions {
   recovery: { onStart: boolean; intervalMs: number; orphanReserveMs: number };
   retention: { finishedTtlMs?: number; sweepIntervalMs: number };
   idempotencyTtlMs: number;
+  push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number };
 }

@@ -27,6 +27,14 @@ export interface GenerationPage {
   nextCursor: string | null;
 }
 
+/** Live counters of this instance, for operators and tests. */
+export interface ServiceStats {
+  /** Event streams open (`GET /v1/generations/:id/events`). */
+  openStreams: number;
+  /** Streams and long-polls waiting for a generation's next event. */
+  watchers: number;
+}
+
 export interface RecoveryReport {
   requeued: number;
   failed: number;
@@ -74,6 +82,8 @@ export interface GenerationService {
   stop(options?: { timeoutMs?: number }): Promise<void>;
   /** Runs one recovery pass now (re-enqueue pending, retry expired leases, settle forgotten reserves). */
   recover(): Promise<RecoveryReport>;
+  /** Live counters of this instance. */
+  stats(): ServiceStats;
   /** Runs one retention sweep now (deletes finished generations past `retention.finishedTtlMs`). */
   sweep(): Promise<number>;
   /** Largest request body in bytes (limits.bodyBytes); adapters stop reading beyond it. */

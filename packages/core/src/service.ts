@@ -16,6 +16,8 @@ import type { Logger } from './ports/logger.js';
 import type { ModelDefinition } from './ports/provider.js';
 import { ModelRegistry } from './registry.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
+import { EventFeed, InProcessNotifier } from './push/event-feed.js';
+import { LiveStatus } from './push/live-status.js';
 import { Runner } from './runner/runner.js';
 import { InProcessQueue } from './runner/in-process-queue.js';
 import type {
@@ -25,6 +27,7 @@ import type {
   GenerationService,
   ListOptions,
   ReadOptions,
+  ServiceStats,
 } from './service-types.js';
 import { TOKENS } from './tokens.js';
 import { Views, type GenerationItem } from './views.js';
@@ -44,6 +47,8 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(TOKENS.Runner) private readonly runner: Runner,
     @inject(TOKENS.Maintenance) private readonly maintenance: Maintenance,
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
+    @inject(TOKENS.Feed) private readonly feed: EventFeed,
+    @inject(TOKENS.LiveStatus) private readonly live: LiveStatus,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'genservice' });
@@ -99,6 +104,7 @@ export class GenerationServiceImpl implements GenerationService {
     if (this.started) return;
     this.started = true;
     this.stopping = undefined;
+    await this.feed.start();
     const { runner } = this.options;
     if (runner.enabled) {
       await this.queue.start((job, signal) => this.runner.run(job, signal), {
@@ -115,8 +121,12 @@ export class GenerationServiceImpl implements GenerationService {
     if (!this.started) return this.stopping ?? Promise.resolve();
     this.started = false;
     this.maintenance.stop();
-    this.stopping = this.queue.stop({ timeoutMs: options.timeoutMs ?? 10_000 });
+    this.stopping = this.queue.stop({ timeoutMs: options.timeoutMs ?? 10_000 }).finally(() => this.feed.stop());
     return this.stopping;
+  }
+
+  stats(): ServiceStats {
+    return { openStreams: this.live.openStreams, watchers: this.feed.size };
   }
 
   recover(): Promise<RecoveryReport> {
@@ -174,6 +184,9 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.FileUrlTtlSeconds, { useValue: options.fileUrlTtlSeconds ?? 3600 });
   c.registerSingleton(TOKENS.Signer, FileUrlSigner);
   c.registerSingleton(TOKENS.Views, Views);
+  port(TOKENS.Notifier, options.push?.notifier, InProcessNotifier);
+  c.registerSingleton(TOKENS.Feed, EventFeed);
+  c.registerSingleton(TOKENS.LiveStatus, LiveStatus);
   c.registerSingleton(TOKENS.Lifecycle, Lifecycle);
   c.registerSingleton(TOKENS.Runner, Runner);
   c.registerSingleton(TOKENS.Maintenance, Maintenance);

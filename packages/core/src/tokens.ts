@@ -22,5 +22,8 @@ export const TOKENS = {
   Views: Symbol('genservice.Views'),
   Generations: Symbol('genservice.Generations'),
   Handler: Symbol('genservice.HttpHandler'),
+  Notifier: Symbol('genservice.Notifier'),
+  Feed: Symbol('genservice.EventFeed'),
+  LiveStatus: Symbol('genservice.LiveStatus'),
   Service: Symbol('genservice.GenerationService'),
 } as const;

@@ -6,6 +6,7 @@ import { childLogger } from '../logger.js';
 import type { ApiKeyResolver } from '../ports/api-keys.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
+import { LiveStatus } from '../push/live-status.js';
 import { ModelRegistry } from '../registry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
@@ -25,6 +26,7 @@ type Route =
   | { name: 'list' }
   | { name: 'quote' }
   | { name: 'get'; id: string }
+  | { name: 'events'; id: string }
   | { name: 'cancel'; id: string }
   | { name: 'balance' }
   | { name: 'openapi' }
@@ -39,6 +41,11 @@ const ROUTES: Array<{ template: string; pattern: RegExp; methods: Record<string,
   },
   { template: '/v1/quotes', pattern: /^\/v1\/quotes\/?$/, methods: { POST: () => ({ name: 'quote' }) } },
   { template: '/v1/generations/{id}', pattern: /^\/v1\/generations\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'get', id: m[1]! }) } },
+  {
+    template: '/v1/generations/{id}/events',
+    pattern: /^\/v1\/generations\/([^/]+)\/events\/?$/,
+    methods: { GET: (m) => ({ name: 'events', id: m[1]! }) },
+  },
   {
     template: '/v1/generations/{id}/cancel',
     pattern: /^\/v1\/generations\/([^/]+)\/cancel\/?$/,
@@ -104,6 +111,19 @@ function parseListQuery(query: string): ListRequest {
   return out;
 }
 
+/**
+ * `wait=N` of a Prefer header (RFC 7240; several preferences, any order, case-insensitive name), capped at `max`.
+ * Undefined when there is none or it is not a whole number of seconds.
+ */
+function preferredWait(prefer: string | undefined, max: number): number | undefined {
+  if (!prefer) return undefined;
+  for (const part of prefer.split(',')) {
+    const m = /^\s*wait\s*=\s*"?(\d{1,6})"?\s*(?:;.*)?$/i.exec(part);
+    if (m) return Math.min(Number(m[1]), max);
+  }
+  return undefined;
+}
+
 function decodeSegment(s: string): string | null {
   try {
     return decodeURIComponent(s);
@@ -124,6 +144,7 @@ export class HttpHandler {
 
   constructor(
     @inject(TOKENS.Generations) private readonly generations: Generations,
+    @inject(TOKENS.LiveStatus) private readonly live: LiveStatus,
     @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Signer) private readonly signer: FileUrlSigner,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
@@ -142,6 +163,9 @@ export class HttpHandler {
       res = await this.dispatch(head ? { ...req, method: 'GET' } : req);
     } catch (err) {
       res = this.fromError(err);
+    }
+    if (head && typeof res.body === 'object' && Symbol.asyncIterator in res.body) {
+      await res.body[Symbol.asyncIterator]().return?.();
     }
     return head ? { ...res, body: '' } : res;
   }
@@ -193,13 +217,36 @@ export class HttpHandler {
         const id = decodeSegment(route.id);
         if (id === null) return fail('not_found', 'Generation not found.');
         const include = query === '' ? null : new URLSearchParams(query).getAll('include');
-        if (include && include.length > 0) {
-          if (include.length > 1 || include[0] !== 'details') {
-            return fail('invalid_request', 'include must be "details".', [{ field: 'include', code: 'invalid_value', message: 'must be "details"' }]);
-          }
-          return json(200, JSON.stringify(await this.generations.details(userId, id, req.baseUrl)));
+        const details = include !== null && include.length > 0;
+        if (details && (include.length > 1 || include[0] !== 'details')) {
+          return fail('invalid_request', 'include must be "details".', [{ field: 'include', code: 'invalid_value', message: 'must be "details"' }]);
         }
+        const wait = preferredWait(header(req, 'prefer'), this.options.push.maxWaitSeconds);
+        if (wait !== undefined) {
+          const rec = await this.live.waitForChange(userId, id, wait);
+          const body = details ? this.generations.itemOf(rec, req.baseUrl) : this.generations.viewOf(rec, req.baseUrl);
+          return json(200, JSON.stringify(body), { 'preference-applied': `wait=${wait}`, vary: 'Prefer' });
+        }
+        if (details) return json(200, JSON.stringify(await this.generations.details(userId, id, req.baseUrl)));
         return json(200, JSON.stringify(await this.generations.get(userId, id, req.baseUrl)));
+      }
+      case 'events': {
+        const id = decodeSegment(route.id);
+        if (id === null) return fail('not_found', 'Generation not found.');
+        const lastId = header(req, 'last-event-id');
+        const after = lastId !== undefined && /^\d{1,15}$/.test(lastId.trim()) ? Number(lastId.trim()) : undefined;
+        const stream = await this.live.stream(userId, id, after, req.baseUrl);
+        return {
+          status: 200,
+          headers: {
+            'content-type': 'text/event-stream; charset=utf-8',
+            'cache-control': 'no-store',
+            'x-content-type-options': 'nosniff',
+            // nginx and similar buffer responses unless told not to: a buffered event stream is not live.
+            'x-accel-buffering': 'no',
+          },
+          body: stream,
+        };
       }
       case 'list':
         return json(200, JSON.stringify(await this.generations.list(userId, parseListQuery(query), req.baseUrl)));

@@ -34,6 +34,10 @@ export interface HttpResponse {
   status: number;
   /** Header names in lower case. */
   headers: Record<string, string>;
-  /** JSON text, or file bytes on the files route; empty string for no body. */
-  body: string | Uint8Array;
+  /**
+   * JSON text, or file bytes on the files route; empty string for no body. A live stream (`text/event-stream`) is an
+   * async iterable of chunks: the adapter writes each as it comes, with backpressure, and calls the iterator's
+   * `return()` when the client goes away, which releases everything the stream holds.
+   */
+  body: string | Uint8Array | AsyncIterable<string | Uint8Array>;
 }

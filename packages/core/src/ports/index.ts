@@ -7,3 +7,4 @@ export type * from './queue.js';
 export type * from './idempotency.js';
 export type * from './provider.js';
 export type * from './webhooks.js';
+export type * from './notifier.js';

@@ -1,0 +1,158 @@
+import { inject, injectable } from 'tsyringe';
+import type { GenerationEvent } from '../domain.js';
+import { childLogger } from '../logger.js';
+import type { Logger } from '../ports/logger.js';
+import type { Notifier } from '../ports/notifier.js';
+import type { GenerationStore } from '../ports/store.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
+
+export type EventListener = (event: GenerationEvent) => void;
+
+const PAGE = 1000;
+
+/**
+ * This instance's one reader of the event log. Live streams and long-polls watch a generation here instead of each
+ * polling the store: one read of the log serves every watcher, so an idle stream costs a map entry.
+ *
+ * It reads when woken (a transition on this instance, or the notifier for another instance's), and every
+ * `push.pollIntervalMs`, so a lost wake-up costs latency, never an event. A watcher may be handed an event appended
+ * just before it began watching: watchers skip what they already know by `seq` or status. Other readers (webhook
+ * delivery) may subscribe to every wake-up.
+ */
+@injectable()
+export class EventFeed {
+  private readonly logger: Logger;
+  private readonly watchers = new Map<string, Set<EventListener>>();
+  private readonly wakeListeners = new Set<() => void>();
+  private cursor = 0;
+  private started = false;
+  private reading: Promise<void> | undefined;
+  private again = false;
+  private timer: NodeJS.Timeout | undefined;
+  private watching = 0;
+
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(TOKENS.Store) private readonly store: GenerationStore,
+    @inject(TOKENS.Notifier) private readonly notifier: Notifier,
+    @inject(TOKENS.Logger) logger: Logger,
+  ) {
+    this.logger = childLogger(logger, { component: 'event-feed' });
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    this.cursor = await this.store.lastSeq();
+    await this.notifier.start(() => this.wake());
+    // Always, not only while someone watches: a cursor left behind while nobody watched would make the first new
+    // watcher wait for a backlog of other generations' events.
+    this.timer = setInterval(() => this.read(), this.options.push.pollIntervalMs);
+    this.timer.unref?.();
+  }
+
+  async stop(): Promise<void> {
+    if (!this.started) return;
+    this.started = false;
+    clearInterval(this.timer);
+    await this.notifier.stop();
+    await this.reading;
+  }
+
+  private wakeScheduled = false;
+
+  /** A transition was committed on this instance: read soon (a burst makes one read), and tell the other instances. */
+  committed(): void {
+    if (!this.wakeScheduled) {
+      this.wakeScheduled = true;
+      queueMicrotask(() => {
+        this.wakeScheduled = false;
+        this.wake();
+      });
+    }
+    this.notifier.publish();
+  }
+
+  /** Called for every wake-up (local or remote), before the feed reads. */
+  onWake(listener: () => void): () => void {
+    this.wakeListeners.add(listener);
+    return () => this.wakeListeners.delete(listener);
+  }
+
+  private wake(): void {
+    for (const l of this.wakeListeners) {
+      try {
+        l();
+      } catch (err) {
+        this.logger.warn({ err: String(err) }, 'wake listener failed');
+      }
+    }
+    this.read();
+  }
+
+  /** Calls `listener` with every event of this generation appended from now on, until the returned function is called. */
+  watch(generationId: string, listener: EventListener): () => void {
+    let set = this.watchers.get(generationId);
+    if (!set) {
+      set = new Set();
+      this.watchers.set(generationId, set);
+    }
+    set.add(listener);
+    this.watching++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.watching--;
+      const s = this.watchers.get(generationId);
+      s?.delete(listener);
+      if (s && s.size === 0) this.watchers.delete(generationId);
+    };
+  }
+
+  /** Reads the log past the cursor; calls made while a read runs make it read once more after, never in parallel. */
+  read(): void {
+    if (!this.started) return;
+    if (this.reading) {
+      this.again = true;
+      return;
+    }
+    this.reading = (async () => {
+      do {
+        this.again = false;
+        try {
+          for (;;) {
+            const events = await this.store.readEvents(this.cursor, PAGE);
+            for (const e of events) {
+              this.cursor = e.seq;
+              const set = this.watchers.get(e.generationId);
+              if (set) for (const l of [...set]) l(e);
+            }
+            if (events.length < PAGE) break;
+          }
+        } catch (err) {
+          this.logger.warn({ err: String(err) }, 'reading the event log failed; the next wake-up or poll retries');
+        }
+      } while (this.again && this.started);
+    })().finally(() => {
+      this.reading = undefined;
+    });
+  }
+
+  /** Watchers right now; for tests and metrics. */
+  get size(): number {
+    return this.watching;
+  }
+}
+
+/**
+ * The default notifier, for one process: there is no other instance to tell (the feed wakes itself on its own
+ * transitions). Instances that share a store need a shared channel (`RedisNotifier`, `PostgresNotifier`); without one
+ * they still see each other's transitions, `push.pollIntervalMs` later.
+ */
+export class InProcessNotifier implements Notifier {
+  async start(): Promise<void> {}
+  publish(): void {}
+  async stop(): Promise<void> {}
+}
