@@ -12,7 +12,7 @@
  * @example
  * import { createGenerationService } from '@genservice/core';
  * import { createPostgresStores } from '@genservice/store-postgres';
- * import { BullMQQueue } from '@genservice/queue-bullmq';
+ * import { BullMQQueue, RedisNotifier } from '@genservice/queue-bullmq';
  *
  * const pg = await createPostgresStores({ connectionString: process.env.DATABASE_URL });
  * const service = createGenerationService({
@@ -21,8 +21,10 @@
  *   ledger: pg.ledger,
  *   apiKeys: pg.apiKeys,
  *   idempotency: pg.idempotency,
- *   // lockDurationMs must be >= runner.leaseMs; concurrency the same as runner.concurrency.
- *   queue: new BullMQQueue({ connection: process.env.REDIS_URL!, concurrency: 8, lockDurationMs: 30_000 }),
+ *   // Concurrency and the lock (the store lease) come from `runner` when the service starts the queue.
+ *   queue: new BullMQQueue({ connection: process.env.REDIS_URL! }),
+ *   // Live streams on one instance see transitions made on another at once.
+ *   push: { notifier: new RedisNotifier({ connection: process.env.REDIS_URL! }) },
  *   runner: { concurrency: 8, leaseMs: 30_000 },
  * });
  * await service.start();
@@ -34,3 +36,5 @@
  */
 export { BullMQQueue } from './bullmq-queue.js';
 export type { BullMQQueueOptions } from './bullmq-queue.js';
+export { RedisNotifier } from './redis-notifier.js';
+export type { RedisNotifierOptions } from './redis-notifier.js';

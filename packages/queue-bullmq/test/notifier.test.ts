@@ -1,0 +1,106 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  createGenerationService,
+  MemoryApiKeyStore,
+  MemoryGenerationStore,
+  MemoryLedger,
+  type GenerationService,
+  type ModelProvider,
+} from '@genservice/core';
+import { RedisNotifier } from '../src/index.js';
+import { REDIS_URL, randomName } from './helpers.js';
+
+const open: Array<{ stop(): Promise<void> }> = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((o) => o.stop()));
+});
+
+function notifier(channel: string): RedisNotifier {
+  const n = new RedisNotifier({ connection: REDIS_URL, channel });
+  open.push(n);
+  return n;
+}
+
+async function until(check: () => boolean, what: string, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+describe('RedisNotifier', () => {
+  it('wakes every subscriber of the channel, and no other channel', async () => {
+    const channel = randomName('gs-notify');
+    const a = notifier(channel);
+    const b = notifier(channel);
+    const other = notifier(randomName('gs-notify'));
+    let wokeA = 0;
+    let wokeB = 0;
+    let wokeOther = 0;
+    await a.start(() => wokeA++);
+    await b.start(() => wokeB++);
+    await other.start(() => wokeOther++);
+    a.publish();
+    a.publish(); // same tick: one message
+    await until(() => wokeA >= 1 && wokeB >= 1, 'both subscribers');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(wokeB).toBe(1);
+    expect(wokeOther).toBe(0);
+  });
+
+  it('never throws on publish while Redis is unreachable', async () => {
+    const n = new RedisNotifier({ connection: 'redis://127.0.0.1:1', channel: 'x' });
+    open.push(n);
+    await n.start(() => undefined);
+    expect(() => n.publish()).not.toThrow();
+    await new Promise((r) => setTimeout(r, 20));
+  });
+
+  it("lets a stream on one instance see another instance's transition at once, without waiting for the log poll", async () => {
+    const channel = randomName('gs-notify');
+    const store = new MemoryGenerationStore();
+    const ledger = new MemoryLedger({ balances: { alice: 100 } });
+    const apiKeys = new MemoryApiKeyStore({ keys: [{ apiKey: 'ka', userId: 'alice' }] });
+    let finish: (() => void) | undefined;
+    const provider: ModelProvider = {
+      models: [{ modelId: 'm', title: 'M', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 1 }],
+      generate: () => new Promise((resolve) => (finish = () => resolve({ text: 'from the worker' }))),
+    };
+    const services: GenerationService[] = [];
+    // A poll interval far longer than the test: only the notifier can wake the API instance in time.
+    for (const runner of [true, false]) {
+      const s = createGenerationService({
+        providers: [provider],
+        store,
+        ledger,
+        apiKeys,
+        runner: { enabled: runner },
+        recovery: { intervalMs: 0 },
+        push: { notifier: new RedisNotifier({ connection: REDIS_URL, channel }), pollIntervalMs: 600_000 },
+      });
+      services.push(s);
+      open.push({ stop: () => s.stop({ timeoutMs: 100 }) });
+      await s.start();
+    }
+    const [worker, api] = services as [GenerationService, GenerationService];
+    // Created on the worker (each in-process queue is its own); streamed from the API instance.
+    const { generationId } = await worker.create('alice', { modelId: 'm' });
+    await until(() => finish !== undefined, 'the worker to start it');
+    const res = await api.handle({ method: 'GET', path: `/v1/generations/${generationId}/events`, headers: { authorization: 'Bearer ka' } });
+    const it = (res.body as AsyncIterable<string>)[Symbol.asyncIterator]();
+    const first = await it.next();
+    expect(String(first.value)).toContain('event: ');
+    const t0 = Date.now();
+    finish!();
+    let text = '';
+    for (;;) {
+      const r = await it.next();
+      if (r.done) break;
+      text += String(r.value);
+    }
+    expect(text).toContain('event: completed');
+    expect(text).toContain('from the worker');
+    expect(Date.now() - t0).toBeLessThan(5000);
+  });
+});
