@@ -112,7 +112,7 @@ export class Lifecycle {
     }
     this.committed(true);
     try {
-      await this.queue.enqueue({ generationId: id, modelId: input.modelId }, { fresh: true });
+      await this.queue.enqueue({ generationId: id, modelId: input.modelId, ownerId: input.userId }, { fresh: true });
     } catch (err) {
       await this.fail(id, { code: 'model_unavailable', reason: 'queue unavailable at create', fee: 'free', force: true }).catch(() => undefined);
       if (err instanceof UnavailableError) throw new DomainError('unavailable', 'The job queue is unavailable; try again shortly.', { cause: err });

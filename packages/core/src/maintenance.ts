@@ -91,7 +91,7 @@ export class Maintenance {
         continue;
       }
       try {
-        await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId });
+        await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId });
         out.requeued++;
       } catch (err) {
         this.logger.warn({ err: String(err), generationId: rec.id }, 'recovery could not enqueue');

@@ -52,12 +52,27 @@ class QueueStoppedError extends Error {
 }
 
 const JOB_NAME = 'generation';
+/** BullMQ's lowest priority (2^21 - 1); lower numbers run first. */
+const MAX_PRIORITY = 2_097_151;
+/**
+ * Decrements an owner's waiting count, never below zero, and drops the field at zero (so the hash holds only owners
+ * with waiting work).
+ */
+const RELEASE_SLOT = `local n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+if n <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return n`;
 /** After the stop deadline aborted the running jobs: how long they get to wind down before we stop waiting. */
 const ABORT_GRACE_MS = 1000;
 /** After that: how long BullMQ gets to hand the unfinished jobs back to Redis and close its connections. */
 const CLOSE_GRACE_MS = 5000;
 /** Worker retry delay after a Redis command failed (BullMQ's default of 15 s makes recovery after an outage slow). */
 const RUN_RETRY_DELAY_MS = 1000;
+
+/** The two ioredis commands used beside BullMQ's own (its client type does not declare them). */
+interface RedisCommands {
+  hincrby(key: string, field: string, by: number): Promise<number>;
+  eval(script: string, keys: number, ...args: string[]): Promise<unknown>;
+}
 
 interface OpenQueue {
   queue: Queue<Job>;
@@ -170,7 +185,7 @@ export class BullMQQueue implements JobQueue {
       // Never connected and the last attempt failed: answer now rather than after the timeout.
       throw new UnavailableError(`Redis is unreachable: ${message(open.lastError)}`, { cause: open.lastError });
     }
-    const data: Job = { generationId: job.generationId, modelId: job.modelId };
+    const data: Job = { generationId: job.generationId, modelId: job.modelId, ...(job.ownerId !== undefined ? { ownerId: job.ownerId } : {}) };
     const adding = this.add(open.queue, data, options.fresh === true);
     // The loser of the race below may still land later, once Redis is back: harmless, since core has failed the
     // generation by then and the job's claim finds nothing to do. Its rejection must not surface as unhandled.
@@ -190,6 +205,11 @@ export class BullMQQueue implements JobQueue {
     }
   }
 
+  /** Redis hash of waiting jobs per owner: a job's priority is its place in its owner's line (fairness). */
+  private ownersKey(): string {
+    return `${this.prefix ?? 'bull'}:${this.name}:gs-waiting-by-owner`;
+  }
+
   private async add(queue: Queue<Job>, data: Job, fresh: boolean): Promise<void> {
     // The jobId makes a second enqueue of a waiting or running generation a no-op. A failed job is kept a day for
     // inspection and would swallow the enqueue of recovery the same way, so it is cleared first: the store, not
@@ -199,11 +219,22 @@ export class BullMQQueue implements JobQueue {
       const state = await queue.getJobState(data.generationId);
       if (state === 'failed' || state === 'completed') await queue.remove(data.generationId);
     }
-    await queue.add(JOB_NAME, data, {
-      jobId: data.generationId,
-      removeOnComplete: true,
-      removeOnFail: { age: 86_400 },
-    });
+    // Round-robin across owners: an owner's k-th waiting job gets priority k, and BullMQ runs lower priorities first
+    // (FIFO within one), so every owner's first waiting job comes before anyone's second.
+    const owner = data.ownerId ?? '';
+    const client = (await queue.client) as unknown as RedisCommands;
+    const place = await client.hincrby(this.ownersKey(), owner, 1);
+    try {
+      await queue.add(JOB_NAME, data, {
+        jobId: data.generationId,
+        priority: Math.min(Math.max(1, place), MAX_PRIORITY),
+        removeOnComplete: true,
+        removeOnFail: { age: 86_400 },
+      });
+    } catch (err) {
+      await client.eval(RELEASE_SLOT, 1, this.ownersKey(), owner).catch(() => undefined);
+      throw err;
+    }
   }
 
   async start(handler: JobHandler, settings?: RunnerSettings): Promise<void> {
@@ -240,12 +271,18 @@ export class BullMQQueue implements JobQueue {
     const handler = this.handler;
     const id = job.id ?? job.data.generationId;
     if (!handler) return;
+    // It left the line: the owner's next job moves up. Only on the first start (a stalled job handed out again, or
+    // one moved back to delayed, was counted out already).
+    if (job.attemptsStarted <= 1) {
+      const client = (await this.openProducer().queue.client) as unknown as RedisCommands;
+      await client.eval(RELEASE_SLOT, 1, this.ownersKey(), job.data.ownerId ?? '').catch((err: unknown) => this.report('queue', err));
+    }
     const controller = new AbortController();
     this.running.set(id, controller);
     let finished = false;
     const running = (async (): Promise<void> => {
       try {
-        await handler({ generationId: job.data.generationId, modelId: job.data.modelId }, controller.signal);
+        await handler(job.data, controller.signal);
       } catch (err) {
         // Completing the BullMQ job anyway: the generation is still unfinished in the store, and recovery
         // enqueues it again; a failed BullMQ job would only sit in Redis.

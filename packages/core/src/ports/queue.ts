@@ -1,6 +1,11 @@
 export interface Job {
   generationId: string;
   modelId: string;
+  /**
+   * Whose generation it is. Queues take work round-robin across owners, so one user's flood cannot starve another
+   * (a job without one, enqueued by an older version, counts as one shared owner).
+   */
+  ownerId?: string;
 }
 
 /** Runs one job. Resolves when the job is finished (whatever its outcome); rejects only on an infrastructure fault. */
@@ -36,6 +41,8 @@ export interface QueueStopOptions {
  * - `start(handler, settings)` begins handing out jobs, with the service's runner settings; `stop()` stops taking new jobs and waits up to `timeoutMs` for
  *   running ones, then fires their AbortSignal.
  * - `enqueue` rejects with `UnavailableError` when the backing service cannot take the job.
+ * - Fair: waiting work is taken round-robin across `ownerId`s, so with thousands waiting for one owner, another
+ *   owner's job starts within about one round (before the first owner's next 2 x concurrency jobs).
  */
 export interface EnqueueOptions {
   /**

@@ -1,4 +1,3 @@
-import PQueue from 'p-queue';
 import type { EnqueueOptions, Job, JobHandler, JobQueue, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
 
 export interface InProcessQueueOptions {
@@ -13,87 +12,127 @@ export interface InProcessQueueOptions {
   backlogLimit?: number;
 }
 
+/** One owner's waiting jobs, oldest first (a head index instead of shift() keeps taking O(1)). */
+interface Lane {
+  jobs: Job[];
+  head: number;
+}
+
 /**
- * The embedded runner: p-queue in this process. Waiting jobs live in memory only; the store still holds them as
- * `pending`, and recovery enqueues them again on the next start, so a stop or crash loses none.
+ * The embedded runner, in this process. Waiting jobs live in memory only; the store still holds them as `pending`,
+ * and recovery enqueues them again on the next start, so a stop or crash loses none.
+ *
+ * Fair: each owner has a lane, and free slots go round-robin over the owners with waiting work, so a user with
+ * thousands queued delays another user's job by at most one round. A model's `concurrency` limits its jobs further;
+ * an owner whose next job's model is at its limit is skipped for that round, not waited on.
  */
 export class InProcessQueue implements JobQueue {
-  private readonly global: PQueue;
-  private readonly perModel = new Map<string, PQueue>();
+  private concurrency: number;
+  private modelConcurrency: ((modelId: string) => number | undefined) | undefined;
+  private readonly lanes = new Map<string, Lane>();
+  /** Owners with waiting jobs, in the order they get their next turn. */
+  private ring: string[] = [];
   private readonly waiting = new Set<string>();
   private readonly running = new Map<string, AbortController>();
+  private readonly runningByModel = new Map<string, number>();
+  private readonly settled = new Set<Promise<void>>();
   private handler: JobHandler | undefined;
-  private backlog: Job[] = [];
   private stopped = false;
-  private modelConcurrency: ((modelId: string) => number | undefined) | undefined;
+  private started = false;
 
   constructor(private readonly options: InProcessQueueOptions = {}) {
-    this.global = new PQueue({ concurrency: options.concurrency ?? 8 });
+    this.concurrency = options.concurrency ?? 8;
     this.modelConcurrency = options.modelConcurrency;
   }
 
   async enqueue(job: Job, _options?: EnqueueOptions): Promise<void> {
     if (this.waiting.has(job.generationId) || this.running.has(job.generationId)) return;
-    if (!this.handler || this.stopped) {
-      if (this.backlog.length >= (this.options.backlogLimit ?? 10_000)) return;
-      this.waiting.add(job.generationId);
-      this.backlog.push(job);
-      return;
-    }
+    if (!this.started && this.waiting.size >= (this.options.backlogLimit ?? 10_000)) return;
     this.waiting.add(job.generationId);
-    this.schedule(job);
-  }
-
-  private lane(modelId: string): PQueue | undefined {
-    const limit = this.modelConcurrency?.(modelId);
-    if (!limit) return undefined;
-    let q = this.perModel.get(modelId);
-    if (!q) {
-      q = new PQueue({ concurrency: limit });
-      this.perModel.set(modelId, q);
+    const owner = job.ownerId ?? '';
+    let lane = this.lanes.get(owner);
+    if (!lane) {
+      lane = { jobs: [], head: 0 };
+      this.lanes.set(owner, lane);
+      this.ring.push(owner);
     }
-    return q;
+    lane.jobs.push(job);
+    this.pump();
   }
 
-  private schedule(job: Job): void {
-    const run = (): Promise<void> =>
-      this.global.add(async () => {
-        if (this.stopped || !this.waiting.delete(job.generationId)) return;
-        const controller = new AbortController();
-        this.running.set(job.generationId, controller);
-        try {
-          await this.handler!(job, controller.signal);
-        } catch {
-          // The handler logs its own faults; a job that threw is recovered from the store later.
-        } finally {
-          this.running.delete(job.generationId);
+  /** Starts waiting jobs while there are free slots, one per owner per round. */
+  private pump(): void {
+    if (!this.started || this.stopped) return;
+    let skipped = 0;
+    while (this.running.size < this.concurrency && this.ring.length > 0 && skipped < this.ring.length) {
+      const owner = this.ring.shift()!;
+      const lane = this.lanes.get(owner)!;
+      const job = lane.jobs[lane.head]!;
+      const limit = this.modelConcurrency?.(job.modelId);
+      if (limit && (this.runningByModel.get(job.modelId) ?? 0) >= limit) {
+        this.ring.push(owner);
+        skipped++;
+        continue;
+      }
+      skipped = 0;
+      lane.head++;
+      if (lane.head === lane.jobs.length) this.lanes.delete(owner);
+      else {
+        if (lane.head > 1024 && lane.head * 2 > lane.jobs.length) {
+          lane.jobs = lane.jobs.slice(lane.head);
+          lane.head = 0;
         }
-      });
-    const lane = this.lane(job.modelId);
-    // A model lane admits only its share of jobs to the global queue, so one slow model cannot take every slot.
-    void (lane ? lane.add(run) : run());
+        this.ring.push(owner);
+      }
+      this.waiting.delete(job.generationId);
+      this.run(job);
+    }
+  }
+
+  private run(job: Job): void {
+    const controller = new AbortController();
+    this.running.set(job.generationId, controller);
+    this.runningByModel.set(job.modelId, (this.runningByModel.get(job.modelId) ?? 0) + 1);
+    const done = (async () => {
+      try {
+        await this.handler!(job, controller.signal);
+      } catch {
+        // The handler logs its own faults; a job that threw is recovered from the store later.
+      } finally {
+        this.running.delete(job.generationId);
+        const n = (this.runningByModel.get(job.modelId) ?? 1) - 1;
+        if (n > 0) this.runningByModel.set(job.modelId, n);
+        else this.runningByModel.delete(job.modelId);
+      }
+    })();
+    this.settled.add(done);
+    void done.finally(() => {
+      this.settled.delete(done);
+      this.pump();
+    });
   }
 
   async start(handler: JobHandler, settings?: RunnerSettings): Promise<void> {
     // Explicit constructor options win; otherwise the service's settings apply.
-    if (settings && this.options.concurrency === undefined) this.global.concurrency = settings.concurrency;
+    if (settings && this.options.concurrency === undefined) this.concurrency = settings.concurrency;
     if (settings && this.options.modelConcurrency === undefined) this.modelConcurrency = settings.modelConcurrency;
     this.handler = handler;
     this.stopped = false;
-    const backlog = this.backlog;
-    this.backlog = [];
-    for (const job of backlog) this.schedule(job);
+    this.started = true;
+    this.pump();
   }
 
   async stop(options: QueueStopOptions = {}): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    this.global.clear();
-    for (const q of this.perModel.values()) q.clear();
+    this.started = false;
+    // Waiting jobs are dropped: they are `pending` in the store, and recovery enqueues them on the next start.
+    this.lanes.clear();
+    this.ring = [];
     this.waiting.clear();
     const timeoutMs = options.timeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;
-    const idle = Promise.all([this.global.onIdle(), ...[...this.perModel.values()].map((q) => q.onIdle())]);
+    const idle = Promise.all([...this.settled]);
     const timedOut = await Promise.race([
       idle.then(() => false),
       new Promise<boolean>((resolve) => {
@@ -104,7 +143,7 @@ export class InProcessQueue implements JobQueue {
     if (timedOut) {
       for (const c of this.running.values()) c.abort(new Error('queue stopped'));
       // Handlers honour the signal; give them a moment to write their outcome.
-      await Promise.race([idle, new Promise((r) => setTimeout(r, 1000))]);
+      await Promise.race([Promise.all([...this.settled]), new Promise((r) => setTimeout(r, 1000))]);
     }
   }
 

@@ -210,6 +210,24 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       expect(r.maxRunning).toBe(2);
     });
 
+    it("takes waiting work round-robin across owners: a flood does not starve another owner's job", async () => {
+      const c = subject().concurrency ?? subject().settings?.concurrency ?? 8;
+      const r = recorder(true);
+      await start(r.handler);
+      const flood = Array.from({ length: Math.max(40, 6 * c) }, () => ({ ...job(), ownerId: 'flooding-user' }));
+      for (const j of flood) await queue().enqueue(j);
+      await waitFor(() => r.running.size === c, `${c} running`);
+      const other = { ...job(), ownerId: 'another-user' };
+      await queue().enqueue(other);
+      await sleep(50);
+      r.release();
+      await waitFor(() => r.seen.length === flood.length + 1, 'every job handed out', 20_000);
+      // The first c were running before it arrived; it must start within the next 2 x c.
+      const at = r.seen.indexOf(other.generationId);
+      expect(at, `started ${at}th of ${r.seen.length}`).toBeGreaterThanOrEqual(c);
+      expect(at).toBeLessThan(c + 2 * c);
+    });
+
     it('respects its concurrency limit, when it has one', async () => {
       const limit = subject().concurrency;
       const r = recorder(true);

@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest';
+import { silentLogger, type Job } from '@genservice/core';
+import { BullMQQueue } from '../src/index.js';
+import { REDIS_URL, obliterate, randomName } from './helpers.js';
+
+describe('BullMQQueue fairness', () => {
+  it("with 2,000 queued for one user, another user's job starts before the flooder's next 2 x concurrency", { timeout: 60_000 }, async () => {
+    const prefix = randomName('gsfair');
+    const queue = new BullMQQueue({ connection: REDIS_URL, prefix });
+    const concurrency = 4;
+    const started: string[] = [];
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    try {
+      for (let i = 0; i < 2000; i++) await queue.enqueue({ generationId: `flood-${i}`, modelId: 'm', ownerId: 'flooder' });
+      await queue.start(
+        async (job: Job) => {
+          started.push(job.generationId);
+          await gate;
+        },
+        { concurrency, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger },
+      );
+      for (let i = 0; i < 500 && started.length < concurrency; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(started).toHaveLength(concurrency);
+      await queue.enqueue({ generationId: 'polite', modelId: 'm', ownerId: 'someone-else' });
+      open();
+      for (let i = 0; i < 2000 && !started.includes('polite'); i++) await new Promise((r) => setTimeout(r, 5));
+      const at = started.indexOf('polite');
+      expect(at).toBeGreaterThanOrEqual(concurrency);
+      expect(at).toBeLessThan(concurrency + 2 * concurrency);
+    } finally {
+      await queue.stop({ timeoutMs: 1000 });
+      await obliterate(prefix);
+    }
+  });
+});
