@@ -82,6 +82,23 @@ const optionsSchema = z.strictObject({
       maxWaitSeconds: positiveInt.max(3600).optional(),
     })
     .optional(),
+  cors: z
+    .strictObject({
+      origins: z.union([
+        z.literal('*'),
+        z.array(
+          z.string().refine((o) => {
+            try {
+              return new URL(o).origin === o;
+            } catch {
+              return false;
+            }
+          }, 'must be an origin like https://app.example.com (scheme, host, optional port; no path)'),
+        ),
+      ]),
+      maxAgeSeconds: nonNegativeInt.max(86_400).optional(),
+    })
+    .optional(),
   // The SQL store packages document spreading their result into the options: these keys are the host's, not ours.
   db: z.unknown().optional(),
   close: z.unknown().optional(),
@@ -133,6 +150,7 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       sweepIntervalMs: options.retention?.sweepIntervalMs ?? 10 * 60_000,
     },
     idempotencyTtlMs: options.idempotencyTtlMs ?? 24 * 3600_000,
+    ...(options.cors ? { cors: { origins: options.cors.origins, maxAgeSeconds: options.cors.maxAgeSeconds ?? 600 } } : {}),
     push: {
       pollIntervalMs: options.push?.pollIntervalMs ?? 1000,
       keepAliveMs: options.push?.keepAliveMs ?? 15_000,

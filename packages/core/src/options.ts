@@ -73,6 +73,13 @@ export interface PushOptions {
   maxWaitSeconds?: number;
 }
 
+export interface CorsOptions {
+  /** Origins allowed to call the API from a browser (`https://app.example.com`), or `'*'` for any. */
+  origins: string[] | '*';
+  /** How long a browser may cache a preflight answer, in seconds. Default 600. */
+  maxAgeSeconds?: number;
+}
+
 export interface GenerationServiceOptions {
   /** Model providers; model ids must be unique over all of them. */
   providers: ModelProvider[];
@@ -121,4 +128,10 @@ export interface GenerationServiceOptions {
   instanceId?: string;
   /** Live status: event streams and long-polls. */
   push?: PushOptions;
+  /**
+   * Let browser apps on other origins call the API: preflights are answered and CORS headers added in core, the same
+   * on every adapter. Off by default (same-origin only). Keys are sent as a Bearer header, never cookies, so no
+   * credentials mode is needed.
+   */
+  cors?: CorsOptions;
 }

@@ -19,4 +19,5 @@ export interface ResolvedServiceOptions {
   retention: { finishedTtlMs?: number; sweepIntervalMs: number };
   idempotencyTtlMs: number;
   push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number };
+  cors?: { origins: string[] | '*'; maxAgeSeconds: number };
 }

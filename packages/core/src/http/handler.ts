@@ -15,7 +15,11 @@ import { LIST_LIMITS, METADATA_LIMITS, createRequestSchema } from './schemas.js'
 import { STATUS_OF, errorBody } from './errors.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
-const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } as const;
+const JSON_HEADERS = {
+  'content-type': 'application/json; charset=utf-8',
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+} as const;
 const BEARER = /^Bearer +([\x21-\x7e]{1,512})$/i;
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;.*)?$/i;
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
@@ -124,6 +128,51 @@ function preferredWait(prefer: string | undefined, max: number): number | undefi
   return undefined;
 }
 
+const EXTENSIONS: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'image/gif': 'gif',
+  'image/svg+xml': 'svg',
+  'video/mp4': 'mp4',
+  'video/webm': 'webm',
+  'audio/wav': 'wav',
+  'audio/x-wav': 'wav',
+  'audio/mpeg': 'mp3',
+  'audio/ogg': 'ogg',
+  'model/gltf-binary': 'glb',
+  'model/gltf+json': 'gltf',
+  'text/plain': 'txt',
+  'application/json': 'json',
+};
+
+/** A file name for Content-Disposition: the key (URL-safe already) and an extension from the type. */
+function fileName(key: string, mimeType: string): string {
+  const base = key.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 100) || 'result';
+  const ext = EXTENSIONS[mimeType.split(';')[0]!.trim().toLowerCase()];
+  return ext && !base.endsWith(`.${ext}`) ? `${base}.${ext}` : base;
+}
+
+/**
+ * One byte range of `Range: bytes=...` (RFC 9110 14.2) as [first, last]; null to answer the whole file (no header,
+ * another unit, several ranges, or a malformed one); 'unsatisfiable' for a range that starts past the end.
+ */
+function parseRange(value: string | undefined, size: number): [number, number] | null | 'unsatisfiable' {
+  if (!value) return null;
+  const m = /^bytes=(\d{0,15})-(\d{0,15})$/.exec(value.trim());
+  if (!m || (m[1] === '' && m[2] === '')) return null;
+  if (m[1] === '') {
+    const suffix = Number(m[2]);
+    if (suffix === 0) return 'unsatisfiable';
+    return size === 0 ? 'unsatisfiable' : [Math.max(0, size - suffix), size - 1];
+  }
+  const start = Number(m[1]);
+  const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  if (start >= size) return 'unsatisfiable';
+  if (end < start) return null;
+  return [start, end];
+}
+
 function decodeSegment(s: string): string | null {
   try {
     return decodeURIComponent(s);
@@ -157,17 +206,70 @@ export class HttpHandler {
 
   async handle(req: HttpRequest): Promise<HttpResponse> {
     // HEAD is answered like GET, without the body (RFC 9110 9.3.2).
-    const head = req.method.toUpperCase() === 'HEAD';
+    const method = req.method.toUpperCase();
+    const head = method === 'HEAD';
+    const origin = this.cors ? header(req, 'origin') : undefined;
     let res: HttpResponse;
     try {
-      res = await this.dispatch(head ? { ...req, method: 'GET' } : req);
+      if (method === 'OPTIONS' && origin !== undefined && header(req, 'access-control-request-method') !== undefined) {
+        res = this.preflight(req, origin);
+      } else {
+        res = await this.dispatch(head ? { ...req, method: 'GET' } : req);
+      }
     } catch (err) {
       res = this.fromError(err);
     }
-    if (head && typeof res.body === 'object' && Symbol.asyncIterator in res.body) {
+    if (origin !== undefined) res = this.withCors(res, origin);
+    if (!head) return res;
+    if (typeof res.body === 'object' && Symbol.asyncIterator in res.body) {
+      // A stream that is never read holds nothing, but say so: it is over.
       await res.body[Symbol.asyncIterator]().return?.();
+      return { ...res, body: '' };
     }
-    return head ? { ...res, body: '' } : res;
+    // The same Content-Length a GET would send (RFC 9110 9.3.2), without the body.
+    const length = typeof res.body === 'string' ? Buffer.byteLength(res.body) : (res.body as Uint8Array).byteLength;
+    return { ...res, headers: { 'content-length': String(length), ...res.headers }, body: '' };
+  }
+
+  private get cors(): ResolvedServiceOptions['cors'] {
+    return this.options.cors;
+  }
+
+  private allowedOrigin(origin: string): boolean {
+    const cors = this.cors;
+    return cors !== undefined && (cors.origins === '*' || cors.origins.includes(origin));
+  }
+
+  /** A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method) for a known route. */
+  private preflight(req: HttpRequest, origin: string): HttpResponse {
+    const q = req.path.indexOf('?');
+    const path = q === -1 ? req.path : req.path.slice(0, q);
+    const route = ROUTES.find((r) => r.pattern.test(path));
+    if (!route) return fail('not_found', 'No such endpoint.');
+    const methods = Object.keys(route.methods).flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m]));
+    if (!this.allowedOrigin(origin)) return { status: 204, headers: { vary: 'Origin' }, body: '' };
+    return {
+      status: 204,
+      headers: {
+        'access-control-allow-methods': methods.join(', '),
+        'access-control-allow-headers': 'Authorization, Content-Type, Idempotency-Key, Prefer, Last-Event-ID',
+        'access-control-max-age': String(this.cors!.maxAgeSeconds),
+      },
+      body: '',
+    };
+  }
+
+  private withCors(res: HttpResponse, origin: string): HttpResponse {
+    if (!this.allowedOrigin(origin)) return { ...res, headers: { ...res.headers, vary: 'Origin' } };
+    return {
+      ...res,
+      headers: {
+        ...res.headers,
+        'access-control-allow-origin': this.cors!.origins === '*' ? '*' : origin,
+        'access-control-expose-headers': 'Retry-After, RateLimit, RateLimit-Policy, Preference-Applied, WWW-Authenticate',
+        vary: res.headers.vary ? `${res.headers.vary}, Origin` : 'Origin',
+      },
+    };
   }
 
   private fromError(err: unknown): HttpResponse {
@@ -202,7 +304,7 @@ export class HttpHandler {
     }
     if (!route) return fail('not_found', 'No such endpoint.');
 
-    if (route.name === 'file') return this.file(route.key, query);
+    if (route.name === 'file') return this.file(req, route.key, query);
     if (route.name === 'openapi') return this.openapi();
 
     const userId = await this.authenticate(req);
@@ -356,7 +458,7 @@ export class HttpHandler {
     return json(201, JSON.stringify(created));
   }
 
-  private async file(rawKey: string, query: string): Promise<HttpResponse> {
+  private async file(req: HttpRequest, rawKey: string, query: string): Promise<HttpResponse> {
     const key = decodeSegment(rawKey);
     const params = new URLSearchParams(query);
     if (key === null || !this.signer.verify(key, params.get('exp'), params.get('sig'))) {
@@ -365,18 +467,29 @@ export class HttpHandler {
     const blob = await this.blobs.get(key);
     if (!blob) return fail('not_found', 'File not found.');
     const exp = Number(params.get('exp'));
-    return {
-      status: 200,
-      headers: {
-        'content-type': blob.mimeType,
-        'content-length': String(blob.bytes.byteLength),
-        'cache-control': `private, max-age=${Math.max(0, Math.floor(exp - Date.now() / 1000))}`,
-        'x-content-type-options': 'nosniff',
-        // A provider's file must never run as a page of the host's origin.
-        'content-security-policy': "default-src 'none'; sandbox",
-      },
-      body: blob.bytes,
+    const size = blob.bytes.byteLength;
+    const headers: Record<string, string> = {
+      'content-type': blob.mimeType,
+      'cache-control': `private, max-age=${Math.max(0, Math.floor(exp - Date.now() / 1000))}`,
+      'x-content-type-options': 'nosniff',
+      // A provider's file must never run as a page of the host's origin.
+      'content-security-policy': "default-src 'none'; sandbox",
+      'accept-ranges': 'bytes',
+      'content-disposition': `inline; filename="${fileName(key, blob.mimeType)}"`,
     };
+    const range = parseRange(header(req, 'range'), size);
+    if (range === 'unsatisfiable') {
+      return { status: 416, headers: { ...headers, 'content-range': `bytes */${size}`, 'content-length': '0' }, body: '' };
+    }
+    if (range) {
+      const [start, end] = range;
+      return {
+        status: 206,
+        headers: { ...headers, 'content-range': `bytes ${start}-${end}/${size}`, 'content-length': String(end - start + 1) },
+        body: blob.bytes.subarray(start, end + 1),
+      };
+    }
+    return { status: 200, headers: { ...headers, 'content-length': String(size) }, body: blob.bytes };
   }
 
   private openapi(): HttpResponse {

@@ -27,6 +27,9 @@ import type { MountFn, MountOptions } from './types.js';
 export const IMAGE_BYTES: Uint8Array = Uint8Array.from({ length: 3000 }, (_, i) => (i * 7 + (i >> 8)) % 256);
 export const VIDEO_BYTES: Uint8Array = Uint8Array.from({ length: 1500 }, (_, i) => 255 - (i % 256));
 
+/** The one browser origin the conformance service allows (CORS). */
+export const CORS_ORIGIN = 'https://app.example.test';
+
 /** The models every conformance service offers; each test picks the behaviour it needs by id. */
 export function conformanceModels(): ModelDefinition[] {
   return [
@@ -132,6 +135,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     limits: options.limits,
     runner: { concurrency: 16, retryBaseDelayMs: 5, retryMaxDelayMs: 20 },
     recovery: { intervalMs: 0 },
+    cors: { origins: [CORS_ORIGIN] },
   });
   await service.start();
   const server = await mount(service, mode);

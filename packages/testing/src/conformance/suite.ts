@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { FileUrlSigner } from '@genservice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chunkedBody, call, type Reply } from './http.js';
-import { createFixture, IMAGE_BYTES, VIDEO_BYTES, type Fixture, type User } from './fixture.js';
+import { CORS_ORIGIN, createFixture, IMAGE_BYTES, VIDEO_BYTES, type Fixture, type User } from './fixture.js';
 import type { MountFn, MountOptions } from './types.js';
 
 const JSON_TYPE = /^application\/json\b/i;
@@ -918,6 +918,103 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
         expect(r.body.error.details).toEqual([expect.objectContaining({ field: 'settings.prompt', code: 'required' })]);
       }
       expect(await fx.balance(user)).toBe(100);
+    });
+  });
+
+  describe('headers, HEAD, ranges and CORS', () => {
+    it('sends X-Content-Type-Options: nosniff with every JSON answer, errors included', async () => {
+      const user = await fx.user();
+      for (const [path, init] of [
+        ['/v1/models', { headers: user.auth }],
+        ['/v1/balance', { headers: user.auth }],
+        ['/v1/generations', { headers: user.auth }],
+        ['/v1/models', {}],
+        ['/v1/nope', { headers: user.auth }],
+      ] as const) {
+        const r = await fx.call(path, init);
+        expect(r.headers.get('x-content-type-options'), `${path} ${r.status}`).toBe('nosniff');
+      }
+    });
+
+    it('answers HEAD with the Content-Length a GET sends, and no body', async () => {
+      const user = await fx.user(77);
+      for (const path of ['/v1/models', '/v1/balance', '/v1/openapi.json']) {
+        const get = await fx.call(path, { headers: user.auth });
+        const head = await fx.call(path, { method: 'HEAD', headers: user.auth });
+        expect(head.status, path).toBe(200);
+        expect(head.bytes.length).toBe(0);
+        expect(head.headers.get('content-length'), path).toBe(String(get.bytes.length));
+      }
+      const unauth = await fx.call('/v1/models', { method: 'HEAD' });
+      const unauthGet = await fx.call('/v1/models');
+      expect(unauth.status).toBe(401);
+      expect(unauth.headers.get('content-length')).toBe(String(unauthGet.bytes.length));
+    });
+
+    it('serves byte ranges of a file (206, Accept-Ranges, Content-Range) and names it in Content-Disposition', async () => {
+      const user = await fx.user();
+      const r = await fx.create(user, { modelId: 'image' });
+      const url = (await fx.terminal(user, r.body.generationId)).result!;
+      const whole = await call(url);
+      expect(whole.status).toBe(200);
+      expect(whole.headers.get('accept-ranges')).toBe('bytes');
+      expect(whole.headers.get('content-disposition')).toMatch(/^inline; filename="[A-Za-z0-9_.-]+\.png"$/);
+      const size = IMAGE_BYTES.length;
+      const cases: Array<[string, number, number]> = [
+        ['bytes=0-99', 0, 99],
+        ['bytes=100-', 100, size - 1],
+        ['bytes=-50', size - 50, size - 1],
+        [`bytes=10-${size + 500}`, 10, size - 1],
+      ];
+      for (const [range, first, last] of cases) {
+        const part = await call(url, { headers: { range } });
+        expect(part.status, range).toBe(206);
+        expect(part.headers.get('content-range'), range).toBe(`bytes ${first}-${last}/${size}`);
+        expect(part.headers.get('content-length'), range).toBe(String(last - first + 1));
+        expect(Buffer.compare(part.bytes, Buffer.from(IMAGE_BYTES.subarray(first, last + 1))), range).toBe(0);
+      }
+      const beyond = await call(url, { headers: { range: `bytes=${size}-` } });
+      expect(beyond.status).toBe(416);
+      expect(beyond.headers.get('content-range')).toBe(`bytes */${size}`);
+      // Several ranges, another unit or garbage: the whole file.
+      for (const range of ['bytes=0-1,5-6', 'items=0-1', 'bytes=abc', 'bytes=9-3']) {
+        const full = await call(url, { headers: { range } });
+        expect(full.status, range).toBe(200);
+        expect(full.bytes.length).toBe(size);
+      }
+      // A tampered URL is refused whatever the range.
+      expect((await call(url.replace(/sig=./, 'sig=Z'), { headers: { range: 'bytes=0-1' } })).status).toBe(403);
+    });
+
+    it('answers a CORS preflight from an allowed origin, and adds the CORS headers to its requests', async () => {
+      const user = await fx.user(5);
+      const pre = await fx.call('/v1/generations', {
+        method: 'OPTIONS',
+        headers: { origin: CORS_ORIGIN, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+      });
+      expect(pre.status, pre.text).toBe(204);
+      expect(pre.headers.get('access-control-allow-origin')).toBe(CORS_ORIGIN);
+      expect(pre.headers.get('access-control-allow-methods')).toContain('POST');
+      expect(pre.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('authorization');
+      expect(pre.headers.get('access-control-max-age')).toMatch(/^\d+$/);
+      const get = await fx.call('/v1/balance', { headers: { ...user.auth, origin: CORS_ORIGIN } });
+      expect(get.status).toBe(200);
+      expect(get.headers.get('access-control-allow-origin')).toBe(CORS_ORIGIN);
+      expect(get.headers.get('vary')).toMatch(/Origin/);
+      const denied = await fx.call('/v1/balance', { headers: { origin: CORS_ORIGIN } });
+      expect(denied.status).toBe(401);
+      expect(denied.headers.get('access-control-allow-origin')).toBe(CORS_ORIGIN);
+    });
+
+    it('gives an origin it does not allow no CORS headers, preflight or not', async () => {
+      const user = await fx.user();
+      for (const origin of ['https://evil.example', 'null', `${CORS_ORIGIN}.evil.example`, CORS_ORIGIN.toUpperCase()]) {
+        const pre = await fx.call('/v1/generations', { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST' } });
+        expect(pre.headers.get('access-control-allow-origin'), origin).toBeNull();
+        const get = await fx.call('/v1/balance', { headers: { ...user.auth, origin } });
+        expect(get.status).toBe(200);
+        expect(get.headers.get('access-control-allow-origin'), origin).toBeNull();
+      }
     });
   });
 
