@@ -15,6 +15,7 @@ function port(...methods: string[]): z.ZodType {
 const positiveInt = z.number().int().positive();
 const nonNegativeInt = z.number().int().nonnegative();
 const ms = z.number().int().nonnegative().max(2 ** 31 - 1);
+const rule = z.strictObject({ points: positiveInt, durationSeconds: positiveInt.max(31 * 24 * 3600) });
 
 const providerSchema = z.custom<object>(
   (v) =>
@@ -99,6 +100,24 @@ const optionsSchema = z.strictObject({
       maxAgeSeconds: nonNegativeInt.max(86_400).optional(),
     })
     .optional(),
+  rateLimits: z
+    .strictObject({
+      backend: z
+        .discriminatedUnion('type', [
+          z.strictObject({ type: z.literal('memory') }),
+          z.strictObject({ type: z.literal('redis'), client: port('eval', 'get') }),
+          z.strictObject({ type: z.literal('postgres'), client: port('query'), tableName: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/).optional() }),
+          z.strictObject({ type: z.literal('sqlite'), client: port('prepare', 'exec'), tableName: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/).optional() }),
+        ])
+        .optional(),
+      create: rule.optional(),
+      read: rule.optional(),
+      stream: rule.optional(),
+      unauthenticated: rule.optional(),
+      failOpen: z.boolean().optional(),
+      keyPrefix: z.string().regex(/^[A-Za-z0-9_:.-]{1,64}$/).optional(),
+    })
+    .optional(),
   // The SQL store packages document spreading their result into the options: these keys are the host's, not ours.
   db: z.unknown().optional(),
   close: z.unknown().optional(),
@@ -150,6 +169,19 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       sweepIntervalMs: options.retention?.sweepIntervalMs ?? 10 * 60_000,
     },
     idempotencyTtlMs: options.idempotencyTtlMs ?? 24 * 3600_000,
+    ...(options.rateLimits
+      ? {
+          rateLimits: {
+            backend: options.rateLimits.backend ?? { type: 'memory' as const },
+            failOpen: options.rateLimits.failOpen ?? true,
+            keyPrefix: options.rateLimits.keyPrefix ?? 'genservice-rl',
+            ...(options.rateLimits.create ? { create: options.rateLimits.create } : {}),
+            ...(options.rateLimits.read ? { read: options.rateLimits.read } : {}),
+            ...(options.rateLimits.stream ? { stream: options.rateLimits.stream } : {}),
+            ...(options.rateLimits.unauthenticated ? { unauthenticated: options.rateLimits.unauthenticated } : {}),
+          },
+        }
+      : {}),
     ...(options.cors ? { cors: { origins: options.cors.origins, maxAgeSeconds: options.cors.maxAgeSeconds ?? 600 } } : {}),
     push: {
       pollIntervalMs: options.push?.pollIntervalMs ?? 1000,

@@ -73,6 +73,40 @@ export interface PushOptions {
   maxWaitSeconds?: number;
 }
 
+/** `points` requests per `durationSeconds`, per key (a user, or a client address). */
+export interface RateLimitRule {
+  points: number;
+  durationSeconds: number;
+}
+
+/**
+ * Where the counters live. `memory`: this process only (one instance). Otherwise the store every instance shares:
+ * an ioredis client, a `pg` Pool, or a better-sqlite3 Database (the same one `createSqliteStores` opened, `stores.db`).
+ * Postgres and SQLite get a table (`tableName`, default `genservice_rate_limits`) made on first use.
+ */
+export type RateLimitBackend =
+  | { type: 'memory' }
+  | { type: 'redis'; client: unknown }
+  | { type: 'postgres'; client: unknown; tableName?: string }
+  | { type: 'sqlite'; client: unknown; tableName?: string };
+
+export interface RateLimitOptions {
+  /** Default `{ type: 'memory' }`. */
+  backend?: RateLimitBackend;
+  /** POST /v1/generations, per user. */
+  create?: RateLimitRule;
+  /** Every other authenticated request (reads, lists, quotes, cancel, webhook settings), per user. */
+  read?: RateLimitRule;
+  /** Event streams and `Prefer: wait` long-polls (the request that opens them), per user. */
+  stream?: RateLimitRule;
+  /** Requests without a valid key, per client address: guessing keys is limited. */
+  unauthenticated?: RateLimitRule;
+  /** When the backend fails: let requests through and log a warning (true, default), or answer 503. */
+  failOpen?: boolean;
+  /** Key prefix in the backend. Default `genservice-rl`. */
+  keyPrefix?: string;
+}
+
 export interface CorsOptions {
   /** Origins allowed to call the API from a browser (`https://app.example.com`), or `'*'` for any. */
   origins: string[] | '*';
@@ -134,4 +168,6 @@ export interface GenerationServiceOptions {
    * credentials mode is needed.
    */
   cors?: CorsOptions;
+  /** Request rate limits per route class; a class without a rule is not limited. Off by default. */
+  rateLimits?: RateLimitOptions;
 }

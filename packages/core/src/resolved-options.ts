@@ -1,4 +1,4 @@
-import type { FieldTypeSchema } from './options.js';
+import type { FieldTypeSchema, RateLimitBackend, RateLimitRule } from './options.js';
 import type { ResolvedLimits } from './settings/compile.js';
 
 export interface ResolvedServiceOptions {
@@ -20,4 +20,13 @@ export interface ResolvedServiceOptions {
   idempotencyTtlMs: number;
   push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number };
   cors?: { origins: string[] | '*'; maxAgeSeconds: number };
+  rateLimits?: {
+    backend: RateLimitBackend;
+    failOpen: boolean;
+    keyPrefix: string;
+    create?: RateLimitRule;
+    read?: RateLimitRule;
+    stream?: RateLimitRule;
+    unauthenticated?: RateLimitRule;
+  };
 }

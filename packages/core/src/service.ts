@@ -4,6 +4,7 @@ import { CachedApiKeyResolver } from './api-key-cache.js';
 import { FileUrlSigner } from './files.js';
 import { Generations, type ListPage } from './generations.js';
 import { HttpHandler } from './http/handler.js';
+import { RateLimits } from './http/rate-limits.js';
 import type { HttpRequest, HttpResponse } from './http/types.js';
 import { Lifecycle } from './lifecycle.js';
 import { childLogger, silentLogger } from './logger.js';
@@ -191,6 +192,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.registerSingleton(TOKENS.Runner, Runner);
   c.registerSingleton(TOKENS.Maintenance, Maintenance);
   c.registerSingleton(TOKENS.Generations, Generations);
+  c.registerSingleton(TOKENS.RateLimits, RateLimits);
   c.registerSingleton(TOKENS.Handler, HttpHandler);
   c.registerSingleton(TOKENS.Service, GenerationServiceImpl);
   return c.resolve<GenerationService>(TOKENS.Service);

@@ -22,6 +22,7 @@ export const TOKENS = {
   Views: Symbol('genservice.Views'),
   Generations: Symbol('genservice.Generations'),
   Handler: Symbol('genservice.HttpHandler'),
+  RateLimits: Symbol('genservice.RateLimits'),
   Notifier: Symbol('genservice.Notifier'),
   Feed: Symbol('genservice.EventFeed'),
   LiveStatus: Symbol('genservice.LiveStatus'),

@@ -11,6 +11,7 @@ import { ModelRegistry } from '../registry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { buildOpenApiDocument } from './openapi.js';
+import { RateLimits, type RateLimitClass, type RateLimitVerdict } from './rate-limits.js';
 import { LIST_LIMITS, METADATA_LIMITS, createRequestSchema } from './schemas.js';
 import { STATUS_OF, errorBody } from './errors.js';
 import type { HttpRequest, HttpResponse } from './types.js';
@@ -199,6 +200,7 @@ export class HttpHandler {
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(TOKENS.ApiKeys) private readonly apiKeys: ApiKeyResolver,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(TOKENS.RateLimits) private readonly limits: RateLimits,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'http' });
@@ -307,9 +309,39 @@ export class HttpHandler {
     if (route.name === 'file') return this.file(req, route.key, query);
     if (route.name === 'openapi') return this.openapi();
 
+    const address = req.remoteAddress ?? 'unknown';
+    if (this.limits.has('unauthenticated')) {
+      const blocked = await this.limits.peek('unauthenticated', address);
+      if (blocked.allowed !== true) return this.limited(blocked);
+    }
     const userId = await this.authenticate(req);
-    if (!userId) return { ...UNAUTHORIZED };
+    if (!userId) {
+      // Only failures count against an address: guessing keys is limited, a busy office behind one NAT is not.
+      if (this.limits.has('unauthenticated')) await this.limits.consume('unauthenticated', address);
+      return { ...UNAUTHORIZED };
+    }
+    const cls: RateLimitClass =
+      route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
+    if (!this.limits.has(cls)) return this.route(route, req, userId, query);
+    const verdict = await this.limits.consume(cls, userId);
+    if (verdict.allowed !== true) return this.limited(verdict);
+    let res: HttpResponse;
+    try {
+      res = await this.route(route, req, userId, query);
+    } catch (err) {
+      res = this.fromError(err);
+    }
+    return { ...res, headers: { ...res.headers, ...verdict.headers } };
+  }
 
+  private limited(verdict: Exclude<RateLimitVerdict, { allowed: true }>): HttpResponse {
+    if (verdict.allowed === 'unavailable') {
+      return fail('unavailable', 'The rate limiter is unavailable; try again shortly.', undefined, { 'retry-after': '1' });
+    }
+    return fail('rate_limited', `Too many requests; try again in ${verdict.retryAfterSeconds} s.`, undefined, verdict.headers);
+  }
+
+  private async route(route: Exclude<Route, { name: 'file' | 'openapi' }>, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
     switch (route.name) {
       case 'models':
         return json(200, this.registry.listJson);

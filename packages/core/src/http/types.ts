@@ -28,6 +28,11 @@ export interface HttpRequest {
    * Used to build file URLs only when the service has no `publicUrl` and `trustRequestHost` is set.
    */
   baseUrl?: BaseUrl;
+  /**
+   * The client's address as the framework sees it (behind a proxy: what the host's trust-proxy setting makes of
+   * X-Forwarded-For). Keys the rate limit of requests without a valid key; absent, they share one budget.
+   */
+  remoteAddress?: string;
 }
 
 export interface HttpResponse {

@@ -1,0 +1,126 @@
+import {
+  RateLimiterMemory,
+  RateLimiterPostgres,
+  RateLimiterRedis,
+  RateLimiterRes,
+  RateLimiterSQLite,
+  type RateLimiterAbstract,
+} from 'rate-limiter-flexible';
+import { inject, injectable } from 'tsyringe';
+import { childLogger } from '../logger.js';
+import type { Logger } from '../ports/logger.js';
+import type { RateLimitBackend, RateLimitRule } from '../options.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
+
+/** The route classes limited separately; `unauthenticated` counts requests without a valid key, per client address. */
+export type RateLimitClass = 'create' | 'read' | 'stream' | 'unauthenticated';
+
+export type RateLimitVerdict =
+  | { allowed: true; headers: Record<string, string> }
+  | { allowed: false; headers: Record<string, string>; retryAfterSeconds: number }
+  | { allowed: 'unavailable' };
+
+/** A limiter once it is ready: the SQL backends create their table first (asynchronously). */
+function build(backend: RateLimitBackend, rule: RateLimitRule, keyPrefix: string): Promise<RateLimiterAbstract> {
+  const base = { keyPrefix, points: rule.points, duration: rule.durationSeconds };
+  switch (backend.type) {
+    case 'memory':
+      return Promise.resolve(new RateLimiterMemory(base));
+    case 'redis':
+      return Promise.resolve(new RateLimiterRedis({ ...base, storeClient: backend.client, useRedisPackage: false } as ConstructorParameters<typeof RateLimiterRedis>[0]));
+    case 'postgres':
+      // One table for every class (rows are keyed by prefix); made on first use.
+      return new Promise((resolve, reject) => {
+        const limiter: RateLimiterAbstract = new RateLimiterPostgres(
+          { ...base, storeClient: backend.client, tableName: backend.tableName ?? 'genservice_rate_limits' },
+          (err?: unknown) => (err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve(limiter)),
+        );
+      });
+    case 'sqlite':
+      return new Promise((resolve, reject) => {
+        const limiter: RateLimiterAbstract = new RateLimiterSQLite(
+          { ...base, storeClient: backend.client, storeType: 'better-sqlite3', tableName: backend.tableName ?? 'genservice_rate_limits' },
+          (err?: unknown) => (err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve(limiter)),
+        );
+      });
+  }
+}
+
+/**
+ * Request rate limits per route class, on the backend the host already has (rate-limiter-flexible). Answers carry the
+ * IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers: `RateLimit-Policy` and `RateLimit`), a 429 also
+ * `Retry-After`. When the backend fails, requests pass and a warning is logged (`failOpen`), or get 503.
+ */
+@injectable()
+export class RateLimits {
+  private readonly limiters = new Map<RateLimitClass, { limiter: Promise<RateLimiterAbstract>; policy: string; rule: RateLimitRule }>();
+  private readonly logger: Logger;
+  private lastWarning = 0;
+
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(TOKENS.Logger) logger: Logger,
+  ) {
+    this.logger = childLogger(logger, { component: 'rate-limits' });
+    const config = options.rateLimits;
+    if (!config) return;
+    for (const cls of ['create', 'read', 'stream', 'unauthenticated'] as const) {
+      const rule = config[cls];
+      if (!rule) continue;
+      const limiter = build(config.backend, rule, `${config.keyPrefix}:${cls}`);
+      // A backend that cannot make its table is reported on each use (fail open or closed), not as an unhandled rejection.
+      limiter.catch(() => undefined);
+      this.limiters.set(cls, {
+        limiter,
+        policy: `"${cls}";q=${rule.points};w=${rule.durationSeconds}`,
+        rule,
+      });
+    }
+  }
+
+  has(cls: RateLimitClass): boolean {
+    return this.limiters.has(cls);
+  }
+
+  /** Takes one point of `cls` for `key`. */
+  async consume(cls: RateLimitClass, key: string): Promise<RateLimitVerdict> {
+    return this.ask(cls, key, (l) => l.consume(key, 1));
+  }
+
+  /** Whether `key` has points left in `cls`, without taking one (the unauthenticated check before a key is looked up). */
+  async peek(cls: RateLimitClass, key: string): Promise<RateLimitVerdict> {
+    return this.ask(cls, key, async (l) => {
+      const res = await l.get(key);
+      if (res && res.remainingPoints <= 0 && res.msBeforeNext > 0) throw res;
+      return res ?? new RateLimiterRes(this.limiters.get(cls)!.rule.points, 0, 0, true);
+    });
+  }
+
+  private async ask(cls: RateLimitClass, _key: string, op: (l: RateLimiterAbstract) => Promise<RateLimiterRes>): Promise<RateLimitVerdict> {
+    const entry = this.limiters.get(cls);
+    if (!entry) return { allowed: true, headers: {} };
+    try {
+      const res = await op(await entry.limiter);
+      return { allowed: true, headers: this.fields(entry.policy, cls, res.remainingPoints, res.msBeforeNext) };
+    } catch (err) {
+      if (err instanceof RateLimiterRes) {
+        const retryAfterSeconds = Math.max(1, Math.ceil(err.msBeforeNext / 1000));
+        return { allowed: false, retryAfterSeconds, headers: { ...this.fields(entry.policy, cls, 0, err.msBeforeNext), 'retry-after': String(retryAfterSeconds) } };
+      }
+      const now = Date.now();
+      if (now - this.lastWarning > 10_000) {
+        this.lastWarning = now;
+        this.logger.warn({ err: err instanceof Error ? err.message : String(err), class: cls, failOpen: this.options.rateLimits!.failOpen }, 'rate limit backend failed');
+      }
+      return this.options.rateLimits!.failOpen ? { allowed: true, headers: {} } : { allowed: 'unavailable' };
+    }
+  }
+
+  private fields(policy: string, cls: RateLimitClass, remaining: number, msBeforeNext: number): Record<string, string> {
+    return {
+      'ratelimit-policy': policy,
+      ratelimit: `"${cls}";r=${Math.max(0, remaining)};t=${Math.max(0, Math.ceil(msBeforeNext / 1000))}`,
+    };
+  }
+}
