@@ -10,8 +10,10 @@ import path from 'node:path';
 import {
   createGenerationService,
   MemoryApiKeyStore,
+  MemoryGenerationStore,
   MemoryLedger,
   type GenerationService,
+  type GenerationStore,
 } from '@genservice/core';
 import { createSqliteStores, type SqliteStores } from '@genservice/store-sqlite';
 import { BALANCE, MODEL_ID, SETTINGS, USER_ID, noopProvider } from '../lib/fixture.js';
@@ -44,6 +46,33 @@ async function timeGets(service: GenerationService, ids: string[], count: number
   }
 }
 
+/** Appends `count` timed first pages of the owner's list (20 newest) to `out`. */
+async function timeListPages(store: GenerationStore, count: number, out: number[]): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const t0 = process.hrtime.bigint();
+    const page = await store.list(USER_ID, { limit: LIST_PAGE });
+    out.push(Number(process.hrtime.bigint() - t0) / 1000);
+    if (page.length !== LIST_PAGE) throw new Error(`scale: list page of ${page.length}`);
+  }
+}
+
+/**
+ * Alternating batches of list pages on the two stores (the order swapped every batch), after a warm-up, like the
+ * gets: a page reads 20 rows through the owner's index, so 1M stored should cost what 1k does.
+ */
+async function alternateListPages(small: GenerationStore, large: GenerationStore, samples: number): Promise<{ small: Latency; large: Latency }> {
+  const warm: number[] = [];
+  for (const store of [small, large]) await timeListPages(store, 2000, warm);
+  gc();
+  const out = { small: [] as number[], large: [] as number[] };
+  for (let b = 0; b * BATCH_GETS < samples; b++) {
+    for (const k of b % 2 === 0 ? (['small', 'large'] as const) : (['large', 'small'] as const)) {
+      await timeListPages(k === 'small' ? small : large, BATCH_GETS, out[k]);
+    }
+  }
+  return { small: summarize(out.small), large: summarize(out.large) };
+}
+
 /** Appends `count` timed `service.create` calls to `out`. */
 async function timeCreates(service: GenerationService, count: number, out: number[]): Promise<void> {
   for (let i = 0; i < count; i++) {
@@ -73,6 +102,8 @@ export function gc(): void {
 export interface ScaleResult {
   get: { small: Latency; large: Latency };
   create: { small: Latency; large: Latency };
+  /** `store.list(owner, { limit: 20 })`: the first page of GET /v1/generations. SQLite only. */
+  list?: { small: Latency; large: Latency };
   small: number;
   large: number;
 }
@@ -83,6 +114,7 @@ interface Side {
 }
 
 const BATCH_GETS = 1000;
+const LIST_PAGE = 20;
 const BATCH_CREATES = 250;
 
 /**
@@ -166,7 +198,15 @@ export async function scaleSqlite(dir: string, small: number, large: number, sam
       while (ids.length < size) batch(Math.min(10_000, size - ids.length));
       stores.db.pragma('wal_checkpoint(TRUNCATE)');
     }
-    return await alternateSizes(open[0]!.side, open[1]!.side, samples, { small, large });
+    const result = await alternateSizes(open[0]!.side, open[1]!.side, samples, { small, large });
+    // As many pages as gets: both are one indexed read of one owner's rows.
+    result.list = await alternateListPages(open[0]!.stores.store, open[1]!.stores.store, samples.gets);
+    const ratio = result.list.large.p50Us / result.list.small.p50Us;
+    console.log(
+      `[scale] SQLite list page (limit ${LIST_PAGE}) p50: ${small} stored ${result.list.small.p50Us.toFixed(1)} µs, ` +
+        `${large} stored ${result.list.large.p50Us.toFixed(1)} µs; ratio ${ratio.toFixed(2)} (target <= 1.2: ${ratio <= 1.2 ? 'met' : 'MISSED'})`,
+    );
+    return result;
   } finally {
     for (const o of open) {
       await o.side.service.stop({ timeoutMs: 1000 });
@@ -189,8 +229,11 @@ export async function memoryPerGeneration(count: number, completed: boolean): Pr
       return r;
     }
   }
+  // The host keeps the store it passes in (the service exposes no store getter).
+  const store = new MemoryGenerationStore();
   const service = createGenerationService({
     providers: [noopProvider],
+    store,
     ledger: new Counting({ balances: { [USER_ID]: BALANCE } }),
     runner: { enabled: completed },
     recovery: { onStart: false, intervalMs: 0 },
@@ -209,7 +252,7 @@ export async function memoryPerGeneration(count: number, completed: boolean): Pr
     }
     gc();
     const after = process.memoryUsage().heapUsed;
-    const counts = await service.store.countByStatus!();
+    const counts = await store.countByStatus();
     const expected = completed ? counts.completed : counts.pending;
     if (expected !== count + 1) throw new Error(`memory: store holds ${JSON.stringify(counts)}`);
     return (after - before) / count;

@@ -29,7 +29,11 @@ export interface SqliteOptions {
 export interface Migration {
   version: number;
   name: string;
-  /** Only additive DDL: a migration must never drop or rewrite data a previous version stored. */
+  /**
+   * Additive DDL only: a migration never drops a table or column, nor rewrites data a previous version stored
+   * correctly. The one exception is repairing rows a previous version left broken, said in the migration itself
+   * (version 2 forgets idempotency keys that a crash left unfinished).
+   */
   sql: string;
 }
 
@@ -101,6 +105,46 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (user_id, key)
       );
       CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
+    `,
+  },
+  {
+    version: 2,
+    name: 'event log, list, failure reasons, metadata, progress, idempotency takeover',
+    sql: `
+      -- Client-facing details of a generation. All nullable: rows written by version 1 simply have none.
+      ALTER TABLE generations ADD COLUMN metadata          TEXT;    -- JSON object of strings, as given at create
+      ALTER TABLE generations ADD COLUMN webhook           TEXT;    -- JSON {url, events}, as given at create
+      ALTER TABLE generations ADD COLUMN error_code        TEXT;    -- client-safe failure reason
+      ALTER TABLE generations ADD COLUMN error_message     TEXT;
+      ALTER TABLE generations ADD COLUMN progress_fraction REAL;
+      ALTER TABLE generations ADD COLUMN progress_message  TEXT;
+      ALTER TABLE generations ADD COLUMN started_at        INTEGER; -- first claim
+
+      -- An owner's list, newest first. The plain one is in the order of the query (DESC); the filtered ones are
+      -- walked backwards, which SQLite does as cheaply. Each ends in (created_at, id) so a keyset cursor seeks.
+      CREATE INDEX generations_owner_list   ON generations (owner_id, created_at DESC, id DESC);
+      CREATE INDEX generations_owner_status ON generations (owner_id, status, created_at, id);
+      CREATE INDEX generations_owner_model  ON generations (owner_id, model_id, created_at, id);
+
+      -- AUTOINCREMENT (not a plain rowid alias): a plain rowid takes max(rowid) + 1, which would hand the seq of
+      -- events deleted by retention out again; sqlite_sequence remembers the largest ever used.
+      CREATE TABLE events (
+        seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+        generation_id TEXT    NOT NULL,
+        owner_id      TEXT    NOT NULL,
+        type          TEXT    NOT NULL CHECK (type IN ('created', 'processing', 'progress', 'completed', 'failed')),
+        at            INTEGER NOT NULL,
+        data          TEXT    NOT NULL -- JSON
+      );
+      CREATE INDEX events_generation ON events (generation_id, seq);
+
+      -- A record now names its planned generation from begin on; done says whether that is final.
+      ALTER TABLE idempotency_keys ADD COLUMN done       INTEGER NOT NULL DEFAULT 0 CHECK (done IN (0, 1));
+      ALTER TABLE idempotency_keys ADD COLUMN started_at INTEGER NOT NULL DEFAULT 0;
+      -- Version 1 kept unfinished keys with no generation: a request that crashed left one behind (409 for a day).
+      -- Forgetting them lets the retry create the generation; it is the only data this migration removes.
+      DELETE FROM idempotency_keys WHERE generation_id IS NULL;
+      UPDATE idempotency_keys SET done = 1, started_at = created_at;
     `,
   },
 ];

@@ -1,7 +1,7 @@
 /**
  * @module @genservice/store-sqlite
  *
- * Durable GenerationStore, Ledger, ApiKeyStore and IdempotencyStore on one SQLite file (better-sqlite3),
+ * Durable GenerationStore (with its event log), Ledger, ApiKeyStore and IdempotencyStore on one SQLite file (better-sqlite3),
  * for a single host or several processes on one machine sharing the file.
  *
  * @example

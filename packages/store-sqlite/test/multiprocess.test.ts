@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { appliedMigrations, createSqliteStores } from '../src/index.js';
+import { MIGRATIONS, appliedMigrations, createSqliteStores } from '../src/index.js';
 import { exited, killFixtures, nextJsonLine, spawnFixture, tempDir } from './helpers.js';
 
 // Separate Node processes on one file, the way several hosts on one machine share a SQLite database.
@@ -52,15 +52,66 @@ describe('several processes on one file', () => {
       const results = await Promise.all(reports);
       await Promise.all(children.map(exited));
 
-      for (const r of results) expect(r).toEqual({ ok: true, versions: [1], journal: 'wal' });
+      const all = MIGRATIONS.map((m) => m.version);
+      for (const r of results) expect(r).toEqual({ ok: true, versions: all, journal: 'wal' });
       const check = createSqliteStores({ filename: file });
       try {
-        expect(appliedMigrations(check.db)).toEqual([1]);
+        expect(appliedMigrations(check.db)).toEqual(all);
       } finally {
         await check.close();
       }
     }
   }, 120_000);
+
+  it('4 processes racing every transition on 40 generations: one event per winning transition, seq strictly increasing', async () => {
+    const setup = createSqliteStores({ filename: tmp.file() });
+    const ids = Array.from({ length: 40 }, (_, i) => `race-${i}`);
+    for (const [i, id] of ids.entries()) {
+      await setup.store.insert({ id, ownerId: `u${i % 3}`, modelId: 'm', settings: {}, reserved: 5, createdAt: i });
+    }
+    await setup.close();
+
+    const children = Array.from({ length: 4 }, (_, i) => spawnFixture('transitions-child.ts', [tmp.file(), String(i), ids.join(',')]));
+    await Promise.all(children.map((c) => nextJsonLine<{ ready: true }>(c)));
+    const reports = children.map((c) => nextJsonLine<{ wins: Array<[string, string]> }>(c));
+    for (const child of children) child.stdin!.write('go\n');
+    const wins = (await Promise.all(reports)).flatMap((r) => r.wins);
+    await Promise.all(children.map(exited));
+
+    const check = createSqliteStores({ filename: tmp.file() });
+    try {
+      const events = await check.store.readEvents(0, 100_000);
+      expect(events).toHaveLength(ids.length + wins.length);
+      const seqs = events.map((e) => e.seq);
+      for (let i = 1; i < seqs.length; i++) expect(seqs[i]).toBeGreaterThan(seqs[i - 1]!);
+      expect(await check.store.lastSeq()).toBe(seqs[seqs.length - 1]);
+      // Every generation was finished by exactly one process, and the races had more than one kind of winner.
+      expect(wins.filter(([type]) => type === 'completed' || type === 'failed')).toHaveLength(ids.length);
+      expect(new Set(wins.map(([type]) => type))).toEqual(new Set(['processing', 'progress', 'completed', 'failed']));
+
+      for (const id of ids) {
+        const mine = events.filter((e) => e.generationId === id);
+        const won = wins.filter(([, w]) => w === id).map(([type]) => type);
+        const count = (types: string[]): Record<string, number> =>
+          types.reduce<Record<string, number>>((acc, t) => ({ ...acc, [t]: (acc[t] ?? 0) + 1 }), {});
+        expect(count(mine.map((e) => e.type))).toEqual(count(['created', ...won]));
+        // In seq order: created first, the one terminal event last, claims numbered 1, 2, ... as they happened.
+        const record = (await check.store.getById(id))!;
+        expect(mine[0]!.type).toBe('created');
+        expect(mine[mine.length - 1]!.type).toBe(record.status);
+        const attempts = mine.filter((e) => e.type === 'processing').map((e) => e.data.attempt);
+        expect(attempts).toEqual(attempts.map((_, i) => i + 1));
+        expect(record.attempts).toBe(attempts.length);
+        // The fee follows the state the generation left: a cancel of a never-claimed one is free.
+        const last = mine[mine.length - 1]!;
+        expect(last.data.price).toBe(record.price);
+        if (record.status === 'failed' && attempts.length === 0) expect(record.price).toBe(0);
+        else expect(record.price).toBeGreaterThan(0);
+      }
+    } finally {
+      await check.close();
+    }
+  }, 60_000);
 
   it('keeps every committed write when the process is killed with SIGKILL (WAL, synchronous=NORMAL)', async () => {
     const child = spawnFixture('crash-child.ts', [tmp.file(), '20']);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqliteStores, type SqliteStores } from '../src/index.js';
-import { GENERATION_SQL } from '../src/generation-store.js';
+import { GENERATION_SQL, listSql } from '../src/generation-store.js';
 import { OPEN_RESERVES_SQL } from '../src/ledger.js';
 import { tempDir } from './helpers.js';
 
@@ -9,23 +9,29 @@ import { tempDir } from './helpers.js';
 
 let tmp: Awaited<ReturnType<typeof tempDir>>;
 let stores: SqliteStores;
+/** A new file with no rows and no statistics, as a host starts: the planner must choose the same indexes there. */
+let fresh: SqliteStores;
 
 beforeAll(async () => {
   tmp = await tempDir();
   stores = createSqliteStores({ filename: tmp.file() });
+  fresh = createSqliteStores({ filename: tmp.file('fresh.db') });
   const { db } = stores;
   // Enough mixed rows, with statistics gathered, that the planner decides on real numbers, not on defaults.
   const insert = db.prepare(
     `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, attempts, created_at, updated_at, finished_at)
-     VALUES (?, ?, 'm', '{}', ?, 1, 1, ?, ?, ?)`,
+     VALUES (?, ?, ?, '{}', ?, 1, 1, ?, ?, ?)`,
   );
+  const event = db.prepare(`INSERT INTO events (generation_id, owner_id, type, at, data) VALUES (?, ?, ?, ?, '{}')`);
   const reserve = db.prepare(`INSERT INTO reserves (generation_id, user_id, amount, state, created_at) VALUES (?, 'u', 1, ?, ?)`);
   db.prepare(`INSERT INTO accounts (user_id, balance) VALUES ('u', 0)`).run();
   db.transaction(() => {
     for (let i = 0; i < 5000; i++) {
       const finished = i % 10 !== 0;
-      insert.run(`g${i}`, `u${i % 50}`, finished ? 'completed' : 'pending', i, i, finished ? i + 5 : null);
+      insert.run(`g${i}`, `u${i % 50}`, `m${i % 3}`, finished ? 'completed' : 'pending', i, i, finished ? i + 5 : null);
       reserve.run(`g${i}`, finished ? 'settled' : 'open', i);
+      event.run(`g${i}`, `u${i % 50}`, 'created', i);
+      if (finished) event.run(`g${i}`, `u${i % 50}`, 'completed', i + 5);
     }
   })();
   db.exec('ANALYZE');
@@ -33,11 +39,16 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stores.close();
+  await fresh.close();
   await tmp.remove();
 });
 
 function plan(sql: string, ...params: unknown[]): string[] {
-  return (stores.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((r) => r.detail);
+  return planOn(stores, sql, ...params);
+}
+
+function planOn(on: SqliteStores, sql: string, ...params: unknown[]): string[] {
+  return (on.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((r) => r.detail);
 }
 
 /** A step that reads a table row by row without an index (`SCAN generations`, with no `USING ... INDEX`). */
@@ -51,10 +62,15 @@ const named = {
   now: 1,
   expiresAt: 2,
   price: 1,
+  pendingPrice: 0,
   reason: 'r',
+  errorCode: 'provider_error',
+  errorMessage: 'm',
   force: 0,
   resultText: null,
   resultKey: null,
+  fraction: 0.5,
+  message: null,
 };
 
 describe('query plans', () => {
@@ -64,6 +80,9 @@ describe('query plans', () => {
     ['claim', () => plan(GENERATION_SQL.claim, named)],
     ['complete', () => plan(GENERATION_SQL.complete, named)],
     ['fail', () => plan(GENERATION_SQL.fail, named)],
+    ['fail by a worker', () => plan(GENERATION_SQL.failByWorker, named)],
+    ['progress', () => plan(GENERATION_SQL.progress, named)],
+    ['renewLease', () => plan(GENERATION_SQL.renew, named)],
   ])('%s finds the row through the primary-key index', (_name, explain) => {
     const steps = explain();
     expect(fullScans(steps)).toEqual([]);
@@ -92,6 +111,42 @@ describe('query plans', () => {
     expect(steps.join('\n')).not.toContain('TEMP B-TREE');
   });
 
+  // Every shape of an owner's page: with and without each filter, with and without a cursor. Each must seek one
+  // owner's slice of an index (the cursor inside the seek, not as a filter after it) and read it in the order
+  // asked, so the page stops after `limit` rows instead of sorting everything the owner has.
+  const listShapes = [false, true].flatMap((status) =>
+    [false, true].flatMap((modelId) => [false, true].map((before) => ({ status, modelId, before }))),
+  );
+  it.each(listShapes)('list (status $status, modelId $modelId, cursor $before) seeks an owner index in order', (shape) => {
+    const params: Record<string, unknown> = { ownerId: 'u1', limit: 20 };
+    if (shape.status) params.status = 'pending';
+    if (shape.modelId) params.modelId = 'm1';
+    if (shape.before) Object.assign(params, { beforeCreatedAt: 2500, beforeId: 'g2500' });
+    const index = shape.modelId ? 'generations_owner_model' : shape.status ? 'generations_owner_status' : 'generations_owner_list';
+    const seek = ['owner_id=?', ...(shape.modelId ? ['model_id=?'] : shape.status ? ['status=?'] : []), ...(shape.before ? ['(created_at,id)<(?,?)'] : [])];
+    // One step, no TEMP B-TREE (no sort), and the seek names every constraint the index serves.
+    for (const on of [stores, fresh]) {
+      expect(planOn(on, listSql(shape), params)).toEqual([`SEARCH generations USING INDEX ${index} (${seek.join(' AND ')})`]);
+    }
+  });
+
+  it('readEvents seeks the log by seq (the primary key), already in order', () => {
+    const steps = plan(GENERATION_SQL.readEvents, 100, 50);
+    expect(steps).toEqual(['SEARCH events USING INTEGER PRIMARY KEY (rowid>?)']);
+  });
+
+  it("eventsOf seeks one generation's events in the (generation_id, seq) index, already in order", () => {
+    const steps = plan(GENERATION_SQL.eventsOf, 'g1', 0);
+    expect(steps).toEqual(['SEARCH events USING INDEX events_generation (generation_id=? AND seq>?)']);
+  });
+
+  it("retention deletes the deleted generations' events through the same index", () => {
+    const steps = plan(GENERATION_SQL.deleteEvents, '["g1","g2"]');
+    // The only scan is of the JSON array of deleted ids (the batch), never of a table.
+    expect(fullScans(steps)).toEqual(['SCAN json_each VIRTUAL TABLE INDEX 1:']);
+    expect(steps.join('\n')).toContain('SEARCH events USING COVERING INDEX events_generation (generation_id=?)');
+  });
+
   it('openReserves walks only the partial index of open reserves, already in order', () => {
     const steps = plan(OPEN_RESERVES_SQL, 100);
     expect(fullScans(steps)).toEqual([]);
@@ -103,8 +158,13 @@ describe('query plans', () => {
     expect((await stores.store.listUnfinished(3)).map((g) => g.id)).toEqual(['g0', 'g10', 'g20']);
     expect((await stores.ledger.openReserves(2)).map((r) => r.generationId)).toEqual(['g0', 'g10']);
     expect(await stores.store.getById('g1')).toMatchObject({ id: 'g1', status: 'completed', finishedAt: 6 });
+    const page = await stores.store.list('u1', { limit: 3, modelId: 'm1', before: { createdAt: 2501, id: 'g2501' } });
+    // u1 owns g1, g51, g101...; of those, model m1 are i % 3 == 1: g2401, g2251, g2101.
+    expect(page.map((g) => g.id)).toEqual(['g2401', 'g2251', 'g2101']);
+    expect((await stores.store.eventsOf('g1')).map((e) => e.type)).toEqual(['created', 'completed']);
     const swept = await stores.store.deleteFinishedBefore(10, 100);
     expect(swept.deleted).toBe(4); // g1..g4 finished at 6..9; g0 is unfinished
+    expect(await stores.store.eventsOf('g1')).toEqual([]);
     expect(await stores.store.getById('g1')).toBeNull();
     expect(await stores.store.getById('g0')).not.toBeNull();
   });

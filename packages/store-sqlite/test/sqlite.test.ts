@@ -1,6 +1,7 @@
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
 import { hashApiKey } from '@genservice/core';
 import { MIGRATIONS, appliedMigrations, createSqliteStores, runMigrations, type SqliteStores } from '../src/index.js';
 import { tempDir } from './helpers.js';
@@ -81,18 +82,53 @@ describe('migrations', () => {
 
   it('rolls a failing migration back entirely: no half-applied DDL, version unchanged', () => {
     const { db } = openStores();
+    const last = MIGRATIONS[MIGRATIONS.length - 1]!.version;
     const broken = [
       ...MIGRATIONS,
-      { version: 2, name: 'ok part', sql: 'CREATE TABLE extra (a TEXT)' },
-      { version: 3, name: 'broken', sql: 'CREATE TABLE more (a TEXT); THIS IS NOT SQL' },
+      { version: last + 1, name: 'ok part', sql: 'CREATE TABLE extra (a TEXT)' },
+      { version: last + 2, name: 'broken', sql: 'CREATE TABLE more (a TEXT); THIS IS NOT SQL' },
     ];
     expect(() => runMigrations(db, broken)).toThrow();
-    expect(appliedMigrations(db)).toEqual([1]);
+    expect(appliedMigrations(db)).toEqual(MIGRATIONS.map((m) => m.version));
     const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as Array<{ name: string }>).map(
       (t) => t.name,
     );
     expect(tables).not.toContain('extra');
     expect(tables).not.toContain('more');
+  });
+});
+
+describe('migration 2 on a database written by version 1', () => {
+  it('keeps old generations readable, forgets crash-left idempotency keys and marks finished ones done', async () => {
+    const legacy = new Database(tmp.file());
+    runMigrations(legacy, MIGRATIONS.filter((m) => m.version === 1));
+    legacy.exec(`
+      INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, attempts, created_at, updated_at)
+        VALUES ('old', 'u1', 'm', '{"p":1}', 'pending', 5, 0, 100, 100);
+      INSERT INTO idempotency_keys (user_id, key, request_hash, generation_id, created_at) VALUES
+        ('u1', 'finished', 'h1', 'old', 100),
+        ('u1', 'crashed', 'h2', NULL, 200);
+    `);
+    legacy.close();
+
+    const { db, store, idempotency } = openStores();
+    expect(appliedMigrations(db)).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(await store.getById('old')).toEqual({
+      id: 'old', ownerId: 'u1', modelId: 'm', settings: { p: 1 }, status: 'pending', reserved: 5, attempts: 0, createdAt: 100, updatedAt: 100,
+    });
+    // Old generations have no events (the log starts with the migration) but list and transition like new ones.
+    expect(await store.eventsOf('old')).toEqual([]);
+    expect((await store.list('u1', { limit: 10 })).map((g) => g.id)).toEqual(['old']);
+    expect(await store.claim('old', { workerId: 'w', leaseMs: 1000, now: 300 })).toMatchObject({ startedAt: 300, attempts: 1 });
+    expect((await store.eventsOf('old')).map((e) => [e.type, e.data])).toEqual([['processing', { attempt: 1 }]]);
+
+    expect(await idempotency.begin('u1', 'finished', 'h1', 400, 'gen-new')).toEqual({ state: 'done', generationId: 'old', requestHash: 'h1' });
+    // The crashed request's key held a day of 409s under version 1; now its retry simply starts over.
+    expect(await idempotency.begin('u1', 'crashed', 'h2', 400, 'gen-new')).toEqual({ state: 'new' });
+    expect(db.prepare(`SELECT key, done, started_at FROM idempotency_keys ORDER BY key`).all()).toEqual([
+      { key: 'crashed', done: 0, started_at: 400 },
+      { key: 'finished', done: 1, started_at: 100 },
+    ]);
   });
 });
 
@@ -106,8 +142,8 @@ describe('durability', () => {
     await first.store.complete('g1', { workerId: 'w1', price: 25, resultKey: 'blob/1', now: 30 });
     expect(await first.ledger.settle('g1', 25)).toBe(25);
     await first.apiKeys.addKey('secret-key', 'u1');
-    expect(await first.idempotency.begin('u1', 'idem', 'hash', 5)).toEqual({ state: 'new' });
-    await first.idempotency.finish('u1', 'idem', 'g1');
+    expect(await first.idempotency.begin('u1', 'idem', 'hash', 5, 'g1')).toEqual({ state: 'new' });
+    expect(await first.idempotency.finish('u1', 'idem', 'g1')).toBe(true);
     await first.close();
 
     const second = openStores();
@@ -124,7 +160,39 @@ describe('durability', () => {
     expect(await second.ledger.settle('g1', 30)).toBe(25);
     expect(await second.ledger.account('u1')).toEqual({ balance: 75, reserved: 0, settled: 25 });
     expect(await second.apiKeys.resolve('secret-key')).toEqual({ userId: 'u1' });
-    expect(await second.idempotency.begin('u1', 'idem', 'other', 6)).toEqual({ state: 'done', generationId: 'g1', requestHash: 'hash' });
+    expect(await second.idempotency.begin('u1', 'idem', 'other', 6, 'g2')).toEqual({ state: 'done', generationId: 'g1', requestHash: 'hash' });
+  });
+
+  it('keeps the event log across close and reopen, and never hands out a deleted seq again', async () => {
+    const first = openStores();
+    await first.store.insert({ id: 'g1', ownerId: 'u1', modelId: 'm', settings: {}, reserved: 1, createdAt: 10, metadata: { order: 'A-1' } });
+    await first.store.claim('g1', { workerId: 'w1', leaseMs: 1000, now: 20 });
+    await first.store.progress('g1', { workerId: 'w1', fraction: 0.25, message: 'warming up', now: 25 });
+    await first.store.fail('g1', { workerId: 'w1', price: 1, reason: 'boom', error: { code: 'provider_error', message: 'It failed.' }, now: 30 });
+    const events = await first.store.readEvents(0, 100);
+    expect(events.map((e) => e.type)).toEqual(['created', 'processing', 'progress', 'failed']);
+    await first.close();
+
+    const second = openStores();
+    expect(await second.store.readEvents(0, 100)).toEqual(events);
+    expect(await second.store.eventsOf('g1')).toEqual(events);
+    expect(await second.store.lastSeq()).toBe(events[3]!.seq);
+    expect(await second.store.getById('g1')).toMatchObject({
+      metadata: { order: 'A-1' },
+      progress: { fraction: 0.25, message: 'warming up' },
+      error: { code: 'provider_error', message: 'It failed.' },
+      failureReason: 'boom',
+      startedAt: 20,
+    });
+    // Retention empties the log; after another restart the next event still gets a new seq.
+    expect((await second.store.deleteFinishedBefore(1000, 10)).ids).toEqual(['g1']);
+    expect(await second.store.readEvents(0, 100)).toEqual([]);
+    await second.close();
+
+    const third = openStores();
+    expect(await third.store.lastSeq()).toBe(events[3]!.seq);
+    await third.store.insert({ id: 'g2', ownerId: 'u1', modelId: 'm', settings: {}, reserved: 1, createdAt: 40 });
+    expect((await third.store.eventsOf('g2'))[0]!.seq).toBe(events[3]!.seq + 1);
   });
 });
 
