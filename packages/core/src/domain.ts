@@ -69,6 +69,13 @@ export interface GenerationRecord {
   progress?: Progress;
   /** When a worker first claimed it (epoch ms). */
   startedAt?: number;
+  /**
+   * A two-phase provider's handle of the upstream job (small JSON), stored before the first check so that a crash
+   * resumes checking the same job instead of starting (and paying for) another.
+   */
+  remoteHandle?: unknown;
+  /** While a remote job waits between checks: when the next check is due. It holds no lease then. */
+  parkedUntil?: number;
   /** Where the client asked for this generation's webhooks, given at create. */
   webhook?: { url: string; events: WebhookEventType[] };
   /** How many times a worker claimed it (1 on the first run). */

@@ -28,8 +28,10 @@ export class DomainError extends Error {
   override readonly name: string = 'DomainError';
   readonly code: ErrorCode;
   readonly details?: ErrorDetail[];
+  /** For `rate_limited` and `unavailable`: the Retry-After the client gets, in seconds (default 1). */
+  readonly retryAfterSeconds?: number;
 
-  constructor(code: ErrorCode, message: string, options: { details?: ErrorDetail[]; cause?: unknown } = {}) {
+  constructor(code: ErrorCode, message: string, options: { details?: ErrorDetail[]; cause?: unknown; retryAfterSeconds?: number } = {}) {
     // A DomainError is an answer to the caller, not a bug: capturing a stack for every 4xx cost 3-10 us each.
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
@@ -37,6 +39,7 @@ export class DomainError extends Error {
     Error.stackTraceLimit = limit;
     this.code = code;
     this.details = options.details;
+    if (options.retryAfterSeconds !== undefined) this.retryAfterSeconds = options.retryAfterSeconds;
   }
 }
 

@@ -8,7 +8,9 @@ import { Lifecycle } from './lifecycle.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
 import type { GenerationStore, ListCursor } from './ports/store.js';
-import { ModelRegistry, type RegisteredModel } from './registry.js';
+import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from './registry.js';
+import { childLogger } from './logger.js';
+import type { Logger } from './ports/logger.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 import { Views, type GenerationItem } from './views.js';
@@ -71,6 +73,8 @@ export function isGenerationStatus(s: string): s is GenerationStatus {
  */
 @injectable()
 export class Generations {
+  private readonly logger: Logger;
+
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
@@ -79,7 +83,10 @@ export class Generations {
     @inject(TOKENS.Ledger) private readonly ledger: Ledger,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
     @inject(TOKENS.Views) private readonly views: Views,
-  ) {}
+    @inject(TOKENS.Logger) logger: Logger,
+  ) {
+    this.logger = childLogger(logger, { component: 'generations' });
+  }
 
   /** Model, validated settings and price of a create body; throws the 404 / 400 a create would. */
   private priced(input: CreateRequest): { model: RegisteredModel; settings: Settings; price: number } {
@@ -96,8 +103,15 @@ export class Generations {
   }
 
   async create(userId: string, input: CreateRequest, idempotencyKey?: string): Promise<{ generationId: string }> {
-    const { settings, price } = this.priced(input);
-    const request = { userId, modelId: input.modelId, settings, price, ...(input.metadata !== undefined ? { metadata: input.metadata } : {}) };
+    const { model, settings, price } = this.priced(input);
+    const request = {
+      userId,
+      modelId: input.modelId,
+      settings,
+      price,
+      estimatedSeconds: model.info.estimatedGenerationTime,
+      ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
+    };
     if (idempotencyKey === undefined) return { generationId: await this.lifecycle.create(request) };
 
     const hash = createHash('sha256')
@@ -202,8 +216,16 @@ export class Generations {
   async cancel(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<{ cancelled: boolean; generation: GenerationView }> {
     const rec = await this.owned(userId, generationId);
     let cancelled = false;
-    if (!isTerminal(rec.status)) cancelled = await this.lifecycle.cancel(rec.id, this.registry.get(rec.modelId)?.failureFee ?? 0);
+    const model = this.registry.get(rec.modelId);
+    if (!isTerminal(rec.status)) cancelled = await this.lifecycle.cancel(rec.id, model?.failureFee ?? 0);
     const now = (await this.store.get(generationId, userId))!;
+    // A remote job may be running upstream with nobody left to check it: tell it to stop (best effort). A worker that
+    // stores a handle after this cancel stops it itself.
+    if (cancelled && now.remoteHandle !== undefined && model && isRemoteJobProvider(model.provider) && model.provider.cancel) {
+      await model.provider.cancel(now.remoteHandle, { generationId: rec.id, logger: this.logger }).catch((err: unknown) =>
+        this.logger.warn({ err: err instanceof Error ? err.message : String(err), generationId: rec.id }, 'cancelling the upstream job failed'),
+      );
+    }
     return { cancelled, generation: this.views.view(now, baseUrl) };
   }
 

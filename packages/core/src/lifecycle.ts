@@ -96,8 +96,9 @@ export class Lifecycle {
     if (reserved === 'insufficient') {
       throw new DomainError('insufficient_funds', `The balance is too low for this generation (price ${input.price}).`);
     }
+    let inserted: 'inserted' | 'limit_reached';
     try {
-      await this.store.insert({
+      inserted = await this.store.insert({
         id,
         ownerId: input.userId,
         modelId: input.modelId,
@@ -133,6 +134,19 @@ export class Lifecycle {
   /** Claims a generation for this instance's worker; null when it is not claimable (finished, or leased). */
   async claim(generationId: string): Promise<GenerationRecord | null> {
     return this.committed(await this.store.claim(generationId, { workerId: this.options.instanceId, leaseMs: this.options.runner.leaseMs, now: Date.now() }));
+  }
+
+  /** Stores a remote job's handle (once per generation) while this worker holds the lease. */
+  setRemoteHandle(generationId: string, handle: unknown): Promise<boolean> {
+    return this.store.setRemoteHandle(generationId, this.options.instanceId, handle, Date.now());
+  }
+
+  /** Lets go of a remote job until its next check, and schedules that check. */
+  async park(generationId: string, modelId: string, ownerId: string, delayMs: number): Promise<boolean> {
+    const until = Date.now() + delayMs;
+    if (!(await this.store.park(generationId, this.options.instanceId, until, Date.now()))) return false;
+    await this.queue.enqueue({ generationId, modelId, ownerId }, { delayMs });
+    return true;
   }
 
   renew(generationId: string): Promise<boolean> {

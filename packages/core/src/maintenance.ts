@@ -81,6 +81,17 @@ export class Maintenance {
         if ((await this.lifecycle.fail(rec.id, { code: 'model_unavailable', reason: 'model no longer exists', fee: 'free' })) !== null) out.failed++;
         continue;
       }
+      if (rec.status === 'processing' && rec.parkedUntil !== undefined) {
+        // A remote job between checks: schedule its check (again: a restart lost the in-process timer), never give up
+        // on it as if its worker were lost.
+        try {
+          await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId }, { delayMs: Math.max(0, rec.parkedUntil - now) });
+          out.requeued++;
+        } catch (err) {
+          this.logger.warn({ err: String(err), generationId: rec.id }, 'recovery could not schedule a remote check');
+        }
+        continue;
+      }
       if (rec.status === 'processing' && this.lifecycle.exhausted(rec.attempts)) {
         const failed = await this.lifecycle.fail(
           rec.id,

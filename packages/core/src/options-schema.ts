@@ -58,6 +58,7 @@ const optionsSchema = z.strictObject({
       urlLength: positiveInt.optional(),
       textLength: positiveInt.optional(),
       idempotencyKeyLength: positiveInt.max(255).optional(),
+      inFlightPerUser: positiveInt.optional(),
     })
     .optional(),
   runner: z

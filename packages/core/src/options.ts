@@ -25,6 +25,11 @@ export interface LimitsOptions {
   textLength?: number;
   /** Longest Idempotency-Key header. Default 255. */
   idempotencyKeyLength?: number;
+  /**
+   * Generations one user may have pending or processing at once; the next create answers 429 `rate_limited` (with
+   * Retry-After) until one finishes. Exact under races and across instances. Default 100.
+   */
+  inFlightPerUser?: number;
 }
 
 export interface RunnerOptions {

@@ -186,7 +186,7 @@ export class BullMQQueue implements JobQueue {
       throw new UnavailableError(`Redis is unreachable: ${message(open.lastError)}`, { cause: open.lastError });
     }
     const data: Job = { generationId: job.generationId, modelId: job.modelId, ...(job.ownerId !== undefined ? { ownerId: job.ownerId } : {}) };
-    const adding = this.add(open.queue, data, options.fresh === true);
+    const adding = this.add(open.queue, data, options.fresh === true, options.delayMs ?? 0);
     // The loser of the race below may still land later, once Redis is back: harmless, since core has failed the
     // generation by then and the job's claim finds nothing to do. Its rejection must not surface as unhandled.
     adding.catch(() => undefined);
@@ -210,12 +210,16 @@ export class BullMQQueue implements JobQueue {
     return `${this.prefix ?? 'bull'}:${this.name}:gs-waiting-by-owner`;
   }
 
-  private async add(queue: Queue<Job>, data: Job, fresh: boolean): Promise<void> {
+  private async add(queue: Queue<Job>, data: Job, fresh: boolean, delayMs: number): Promise<void> {
     // The jobId makes a second enqueue of a waiting or running generation a no-op. A failed job is kept a day for
     // inspection and would swallow the enqueue of recovery the same way, so it is cleared first: the store, not
     // BullMQ, decides whether a generation is finished.
     // A fresh generation has no earlier job, so that round trip is skipped on the create path.
-    if (!fresh) {
+    // A remote job's next check is added from inside its current job (still active under the generation's id), so it
+    // gets an id of its own: the generation and the second it is due (a repeat for the same time is deduplicated).
+    const delayed = delayMs > 0;
+    const jobId = delayed ? `${data.generationId}:check:${Math.ceil((Date.now() + delayMs) / 1000)}` : data.generationId;
+    if (!fresh && !delayed) {
       const state = await queue.getJobState(data.generationId);
       if (state === 'failed' || state === 'completed') await queue.remove(data.generationId);
     }
@@ -226,7 +230,8 @@ export class BullMQQueue implements JobQueue {
     const place = await client.hincrby(this.ownersKey(), owner, 1);
     try {
       await queue.add(JOB_NAME, data, {
-        jobId: data.generationId,
+        jobId,
+        ...(delayed ? { delay: delayMs } : {}),
         priority: Math.min(Math.max(1, place), MAX_PRIORITY),
         removeOnComplete: true,
         removeOnFail: { age: 86_400 },
@@ -269,7 +274,8 @@ export class BullMQQueue implements JobQueue {
 
   private async run(job: BullJob<Job, void>, token: string | undefined, letGo: AbortSignal): Promise<void> {
     const handler = this.handler;
-    const id = job.id ?? job.data.generationId;
+    // By generation, not BullMQ job id: a remote job's delayed check has an id of its own, and abort() names the generation.
+    const id = job.data.generationId;
     if (!handler) return;
     // It left the line: the owner's next job moves up. Only on the first start (a stalled job handed out again, or
     // one moved back to delayed, was counted out already).

@@ -276,7 +276,8 @@ export class HttpHandler {
 
   private fromError(err: unknown): HttpResponse {
     if (err instanceof DomainError) {
-      const extra: Record<string, string> = err.code === 'unavailable' || err.code === 'rate_limited' ? { 'retry-after': '1' } : {};
+      const extra: Record<string, string> =
+        err.code === 'unavailable' || err.code === 'rate_limited' ? { 'retry-after': String(err.retryAfterSeconds ?? 1) } : {};
       return fail(err.code, err.message, err.details, extra);
     }
     if (err instanceof UnavailableError) {

@@ -5,6 +5,7 @@ import type {
   CompleteInput,
   FailInput,
   GenerationStore,
+  InsertOptions,
   ListQuery,
   NewGeneration,
   ProgressInput,
@@ -31,6 +32,14 @@ export class MemoryGenerationStore implements GenerationStore {
   private lastSeqValue = 0;
   /** Each owner's ids; a list page sorts only that owner's generations, never the whole store. */
   private readonly byOwner = new Map<string, Set<string>>();
+  /** Pending and processing generations per owner, for the in-flight cap without a scan. */
+  private readonly unfinished = new Map<string, number>();
+
+  private finished(record: GenerationRecord): void {
+    const n = (this.unfinished.get(record.ownerId) ?? 1) - 1;
+    if (n > 0) this.unfinished.set(record.ownerId, n);
+    else this.unfinished.delete(record.ownerId);
+  }
 
   /** Appends in the same synchronous step as the change it records: nothing can run in between. */
   private append(record: GenerationRecord, type: GenerationEventType, at: number, data: Record<string, unknown>): void {
@@ -44,10 +53,12 @@ export class MemoryGenerationStore implements GenerationStore {
     mine.push(event);
   }
 
-  async insert(gen: NewGeneration): Promise<void> {
+  async insert(gen: NewGeneration, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {
     if (this.records.has(gen.id)) {
       throw new Error(`Generation ${gen.id} already exists`);
     }
+    const max = options.maxUnfinishedPerOwner;
+    if (max !== undefined && (this.unfinished.get(gen.ownerId) ?? 0) >= max) return 'limit_reached';
     const record: GenerationRecord = {
       id: gen.id,
       ownerId: gen.ownerId,
@@ -69,7 +80,9 @@ export class MemoryGenerationStore implements GenerationStore {
       this.byOwner.set(gen.ownerId, owned);
     }
     owned.add(gen.id);
+    this.unfinished.set(gen.ownerId, (this.unfinished.get(gen.ownerId) ?? 0) + 1);
     this.append(record, 'created', gen.createdAt, { modelId: gen.modelId });
+    return 'inserted';
   }
 
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
@@ -89,13 +102,16 @@ export class MemoryGenerationStore implements GenerationStore {
     const claimable =
       record.status === 'pending' || (record.status === 'processing' && leaseExpired(record, opts.now));
     if (!claimable) return null;
+    // A parked remote job's check is planned work, not a lost worker: no attempt, no event.
+    const resumed = record.parkedUntil !== undefined;
     record.status = 'processing';
-    record.attempts += 1;
+    if (!resumed) record.attempts += 1;
+    delete record.parkedUntil;
     record.leaseOwner = opts.workerId;
     record.leaseExpiresAt = opts.now + opts.leaseMs;
     record.updatedAt = opts.now;
     record.startedAt ??= opts.now;
-    this.append(record, 'processing', opts.now, { attempt: record.attempts });
+    if (!resumed) this.append(record, 'processing', opts.now, { attempt: record.attempts });
     return copy(record);
   }
 
@@ -116,6 +132,24 @@ export class MemoryGenerationStore implements GenerationStore {
     return true;
   }
 
+  async setRemoteHandle(id: string, workerId: string, handle: unknown, now: number): Promise<boolean> {
+    const record = this.records.get(id);
+    if (!record || !holdsLease(record, workerId, now) || record.remoteHandle !== undefined) return false;
+    record.remoteHandle = cloneJson(handle);
+    record.updatedAt = now;
+    return true;
+  }
+
+  async park(id: string, workerId: string, until: number, now: number): Promise<boolean> {
+    const record = this.records.get(id);
+    if (!record || !holdsLease(record, workerId, now)) return false;
+    delete record.leaseOwner;
+    delete record.leaseExpiresAt;
+    record.parkedUntil = until;
+    record.updatedAt = now;
+    return true;
+  }
+
   async complete(id: string, input: CompleteInput): Promise<boolean> {
     const record = this.records.get(id);
     if (!record || !holdsLease(record, input.workerId, input.now)) return false;
@@ -125,6 +159,7 @@ export class MemoryGenerationStore implements GenerationStore {
     if (input.resultKey !== undefined) record.resultKey = input.resultKey;
     record.finishedAt = input.now;
     record.updatedAt = input.now;
+    this.finished(record);
     this.append(record, 'completed', input.now, { price: input.price });
     return true;
   }
@@ -139,6 +174,8 @@ export class MemoryGenerationStore implements GenerationStore {
     record.error = { code: input.error.code, message: input.error.message };
     record.finishedAt = input.now;
     record.updatedAt = input.now;
+    delete record.parkedUntil;
+    this.finished(record);
     this.append(record, 'failed', input.now, { price, error: { ...record.error } });
     return true;
   }
@@ -277,6 +314,7 @@ function copy(record: GenerationRecord): GenerationRecord {
   if (record.progress) out.progress = { ...record.progress };
   if (record.error) out.error = { ...record.error };
   if (record.webhook) out.webhook = { url: record.webhook.url, events: [...record.webhook.events] };
+  if (record.remoteHandle !== undefined) out.remoteHandle = cloneJson(record.remoteHandle);
   return out;
 }
 

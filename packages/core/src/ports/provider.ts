@@ -1,4 +1,5 @@
 import type { ModelInfo, Settings } from '../domain.js';
+import type { ProviderError } from '../errors.js';
 import type { Logger } from './logger.js';
 
 /** What a provider gets to do its work. */
@@ -52,10 +53,34 @@ export interface ModelDefinition extends ModelInfo {
 }
 
 /**
- * A source of models. `generate` may run more than once for one generation (a retry, or a worker that was lost
- * mid-run): execution is at-least-once, billing exactly-once.
+ * A source of models that runs each generation in one call. `generate` may run more than once for one generation (a
+ * retry, or a worker that was lost mid-run): execution is at-least-once, billing exactly-once.
  */
-export interface ModelProvider {
+export interface GenerateProvider {
   models: ModelDefinition[];
   generate(input: GenerationInput, ctx: GenerationContext): Promise<GenerationOutput>;
 }
+
+/** What `check` found: still running (with optional progress), done (the output), or failed. */
+export type RemoteJobStatus =
+  | { status: 'running'; progress?: number; message?: string }
+  | { status: 'done'; output: GenerationOutput }
+  | { status: 'failed'; error: ProviderError };
+
+/**
+ * A source of models whose generations run as jobs elsewhere (a hosted API): `start` submits one and returns a
+ * small JSON handle naming it; the runner stores the handle durably before the first `check`, so after a crash, a lost
+ * lease or a restart it resumes checking the same upstream job. `start` is called once per generation (again only
+ * when it threw a retryable ProviderError, or when the process died between `start` resolving and the handle being
+ * stored: make `start` idempotent by `ctx.generationId` where the upstream API allows). Between checks the generation
+ * holds no concurrency slot; checks back off from the model's `estimatedGenerationTime`.
+ */
+export interface RemoteJobProvider {
+  models: ModelDefinition[];
+  start(input: GenerationInput, ctx: GenerationContext): Promise<{ handle: unknown }>;
+  check(handle: unknown, ctx: GenerationContext): Promise<RemoteJobStatus>;
+  /** Best effort: asks upstream to stop (on cancel or timeout). */
+  cancel?(handle: unknown, ctx: { generationId: string; logger: Logger }): Promise<void>;
+}
+
+export type ModelProvider = GenerateProvider | RemoteJobProvider;

@@ -37,7 +37,9 @@ export interface QueueStopOptions {
  * - Every enqueued job is handed to a handler at least once, unless the queue is stopped before it starts;
  *   jobs of a stopped queue are not lost (a durable queue keeps them, the in-process queue's are recovered
  *   from the store on the next start).
- * - Enqueueing the same generationId twice while it is waiting runs it once.
+ * - Enqueueing the same generationId twice while it is waiting runs it once (delayed jobs: the same id and delay).
+ * - A delayed job is handed out no sooner than its delay (a durable queue keeps it across restarts; the in-process
+ *   queue's are recovered from the store's `parkedUntil`).
  * - `start(handler, settings)` begins handing out jobs, with the service's runner settings; `stop()` stops taking new jobs and waits up to `timeoutMs` for
  *   running ones, then fires their AbortSignal.
  * - `enqueue` rejects with `UnavailableError` when the backing service cannot take the job.
@@ -45,6 +47,11 @@ export interface QueueStopOptions {
  *   owner's job starts within about one round (before the first owner's next 2 x concurrency jobs).
  */
 export interface EnqueueOptions {
+  /**
+   * Hand the job out no sooner than this many ms from now (a remote job's next check). A delayed job of a generation
+   * does not dedupe against its running job: the runner enqueues the next check from inside the current one.
+   */
+  delayMs?: number;
   /**
    * The generation was just created and has never been enqueued, so no earlier job of it can exist: a queue may
    * skip its duplicate checks (a Redis round trip for BullMQ).

@@ -69,6 +69,14 @@ export interface ProgressInput {
   now: number;
 }
 
+export interface InsertOptions {
+  /**
+   * Refuse the insert (answer `limit_reached`) when the owner already has this many generations pending or
+   * processing. Checked and inserted atomically, across processes: of racing inserts exactly `max` win.
+   */
+  maxUnfinishedPerOwner?: number;
+}
+
 /** Keyset position in a user's list: the last item of the previous page. */
 export interface ListCursor {
   createdAt: number;
@@ -88,13 +96,15 @@ export interface ListQuery {
  * Where generations and their event log live.
  *
  * Guarantees an implementation must give (the contract suite in @genservice/testing checks each):
- * - `insert` is durable once it resolves; a duplicate id rejects.
+ * - `insert` is durable once it resolves; a duplicate id rejects. With `maxUnfinishedPerOwner` it counts and inserts
+ *   atomically (exact under races, across processes).
  * - `get(id, ownerId)` is owner-scoped: another user's generation reads as `null`, exactly like a missing one.
  * - Transitions only go forward (pending -> processing -> completed | failed; pending -> failed) and are
  *   conditional on the current status, so under any race exactly one caller wins and the others get
  *   `null`/`false`. A terminal generation never changes again.
  * - `claim` moves `pending -> processing`, or re-claims a `processing` one whose lease has expired (a lost
- *   worker); each claim increments `attempts` and sets the lease; the first claim sets `startedAt`.
+ *   worker) or that is parked; each claim increments `attempts` (except the claim of a parked one) and sets the
+ *   lease; the first claim sets `startedAt`.
  *   `complete`/`fail`/`progress` by a worker succeed only while that worker still holds the lease: a stale
  *   worker's late completion is refused.
  * - A worker holds its lease while `leaseOwner === workerId && now < leaseExpiresAt`; from `now >= leaseExpiresAt`
@@ -102,8 +112,8 @@ export interface ListQuery {
  *   runner renews every leaseMs/3, so only a stalled or dead worker loses it).
  * - `fail` with a `workerId` is refused for a pending generation (a worker never held it); `force` skips the lease
  *   check (cancellation).
- * - `listUnfinished` returns pending and processing generations (for recovery), oldest first.
- * - The event log: `insert` appends `created`, `claim` `processing`, `progress` `progress`, `complete`
+ * - `listUnfinished` returns pending and processing generations (for recovery), oldest first, parked ones included.
+ * - The event log: `insert` appends `created`, `claim` `processing` (not when it resumes a parked one), `progress` `progress`, `complete`
  *   `completed`, `fail` `failed`, each in the same atomic step as its change (one transaction; a crash leaves
  *   both or neither). A call that changes nothing appends nothing. `renewLease` appends nothing. `seq` only grows
  *   over the whole store (every owner), is never reused, survives restarts, and an event is visible to
@@ -111,7 +121,7 @@ export interface ListQuery {
  *   never skips one that commits late). Retention deletes a generation's events with it.
  */
 export interface GenerationStore {
-  insert(gen: NewGeneration): Promise<void>;
+  insert(gen: NewGeneration, options?: InsertOptions): Promise<'inserted' | 'limit_reached'>;
   get(id: string, ownerId: string): Promise<GenerationRecord | null>;
   /** Not owner-scoped: for workers and recovery only, never for answering a client. */
   getById(id: string): Promise<GenerationRecord | null>;
@@ -121,6 +131,18 @@ export interface GenerationStore {
   renewLease(id: string, workerId: string, leaseMs: number, now: number): Promise<boolean>;
   /** Records a worker's progress (while it holds the lease) and appends a `progress` event. */
   progress(id: string, input: ProgressInput): Promise<boolean>;
+  /**
+   * Stores a remote job's handle while `workerId` holds the lease and none is stored yet (a handle is set once per
+   * generation: the upstream job is started once). No event.
+   */
+  setRemoteHandle(id: string, workerId: string, handle: unknown, now: number): Promise<boolean>;
+  /**
+   * A remote job waits between checks: while `workerId` holds the lease, release the lease (leaseOwner and
+   * leaseExpiresAt cleared) and set `parkedUntil`; the generation stays `processing`. The next `claim` of a parked
+   * generation does not count as an attempt (it is a planned check, not a lost worker) and appends no event; it clears
+   * `parkedUntil`. No event.
+   */
+  park(id: string, workerId: string, until: number, now: number): Promise<boolean>;
   complete(id: string, input: CompleteInput): Promise<boolean>;
   fail(id: string, input: FailInput): Promise<boolean>;
   /**

@@ -39,13 +39,26 @@ export class InProcessQueue implements JobQueue {
   private handler: JobHandler | undefined;
   private stopped = false;
   private started = false;
+  /** Delayed jobs (a remote job's next check), by generation id: one timer each, replaced by a newer delay. */
+  private readonly delayed = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly options: InProcessQueueOptions = {}) {
     this.concurrency = options.concurrency ?? 8;
     this.modelConcurrency = options.modelConcurrency;
   }
 
-  async enqueue(job: Job, _options?: EnqueueOptions): Promise<void> {
+  async enqueue(job: Job, options: EnqueueOptions = {}): Promise<void> {
+    if (options.delayMs !== undefined && options.delayMs > 0) {
+      // Kept in this process only: the store's parkedUntil is what recovery reschedules from after a restart.
+      clearTimeout(this.delayed.get(job.generationId));
+      const timer = setTimeout(() => {
+        this.delayed.delete(job.generationId);
+        void this.enqueue(job);
+      }, options.delayMs);
+      timer.unref?.();
+      this.delayed.set(job.generationId, timer);
+      return;
+    }
     if (this.waiting.has(job.generationId) || this.running.has(job.generationId)) return;
     if (!this.started && this.waiting.size >= (this.options.backlogLimit ?? 10_000)) return;
     this.waiting.add(job.generationId);
@@ -126,7 +139,9 @@ export class InProcessQueue implements JobQueue {
     if (this.stopped) return;
     this.stopped = true;
     this.started = false;
-    // Waiting jobs are dropped: they are `pending` in the store, and recovery enqueues them on the next start.
+    // Waiting jobs are dropped: they are `pending` (or parked) in the store, and recovery enqueues them on the next start.
+    for (const t of this.delayed.values()) clearTimeout(t);
+    this.delayed.clear();
     this.lanes.clear();
     this.ring = [];
     this.waiting.clear();

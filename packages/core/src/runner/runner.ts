@@ -5,9 +5,9 @@ import { childLogger } from '../logger.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
-import type { GenerationOutput } from '../ports/provider.js';
+import type { GenerateProvider, GenerationContext, GenerationOutput, RemoteJobProvider } from '../ports/provider.js';
 import type { Job } from '../ports/queue.js';
-import { ModelRegistry, type RegisteredModel } from '../registry.js';
+import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from '../registry.js';
 import { TOKENS } from '../tokens.js';
 
 class TimeoutAbort extends Error {
@@ -19,6 +19,15 @@ class BadOutput extends ProviderError {}
 
 /** At most one progress event per generation per this many ms; the latest value in between is written at its end. */
 export const PROGRESS_INTERVAL_MS = 1000;
+
+/**
+ * When to check a remote job again: every fifth of its estimated time (at least 250 ms) while it is within the
+ * estimate, then a quarter of the time it has run so far, at most a minute apart.
+ */
+export function nextCheckDelay(estimatedSeconds: number, elapsedMs: number): number {
+  const base = Math.max(250, (estimatedSeconds * 1000) / 5);
+  return Math.round(Math.min(60_000, Math.max(base, elapsedMs / 4)));
+}
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -101,81 +110,93 @@ export class Runner {
     log.info({ status: 'processing' }, 'generation processing');
 
     const controller = new AbortController();
-    const deadline = Date.now() + model.timeoutMs;
+    // A remote job's time limit runs from its first start, across checks and restarts; a local run's from now.
+    const remote = isRemoteJobProvider(model.provider) ? model.provider : undefined;
+    const deadline = remote ? (rec.startedAt ?? Date.now()) + model.timeoutMs : Date.now() + model.timeoutMs;
     const onQueueAbort = (): void => controller.abort(queueSignal.reason);
     queueSignal.addEventListener('abort', onQueueAbort, { once: true });
-    const timeout = setTimeout(() => controller.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)), model.timeoutMs);
+    const timeout = setTimeout(
+      () => controller.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)),
+      Math.max(0, deadline - Date.now()),
+    );
     this.held.set(rec.id, { controller, log });
     this.keepLeases();
     const progress = this.progressReporter(rec.id, log);
+    const ctx: GenerationContext = {
+      generationId: rec.id,
+      signal: controller.signal,
+      deadline,
+      attempt: rec.attempts,
+      files: { put: (bytes, mimeType) => this.blobs.put(bytes, mimeType) },
+      logger: log,
+      progress: progress.report,
+    };
+    const input = { model: model.definition, settings: rec.settings };
+    let handle: unknown = rec.remoteHandle;
 
-    const onAborted = async (): Promise<void> => {
-      const reason: unknown = controller.signal.reason;
+    try {
+      if (!remote) {
+        const output = await this.withRetries(() => (model.provider as GenerateProvider).generate(input, ctx), model, controller.signal, log);
+        progress.stop();
+        await this.finishCompleted(rec.id, rec.reserved, model, output, log);
+        return;
+      }
+      if (handle === undefined) {
+        const started = await this.withRetries(() => remote.start(input, ctx), model, controller.signal, log);
+        handle = started.handle;
+        if (!(await this.lifecycle.setRemoteHandle(rec.id, handle))) {
+          // Cancelled or taken over while it was being started: nobody will check this upstream job, so stop it.
+          log.warn({}, 'remote job started after this worker lost the generation; cancelling it upstream');
+          await this.cancelUpstream(remote, rec.id, handle, log);
+          return;
+        }
+      }
+      const status = await this.withRetries(() => remote.check(handle, ctx), model, controller.signal, log);
+      if (status.status === 'running') {
+        if (typeof status.progress === 'number') ctx.progress(status.progress, status.message);
+        const delay = nextCheckDelay(model.info.estimatedGenerationTime, Date.now() - (rec.startedAt ?? Date.now()));
+        // Parked, it holds no slot: the queue hands out the next check when it is due.
+        await progress.flush();
+        if (!(await this.lifecycle.park(rec.id, rec.modelId, rec.ownerId, delay))) log.warn({}, 'could not park the remote job (lease lost)');
+        return;
+      }
+      progress.stop();
+      if (status.status === 'done') {
+        await this.finishCompleted(rec.id, rec.reserved, model, status.output, log);
+        return;
+      }
+      throw status.error;
+    } catch (err) {
+      progress.stop();
+      const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
       if (reason instanceof TimeoutAbort) {
-        await this.lifecycle.failClaimed(
+        const failed = await this.lifecycle.failClaimed(
           rec.id,
           { code: 'timeout', publicMessage: `The generation took longer than ${Math.round(model.timeoutMs / 1000)} s.`, reason: reason.message, fee: 'failure_fee' },
           model.failureFee,
         );
-      } else {
+        if (failed !== null && remote && handle !== undefined) await this.cancelUpstream(remote, rec.id, handle, log);
+        return;
+      }
+      if (controller.signal.aborted) {
         // Cancelled (the canceller already failed it), shutting down or lease lost: an unfinished generation is
         // retried by recovery once its lease expires.
         log.info({ reason: reason instanceof Error ? reason.message : String(reason) }, 'generation run aborted');
+        return;
       }
-    };
-
-    try {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const output = await model.provider.generate(
-            { model: model.definition, settings: rec.settings },
-            {
-              generationId: rec.id,
-              signal: controller.signal,
-              deadline,
-              attempt: rec.attempts,
-              files: { put: (bytes, mimeType) => this.blobs.put(bytes, mimeType) },
-              logger: log,
-              progress: progress.report,
-            },
-          );
-          if (controller.signal.aborted) throw controller.signal.reason;
-          progress.stop();
-          await this.finishCompleted(rec.id, rec.reserved, model, output, log);
-          return;
-        } catch (err) {
-          if (controller.signal.aborted) {
-            await onAborted();
-            return;
-          }
-          const retryable = err instanceof ProviderError && err.retryable;
-          const message = err instanceof Error ? err.message : String(err);
-          if (retryable && attempt < model.maxAttempts) {
-            const delay = Math.min(this.options.runner.retryMaxDelayMs, this.options.runner.retryBaseDelayMs * 2 ** (attempt - 1));
-            log.warn({ err: message, retryInMs: delay }, 'provider failed; retrying');
-            await sleep(delay, controller.signal);
-            if (controller.signal.aborted) {
-              await onAborted();
-              return;
-            }
-            continue;
-          }
-          if (!(err instanceof ProviderError)) log.error({ err: message }, 'provider threw an unexpected error');
-          progress.stop();
-          // Only a ProviderError's own publicMessage reaches the owner; anything else gets the generic sentence.
-          await this.lifecycle.failClaimed(
-            rec.id,
-            {
-              code: err instanceof ProviderError ? err.code : 'provider_error',
-              ...(err instanceof ProviderError && err.publicMessage !== undefined ? { publicMessage: err.publicMessage } : {}),
-              reason: message,
-              fee: 'failure_fee',
-            },
-            model.failureFee,
-          );
-          return;
-        }
-      }
+      const message = err instanceof Error ? err.message : String(err);
+      if (!(err instanceof ProviderError)) log.error({ err: message }, 'provider threw an unexpected error');
+      // Only a ProviderError's own publicMessage reaches the owner; anything else gets the generic sentence.
+      await this.lifecycle.failClaimed(
+        rec.id,
+        {
+          code: err instanceof ProviderError ? err.code : 'provider_error',
+          ...(err instanceof ProviderError && err.publicMessage !== undefined ? { publicMessage: err.publicMessage } : {}),
+          reason: message,
+          fee: 'failure_fee',
+        },
+        model.failureFee,
+      );
     } finally {
       progress.stop();
       clearTimeout(timeout);
@@ -185,17 +206,53 @@ export class Runner {
   }
 
   /**
+   * Calls `fn`, again with exponential backoff while it throws a retryable ProviderError, up to the model's
+   * maxAttempts. Throws the last error, or the abort reason once the run is aborted.
+   */
+  private async withRetries<T>(fn: () => Promise<T>, model: RegisteredModel, signal: AbortSignal, log: Logger): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const out = await fn();
+        if (signal.aborted) throw signal.reason;
+        return out;
+      } catch (err) {
+        if (signal.aborted) throw signal.reason;
+        const retryable = err instanceof ProviderError && err.retryable;
+        if (!retryable || attempt >= model.maxAttempts) throw err;
+        const delay = Math.min(this.options.runner.retryMaxDelayMs, this.options.runner.retryBaseDelayMs * 2 ** (attempt - 1));
+        log.warn({ err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'provider failed; retrying');
+        await sleep(delay, signal);
+        if (signal.aborted) throw signal.reason;
+      }
+    }
+  }
+
+  /** Best effort: an upstream job nobody will check any more is told to stop. */
+  async cancelUpstream(provider: RemoteJobProvider, generationId: string, handle: unknown, log: Logger): Promise<void> {
+    if (!provider.cancel) return;
+    try {
+      await provider.cancel(handle, { generationId, logger: log });
+    } catch (err) {
+      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'cancelling the upstream job failed');
+    }
+  }
+
+  /**
    * `ctx.progress` of one run, throttled: the first report is written at once, later ones at most one per
    * PROGRESS_INTERVAL_MS (the latest value wins), and none after the run ends.
    */
-  private progressReporter(id: string, log: Logger): { report: (fraction: number, message?: string) => void; stop: () => void } {
+  private progressReporter(
+    id: string,
+    log: Logger,
+  ): { report: (fraction: number, message?: string) => void; stop: () => void; flush: () => Promise<void> } {
     let lastAt = 0;
     let pending: { fraction: number; message?: string } | undefined;
     let timer: NodeJS.Timeout | undefined;
     let stopped = false;
+    let writing: Promise<unknown> = Promise.resolve();
     const write = (p: { fraction: number; message?: string }): void => {
       lastAt = Date.now();
-      this.lifecycle.progress(id, p.fraction, p.message).catch((err: unknown) => log.warn({ err: String(err) }, 'progress not recorded'));
+      writing = this.lifecycle.progress(id, p.fraction, p.message).catch((err: unknown) => log.warn({ err: String(err) }, 'progress not recorded'));
     };
     return {
       report: (fraction, message) => {
@@ -214,6 +271,16 @@ export class Runner {
         stopped = true;
         if (timer) clearTimeout(timer);
         timer = undefined;
+      },
+      // Before the lease is let go (a parked remote job): what was reported is written now, while it may still be.
+      flush: async () => {
+        if (timer) {
+          clearTimeout(timer);
+          timer = undefined;
+          if (pending) write(pending);
+          pending = undefined;
+        }
+        await writing;
       },
     };
   }

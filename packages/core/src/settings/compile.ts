@@ -11,6 +11,7 @@ export const DEFAULT_LIMITS: ResolvedLimits = {
   urlLength: 2048,
   textLength: 10_000,
   idempotencyKeyLength: 255,
+  inFlightPerUser: 100,
 };
 
 /** Media field types: arrays of http(s) URLs. */

@@ -228,6 +228,27 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       expect(at).toBeLessThan(c + 2 * c);
     });
 
+    it('hands out a delayed job no sooner than its delay, also while the same generation runs', async () => {
+      const seenAt: Array<{ id: string; at: number }> = [];
+      let enqueuedFromInside = false;
+      const j = job();
+      const t0 = Date.now();
+      await start(async (got) => {
+        seenAt.push({ id: got.generationId, at: Date.now() });
+        if (!enqueuedFromInside) {
+          enqueuedFromInside = true;
+          // The next check of a remote job, enqueued from inside its current run.
+          await queue().enqueue(got, { delayMs: 600 });
+        }
+      });
+      await queue().enqueue(j);
+      await waitFor(() => seenAt.length === 2, 'the delayed job', 10_000);
+      expect(seenAt.map((s) => s.id)).toEqual([j.generationId, j.generationId]);
+      expect(seenAt[1]!.at - seenAt[0]!.at).toBeGreaterThanOrEqual(550);
+      expect(seenAt[0]!.at - t0).toBeLessThan(5000);
+      await queue().stop({ timeoutMs: 1000 });
+    });
+
     it('respects its concurrency limit, when it has one', async () => {
       const limit = subject().concurrency;
       const r = recorder(true);

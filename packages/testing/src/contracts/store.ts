@@ -550,6 +550,90 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
       });
     });
 
+    describe('in-flight cap on insert', () => {
+      it('refuses an insert once the owner has the maximum unfinished, and counts only unfinished ones', async () => {
+        const owner = uid('owner');
+        const a = newGen({ ownerId: owner });
+        const b = newGen({ ownerId: owner });
+        expect(await store().insert(a, { maxUnfinishedPerOwner: 2 })).toBe('inserted');
+        expect(await store().insert(b, { maxUnfinishedPerOwner: 2 })).toBe('inserted');
+        const c = newGen({ ownerId: owner });
+        expect(await store().insert(c, { maxUnfinishedPerOwner: 2 })).toBe('limit_reached');
+        expect(await store().getById(c.id)).toBeNull();
+        expect(await store().eventsOf(c.id)).toEqual([]);
+        // Another owner is not affected; without the option there is no cap.
+        expect(await store().insert(newGen(), { maxUnfinishedPerOwner: 2 })).toBe('inserted');
+        expect(await store().insert(newGen({ ownerId: owner }))).toBe('inserted');
+        // Finishing one (completed or failed) frees a place; processing still counts.
+        await store().claim(a.id, { workerId: 'w', leaseMs: 1000, now: T0 + 1 });
+        expect(await store().insert(newGen({ ownerId: owner }), { maxUnfinishedPerOwner: 3 })).toBe('limit_reached');
+        await store().complete(a.id, { workerId: 'w', price: 1, resultText: 'x', now: T0 + 2 });
+        await store().fail(b.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 3 });
+        expect(await store().insert(newGen({ ownerId: owner }), { maxUnfinishedPerOwner: 3 })).toBe('inserted');
+        expect(await store().insert(newGen({ ownerId: owner }), { maxUnfinishedPerOwner: 3 })).toBe('inserted');
+        expect(await store().insert(newGen({ ownerId: owner }), { maxUnfinishedPerOwner: 3 })).toBe('limit_reached');
+      });
+
+      it('lets exactly the cap win among 40 racing inserts of one owner', async () => {
+        const owner = uid('owner');
+        const results = await Promise.all(
+          Array.from({ length: 40 }, () => store().insert(newGen({ ownerId: owner }), { maxUnfinishedPerOwner: 3 })),
+        );
+        expect(results.filter((r) => r === 'inserted')).toHaveLength(3);
+        expect(results.filter((r) => r === 'limit_reached')).toHaveLength(37);
+        expect(await store().list(owner, { limit: 100 })).toHaveLength(3);
+      });
+    });
+
+    describe('remote jobs: handle and parking', () => {
+      it('stores a handle once, only for the lease holder, and keeps it across claims', async () => {
+        const { gen } = await claimed('w1');
+        const handle = { id: 'pred_123', urls: { get: "https://api.example.com/p/123?x='1'" }, n: [1, 2] };
+        expect(await store().setRemoteHandle(gen.id, 'w2', { id: 'other' }, T0 + 1100)).toBe(false);
+        expect(await store().setRemoteHandle(gen.id, 'w1', handle, T0 + 1100)).toBe(true);
+        expect(await store().setRemoteHandle(gen.id, 'w1', { id: 'second' }, T0 + 1200)).toBe(false);
+        expect((await read(gen.id)).remoteHandle).toEqual(handle);
+        // A lost worker's successor sees the same handle.
+        const again = await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 2500 });
+        expect(again?.remoteHandle).toEqual(handle);
+        expect(await store().setRemoteHandle(gen.id, 'w1', { id: 'late' }, T0 + 2600)).toBe(false);
+        // No event for either.
+        expect((await store().eventsOf(gen.id)).map((e) => e.type)).toEqual(['created', 'processing', 'processing']);
+        const pending = await inserted();
+        expect(await store().setRemoteHandle(pending.id, 'w1', { id: 'x' }, T0)).toBe(false);
+      });
+
+      it('parks a processing generation without a lease; its next claim is not an attempt and appends nothing', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().park(gen.id, 'w2', T0 + 5000, T0 + 1100)).toBe(false);
+        expect(await store().park(gen.id, 'w1', T0 + 5000, T0 + 1100)).toBe(true);
+        const parked = await read(gen.id);
+        expect(parked).toMatchObject({ status: 'processing', attempts: 1, parkedUntil: T0 + 5000 });
+        expect(parked.leaseOwner).toBeUndefined();
+        expect(parked.leaseExpiresAt).toBeUndefined();
+        // The parked worker holds nothing any more.
+        expect(await store().complete(gen.id, { workerId: 'w1', price: 1, now: T0 + 1200 })).toBe(false);
+        expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 1200)).toBe(false);
+        const resumed = await store().claim(gen.id, { workerId: 'w3', leaseMs: 1000, now: T0 + 5000 });
+        expect(resumed).toMatchObject({ status: 'processing', attempts: 1, leaseOwner: 'w3' });
+        expect(resumed?.parkedUntil).toBeUndefined();
+        expect((await store().eventsOf(gen.id)).map((e) => e.type)).toEqual(['created', 'processing']);
+        // Exactly one of racing claims resumes it.
+        expect(await store().park(gen.id, 'w3', T0 + 9000, T0 + 5100)).toBe(true);
+        const racers = await Promise.all(Array.from({ length: 10 }, (_, i) => store().claim(gen.id, { workerId: `r${i}`, leaseMs: 1000, now: T0 + 9000 })));
+        expect(racers.filter((r) => r !== null)).toHaveLength(1);
+        // A crash after resuming is a lost worker again: that claim counts.
+        const lost = await store().claim(gen.id, { workerId: 'r-next', leaseMs: 1000, now: T0 + 20_000 });
+        expect(lost?.attempts).toBe(2);
+        // Listed as unfinished while parked; a parked one can be cancelled.
+        expect(await store().park(gen.id, 'r-next', T0 + 30_000, T0 + 20_001)).toBe(true);
+        expect((await store().listUnfinished(1000)).some((r) => r.id === gen.id)).toBe(true);
+        expect(await store().fail(gen.id, { force: true, price: 2, pendingPrice: 0, reason: 'cancelled', error: FAILED, now: T0 + 20_002 })).toBe(true);
+        expect(await read(gen.id)).toMatchObject({ status: 'failed', price: 2 });
+        expect((await read(gen.id)).parkedUntil).toBeUndefined();
+      });
+    });
+
     describe('terminal generations never change', () => {
       for (const ending of ['completed', 'failed-by-worker', 'failed-pending', 'failed-forced'] as const) {
         it(`refuses every transition after ${ending}`, async () => {
