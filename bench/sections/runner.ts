@@ -42,6 +42,8 @@ export async function oursRunner(n: number): Promise<number> {
   const store = new MemoryGenerationStore();
   const service = createGenerationService({
     providers: [noopProvider],
+    // The bench queues far more than the default in-flight cap for its one user.
+    limits: { inFlightPerUser: 10_000_000 },
     ledger,
     store,
     runner: { concurrency: CONCURRENCY },

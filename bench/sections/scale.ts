@@ -84,6 +84,8 @@ async function timeCreates(service: GenerationService, count: number, out: numbe
 
 function apiOnly(extra: Partial<Parameters<typeof createGenerationService>[0]> = {}): GenerationService {
   return createGenerationService({
+    // A million generations for one user: far past the default in-flight cap.
+    limits: { inFlightPerUser: 100_000_000 },
     providers: [noopProvider],
     apiKeys: new MemoryApiKeyStore(),
     ledger: new MemoryLedger({ balances: { [USER_ID]: BALANCE } }),
@@ -232,6 +234,8 @@ export async function memoryPerGeneration(count: number, completed: boolean): Pr
   // The host keeps the store it passes in (the service exposes no store getter).
   const store = new MemoryGenerationStore();
   const service = createGenerationService({
+    // A million generations for one user: far past the default in-flight cap.
+    limits: { inFlightPerUser: 100_000_000 },
     providers: [noopProvider],
     store,
     ledger: new Counting({ balances: { [USER_ID]: BALANCE } }),

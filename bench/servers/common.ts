@@ -38,6 +38,8 @@ export async function ourService(): Promise<{ service: GenerationService; id: st
   const ledger = new MemoryLedger({ balances: { [USER_ID]: BALANCE } });
   const service = createGenerationService({
     providers: [noopProvider],
+    // The bench queues far more than the default in-flight cap for its one user.
+    limits: { inFlightPerUser: 10_000_000 },
     apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: API_KEY, userId: USER_ID }] }),
     store,
     ledger,

@@ -40,6 +40,12 @@ export interface HostConfig {
   leaseMs?: number;
   /** How often unfinished work is re-checked (0 = only at start). */
   recoveryIntervalMs?: number;
+  /** Requests per user per minute (creates and reads each), and per client address for bad keys. */
+  rateLimitPerMinute?: number;
+  /** Generations one user may have pending or processing at once. */
+  inFlightPerUser?: number;
+  /** Accept webhook URLs on loopback and private addresses (for a receiver on your machine). */
+  allowPrivateWebhooks: boolean;
 }
 
 const envSchema = z.object({
@@ -57,6 +63,9 @@ const envSchema = z.object({
   CONCURRENCY: z.coerce.number().int().positive().optional(),
   LEASE_MS: z.coerce.number().int().min(100).optional(),
   RECOVERY_INTERVAL_MS: z.coerce.number().int().min(0).optional(),
+  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().positive().optional(),
+  IN_FLIGHT_PER_USER: z.coerce.number().int().positive().optional(),
+  ALLOW_PRIVATE_WEBHOOKS: z.enum(['0', '1', 'true', 'false']).default('0'),
 });
 
 /** Reads the host's configuration from the environment; exits with a clear message when it is invalid. */
@@ -83,6 +92,9 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): HostConfig {
     concurrency: e.CONCURRENCY,
     leaseMs: e.LEASE_MS,
     recoveryIntervalMs: e.RECOVERY_INTERVAL_MS,
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    inFlightPerUser: e.IN_FLIGHT_PER_USER,
+    allowPrivateWebhooks: e.ALLOW_PRIVATE_WEBHOOKS === '1' || e.ALLOW_PRIVATE_WEBHOOKS === 'true',
   };
 }
 
@@ -188,12 +200,27 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     await stores.idempotency.finish('host-kit', `initial-credit:${u.id}`, `credit:${u.id}`);
   }
   let queue: GenerationServiceOptions['queue'];
+  let notifier: NonNullable<GenerationServiceOptions['push']>['notifier'];
+  let rateLimitBackend: NonNullable<GenerationServiceOptions['rateLimits']>['backend'] = { type: 'memory' };
+  let redisForLimits: { quit(): Promise<unknown> } | undefined;
   if (config.redisUrl) {
-    // service.stop() stops the queue, which closes its Redis connections.
-    const { BullMQQueue } = await import('@genservice/queue-bullmq');
+    // service.stop() stops the queue and the notifier, which close their Redis connections.
+    const { BullMQQueue, RedisNotifier } = await import('@genservice/queue-bullmq');
     // Concurrency, lock duration (the store lease) and logger come from the service's settings at start.
     queue = new BullMQQueue({ connection: config.redisUrl });
+    notifier = new RedisNotifier({ connection: config.redisUrl, logger });
+    if (config.rateLimitPerMinute) {
+      const { Redis } = await import('ioredis');
+      const client = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+      client.on('error', () => undefined);
+      redisForLimits = client;
+      rateLimitBackend = { type: 'redis', client };
+    }
+  } else if ('db' in stores && stores.db) {
+    // SQLite: the counters live in the same file, shared by every process on it.
+    rateLimitBackend = { type: 'sqlite', client: stores.db };
   }
+  const perMinute = config.rateLimitPerMinute;
   const service = createGenerationService({
     providers: [createDemoProvider({ speed: config.demoSpeed, fetch: { allowPrivateNetworks: config.allowPrivateMedia } })],
     store: stores.store,
@@ -205,6 +232,17 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     publicUrl: `${config.publicUrl}${config.mountPath}`,
     fileUrlSecret: persistentSecret(config.dataDir),
     runner: { concurrency: config.concurrency, leaseMs: config.leaseMs },
+    limits: config.inFlightPerUser ? { inFlightPerUser: config.inFlightPerUser } : undefined,
+    rateLimits: perMinute
+      ? {
+          backend: rateLimitBackend,
+          create: { points: perMinute, durationSeconds: 60 },
+          read: { points: perMinute * 10, durationSeconds: 60 },
+          stream: { points: perMinute, durationSeconds: 60 },
+          unauthenticated: { points: perMinute, durationSeconds: 60 },
+        }
+      : undefined,
+    push: notifier ? { notifier } : undefined,
     recovery: { intervalMs: config.recoveryIntervalMs },
     retention: config.retentionHours ? { finishedTtlMs: config.retentionHours * 3600_000 } : undefined,
     logger,
@@ -219,6 +257,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     close: () =>
       (closing ??= (async () => {
         await service.stop({ timeoutMs: 10_000 });
+        await redisForLimits?.quit().catch(() => undefined);
         await stores.close();
       })()),
   };

@@ -89,6 +89,8 @@ export class Lifecycle {
     metadata?: Metadata;
     price: number;
     id?: string;
+    /** The model's estimated time: how long a client refused for its in-flight cap should wait. */
+    estimatedSeconds?: number;
   }): Promise<string> {
     const id = input.id ?? newGenerationId();
     const now = Date.now();
@@ -106,10 +108,18 @@ export class Lifecycle {
         reserved: input.price,
         createdAt: now,
         ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
-      });
+      }, { maxUnfinishedPerOwner: this.options.limits.inFlightPerUser });
     } catch (err) {
       await this.ledger.release(id).catch(() => undefined);
       throw err;
+    }
+    if (inserted === 'limit_reached') {
+      await this.ledger.release(id).catch(() => undefined);
+      throw new DomainError(
+        'rate_limited',
+        `You have ${this.options.limits.inFlightPerUser} generations pending or processing; wait for one to finish.`,
+        { retryAfterSeconds: Math.max(1, Math.ceil(input.estimatedSeconds ?? 1)) },
+      );
     }
     this.committed(true);
     try {

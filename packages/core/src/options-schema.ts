@@ -22,8 +22,9 @@ const providerSchema = z.custom<object>(
     typeof v === 'object' &&
     v !== null &&
     Array.isArray((v as { models?: unknown }).models) &&
-    typeof (v as { generate?: unknown }).generate === 'function',
-  { message: 'must be a provider: { models: ModelDefinition[], generate(input, ctx) }' },
+    (typeof (v as { generate?: unknown }).generate === 'function' ||
+      (typeof (v as { start?: unknown }).start === 'function' && typeof (v as { check?: unknown }).check === 'function')),
+  { message: 'must be a provider: { models, generate(input, ctx) } or a remote-job provider { models, start, check, cancel? }' },
 );
 
 /** Every option, checked at once, so one error lists every mistake. Unknown keys are mistakes too (a typo). */

@@ -25,6 +25,8 @@ describe('fair scheduling through the service', () => {
       ],
       ledger: new MemoryLedger({ balances: { flooder: 10_000, polite: 10 } }),
       runner: { concurrency },
+      // The flood is the point here, not the in-flight cap (tested on its own).
+      limits: { inFlightPerUser: 10_000 },
       recovery: { intervalMs: 0 },
     });
     services.push(service);

@@ -353,7 +353,7 @@ describe('recovery of a large backlog', () => {
     const ledger = new MemoryLedger({ balances: { alice: 1e9 } });
     const store = new MemoryGenerationStore();
     const p = provider([textModel({ price: 1 })], async () => ({ text: 'ok' }));
-    const api = createGenerationService({ providers: [p], ledger, store, runner: { enabled: false } });
+    const api = createGenerationService({ providers: [p], ledger, store, runner: { enabled: false }, limits: { inFlightPerUser: 10_000 } });
     for (let i = 0; i < 1234; i++) await api.create('alice', { modelId: 'echo', settings: { prompt: String(i) } });
     const worker = createGenerationService({ providers: [p], ledger, store, recovery: { onStart: false, intervalMs: 0 } });
     services.push(worker);

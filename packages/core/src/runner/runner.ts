@@ -135,6 +135,10 @@ export class Runner {
     let handle: unknown = rec.remoteHandle;
 
     try {
+      // A remote job checked after its time limit (a check that was due late, or a restart): time out now rather
+      // than on a timer that a quick check would outrun.
+      if (Date.now() >= deadline) controller.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`));
+      if (controller.signal.aborted) throw controller.signal.reason;
       if (!remote) {
         const output = await this.withRetries(() => (model.provider as GenerateProvider).generate(input, ctx), model, controller.signal, log);
         progress.stop();

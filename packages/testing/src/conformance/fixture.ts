@@ -132,7 +132,8 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     // The suite does not know the port before mounting: file URLs come from the request's host, through the
     // adapter's baseUrl.
     trustRequestHost: true,
-    limits: options.limits,
+    // The suite runs hundreds of generations per user at once; the in-flight cap has tests of its own.
+    limits: { inFlightPerUser: 100_000, ...options.limits },
     runner: { concurrency: 16, retryBaseDelayMs: 5, retryMaxDelayMs: 20 },
     recovery: { intervalMs: 0 },
     cors: { origins: [CORS_ORIGIN] },
