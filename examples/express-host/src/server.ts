@@ -1,9 +1,11 @@
 import express from 'express';
 import { genserviceRouter } from '@genservice/express';
-import { announce, closeOnSignals, createHost } from '@genservice-examples/host-kit';
+import { announce, closeOnSignals, createHost, limitServer } from '@genservice-examples/host-kit';
 
 const host = await createHost();
 const app = express();
+// Nothing tells a client which framework answers.
+app.disable('x-powered-by');
 
 // The host's own routes, as any app has; genservice is one more mount beside them.
 app.get('/', (_req, res) => {
@@ -18,6 +20,7 @@ app.use(host.config.mountPath, genserviceRouter(host.service));
 
 await host.service.start();
 const server = app.listen(host.config.port, host.config.host, () => announce(host));
+limitServer(server);
 closeOnSignals(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   await host.close();

@@ -1,9 +1,10 @@
 import Fastify from 'fastify';
 import { genservicePlugin } from '@genservice/fastify';
-import { announce, closeOnSignals, createHost } from '@genservice-examples/host-kit';
+import { announce, closeOnSignals, createHost, limitServer, SERVER_LIMITS } from '@genservice-examples/host-kit';
 
 const host = await createHost();
-const app = Fastify({ logger: false });
+// Fastify sets no request timeout by default: a body sent a byte every few seconds would be held for ever.
+const app = Fastify({ logger: false, requestTimeout: SERVER_LIMITS.requestTimeoutMs });
 
 // The host's own routes, as any app has; genservice is one more plugin beside them.
 app.get('/', async () => ({ app: 'fastify-host', genservice: `${host.config.publicUrl}${host.config.mountPath}/v1/models` }));
@@ -12,6 +13,7 @@ await app.register(genservicePlugin, { service: host.service, prefix: host.confi
 
 await host.service.start();
 await app.listen({ port: host.config.port, host: host.config.host });
+limitServer(app.server);
 announce(host);
 closeOnSignals(async () => {
   await app.close();

@@ -263,6 +263,21 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
   };
 }
 
+/**
+ * Socket limits every example server sets, so a slow or greedy client cannot hold the server: the whole request
+ * (headers and body) must arrive within `requestTimeoutMs`, the headers within `headersTimeoutMs`, and at most
+ * `maxConnections` sockets are open at once. A response may take as long as it needs (event streams stay open).
+ */
+export const SERVER_LIMITS = { requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, keepAliveTimeoutMs: 5_000, maxConnections: 10_000 } as const;
+
+/** Applies SERVER_LIMITS to a Node HTTP server (Express's and Koa's `listen` return one; Fastify's is `app.server`). */
+export function limitServer(server: import('node:http').Server): void {
+  server.requestTimeout = SERVER_LIMITS.requestTimeoutMs;
+  server.headersTimeout = SERVER_LIMITS.headersTimeoutMs;
+  server.keepAliveTimeout = SERVER_LIMITS.keepAliveTimeoutMs;
+  server.maxConnections = SERVER_LIMITS.maxConnections;
+}
+
 /** Runs `close` on SIGTERM or SIGINT, then exits; a second signal exits at once. */
 export function closeOnSignals(close: () => Promise<void>, logger: Logger): void {
   let stopping = false;

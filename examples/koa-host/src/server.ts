@@ -1,7 +1,7 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import { genserviceMiddleware } from '@genservice/koa';
-import { announce, closeOnSignals, createHost } from '@genservice-examples/host-kit';
+import { announce, closeOnSignals, createHost, limitServer } from '@genservice-examples/host-kit';
 
 const host = await createHost();
 const app = new Koa();
@@ -19,6 +19,7 @@ app.use(router.routes()).use(router.allowedMethods());
 
 await host.service.start();
 const server = app.listen(host.config.port, host.config.host, () => announce(host));
+limitServer(server);
 closeOnSignals(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   await host.close();

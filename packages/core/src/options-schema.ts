@@ -120,6 +120,7 @@ const optionsSchema = z.strictObject({
       keyPrefix: z.string().regex(/^[A-Za-z0-9_:.-]{1,64}$/).optional(),
     })
     .optional(),
+  playground: z.boolean().optional(),
   // The SQL store packages document spreading their result into the options: these keys are the host's, not ours.
   db: z.unknown().optional(),
   close: z.unknown().optional(),
@@ -171,6 +172,7 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       sweepIntervalMs: options.retention?.sweepIntervalMs ?? 10 * 60_000,
     },
     idempotencyTtlMs: options.idempotencyTtlMs ?? 24 * 3600_000,
+    playground: options.playground ?? false,
     ...(options.rateLimits
       ? {
           rateLimits: {

@@ -173,6 +173,11 @@ export interface GenerationServiceOptions {
    * credentials mode is needed.
    */
   cors?: CorsOptions;
+  /**
+   * Serve the playground page at `<mount>/playground` (needs the `@genservice/playground` package installed): a form
+   * for every model, live status and results, using the public API with the caller's own key. Off by default.
+   */
+  playground?: boolean;
   /** Request rate limits per route class; a class without a rule is not limited. Off by default. */
   rateLimits?: RateLimitOptions;
 }

@@ -19,6 +19,7 @@ export interface ResolvedServiceOptions {
   retention: { finishedTtlMs?: number; sweepIntervalMs: number };
   idempotencyTtlMs: number;
   push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number };
+  playground: boolean;
   cors?: { origins: string[] | '*'; maxAgeSeconds: number };
   rateLimits?: {
     backend: RateLimitBackend;

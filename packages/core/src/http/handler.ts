@@ -16,6 +16,11 @@ import { LIST_LIMITS, METADATA_LIMITS, createRequestSchema } from './schemas.js'
 import { STATUS_OF, errorBody } from './errors.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
+/** What @genservice/playground exports (an optional dependency, imported on the first playground request). */
+interface PlaygroundAssets {
+  readPlaygroundAsset(path: string): { contentType: string; body: Uint8Array } | null;
+}
+
 const JSON_HEADERS = {
   'content-type': 'application/json; charset=utf-8',
   'cache-control': 'no-store',
@@ -35,6 +40,7 @@ type Route =
   | { name: 'cancel'; id: string }
   | { name: 'balance' }
   | { name: 'openapi' }
+  | { name: 'playground'; asset: string }
   | { name: 'file'; key: string };
 
 const ROUTES: Array<{ template: string; pattern: RegExp; methods: Record<string, (m: RegExpExecArray) => Route> }> = [
@@ -58,11 +64,18 @@ const ROUTES: Array<{ template: string; pattern: RegExp; methods: Record<string,
   },
   { template: '/v1/balance', pattern: /^\/v1\/balance\/?$/, methods: { GET: () => ({ name: 'balance' }) } },
   { template: '/v1/openapi.json', pattern: /^\/v1\/openapi\.json$/, methods: { GET: () => ({ name: 'openapi' }) } },
+  {
+    template: '/playground/{asset}',
+    pattern: /^\/playground(\/[^?]*)?$/,
+    methods: { GET: (m) => ({ name: 'playground', asset: m[1] ?? '/' }) },
+  },
   { template: '/v1/files/{key}', pattern: /^\/v1\/files\/([^/]+)$/, methods: { GET: (m) => ({ name: 'file', key: m[1]! }) } },
 ];
 
 /** Every `METHOD /path/{param}` the handler serves; the OpenAPI test checks the document lists exactly these. */
-export const SERVED_ROUTES: readonly string[] = ROUTES.flatMap((r) => Object.keys(r.methods).map((m) => `${m} ${r.template}`));
+export const SERVED_ROUTES: readonly string[] = ROUTES.filter((r) => r.template.startsWith('/v1/')).flatMap((r) =>
+  Object.keys(r.methods).map((m) => `${m} ${r.template}`),
+);
 
 function json(status: number, body: string, extra: Record<string, string> = {}): HttpResponse {
   return { status, headers: { ...JSON_HEADERS, ...extra }, body };
@@ -309,6 +322,7 @@ export class HttpHandler {
 
     if (route.name === 'file') return this.file(req, route.key, query);
     if (route.name === 'openapi') return this.openapi();
+    if (route.name === 'playground') return this.playground(route.asset);
 
     const address = req.remoteAddress ?? 'unknown';
     if (this.limits.has('unauthenticated')) {
@@ -342,7 +356,7 @@ export class HttpHandler {
     return fail('rate_limited', `Too many requests; try again in ${verdict.retryAfterSeconds} s.`, undefined, verdict.headers);
   }
 
-  private async route(route: Exclude<Route, { name: 'file' | 'openapi' }>, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
+  private async route(route: Exclude<Route, { name: 'file' | 'openapi' | 'playground' }>, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
     switch (route.name) {
       case 'models':
         return json(200, this.registry.listJson);
@@ -523,6 +537,51 @@ export class HttpHandler {
       };
     }
     return { status: 200, headers: { ...headers, 'content-length': String(size) }, body: blob.bytes };
+  }
+
+  private playgroundAssets: Promise<PlaygroundAssets | null> | undefined;
+
+  /** The playground page (`playground: true`): static assets of @genservice/playground, loaded on first use. */
+  private async playground(asset: string): Promise<HttpResponse> {
+    if (!this.options.playground) return fail('not_found', 'No such endpoint.');
+    // A specifier in a variable: the package is optional, so neither the compiler nor a bundler may require it.
+    const specifier = '@genservice/playground';
+    this.playgroundAssets ??= import(specifier).then(
+      (m: PlaygroundAssets) => m,
+      (err: unknown) => {
+        this.logger.error({ err: String(err) }, 'playground: true needs the @genservice/playground package installed');
+        return null;
+      },
+    );
+    const assets = await this.playgroundAssets;
+    if (!assets) return fail('not_found', 'The playground is not installed.');
+    const file = assets.readPlaygroundAsset(asset);
+    if (!file) return fail('not_found', 'No such file.');
+    return {
+      status: 200,
+      headers: {
+        'content-type': file.contentType,
+        'content-length': String(file.body.byteLength),
+        'cache-control': 'no-cache',
+        'x-content-type-options': 'nosniff',
+        'referrer-policy': 'no-referrer',
+        // Scripts and styles only from the page's own files; results may be on the API's public URL; the API is
+        // called on the same origin (or the publicUrl's).
+        'content-security-policy': [
+          "default-src 'self'",
+          "script-src 'self'",
+          "style-src 'self'",
+          "img-src 'self' data: blob: http: https:",
+          "media-src 'self' blob: http: https:",
+          `connect-src 'self'${this.options.publicUrl ? ` ${new URL(this.options.publicUrl).origin}` : ''} http: https:`,
+          "object-src 'none'",
+          "base-uri 'none'",
+          "frame-ancestors 'self'",
+          "form-action 'self'",
+        ].join('; '),
+      },
+      body: file.body,
+    };
   }
 
   private openapi(): HttpResponse {
