@@ -3,6 +3,7 @@ import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@ge
 import { describeApiKeyContract } from './api-keys.js';
 import { describeIdempotencyContract } from './idempotency.js';
 import { describeLedgerContract } from './ledger.js';
+import { describeServiceScenarios } from './scenarios.js';
 import { describeStoreContract } from './store.js';
 
 export { runBlobStoreContract } from './blob.js';
@@ -33,5 +34,6 @@ export function runPortContracts(name: string, make: () => Promise<PortsUnderTes
     describeLedgerContract(make);
     describeApiKeyContract(make);
     describeIdempotencyContract(make);
+    describeServiceScenarios(make);
   });
 }

@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { createGenerationService, type GenerationService, type IdempotencyStore, type Ledger, type GenerationStore } from '@genservice/core';
+import { sleep, uid, useFresh } from './harness.js';
+
+interface ScenarioPorts {
+  store: GenerationStore;
+  ledger: Ledger;
+  idempotency: IdempotencyStore;
+  close(): Promise<void>;
+}
+
+/** The same object with some methods replaced: how a test makes a port "die" at one step. */
+function wrap<T extends object>(target: T, over: Partial<Record<keyof T, unknown>>): T {
+  return new Proxy(target, {
+    get(t, p, r) {
+      if (Object.prototype.hasOwnProperty.call(over, p)) return over[p as keyof T];
+      const v = Reflect.get(t, p, r) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+}
+
+const LEASE_MS = 300;
+const PRICE = 7;
+
+function service(ports: Pick<ScenarioPorts, 'store' | 'ledger' | 'idempotency'>, runner: boolean): GenerationService {
+  return createGenerationService({
+    providers: [
+      {
+        models: [{ modelId: 'm', title: 'M', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: PRICE }],
+        generate: async () => ({ text: 'done' }),
+      },
+    ],
+    store: ports.store,
+    ledger: ports.ledger,
+    idempotency: ports.idempotency,
+    runner: { enabled: runner, leaseMs: LEASE_MS },
+    recovery: { onStart: false, intervalMs: 0, orphanReserveMs: 0 },
+  });
+}
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
+  for (let i = 0; i < 500; i++) {
+    const v = await fn();
+    if (ok(v)) return v;
+    await sleep(10);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/**
+ * Whole-service scenarios every store set runs (part of `runPortContracts`): what a crash at each step of a create
+ * with an Idempotency-Key leaves behind, and that a retry after a lease time finishes it, charging once.
+ */
+export function describeServiceScenarios(make: () => Promise<ScenarioPorts>): void {
+  describe('service scenarios: Idempotency-Key after a crash', () => {
+    const ports = useFresh(make);
+
+    it('a retry returns the generation a crashed create had stored, once a lease time has passed', async () => {
+      const p = ports();
+      const user = uid('user');
+      await p.ledger.credit(user, 100);
+      // The first instance dies right after storing the generation: it never records it under the key.
+      const dying = service({ ...p, idempotency: wrap(p.idempotency, { finish: async () => Promise.reject(new Error('killed')), abandon: async () => undefined }) }, false);
+      await expect(dying.create(user, { modelId: 'm' }, { idempotencyKey: 'k' })).rejects.toThrow('killed');
+      const [stored] = await p.store.list(user, { limit: 10 });
+      expect(stored).toBeDefined();
+
+      const live = service(p, true);
+      await live.start();
+      try {
+        await expect(live.create(user, { modelId: 'm' }, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_conflict' });
+        await sleep(LEASE_MS + 50);
+        const retried = await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k' });
+        expect(retried.generationId).toBe(stored!.id);
+        await live.recover(); // the crashed create never enqueued it on this instance
+        await until(() => live.get(user, retried.generationId), (g) => g.status === 'completed', 'the generation to complete');
+        expect(await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k' })).toEqual(retried);
+        expect(await p.store.list(user, { limit: 10 })).toHaveLength(1);
+        expect(await p.ledger.account(user)).toEqual({ balance: 100 - PRICE, reserved: 0, settled: PRICE });
+      } finally {
+        await live.stop({ timeoutMs: 500 });
+      }
+    });
+
+    it('a retry creates the generation a crashed create never stored, and the crash\u2019s reserve is released, not reused', async () => {
+      const p = ports();
+      const user = uid('user');
+      await p.ledger.credit(user, 100);
+      // The first instance dies after reserving, before the insert commits: nothing of it runs afterwards.
+      const dying = service(
+        {
+          store: wrap(p.store, { insert: async () => Promise.reject(new Error('killed')) }),
+          ledger: wrap(p.ledger, { release: async () => null }),
+          idempotency: wrap(p.idempotency, { abandon: async () => undefined }),
+        },
+        false,
+      );
+      await expect(dying.create(user, { modelId: 'm' }, { idempotencyKey: 'k2' })).rejects.toThrow('killed');
+      expect(await p.ledger.account(user)).toMatchObject({ reserved: PRICE });
+
+      const live = service(p, true);
+      await live.start();
+      try {
+        await sleep(LEASE_MS + 50);
+        const created = await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k2' });
+        await until(() => live.get(user, created.generationId), (g) => g.status === 'completed', 'the generation to complete');
+        // Recovery releases the orphaned reserve of the crash; the user is charged once.
+        await live.recover();
+        expect(await p.ledger.account(user)).toEqual({ balance: 100 - PRICE, reserved: 0, settled: PRICE });
+        expect(await p.store.list(user, { limit: 10 })).toHaveLength(1);
+        expect(await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k2' })).toEqual(created);
+      } finally {
+        await live.stop({ timeoutMs: 500 });
+      }
+    });
+  });
+}
