@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type HttpRequest } from '@genservice/core';
+import type { HttpResponse } from '@genservice/core';
 
 const service = createGenerationService({
   providers: [
@@ -29,8 +30,10 @@ const post = (body: string | Uint8Array, headers: Record<string, string> = {}): 
   headers: { ...auth, 'content-type': 'application/json', ...headers },
   body,
 });
-const parse = (b: string | Uint8Array): { error: { code: string; details?: Array<{ field: string; code: string }> } } =>
-  JSON.parse(typeof b === 'string' ? b : Buffer.from(b).toString());
+const parse = (b: HttpResponse['body']): { error: { code: string; details?: Array<{ field: string; code: string }> } } => {
+  if (typeof b !== 'string' && !(b instanceof Uint8Array)) throw new Error('a JSON answer, not a stream, was expected');
+  return JSON.parse(typeof b === 'string' ? b : Buffer.from(b).toString());
+};
 
 describe('HttpHandler', () => {
   it('rejects every malformed Authorization header with 401 before reading the body', async () => {

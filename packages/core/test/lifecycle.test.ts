@@ -163,7 +163,7 @@ describe('Idempotency-Key after a crash', () => {
       override async abandon(): Promise<void> {}
     }
     class InsertCrashes extends MemoryGenerationStore {
-      override async insert(): Promise<void> {
+      override async insert(): Promise<'inserted' | 'limit_reached'> {
         throw new Error('process killed');
       }
     }

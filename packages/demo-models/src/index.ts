@@ -10,9 +10,9 @@
  */
 export { createDemoProvider, demoModels, DEMO_MODEL_IDS } from './provider.js';
 export type { DemoProviderOptions, DemoModelId } from './provider.js';
-export { fetchMedia, MediaFetchError, FETCH_DEFAULTS } from './fetch/fetch-media.js';
-export type { FetchMediaOptions, FetchedMedia, MediaFetchErrorCode, ResolvedAddress } from './fetch/fetch-media.js';
-export { blockedAddressReason } from './fetch/ip.js';
+// The media guard lives in core now (one guard for media, provider results and webhooks); re-exported for existing users.
+export { fetchMedia, MediaFetchError, FETCH_DEFAULTS, blockedAddressReason } from '@genservice/core';
+export type { FetchMediaOptions, FetchedMedia, MediaFetchErrorCode, ResolvedAddress } from '@genservice/core';
 export { encodePng, decodePng, PngDecodeError } from './formats/png.js';
 export type { RgbaImage } from './formats/png.js';
 export { ALWAYS_FAILS_MESSAGE } from './models/failing.js';

@@ -1,6 +1,6 @@
-import type { GenerationContext, GenerationInput, GenerationOutput, ModelDefinition, ModelProvider } from '@genservice/core';
+import type { GenerateProvider, GenerationContext, GenerationInput, GenerationOutput, ModelDefinition } from '@genservice/core';
 import { ProviderError } from '@genservice/core';
-import type { FetchMediaOptions } from './fetch/fetch-media.js';
+import type { FetchMediaOptions } from '@genservice/core';
 import { audioModel } from './models/audio.js';
 import { failingModel } from './models/failing.js';
 import { imageModel } from './models/image.js';
@@ -42,13 +42,13 @@ export interface DemoProviderOptions {
 }
 
 /**
- * A ModelProvider whose models make real files locally, with no network (except fetching user-supplied media
+ * A provider whose models make real files locally, with no network (except fetching user-supplied media
  * inputs) and no model weights, deterministic from the settings.
  *
  * @example
  * const service = createGenerationService({ providers: [createDemoProvider()] });
  */
-export function createDemoProvider(options: DemoProviderOptions = {}): ModelProvider {
+export function createDemoProvider(options: DemoProviderOptions = {}): GenerateProvider {
   const speed = options.speed ?? 1;
   if (!Number.isFinite(speed) || speed < 0) throw new RangeError(`speed must be a finite number >= 0, got ${speed}`);
   const wanted = options.models ? new Set<string>(options.models) : undefined;

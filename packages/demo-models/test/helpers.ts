@@ -8,6 +8,7 @@ export function makeContext(signal: AbortSignal = new AbortController().signal):
     signal,
     deadline: Date.now() + 60_000,
     attempt: 1,
+    progress: () => undefined,
     files: {
       put: () => Promise.reject(new Error('demo models return bytes, they never store files themselves')),
     },

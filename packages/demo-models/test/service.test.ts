@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { createGenerationService, MemoryLedger, type GenerationService, type GenerationView, type Settings } from '@genservice/core';
+import { createGenerationService, MemoryBlobStore, MemoryGenerationStore, MemoryLedger, type GenerationService, type GenerationView, type Settings } from '@genservice/core';
 import { createDemoProvider } from '../src/index.js';
 import { checkGlb, checkWav } from './structure.js';
 import { checkMp4, checkPng } from './validate.js';
@@ -7,9 +7,13 @@ import { checkMp4, checkPng } from './validate.js';
 /** The catalogue inside a real service: validation of its descriptors, billing, the failed shape, stored files. */
 describe('demo models in a generation service', () => {
   const ledger = new MemoryLedger({ balances: { alice: 1000 } });
+  const store = new MemoryGenerationStore();
+  const blobs = new MemoryBlobStore();
   const service: GenerationService = createGenerationService({
     providers: [createDemoProvider({ speed: 0.01 })],
     ledger,
+    store,
+    blobs,
     publicUrl: 'http://demo.test/api',
   });
   afterAll(() => service.stop({ timeoutMs: 1000 }));
@@ -26,8 +30,8 @@ describe('demo models in a generation service', () => {
   }
 
   async function file(id: string): Promise<{ bytes: Uint8Array; mimeType: string }> {
-    const record = await service.store.get(id, 'alice');
-    const blob = await service.blobs.get(record?.resultKey as string);
+    const record = await store.get(id, 'alice');
+    const blob = await blobs.get(record?.resultKey as string);
     if (!blob) throw new Error('no stored file');
     return blob;
   }
@@ -65,7 +69,7 @@ describe('demo models in a generation service', () => {
   it('a refused input URL fails the remix without charging for a result', async () => {
     const { id, view } = await finish('demo-image-remix', { prompt: 'x', images: ['http://169.254.169.254/latest/meta-data/'] });
     expect(view).toEqual({ status: 'failed', price: 0 });
-    expect((await service.store.get(id, 'alice'))?.failureReason).toMatch(/refusing to fetch/);
+    expect((await store.get(id, 'alice'))?.failureReason).toMatch(/refusing to fetch/);
   });
 
   it('settings outside the descriptors are refused before anything is charged', async () => {

@@ -1,6 +1,6 @@
 import type { GenerationContext, ModelDefinition } from '@genservice/core';
 import { ProviderError } from '@genservice/core';
-import { fetchMedia, MediaFetchError } from '../fetch/fetch-media.js';
+import { fetchMedia, MediaFetchError } from '@genservice/core';
 import { decodePng, encodePng, isPng, type RgbaImage } from '../formats/png.js';
 import { Pacer } from '../util/abort.js';
 import { Canvas, paletteFor, type Rgb } from '../util/raster.js';
@@ -21,7 +21,8 @@ const definition: ModelDefinition = {
   estimatedGenerationTime: 3,
   settings: [
     { name: 'prompt', title: 'Prompt', fieldType: 'text', required: true },
-    { name: 'images', title: 'Input images (PNG is decoded; other formats seed a pattern)', fieldType: 'image', required: true },
+    // The model blends at most four: a fifth URL is a 400 at create, never a failure after the price was reserved.
+    { name: 'images', title: 'Input images (PNG is decoded; other formats seed a pattern)', fieldType: 'image', required: true, maxItems: REMIX_MAX_IMAGES },
     { name: 'style', title: 'Style', fieldType: 'select', options: [...REMIX_STYLES] },
     { name: 'size', title: 'Size', fieldType: 'select', options: [...REMIX_SIZES] },
   ],

@@ -1,6 +1,6 @@
 import type { GenerationContext, GenerationOutput, ModelDefinition, Settings } from '@genservice/core';
 import { ProviderError } from '@genservice/core';
-import type { FetchMediaOptions } from '../fetch/fetch-media.js';
+import type { FetchMediaOptions } from '@genservice/core';
 
 /** What every demo model is given beside its settings. */
 export interface DemoRuntime {

@@ -1,7 +1,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { blockedAddressReason, fetchMedia, MediaFetchError, type FetchMediaOptions, type ResolvedAddress } from '../src/index.js';
+import { blockedAddressReason, fetchMedia, MediaFetchError, type FetchMediaOptions, type ResolvedAddress } from '@genservice/core';
 
 /** One HTTP server on 127.0.0.1 whose routes the tests set; it counts requests so a refusal can be shown to send none. */
 class TestServer {
