@@ -1,10 +1,20 @@
 import { createHash } from 'node:crypto';
 import { inject, injectable } from 'tsyringe';
-import { GENERATION_STATUSES, isTerminal, type GenerationRecord, type GenerationStatus, type GenerationView, type Metadata, type Settings } from './domain.js';
+import {
+  GENERATION_STATUSES,
+  isTerminal,
+  type GenerationRecord,
+  type GenerationStatus,
+  type GenerationView,
+  type Metadata,
+  type Settings,
+  type WebhookEventType,
+} from './domain.js';
 import { DomainError } from './errors.js';
 import type { BaseUrl } from './http/types.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from './ids.js';
 import { Lifecycle } from './lifecycle.js';
+import { Webhooks } from './push/webhooks.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
 import type { GenerationStore, ListCursor } from './ports/store.js';
@@ -31,6 +41,7 @@ export interface CreateRequest {
   modelId: string;
   settings?: Settings;
   metadata?: Metadata;
+  webhook?: { url: string; events?: WebhookEventType[] };
 }
 
 export interface ListRequest {
@@ -83,6 +94,7 @@ export class Generations {
     @inject(TOKENS.Ledger) private readonly ledger: Ledger,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
     @inject(TOKENS.Views) private readonly views: Views,
+    @inject(TOKENS.Webhooks) private readonly webhooks: Webhooks,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'generations' });
@@ -99,11 +111,13 @@ export class Generations {
 
   async quote(userId: string, input: CreateRequest): Promise<{ price: number; balance: number }> {
     const { price } = this.priced(input);
+    if (input.webhook) await this.webhooks.check(input.webhook);
     return { price, balance: await this.ledger.balance(userId) };
   }
 
   async create(userId: string, input: CreateRequest, idempotencyKey?: string): Promise<{ generationId: string }> {
     const { model, settings, price } = this.priced(input);
+    const webhook = input.webhook ? await this.webhooks.check(input.webhook) : undefined;
     const request = {
       userId,
       modelId: input.modelId,
@@ -111,11 +125,12 @@ export class Generations {
       price,
       estimatedSeconds: model.info.estimatedGenerationTime,
       ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
+      ...(webhook !== undefined ? { webhook } : {}),
     };
     if (idempotencyKey === undefined) return { generationId: await this.lifecycle.create(request) };
 
     const hash = createHash('sha256')
-      .update(canonical({ modelId: input.modelId, settings, metadata: input.metadata ?? null }))
+      .update(canonical({ modelId: input.modelId, settings, metadata: input.metadata ?? null, webhook: webhook ?? null }))
       .digest('hex');
     const planned = newGenerationId();
     const begun = await this.idempotency.begin(userId, idempotencyKey, hash, Date.now(), planned);

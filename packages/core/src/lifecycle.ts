@@ -1,5 +1,5 @@
 import { inject, injectable } from 'tsyringe';
-import type { FailureCode, GenerationRecord, Metadata, Settings } from './domain.js';
+import type { FailureCode, GenerationRecord, Metadata, Settings, WebhookEventType } from './domain.js';
 import { DomainError, UnavailableError } from './errors.js';
 import { newGenerationId } from './ids.js';
 import { childLogger } from './logger.js';
@@ -87,6 +87,7 @@ export class Lifecycle {
     modelId: string;
     settings: Settings;
     metadata?: Metadata;
+    webhook?: { url: string; events: WebhookEventType[] };
     price: number;
     id?: string;
     /** The model's estimated time: how long a client refused for its in-flight cap should wait. */
@@ -108,6 +109,7 @@ export class Lifecycle {
         reserved: input.price,
         createdAt: now,
         ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
+        ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
       }, { maxUnfinishedPerOwner: this.options.limits.inFlightPerUser });
     } catch (err) {
       await this.ledger.release(id).catch(() => undefined);

@@ -8,6 +8,7 @@ import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { JobQueue } from './ports/queue.js';
 import type { GenerationStore } from './ports/store.js';
+import type { WebhookStore } from './ports/webhooks.js';
 import { ModelRegistry } from './registry.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
@@ -37,6 +38,7 @@ export class Maintenance {
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
     @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(TOKENS.WebhookStore) private readonly webhookStore: WebhookStore,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'maintenance' });
@@ -138,8 +140,9 @@ export class Maintenance {
     if (ttl === undefined) return 0;
     let total = 0;
     for (;;) {
-      const { deleted, resultKeys } = await this.store.deleteFinishedBefore(Date.now() - ttl, 200);
+      const { deleted, resultKeys, ids } = await this.store.deleteFinishedBefore(Date.now() - ttl, 200);
       for (const key of resultKeys) await this.blobs.delete(key).catch(() => undefined);
+      if (ids.length > 0) await this.webhookStore.deleteForGenerations(ids);
       total += deleted;
       if (deleted < 200) break;
       // Yield between batches so a long sweep never holds up requests.

@@ -121,6 +121,24 @@ const optionsSchema = z.strictObject({
     })
     .optional(),
   playground: z.boolean().optional(),
+  webhookStore: port(
+    'getSecrets', 'ensureSecret', 'rotateSecret', 'addDeliveries', 'claimDue', 'recordAttempt', 'stopEndpoint', 'deliveriesOf', 'getCursor', 'advanceCursor', 'deleteForGenerations',
+  ).optional(),
+  webhooks: z
+    .strictObject({
+      allowHttp: z.boolean().optional(),
+      allowPrivateUrls: z.boolean().optional(),
+      retrySchedule: z.array(ms).min(1).max(50).optional(),
+      timeoutMs: ms.min(1).optional(),
+      endpoints: z.custom<object>((v) => typeof v === 'function', { message: 'must be a function (userId) => endpoints' }).optional(),
+      deliver: z.boolean().optional(),
+      concurrency: positiveInt.max(1000).optional(),
+      leaseMs: ms.min(1).optional(),
+      pollIntervalMs: ms.min(10).optional(),
+      rotationOverlapMs: ms.optional(),
+    })
+    .refine((w) => (w.leaseMs ?? 60_000) > (w.timeoutMs ?? 15_000), { message: 'leaseMs must exceed timeoutMs', path: ['leaseMs'] })
+    .optional(),
   // The SQL store packages document spreading their result into the options: these keys are the host's, not ours.
   db: z.unknown().optional(),
   close: z.unknown().optional(),
@@ -187,6 +205,18 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
         }
       : {}),
     ...(options.cors ? { cors: { origins: options.cors.origins, maxAgeSeconds: options.cors.maxAgeSeconds ?? 600 } } : {}),
+    webhooks: {
+      allowHttp: options.webhooks?.allowHttp ?? false,
+      allowPrivateUrls: options.webhooks?.allowPrivateUrls ?? false,
+      retrySchedule: options.webhooks?.retrySchedule ?? [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
+      timeoutMs: options.webhooks?.timeoutMs ?? 15_000,
+      endpoints: options.webhooks?.endpoints,
+      deliver: options.webhooks?.deliver ?? r.enabled ?? true,
+      concurrency: options.webhooks?.concurrency ?? 16,
+      leaseMs: options.webhooks?.leaseMs ?? 60_000,
+      pollIntervalMs: options.webhooks?.pollIntervalMs ?? 1000,
+      rotationOverlapMs: options.webhooks?.rotationOverlapMs ?? 24 * 3600_000,
+    },
     push: {
       pollIntervalMs: options.push?.pollIntervalMs ?? 1000,
       keepAliveMs: options.push?.keepAliveMs ?? 15_000,

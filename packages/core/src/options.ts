@@ -9,6 +9,7 @@ import type { Logger } from './ports/logger.js';
 import type { ModelProvider } from './ports/provider.js';
 import type { JobQueue } from './ports/queue.js';
 import type { Notifier } from './ports/notifier.js';
+import type { WebhookEndpoint, WebhookStore } from './ports/webhooks.js';
 import type { GenerationStore } from './ports/store.js';
 
 /** Builds the zod schema of one setting of a host-registered field type. */
@@ -119,6 +120,32 @@ export interface CorsOptions {
   maxAgeSeconds?: number;
 }
 
+export interface WebhookOptions {
+  /** Accept plain `http://` webhook URLs. Default false (https only). */
+  allowHttp?: boolean;
+  /**
+   * Accept webhook URLs whose host resolves to a loopback, private, link-local, CGNAT, multicast or reserved
+   * address, and deliver to them. Default false: only for local development (a receiver on your machine).
+   */
+  allowPrivateUrls?: boolean;
+  /** Delays before each retry, in ms (+-20 % jitter). Default 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
+  retrySchedule?: number[];
+  /** Time for one attempt, in ms. Default 15 000. */
+  timeoutMs?: number;
+  /** The host's default endpoints of a user, which get every subscribed event of every generation of theirs. */
+  endpoints?: (userId: string) => WebhookEndpoint[] | Promise<WebhookEndpoint[]>;
+  /** Deliver from this instance. Default: when the runner is enabled. The outbox is written either way. */
+  deliver?: boolean;
+  /** Deliveries in flight on this instance. Default 16. */
+  concurrency?: number;
+  /** How long an instance holds a delivery it is attempting, in ms; must exceed `timeoutMs`. Default 60 000. */
+  leaseMs?: number;
+  /** How often due retries are looked for, in ms. Default 1000. */
+  pollIntervalMs?: number;
+  /** How long deliveries carry the old signature too after a secret rotation, in ms. Default 24 h. */
+  rotationOverlapMs?: number;
+}
+
 export interface GenerationServiceOptions {
   /** Model providers; model ids must be unique over all of them. */
   providers: ModelProvider[];
@@ -180,4 +207,7 @@ export interface GenerationServiceOptions {
   playground?: boolean;
   /** Request rate limits per route class; a class without a rule is not limited. Off by default. */
   rateLimits?: RateLimitOptions;
+  /** Webhook secrets and the delivery outbox. Default: in memory. */
+  webhookStore?: WebhookStore;
+  webhooks?: WebhookOptions;
 }

@@ -1,4 +1,4 @@
-import type { FieldTypeSchema, RateLimitBackend, RateLimitRule } from './options.js';
+import type { FieldTypeSchema, RateLimitBackend, RateLimitRule, WebhookOptions } from './options.js';
 import type { ResolvedLimits } from './settings/compile.js';
 
 export interface ResolvedServiceOptions {
@@ -30,4 +30,5 @@ export interface ResolvedServiceOptions {
     stream?: RateLimitRule;
     unauthenticated?: RateLimitRule;
   };
+  webhooks: Required<Omit<WebhookOptions, 'endpoints'>> & Pick<WebhookOptions, 'endpoints'>;
 }

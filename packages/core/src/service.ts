@@ -9,7 +9,14 @@ import type { HttpRequest, HttpResponse } from './http/types.js';
 import { Lifecycle } from './lifecycle.js';
 import { childLogger, silentLogger } from './logger.js';
 import { Maintenance, type RecoveryReport } from './maintenance.js';
-import { MemoryApiKeyStore, MemoryBlobStore, MemoryGenerationStore, MemoryIdempotencyStore, MemoryLedger } from './memory/index.js';
+import {
+  MemoryApiKeyStore,
+  MemoryBlobStore,
+  MemoryGenerationStore,
+  MemoryIdempotencyStore,
+  MemoryLedger,
+  MemoryWebhookStore,
+} from './memory/index.js';
 import type { GenerationServiceOptions } from './options.js';
 import { resolveOptions } from './options-schema.js';
 import type { JobQueue } from './ports/queue.js';
@@ -19,6 +26,8 @@ import { ModelRegistry } from './registry.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { EventFeed, InProcessNotifier } from './push/event-feed.js';
 import { LiveStatus } from './push/live-status.js';
+import { defaultWebhookTransport, defaultWebhookUrlCheck } from './push/webhook-transport.js';
+import { Webhooks } from './push/webhooks.js';
 import { Runner } from './runner/runner.js';
 import { InProcessQueue } from './runner/in-process-queue.js';
 import type {
@@ -50,6 +59,7 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
     @inject(TOKENS.Feed) private readonly feed: EventFeed,
     @inject(TOKENS.LiveStatus) private readonly live: LiveStatus,
+    @inject(TOKENS.Webhooks) private readonly webhooks: Webhooks,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'genservice' });
@@ -116,13 +126,14 @@ export class GenerationServiceImpl implements GenerationService {
       });
     }
     await this.maintenance.start();
+    this.webhooks.start();
   }
 
   stop(options: { timeoutMs?: number } = {}): Promise<void> {
     if (!this.started) return this.stopping ?? Promise.resolve();
     this.started = false;
     this.maintenance.stop();
-    this.stopping = this.queue.stop({ timeoutMs: options.timeoutMs ?? 10_000 }).finally(() => this.feed.stop());
+    this.stopping = Promise.all([this.queue.stop({ timeoutMs: options.timeoutMs ?? 10_000 }), this.webhooks.stop()]).then(() => this.feed.stop());
     return this.stopping;
   }
 
@@ -188,6 +199,10 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   port(TOKENS.Notifier, options.push?.notifier, InProcessNotifier);
   c.registerSingleton(TOKENS.Feed, EventFeed);
   c.registerSingleton(TOKENS.LiveStatus, LiveStatus);
+  port(TOKENS.WebhookStore, options.webhookStore, MemoryWebhookStore);
+  c.register(TOKENS.WebhookTransport, { useValue: defaultWebhookTransport(resolved.webhooks) });
+  c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
+  c.registerSingleton(TOKENS.Webhooks, Webhooks);
   c.registerSingleton(TOKENS.Lifecycle, Lifecycle);
   c.registerSingleton(TOKENS.Runner, Runner);
   c.registerSingleton(TOKENS.Maintenance, Maintenance);

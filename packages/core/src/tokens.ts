@@ -26,5 +26,9 @@ export const TOKENS = {
   Notifier: Symbol('genservice.Notifier'),
   Feed: Symbol('genservice.EventFeed'),
   LiveStatus: Symbol('genservice.LiveStatus'),
+  WebhookStore: Symbol('genservice.WebhookStore'),
+  WebhookTransport: Symbol('genservice.WebhookTransport'),
+  WebhookUrlCheck: Symbol('genservice.WebhookUrlCheck'),
+  Webhooks: Symbol('genservice.Webhooks'),
   Service: Symbol('genservice.GenerationService'),
 } as const;

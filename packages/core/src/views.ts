@@ -50,6 +50,18 @@ export class Views {
     return { status: rec.status };
   }
 
+  /**
+   * The item for a message sent outside a request (a webhook): without `publicUrl` a file result has no URL to give,
+   * so `result` is left out and the receiver reads it with GET.
+   */
+  pushItem(rec: GenerationRecord): GenerationItem {
+    if (rec.resultKey !== undefined && rec.resultText === undefined && !this.options.publicUrl) {
+      const { result: _omitted, ...rest } = this.item({ ...rec, resultText: '' });
+      return rest;
+    }
+    return this.item(rec);
+  }
+
   item(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationItem {
     const out: GenerationItem = {
       generationId: rec.id,

@@ -7,6 +7,7 @@ import type { ApiKeyResolver } from '../ports/api-keys.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
 import { LiveStatus } from '../push/live-status.js';
+import { Webhooks } from '../push/webhooks.js';
 import { ModelRegistry } from '../registry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
@@ -37,6 +38,9 @@ type Route =
   | { name: 'quote' }
   | { name: 'get'; id: string }
   | { name: 'events'; id: string }
+  | { name: 'deliveries'; id: string }
+  | { name: 'webhookSecret' }
+  | { name: 'rotateWebhookSecret' }
   | { name: 'cancel'; id: string }
   | { name: 'balance' }
   | { name: 'openapi' }
@@ -56,6 +60,17 @@ const ROUTES: Array<{ template: string; pattern: RegExp; methods: Record<string,
     template: '/v1/generations/{id}/events',
     pattern: /^\/v1\/generations\/([^/]+)\/events\/?$/,
     methods: { GET: (m) => ({ name: 'events', id: m[1]! }) },
+  },
+  {
+    template: '/v1/generations/{id}/webhook-deliveries',
+    pattern: /^\/v1\/generations\/([^/]+)\/webhook-deliveries\/?$/,
+    methods: { GET: (m) => ({ name: 'deliveries', id: m[1]! }) },
+  },
+  { template: '/v1/webhooks/secret', pattern: /^\/v1\/webhooks\/secret\/?$/, methods: { GET: () => ({ name: 'webhookSecret' }) } },
+  {
+    template: '/v1/webhooks/secret/rotate',
+    pattern: /^\/v1\/webhooks\/secret\/rotate\/?$/,
+    methods: { POST: () => ({ name: 'rotateWebhookSecret' }) },
   },
   {
     template: '/v1/generations/{id}/cancel',
@@ -208,6 +223,7 @@ export class HttpHandler {
   constructor(
     @inject(TOKENS.Generations) private readonly generations: Generations,
     @inject(TOKENS.LiveStatus) private readonly live: LiveStatus,
+    @inject(TOKENS.Webhooks) private readonly webhooks: Webhooks,
     @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Signer) private readonly signer: FileUrlSigner,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
@@ -397,6 +413,15 @@ export class HttpHandler {
           body: stream,
         };
       }
+      case 'deliveries': {
+        const id = decodeSegment(route.id);
+        if (id === null) return fail('not_found', 'Generation not found.');
+        return json(200, JSON.stringify({ data: await this.webhooks.deliveries(userId, id) }));
+      }
+      case 'webhookSecret':
+        return json(200, JSON.stringify({ key: await this.webhooks.secret(userId) }));
+      case 'rotateWebhookSecret':
+        return json(200, JSON.stringify({ key: await this.webhooks.rotate(userId) }));
       case 'list':
         return json(200, JSON.stringify(await this.generations.list(userId, parseListQuery(query), req.baseUrl)));
       case 'cancel': {
@@ -467,6 +492,17 @@ export class HttpHandler {
         const top = i.path.length > 0 ? String(i.path[0]) : 'body';
         const missing = i.code === 'invalid_type' && (value as Record<string, unknown>)[top] === undefined;
         if (missing) return { field: top, code: 'required', message: `${top} is required` };
+        if (top === 'webhook') {
+          const field = i.path.length > 1 ? `webhook.${String(i.path[1])}` : 'webhook';
+          return {
+            field,
+            code: 'invalid_value',
+            message:
+              field === 'webhook.events'
+                ? 'webhook.events must be a non-empty list of generation.processing, generation.progress, generation.completed, generation.failed'
+                : 'webhook must be an object { url, events? } with a URL of at most 2048 characters',
+          };
+        }
         if (top === 'metadata') {
           const field = i.path.length > 1 ? `metadata.${String(i.path[1])}` : 'metadata';
           return {
@@ -483,8 +519,15 @@ export class HttpHandler {
       });
       return { res: fail('invalid_request', 'The request is not valid.', details) };
     }
-    const { modelId, settings, metadata } = parsed.data;
-    return { value: { modelId, ...(settings !== undefined ? { settings } : {}), ...(metadata !== undefined ? { metadata } : {}) } };
+    const { modelId, settings, metadata, webhook } = parsed.data;
+    return {
+      value: {
+        modelId,
+        ...(settings !== undefined ? { settings } : {}),
+        ...(metadata !== undefined ? { metadata } : {}),
+        ...(webhook !== undefined ? { webhook } : {}),
+      },
+    };
   }
 
   private async create(req: HttpRequest, userId: string): Promise<HttpResponse> {

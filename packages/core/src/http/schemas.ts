@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES } from '../domain.js';
+import { FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES } from '../domain.js';
 import type { ErrorCode } from '../errors.js';
 
 /** Limits of `metadata` on create: small labels, not a document store. */
@@ -12,11 +12,24 @@ export const metadataSchema = z
     `Your own labels for this generation: at most ${METADATA_LIMITS.entries} string values, keys of 1 to ${METADATA_LIMITS.keyLength} characters, values of at most ${METADATA_LIMITS.valueLength}. Returned in the list and details views.`,
   );
 
+export const webhookRequestSchema = z
+  .strictObject({
+    url: z.string().min(1).max(2048).describe('https URL of your receiver; it gets Standard Webhooks signed POSTs'),
+    events: z
+      .array(z.enum(WEBHOOK_EVENT_TYPES))
+      .min(1)
+      .max(WEBHOOK_EVENT_TYPES.length)
+      .optional()
+      .describe('Which events to send; default all four'),
+  })
+  .describe('Where to send this generation\'s events');
+
 /** The body of POST /v1/generations (and /v1/quotes), before per-model settings validation. The handler validates with it. */
 export const createRequestSchema = z.object({
   modelId: z.string().min(1).max(200).describe('A modelId from GET /v1/models'),
   settings: z.record(z.string(), z.unknown()).optional().describe("Keyed by the names of the model's setting descriptors"),
   metadata: metadataSchema.optional(),
+  webhook: webhookRequestSchema.optional(),
 });
 
 export const createResponseSchema = z.object({ generationId: z.string() });
@@ -52,6 +65,21 @@ export const generationItemSchema = z.object({
   error: failureSchema.optional(),
   progress: progressSchema.optional(),
   metadata: z.record(z.string(), z.string()).optional(),
+});
+
+export const webhookSecretSchema = z.object({ key: z.string().describe('whsec_...: verify deliveries with it (Standard Webhooks)') });
+
+export const webhookDeliveriesSchema = z.object({
+  data: z.array(
+    z.object({
+      id: z.string().describe('The webhook-id header of every attempt of this message'),
+      type: z.enum(WEBHOOK_EVENT_TYPES),
+      url: z.string(),
+      state: z.enum(['pending', 'delivered', 'failed', 'gone']),
+      attempts: z.array(z.object({ at: z.string(), status: z.number().optional(), error: z.string().optional(), durationMs: z.number() })),
+      nextAttemptAt: z.string().optional(),
+    }),
+  ),
 });
 
 export const LIST_LIMITS = { default: 20, max: 100 } as const;

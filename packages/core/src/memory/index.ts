@@ -3,3 +3,4 @@ export { MemoryLedger, type MemoryLedgerOptions } from './ledger.js';
 export { MemoryApiKeyStore, hashApiKey, type MemoryApiKeyStoreOptions } from './api-keys.js';
 export { MemoryIdempotencyStore } from './idempotency.js';
 export { MemoryBlobStore } from './blob-store.js';
+export { MemoryWebhookStore } from './webhook-store.js';

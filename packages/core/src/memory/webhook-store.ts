@@ -1,0 +1,135 @@
+import type {
+  Delivery,
+  DeliveryAttempt,
+  DeliveryOutcome,
+  DeliveryWithAttempts,
+  NewDelivery,
+  WebhookSecrets,
+  WebhookStore,
+} from '../ports/webhooks.js';
+
+interface StoredSecrets {
+  current: string;
+  previous?: { key: string; expiresAt: number };
+}
+
+interface StoredDelivery extends Delivery {
+  history: DeliveryAttempt[];
+  order: number;
+}
+
+function copyDelivery(d: StoredDelivery): Delivery {
+  const { history: _h, order: _o, ...rest } = d;
+  return { ...rest };
+}
+
+/**
+ * WebhookStore in Maps, for tests and single-process hosts. Every method checks and writes in one synchronous step,
+ * so of racing callers in one process exactly one wins (the same guarantee SQL stores get from conditional updates).
+ */
+export class MemoryWebhookStore implements WebhookStore {
+  private readonly secrets = new Map<string, StoredSecrets>();
+  private readonly deliveries = new Map<string, StoredDelivery>();
+  private readonly byGeneration = new Map<string, Set<string>>();
+  private readonly cursors = new Map<string, number>();
+  private sequence = 0;
+
+  async getSecrets(userId: string, now: number): Promise<WebhookSecrets | null> {
+    const s = this.secrets.get(userId);
+    if (!s) return null;
+    return s.previous && s.previous.expiresAt > now ? { current: s.current, previous: { ...s.previous } } : { current: s.current };
+  }
+
+  async ensureSecret(userId: string, candidate: string, _now: number): Promise<string> {
+    const s = this.secrets.get(userId);
+    if (s) return s.current;
+    this.secrets.set(userId, { current: candidate });
+    return candidate;
+  }
+
+  async rotateSecret(userId: string, newKey: string, now: number, overlapMs: number): Promise<WebhookSecrets> {
+    const s = this.secrets.get(userId);
+    const next: StoredSecrets = s ? { current: newKey, previous: { key: s.current, expiresAt: now + overlapMs } } : { current: newKey };
+    this.secrets.set(userId, next);
+    return (await this.getSecrets(userId, now))!;
+  }
+
+  async addDeliveries(deliveries: NewDelivery[]): Promise<void> {
+    for (const d of deliveries) {
+      if (this.deliveries.has(d.id)) continue;
+      this.deliveries.set(d.id, { ...d, state: 'pending', attempts: 0, history: [], order: this.sequence++ });
+      let ids = this.byGeneration.get(d.generationId);
+      if (!ids) {
+        ids = new Set();
+        this.byGeneration.set(d.generationId, ids);
+      }
+      ids.add(d.id);
+    }
+  }
+
+  async claimDue(now: number, limit: number, workerId: string, leaseMs: number): Promise<Delivery[]> {
+    if (!(limit > 0)) return [];
+    const due = [...this.deliveries.values()]
+      .filter((d) => d.state === 'pending' && d.nextAttemptAt <= now && (d.leaseExpiresAt === undefined || d.leaseExpiresAt <= now))
+      .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || a.order - b.order)
+      .slice(0, Math.floor(limit));
+    for (const d of due) {
+      d.leaseOwner = workerId;
+      d.leaseExpiresAt = now + leaseMs;
+    }
+    return due.map(copyDelivery);
+  }
+
+  async recordAttempt(id: string, workerId: string, attempt: DeliveryAttempt, outcome: DeliveryOutcome): Promise<boolean> {
+    const d = this.deliveries.get(id);
+    if (!d || d.state !== 'pending' || d.leaseOwner !== workerId || d.leaseExpiresAt === undefined || d.leaseExpiresAt <= attempt.at) return false;
+    d.history.push({ ...attempt });
+    d.attempts += 1;
+    d.state = outcome.state;
+    if (outcome.state === 'pending' && outcome.nextAttemptAt !== undefined) d.nextAttemptAt = outcome.nextAttemptAt;
+    delete d.leaseOwner;
+    delete d.leaseExpiresAt;
+    return true;
+  }
+
+  async stopEndpoint(ownerId: string, url: string): Promise<number> {
+    let n = 0;
+    for (const d of this.deliveries.values()) {
+      if (d.state === 'pending' && d.ownerId === ownerId && d.url === url) {
+        d.state = 'gone';
+        n++;
+      }
+    }
+    return n;
+  }
+
+  async deliveriesOf(generationId: string): Promise<DeliveryWithAttempts[]> {
+    const ids = this.byGeneration.get(generationId);
+    if (!ids) return [];
+    return [...ids]
+      .map((id) => this.deliveries.get(id)!)
+      .sort((a, b) => a.seq - b.seq || a.order - b.order)
+      .map((d) => ({ ...copyDelivery(d), history: d.history.map((h) => ({ ...h })) }));
+  }
+
+  async getCursor(name: string): Promise<number> {
+    return this.cursors.get(name) ?? 0;
+  }
+
+  async advanceCursor(name: string, from: number, to: number): Promise<boolean> {
+    if ((this.cursors.get(name) ?? 0) !== from) return false;
+    this.cursors.set(name, to);
+    return true;
+  }
+
+  async deleteForGenerations(generationIds: string[]): Promise<number> {
+    let n = 0;
+    for (const g of generationIds) {
+      const ids = this.byGeneration.get(g);
+      if (!ids) continue;
+      for (const id of ids) if (this.deliveries.delete(id)) n++;
+      this.byGeneration.delete(g);
+    }
+    return n;
+  }
+}
