@@ -10,6 +10,7 @@ export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
 export { STATUS_OF } from './http/errors.js';
 export { SERVED_ROUTES } from './http/handler.js';
 export { isApiPath, readRawBody, type RawBody } from './http/node-body.js';
+export { needsNodeWrite, writeNodeResponse } from './http/node-response.js';
 export { createGenerationService } from './service.js';
 export { InProcessQueue, type InProcessQueueOptions } from './runner/in-process-queue.js';
 export { FileUrlSigner } from './files.js';

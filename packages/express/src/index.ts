@@ -28,7 +28,7 @@
 import express from 'express';
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response, Router } from 'express';
 import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
-import { DEFAULT_LIMITS, isApiPath, readRawBody } from '@genservice/core';
+import { DEFAULT_LIMITS, isApiPath, readRawBody, writeNodeResponse } from '@genservice/core';
 
 export interface GenserviceRouterOptions {
   /**
@@ -99,12 +99,13 @@ function answer(
         method: req.method,
         // Inside a mounted router req.url is already relative to the mount point, query string included.
         path: req.url,
-        headers: req.headers,
+        headers: headersOf(req),
         ...body,
         baseUrl: () => `${req.protocol}://${req.host}${req.baseUrl}`,
+        ...(req.ip !== undefined ? { remoteAddress: req.ip } : {}),
       }),
     )
-    .then((out) => send(res, out), next);
+    .then((out) => writeNodeResponse(res, out), next);
 }
 
 /** A host body parser (or anything else) already read the request stream. */
@@ -126,9 +127,8 @@ async function bodyOf(req: Request, limit: number): Promise<BodyPart> {
   return { parsedBody: parsed };
 }
 
-function send(res: Response, out: HttpResponse): void {
-  res.statusCode = out.status;
-  for (const [name, value] of Object.entries(out.headers)) res.setHeader(name, value);
-  // Plain Node `end`, not Express `send`: no ETag, no content-type guessing, the bytes exactly as core made them.
-  res.end(out.body);
+/** Node keeps only the first of repeated Authorization headers; core must see them all to refuse the request. */
+function headersOf(req: Request): HttpRequest['headers'] {
+  const auth = req.headersDistinct?.authorization;
+  return auth && auth.length > 1 ? { ...req.headers, authorization: auth } : req.headers;
 }

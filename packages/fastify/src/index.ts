@@ -26,7 +26,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
-import { DEFAULT_LIMITS, isApiPath, readRawBody, type RawBody } from '@genservice/core';
+import { DEFAULT_LIMITS, isApiPath, needsNodeWrite, readRawBody, writeNodeResponse, type RawBody } from '@genservice/core';
 
 export interface GenservicePluginOptions {
   service: GenerationService;
@@ -81,7 +81,8 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
     const out = await service.handle({
       method: request.method,
       path: pathBelow(request, prefix),
-      headers: request.headers,
+      headers: headersOf(request),
+      remoteAddress: request.ip,
       ...(await bodyOf(request, limit)),
       baseUrl: () => `${request.protocol}://${request.host}${prefix}`,
     });
@@ -90,6 +91,9 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
 
   app.all('/v1', handler);
   app.all('/v1/*', handler);
+  // The playground page (a 404 from core unless the service was created with playground: true).
+  app.all('/playground', handler);
+  app.all('/playground/*', handler);
 };
 
 /**
@@ -127,7 +131,8 @@ export function genserviceFrameworkErrors(error: FastifyError, request: FastifyR
       mount.service.handle({
         method: request.method,
         path: url.slice(mount.prefix.length),
-        headers: request.headers,
+        headers: headersOf(request),
+      remoteAddress: request.ip,
         ...(raw === null ? { bodyError: 'payload_too_large' as const } : { body: raw }),
         baseUrl: () => `${request.protocol}://${request.host}${mount.prefix}`,
       }),
@@ -138,6 +143,12 @@ export function genserviceFrameworkErrors(error: FastifyError, request: FastifyR
     );
 }
 
+/** Node keeps only the first of repeated Authorization headers; core must see them all to refuse the request. */
+function headersOf(request: FastifyRequest): HttpRequest['headers'] {
+  const auth = request.raw.headersDistinct?.authorization;
+  return auth && auth.length > 1 ? { ...request.headers, authorization: auth } : request.headers;
+}
+
 function pathBelow(request: FastifyRequest, prefix: string): string {
   const url = request.url;
   if (url.startsWith(prefix)) return url.slice(prefix.length);
@@ -145,7 +156,8 @@ function pathBelow(request: FastifyRequest, prefix: string): string {
   // rebuild it from the route instead.
   const q = url.indexOf('?');
   const rest = (request.params as Record<string, string | undefined>)['*'];
-  return `/v1${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : url.slice(q)}`;
+  const base = request.routeOptions.url?.includes('/playground') ? '/playground' : '/v1';
+  return `${base}${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : url.slice(q)}`;
 }
 
 async function bodyOf(request: FastifyRequest, limit: number): Promise<Pick<HttpRequest, 'body' | 'bodyError'>> {
@@ -156,6 +168,13 @@ async function bodyOf(request: FastifyRequest, limit: number): Promise<Pick<Http
 }
 
 function send(reply: FastifyReply, out: HttpResponse): FastifyReply {
-  const body = typeof out.body === 'string' ? out.body : Buffer.from(out.body.buffer, out.body.byteOffset, out.body.byteLength);
+  if (needsNodeWrite(out, reply.request.method)) {
+    // A live stream, or a HEAD that must keep the GET's Content-Length: written as core made it, Fastify stands aside.
+    reply.hijack();
+    void writeNodeResponse(reply.raw, out);
+    return reply;
+  }
+  const raw = out.body as string | Uint8Array;
+  const body = typeof raw === 'string' ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
   return reply.code(out.status).headers(out.headers).send(body);
 }

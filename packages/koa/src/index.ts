@@ -29,7 +29,7 @@
  */
 import type { Context, Middleware, Next } from 'koa';
 import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
-import { DEFAULT_LIMITS, isApiPath, readRawBody } from '@genservice/core';
+import { DEFAULT_LIMITS, isApiPath, needsNodeWrite, readRawBody, writeNodeResponse } from '@genservice/core';
 
 export interface GenserviceMiddlewareOptions {
   /**
@@ -77,12 +77,15 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
     // koa-mount strips its own prefix from ctx.url and records it here.
     const mounted = (ctx as { mountPath?: unknown }).mountPath;
     const mountPath = typeof mounted === 'string' ? mounted : '';
+    const auth = ctx.req.headersDistinct?.authorization;
     const out = await service.handle({
       method: ctx.method,
       path,
-      headers: ctx.headers,
+      // Node keeps only the first of repeated Authorization headers; core must see them all to refuse the request.
+      headers: auth && auth.length > 1 ? { ...ctx.headers, authorization: auth } : ctx.headers,
       ...(await bodyOf(ctx, limit)),
       baseUrl: () => `${ctx.protocol}://${ctx.host}${mountPath.replace(/\/+$/, '')}${prefix}`,
+      remoteAddress: ctx.ip,
     });
     send(ctx, out);
   };
@@ -140,7 +143,14 @@ async function bodyOf(ctx: Context, limit: number): Promise<BodyPart> {
 
 function send(ctx: Context, out: HttpResponse): void {
   ctx.status = out.status;
+  if (needsNodeWrite(out, ctx.method)) {
+    // A live stream, or a HEAD that must keep the GET's Content-Length: written as core made it, Koa stands aside.
+    ctx.respond = false;
+    void writeNodeResponse(ctx.res, out);
+    return;
+  }
   ctx.set(out.headers);
+  const body = out.body as string | Uint8Array;
   // Koa keeps a Content-Type that is already set, so core's header wins over Koa's guess from the body.
-  ctx.body = typeof out.body === 'string' ? out.body : Buffer.from(out.body.buffer, out.body.byteOffset, out.body.byteLength);
+  ctx.body = typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
 }

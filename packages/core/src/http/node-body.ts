@@ -77,9 +77,9 @@ function hasNoBodyByHeaders(stream: Readable): boolean {
 }
 
 /**
- * Which paths below the mount point the service answers: `/v1` and below. Everything else is left to the host,
- * so mounting at the root does not swallow the host's own routes.
+ * Which paths below the mount point the service answers: `/v1` and below, and the playground page
+ * (`/playground`). Everything else is left to the host, so mounting at the root does not swallow its own routes.
  */
 export function isApiPath(pathname: string): boolean {
-  return pathname === '/v1' || pathname.startsWith('/v1/');
+  return pathname === '/v1' || pathname.startsWith('/v1/') || pathname === '/playground' || pathname.startsWith('/playground/');
 }

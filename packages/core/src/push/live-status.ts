@@ -45,64 +45,19 @@ export class LiveStatus {
    */
   async stream(userId: string, generationId: string, lastEventId: number | undefined, baseUrl?: BaseUrl): Promise<AsyncIterable<string>> {
     await this.owned(userId, generationId);
-    const self = this;
+    return new EventStream(this, generationId, lastEventId, baseUrl);
+  }
 
-    // Everything the stream holds is taken when it starts and released in its finally: a stream that is never read
-    // (a HEAD request) holds nothing.
-    async function* run(): AsyncGenerator<string> {
-      // Watch before reading, so nothing committed in between is missed; what the reads below cover is skipped by seq.
-      const pending: GenerationEvent[] = [];
-      let wake: (() => void) | undefined;
-      let keepAlive = false;
-      const unwatch = self.feed.watch(generationId, (e) => {
-        pending.push(e);
-        wake?.();
-      });
-      const tick = (): void => {
-        keepAlive = true;
-        wake?.();
-      };
-      self.streams.add(tick);
-      self.startTicker();
-      try {
-        const rec = await self.store.getById(generationId);
-        if (!rec) return;
-        const history = await self.store.eventsOf(generationId);
-        const last = history[history.length - 1];
-        let sent = last?.seq ?? 0;
-        if (lastEventId !== undefined && last && lastEventId < last.seq) {
-          // Resuming: every event the client missed, each with the generation as it is now.
-          const item = self.views.item(rec, baseUrl);
-          for (const e of history) if (e.seq > lastEventId) yield sse(e.seq, e.type, item);
-        } else {
-          yield sse(sent, last?.type ?? rec.status, self.views.item(rec, baseUrl));
-        }
-        if (isTerminal(rec.status)) return;
-        for (;;) {
-          if (pending.length === 0 && !keepAlive) await new Promise<void>((r) => (wake = r));
-          wake = undefined;
-          if (keepAlive) {
-            keepAlive = false;
-            yield ': keepalive\n\n';
-          }
-          const batch = pending.splice(0).filter((e) => e.seq > sent);
-          if (batch.length === 0) continue;
-          const now = await self.store.getById(generationId);
-          if (!now) return; // deleted by retention while streaming
-          const item = self.views.item(now, baseUrl);
-          for (const e of batch) {
-            sent = e.seq;
-            yield sse(e.seq, e.type, item);
-            if (e.type === 'completed' || e.type === 'failed') return;
-          }
-        }
-      } finally {
-        unwatch();
-        self.streams.delete(tick);
-        if (self.streams.size === 0) self.stopTicker();
-      }
-    }
-    return run();
+  /** @internal The parts an EventStream needs. */
+  get parts(): { store: GenerationStore; feed: EventFeed; views: Views; streams: Set<() => void>; startTicker: () => void; stopTicker: () => void } {
+    return {
+      store: this.store,
+      feed: this.feed,
+      views: this.views,
+      streams: this.streams,
+      startTicker: () => this.startTicker(),
+      stopTicker: () => this.stopTicker(),
+    };
   }
 
   /**
@@ -133,7 +88,7 @@ export class LiveStatus {
     return (await this.store.get(generationId, userId)) ?? first;
   }
 
-  private startTicker(): void {
+  startTicker(): void {
     if (this.ticker) return;
     this.ticker = setInterval(() => {
       for (const tick of this.streams) tick();
@@ -141,7 +96,7 @@ export class LiveStatus {
     this.ticker.unref?.();
   }
 
-  private stopTicker(): void {
+  stopTicker(): void {
     clearInterval(this.ticker);
     this.ticker = undefined;
   }
@@ -149,5 +104,116 @@ export class LiveStatus {
   /** Open streams; for tests and metrics. */
   get openStreams(): number {
     return this.streams.size;
+  }
+}
+
+/**
+ * One live stream, as an async iterator whose `return()` takes effect at once, even while a `next()` waits (an async
+ * generator would queue it behind that `next()` until the next event or keep-alive). Everything it holds (its watch on
+ * the feed, its keep-alive tick) is taken on the first `next()` and released by `return()` or its end: a stream that is
+ * never read (HEAD) holds nothing.
+ */
+class EventStream implements AsyncIterableIterator<string> {
+  private started = false;
+  private closed = false;
+  private readonly outbox: string[] = [];
+  private readonly pending: GenerationEvent[] = [];
+  private wake: (() => void) | undefined;
+  private keepAlive = false;
+  private sent = 0;
+  private finishing = false;
+  private unwatch: (() => void) | undefined;
+  private readonly tick = (): void => {
+    this.keepAlive = true;
+    this.wake?.();
+  };
+
+  constructor(
+    private readonly live: LiveStatus,
+    private readonly generationId: string,
+    private readonly lastEventId: number | undefined,
+    private readonly baseUrl: BaseUrl | undefined,
+  ) {}
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<string> {
+    return this;
+  }
+
+  private async begin(): Promise<void> {
+    const { feed, store, views, streams, startTicker } = this.live.parts;
+    // Watch before reading, so nothing committed in between is missed; what the reads cover is skipped by seq.
+    this.unwatch = feed.watch(this.generationId, (e) => {
+      this.pending.push(e);
+      this.wake?.();
+    });
+    streams.add(this.tick);
+    startTicker();
+    const rec = await store.getById(this.generationId);
+    if (!rec) return this.finish();
+    const history = await store.eventsOf(this.generationId);
+    const last = history[history.length - 1];
+    this.sent = last?.seq ?? 0;
+    if (this.lastEventId !== undefined && last && this.lastEventId < last.seq) {
+      // Resuming: every event the client missed, each with the generation as it is now.
+      const item = views.item(rec, this.baseUrl);
+      for (const e of history) if (e.seq > this.lastEventId) this.outbox.push(sse(e.seq, e.type, item));
+    } else {
+      this.outbox.push(sse(this.sent, last?.type ?? rec.status, views.item(rec, this.baseUrl)));
+    }
+    if (isTerminal(rec.status)) this.finishing = true;
+  }
+
+  async next(): Promise<IteratorResult<string>> {
+    if (!this.started) {
+      this.started = true;
+      await this.begin();
+    }
+    for (;;) {
+      if (this.outbox.length > 0) return { done: false, value: this.outbox.shift()! };
+      if (this.closed || this.finishing) {
+        this.finish();
+        return { done: true, value: undefined };
+      }
+      if (this.pending.length === 0 && !this.keepAlive) await new Promise<void>((r) => (this.wake = r));
+      this.wake = undefined;
+      if (this.closed) continue;
+      if (this.keepAlive) {
+        this.keepAlive = false;
+        this.outbox.push(': keepalive\n\n');
+      }
+      const batch = this.pending.splice(0).filter((e) => e.seq > this.sent);
+      if (batch.length === 0) continue;
+      const { store, views } = this.live.parts;
+      const now = await store.getById(this.generationId);
+      if (!now) {
+        this.finishing = true; // deleted by retention while streaming
+        continue;
+      }
+      const item = views.item(now, this.baseUrl);
+      for (const e of batch) {
+        this.sent = e.seq;
+        this.outbox.push(sse(e.seq, e.type, item));
+        if (e.type === 'completed' || e.type === 'failed') {
+          this.finishing = true;
+          break;
+        }
+      }
+    }
+  }
+
+  async return(): Promise<IteratorResult<string>> {
+    this.closed = true;
+    this.outbox.length = 0;
+    this.finish();
+    this.wake?.();
+    return { done: true, value: undefined };
+  }
+
+  private finish(): void {
+    this.closed = true;
+    this.unwatch?.();
+    this.unwatch = undefined;
+    const { streams, stopTicker } = this.live.parts;
+    if (streams.delete(this.tick) && streams.size === 0) stopTicker();
   }
 }

@@ -1018,6 +1018,139 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
     });
   });
 
+  describe('live status: event stream, long-poll', () => {
+    /** Reads SSE messages from a fetch response until it ends or `count` are read. */
+    async function readSse(res: Response, count = Infinity): Promise<Array<{ id?: string; event?: string; data?: any; comment?: string }>> {
+      const reader = res.body!.getReader();
+      const decoder = new TextDecoder();
+      const out: Array<{ id?: string; event?: string; data?: any; comment?: string }> = [];
+      let buffer = '';
+      while (out.length < count) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let i: number;
+        while ((i = buffer.indexOf('\n\n')) !== -1) {
+          const block = buffer.slice(0, i);
+          buffer = buffer.slice(i + 2);
+          const msg: { id?: string; event?: string; data?: any; comment?: string } = {};
+          for (const line of block.split('\n')) {
+            if (line.startsWith(':')) msg.comment = line.slice(1).trim();
+            else if (line.startsWith('id: ')) msg.id = line.slice(4);
+            else if (line.startsWith('event: ')) msg.event = line.slice(7);
+            else if (line.startsWith('data: ')) msg.data = JSON.parse(line.slice(6));
+          }
+          out.push(msg);
+        }
+      }
+      await reader.cancel().catch(() => undefined);
+      return out;
+    }
+
+    it('streams a generation live through the adapter and ends after its terminal event', async () => {
+      const user = await fx.user(100);
+      const ids: string[] = [];
+      await withHeld(
+        user,
+        async () => {
+          const before = fx.gate.total;
+          const r = await fx.create(user, { modelId: 'held' });
+          ids.push(r.body.generationId);
+          await fx.gate.reached(before + 1);
+          const res = await fetch(`${fx.baseUrl}/v1/generations/${r.body.generationId}/events`, { headers: user.auth });
+          expect(res.status).toBe(200);
+          expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+          const reading = readSse(res);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          fx.gate.open();
+          const messages = await reading;
+          fx.gate.close();
+          expect(messages.map((m) => m.event)).toEqual(['processing', 'completed']);
+          expect(messages[1]!.data).toMatchObject({ generationId: r.body.generationId, status: 'completed', price: 4 });
+          expect(Number(messages[1]!.id)).toBeGreaterThan(Number(messages[0]!.id));
+        },
+        ids,
+      );
+    });
+
+    it('answers 401 and 404 as JSON before any stream, and releases a stream whose client went away', async () => {
+      const user = await fx.user(100);
+      const other = await fx.user(100);
+      const ids: string[] = [];
+      await withHeld(
+        user,
+        async () => {
+          const before = fx.gate.total;
+          const r = await fx.create(user, { modelId: 'held' });
+          ids.push(r.body.generationId);
+          await fx.gate.reached(before + 1);
+          const path = `/v1/generations/${r.body.generationId}/events`;
+          expectError(await fx.call(path, {}), 401, 'unauthorized');
+          const theirs = await fx.call(path, { headers: other.auth });
+          expectError(theirs, 404, 'not_found');
+          expect(theirs.text).toBe((await fx.call(`/v1/generations/${'Q'.repeat(22)}/events`, { headers: other.auth })).text);
+          const watchersBefore = fx.service.stats().watchers;
+          for (let i = 0; i < 5; i++) {
+            const controller = new AbortController();
+            const res = await fetch(`${fx.baseUrl}${path}`, { headers: user.auth, signal: controller.signal });
+            const first = await readSse(res, 1).catch(() => []);
+            expect(first[0]?.event).toBe('processing');
+            controller.abort();
+          }
+          for (let i = 0; i < 200 && fx.service.stats().watchers > watchersBefore; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+          expect(fx.service.stats().watchers).toBe(watchersBefore);
+        },
+        ids,
+      );
+    });
+
+    it('Prefer: wait=N answers as soon as the status changes, with Preference-Applied', async () => {
+      const user = await fx.user(100);
+      const ids: string[] = [];
+      await withHeld(
+        user,
+        async () => {
+          const before = fx.gate.total;
+          const r = await fx.create(user, { modelId: 'held' });
+          ids.push(r.body.generationId);
+          await fx.gate.reached(before + 1);
+          const waiting = fx.call(`/v1/generations/${r.body.generationId}`, { headers: { ...user.auth, prefer: 'wait=20' } });
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          fx.gate.open();
+          const res = await waiting;
+          fx.gate.close();
+          expect(res.status).toBe(200);
+          expect(res.headers.get('preference-applied')).toBe('wait=20');
+          expect(res.body).toMatchObject({ status: 'completed', price: 4 });
+          expect(Object.keys(res.body).sort()).toEqual(['price', 'result', 'status']);
+        },
+        ids,
+      );
+    });
+  });
+
+  describe('repeated Authorization headers', () => {
+    it('refuses a request with two Authorization headers, even when both are valid', async () => {
+      const user = await fx.user(10);
+      const url = new URL(`${fx.baseUrl}/v1/balance`);
+      const { Socket } = await import('node:net');
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = new Socket();
+        let text = '';
+        socket.on('data', (d) => (text += d.toString('latin1')));
+        socket.on('end', () => resolve(text));
+        socket.on('error', reject);
+        socket.connect(Number(url.port), url.hostname, () => {
+          socket.write(
+            `GET ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${user.key}\r\nAuthorization: Bearer ${user.key}\r\nConnection: close\r\n\r\n`,
+          );
+        });
+      });
+      expect(answer.split('\r\n')[0]).toMatch(/^HTTP\/1\.1 401 /);
+      expect((await fx.call('/v1/balance', { headers: user.auth })).status).toBe(200);
+    });
+  });
+
   describe('billing under concurrency', () => {
     it('40 concurrent creates on a balance that covers 3 give exactly 3 x 201 and 37 x 402', async () => {
       const user = await fx.user(30);
