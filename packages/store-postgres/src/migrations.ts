@@ -77,6 +77,76 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX idempotency_keys_created_idx ON ${s}.idempotency_keys (created_at)`,
     ],
   },
+  {
+    version: 2,
+    name: 'event log, list indexes, failure reasons, progress, metadata, remote jobs, webhooks, idempotency takeover',
+    up: (s) => [
+      `ALTER TABLE ${s}.generations
+        ADD COLUMN metadata jsonb,
+        ADD COLUMN error_code text,
+        ADD COLUMN error_message text,
+        ADD COLUMN progress_fraction double precision,
+        ADD COLUMN progress_message text,
+        ADD COLUMN started_at bigint,
+        ADD COLUMN webhook jsonb,
+        ADD COLUMN remote_handle jsonb,
+        ADD COLUMN parked_until bigint,
+        ADD COLUMN claim_resumed boolean NOT NULL DEFAULT false`,
+      // seq: a sequence never hands out a number twice, also after its rows are deleted.
+      `CREATE TABLE ${s}.events (
+        seq bigserial PRIMARY KEY,
+        generation_id text NOT NULL,
+        owner_id text NOT NULL,
+        type text NOT NULL,
+        at bigint NOT NULL,
+        data jsonb NOT NULL
+      )`,
+      `CREATE INDEX events_generation_idx ON ${s}.events (generation_id, seq)`,
+      // A user's list, newest first, with or without a filter: each an index the keyset cursor walks.
+      `CREATE INDEX generations_owner_idx ON ${s}.generations (owner_id, created_at DESC, id DESC)`,
+      `CREATE INDEX generations_owner_status_idx ON ${s}.generations (owner_id, status, created_at DESC, id DESC)`,
+      `CREATE INDEX generations_owner_model_idx ON ${s}.generations (owner_id, model_id, created_at DESC, id DESC)`,
+      // Unfinished records without a generation are what crashed creates left: they only ever answered 409.
+      `DELETE FROM ${s}.idempotency_keys WHERE generation_id IS NULL`,
+      `ALTER TABLE ${s}.idempotency_keys ADD COLUMN done boolean NOT NULL DEFAULT false, ADD COLUMN started_at bigint`,
+      `UPDATE ${s}.idempotency_keys SET done = true, started_at = created_at`,
+      `CREATE TABLE ${s}.webhook_secrets (
+        user_id text PRIMARY KEY,
+        current_key text NOT NULL,
+        previous_key text,
+        previous_expires_at bigint
+      )`,
+      `CREATE TABLE ${s}.webhook_deliveries (
+        id text PRIMARY KEY,
+        generation_id text NOT NULL,
+        owner_id text NOT NULL,
+        seq bigint NOT NULL,
+        type text NOT NULL,
+        url text NOT NULL,
+        payload text NOT NULL,
+        state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed', 'gone')),
+        attempts integer NOT NULL DEFAULT 0,
+        next_attempt_at bigint NOT NULL,
+        lease_owner text,
+        lease_expires_at bigint,
+        created_at bigint NOT NULL,
+        ord bigserial
+      )`,
+      `CREATE INDEX webhook_deliveries_due_idx ON ${s}.webhook_deliveries (next_attempt_at, ord) WHERE state = 'pending'`,
+      `CREATE INDEX webhook_deliveries_generation_idx ON ${s}.webhook_deliveries (generation_id, seq)`,
+      `CREATE INDEX webhook_deliveries_endpoint_idx ON ${s}.webhook_deliveries (owner_id, url) WHERE state = 'pending'`,
+      `CREATE TABLE ${s}.webhook_attempts (
+        delivery_id text NOT NULL,
+        n integer NOT NULL,
+        at bigint NOT NULL,
+        status integer,
+        error text,
+        duration_ms integer NOT NULL,
+        PRIMARY KEY (delivery_id, n)
+      )`,
+      `CREATE TABLE ${s}.cursors (name text PRIMARY KEY, value bigint NOT NULL)`,
+    ],
+  },
 ];
 
 /**

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { createPostgresStores } from '../src/index.js';
-import { generationSql } from '../src/generation-store.js';
+import { generationSql, listSql } from '../src/generation-store.js';
 import { ledgerSql } from '../src/ledger.js';
 import { createTestDatabase, type TestDatabase } from './helpers.js';
 
@@ -61,6 +61,14 @@ beforeAll(async () => {
      FROM generate_series(1, $3) AS i`,
     [T0, OPEN_RESERVES, ROWS],
   );
+  // An event log three times the size of the table: the readers' queries must not scan it.
+  await pool.query(
+    `INSERT INTO ${s}.events (generation_id, owner_id, type, at, data)
+     SELECT 'gen-' || (i % $2 + 1), 'user-' || ((i % $2 + 1) % 500), 'progress', $1::bigint + i, '{"fraction":0.5}'
+     FROM generate_series(1, $2 * 3) AS i`,
+    [T0, ROWS],
+  );
+  await pool.query(`ANALYZE ${s}.events`);
   await pool.query(`ANALYZE ${s}.generations`);
   await pool.query(`ANALYZE ${s}.reserves`);
 }, 120_000);
@@ -104,6 +112,32 @@ describe(`query plans over ${ROWS} generations`, () => {
     const plan = await planOf(l.settle, ['gen-7', 5, T0]);
     expectIndexUse(plan, 'reserves_pkey');
     expect(plan.map((n) => n['Index Name'])).toContain('accounts_pkey');
+  });
+
+  it("pages a user's list through an owner index, with each filter and cursor, without sorting", async () => {
+    for (const status of [false, true]) {
+      for (const modelId of [false, true]) {
+        for (const before of [false, true]) {
+          const values: unknown[] = ['user-345'];
+          if (status) values.push('completed');
+          if (modelId) values.push('model');
+          if (before) values.push(T0 + 15_000, 'gen-15000');
+          values.push(21);
+          const plan = await planOf(listSql(s, { status, modelId, before }), values);
+          const want = status ? 'generations_owner_status_idx' : modelId ? 'generations_owner_model_idx' : 'generations_owner_idx';
+          const label = JSON.stringify({ status, modelId, before });
+          const used = plan.filter((n) => /Index/.test(n['Node Type'])).map((n) => n['Index Name']);
+          expect(used.some((i) => i === want || (status && modelId && i === 'generations_owner_model_idx')), `${label}: ${used.join(',')}`).toBe(true);
+          expect(plan.filter((n) => n['Node Type'] === 'Seq Scan'), label).toEqual([]);
+          expect(plan.filter((n) => n['Node Type'] === 'Sort'), label).toEqual([]);
+        }
+      }
+    }
+  });
+
+  it('reads the event log forward and one generation\u2019s events through indexes', async () => {
+    expectIndexUse(await planOf(g.readEvents, [ROWS, 500]), 'events_pkey');
+    expectIndexUse(await planOf(g.eventsOf, ['gen-12345', 0]), 'events_generation_idx');
   });
 
   it('returns what the plans promise', async () => {

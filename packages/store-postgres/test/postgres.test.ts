@@ -301,20 +301,26 @@ describe('durability and failures', () => {
     await first.ledger.credit('u1', 50);
     await first.ledger.reserve('u1', 'g1', 10, T0);
     await first.apiKeys.addKey('key-1', 'u1');
-    await first.idempotency.begin('u1', 'idem', 'hash', T0);
+    await first.idempotency.begin('u1', 'idem', 'hash', T0, 'g1');
     await first.idempotency.finish('u1', 'idem', 'g1');
+    await first.store.claim('g1', { workerId: 'w', leaseMs: 1000, now: T0 + 1 });
+    await first.store.progress('g1', { workerId: 'w', fraction: 0.5, now: T0 + 2 });
     await first.close();
     await expect(first.ledger.balance('u1')).rejects.toBeInstanceOf(UnavailableError);
 
     const second = await createPostgresStores({ connectionString: db.url, schema });
     try {
-      expect(await second.store.get('g1', 'u1')).toMatchObject({ id: 'g1', status: 'pending', reserved: 10 });
+      expect(await second.store.get('g1', 'u1')).toMatchObject({ id: 'g1', status: 'processing', reserved: 10, progress: { fraction: 0.5 } });
+      // The event log survives too, and a new event continues its sequence.
+      const events = await second.store.eventsOf('g1');
+      expect(events.map((e) => e.type)).toEqual(['created', 'processing', 'progress']);
+      expect(await second.store.lastSeq()).toBe(events[2]!.seq);
       expect(await second.ledger.account('u1')).toEqual({ balance: 40, reserved: 10, settled: 0 });
       expect(await second.ledger.openReserves(5)).toEqual([
         { generationId: 'g1', userId: 'u1', amount: 10, createdAt: T0 },
       ]);
       expect(await second.apiKeys.resolve('key-1')).toEqual({ userId: 'u1' });
-      expect(await second.idempotency.begin('u1', 'idem', 'hash', T0 + 1)).toEqual({
+      expect(await second.idempotency.begin('u1', 'idem', 'hash', T0 + 1, 'g2')).toEqual({
         state: 'done',
         generationId: 'g1',
         requestHash: 'hash',
