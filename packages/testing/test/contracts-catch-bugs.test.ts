@@ -122,13 +122,23 @@ const ports = (o) => async () => ({
   close: async () => undefined,
 });
 class Naive {
-  constructor(o) { this.o = o; this.backlog = []; this.running = new Map(); this.stopped = false; this.active = 0; }
-  async enqueue(j) { if (this.o.dedupe && this.backlog.some((b) => b.generationId === j.generationId)) return; this.backlog.push(j); this.pump(); }
+  constructor(o) { this.o = o; this.lanes = new Map(); this.ring = []; this.running = new Map(); this.stopped = false; this.active = 0; }
+  get backlog() { return [...this.lanes.values()].flat(); }
+  async enqueue(j, opts = {}) {
+    if (opts.delayMs > 0) { setTimeout(() => this.enqueue(j), opts.delayMs); return; }
+    if (this.o.dedupe && this.backlog.some((b) => b.generationId === j.generationId)) return;
+    const owner = j.ownerId ?? '';
+    if (!this.lanes.has(owner)) { this.lanes.set(owner, []); this.ring.push(owner); }
+    this.lanes.get(owner).push(j);
+    this.pump();
+  }
   async start(h) { this.h = h; this.stopped = false; this.pump(); }
   pump() {
     if (!this.h || (this.stopped && !this.o.afterStop)) return;
-    while (this.backlog.length && this.active < (this.o.limit ?? Infinity)) {
-      const j = this.backlog.shift(); const c = new AbortController(); this.active++; this.running.set(j.generationId, c);
+    while (this.ring.length && this.active < (this.o.limit ?? Infinity)) {
+      const owner = this.ring.shift(); const lane = this.lanes.get(owner); const j = lane.shift();
+      if (lane.length) this.ring.push(owner); else this.lanes.delete(owner);
+      const c = new AbortController(); this.active++; this.running.set(j.generationId, c);
       Promise.resolve().then(() => this.h(j, c.signal)).catch(() => {}).finally(() => { this.active--; this.running.delete(j.generationId); this.pump(); });
     }
   }

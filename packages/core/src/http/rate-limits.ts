@@ -21,6 +21,17 @@ export type RateLimitVerdict =
   | { allowed: false; headers: Record<string, string>; retryAfterSeconds: number }
   | { allowed: 'unavailable' };
 
+async function withRetries<T>(make: () => Promise<T>, tries = 3): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await make();
+    } catch (err) {
+      if (i >= tries) throw err;
+      await new Promise((r) => setTimeout(r, 20 * i));
+    }
+  }
+}
+
 /** A limiter once it is ready: the SQL backends create their table first (asynchronously). */
 function build(backend: RateLimitBackend, rule: RateLimitRule, keyPrefix: string): Promise<RateLimiterAbstract> {
   const base = { keyPrefix, points: rule.points, duration: rule.durationSeconds };
@@ -30,13 +41,17 @@ function build(backend: RateLimitBackend, rule: RateLimitRule, keyPrefix: string
     case 'redis':
       return Promise.resolve(new RateLimiterRedis({ ...base, storeClient: backend.client, useRedisPackage: false } as ConstructorParameters<typeof RateLimiterRedis>[0]));
     case 'postgres':
-      // One table for every class (rows are keyed by prefix); made on first use.
-      return new Promise((resolve, reject) => {
-        const limiter: RateLimiterAbstract = new RateLimiterPostgres(
-          { ...base, storeClient: backend.client, tableName: backend.tableName ?? 'genservice_rate_limits' },
-          (err?: unknown) => (err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve(limiter)),
-        );
-      });
+      // One table for every class (rows are keyed by prefix); made on first use. Instances starting together race to
+      // create it and the losers get a duplicate-type error: a second try finds the table there.
+      return withRetries(
+        () =>
+          new Promise((resolve, reject) => {
+            const limiter: RateLimiterAbstract = new RateLimiterPostgres(
+              { ...base, storeClient: backend.client, tableName: backend.tableName ?? 'genservice_rate_limits' },
+              (err?: unknown) => (err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve(limiter)),
+            );
+          }),
+      );
     case 'sqlite':
       return new Promise((resolve, reject) => {
         const limiter: RateLimiterAbstract = new RateLimiterSQLite(
@@ -54,7 +69,10 @@ function build(backend: RateLimitBackend, rule: RateLimitRule, keyPrefix: string
  */
 @injectable()
 export class RateLimits {
-  private readonly limiters = new Map<RateLimitClass, { limiter: Promise<RateLimiterAbstract>; policy: string; rule: RateLimitRule }>();
+  private readonly limiters = new Map<
+    RateLimitClass,
+    { limiter: Promise<RateLimiterAbstract>; build: () => Promise<RateLimiterAbstract>; policy: string; rule: RateLimitRule }
+  >();
   private readonly logger: Logger;
   private lastWarning = 0;
 
@@ -68,11 +86,15 @@ export class RateLimits {
     for (const cls of ['create', 'read', 'stream', 'unauthenticated'] as const) {
       const rule = config[cls];
       if (!rule) continue;
-      const limiter = build(config.backend, rule, `${config.keyPrefix}:${cls}`);
-      // A backend that cannot make its table is reported on each use (fail open or closed), not as an unhandled rejection.
-      limiter.catch(() => undefined);
+      const make = (): Promise<RateLimiterAbstract> => {
+        const limiter = build(config.backend, rule, `${config.keyPrefix}:${cls}`);
+        // A backend that cannot make its table is reported on each use (fail open or closed), not as an unhandled rejection.
+        limiter.catch(() => undefined);
+        return limiter;
+      };
       this.limiters.set(cls, {
-        limiter,
+        limiter: make(),
+        build: make,
         policy: `"${cls}";q=${rule.points};w=${rule.durationSeconds}`,
         rule,
       });
@@ -100,21 +122,34 @@ export class RateLimits {
   private async ask(cls: RateLimitClass, _key: string, op: (l: RateLimiterAbstract) => Promise<RateLimiterRes>): Promise<RateLimitVerdict> {
     const entry = this.limiters.get(cls);
     if (!entry) return { allowed: true, headers: {} };
+    let limiter: RateLimiterAbstract;
     try {
-      const res = await op(await entry.limiter);
+      limiter = await entry.limiter;
+    } catch (err) {
+      // Making the table failed (the database was down, or instances raced to create it): try again next time
+      // rather than stay broken for the life of the process.
+      entry.limiter = entry.build();
+      return this.backendFailed(cls, err);
+    }
+    try {
+      const res = await op(limiter);
       return { allowed: true, headers: this.fields(entry.policy, cls, res.remainingPoints, res.msBeforeNext) };
     } catch (err) {
       if (err instanceof RateLimiterRes) {
         const retryAfterSeconds = Math.max(1, Math.ceil(err.msBeforeNext / 1000));
         return { allowed: false, retryAfterSeconds, headers: { ...this.fields(entry.policy, cls, 0, err.msBeforeNext), 'retry-after': String(retryAfterSeconds) } };
       }
-      const now = Date.now();
-      if (now - this.lastWarning > 10_000) {
-        this.lastWarning = now;
-        this.logger.warn({ err: err instanceof Error ? err.message : String(err), class: cls, failOpen: this.options.rateLimits!.failOpen }, 'rate limit backend failed');
-      }
-      return this.options.rateLimits!.failOpen ? { allowed: true, headers: {} } : { allowed: 'unavailable' };
+      return this.backendFailed(cls, err);
     }
+  }
+
+  private backendFailed(cls: RateLimitClass, err: unknown): RateLimitVerdict {
+    const now = Date.now();
+    if (now - this.lastWarning > 10_000) {
+      this.lastWarning = now;
+      this.logger.warn({ err: err instanceof Error ? err.message : String(err), class: cls, failOpen: this.options.rateLimits!.failOpen }, 'rate limit backend failed');
+    }
+    return this.options.rateLimits!.failOpen ? { allowed: true, headers: {} } : { allowed: 'unavailable' };
   }
 
   private fields(policy: string, cls: RateLimitClass, remaining: number, msBeforeNext: number): Record<string, string> {
