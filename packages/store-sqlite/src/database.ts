@@ -147,6 +147,16 @@ export const MIGRATIONS: readonly Migration[] = [
       UPDATE idempotency_keys SET done = 1, started_at = created_at;
     `,
   },
+  {
+    version: 3,
+    name: 'remote jobs: handle and parking',
+    sql: `
+      -- A two-phase provider's handle of its upstream job (JSON), stored before the first check.
+      ALTER TABLE generations ADD COLUMN remote_handle TEXT;
+      -- Between checks a remote job is parked: processing, no lease, due again at this time.
+      ALTER TABLE generations ADD COLUMN parked_until  INTEGER;
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

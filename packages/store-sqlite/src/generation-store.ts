@@ -8,6 +8,7 @@ import type {
   GenerationRecord,
   GenerationStatus,
   GenerationStore,
+  InsertOptions,
   ListQuery,
   NewGeneration,
   ProgressInput,
@@ -41,6 +42,8 @@ interface GenerationRow {
   updated_at: number;
   started_at: number | null;
   finished_at: number | null;
+  remote_handle: string | null;
+  parked_until: number | null;
 }
 
 interface EventRow {
@@ -54,7 +57,7 @@ interface EventRow {
 
 const COLUMNS = `id, owner_id, model_id, settings, status, reserved, price, result_text, result_key, failure_reason,
   error_code, error_message, metadata, webhook, progress_fraction, progress_message,
-  attempts, lease_owner, lease_expires_at, created_at, updated_at, started_at, finished_at`;
+  attempts, lease_owner, lease_expires_at, created_at, updated_at, started_at, finished_at, remote_handle, parked_until`;
 
 const EVENT_COLUMNS = 'seq, generation_id, owner_id, type, at, data';
 
@@ -73,7 +76,7 @@ const LEASE_EXPIRED = `(lease_expires_at IS NULL OR lease_expires_at <= @now)`;
 const FAIL_SET = `status = 'failed',
            price = CASE WHEN status = 'pending' THEN coalesce(@pendingPrice, @price) ELSE @price END,
            failure_reason = @reason, error_code = @errorCode, error_message = @errorMessage,
-           finished_at = @now, updated_at = @now`;
+           parked_until = NULL, finished_at = @now, updated_at = @now`;
 
 /** Which optional parts a list query has; each combination is its own statement, so each can use its index. */
 export interface ListShape {
@@ -105,11 +108,20 @@ export const GENERATION_SQL = {
     VALUES (@id, @ownerId, @modelId, @settings, 'pending', @reserved, 0, @metadata, @webhook, @createdAt, @createdAt)`,
   get: `SELECT ${COLUMNS} FROM generations WHERE id = ? AND owner_id = ?`,
   getById: `SELECT ${COLUMNS} FROM generations WHERE id = ?`,
+  // A parked remote job's claim is a planned check: no attempt (SET sees the row as it was). The caller reads
+  // parked_until first, in the same transaction, to know whether to append the event.
   claim: `UPDATE generations
-       SET status = 'processing', attempts = attempts + 1, lease_owner = @workerId,
+       SET status = 'processing', attempts = attempts + CASE WHEN parked_until IS NULL THEN 1 ELSE 0 END,
+           parked_until = NULL, lease_owner = @workerId,
            lease_expires_at = @expiresAt, updated_at = @now, started_at = coalesce(started_at, @now)
      WHERE id = @id AND (status = 'pending' OR (status = 'processing' AND ${LEASE_EXPIRED}))
     RETURNING ${COLUMNS}`,
+  parkedOf: `SELECT parked_until FROM generations WHERE id = ?`,
+  countUnfinished: `SELECT count(*) AS n FROM generations WHERE owner_id = ? AND status IN ('pending', 'processing')`,
+  setRemoteHandle: `UPDATE generations SET remote_handle = @handle, updated_at = @now
+     WHERE id = @id AND ${HOLDS_LEASE} AND remote_handle IS NULL`,
+  park: `UPDATE generations SET lease_owner = NULL, lease_expires_at = NULL, parked_until = @until, updated_at = @now
+     WHERE id = @id AND ${HOLDS_LEASE}`,
   renew: `UPDATE generations SET lease_expires_at = @expiresAt, updated_at = @now WHERE id = @id AND ${HOLDS_LEASE}`,
   progress: `UPDATE generations
        SET progress_fraction = @fraction, progress_message = @message, updated_at = @now
@@ -183,7 +195,9 @@ export class SqliteGenerationStore implements GenerationStore {
   /** Prepared on first use, one per shape (status / model / cursor present or not). */
   private readonly listStmts = new Map<string, Statement>();
 
-  private readonly insertTx: Tx<[NewGeneration], void>;
+  private readonly insertTx: Tx<[NewGeneration, number | undefined], 'inserted' | 'limit_reached'>;
+  private readonly setRemoteHandleStmt: Statement;
+  private readonly parkStmt: Statement;
   private readonly claimTx: Tx<[string, ClaimOptions], GenerationRow | undefined>;
   private readonly progressTx: Tx<[string, ProgressInput], boolean>;
   private readonly completeTx: Tx<[string, CompleteInput], boolean>;
@@ -202,6 +216,10 @@ export class SqliteGenerationStore implements GenerationStore {
     this.countStmt = db.prepare(GENERATION_SQL.count);
 
     const insertStmt = db.prepare(GENERATION_SQL.insert);
+    const countUnfinishedStmt = db.prepare(GENERATION_SQL.countUnfinished);
+    const parkedOfStmt = db.prepare(GENERATION_SQL.parkedOf);
+    this.setRemoteHandleStmt = db.prepare(GENERATION_SQL.setRemoteHandle);
+    this.parkStmt = db.prepare(GENERATION_SQL.park);
     const claimStmt = db.prepare(GENERATION_SQL.claim);
     const progressStmt = db.prepare(GENERATION_SQL.progress);
     const completeStmt = db.prepare(GENERATION_SQL.complete);
@@ -216,7 +234,9 @@ export class SqliteGenerationStore implements GenerationStore {
 
     // IMMEDIATE: each takes the write lock before its first statement, so a transaction never has to upgrade a
     // read snapshot (which, in WAL mode, fails at once with SQLITE_BUSY_SNAPSHOT instead of waiting).
-    this.insertTx = db.transaction((gen: NewGeneration) => {
+    // IMMEDIATE: the write lock is held from the count to the insert, across processes, so the cap is exact.
+    this.insertTx = db.transaction((gen: NewGeneration, max: number | undefined) => {
+      if (max !== undefined && (countUnfinishedStmt.get(gen.ownerId) as { n: number }).n >= max) return 'limit_reached' as const;
       insertStmt.run({
         id: gen.id,
         ownerId: gen.ownerId,
@@ -228,13 +248,15 @@ export class SqliteGenerationStore implements GenerationStore {
         createdAt: gen.createdAt,
       });
       append(gen.id, gen.ownerId, 'created', gen.createdAt, { modelId: gen.modelId });
+      return 'inserted' as const;
     }).immediate;
 
     this.claimTx = db.transaction((id: string, opts: ClaimOptions) => {
+      const resumed = (parkedOfStmt.get(id) as { parked_until: number | null } | undefined)?.parked_until != null;
       const row = claimStmt.get({ id, workerId: opts.workerId, expiresAt: opts.now + opts.leaseMs, now: opts.now }) as
         | GenerationRow
         | undefined;
-      if (row) append(id, row.owner_id, 'processing', opts.now, { attempt: row.attempts });
+      if (row && !resumed) append(id, row.owner_id, 'processing', opts.now, { attempt: row.attempts });
       return row;
     }).immediate;
 
@@ -292,9 +314,9 @@ export class SqliteGenerationStore implements GenerationStore {
     }).immediate;
   }
 
-  async insert(gen: NewGeneration): Promise<void> {
+  async insert(gen: NewGeneration, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {
     try {
-      this.insertTx(gen);
+      return this.insertTx(gen, options.maxUnfinishedPerOwner);
     } catch (error) {
       if (isConstraint(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) {
         throw new Error(`Generation ${gen.id} already exists`, { cause: error });
@@ -322,6 +344,15 @@ export class SqliteGenerationStore implements GenerationStore {
 
   async progress(id: string, input: ProgressInput): Promise<boolean> {
     return this.progressTx(id, input);
+  }
+
+  /** No event: the handle is the runner's bookkeeping, not a change a client sees. */
+  async setRemoteHandle(id: string, workerId: string, handle: unknown, now: number): Promise<boolean> {
+    return this.setRemoteHandleStmt.run({ id, workerId, handle: JSON.stringify(handle ?? null), now }).changes === 1;
+  }
+
+  async park(id: string, workerId: string, until: number, now: number): Promise<boolean> {
+    return this.parkStmt.run({ id, workerId, until, now }).changes === 1;
   }
 
   async complete(id: string, input: CompleteInput): Promise<boolean> {
@@ -428,6 +459,8 @@ function toRecord(row: GenerationRow | undefined): GenerationRecord | null {
   if (row.lease_expires_at !== null) record.leaseExpiresAt = row.lease_expires_at;
   if (row.started_at !== null) record.startedAt = row.started_at;
   if (row.finished_at !== null) record.finishedAt = row.finished_at;
+  if (row.remote_handle !== null) record.remoteHandle = JSON.parse(row.remote_handle) as unknown;
+  if (row.parked_until !== null) record.parkedUntil = row.parked_until;
   return record;
 }
 
