@@ -5,6 +5,7 @@ import { PostgresApiKeyStore } from './api-keys.js';
 import { validateSchemaName } from './db.js';
 import { PostgresGenerationStore } from './generation-store.js';
 import { PostgresIdempotencyStore } from './idempotency.js';
+import { PostgresWebhookStore } from './webhook-store.js';
 import { PostgresLedger } from './ledger.js';
 import { runMigrations } from './migrations.js';
 
@@ -29,6 +30,8 @@ export interface PostgresStores {
   ledger: Ledger;
   apiKeys: ApiKeyStore;
   idempotency: IdempotencyStore;
+  /** Webhook secrets and the delivery outbox: pass as the service's `webhookStore`. */
+  webhookStore: PostgresWebhookStore;
   pool: Pool;
   /** Applies pending migrations (already done by `createPostgresStores`; safe to call again). */
   migrate(): Promise<void>;
@@ -77,6 +80,7 @@ export async function createPostgresStores(options: PostgresStoresOptions = {}):
     ledger: new PostgresLedger(pool, { schema }),
     apiKeys: new PostgresApiKeyStore(pool, { schema }),
     idempotency: new PostgresIdempotencyStore(pool, { schema }),
+    webhookStore: new PostgresWebhookStore(pool, { schema }),
     pool,
     migrate,
     async close(): Promise<void> {

@@ -19,6 +19,8 @@ export { PostgresGenerationStore } from './generation-store.js';
 export { PostgresLedger } from './ledger.js';
 export { PostgresApiKeyStore } from './api-keys.js';
 export { PostgresIdempotencyStore } from './idempotency.js';
+export { PostgresWebhookStore } from './webhook-store.js';
+export { PostgresNotifier, type PostgresNotifierOptions } from './notifier.js';
 export { runMigrations, MIGRATIONS, MIGRATION_LOCK_KEY } from './migrations.js';
 export type { Migration } from './migrations.js';
 export { isConnectionError } from './errors.js';

@@ -8,6 +8,7 @@ import { describeStoreContract } from './store.js';
 
 export { runBlobStoreContract } from './blob.js';
 export { runQueueContract, type QueueUnderTest } from './queue.js';
+export { runWebhookStoreContract, type WebhookStoreUnderTest } from './webhooks.js';
 
 /** The ports a durable backend (or the in-memory set) provides together. */
 export interface PortsUnderTest {

@@ -1,0 +1,198 @@
+import type {
+  Delivery,
+  DeliveryAttempt,
+  DeliveryOutcome,
+  DeliveryWithAttempts,
+  NewDelivery,
+  WebhookSecrets,
+  WebhookStore,
+} from '@genservice/core';
+import type { Pool } from 'pg';
+import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
+
+type Row = Record<string, unknown>;
+
+function toDelivery(r: Row): Delivery {
+  const d: Delivery = {
+    id: decodeKey(String(r.id)),
+    generationId: decodeKey(String(r.generation_id)),
+    ownerId: decodeKey(String(r.owner_id)),
+    seq: num(r.seq),
+    type: r.type as Delivery['type'],
+    url: String(r.url),
+    payload: String(r.payload),
+    nextAttemptAt: num(r.next_attempt_at),
+    createdAt: num(r.created_at),
+    state: r.state as Delivery['state'],
+    attempts: num(r.attempts),
+  };
+  const owner = optStr(r.lease_owner);
+  if (owner !== undefined) d.leaseOwner = decodeKey(owner);
+  const until = optNum(r.lease_expires_at);
+  if (until !== undefined) d.leaseExpiresAt = until;
+  return d;
+}
+
+/**
+ * Webhook secrets and the delivery outbox on PostgreSQL (tables from migration 2). Claims use `FOR UPDATE SKIP LOCKED`
+ * inside one UPDATE, so instances claiming at once each get different deliveries without waiting on each other; every
+ * other change is one conditional statement.
+ */
+export class PostgresWebhookStore implements WebhookStore {
+  private readonly db: PgDatabase;
+
+  constructor(pool: Pool, options: { schema?: string } = {}) {
+    this.db = new PgDatabase(pool, options.schema ?? 'genservice');
+  }
+
+  async getSecrets(userId: string, now: number): Promise<WebhookSecrets | null> {
+    const { rows } = await this.db.query(`SELECT current_key, previous_key, previous_expires_at FROM ${this.db.s}.webhook_secrets WHERE user_id = $1`, [
+      encodeKey(userId),
+    ]);
+    const r = rows[0];
+    if (!r) return null;
+    const expires = optNum(r.previous_expires_at);
+    return r.previous_key !== null && expires !== undefined && expires > now
+      ? { current: String(r.current_key), previous: { key: String(r.previous_key), expiresAt: expires } }
+      : { current: String(r.current_key) };
+  }
+
+  async ensureSecret(userId: string, candidate: string, _now: number): Promise<string> {
+    const { rows } = await this.db.query(
+      `WITH ins AS (INSERT INTO ${this.db.s}.webhook_secrets (user_id, current_key) VALUES ($1, $2) ON CONFLICT (user_id) DO NOTHING RETURNING current_key)
+       SELECT current_key FROM ins UNION ALL SELECT current_key FROM ${this.db.s}.webhook_secrets WHERE user_id = $1 LIMIT 1`,
+      [encodeKey(userId), candidate],
+    );
+    if (rows[0]) return String(rows[0].current_key);
+    // The racing insert committed after this statement's snapshot: read it now.
+    return (await this.getSecrets(userId, 0))!.current;
+  }
+
+  async rotateSecret(userId: string, newKey: string, now: number, overlapMs: number): Promise<WebhookSecrets> {
+    await this.db.query(
+      `INSERT INTO ${this.db.s}.webhook_secrets (user_id, current_key) VALUES ($1, $2)
+       ON CONFLICT (user_id) DO UPDATE SET previous_key = ${this.db.s}.webhook_secrets.current_key,
+         previous_expires_at = $3, current_key = EXCLUDED.current_key`,
+      [encodeKey(userId), newKey, now + overlapMs],
+    );
+    return (await this.getSecrets(userId, now))!;
+  }
+
+  async addDeliveries(deliveries: NewDelivery[]): Promise<void> {
+    if (deliveries.length === 0) return;
+    const col = <T>(f: (d: NewDelivery) => T): T[] => deliveries.map(f);
+    await this.db.query(
+      `INSERT INTO ${this.db.s}.webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[])
+       ON CONFLICT (id) DO NOTHING`,
+      [
+        col((d) => encodeKey(d.id)),
+        col((d) => encodeKey(d.generationId)),
+        col((d) => encodeKey(d.ownerId)),
+        col((d) => d.seq),
+        col((d) => d.type),
+        col((d) => storableText(d.url)),
+        col((d) => storableText(d.payload)),
+        col((d) => d.nextAttemptAt),
+        col((d) => d.createdAt),
+      ],
+    );
+  }
+
+  async claimDue(now: number, limit: number, workerId: string, leaseMs: number): Promise<Delivery[]> {
+    if (!(limit > 0)) return [];
+    const s = this.db.s;
+    const { rows } = await this.db.query(
+      `UPDATE ${s}.webhook_deliveries SET lease_owner = $3, lease_expires_at = $1 + $4::bigint
+       WHERE id = ANY(ARRAY(
+         SELECT id FROM ${s}.webhook_deliveries
+         WHERE state = 'pending' AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+         ORDER BY next_attempt_at, ord LIMIT $2 FOR UPDATE SKIP LOCKED))
+         AND state = 'pending' AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+       RETURNING *`,
+      [now, Math.floor(limit), encodeKey(workerId), leaseMs],
+    );
+    return rows.map(toDelivery).sort((a, b) => a.nextAttemptAt - b.nextAttemptAt);
+  }
+
+  async recordAttempt(id: string, workerId: string, attempt: DeliveryAttempt, outcome: DeliveryOutcome): Promise<boolean> {
+    const s = this.db.s;
+    const { rows } = await this.db.query<{ n: number }>(
+      `WITH u AS (
+         UPDATE ${s}.webhook_deliveries
+         SET attempts = attempts + 1, state = $4, next_attempt_at = coalesce($5::bigint, next_attempt_at),
+             lease_owner = NULL, lease_expires_at = NULL
+         WHERE id = $1 AND state = 'pending' AND lease_owner = $2 AND lease_expires_at > $3
+         RETURNING id, attempts),
+       a AS (INSERT INTO ${s}.webhook_attempts (delivery_id, n, at, status, error, duration_ms)
+         SELECT id, attempts, $3, $6, $7, $8 FROM u)
+       SELECT count(*)::int AS n FROM u`,
+      [
+        encodeKey(id),
+        encodeKey(workerId),
+        attempt.at,
+        outcome.state,
+        outcome.state === 'pending' ? (outcome.nextAttemptAt ?? null) : null,
+        attempt.status ?? null,
+        attempt.error === undefined ? null : storableText(attempt.error),
+        Math.max(0, Math.round(attempt.durationMs)),
+      ],
+    );
+    return rows[0]!.n === 1;
+  }
+
+  async stopEndpoint(ownerId: string, url: string): Promise<number> {
+    const res = await this.db.query(`UPDATE ${this.db.s}.webhook_deliveries SET state = 'gone' WHERE owner_id = $1 AND url = $2 AND state = 'pending'`, [
+      encodeKey(ownerId),
+      storableText(url),
+    ]);
+    return res.rowCount ?? 0;
+  }
+
+  async deliveriesOf(generationId: string): Promise<DeliveryWithAttempts[]> {
+    const s = this.db.s;
+    const { rows } = await this.db.query(`SELECT * FROM ${s}.webhook_deliveries WHERE generation_id = $1 ORDER BY seq, ord`, [encodeKey(generationId)]);
+    if (rows.length === 0) return [];
+    const { rows: attempts } = await this.db.query(
+      `SELECT * FROM ${s}.webhook_attempts WHERE delivery_id = ANY($1::text[]) ORDER BY delivery_id, n`,
+      [rows.map((r) => r.id)],
+    );
+    const byDelivery = new Map<string, DeliveryAttempt[]>();
+    for (const a of attempts) {
+      const list = byDelivery.get(String(a.delivery_id)) ?? [];
+      const entry: DeliveryAttempt = { at: num(a.at), durationMs: num(a.duration_ms) };
+      if (a.status !== null) entry.status = num(a.status);
+      if (a.error !== null) entry.error = String(a.error);
+      list.push(entry);
+      byDelivery.set(String(a.delivery_id), list);
+    }
+    return rows.map((r) => ({ ...toDelivery(r), history: byDelivery.get(String(r.id)) ?? [] }));
+  }
+
+  async getCursor(name: string): Promise<number> {
+    const { rows } = await this.db.query(`SELECT value FROM ${this.db.s}.cursors WHERE name = $1`, [encodeKey(name)]);
+    return rows[0] ? num(rows[0].value) : 0;
+  }
+
+  async advanceCursor(name: string, from: number, to: number): Promise<boolean> {
+    const s = this.db.s;
+    const moved = await this.db.query(`UPDATE ${s}.cursors SET value = $3 WHERE name = $1 AND value = $2`, [encodeKey(name), from, to]);
+    if (moved.rowCount === 1) return true;
+    if (from !== 0) return false;
+    // Never set: it reads 0, so a move from 0 creates it (one of racing creators wins).
+    const made = await this.db.query(`INSERT INTO ${s}.cursors (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, [encodeKey(name), to]);
+    return made.rowCount === 1;
+  }
+
+  async deleteForGenerations(generationIds: string[]): Promise<number> {
+    if (generationIds.length === 0) return 0;
+    const s = this.db.s;
+    const { rows } = await this.db.query<{ n: number }>(
+      `WITH gone AS (DELETE FROM ${s}.webhook_deliveries WHERE generation_id = ANY($1::text[]) RETURNING id),
+       a AS (DELETE FROM ${s}.webhook_attempts WHERE delivery_id = ANY(ARRAY(SELECT id FROM gone)))
+       SELECT count(*)::int AS n FROM gone`,
+      [generationIds.map(encodeKey)],
+    );
+    return rows[0]!.n;
+  }
+}

@@ -1,0 +1,171 @@
+import { describe, expect, it } from 'vitest';
+import type { NewDelivery, WebhookStore } from '@genservice/core';
+import { T0, uid, useFresh } from './harness.js';
+
+export interface WebhookStoreUnderTest {
+  webhooks: WebhookStore;
+  close(): Promise<void>;
+}
+
+/**
+ * Contract every WebhookStore passes. `make()` runs before every test; the suite only relies on the ids it makes, so a
+ * backend that keeps data between tests works too.
+ */
+export function runWebhookStoreContract(name: string, make: () => Promise<WebhookStoreUnderTest>): void {
+  describe(`${name}: WebhookStore contract`, () => {
+    const subject = useFresh(make);
+    const hooks = (): WebhookStore => subject().webhooks;
+
+    function delivery(over: Partial<NewDelivery> = {}): NewDelivery {
+      return {
+        id: uid('msg'),
+        generationId: uid('gen'),
+        ownerId: uid('owner'),
+        seq: 1,
+        type: 'generation.completed',
+        url: "https://hooks.example.com/in?x='1'&y=\u00e9",
+        payload: '{"type":"generation.completed","data":{"note":"\u2603"}}',
+        nextAttemptAt: T0,
+        createdAt: T0,
+        ...over,
+      };
+    }
+
+    describe('secrets', () => {
+      it('keeps exactly one secret among concurrent ensures, and every call returns it', async () => {
+        const user = uid('user');
+        expect(await hooks().getSecrets(user, T0)).toBeNull();
+        const got = await Promise.all(Array.from({ length: 20 }, (_, i) => hooks().ensureSecret(user, `whsec_candidate${i}`, T0)));
+        expect(new Set(got).size).toBe(1);
+        expect(await hooks().getSecrets(user, T0)).toEqual({ current: got[0] });
+        expect(await hooks().ensureSecret(user, 'whsec_later', T0 + 1)).toBe(got[0]);
+        expect(await hooks().getSecrets(uid('other'), T0)).toBeNull();
+      });
+
+      it('rotates: the old key stays as previous until the overlap ends', async () => {
+        const user = uid('user');
+        await hooks().ensureSecret(user, 'whsec_one', T0);
+        expect(await hooks().rotateSecret(user, 'whsec_two', T0 + 10, 1000)).toEqual({ current: 'whsec_two', previous: { key: 'whsec_one', expiresAt: T0 + 1010 } });
+        expect(await hooks().getSecrets(user, T0 + 1009)).toEqual({ current: 'whsec_two', previous: { key: 'whsec_one', expiresAt: T0 + 1010 } });
+        expect(await hooks().getSecrets(user, T0 + 1010)).toEqual({ current: 'whsec_two' });
+        // A user who never had one gets it made.
+        const fresh = uid('user');
+        expect((await hooks().rotateSecret(fresh, 'whsec_first', T0, 1000)).current).toBe('whsec_first');
+      });
+    });
+
+    /** Leases away, for ever, whatever other tests left due by `at`: a backend that keeps data must not skew claims. */
+    async function drain(at: number): Promise<void> {
+      while ((await hooks().claimDue(at, 1000, 'drain', 1e12)).length > 0) {
+        // again, until nothing is due
+      }
+    }
+
+    describe('deliveries', () => {
+      it('adds idempotently by id: the first write wins', async () => {
+        const d = delivery();
+        await hooks().addDeliveries([d]);
+        await hooks().addDeliveries([{ ...d, payload: '{"changed":true}', url: 'https://elsewhere.example.com' }]);
+        const [got] = await hooks().deliveriesOf(d.generationId);
+        expect(got).toMatchObject({ id: d.id, payload: d.payload, url: d.url, state: 'pending', attempts: 0, history: [] });
+      });
+
+      it('hands due pending deliveries out oldest first, up to the limit, each to one claimer under a lease', async () => {
+        const owner = uid('owner');
+        const gen = uid('gen');
+        await drain(T0 + 2000);
+        const ds = [3, 1, 2, 9].map((k, i) => delivery({ id: uid(`msg${i}`), ownerId: owner, generationId: gen, seq: i + 1, nextAttemptAt: T0 + k }));
+        await hooks().addDeliveries(ds);
+        const first = await hooks().claimDue(T0 + 5, 2, 'w1', 1000);
+        expect(first.map((d) => d.id)).toEqual([ds[1]!.id, ds[2]!.id]);
+        expect(first[0]).toMatchObject({ leaseOwner: 'w1', leaseExpiresAt: T0 + 1005 });
+        // Leased ones are not handed out again until the lease ends; the not-yet-due one not before its time.
+        const mine = (await hooks().claimDue(T0 + 5, 10, 'w2', 5000)).filter((d) => d.generationId === gen);
+        expect(mine.map((d) => d.id)).toEqual([ds[0]!.id]);
+        // At T0 + 1005 w1's leases have ended (w2's has not), and the fourth is due.
+        const later = (await hooks().claimDue(T0 + 1005, 10, 'w3', 1000)).filter((d) => d.generationId === gen).map((d) => d.id);
+        expect(later).toEqual([ds[1]!.id, ds[2]!.id, ds[3]!.id]);
+      });
+
+      it('gives each due delivery to exactly one of ten racing claimers', async () => {
+        const gen = uid('gen');
+        await drain(T0 + 1);
+        const ds = Array.from({ length: 12 }, (_, i) => delivery({ id: uid(`race${i}`), generationId: gen }));
+        await hooks().addDeliveries(ds);
+        const results = await Promise.all(Array.from({ length: 10 }, (_, i) => hooks().claimDue(T0 + 1, 5, `w${i}`, 60_000)));
+        const ids = results.flat().filter((d) => d.generationId === gen).map((d) => d.id);
+        expect(new Set(ids).size).toBe(ids.length);
+        expect(ids.length).toBe(12);
+      });
+
+      it('records an attempt only for the lease holder, then applies its outcome', async () => {
+        const d = delivery();
+        await drain(T0 + 1_000_000);
+        await hooks().addDeliveries([d]);
+        const [claimed] = (await hooks().claimDue(T0, 10, 'w1', 1000)).filter((x) => x.id === d.id);
+        expect(claimed).toBeDefined();
+        expect(await hooks().recordAttempt(d.id, 'w2', { at: T0 + 1, status: 500, durationMs: 5 }, { state: 'pending', nextAttemptAt: T0 + 100 })).toBe(false);
+        expect(await hooks().recordAttempt(d.id, 'w1', { at: T0 + 1, status: 500, durationMs: 5 }, { state: 'pending', nextAttemptAt: T0 + 100 })).toBe(true);
+        // Not due again before its time; then due, and a stale holder's late record is refused.
+        expect((await hooks().claimDue(T0 + 99, 10, 'w1', 1000)).some((x) => x.id === d.id)).toBe(false);
+        expect((await hooks().claimDue(T0 + 100, 10, 'w1', 10)).some((x) => x.id === d.id)).toBe(true);
+        expect((await hooks().claimDue(T0 + 200, 10, 'w2', 1000)).some((x) => x.id === d.id)).toBe(true);
+        expect(await hooks().recordAttempt(d.id, 'w1', { at: T0 + 201, status: 200, durationMs: 5 }, { state: 'delivered' })).toBe(false);
+        expect(await hooks().recordAttempt(d.id, 'w2', { at: T0 + 201, error: 'timed out after 15 s', durationMs: 15000 }, { state: 'failed' })).toBe(true);
+        const [after] = await hooks().deliveriesOf(d.generationId);
+        expect(after).toMatchObject({ state: 'failed', attempts: 2 });
+        expect(after!.leaseOwner).toBeUndefined();
+        expect(after!.history).toEqual([
+          { at: T0 + 1, status: 500, durationMs: 5 },
+          { at: T0 + 201, error: 'timed out after 15 s', durationMs: 15000 },
+        ]);
+        // Finished deliveries are never handed out again.
+        expect((await hooks().claimDue(T0 + 1_000_000, 100, 'w3', 1000)).some((x) => x.id === d.id)).toBe(false);
+      });
+
+      it('stops every pending delivery of one owner to one URL, and nothing else', async () => {
+        const owner = uid('owner');
+        const url = 'https://gone.example.com/hook';
+        const a = delivery({ ownerId: owner, url });
+        const b = delivery({ ownerId: owner, url });
+        const otherUrl = delivery({ ownerId: owner, url: `${url}/2` });
+        const otherOwner = delivery({ url });
+        await hooks().addDeliveries([a, b, otherUrl, otherOwner]);
+        expect(await hooks().stopEndpoint(owner, url)).toBe(2);
+        for (const [d, state] of [[a, 'gone'], [b, 'gone'], [otherUrl, 'pending'], [otherOwner, 'pending']] as const) {
+          expect((await hooks().deliveriesOf(d.generationId))[0]!.state).toBe(state);
+        }
+      });
+
+      it('lists one generation\u2019s deliveries in seq order and deletes them with their attempts', async () => {
+        const gen = uid('gen');
+        const later = delivery({ generationId: gen, seq: 7 });
+        const earlier = delivery({ generationId: gen, seq: 3 });
+        const other = delivery();
+        await hooks().addDeliveries([later, earlier, other]);
+        await hooks().claimDue(T0, 1000, 'w', 1000);
+        await hooks().recordAttempt(earlier.id, 'w', { at: T0 + 1, status: 204, durationMs: 1 }, { state: 'delivered' });
+        expect((await hooks().deliveriesOf(gen)).map((d) => d.id)).toEqual([earlier.id, later.id]);
+        expect(await hooks().deleteForGenerations([gen])).toBe(2);
+        expect(await hooks().deliveriesOf(gen)).toEqual([]);
+        expect(await hooks().deliveriesOf(other.generationId)).toHaveLength(1);
+        expect(await hooks().deleteForGenerations([])).toBe(0);
+      });
+    });
+
+    describe('cursors', () => {
+      it('reads 0 when unset and moves only from where it is; one of racing advances wins', async () => {
+        const name = uid('cursor');
+        expect(await hooks().getCursor(name)).toBe(0);
+        expect(await hooks().advanceCursor(name, 5, 10)).toBe(false);
+        expect(await hooks().advanceCursor(name, 0, 10)).toBe(true);
+        expect(await hooks().getCursor(name)).toBe(10);
+        const wins = await Promise.all(Array.from({ length: 10 }, (_, i) => hooks().advanceCursor(name, 10, 20 + i)));
+        expect(wins.filter(Boolean)).toHaveLength(1);
+        const racers = uid('cursor');
+        const fromZero = await Promise.all(Array.from({ length: 10 }, (_, i) => hooks().advanceCursor(racers, 0, 1 + i)));
+        expect(fromZero.filter(Boolean)).toHaveLength(1);
+      });
+    });
+  });
+}
