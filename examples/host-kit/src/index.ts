@@ -44,8 +44,11 @@ export interface HostConfig {
   rateLimitPerMinute?: number;
   /** Generations one user may have pending or processing at once. */
   inFlightPerUser?: number;
-  /** Accept webhook URLs on loopback and private addresses (for a receiver on your machine). */
+  /** Accept webhook URLs on loopback and private addresses, and plain http (for a receiver on your machine). */
   allowPrivateWebhooks: boolean;
+  /** One delivery attempt's time limit, and how long an instance holds a delivery it attempts. */
+  webhookTimeoutMs?: number;
+  webhookLeaseMs?: number;
 }
 
 const envSchema = z.object({
@@ -66,6 +69,8 @@ const envSchema = z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().positive().optional(),
   IN_FLIGHT_PER_USER: z.coerce.number().int().positive().optional(),
   ALLOW_PRIVATE_WEBHOOKS: z.enum(['0', '1', 'true', 'false']).default('0'),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().optional(),
+  WEBHOOK_LEASE_MS: z.coerce.number().int().positive().optional(),
 });
 
 /** Reads the host's configuration from the environment; exits with a clear message when it is invalid. */
@@ -95,6 +100,8 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): HostConfig {
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     inFlightPerUser: e.IN_FLIGHT_PER_USER,
     allowPrivateWebhooks: e.ALLOW_PRIVATE_WEBHOOKS === '1' || e.ALLOW_PRIVATE_WEBHOOKS === 'true',
+    webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
+    webhookLeaseMs: e.WEBHOOK_LEASE_MS,
   };
 }
 
@@ -110,6 +117,7 @@ interface DurableParts {
   ledger: Ledger;
   apiKeys: ApiKeyStore;
   idempotency: NonNullable<GenerationServiceOptions['idempotency']>;
+  webhookStore: NonNullable<GenerationServiceOptions['webhookStore']>;
   close(): Promise<void>;
   describe: string;
 }
@@ -227,6 +235,13 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     ledger: stores.ledger,
     apiKeys: stores.apiKeys,
     idempotency: stores.idempotency,
+    webhookStore: stores.webhookStore,
+    webhooks: {
+      allowPrivateUrls: config.allowPrivateWebhooks,
+      allowHttp: config.allowPrivateWebhooks,
+      ...(config.webhookTimeoutMs ? { timeoutMs: config.webhookTimeoutMs } : {}),
+      ...(config.webhookLeaseMs ? { leaseMs: config.webhookLeaseMs } : {}),
+    },
     blobs: new DiskBlobStore({ directory: join(config.dataDir, 'files') }),
     queue,
     publicUrl: `${config.publicUrl}${config.mountPath}`,

@@ -157,6 +157,47 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE generations ADD COLUMN parked_until  INTEGER;
     `,
   },
+  {
+    version: 4,
+    name: 'webhook secrets, deliveries, attempts, cursors',
+    sql: `
+      CREATE TABLE webhook_secrets (
+        user_id             TEXT    NOT NULL PRIMARY KEY,
+        current_key         TEXT    NOT NULL,
+        previous_key        TEXT,
+        previous_expires_at INTEGER
+      );
+      CREATE TABLE webhook_deliveries (
+        id               TEXT    NOT NULL PRIMARY KEY,
+        generation_id    TEXT    NOT NULL,
+        owner_id         TEXT    NOT NULL,
+        seq              INTEGER NOT NULL,
+        type             TEXT    NOT NULL,
+        url              TEXT    NOT NULL,
+        payload          TEXT    NOT NULL,
+        state            TEXT    NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed', 'gone')),
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at  INTEGER NOT NULL,
+        lease_owner      TEXT,
+        lease_expires_at INTEGER,
+        created_at       INTEGER NOT NULL
+      );
+      -- Due work, oldest first: the claim walks this partial index.
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
+      CREATE INDEX webhook_deliveries_generation ON webhook_deliveries (generation_id, seq);
+      CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (owner_id, url) WHERE state = 'pending';
+      CREATE TABLE webhook_attempts (
+        delivery_id TEXT    NOT NULL,
+        n           INTEGER NOT NULL,
+        at          INTEGER NOT NULL,
+        status      INTEGER,
+        error       TEXT,
+        duration_ms INTEGER NOT NULL,
+        PRIMARY KEY (delivery_id, n)
+      );
+      CREATE TABLE cursors (name TEXT NOT NULL PRIMARY KEY, value INTEGER NOT NULL);
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

@@ -20,11 +20,13 @@ import { SqliteGenerationStore } from './generation-store.js';
 import { SqliteLedger } from './ledger.js';
 import { SqliteApiKeyStore } from './api-keys.js';
 import { SqliteIdempotencyStore } from './idempotency.js';
+import { SqliteWebhookStore } from './webhook-store.js';
 
 export { SqliteGenerationStore } from './generation-store.js';
 export { SqliteLedger } from './ledger.js';
 export { SqliteApiKeyStore } from './api-keys.js';
 export { SqliteIdempotencyStore } from './idempotency.js';
+export { SqliteWebhookStore } from './webhook-store.js';
 export {
   MIGRATIONS,
   appliedMigrations,
@@ -40,6 +42,8 @@ export interface SqliteStores {
   ledger: SqliteLedger;
   apiKeys: SqliteApiKeyStore;
   idempotency: SqliteIdempotencyStore;
+  /** Webhook secrets and the delivery outbox (the service option of the same name). */
+  webhookStore: SqliteWebhookStore;
   /** The shared connection, for operators' queries and backups (`db.backup(path)`). */
   db: SqliteDatabase;
   /** Closes the connection. Call it after the service has stopped; calling it again does nothing. */
@@ -57,6 +61,7 @@ export function createSqliteStores(options: SqliteOptions): SqliteStores {
     ledger: new SqliteLedger(db),
     apiKeys: new SqliteApiKeyStore(db),
     idempotency: new SqliteIdempotencyStore(db),
+    webhookStore: new SqliteWebhookStore(db),
     db,
     async close(): Promise<void> {
       if (!db.open) return;

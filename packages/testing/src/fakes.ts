@@ -21,7 +21,7 @@ import {
   type GenerationInput,
   type GenerationOutput,
   type ModelDefinition,
-  type ModelProvider,
+  type GenerateProvider,
   type ResultType,
   type Settings,
 } from '@genservice/core';
@@ -36,7 +36,7 @@ export interface ProviderCall {
   settings: Settings;
 }
 
-export interface ScriptedProvider extends ModelProvider {
+export interface ScriptedProvider extends GenerateProvider {
   /** Every call of `generate`, in order (a retry is a call of its own). */
   readonly calls: ProviderCall[];
   /** Calls for one generation. */

@@ -1,0 +1,172 @@
+import type {
+  Delivery,
+  DeliveryAttempt,
+  DeliveryOutcome,
+  DeliveryWithAttempts,
+  NewDelivery,
+  WebhookSecrets,
+  WebhookStore,
+} from '@genservice/core';
+import type { SqliteDatabase } from './database.js';
+
+interface DeliveryRow {
+  id: string;
+  generation_id: string;
+  owner_id: string;
+  seq: number;
+  type: Delivery['type'];
+  url: string;
+  payload: string;
+  state: Delivery['state'];
+  attempts: number;
+  next_attempt_at: number;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  created_at: number;
+}
+
+function toDelivery(r: DeliveryRow): Delivery {
+  const d: Delivery = {
+    id: r.id,
+    generationId: r.generation_id,
+    ownerId: r.owner_id,
+    seq: r.seq,
+    type: r.type,
+    url: r.url,
+    payload: r.payload,
+    nextAttemptAt: r.next_attempt_at,
+    createdAt: r.created_at,
+    state: r.state,
+    attempts: r.attempts,
+  };
+  if (r.lease_owner !== null) d.leaseOwner = r.lease_owner;
+  if (r.lease_expires_at !== null) d.leaseExpiresAt = r.lease_expires_at;
+  return d;
+}
+
+/**
+ * Webhook secrets and the delivery outbox on SQLite (tables from migration 4). SQLite serialises writers across
+ * processes, and every change here is one statement or one IMMEDIATE transaction, so racing claimers each get different
+ * deliveries.
+ */
+export class SqliteWebhookStore implements WebhookStore {
+  private readonly claimTx: (now: number, limit: number, workerId: string, leaseMs: number) => DeliveryRow[];
+  private readonly recordTx: (id: string, workerId: string, attempt: DeliveryAttempt, outcome: DeliveryOutcome) => boolean;
+  private readonly addTx: (deliveries: NewDelivery[]) => void;
+
+  constructor(private readonly db: SqliteDatabase) {
+    const due = db.prepare(
+      `SELECT id FROM webhook_deliveries
+       WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
+       ORDER BY next_attempt_at, rowid LIMIT ?`,
+    );
+    const lease = db.prepare(`UPDATE webhook_deliveries SET lease_owner = ?, lease_expires_at = ? WHERE id = ? RETURNING *`);
+    this.claimTx = db.transaction((now: number, limit: number, workerId: string, leaseMs: number) => {
+      const ids = due.all(now, now, limit) as Array<{ id: string }>;
+      return ids.map(({ id }) => lease.get(workerId, now + leaseMs, id) as DeliveryRow);
+    }).immediate;
+    const update = db.prepare(
+      `UPDATE webhook_deliveries SET attempts = attempts + 1, state = @state,
+         next_attempt_at = coalesce(@next, next_attempt_at), lease_owner = NULL, lease_expires_at = NULL
+       WHERE id = @id AND state = 'pending' AND lease_owner = @workerId AND lease_expires_at > @at
+       RETURNING attempts`,
+    );
+    const insertAttempt = db.prepare(`INSERT INTO webhook_attempts (delivery_id, n, at, status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`);
+    this.recordTx = db.transaction((id: string, workerId: string, attempt: DeliveryAttempt, outcome: DeliveryOutcome) => {
+      const row = update.get({
+        id,
+        workerId,
+        at: attempt.at,
+        state: outcome.state,
+        next: outcome.state === 'pending' ? (outcome.nextAttemptAt ?? null) : null,
+      }) as { attempts: number } | undefined;
+      if (!row) return false;
+      insertAttempt.run(id, row.attempts, attempt.at, attempt.status ?? null, attempt.error ?? null, Math.max(0, Math.round(attempt.durationMs)));
+      return true;
+    }).immediate;
+    const insert = db.prepare(
+      `INSERT INTO webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at)
+       VALUES (@id, @generationId, @ownerId, @seq, @type, @url, @payload, @nextAttemptAt, @createdAt)
+       ON CONFLICT (id) DO NOTHING`,
+    );
+    this.addTx = db.transaction((deliveries: NewDelivery[]) => {
+      for (const d of deliveries) insert.run(d);
+    }).immediate;
+  }
+
+  async getSecrets(userId: string, now: number): Promise<WebhookSecrets | null> {
+    const r = this.db.prepare(`SELECT current_key, previous_key, previous_expires_at FROM webhook_secrets WHERE user_id = ?`).get(userId) as
+      | { current_key: string; previous_key: string | null; previous_expires_at: number | null }
+      | undefined;
+    if (!r) return null;
+    return r.previous_key !== null && r.previous_expires_at !== null && r.previous_expires_at > now
+      ? { current: r.current_key, previous: { key: r.previous_key, expiresAt: r.previous_expires_at } }
+      : { current: r.current_key };
+  }
+
+  async ensureSecret(userId: string, candidate: string, now: number): Promise<string> {
+    this.db.prepare(`INSERT INTO webhook_secrets (user_id, current_key) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING`).run(userId, candidate);
+    return (await this.getSecrets(userId, now))!.current;
+  }
+
+  async rotateSecret(userId: string, newKey: string, now: number, overlapMs: number): Promise<WebhookSecrets> {
+    this.db
+      .prepare(
+        `INSERT INTO webhook_secrets (user_id, current_key) VALUES (?, ?)
+         ON CONFLICT (user_id) DO UPDATE SET previous_key = current_key, previous_expires_at = ?, current_key = excluded.current_key`,
+      )
+      .run(userId, newKey, now + overlapMs);
+    return (await this.getSecrets(userId, now))!;
+  }
+
+  async addDeliveries(deliveries: NewDelivery[]): Promise<void> {
+    if (deliveries.length > 0) this.addTx(deliveries);
+  }
+
+  async claimDue(now: number, limit: number, workerId: string, leaseMs: number): Promise<Delivery[]> {
+    if (!(limit > 0)) return [];
+    return this.claimTx(now, Math.floor(limit), workerId, leaseMs).map(toDelivery);
+  }
+
+  async recordAttempt(id: string, workerId: string, attempt: DeliveryAttempt, outcome: DeliveryOutcome): Promise<boolean> {
+    return this.recordTx(id, workerId, attempt, outcome);
+  }
+
+  async stopEndpoint(ownerId: string, url: string): Promise<number> {
+    return this.db.prepare(`UPDATE webhook_deliveries SET state = 'gone' WHERE owner_id = ? AND url = ? AND state = 'pending'`).run(ownerId, url).changes;
+  }
+
+  async deliveriesOf(generationId: string): Promise<DeliveryWithAttempts[]> {
+    const rows = this.db.prepare(`SELECT * FROM webhook_deliveries WHERE generation_id = ? ORDER BY seq, rowid`).all(generationId) as DeliveryRow[];
+    const attempts = this.db.prepare(`SELECT at, status, error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY n`);
+    return rows.map((r) => ({
+      ...toDelivery(r),
+      history: (attempts.all(r.id) as Array<{ at: number; status: number | null; error: string | null; duration_ms: number }>).map((a) => ({
+        at: a.at,
+        durationMs: a.duration_ms,
+        ...(a.status !== null ? { status: a.status } : {}),
+        ...(a.error !== null ? { error: a.error } : {}),
+      })),
+    }));
+  }
+
+  async getCursor(name: string): Promise<number> {
+    const r = this.db.prepare(`SELECT value FROM cursors WHERE name = ?`).get(name) as { value: number } | undefined;
+    return r?.value ?? 0;
+  }
+
+  async advanceCursor(name: string, from: number, to: number): Promise<boolean> {
+    if (this.db.prepare(`UPDATE cursors SET value = ? WHERE name = ? AND value = ?`).run(to, name, from).changes === 1) return true;
+    if (from !== 0) return false;
+    return this.db.prepare(`INSERT INTO cursors (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`).run(name, to).changes === 1;
+  }
+
+  async deleteForGenerations(generationIds: string[]): Promise<number> {
+    if (generationIds.length === 0) return 0;
+    const ids = JSON.stringify(generationIds);
+    return this.db.transaction(() => {
+      this.db.prepare(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE generation_id IN (SELECT value FROM json_each(?)))`).run(ids);
+      return this.db.prepare(`DELETE FROM webhook_deliveries WHERE generation_id IN (SELECT value FROM json_each(?))`).run(ids).changes;
+    }).immediate();
+  }
+}
