@@ -71,4 +71,31 @@ describe('GET /v1/openapi.json', () => {
     const txt = variants.find((v) => v.properties.modelId.const === 'txt')!;
     expect(txt.required).toEqual(['modelId']);
   });
+
+  it('gives every operation a summary, description and tag, and every answer its headers and schema', async () => {
+    const doc = await document();
+    const codes = doc.components.schemas.Error.properties.error.properties.code.enum as string[];
+    for (const code of ['invalid_json', 'invalid_request', 'invalid_settings', 'unauthorized', 'insufficient_funds', 'model_not_found', 'not_found', 'payload_too_large', 'unsupported_media_type', 'method_not_allowed', 'idempotency_conflict', 'idempotency_mismatch', 'forbidden', 'rate_limited', 'unavailable', 'internal']) {
+      expect(codes).toContain(code);
+    }
+    expect(doc.components.schemas.Generation.discriminator.propertyName).toBe('status');
+    expect(doc.components.schemas.Generation.oneOf).toHaveLength(4);
+    for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
+      for (const [method, o] of Object.entries(ops)) {
+        const where = `${method} ${path}`;
+        expect(o.summary, where).toBeTypeOf('string');
+        expect(o.description, where).toBeTypeOf('string');
+        expect(o.tags?.length, where).toBeGreaterThan(0);
+        for (const [status, answer] of Object.entries(o.responses as Record<string, any>)) {
+          if (status !== '416') expect(answer.content, `${where} ${status}`).toBeDefined();
+          if (status === '401') expect(answer.headers['WWW-Authenticate'], where).toBeDefined();
+          if (status === '405') expect(answer.headers.Allow, where).toBeDefined();
+          if (status === '429' || status === '503') expect(answer.headers['Retry-After'], where).toBeDefined();
+        }
+      }
+    }
+    const img = doc.paths['/v1/generations'].post.requestBody.content['application/json'].schema.oneOf.find((v: any) => v.properties.modelId.const === 'img');
+    expect(img.properties.metadata.type).toBe('object');
+    expect(img.properties.webhook.properties.url.type).toBe('string');
+  });
 });

@@ -6,9 +6,17 @@ import {
   cancelResponseSchema,
   createRequestSchema,
   createResponseSchema,
+  ERROR_CODES,
   errorResponseSchema,
-  generationSchema,
+  generationItemSchema,
+  LIST_LIMITS,
+  listResponseSchema,
+  metadataSchema,
   modelsResponseSchema,
+  quoteResponseSchema,
+  webhookDeliveriesSchema,
+  webhookRequestSchema,
+  webhookSecretSchema,
 } from './schemas.js';
 
 type Json = Record<string, unknown>;
@@ -19,22 +27,71 @@ function schema(s: z.ZodType, io: 'input' | 'output' = 'output'): Json {
   return out;
 }
 
-function errorResponses(...statuses: number[]): Json {
-  const names: Record<number, string> = {
-    400: 'Invalid JSON, request or settings',
-    401: 'Missing or invalid API key',
-    402: 'The balance has too few tokens',
-    404: 'Not found (or another user\'s)',
-    405: 'Method not allowed',
-    409: 'Same Idempotency-Key still in progress',
-    413: 'Body too large',
-    415: 'Body is not JSON',
-    422: 'Idempotency-Key reused with a different body',
-    503: 'A backing service is unavailable',
-  };
+const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name}` });
+const json = (s: Json): Json => ({ 'application/json': { schema: s } });
+
+const RETRY_AFTER = { description: 'Seconds to wait before trying again', schema: { type: 'integer', minimum: 0 } };
+
+/** Every error status the handler can answer, with its headers: one table, used by every operation. */
+const ERROR_STATUSES: Record<number, { description: string; headers?: Json }> = {
+  400: { description: 'Invalid JSON, request, settings or parameters' },
+  401: {
+    description: 'Missing, malformed or unknown API key',
+    headers: { 'WWW-Authenticate': { description: 'Always `Bearer`', schema: { type: 'string' } } },
+  },
+  402: { description: 'The balance has too few tokens for the price' },
+  404: { description: 'Not found, or another user\u2019s (answered alike)' },
+  405: { description: 'Method not allowed here', headers: { Allow: { description: 'The methods this path serves', schema: { type: 'string' } } } },
+  409: { description: 'A request with the same Idempotency-Key is still in progress' },
+  413: { description: 'The body is larger than the limit' },
+  415: { description: 'The body is not declared JSON' },
+  422: { description: 'The Idempotency-Key was used with a different body' },
+  429: {
+    description: 'Too many requests (rate limit), or too many generations in flight',
+    headers: {
+      'Retry-After': RETRY_AFTER,
+      RateLimit: { description: 'Remaining quota (draft-ietf-httpapi-ratelimit-headers), when rate limits are on', schema: { type: 'string' } },
+      'RateLimit-Policy': { description: 'The quota policy, when rate limits are on', schema: { type: 'string' } },
+    },
+  },
+  500: { description: 'Internal error (never shows internals)' },
+  503: { description: 'A backing service is unavailable', headers: { 'Retry-After': RETRY_AFTER } },
+};
+
+function errors(...statuses: number[]): Json {
   return Object.fromEntries(
-    statuses.map((s) => [String(s), { description: names[s] ?? 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }]),
+    statuses.map((s) => {
+      const e = ERROR_STATUSES[s]!;
+      return [String(s), { description: e.description, ...(e.headers ? { headers: e.headers } : {}), content: json(ref('Error')) }];
+    }),
   );
+}
+
+/** Statuses every authenticated operation can answer. */
+const COMMON = [401, 405, 429, 500, 503];
+
+interface Op {
+  operationId: string;
+  summary: string;
+  description: string;
+  tag: string;
+  security?: unknown[];
+  parameters?: Json[];
+  requestBody?: Json;
+  responses: Json;
+}
+
+function op(o: Op): Json {
+  return {
+    operationId: o.operationId,
+    summary: o.summary,
+    description: o.description,
+    tags: [o.tag],
+    ...(o.security ? { security: o.security } : {}),
+    ...(o.parameters ? { parameters: o.parameters } : {}),
+    ...(o.requestBody ? { requestBody: o.requestBody } : {}),
+    responses: o.responses,
+  };
 }
 
 /**
@@ -42,6 +99,10 @@ function errorResponses(...statuses: number[]): Json {
  * from each model's compiled settings schema, so it cannot drift from what is enforced.
  */
 export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedServiceOptions): Json {
+  const extras = {
+    metadata: schema(metadataSchema, 'input'),
+    webhook: schema(webhookRequestSchema, 'input'),
+  };
   const perModel = registry.all().map((m) => {
     const s = schema(
       z.object({
@@ -50,78 +111,250 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
       }),
       'input',
     );
-    return { title: m.info.title, ...s };
+    const props = (s.properties ?? {}) as Json;
+    return { ...s, title: m.info.title, properties: { ...props, ...extras } };
   });
   const createBody = perModel.length > 0 ? { oneOf: perModel } : schema(createRequestSchema, 'input');
-  const auth = [{ bearer: [] }];
-  const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
+  const idParam = { name: 'id', in: 'path', required: true, description: 'The generationId', schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{22}$' } };
+  const status = (name: string, props: string[], required: string[]): Json => ({
+    type: 'object',
+    title: name,
+    properties: Object.fromEntries(
+      props.map((p) => [
+        p,
+        p === 'status'
+          ? { type: 'string', const: name }
+          : p === 'result'
+            ? { type: 'string', description: 'The text, or the URL of the file' }
+            : { type: 'number', description: 'Tokens charged' },
+      ]),
+    ),
+    required,
+    additionalProperties: false,
+  });
+  const errorSchema = schema(errorResponseSchema);
   return {
     openapi: '3.1.0',
-    info: { title: 'Generation Service', version: '1.0.0', description: 'Asynchronous generation jobs: list models, start a generation, poll it.' },
-    servers: options.publicUrl ? [{ url: options.publicUrl }] : [],
-    components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
-      schemas: { Error: schema(errorResponseSchema), Generation: schema(generationSchema) },
+    info: {
+      title: 'Generation Service',
+      version: '1.0.0',
+      description:
+        'Asynchronous generation jobs: list models, start a generation that runs in the background, poll it or follow it live, pay for it in tokens, and see only your own.',
+      license: { name: 'MIT', identifier: 'MIT' },
+      contact: { name: 'genservice' },
     },
-    security: auth,
+    servers: [{ url: options.publicUrl ?? '/', description: options.publicUrl ? 'This service' : 'Relative to where this document was served' }],
+    tags: [
+      { name: 'Models', description: 'What can be generated, and with which settings' },
+      { name: 'Generations', description: 'Starting, reading, listing and cancelling generations' },
+      { name: 'Live status', description: 'Following a generation without polling' },
+      { name: 'Webhooks', description: 'Signed notifications to your own receiver' },
+      { name: 'Account', description: 'Your balance and prices' },
+      { name: 'Files', description: 'Result files at signed, expiring URLs' },
+      { name: 'Meta', description: 'This document' },
+    ],
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Your API key' } },
+      schemas: {
+        Error: { ...errorSchema, description: `Every error. \`error.code\` is one of: ${ERROR_CODES.join(', ')}.` },
+        Generation: {
+          description: 'The contract\u2019s exact per-state shapes',
+          oneOf: [ref('GenerationPending'), ref('GenerationProcessing'), ref('GenerationCompleted'), ref('GenerationFailed')],
+          discriminator: {
+            propertyName: 'status',
+            mapping: {
+              pending: '#/components/schemas/GenerationPending',
+              processing: '#/components/schemas/GenerationProcessing',
+              completed: '#/components/schemas/GenerationCompleted',
+              failed: '#/components/schemas/GenerationFailed',
+            },
+          },
+        },
+        GenerationPending: status('pending', ['status'], ['status']),
+        GenerationProcessing: status('processing', ['status'], ['status']),
+        GenerationCompleted: status('completed', ['status', 'result', 'price'], ['status', 'result', 'price']),
+        GenerationFailed: status('failed', ['status', 'price'], ['status', 'price']),
+        GenerationItem: schema(generationItemSchema),
+      },
+    },
+    security: [{ bearer: [] }],
     paths: {
       '/v1/models': {
-        get: {
+        get: op({
           operationId: 'listModels',
-          responses: { '200': { description: 'The models', content: { 'application/json': { schema: schema(modelsResponseSchema) } } }, ...errorResponses(401) },
-        },
+          summary: 'List the models',
+          description: 'Every model with its result type, estimated time and settings descriptors.',
+          tag: 'Models',
+          responses: { '200': { description: 'The models', content: json(schema(modelsResponseSchema)) }, ...errors(...COMMON) },
+        }),
       },
       '/v1/generations': {
-        post: {
+        post: op({
           operationId: 'createGeneration',
-          parameters: [{ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: options.limits.idempotencyKeyLength } }],
-          requestBody: { required: true, content: { 'application/json': { schema: createBody } } },
+          summary: 'Start a generation',
+          description: 'Validates the settings, reserves the price and starts the work in the background; answers at once.',
+          tag: 'Generations',
+          parameters: [
+            {
+              name: 'Idempotency-Key',
+              in: 'header',
+              required: false,
+              description: 'Repeat a create safely: the same key and body answer the first generation again',
+              schema: { type: 'string', maxLength: options.limits.idempotencyKeyLength },
+            },
+          ],
+          requestBody: { required: true, content: json(createBody) },
           responses: {
-            '201': { description: 'Started', content: { 'application/json': { schema: schema(createResponseSchema) } } },
-            ...errorResponses(400, 401, 402, 404, 409, 413, 415, 422, 503),
+            '201': { description: 'Started', content: json(schema(createResponseSchema)) },
+            ...errors(400, 402, 404, 409, 413, 415, 422, ...COMMON),
           },
-        },
+        }),
+        get: op({
+          operationId: 'listGenerations',
+          summary: 'List your generations',
+          description: 'Newest first, a page at a time (keyset cursor).',
+          tag: 'Generations',
+          parameters: [
+            { name: 'limit', in: 'query', required: false, description: 'Items per page', schema: { type: 'integer', minimum: 1, maximum: LIST_LIMITS.max, default: LIST_LIMITS.default } },
+            { name: 'cursor', in: 'query', required: false, description: 'The nextCursor of the previous page', schema: { type: 'string' } },
+            { name: 'status', in: 'query', required: false, description: 'Only this status', schema: { type: 'string', enum: ['pending', 'processing', 'completed', 'failed'] } },
+            { name: 'modelId', in: 'query', required: false, description: 'Only this model', schema: { type: 'string' } },
+          ],
+          responses: { '200': { description: 'A page', content: json(schema(listResponseSchema)) }, ...errors(400, ...COMMON) },
+        }),
       },
       '/v1/generations/{id}': {
-        get: {
+        get: op({
           operationId: 'getGeneration',
-          parameters: [idParam],
+          summary: 'Read a generation',
+          description:
+            'The contract\u2019s exact shape for its state; with `include=details`, the GenerationItem. With `Prefer: wait=N`, answers when its status changes or after N seconds.',
+          tag: 'Generations',
+          parameters: [
+            idParam,
+            { name: 'include', in: 'query', required: false, description: 'Ask for the richer GenerationItem', schema: { type: 'string', enum: ['details'] } },
+            { name: 'Prefer', in: 'header', required: false, description: 'RFC 7240 `wait=N` (seconds, at most 60): a long-poll', schema: { type: 'string' } },
+          ],
           responses: {
-            '200': { description: 'Status and result', content: { 'application/json': { schema: { $ref: '#/components/schemas/Generation' } } } },
-            ...errorResponses(401, 404),
+            '200': {
+              description: 'Status and result',
+              headers: { 'Preference-Applied': { description: 'The wait that was honoured', schema: { type: 'string' } } },
+              content: json({ oneOf: [ref('Generation'), ref('GenerationItem')] }),
+            },
+            ...errors(400, 404, ...COMMON),
           },
-        },
+        }),
+      },
+      '/v1/generations/{id}/events': {
+        get: op({
+          operationId: 'streamGeneration',
+          summary: 'Follow a generation live',
+          description:
+            'Server-Sent Events: the current state, then one message per transition (id = event seq, event = type, data = GenerationItem), a keep-alive comment every 15 s, ending after the terminal event. Resume with Last-Event-ID.',
+          tag: 'Live status',
+          parameters: [idParam, { name: 'Last-Event-ID', in: 'header', required: false, description: 'Resume after this event', schema: { type: 'string' } }],
+          responses: {
+            '200': { description: 'The event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+            ...errors(404, ...COMMON),
+          },
+        }),
       },
       '/v1/generations/{id}/cancel': {
-        post: {
+        post: op({
           operationId: 'cancelGeneration',
+          summary: 'Cancel a generation',
+          description: 'Free while pending; the model\u2019s failure fee once it is processing. A finished one is unchanged.',
+          tag: 'Generations',
           parameters: [idParam],
           responses: {
-            '200': { description: 'Cancelled, or already finished', content: { 'application/json': { schema: schema(cancelResponseSchema) } } },
-            ...errorResponses(401, 404),
+            '200': { description: 'Cancelled, or already finished', content: json(schema(cancelResponseSchema)) },
+            ...errors(404, ...COMMON),
           },
-        },
+        }),
+      },
+      '/v1/generations/{id}/webhook-deliveries': {
+        get: op({
+          operationId: 'listWebhookDeliveries',
+          summary: 'See a generation\u2019s webhook deliveries',
+          description: 'Every delivery with each attempt: time, status or error, and the next retry.',
+          tag: 'Webhooks',
+          parameters: [idParam],
+          responses: { '200': { description: 'The deliveries', content: json(schema(webhookDeliveriesSchema)) }, ...errors(404, ...COMMON) },
+        }),
+      },
+      '/v1/webhooks/secret': {
+        get: op({
+          operationId: 'getWebhookSecret',
+          summary: 'Your webhook signing secret',
+          description: 'Made on first use. Verify deliveries with it (Standard Webhooks).',
+          tag: 'Webhooks',
+          responses: { '200': { description: 'The secret', content: json(schema(webhookSecretSchema)) }, ...errors(...COMMON) },
+        }),
+      },
+      '/v1/webhooks/secret/rotate': {
+        post: op({
+          operationId: 'rotateWebhookSecret',
+          summary: 'Rotate your webhook signing secret',
+          description: 'A new secret; for 24 hours deliveries carry signatures with both.',
+          tag: 'Webhooks',
+          responses: { '200': { description: 'The new secret', content: json(schema(webhookSecretSchema)) }, ...errors(...COMMON) },
+        }),
+      },
+      '/v1/quotes': {
+        post: op({
+          operationId: 'quoteGeneration',
+          summary: 'Price a generation before starting it',
+          description: 'Checks the body exactly like a create, reserves and stores nothing.',
+          tag: 'Account',
+          requestBody: { required: true, content: json(createBody) },
+          responses: { '200': { description: 'Price and balance', content: json(schema(quoteResponseSchema)) }, ...errors(400, 404, 413, 415, ...COMMON) },
+        }),
       },
       '/v1/balance': {
-        get: {
+        get: op({
           operationId: 'getBalance',
-          responses: { '200': { description: 'Spendable tokens', content: { 'application/json': { schema: schema(balanceResponseSchema) } } }, ...errorResponses(401) },
-        },
+          summary: 'Your balance',
+          description: 'Spendable tokens (reserved ones are not included).',
+          tag: 'Account',
+          responses: { '200': { description: 'Spendable tokens', content: json(schema(balanceResponseSchema)) }, ...errors(...COMMON) },
+        }),
       },
       '/v1/openapi.json': {
-        get: { operationId: 'getOpenApi', security: [], responses: { '200': { description: 'This document' } } },
+        get: op({
+          operationId: 'getOpenApi',
+          summary: 'This document',
+          description: 'The OpenAPI 3.1 description of this service, with each model\u2019s settings schema.',
+          tag: 'Meta',
+          security: [],
+          responses: { '200': { description: 'This document', content: json({ type: 'object' }) }, ...errors(405) },
+        }),
       },
       '/v1/files/{key}': {
-        get: {
+        get: op({
           operationId: 'getFile',
+          summary: 'Download a result file',
+          description: 'A signed, expiring URL (no key needed). Supports a single byte Range.',
+          tag: 'Files',
           security: [],
           parameters: [
-            { name: 'key', in: 'path', required: true, schema: { type: 'string' } },
-            { name: 'exp', in: 'query', required: true, schema: { type: 'string' } },
-            { name: 'sig', in: 'query', required: true, schema: { type: 'string' } },
+            { name: 'key', in: 'path', required: true, description: 'The file key', schema: { type: 'string' } },
+            { name: 'exp', in: 'query', required: true, description: 'Expiry (seconds since the epoch)', schema: { type: 'string' } },
+            { name: 'sig', in: 'query', required: true, description: 'Signature', schema: { type: 'string' } },
+            { name: 'Range', in: 'header', required: false, description: 'One byte range', schema: { type: 'string' } },
           ],
-          responses: { '200': { description: 'The file' }, '403': { description: 'Invalid or expired link' }, '404': { description: 'No such file' } },
-        },
+          responses: {
+            '200': { description: 'The file', content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } } },
+            '206': {
+              description: 'Part of the file',
+              headers: { 'Content-Range': { description: 'The bytes sent', schema: { type: 'string' } } },
+              content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } },
+            },
+            '403': { description: 'Invalid or expired link', content: json(ref('Error')) },
+            '404': { description: 'No such file', content: json(ref('Error')) },
+            '416': { description: 'The range starts past the end', headers: { 'Content-Range': { description: '`bytes */size`', schema: { type: 'string' } } } },
+            ...errors(405),
+          },
+        }),
       },
     },
   };
