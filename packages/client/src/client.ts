@@ -7,15 +7,20 @@ import {
   TimeoutError,
   isTransientError,
 } from './errors.js';
-import { Transport, isRecord, type FetchLike } from './transport.js';
+import { Transport, isRecord, readEventStream, type FetchLike } from './transport.js';
 import type {
   Balance,
   CancelResult,
   CompletedGeneration,
   CreateGenerationInput,
+  FailedGeneration,
   Generation,
+  GenerationItem,
+  GenerationPage,
   GenerationStatus,
+  ListOptions,
   Model,
+  Quote,
   TerminalGeneration,
 } from './types.js';
 
@@ -50,6 +55,11 @@ export interface WaitForOptions extends RequestSignalOptions {
   timeoutMs?: number;
   /** Called once per status change, the terminal one included, in order. An exception stops the wait. */
   onStatus?: StatusListener;
+  /**
+   * Follow the service's live event stream (default true), falling back to polling when the service has none or it
+   * breaks off. False: poll only.
+   */
+  stream?: boolean;
   /** First delay between polls, instead of the one derived from the model's estimatedGenerationTime. */
   pollIntervalMs?: number;
   /** Largest delay between polls. */
@@ -93,6 +103,14 @@ export interface GenServiceClient {
     create(input: CreateGenerationInput, options?: CreateOptions): Promise<{ generationId: string }>;
     /** GET /v1/generations/:id, one request, no retries. */
     get(generationId: string, options?: RequestSignalOptions): Promise<Generation>;
+    /** GET /v1/generations/:id?include=details: timestamps, progress, metadata and the reason of a failure. */
+    details(generationId: string, options?: RequestSignalOptions): Promise<GenerationItem>;
+    /** GET /v1/generations: one page of your generations, newest first. */
+    list(options?: ListOptions): Promise<GenerationPage>;
+    /** Every page of `list`, one generation at a time. */
+    listAll(options?: Omit<ListOptions, 'cursor'>): AsyncIterable<GenerationItem>;
+    /** POST /v1/quotes: the price a create with this input would reserve, and your balance; reserves nothing. */
+    quote(input: CreateGenerationInput, options?: RequestSignalOptions): Promise<Quote>;
     /** POST /v1/generations/:id/cancel. A finished generation is returned unchanged. */
     cancel(generationId: string, options?: RequestSignalOptions): Promise<CancelResult>;
     /** Polls until `completed` or `failed` and returns that generation; a failed one is returned, not thrown. */
@@ -214,6 +232,10 @@ class Client implements GenServiceClient {
       create: (input, opts) => this.create(input, opts),
       get: (id, opts) => this.get(id, opts),
       cancel: (id, opts) => this.cancel(id, opts),
+      details: (id, opts) => this.details(id, opts),
+      list: (opts) => this.list(opts),
+      listAll: (opts) => this.listAll(opts),
+      quote: (input, opts) => this.quote(input, opts),
       waitFor: (id, opts) => this.waitFor(id, opts),
       run: ((input: CreateGenerationInput, opts?: RunOptions) => this.run(input, opts)) as GenServiceClient['generations']['run'],
     };
@@ -237,7 +259,7 @@ class Client implements GenServiceClient {
     const headers: Record<string, string> = {};
     if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
     const body = await this.transport.request('POST', '/v1/generations', {
-      body: { modelId: input.modelId, settings: input.settings },
+      body: bodyOf(input),
       headers,
       signal: options.signal,
     });
@@ -246,6 +268,53 @@ class Client implements GenServiceClient {
     }
     this.remember(body.generationId, input.modelId);
     return { generationId: body.generationId };
+  }
+
+  private async details(generationId: string, options: RequestSignalOptions = {}): Promise<GenerationItem> {
+    const body = await this.transport.request('GET', `/v1/generations/${encodeURIComponent(generationId)}?include=details`, {
+      signal: options.signal,
+    });
+    if (!isRecord(body) || typeof body.status !== 'string' || !STATUSES.has(body.status)) throw invalidResponse('GET details: no status');
+    return body as unknown as GenerationItem;
+  }
+
+  private async list(options: ListOptions = {}): Promise<GenerationPage> {
+    const q = new URLSearchParams();
+    if (options.limit !== undefined) q.set('limit', String(options.limit));
+    if (options.cursor !== undefined) q.set('cursor', options.cursor);
+    if (options.status !== undefined) q.set('status', options.status);
+    if (options.modelId !== undefined) q.set('modelId', options.modelId);
+    const query = q.toString();
+    const body = await this.transport.request('GET', `/v1/generations${query ? `?${query}` : ''}`, { signal: options.signal });
+    if (!isRecord(body) || !Array.isArray(body.data)) throw invalidResponse('GET /v1/generations: no data array');
+    return { data: body.data as GenerationItem[], nextCursor: typeof body.nextCursor === 'string' ? body.nextCursor : null };
+  }
+
+  private async *listAll(options: Omit<ListOptions, 'cursor'> = {}): AsyncGenerator<GenerationItem> {
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await this.list({ ...options, ...(cursor !== undefined ? { cursor } : {}) });
+      yield* page.data;
+      if (page.nextCursor === null) return;
+      cursor = page.nextCursor;
+    }
+  }
+
+  private async quote(input: CreateGenerationInput, options: RequestSignalOptions = {}): Promise<Quote> {
+    const body = await this.transport.request('POST', '/v1/quotes', { body: bodyOf(input), signal: options.signal });
+    if (!isRecord(body) || typeof body.price !== 'number' || typeof body.balance !== 'number') throw invalidResponse('POST /v1/quotes: no price');
+    return { price: body.price, balance: body.balance };
+  }
+
+  /** A failed generation with its reason, when the service can say (an older one cannot: then without). */
+  private async withReason(generation: FailedGeneration, signal: AbortSignal): Promise<FailedGeneration> {
+    if (generation.error) return generation;
+    try {
+      const d = await this.details(generation.generationId, { signal });
+      return d.error ? { ...generation, error: d.error } : generation;
+    } catch {
+      return generation;
+    }
   }
 
   private async get(generationId: string, options: RequestSignalOptions = {}): Promise<Generation> {
@@ -271,7 +340,8 @@ class Client implements GenServiceClient {
     const state: PollState = {};
     try {
       const modelId = options.modelId ?? this.modelOf.get(generationId);
-      return await this.poll(generationId, modelId, options, op, state, true);
+      const generation = await this.poll(generationId, modelId, options, op, state, true);
+      return generation.status === 'failed' ? await this.withReason(generation, op.signal) : generation;
     } catch (error) {
       throw this.settle(error, op, generationId, state);
     } finally {
@@ -289,9 +359,10 @@ class Client implements GenServiceClient {
       void this.estimateFor(input.modelId, op.signal).catch(() => undefined);
       generationId = await this.createWithRetries(input, options, op, state);
       options.onCreated?.(generationId);
-      const generation = await this.poll(generationId, input.modelId, options, op, state, false);
-      if (generation.status === 'failed' && options.throwOnFailure !== false) {
-        throw new GenerationFailedError(generation);
+      let generation = await this.poll(generationId, input.modelId, options, op, state, false);
+      if (generation.status === 'failed') {
+        generation = await this.withReason(generation, op.signal);
+        if (options.throwOnFailure !== false) throw new GenerationFailedError(generation);
       }
       return generation;
     } catch (error) {
@@ -389,9 +460,15 @@ class Client implements GenServiceClient {
       (seconds) => pollSchedule(seconds, options),
       () => pollSchedule(undefined, options),
     );
+    // Live first: the stream tells each transition as it happens, at no polling cost. A service without streams, or a
+    // stream that breaks off, leaves the rest to polling.
+    if (options.stream !== false) {
+      const streamed = await this.follow(generationId, options, op, state);
+      if (streamed) return streamed;
+    }
     let backoff: Backoff | undefined;
     let outageStartedAt: number | undefined;
-    let skipPoll = !pollFirst;
+    let skipPoll = !pollFirst && state.lastStatus === undefined;
     for (;;) {
       let delay: number;
       if (skipPoll) {
@@ -421,6 +498,35 @@ class Client implements GenServiceClient {
       }
       await sleep(delay, op.signal);
     }
+  }
+
+  /** Follows the generation's event stream to its end; null when there is none or it ended early. */
+  private async follow(generationId: string, options: WaitForOptions, op: Operation, state: PollState): Promise<TerminalGeneration | null> {
+    // The stream may be quiet for long: only the caller's own signal and deadline end it, not the per-request timer.
+    try {
+      for await (const message of readEventStream(this.transport, `/v1/generations/${encodeURIComponent(generationId)}/events`, op.signal)) {
+        let generation: Generation;
+        try {
+          generation = toGeneration(generationId, message.data);
+        } catch {
+          return null;
+        }
+        if (generation.status !== state.lastStatus) {
+          state.lastStatus = generation.status;
+          options.onStatus?.(generation.status, generation);
+        }
+        if (isTerminal(generation)) {
+          // The stream's item carries the reason of a failure: no second request for it.
+          const reason = isRecord(message.data) && isRecord(message.data.error) ? message.data.error : undefined;
+          return generation.status === 'failed' && reason && typeof reason.code === 'string' && typeof reason.message === 'string'
+            ? { ...generation, error: { code: reason.code, message: reason.message } }
+            : generation;
+        }
+      }
+    } catch (error) {
+      if (op.signal.aborted) throw error;
+    }
+    return null;
   }
 
   /** The model's estimatedGenerationTime in seconds, from a cached models list; undefined when unknown. */
@@ -457,6 +563,16 @@ class Client implements GenServiceClient {
 interface PollState {
   lastStatus?: GenerationStatus;
   lastError?: unknown;
+}
+
+/** The JSON body of a create or quote: only the fields given. */
+function bodyOf(input: CreateGenerationInput): Record<string, unknown> {
+  return {
+    modelId: input.modelId,
+    ...(input.settings !== undefined ? { settings: input.settings } : {}),
+    ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
+    ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
+  };
 }
 
 /** A server's Retry-After is a floor: polling sooner would only be refused again. */

@@ -1,4 +1,4 @@
-import type { ErrorDetail, FailedGeneration, GenerationStatus } from './types.js';
+import type { ErrorDetail, FailedGeneration, FailureReason, GenerationStatus } from './types.js';
 
 /** Error codes a genservice server sends today. Others may appear later; they map by HTTP status. */
 export type KnownErrorCode =
@@ -161,12 +161,18 @@ export class GenerationFailedError extends Error {
   readonly generationId: string;
   readonly price: number;
   readonly generation: FailedGeneration;
+  /** Why it failed (`code` and a message safe to show the user), when the service said. */
+  readonly error?: FailureReason;
 
   constructor(generation: FailedGeneration, options: { cause?: unknown } = {}) {
-    super(`Generation ${generation.generationId} failed (price ${generation.price}).`, { cause: options.cause });
+    super(
+      `Generation ${generation.generationId} failed (price ${generation.price})${generation.error ? `: ${generation.error.message}` : '.'}`,
+      { cause: options.cause },
+    );
     this.generationId = generation.generationId;
     this.price = generation.price;
     this.generation = generation;
+    if (generation.error) this.error = generation.error;
   }
 }
 

@@ -51,6 +51,7 @@ export {
 } from './errors.js';
 export type { ErrorCode, GenServiceErrorOptions, KnownErrorCode } from './errors.js';
 export { pollSchedule } from './backoff.js';
+export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
 export type { PollSchedule, PollScheduleOverrides } from './backoff.js';
 export type { FetchLike } from './transport.js';
 export type {
@@ -60,7 +61,14 @@ export type {
   CreateGenerationInput,
   ErrorDetail,
   FailedGeneration,
+  FailureReason,
   Generation,
+  GenerationItem,
+  GenerationPage,
+  ListOptions,
+  Quote,
+  WebhookEvent,
+  WebhookEventType,
   GenerationStatus,
   InProgressGeneration,
   Model,

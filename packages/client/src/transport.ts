@@ -53,6 +53,19 @@ export class Transport {
     if (userAgent) this.headers['user-agent'] = userAgent;
   }
 
+  /** GET a stream: the response when it is one (2xx text/event-stream), null when the service has none. */
+  async open(path: string, signal: AbortSignal): Promise<Response | null> {
+    try {
+      const response = await this.fetchImpl(`${this.baseUrl}${path}`, { method: 'GET', headers: { ...this.headers, accept: 'text/event-stream' }, signal });
+      if (response.ok && (response.headers.get('content-type') ?? '').startsWith('text/event-stream')) return response;
+      await response.body?.cancel().catch(() => undefined);
+      return null;
+    } catch (error) {
+      if (signal.aborted) throw signal.reason;
+      return null;
+    }
+  }
+
   async request(method: 'GET' | 'POST', path: string, options: RequestOptions = {}): Promise<unknown> {
     throwIfAborted(options.signal);
     const timeout = this.requestTimeoutMs > 0 ? timeoutSignal(this.requestTimeoutMs, new RequestTimeout()) : undefined;
@@ -86,6 +99,49 @@ export class Transport {
       linked.dispose();
       timeout?.clear();
     }
+  }
+}
+
+/**
+ * Opens a live event stream (`text/event-stream`) and yields its messages, or resolves null when the service has no
+ * stream for it (an older service: 404 or 405) or the stream cannot be opened. Ends when the server ends it or the
+ * signal fires. Errors after it opened end it the same way (the caller falls back to polling).
+ */
+export async function* readEventStream(
+  transport: Transport,
+  path: string,
+  signal: AbortSignal,
+): AsyncGenerator<{ event: string; data: unknown }, void, undefined> {
+  const response = await transport.open(path, signal);
+  if (!response?.body) return;
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let i: number;
+      while ((i = buffer.indexOf('\n\n')) !== -1) {
+        const block = buffer.slice(0, i);
+        buffer = buffer.slice(i + 2);
+        let event = 'message';
+        let data = '';
+        for (const line of block.split('\n')) {
+          if (line.startsWith('event:')) event = line.slice(6).trim();
+          else if (line.startsWith('data:')) data += line.slice(5).trim();
+        }
+        if (data === '') continue; // a keep-alive comment
+        try {
+          yield { event, data: JSON.parse(data) as unknown };
+        } catch {
+          return;
+        }
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
   }
 }
 

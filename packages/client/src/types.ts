@@ -34,6 +34,66 @@ export interface CreateGenerationInput {
   modelId: string;
   /** Keyed by the `name` of the model's settings; media settings take arrays of URLs. */
   settings?: Record<string, unknown>;
+  /** Your own labels: at most 16 string values (keys up to 64 characters, values up to 512). */
+  metadata?: Record<string, string>;
+  /** Where the service should send this generation's events (Standard Webhooks, signed with your secret). */
+  webhook?: { url: string; events?: WebhookEventType[] };
+}
+
+export type WebhookEventType = 'generation.processing' | 'generation.progress' | 'generation.completed' | 'generation.failed';
+
+/** Why a generation failed, in words safe to show its owner. */
+export interface FailureReason {
+  code: 'cancelled' | 'timeout' | 'provider_error' | 'invalid_input' | 'worker_lost' | 'model_unavailable' | (string & {});
+  message: string;
+}
+
+/** A generation as the list, `include=details`, live streams and webhooks show it. */
+export interface GenerationItem {
+  generationId: string;
+  modelId: string;
+  status: GenerationStatus;
+  /** ISO 8601. */
+  createdAt: string;
+  startedAt?: string;
+  finishedAt?: string;
+  result?: string;
+  price?: number;
+  error?: FailureReason;
+  progress?: { fraction: number; message?: string };
+  metadata?: Record<string, string>;
+}
+
+export interface ListOptions {
+  /** 1..100, default 20. */
+  limit?: number;
+  /** `nextCursor` of the previous page. */
+  cursor?: string;
+  status?: GenerationStatus;
+  modelId?: string;
+  signal?: AbortSignal;
+}
+
+export interface GenerationPage {
+  data: GenerationItem[];
+  /** Pass as `cursor` for the next page; null on the last one. */
+  nextCursor: string | null;
+}
+
+/** What POST /v1/quotes answers. */
+export interface Quote {
+  /** Tokens a create with this input would reserve now. */
+  price: number;
+  /** Your spendable tokens now. */
+  balance: number;
+}
+
+/** A verified webhook delivery's body. */
+export interface WebhookEvent {
+  type: WebhookEventType;
+  /** ISO 8601 of the event. */
+  timestamp: string;
+  data: GenerationItem;
 }
 
 /** Still running: no result and no price yet. */
@@ -56,6 +116,8 @@ export interface FailedGeneration {
   status: 'failed';
   /** Tokens charged for the failure (often 0). */
   price: number;
+  /** Why, when the client knows it (run() and waitFor() ask the service for it). */
+  error?: FailureReason;
 }
 
 export type TerminalGeneration = CompletedGeneration | FailedGeneration;

@@ -231,7 +231,8 @@ describe('client against core on Express', () => {
     await until(async () => (await c.generations.get(generationId)).status === 'processing');
     const cancelled = await c.generations.cancel(generationId);
     expect(cancelled).toMatchObject({ generationId, cancelled: true, status: 'failed', price: 2 });
-    await expect(waiting).resolves.toEqual({ generationId, status: 'failed', price: 2 });
+    // Since the service says why, the client hands the reason on.
+    await expect(waiting).resolves.toEqual({ generationId, status: 'failed', price: 2, error: { code: 'cancelled', message: expect.any(String) } });
     expect(statuses.at(-1)).toBe('failed');
     // A finished generation is left as it is.
     await expect(c.generations.cancel(generationId)).resolves.toMatchObject({ cancelled: false, status: 'failed', price: 2 });
@@ -314,5 +315,88 @@ describe('client against core on Express', () => {
   it('reports an unreachable server as ConnectionError', async () => {
     const c = createClient({ baseUrl: 'http://127.0.0.1:1', apiKey: 'k' });
     await expect(c.models.list()).rejects.toBeInstanceOf(ConnectionError);
+  });
+});
+
+describe('client: lists, details, quotes, metadata, reasons, live status, webhooks', () => {
+  it('lists your generations newest first, in pages and all at once, with metadata and details', async () => {
+    const c = client('bob-key');
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const g = await c.generations.run({ modelId: 'echo', settings: { prompt: `p${i}` }, metadata: { n: String(i) } });
+      ids.push(g.generationId);
+      await new Promise((r) => setTimeout(r, 3));
+    }
+    const page = await c.generations.list({ limit: 2, modelId: 'echo' });
+    expect(page.data.map((g) => g.generationId)).toEqual([ids[2], ids[1]]);
+    expect(page.nextCursor).toBeTypeOf('string');
+    const all: string[] = [];
+    for await (const g of c.generations.listAll({ limit: 1, modelId: 'echo' })) all.push(g.generationId);
+    expect(all.slice(0, 3)).toEqual([ids[2], ids[1], ids[0]]);
+    const d = await c.generations.details(ids[0]!);
+    expect(d).toMatchObject({ generationId: ids[0], modelId: 'echo', status: 'completed', metadata: { n: '0' }, result: 'echo: p0' });
+    expect(Date.parse(d.createdAt)).toBeGreaterThan(0);
+  });
+
+  it('quotes a price without charging, and refuses a bad quote like a create', async () => {
+    const c = client('bob-key');
+    const before = (await c.balance()).balance;
+    expect(await c.generations.quote({ modelId: 'slow', settings: { prompt: 'x' } })).toEqual({ price: 5, balance: before });
+    expect((await c.balance()).balance).toBe(before);
+    await expect(c.generations.quote({ modelId: 'nope' })).rejects.toBeInstanceOf(ModelNotFoundError);
+    await expect(c.generations.quote({ modelId: 'echo', settings: {} })).rejects.toBeInstanceOf(InvalidSettingsError);
+  });
+
+  it('says why a run failed, in GenerationFailedError.error', async () => {
+    const c = client('bob-key');
+    const err = await c.generations.run({ modelId: 'broken', settings: { prompt: 'x' } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GenerationFailedError);
+    expect((err as GenerationFailedError).error).toEqual({ code: 'provider_error', message: expect.any(String) });
+    expect((err as GenerationFailedError).message).not.toContain('the model broke');
+  });
+
+  it('follows the live stream instead of polling, and still polls a service without one', async () => {
+    const seen: string[] = [];
+    const counting = (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+      seen.push(`${init?.method ?? 'GET'} ${String(input).replace(baseUrl, '')}`);
+      return fetch(input, init);
+    };
+    const c = client('bob-key', { fetch: counting });
+    const statuses: GenerationStatus[] = [];
+    const running = c.generations.run({ modelId: 'slow', settings: { prompt: 'stream-me' } }, { onStatus: (s) => statuses.push(s), timeoutMs: 10_000 });
+    await until(() => held.has('stream-me'));
+    await new Promise((r) => setTimeout(r, 300));
+    held.get('stream-me')!();
+    const done = await running;
+    expect(done).toMatchObject({ status: 'completed', result: 'echo: stream-me' });
+    expect(statuses.at(-1)).toBe('completed');
+    const reads = seen.filter((s) => s.startsWith('GET /v1/generations/'));
+    // One stream, no polls while it ran.
+    expect(reads).toEqual([`GET /v1/generations/${done.generationId}/events`]);
+  });
+
+  it('verifies webhook deliveries with Web Crypto, and refuses forged, altered and stale ones', async () => {
+    const { verifyWebhook, WebhookVerificationError } = await import('../src/index.js');
+    const { Webhook } = await import('standardwebhooks');
+    const secret = `whsec_${Buffer.from('0123456789abcdef0123456789abcdef').toString('base64')}`;
+    const body = JSON.stringify({ type: 'generation.completed', timestamp: new Date().toISOString(), data: { generationId: 'g1', status: 'completed' } });
+    const now = new Date();
+    const signature = new Webhook(secret).sign('msg_1', now, body);
+    const headers = { 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(now.getTime() / 1000)), 'webhook-signature': signature };
+    const event = await verifyWebhook(secret, body, headers);
+    expect(event).toMatchObject({ type: 'generation.completed', data: { generationId: 'g1' } });
+    // Bytes and a Headers object work too; one of two signatures (a rotation) is enough.
+    await expect(verifyWebhook(secret, new TextEncoder().encode(body), new Headers({ ...headers, 'webhook-signature': `v1,AAAA ${signature}` }))).resolves.toBeDefined();
+    const other = `whsec_${Buffer.from('ffffffffffffffffffffffffffffffff').toString('base64')}`;
+    for (const [label, args] of [
+      ['another secret', [other, body, headers]],
+      ['an altered body', [secret, body.replace('g1', 'g2'), headers]],
+      ['another id', [secret, body, { ...headers, 'webhook-id': 'msg_2' }]],
+      ['a stale timestamp', [secret, body, { ...headers, 'webhook-timestamp': String(Math.floor(now.getTime() / 1000) - 3600) }]],
+      ['no signature', [secret, body, { ...headers, 'webhook-signature': '' }]],
+      ['a v2 signature', [secret, body, { ...headers, 'webhook-signature': signature.replace('v1,', 'v2,') }]],
+    ] as const) {
+      await expect(verifyWebhook(...(args as [string, string, Record<string, string>])), label).rejects.toBeInstanceOf(WebhookVerificationError);
+    }
   });
 });
