@@ -4,12 +4,17 @@ import { readdirSync, existsSync } from 'node:fs';
 
 const root = fileURLToPath(new URL('.', import.meta.url));
 
-/** Tests import workspace packages from source, never from a build. */
-const alias = Object.fromEntries(
-  readdirSync(`${root}packages`)
+/**
+ * Tests import workspace packages from source, never from a build. Exact matches (regexes), so `@genservice/core`
+ * does not swallow its subpaths `@genservice/core/ports` and `@genservice/core/adapter`.
+ */
+const alias = [
+  { find: /^@genservice\/core\/ports$/, replacement: `${root}packages/core/src/ports.ts` },
+  { find: /^@genservice\/core\/adapter$/, replacement: `${root}packages/core/src/adapter.ts` },
+  ...readdirSync(`${root}packages`)
     .filter((dir) => existsSync(`${root}packages/${dir}/src/index.ts`))
-    .map((dir) => [`@genservice/${dir}`, `${root}packages/${dir}/src/index.ts`]),
-);
+    .map((dir) => ({ find: new RegExp(`^@genservice/${dir}$`), replacement: `${root}packages/${dir}/src/index.ts` })),
+];
 
 function project(name: string, dir: string, extra: Record<string, unknown> = {}) {
   return {

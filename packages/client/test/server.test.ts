@@ -396,7 +396,7 @@ describe('client: lists, details, quotes, metadata, reasons, live status, webhoo
       ['no signature', [secret, body, { ...headers, 'webhook-signature': '' }]],
       ['a v2 signature', [secret, body, { ...headers, 'webhook-signature': signature.replace('v1,', 'v2,') }]],
     ] as const) {
-      await expect(verifyWebhook(...(args as [string, string, Record<string, string>])), label).rejects.toBeInstanceOf(WebhookVerificationError);
+      await expect(verifyWebhook(...(args as unknown as [string, string, Record<string, string>])), label).rejects.toBeInstanceOf(WebhookVerificationError);
     }
   });
 });

@@ -1,3 +1,10 @@
+/**
+ * @module @genservice/core
+ *
+ * For hosts embedding the service: createGenerationService, its options and result types, errors, the in-memory and
+ * disk implementations, the JSON logger and the outbound guard. Store, queue and provider authors also have
+ * `@genservice/core/ports`; adapter authors `@genservice/core/adapter`.
+ */
 // tsyringe needs the Reflect metadata API before any decorated class is defined.
 import 'reflect-metadata';
 
@@ -7,17 +14,14 @@ export type * from './ports/index.js';
 export type * from './options.js';
 export type * from './service-types.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
-export { STATUS_OF } from './http/errors.js';
 export { SERVED_ROUTES } from './http/handler.js';
-export { isApiPath, readRawBody, type RawBody } from './http/node-body.js';
-export { needsNodeWrite, writeNodeResponse } from './http/node-response.js';
 export { createGenerationService } from './service.js';
 export { InProcessQueue, type InProcessQueueOptions } from './runner/in-process-queue.js';
 export { FileUrlSigner } from './files.js';
 export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './api-key-cache.js';
-export { newGenerationId, GENERATION_ID_PATTERN } from './ids.js';
+export { newGenerationId } from './ids.js';
 export { createJsonLogger, silentLogger, type LogLevel } from './logger.js';
-export { BUILTIN_FIELD_TYPES, DEFAULT_LIMITS, MEDIA_FIELD_TYPES } from './settings/compile.js';
+export { DEFAULT_LIMITS } from './settings/compile.js';
 export * from './memory/index.js';
 export * from './disk/index.js';
 export * from './outbound/index.js';

@@ -109,7 +109,20 @@ describe('HttpHandler', () => {
     const doc = JSON.parse(String(res.body));
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths).sort()).toEqual(
-      ['/v1/balance', '/v1/files/{key}', '/v1/generations', '/v1/generations/{id}', '/v1/generations/{id}/cancel', '/v1/models', '/v1/openapi.json'].sort(),
+      [
+        '/v1/balance',
+        '/v1/files/{key}',
+        '/v1/generations',
+        '/v1/generations/{id}',
+        '/v1/generations/{id}/cancel',
+        '/v1/generations/{id}/events',
+        '/v1/generations/{id}/webhook-deliveries',
+        '/v1/models',
+        '/v1/openapi.json',
+        '/v1/quotes',
+        '/v1/webhooks/secret',
+        '/v1/webhooks/secret/rotate',
+      ].sort(),
     );
     const body = doc.paths['/v1/generations'].post.requestBody.content['application/json'].schema;
     expect(body.oneOf[0].properties.settings.required).toEqual(['prompt']);

@@ -27,8 +27,10 @@
  */
 import express from 'express';
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response, Router } from 'express';
-import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
-import { DEFAULT_LIMITS, isApiPath, readRawBody, writeNodeResponse } from '@genservice/core';
+import type { GenerationService } from '@genservice/core';
+import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
+import { DEFAULT_LIMITS } from '@genservice/core';
+import { isApiPath, readRawBody, writeNodeResponse } from '@genservice/core/adapter';
 
 export interface GenserviceRouterOptions {
   /**

@@ -25,8 +25,10 @@
  * ```
  */
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
-import { DEFAULT_LIMITS, isApiPath, needsNodeWrite, readRawBody, writeNodeResponse, type RawBody } from '@genservice/core';
+import type { GenerationService } from '@genservice/core';
+import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
+import { DEFAULT_LIMITS } from '@genservice/core';
+import { isApiPath, needsNodeWrite, readRawBody, writeNodeResponse, type RawBody } from '@genservice/core/adapter';
 
 export interface GenservicePluginOptions {
   service: GenerationService;

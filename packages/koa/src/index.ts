@@ -28,8 +28,10 @@
  * ```
  */
 import type { Context, Middleware, Next } from 'koa';
-import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
-import { DEFAULT_LIMITS, isApiPath, needsNodeWrite, readRawBody, writeNodeResponse } from '@genservice/core';
+import type { GenerationService } from '@genservice/core';
+import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
+import { DEFAULT_LIMITS } from '@genservice/core';
+import { isApiPath, needsNodeWrite, readRawBody, writeNodeResponse } from '@genservice/core/adapter';
 
 export interface GenserviceMiddlewareOptions {
   /**
