@@ -7,6 +7,11 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const out = `${root}.vitest-results.json`;
+
+// Lint first (Biome: no import cycles, adapters only on core's public entries). A failed lint counts as one failed test.
+const lint = spawnSync('npx', ['biome', 'lint'], { cwd: root, stdio: 'inherit', env: { ...process.env, FORCE_COLOR: '0' } });
+const lintFailed = lint.status === 0 ? 0 : 1;
+if (lintFailed) console.log('lint: failed');
 rmSync(out, { force: true });
 const args = ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...process.argv.slice(2)];
 const run = spawnSync('npx', args, { cwd: root, stdio: 'inherit', env: { ...process.env, FORCE_COLOR: '0' } });
@@ -26,5 +31,6 @@ if (existsSync(out)) {
   failed = 1;
 }
 if (run.status !== 0 && failed === 0) failed = 1;
+failed += lintFailed;
 console.log(`tests: ${passed} passed, ${failed} failed`);
 process.exit(failed === 0 && passed > 0 ? 0 : 1);
