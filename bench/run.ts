@@ -36,11 +36,13 @@ import {
   PG_POOL_SIZE,
   lastCpuUsPerOp,
   BULL_CONCURRENCY,
+  REDIS_URL,
 } from './sections/stores.js';
 import { memoryPerGeneration, scaleMemory, scaleSqlite, type ScaleResult } from './sections/scale.js';
+import { pushBench } from './sections/push.js';
 
-type Section = 'http' | 'runner' | 'stores' | 'scale';
-const ALL: Section[] = ['http', 'runner', 'stores', 'scale'];
+type Section = 'http' | 'runner' | 'stores' | 'scale' | 'push';
+const ALL: Section[] = ['http', 'runner', 'stores', 'scale', 'push'];
 const ROOT = path.resolve(BENCH_DIR, '..');
 const DOCS = path.join(ROOT, 'docs');
 const RESULTS = path.join(BENCH_DIR, 'results.json');
@@ -359,7 +361,7 @@ function scaleRows(kind: string, title: string, r: ScaleResult): Row[] {
     unit: 'us' as const,
     extra: `p50 (mean ${l.meanUs.toFixed(1)} / p99 ${l.p99Us.toFixed(1)} µs)`,
   });
-  return (['get', 'create'] as const).map((op) =>
+  const rows = (['get', 'create'] as const).map((op) =>
     evaluate({
       id: `scale.${kind}.${op}`,
       section: 'scale',
@@ -372,6 +374,22 @@ function scaleRows(kind: string, title: string, r: ScaleResult): Row[] {
       target: { kind: 'max', bound: 1.2 },
     }),
   );
+  if (r.list) {
+    rows.push(
+      evaluate({
+        id: `scale.${kind}.list`,
+        section: 'scale',
+        name: `${title}: a list page (GET /v1/generations, 20 newest of one user), ${L} vs ${S1} stored`,
+        ours: lat(r.list.large),
+        oursLabel: L,
+        base: lat(r.list.small),
+        baseLabel: S1,
+        ratio: r.list.large.p50Us / r.list.small.p50Us,
+        target: { kind: 'max', bound: 1.2 },
+      }),
+    );
+  }
+  return rows;
 }
 
 async function runScale(): Promise<Row[]> {
@@ -397,6 +415,33 @@ async function runScale(): Promise<Row[]> {
     });
   }
   return rows;
+}
+
+async function runPush(): Promise<Row[]> {
+  const streams = Q ? 1_000 : 5_000;
+  const samples = Q ? 50 : 300;
+  log(`[push] ${streams} idle event streams; ${samples} commit-to-client samples in-process and across instances`);
+  const r = await pushBench({ streams, samples, redisUrl: REDIS_URL });
+  log(`[push] per idle stream: heap ${r.memory.heapPerStreamB.toFixed(0)} B, RSS ${r.memory.rssPerStreamB.toFixed(0)} B`);
+  log(`[push] commit to client: in-process p50 ${r.latency.inProcess.p50Ms.toFixed(1)} ms / p99 ${r.latency.inProcess.p99Ms.toFixed(1)} ms; across instances (Redis) p50 ${r.latency.acrossInstances.p50Ms.toFixed(1)} ms / p99 ${r.latency.acrossInstances.p99Ms.toFixed(1)} ms`);
+  const ms = (l: { p50Ms: number; p99Ms: number; n: number }) => ({ value: l.p50Ms, unit: 'ms' as const, extra: `p50 (p99 ${l.p99Ms.toFixed(1)} ms, ${l.n} events)` });
+  return [
+    {
+      id: 'push.memory.heap',
+      section: 'push',
+      name: `Idle event stream: server heap per open stream (${streams} open on loopback)`,
+      ours: { value: r.memory.heapPerStreamB, unit: 'B', extra: `(RSS ${r.memory.rssPerStreamB.toFixed(0)} B per stream, socket buffers included)` },
+      oursLabel: 'heapUsed delta / streams',
+    },
+    { id: 'push.latency.local', section: 'push', name: 'Commit to client, same instance (event stream)', ours: ms(r.latency.inProcess), oursLabel: 'transition committed -> event read' },
+    {
+      id: 'push.latency.remote',
+      section: 'push',
+      name: 'Commit to client, across instances (worker on one, stream on another, Redis notifier)',
+      ours: ms(r.latency.acrossInstances),
+      oursLabel: 'transition committed -> event read',
+    },
+  ];
 }
 
 // ------------------------------------------------------------------ profiles of missed targets
@@ -610,7 +655,15 @@ async function main(): Promise<void> {
     const t0 = Date.now();
     const loadBefore = load1();
     const rows =
-      section === 'http' ? await runHttp() : section === 'runner' ? await runRunner() : section === 'stores' ? await runStores() : await runScale();
+      section === 'http'
+        ? await runHttp()
+        : section === 'runner'
+          ? await runRunner()
+          : section === 'stores'
+            ? await runStores()
+            : section === 'scale'
+              ? await runScale()
+              : await runPush();
     log(`[bench] ${section} done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
     fresh.push(...rows);
     saved.sections[section] = { at, quick: opts.quick, rows, load: [loadBefore, load1()] };

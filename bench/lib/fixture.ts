@@ -3,7 +3,7 @@
  * validation really runs), a provider whose `generate` does nothing, one user with one key and a balance that never
  * runs out, and the request bodies.
  */
-import type { GenerationOutput, ModelDefinition, ModelProvider } from '@genservice/core';
+import type { GenerationOutput, ModelDefinition, GenerateProvider } from '@genservice/core';
 
 export const MODEL_ID = 'bench-text';
 export const USER_ID = 'bench-user';
@@ -28,7 +28,7 @@ export const MODEL: ModelDefinition = {
 const OUTPUT: GenerationOutput = { text: RESULT_TEXT };
 
 /** The no-op provider: answers at once with a fixed text. */
-export const noopProvider: ModelProvider = {
+export const noopProvider: GenerateProvider = {
   models: [MODEL],
   generate: async () => OUTPUT,
 };

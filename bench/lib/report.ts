@@ -7,6 +7,7 @@ export function fmtMeasure(m: Measure): string {
   let s: string;
   if (m.unit === 'us') s = `${m.value < 10 ? m.value.toFixed(2) : m.value.toFixed(1)} µs`;
   else if (m.unit === 'B') s = `${nf0.format(m.value)} B`;
+  else if (m.unit === 'ms') s = `${m.value.toFixed(1)} ms`;
   else s = `${nf0.format(m.value)} ${m.unit}`;
   if (m.p50Ms !== undefined && m.p99Ms !== undefined) s += ` (p50 ${m.p50Ms.toFixed(2)} / p99 ${m.p99Ms.toFixed(2)} ms)`;
   if (m.extra) s += ` ${m.extra}`;

@@ -2,7 +2,7 @@
 export interface Measure {
   /** Requests/s, operations/s or a latency in microseconds (see `unit`). */
   value: number;
-  unit: 'req/s' | 'ops/s' | 'gen/s' | 'us' | 'B';
+  unit: 'req/s' | 'ops/s' | 'gen/s' | 'us' | 'ms' | 'B';
   p50Ms?: number;
   p99Ms?: number;
   /** Extra text for the table cell. */
@@ -18,7 +18,7 @@ export interface Target {
 export interface Row {
   /** Stable id, e.g. `http.express.get.p1`; also the key of a note in bench/notes/<id-prefix>.md. */
   id: string;
-  section: 'http' | 'runner' | 'stores' | 'scale';
+  section: 'http' | 'runner' | 'stores' | 'scale' | 'push';
   name: string;
   ours: Measure;
   oursLabel: string;
