@@ -61,13 +61,14 @@ function appendEvents(s: string, from: string, type: string, at: string, data: s
 export function generationSql(s: string): Record<GenerationSqlName, string> {
   const holds = `status = 'processing' AND lease_owner = $2 AND lease_expires_at > $3`;
   return {
-    // $8 is the in-flight cap (null: none); the caller holds the owner's advisory lock, so the count is exact.
+    // $8 is the in-flight cap (null: none); the caller holds the owner's advisory lock, so the count is exact. It
+    // counts at most $8 rows, so its cost is bounded by the cap, not by how many rows the owner has.
     insert: `WITH ins AS (
         INSERT INTO ${s}.generations
           (id, owner_id, model_id, settings, status, reserved, attempts, created_at, updated_at, metadata, webhook)
         SELECT $1, $2, $3, $4::json, 'pending', $5, 0, $6, $6, $7::jsonb, $9::jsonb
-        WHERE $8::int IS NULL OR (SELECT count(*) FROM ${s}.generations
-          WHERE owner_id = $2 AND status IN ('pending', 'processing')) < $8::int
+        WHERE $8::int IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM ${s}.generations
+          WHERE owner_id = $2 AND status IN ('pending', 'processing') LIMIT $8::int) capped) < $8::int
         RETURNING id, owner_id, model_id),
       ev AS (${appendEvents(s, 'ins', 'created', '$6', "jsonb_build_object('modelId', m.model_id)")})
       SELECT count(*)::int AS inserted FROM ins`,

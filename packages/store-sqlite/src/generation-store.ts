@@ -117,7 +117,9 @@ export const GENERATION_SQL = {
      WHERE id = @id AND (status = 'pending' OR (status = 'processing' AND ${LEASE_EXPIRED}))
     RETURNING ${COLUMNS}`,
   parkedOf: `SELECT parked_until FROM generations WHERE id = ?`,
-  countUnfinished: `SELECT count(*) AS n FROM generations WHERE owner_id = ? AND status IN ('pending', 'processing')`,
+  // Counts at most the cap (the second parameter): the cost stays bounded by the cap, however many rows the owner has.
+  countUnfinished: `SELECT count(*) AS n FROM
+     (SELECT 1 FROM generations WHERE owner_id = ? AND status IN ('pending', 'processing') LIMIT ?)`,
   setRemoteHandle: `UPDATE generations SET remote_handle = @handle, updated_at = @now
      WHERE id = @id AND ${HOLDS_LEASE} AND remote_handle IS NULL`,
   park: `UPDATE generations SET lease_owner = NULL, lease_expires_at = NULL, parked_until = @until, updated_at = @now
@@ -236,7 +238,7 @@ export class SqliteGenerationStore implements GenerationStore {
     // read snapshot (which, in WAL mode, fails at once with SQLITE_BUSY_SNAPSHOT instead of waiting).
     // IMMEDIATE: the write lock is held from the count to the insert, across processes, so the cap is exact.
     this.insertTx = db.transaction((gen: NewGeneration, max: number | undefined) => {
-      if (max !== undefined && (countUnfinishedStmt.get(gen.ownerId) as { n: number }).n >= max) return 'limit_reached' as const;
+      if (max !== undefined && (countUnfinishedStmt.get(gen.ownerId, max) as { n: number }).n >= max) return 'limit_reached' as const;
       insertStmt.run({
         id: gen.id,
         ownerId: gen.ownerId,
