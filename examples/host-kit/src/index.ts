@@ -17,6 +17,7 @@ import {
   type Logger,
 } from '@genservice/core';
 import { createDemoProvider } from '@genservice/demo-models';
+import { configuredProviders } from './providers.js';
 
 export interface HostConfig {
   port: number;
@@ -230,7 +231,10 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
   }
   const perMinute = config.rateLimitPerMinute;
   const service = createGenerationService({
-    providers: [createDemoProvider({ speed: config.demoSpeed, fetch: { allowPrivateNetworks: config.allowPrivateMedia } })],
+    providers: [
+      createDemoProvider({ speed: config.demoSpeed, fetch: { allowPrivateNetworks: config.allowPrivateMedia } }),
+      ...(await configuredProviders(process.env, logger)),
+    ],
     store: stores.store,
     ledger: stores.ledger,
     apiKeys: stores.apiKeys,
@@ -260,6 +264,8 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     push: notifier ? { notifier } : undefined,
     recovery: { intervalMs: config.recoveryIntervalMs },
     retention: config.retentionHours ? { finishedTtlMs: config.retentionHours * 3600_000 } : undefined,
+    // The playground page at <mount>/playground (packages/playground).
+    playground: true,
     logger,
   });
   logger.info({ store: stores.describe, queue: config.redisUrl ? 'bullmq' : 'in-process', users: users.length }, 'genservice configured');
