@@ -14,9 +14,11 @@ app.get('/', (_req, res) => {
 app.get('/healthz', (_req, res) => {
   res.json({ ok: true });
 });
-// The host parses JSON for its own routes; genservice still reads its raw bodies (see docs/adapters.md).
+// genservice first: it reads its own raw bodies with its own size and time limits, and answers unknown paths under
+// its mount with its JSON 404 (nothing else of this host lives there). Then the host's JSON parser, for its own
+// routes (a parser in front would read every hostile body to its end first; see docs/adapters.md).
+app.use(host.config.mountPath, genserviceRouter(host.service, { notFound: true }));
 app.use(express.json());
-app.use(host.config.mountPath, genserviceRouter(host.service));
 
 await host.service.start();
 const server = app.listen(host.config.port, host.config.host, () => announce(host));

@@ -7,22 +7,31 @@
  * @example
  * // A complete adapter for plain node:http
  * import { createServer } from 'node:http';
- * import { isApiPath, readRawBody, writeNodeResponse } from '@genservice/core/adapter';
+ * import { bodyLimitsOf, isApiPath, readRequestBody, writeNodeResponse } from '@genservice/core/adapter';
  *
  * createServer(async (req, res) => {
  *   const path = req.url ?? '/';
  *   if (!isApiPath(path.split('?')[0]!)) return void res.writeHead(404).end();
- *   const raw = await readRawBody(req, service.bodyLimit, req.headers['content-length']);
+ *   const body = await readRequestBody(req, bodyLimitsOf(service), req.headers['content-length']);
  *   const out = await service.handle({
  *     method: req.method ?? 'GET',
  *     path,
  *     headers: req.headers,
- *     ...(raw === null ? { bodyError: 'payload_too_large' as const } : { body: raw }),
+ *     ...body,
  *     remoteAddress: req.socket.remoteAddress,
  *   });
  *   await writeNodeResponse(res, out);
  * }).listen(3000);
  */
-export { isApiPath, readRawBody, type RawBody } from './http/node-body.js';
+export {
+  bodyLimitsOf,
+  isApiPath,
+  readRawBody,
+  readRequestBody,
+  toRequestBody,
+  type BodyLimits,
+  type RawBody,
+  type RequestBody,
+} from './http/node-body.js';
 export { needsNodeWrite, writeNodeResponse } from './http/node-response.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';

@@ -8,6 +8,7 @@ export type ErrorCode =
   | 'model_not_found'
   | 'not_found'
   | 'payload_too_large'
+  | 'request_timeout'
   | 'unsupported_media_type'
   | 'method_not_allowed'
   | 'idempotency_conflict'

@@ -55,6 +55,7 @@ const optionsSchema = z.strictObject({
   limits: z
     .strictObject({
       bodyBytes: positiveInt.optional(),
+      bodyTimeoutMs: positiveInt.optional(),
       mediaUrls: positiveInt.optional(),
       urlLength: positiveInt.optional(),
       textLength: positiveInt.optional(),

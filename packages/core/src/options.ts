@@ -18,6 +18,12 @@ export type FieldTypeSchema = (descriptor: SettingDescriptor, limits: Required<L
 export interface LimitsOptions {
   /** Largest request body in bytes; larger gives 413. Default 1 MiB. */
   bodyBytes?: number;
+  /**
+   * Longest time, in ms, a request body may take to arrive once its headers have (the adapters stop reading then,
+   * and the answer is `408 request_timeout` with `Connection: close`). Default 30 000. A client sending one byte
+   * every few seconds cannot hold a request open longer than this.
+   */
+  bodyTimeoutMs?: number;
   /** Most URLs in one media setting. Default 10. */
   mediaUrls?: number;
   /** Longest URL in a media setting. Default 2048. */

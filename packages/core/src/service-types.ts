@@ -88,4 +88,6 @@ export interface GenerationService {
   sweep(): Promise<number>;
   /** Largest request body in bytes (limits.bodyBytes); adapters stop reading beyond it. */
   readonly bodyLimit: number;
+  /** How long a request body may take to arrive (limits.bodyTimeoutMs); adapters stop reading after it. */
+  readonly bodyTimeoutMs: number;
 }

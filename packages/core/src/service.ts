@@ -69,6 +69,10 @@ export class GenerationServiceImpl implements GenerationService {
     return this.options.limits.bodyBytes;
   }
 
+  get bodyTimeoutMs(): number {
+    return this.options.limits.bodyTimeoutMs;
+  }
+
   listModels(): ModelInfo[] {
     return this.registry.list;
   }

@@ -64,6 +64,24 @@ describe('HttpHandler', () => {
     expect((await service.handle(post('{}', { 'content-length': '5000' }))).status).toBe(413);
     expect((await service.handle({ ...post(''), bodyError: 'invalid_json' })).status).toBe(400);
     expect((await service.handle({ ...post(''), bodyError: 'payload_too_large' })).status).toBe(413);
+    // A host parser's lower limit is the one named; a higher or nonsense one is not believed.
+    const applied = await service.handle({ ...post(''), bodyError: 'payload_too_large', bodyLimitApplied: 100 });
+    expect(parse(applied.body).error.message).toBe('The request body is larger than 100 bytes.');
+    for (const bogus of [10 ** 12, -1, Number.NaN]) {
+      const r = await service.handle({ ...post(''), bodyError: 'payload_too_large', bodyLimitApplied: bogus });
+      expect(parse(r.body).error.message).toBe(`The request body is larger than ${service.bodyLimit} bytes.`);
+    }
+    // A body that did not arrive in time: 408 and the connection closes, before anything else is looked at.
+    const late = await service.handle({ method: 'POST', path: '/v1/generations', headers: {}, bodyError: 'timeout' });
+    expect(late.status).toBe(408);
+    expect(late.headers.connection).toBe('close');
+    expect(parse(late.body).error.code).toBe('request_timeout');
+    // Compressed bodies: 415, whatever the encoding; identity is no encoding.
+    for (const encoding of ['gzip', 'deflate', 'br', 'x-gzip', 'gzip, identity']) {
+      const r = await service.handle(post('{"modelId":"m","settings":{"prompt":"a"}}', { 'content-encoding': encoding }));
+      expect(r.status, encoding).toBe(415);
+    }
+    expect((await service.handle(post('{"modelId":"m","settings":{"prompt":"a"}}', { 'content-encoding': 'identity' }))).status).toBe(201);
     expect((await service.handle(post('{"modelId":"m","settings":{"prompt":"a"}}', { 'content-type': 'application/json; charset=utf-8' }))).status).toBe(201);
   });
 

@@ -75,7 +75,7 @@ describe('GET /v1/openapi.json', () => {
   it('gives every operation a summary, description and tag, and every answer its headers and schema', async () => {
     const doc = await document();
     const codes = doc.components.schemas.Error.properties.error.properties.code.enum as string[];
-    for (const code of ['invalid_json', 'invalid_request', 'invalid_settings', 'unauthorized', 'insufficient_funds', 'model_not_found', 'not_found', 'payload_too_large', 'unsupported_media_type', 'method_not_allowed', 'idempotency_conflict', 'idempotency_mismatch', 'forbidden', 'rate_limited', 'unavailable', 'internal']) {
+    for (const code of ['invalid_json', 'invalid_request', 'invalid_settings', 'unauthorized', 'insufficient_funds', 'model_not_found', 'not_found', 'payload_too_large', 'request_timeout', 'unsupported_media_type', 'method_not_allowed', 'idempotency_conflict', 'idempotency_mismatch', 'forbidden', 'rate_limited', 'unavailable', 'internal']) {
       expect(codes).toContain(code);
     }
     expect(doc.components.schemas.Generation.discriminator.propertyName).toBe('status');

@@ -30,7 +30,7 @@ import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Respon
 import type { GenerationService } from '@genservice/core';
 import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import { isApiPath, readRawBody, writeNodeResponse } from '@genservice/core/adapter';
+import { bodyLimitsOf, isApiPath, readRequestBody, writeNodeResponse, type BodyLimits } from '@genservice/core/adapter';
 
 export interface GenserviceRouterOptions {
   /**
@@ -38,6 +38,13 @@ export interface GenserviceRouterOptions {
    * limit: core answers 413 for anything above its own.
    */
   bodyLimit?: number;
+  /**
+   * Answer every path under the mount point that genservice does not serve with its JSON `404 not_found` (as the
+   * Fastify and Koa adapters do on their own) instead of passing it on to the host. Default `false`: Express cannot
+   * tell whether a route of the host's registered later would answer it, so turn this on only when nothing else of
+   * yours lives under this mount (never for a root mount).
+   */
+  notFound?: boolean;
 }
 
 /**
@@ -46,7 +53,7 @@ export interface GenserviceRouterOptions {
  */
 export type GenserviceRouter = [router: Router, hostParserErrors: ErrorRequestHandler];
 
-type BodyPart = Pick<HttpRequest, 'body' | 'parsedBody' | 'bodyError'>;
+type BodyPart = Pick<HttpRequest, 'body' | 'parsedBody' | 'bodyError' | 'bodyLimitApplied'>;
 
 /** Error `type`s set by body-parser (behind `express.json()` & co.) that genservice answers itself. */
 const BODY_PARSER_ERRORS = new Set(['entity.parse.failed', 'entity.too.large', 'charset.unsupported', 'encoding.unsupported']);
@@ -55,7 +62,7 @@ const BODY_PARSER_ERRORS = new Set(['entity.parse.failed', 'entity.too.large', '
  * The generation API as Express middleware. Mount it with `app.use('/prefix', genserviceRouter(service))`.
  */
 export function genserviceRouter(service: GenerationService, options: GenserviceRouterOptions = {}): GenserviceRouter {
-  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes;
+  const limits = bodyLimitsOf(service, options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes);
   const router = express.Router();
 
   const forward: RequestHandler = (req, res, next) => {
@@ -63,20 +70,29 @@ export function genserviceRouter(service: GenerationService, options: Genservice
       next();
       return;
     }
-    answer(service, req, res, next, () => bodyOf(req, limit));
+    answer(service, req, res, next, () => bodyOf(req, limits));
   };
   router.use(forward);
+  if (options.notFound) {
+    router.use((req, res, next) => answer(service, req, res, next, async () => ({ body: '' })));
+  }
 
   const hostParserErrors: ErrorRequestHandler = (err: unknown, req, res, next) => {
     const type = (err as { type?: unknown } | null)?.type;
-    if (typeof type !== 'string' || !BODY_PARSER_ERRORS.has(type) || !isApiPath(req.path) || res.headersSent) {
+    // A compressed body the host parser failed to inflate: core answers it (415, whatever the parser made of it).
+    const encoded = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase() !== 'identity';
+    if ((!encoded && (typeof type !== 'string' || !BODY_PARSER_ERRORS.has(type))) || !isApiPath(req.path) || res.headersSent) {
       next(err);
       return;
     }
     answer(service, req, res, next, async () => {
       // charset/encoding errors are raised before the parser reads anything: the raw body is still there.
-      if (!streamConsumed(req)) return bodyOf(req, limit);
-      if (type === 'entity.too.large') return { bodyError: 'payload_too_large' };
+      if (!streamConsumed(req)) return bodyOf(req, limits);
+      if (type === 'entity.too.large') {
+        // The host parser's own limit refused it (express.json() defaults to 100 kB): the 413 names that limit.
+        const applied = (err as { limit?: unknown }).limit;
+        return { bodyError: 'payload_too_large', ...(typeof applied === 'number' ? { bodyLimitApplied: applied } : {}) };
+      }
       // body-parser keeps the text it could not parse; core parsing it gives the same answer as without a host
       // parser (a top-level string, rejected by express.json's strict mode, is `invalid_request` for core).
       const text = (err as { body?: unknown }).body;
@@ -116,11 +132,8 @@ function streamConsumed(req: Request): boolean {
   return (req as { _body?: unknown })._body === true || req.readableEnded || (req.complete && !req.readable);
 }
 
-async function bodyOf(req: Request, limit: number): Promise<BodyPart> {
-  if (!streamConsumed(req)) {
-    const raw = await readRawBody(req, limit, req.headers['content-length']);
-    return raw === null ? { bodyError: 'payload_too_large' } : { body: raw };
-  }
+async function bodyOf(req: Request, limits: BodyLimits): Promise<BodyPart> {
+  if (!streamConsumed(req)) return readRequestBody(req, limits, req.headers['content-length']);
   // body-parser turns an empty JSON body into `{}`; core must see that it was empty.
   if (req.headers['content-length'] === '0') return { body: '' };
   const parsed: unknown = (req as { body?: unknown }).body;

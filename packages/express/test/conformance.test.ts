@@ -5,6 +5,7 @@ import { genserviceRouter } from '../src/index.js';
 runConformanceSuite('express', async (service, { prefix, hostParsers }) => {
   const app = express();
   if (hostParsers) app.use(express.json(), express.urlencoded(), express.text());
-  app.use(prefix || '/', genserviceRouter(service));
+  // notFound: nothing of this app's lives under the prefix, so unknown paths there get genservice's JSON 404.
+  app.use(prefix || '/', genserviceRouter(service, { notFound: prefix !== '' }));
   return listen(app, prefix);
 });

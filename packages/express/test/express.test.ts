@@ -90,6 +90,12 @@ describe('express adapter: translation', () => {
 
     await call(`${baseUrl}/v1/generations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ pad: 'a'.repeat(200) }) });
     expect(rec.last().bodyError).toBe('payload_too_large');
+    // The limit that refused it is the host parser's, and core is told so (its 413 names that one).
+    expect(rec.last().bodyLimitApplied).toBe(100);
+
+    // A compressed body the host parser could not inflate still reaches core, which answers it (415).
+    await call(`${baseUrl}/v1/generations`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: '{}' });
+    expect(rec.last().headers['content-encoding']).toBe('gzip');
 
     // An unsupported charset is refused before the host parser reads anything: core gets the raw bytes.
     await call(`${baseUrl}/v1/generations`, { method: 'POST', headers: { 'content-type': 'application/json; charset=koi8-r' }, body: '{}' });

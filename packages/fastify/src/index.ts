@@ -28,7 +28,7 @@ import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, F
 import type { GenerationService } from '@genservice/core';
 import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import { isApiPath, needsNodeWrite, readRawBody, writeNodeResponse, type RawBody } from '@genservice/core/adapter';
+import { bodyLimitsOf, isApiPath, needsNodeWrite, readRawBody, readRequestBody, toRequestBody, writeNodeResponse, type BodyLimits, type RawBody } from '@genservice/core/adapter';
 
 export interface GenservicePluginOptions {
   service: GenerationService;
@@ -49,7 +49,7 @@ interface RawPayload {
 interface Mount {
   prefix: string;
   service: GenerationService;
-  limit: number;
+  limits: BodyLimits;
 }
 
 /** The plugin's mounts per HTTP server, for `genserviceFrameworkErrors`, which runs outside every plugin context. */
@@ -60,11 +60,11 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
   if (!service || typeof service.handle !== 'function') {
     throw new TypeError('genservicePlugin: options.service must be a GenerationService');
   }
-  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes;
+  const limits = bodyLimitsOf(service, options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes);
   // The full prefix of this context (parents' prefixes included), as the public path of the mount point.
   const prefix = app.prefix;
   const mounts = mountsByServer.get(app.server) ?? [];
-  mounts.push({ prefix, service, limit });
+  mounts.push({ prefix, service, limits });
   // Longest prefix first, so a nested mount wins over one at a shorter prefix.
   mounts.sort((a, b) => b.prefix.length - a.prefix.length);
   mountsByServer.set(app.server, mounts);
@@ -73,7 +73,7 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
   app.removeAllContentTypeParsers();
   // A function parser (not `parseAs: 'buffer'`) so Fastify applies no bodyLimit of its own: core answers 413.
   app.addContentTypeParser('*', (request, payload, done) => {
-    readRawBody(payload, limit, request.headers['content-length']).then(
+    readRawBody(payload, limits.bytes, request.headers['content-length'], limits.timeoutMs).then(
       (raw) => done(null, { raw } satisfies RawPayload),
       (err: Error) => done(err, undefined),
     );
@@ -85,7 +85,7 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
       path: pathBelow(request, prefix),
       headers: headersOf(request),
       remoteAddress: request.ip,
-      ...(await bodyOf(request, limit)),
+      ...(await bodyOf(request, limits)),
       baseUrl: () => `${request.protocol}://${request.host}${prefix}`,
     });
     return send(reply, out);
@@ -93,6 +93,9 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
 
   app.all('/v1', handler);
   app.all('/v1/*', handler);
+  // Paths under a (non-root) prefix that no route serves get genservice's JSON 404, as on every adapter. Scoped to
+  // this plugin's prefix: the host's routes and its own 404s elsewhere are untouched.
+  if (prefix !== '') app.setNotFoundHandler(handler);
   // The playground page (a 404 from core unless the service was created with playground: true).
   app.all('/playground', handler);
   app.all('/playground/*', handler);
@@ -128,14 +131,14 @@ export function genserviceFrameworkErrors(error: FastifyError, request: FastifyR
     reply.send(error);
     return;
   }
-  readRawBody(request.raw, mount.limit, request.headers['content-length'])
-    .then((raw) =>
+  readRequestBody(request.raw, mount.limits, request.headers['content-length'])
+    .then((body) =>
       mount.service.handle({
         method: request.method,
         path: url.slice(mount.prefix.length),
         headers: headersOf(request),
       remoteAddress: request.ip,
-        ...(raw === null ? { bodyError: 'payload_too_large' as const } : { body: raw }),
+        ...body,
         baseUrl: () => `${request.protocol}://${request.host}${mount.prefix}`,
       }),
     )
@@ -162,11 +165,11 @@ function pathBelow(request: FastifyRequest, prefix: string): string {
   return `${base}${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : url.slice(q)}`;
 }
 
-async function bodyOf(request: FastifyRequest, limit: number): Promise<Pick<HttpRequest, 'body' | 'bodyError'>> {
+async function bodyOf(request: FastifyRequest, limits: BodyLimits): Promise<Pick<HttpRequest, 'body' | 'bodyError'>> {
   const payload = request.body as RawPayload | undefined;
   // Fastify parses no body on GET and on bodiless requests; read whatever is there ourselves.
-  const raw = payload?.raw !== undefined ? payload.raw : await readRawBody(request.raw, limit, request.headers['content-length']);
-  return raw === null ? { bodyError: 'payload_too_large' } : { body: raw };
+  if (payload?.raw !== undefined) return toRequestBody(payload.raw);
+  return readRequestBody(request.raw, limits, request.headers['content-length']);
 }
 
 function send(reply: FastifyReply, out: HttpResponse): FastifyReply {

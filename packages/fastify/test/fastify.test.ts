@@ -159,8 +159,15 @@ describe('fastify plugin: encapsulation', () => {
     expect(fail.status).toBe(599);
     expect(fail.body).toEqual({ host: 'host route failed' });
     expect((await call(`${origin}/api/health`)).body).toEqual({ ok: true });
-    expect((await call(`${origin}/api/v1x`)).status).toBe(404);
     expect(rec.requests).toHaveLength(0);
+    // A path under the prefix that no route serves goes to core (its JSON 404), not to Fastify's own 404 body...
+    await call(`${origin}/api/v1x?q=1`);
+    expect(rec.last().path).toBe('/v1x?q=1');
+    // ...while the host's 404s outside the prefix stay Fastify's.
+    const outside = await call(`${origin}/elsewhere`);
+    expect(outside.status).toBe(404);
+    expect(outside.body).toMatchObject({ statusCode: 404, error: 'Not Found' });
+    expect(rec.requests).toHaveLength(1);
 
     // And the API itself got the raw body the host's JSON parser would have taken.
     await call(`${origin}/api/v1/generations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{bad' });

@@ -31,12 +31,12 @@ import type { Context, Middleware, Next } from 'koa';
 import type { GenerationService } from '@genservice/core';
 import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import { isApiPath, needsNodeWrite, readRawBody, writeNodeResponse } from '@genservice/core/adapter';
+import { bodyLimitsOf, isApiPath, needsNodeWrite, readRequestBody, writeNodeResponse, type BodyLimits } from '@genservice/core/adapter';
 
 export interface GenserviceMiddlewareOptions {
   /**
    * Mount point, e.g. `/api`: the middleware answers `<prefix>/v1/...`. Give it too under @koa/router
-   * (`router.all('/api/v1{/*path}', ...)`), which leaves `ctx.path` whole.
+   * (`router.all('/api{/*path}', ...)`), which leaves `ctx.path` whole.
    */
   prefix?: string;
   /**
@@ -46,12 +46,16 @@ export interface GenserviceMiddlewareOptions {
   bodyLimit?: number;
 }
 
-type BodyPart = Pick<HttpRequest, 'body' | 'parsedBody' | 'bodyError'>;
+type BodyPart = Pick<HttpRequest, 'body' | 'parsedBody' | 'bodyError' | 'bodyLimitApplied'>;
 
 /** Where `onBodyParserError` leaves a rejected body's error for the middleware (a global symbol: one per realm). */
 const PARSER_ERROR = Symbol.for('@genservice/koa:bodyParserError');
 
 /** Path of the request below `prefix` when it is one of the API's, else null. */
+function underPrefix(url: string, prefix: string): boolean {
+  return url.length === prefix.length || url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}?`);
+}
+
 function apiPathOf(url: string, prefix: string): string | null {
   const q = url.indexOf('?');
   const pathname = q === -1 ? url : url.slice(0, q);
@@ -67,13 +71,17 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
     throw new TypeError('genserviceMiddleware: the first argument must be a GenerationService');
   }
   const prefix = normalizePrefix(options.prefix);
-  const limit = options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes;
+  const limits = bodyLimitsOf(service, options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes);
 
   return async function genservice(ctx: Context, next: Next): Promise<void> {
     // ctx.url, not ctx.path: the path must reach core exactly as sent (still percent-encoded, query included).
     const path = apiPathOf(ctx.url, prefix);
     if (path === null) {
       await next();
+      // Nothing of the host's answered a path under a (non-root) prefix: genservice's JSON 404, as on every adapter.
+      if (prefix !== '' && ctx.status === 404 && ctx.body == null && ctx.respond !== false && underPrefix(ctx.url, prefix)) {
+        send(ctx, await service.handle({ method: ctx.method, path: ctx.url.slice(prefix.length), headers: ctx.headers }));
+      }
       return;
     }
     // koa-mount strips its own prefix from ctx.url and records it here.
@@ -85,7 +93,7 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
       path,
       // Node keeps only the first of repeated Authorization headers; core must see them all to refuse the request.
       headers: auth && auth.length > 1 ? { ...ctx.headers, authorization: auth } : ctx.headers,
-      ...(await bodyOf(ctx, limit)),
+      ...(await bodyOf(ctx, limits)),
       baseUrl: () => `${ctx.protocol}://${ctx.host}${mountPath.replace(/\/+$/, '')}${prefix}`,
       remoteAddress: ctx.ip,
     });
@@ -101,7 +109,7 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
  * @example
  * ```ts
  * app.use(bodyParser({ onError: onBodyParserError({ prefix: '/api' }) }));
- * router.all('/api/v1{/*path}', genserviceMiddleware(service, { prefix: '/api' }));
+ * router.all('/api{/*path}', genserviceMiddleware(service, { prefix: '/api' }));
  * ```
  */
 export function onBodyParserError(options: { prefix?: string } = {}): (err: Error, ctx: Context) => void {
@@ -118,14 +126,17 @@ function normalizePrefix(prefix: string | undefined): string {
   return p.replace(/\/+$/, '');
 }
 
-async function bodyOf(ctx: Context, limit: number): Promise<BodyPart> {
+async function bodyOf(ctx: Context, limits: BodyLimits): Promise<BodyPart> {
   const req = ctx.req;
-  const rejected = (ctx.state as Record<symbol, unknown>)[PARSER_ERROR] as { type?: unknown; status?: unknown; body?: unknown } | undefined;
+  const rejected = (ctx.state as Record<symbol, unknown>)[PARSER_ERROR] as
+    | { type?: unknown; status?: unknown; body?: unknown; limit?: unknown }
+    | undefined;
   if (rejected) {
     if (rejected.type === 'entity.too.large' || rejected.status === 413) {
       // The parser stopped part-way: discard the rest so the connection can carry the answer and the next request.
       if (!req.readableEnded) req.resume();
-      return { bodyError: 'payload_too_large' };
+      // The parser's own limit refused it: the 413 names that limit.
+      return { bodyError: 'payload_too_large', ...(typeof rejected.limit === 'number' ? { bodyLimitApplied: rejected.limit } : {}) };
     }
     // co-body keeps the text it could not parse: core parsing it answers as it would without the parser.
     if (typeof rejected.body === 'string') return { body: rejected.body };
@@ -133,8 +144,7 @@ async function bodyOf(ctx: Context, limit: number): Promise<BodyPart> {
   }
   const consumed = req.readableEnded || (req.complete && !req.readable);
   if (!consumed) {
-    const raw = await readRawBody(req, limit, ctx.get('content-length') || undefined);
-    return raw === null ? { bodyError: 'payload_too_large' } : { body: raw };
+    return readRequestBody(req, limits, ctx.get('content-length') || undefined);
   }
   // A body parser ran first. @koa/bodyparser keeps the text it parsed: core then sees the body as sent.
   const request = ctx.request as { rawBody?: unknown; body?: unknown };

@@ -215,7 +215,12 @@ runConformanceSuite(
     router.get('/health', (ctx) => {
       ctx.body = { ok: true };
     });
-    router.all(`${prefix}/v1{/*path}`, genserviceMiddleware(service, { prefix }));
+    // The whole prefix (not only /v1): unknown paths under it then get genservice's JSON 404; routes of the host
+    // registered under it after this one still answer (the middleware passes them on).
+    router.all(`${prefix}{/*path}`, genserviceMiddleware(service, { prefix }));
+    router.get(`${prefix}/host-route`, (ctx) => {
+      ctx.body = { host: true };
+    });
     app.use(router.routes()).use(router.allowedMethods());
     return listen(app.callback(), prefix);
   },

@@ -318,6 +318,13 @@ export class HttpHandler {
   }
 
   private async dispatch(req: HttpRequest): Promise<HttpResponse> {
+    // A body that did not arrive in time: whatever the route, the request is over and so is the connection (the rest
+    // of the body is never read).
+    if (req.bodyError === 'timeout') {
+      return fail('request_timeout', `The request body did not arrive within ${this.options.limits.bodyTimeoutMs} ms.`, undefined, {
+        connection: 'close',
+      });
+    }
     const q = req.path.indexOf('?');
     const path = q === -1 ? req.path : req.path.slice(0, q);
     const query = q === -1 ? '' : req.path.slice(q + 1);
@@ -451,13 +458,22 @@ export class HttpHandler {
 
   private readBody(req: HttpRequest): { ok: true; value: unknown } | { ok: false; res: HttpResponse } {
     const limit = this.options.limits.bodyBytes;
-    const tooLarge = (): { ok: false; res: HttpResponse } => ({
+    const tooLarge = (applied = limit): { ok: false; res: HttpResponse } => ({
       ok: false,
-      res: fail('payload_too_large', `The request body is larger than ${limit} bytes.`),
+      res: fail('payload_too_large', `The request body is larger than ${applied} bytes.`),
     });
-    if (req.bodyError === 'payload_too_large') return tooLarge();
+    if (req.bodyError === 'payload_too_large') {
+      // A host body parser's lower limit refused it: name that one.
+      const applied = req.bodyLimitApplied;
+      return tooLarge(applied !== undefined && Number.isFinite(applied) && applied > 0 && applied < limit ? applied : limit);
+    }
     const declared = Number(header(req, 'content-length'));
     if (Number.isFinite(declared) && declared > limit) return tooLarge();
+    // Compressed bodies are not taken: inflating them is a way around the body limit, and the API never needs them.
+    const encoding = header(req, 'content-encoding');
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity' && encoding.trim() !== '') {
+      return { ok: false, res: fail('unsupported_media_type', 'Compressed request bodies are not accepted (send it without Content-Encoding).') };
+    }
     const type = header(req, 'content-type');
     if (!type || !JSON_TYPE.test(type.trim())) {
       return { ok: false, res: fail('unsupported_media_type', 'The request body must be JSON (Content-Type: application/json).') };

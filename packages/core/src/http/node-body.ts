@@ -1,7 +1,40 @@
 import type { Readable } from 'node:stream';
 
-/** `null` means the body is larger than the limit. */
-export type RawBody = Buffer | null;
+import type { HttpRequest } from './types.js';
+
+/** `null` means the body is larger than the limit; `'timeout'` that it did not arrive in time. */
+export type RawBody = Buffer | null | 'timeout';
+
+/** What an adapter hands `service.handle` about the body: the bytes, or why there are none. */
+export type RequestBody = Pick<HttpRequest, 'body' | 'bodyError'>;
+
+/** The two limits every adapter applies while reading: `service.bodyLimit` and `service.bodyTimeoutMs`. */
+export interface BodyLimits {
+  /** Most bytes kept in memory. */
+  bytes: number;
+  /** Most ms the body may take to arrive, counted from the start of the read. 0: no deadline. */
+  timeoutMs: number;
+}
+
+/** The body limits of a service (what `service.bodyLimit` / `service.bodyTimeoutMs` say), `bytes` overridable. */
+export function bodyLimitsOf(service: { bodyLimit: number; bodyTimeoutMs?: number }, bytes?: number): BodyLimits {
+  return { bytes: bytes ?? service.bodyLimit, timeoutMs: service.bodyTimeoutMs ?? 30_000 };
+}
+
+/**
+ * Reads a request body for `service.handle`: `{ body }`, or `{ bodyError }` when it was larger than `limits.bytes`
+ * (`payload_too_large`) or slower than `limits.timeoutMs` (`timeout`). What every adapter calls.
+ */
+export async function readRequestBody(stream: Readable, limits: BodyLimits, declaredLength?: string | string[]): Promise<RequestBody> {
+  return toRequestBody(await readRawBody(stream, limits.bytes, declaredLength, limits.timeoutMs));
+}
+
+/** The `service.handle` body fields for what readRawBody read. */
+export function toRequestBody(raw: RawBody): RequestBody {
+  if (raw === null) return { bodyError: 'payload_too_large' };
+  if (raw === 'timeout') return { bodyError: 'timeout' };
+  return { body: raw };
+}
 
 /**
  * Reads a request body into memory, holding at most `limit` bytes.
@@ -14,7 +47,7 @@ export type RawBody = Buffer | null;
  * Shared by every adapter (all three frameworks hand over a Node IncomingMessage), so that body limits behave
  * the same on each.
  */
-export function readRawBody(stream: Readable, limit: number, declaredLength?: string | string[]): Promise<RawBody> {
+export function readRawBody(stream: Readable, limit: number, declaredLength?: string | string[], timeoutMs = 0): Promise<RawBody> {
   const declared = typeof declaredLength === 'string' && /^\d+$/.test(declaredLength) ? Number(declaredLength) : NaN;
   if (declared > limit) return Promise.resolve(null);
   if (stream.readableEnded) return Promise.resolve(EMPTY);
@@ -26,7 +59,19 @@ export function readRawBody(stream: Readable, limit: number, declaredLength?: st
   return new Promise<RawBody>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    // A client trickling its body (one byte every few seconds) is cut off at the deadline: nothing more is read, and
+    // core answers 408 with Connection: close, so the socket goes with the answer.
+    const timer =
+      timeoutMs > 0
+        ? setTimeout(() => {
+            cleanup();
+            chunks.length = 0;
+            stream.on('error', ignore);
+            resolve('timeout');
+          }, timeoutMs)
+        : undefined;
     const cleanup = (): void => {
+      if (timer) clearTimeout(timer);
       stream.off('data', onData);
       stream.off('end', onEnd);
       stream.off('error', onError);

@@ -42,9 +42,13 @@ const ERROR_STATUSES: Record<number, { description: string; headers?: Json }> = 
   402: { description: 'The balance has too few tokens for the price' },
   404: { description: 'Not found, or another user\u2019s (answered alike)' },
   405: { description: 'Method not allowed here', headers: { Allow: { description: 'The methods this path serves', schema: { type: 'string' } } } },
+  408: {
+    description: 'The request body did not arrive within the time limit (limits.bodyTimeoutMs); the connection is closed',
+    headers: { Connection: { description: 'Always `close`', schema: { type: 'string' } } },
+  },
   409: { description: 'A request with the same Idempotency-Key is still in progress' },
   413: { description: 'The body is larger than the limit' },
-  415: { description: 'The body is not declared JSON' },
+  415: { description: 'The body is not declared JSON, or is compressed (Content-Encoding)' },
   422: { description: 'The Idempotency-Key was used with a different body' },
   429: {
     description: 'Too many requests (rate limit), or too many generations in flight',
@@ -67,8 +71,8 @@ function errors(...statuses: number[]): Json {
   );
 }
 
-/** Statuses every authenticated operation can answer. */
-const COMMON = [401, 405, 429, 500, 503];
+/** Statuses every authenticated operation can answer (408: any request whose body is too slow). */
+const COMMON = [401, 405, 408, 429, 500, 503];
 
 interface Op {
   operationId: string;

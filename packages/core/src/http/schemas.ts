@@ -123,6 +123,7 @@ export const ERROR_CODES = [
   'model_not_found',
   'not_found',
   'payload_too_large',
+  'request_timeout',
   'unsupported_media_type',
   'method_not_allowed',
   'idempotency_conflict',

@@ -21,8 +21,17 @@ export interface HttpRequest {
    * produced. Core still applies its own content-type and shape checks to it. Ignored when `body` is given.
    */
   parsedBody?: unknown;
-  /** Set by an adapter when the host's own body parser rejected the body before core saw it. */
-  bodyError?: 'invalid_json' | 'payload_too_large';
+  /**
+   * Set by an adapter when the body could not be read: the host's own body parser rejected it (`invalid_json`,
+   * `payload_too_large`), it was larger than the limit, or it did not arrive within `limits.bodyTimeoutMs`
+   * (`timeout`: answered `408` and the connection closed).
+   */
+  bodyError?: 'invalid_json' | 'payload_too_large' | 'timeout';
+  /**
+   * With `bodyError: 'payload_too_large'` from a host body parser whose limit is lower than the service's: the limit
+   * that parser applied, so the 413 names the limit that actually refused the body.
+   */
+  bodyLimitApplied?: number;
   /**
    * `protocol://host[:port]` plus the mount prefix, as seen by the framework (e.g. `http://127.0.0.1:3000/api`).
    * Used to build file URLs only when the service has no `publicUrl` and `trustRequestHost` is set.

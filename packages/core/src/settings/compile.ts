@@ -7,6 +7,7 @@ export type ResolvedLimits = Required<LimitsOptions>;
 
 export const DEFAULT_LIMITS: ResolvedLimits = {
   bodyBytes: 1024 * 1024,
+  bodyTimeoutMs: 30_000,
   mediaUrls: 10,
   urlLength: 2048,
   textLength: 10_000,

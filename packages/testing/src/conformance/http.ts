@@ -93,3 +93,50 @@ export async function disconnectMidBody(url: string): Promise<void> {
   socket.destroy();
   await new Promise((resolve) => setTimeout(resolve, 50));
 }
+
+/** What a raw exchange on one socket gave: the status line's code, the headers, the body text, and whether the server closed. */
+export interface RawReply {
+  status: number;
+  headers: Record<string, string>;
+  text: string;
+  closedByServer: boolean;
+}
+
+/**
+ * Sends `head` (request line and headers, without the blank line) and then `body` on a fresh socket, and reads the
+ * answer until the server closes or `waitMs` passes. For what fetch cannot send: a body that stops part-way, a
+ * declared Content-Length that never arrives.
+ */
+export async function rawExchange(baseUrl: string, head: string, body: string | Buffer = '', waitMs = 10_000): Promise<RawReply> {
+  const { Socket } = await import('node:net');
+  const url = new URL(baseUrl);
+  return new Promise<RawReply>((resolve, reject) => {
+    const socket = new Socket();
+    const chunks: Buffer[] = [];
+    let closedByServer = false;
+    const finish = (): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      const all = Buffer.concat(chunks).toString('latin1');
+      const end = all.indexOf('\r\n\r\n');
+      const lines = (end === -1 ? all : all.slice(0, end)).split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const line of lines.slice(1)) {
+        const i = line.indexOf(':');
+        if (i > 0) headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
+      }
+      resolve({ status: Number(lines[0]?.split(' ')[1] ?? 0), headers, text: end === -1 ? '' : Buffer.from(all.slice(end + 4), 'latin1').toString('utf8'), closedByServer });
+    };
+    const timer = setTimeout(finish, waitMs);
+    socket.on('data', (d) => chunks.push(d));
+    socket.on('end', () => {
+      closedByServer = true;
+      finish();
+    });
+    socket.on('error', (err) => (chunks.length > 0 ? finish() : reject(err)));
+    socket.connect(Number(url.port), url.hostname, () => {
+      socket.write(`${head}\r\nHost: ${url.host}\r\n\r\n`);
+      if (body.length > 0) socket.write(body);
+    });
+  });
+}

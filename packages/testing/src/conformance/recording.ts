@@ -1,7 +1,7 @@
 import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
 
 export interface RecordingService {
-  /** Only `handle` and `bodyLimit` work; anything else throws. Enough to test what an adapter translates. */
+  /** Only `handle`, `bodyLimit` and `bodyTimeoutMs` work; anything else throws. Enough to test what an adapter translates. */
   service: GenerationService;
   /** Every request the adapter handed to `handle`, in order. */
   requests: HttpRequest[];
@@ -14,13 +14,14 @@ export interface RecordingService {
  * echo of what it got (body bytes as base64), so a test sees exactly what the adapter passed on.
  */
 export function createRecordingService(
-  options: { bodyLimit?: number; respond?: (request: HttpRequest) => HttpResponse | Promise<HttpResponse> } = {},
+  options: { bodyLimit?: number; bodyTimeoutMs?: number; respond?: (request: HttpRequest) => HttpResponse | Promise<HttpResponse> } = {},
 ): RecordingService {
   const requests: HttpRequest[] = [];
   const respond = options.respond ?? echo;
   const service = new Proxy(
     {
       bodyLimit: options.bodyLimit ?? 1024 * 1024,
+      bodyTimeoutMs: options.bodyTimeoutMs ?? 30_000,
       async handle(request: HttpRequest): Promise<HttpResponse> {
         // Recorded with the base URL the adapter would give core when asked, so tests compare strings.
         const seen = typeof request.baseUrl === 'function' ? { ...request, baseUrl: request.baseUrl() } : request;

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { FileUrlSigner } from '@genservice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chunkedBody, call, type Reply } from './http.js';
+import { gzipSync } from 'node:zlib';
+import { chunkedBody, call, rawExchange, type Reply } from './http.js';
 import { CORS_ORIGIN, createFixture, IMAGE_BYTES, VIDEO_BYTES, type Fixture, type User } from './fixture.js';
 import type { MountFn, MountOptions } from './types.js';
 
@@ -1128,6 +1129,82 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
         ids,
       );
     });
+  });
+
+  describe('hostile bodies and paths', () => {
+    it('answers 415 to a compressed body (Content-Encoding), and charges nothing', async () => {
+      const user = await fx.user(100);
+      const json = JSON.stringify({ modelId: 'noop', settings: {} });
+      for (const [encoding, body] of [
+        ['gzip', gzipSync(json)],
+        ['gzip', Buffer.from(json)],
+        ['br', Buffer.from(json)],
+      ] as const) {
+        const r = await fx.call('/v1/generations', {
+          method: 'POST',
+          headers: { ...user.auth, 'content-type': 'application/json', 'content-encoding': encoding },
+          body: new Uint8Array(body),
+        });
+        expectError(r, 415, 'unsupported_media_type');
+      }
+      expect(await fx.balance(user)).toBe(100);
+    });
+
+    if (mode.prefix !== '') {
+      it('answers a path under the prefix that is not an API route with the JSON 404', async () => {
+        const user = await fx.user();
+        for (const path of ['/nope', '/v2/generations', '/playgroundx']) {
+          expectError(await fx.call(path, { headers: user.auth }), 404, 'not_found');
+        }
+      });
+    }
+
+    if (!mode.hostParsers) {
+      // A host body parser in front reads (and drains) the body by its own rules before genservice sees the request;
+      // mount genservice before it for these (docs/adapters.md).
+      it('answers a huge declared Content-Length at once, without reading the body: 401 without a key, 413 with one', async () => {
+        const user = await fx.user(100);
+        const path = `${new URL(fx.baseUrl).pathname.replace(/\/+$/, '')}/v1/generations`;
+        const head = (auth: string): string =>
+          `POST ${path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 99999999999${auth}\r\nConnection: close`;
+        const anonymous = await rawExchange(fx.baseUrl, head(''), '{"model');
+        expect(anonymous.status, anonymous.text).toBe(401);
+        const keyed = await rawExchange(fx.baseUrl, head(`\r\nAuthorization: Bearer ${user.key}`), '{"model');
+        expect(keyed.status, keyed.text).toBe(413);
+        expect(JSON.parse(keyed.text).error.code).toBe('payload_too_large');
+        expect(await fx.balance(user)).toBe(100);
+      });
+
+      describe('with limits.bodyTimeoutMs of 300', () => {
+        let slow: Fixture;
+        beforeAll(async () => {
+          slow = await createFixture(mount, mode, { limits: { bodyTimeoutMs: 300 } });
+        });
+        afterAll(async () => {
+          await slow?.close();
+        });
+
+        it('answers 408 to a body that stops arriving, closes the connection, and charges nothing', async () => {
+          const user = await slow.user(100);
+          expect(slow.service.bodyTimeoutMs).toBe(300);
+          const path = `${new URL(slow.baseUrl).pathname.replace(/\/+$/, '')}/v1/generations`;
+          // 100 bytes declared, 12 sent, then nothing: the deadline ends it (the test's own wait is far longer).
+          const r = await rawExchange(
+            slow.baseUrl,
+            `POST ${path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\nAuthorization: Bearer ${user.key}`,
+            '{"modelId":"',
+            20_000,
+          );
+          expect(r.status, r.text).toBe(408);
+          expect(JSON.parse(r.text).error.code).toBe('request_timeout');
+          expect(r.headers.connection).toBe('close');
+          expect(r.closedByServer).toBe(true);
+          expect(await slow.balance(user)).toBe(100);
+          // A body that arrives in time is unaffected.
+          expect((await slow.create(user, { modelId: 'noop' })).status).toBe(201);
+        });
+      });
+    }
   });
 
   describe('repeated Authorization headers', () => {
