@@ -1,3 +1,4 @@
+import { retryMethodsWhileBusy } from './busy.js';
 import { hashApiKey } from '@genservice/core';
 import type { ApiKeyStore, Principal } from '@genservice/core';
 import type Database from 'better-sqlite3';
@@ -19,6 +20,7 @@ export class SqliteApiKeyStore implements ApiKeyStore {
   private readonly addTx: (digest: string, userId: string) => void;
 
   constructor(db: SqliteDatabase) {
+    retryMethodsWhileBusy(this, db);
     this.findStmt = db.prepare('SELECT user_id FROM api_keys WHERE digest = ?');
     this.insertStmt = db.prepare(
       'INSERT INTO api_keys (digest, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT (digest) DO NOTHING',

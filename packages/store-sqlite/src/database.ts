@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { DEFAULT_LOCK_WAIT_MS, isBusy, setLockWait } from './busy.js';
 
 /** The better-sqlite3 connection type, re-exported so users need not import better-sqlite3's types themselves. */
 export type SqliteDatabase = Database.Database;
@@ -7,8 +8,10 @@ export interface SqliteOptions {
   /** Path of the database file. It is created (with its schema) when missing. */
   filename: string;
   /**
-   * How long a statement waits for another connection's write lock before failing with SQLITE_BUSY.
-   * Default 5000 ms: long enough that several processes reserving at once queue up instead of failing.
+   * How long an operation waits for a lock another connection (another process on the same file) holds before it
+   * fails with UnavailableError, which the API answers `503 unavailable` with `Retry-After`. Default 2000 ms. The
+   * wait never blocks the event loop: the operation is tried again on short timers, so every other request goes on
+   * being served. (Opening and migrating the file, once at start, may block up to this long.)
    */
   busyTimeoutMs?: number;
   /**
@@ -204,7 +207,7 @@ const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);
 
 /** Opens (creating when missing) a database file, sets WAL and the durability pragmas, and migrates it. */
 export function openSqliteDatabase(options: SqliteOptions): SqliteDatabase {
-  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_LOCK_WAIT_MS;
   const synchronous = options.synchronous ?? 'NORMAL';
   if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
     throw new RangeError(`busyTimeoutMs must be an integer >= 0, got ${busyTimeoutMs}`);
@@ -230,6 +233,10 @@ export function openSqliteDatabase(options: SqliteOptions): SqliteDatabase {
     db.pragma(`cache_size = ${-Math.round(cacheSizeMiB * 1024)}`);
     db.pragma(`mmap_size = ${Math.round(mmapSizeMiB * 1024 * 1024)}`);
     runMigrations(db);
+    // From now on SQLite never waits for a lock itself (its busy handler would block the event loop): the stores
+    // retry on timers instead, up to busyTimeoutMs.
+    db.pragma('busy_timeout = 0');
+    setLockWait(db, busyTimeoutMs);
   } catch (error) {
     db.close();
     throw error;
@@ -257,10 +264,6 @@ function enableWal(db: SqliteDatabase, timeoutMs: number): void {
   }
 }
 
-function isBusy(error: unknown): boolean {
-  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
-  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
-}
 
 /**
  * Applies the migrations this database has not run yet, all in one IMMEDIATE transaction.

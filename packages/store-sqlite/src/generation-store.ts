@@ -1,3 +1,4 @@
+import { retryMethodsWhileBusy } from './busy.js';
 import type {
   ClaimOptions,
   CompleteInput,
@@ -207,6 +208,7 @@ export class SqliteGenerationStore implements GenerationStore {
   private readonly deleteFinishedTx: Tx<[number, number], { deleted: number; resultKeys: string[]; ids: string[] }>;
 
   constructor(private readonly db: SqliteDatabase) {
+    retryMethodsWhileBusy(this, db);
     this.getStmt = db.prepare(GENERATION_SQL.get);
     this.getByIdStmt = db.prepare(GENERATION_SQL.getById);
     this.renewStmt = db.prepare(GENERATION_SQL.renew);

@@ -1,3 +1,4 @@
+import { retryMethodsWhileBusy } from './busy.js';
 import type { IdempotencyBegin, IdempotencyStore } from '@genservice/core';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
@@ -48,6 +49,7 @@ export class SqliteIdempotencyStore implements IdempotencyStore {
   private readonly beginTx: (userId: string, key: string, requestHash: string, now: number, generationId: string) => IdempotencyBegin;
 
   constructor(db: SqliteDatabase) {
+    retryMethodsWhileBusy(this, db);
     const insertStmt = db.prepare(IDEMPOTENCY_SQL.insert);
     const findStmt = db.prepare(IDEMPOTENCY_SQL.find);
     this.takeOverStmt = db.prepare(IDEMPOTENCY_SQL.takeOver);

@@ -1,3 +1,4 @@
+import { retryMethodsWhileBusy } from './busy.js';
 import type { AccountSnapshot, Ledger, OpenReserve, ReserveResult } from '@genservice/core';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
@@ -39,6 +40,7 @@ export class SqliteLedger implements Ledger {
   private readonly settleTx: (generationId: string, amount: number) => number | null;
 
   constructor(db: SqliteDatabase) {
+    retryMethodsWhileBusy(this, db);
     this.findReserveStmt = db.prepare(
       'SELECT user_id, amount, state, charged FROM reserves WHERE generation_id = ?',
     );

@@ -1,3 +1,4 @@
+import { retryMethodsWhileBusy } from './busy.js';
 import type {
   Delivery,
   DeliveryAttempt,
@@ -55,6 +56,7 @@ export class SqliteWebhookStore implements WebhookStore {
   private readonly addTx: (deliveries: NewDelivery[]) => void;
 
   constructor(private readonly db: SqliteDatabase) {
+    retryMethodsWhileBusy(this, db);
     const due = db.prepare(
       `SELECT id FROM webhook_deliveries
        WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
