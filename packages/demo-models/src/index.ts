@@ -13,6 +13,7 @@ export type { DemoProviderOptions, DemoModelId } from './provider.js';
 // The media guard lives in core now (one guard for media, provider results and webhooks); re-exported for existing users.
 export { fetchMedia, MediaFetchError, FETCH_DEFAULTS, blockedAddressReason } from '@genservice/core';
 export type { FetchMediaOptions, FetchedMedia, MediaFetchErrorCode, ResolvedAddress } from '@genservice/core';
-export { encodePng, decodePng, PngDecodeError } from './formats/png.js';
+export { encodePng, decodePng, readPngHeader, PngDecodeError, type PngHeader } from './formats/png.js';
+export { ImageWorkerPool, type ImageWorkerPoolOptions } from './workers/pool.js';
 export type { RgbaImage } from './formats/png.js';
 export { ALWAYS_FAILS_MESSAGE } from './models/failing.js';

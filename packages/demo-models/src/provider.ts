@@ -9,6 +9,7 @@ import { remixModel } from './models/remix.js';
 import { textModel } from './models/text.js';
 import type { DemoModel, DemoRuntime } from './models/types.js';
 import { videoModel } from './models/video.js';
+import { ImageWorkerPool } from './workers/pool.js';
 
 const CATALOGUE: readonly DemoModel[] = [textModel, imageModel, videoModel, audioModel, meshModel, remixModel, failingModel];
 
@@ -39,6 +40,12 @@ export interface DemoProviderOptions {
   fetch?: Omit<FetchMediaOptions, 'signal'>;
   /** Only offer these models (default: all of them), e.g. to hide `demo-always-fails` from a public demo. */
   models?: readonly DemoModelId[];
+  /**
+   * Where image decoding and encoding run: a pool of worker threads, so a large input image never stalls the event
+   * loop that answers every user's requests. A number is the pool's size (default: cores - 1, at least 1, at most
+   * 4; 0 runs them inline), or pass a pool to share it between providers.
+   */
+  imageWorkers?: number | ImageWorkerPool;
 }
 
 /**
@@ -57,7 +64,8 @@ export function createDemoProvider(options: DemoProviderOptions = {}): GenerateP
   }
   const selected = CATALOGUE.filter((m) => wanted === undefined || wanted.has(m.definition.modelId));
   const byId = new Map(selected.map((m) => [m.definition.modelId, m]));
-  const runtime: DemoRuntime = { speed, fetch: { ...options.fetch } };
+  const images = options.imageWorkers instanceof ImageWorkerPool ? options.imageWorkers : new ImageWorkerPool({ size: options.imageWorkers });
+  const runtime: DemoRuntime = { speed, fetch: { ...options.fetch }, images };
 
   return {
     // Copies, so a host that edits its listing (say, a title) does not change another provider's models.

@@ -131,6 +131,28 @@ export class PngDecodeError extends Error {
 export interface PngDecodeLimits {
   /** Largest width * height accepted; a tiny file can declare a huge raster (a decompression bomb). */
   maxPixels?: number;
+  /** Largest bit depth per sample accepted (1, 2, 4, 8 or 16). Default 16. */
+  maxBitDepth?: number;
+}
+
+/** What a PNG's IHDR declares, read without touching its image data. */
+export interface PngHeader {
+  width: number;
+  height: number;
+  bitDepth: number;
+  colorType: number;
+}
+
+/**
+ * Reads the IHDR of a PNG (the first chunk, 8 bytes after the signature) without inflating anything: enough to
+ * refuse an image too large for a model before spending memory or time on it. `null` when it is not a PNG with a
+ * well-formed IHDR first.
+ */
+export function readPngHeader(bytes: Uint8Array): PngHeader | null {
+  if (!isPng(bytes) || bytes.length < 33) return null;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (view.getUint32(8) !== 13 || String.fromCharCode(...bytes.subarray(12, 16)) !== 'IHDR') return null;
+  return { width: view.getUint32(16), height: view.getUint32(20), bitDepth: bytes[24]!, colorType: bytes[25]! };
 }
 
 /**
@@ -184,6 +206,7 @@ export function decodePng(bytes: Uint8Array, limits: PngDecodeLimits = {}): Rgba
   if (!ended) throw new PngDecodeError('missing IEND');
   if (width < 1 || height < 1) throw new PngDecodeError('missing or empty IHDR');
   if (width * height > maxPixels) throw new PngDecodeError(`image too large (${width}x${height})`);
+  if (bitDepth > (limits.maxBitDepth ?? 16)) throw new PngDecodeError(`bit depth ${bitDepth} is more than ${limits.maxBitDepth}`);
 
   const channelsByType: Record<number, number> = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 };
   const channels = channelsByType[colorType];

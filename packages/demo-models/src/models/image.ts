@@ -1,5 +1,4 @@
 import type { ModelDefinition } from '@genservice/core';
-import { encodePng } from '../formats/png.js';
 import { Pacer } from '../util/abort.js';
 import { Canvas } from '../util/raster.js';
 import { canonicalSettings, seededRandom } from '../util/random.js';
@@ -40,7 +39,14 @@ export const imageModel: DemoModel = {
     const canvas = new Canvas(width, height);
     createScene(style, prompt, random)(canvas, 0);
     await pacer.reach(0.5);
-    const bytes = encodePng(canvas, { alpha: false, text: { Software: '@genservice/demo-models', Title: prompt.slice(0, 200) } });
+    // Encoding (deflate) runs in the image worker pool, off the event loop.
+    const bytes = await runtime.images.encodePng({
+      width,
+      height,
+      data: canvas.data,
+      alpha: false,
+      text: { Software: '@genservice/demo-models', Title: prompt.slice(0, 200) },
+    });
     await pacer.reach(1);
     return { bytes, mimeType: 'image/png' };
   },

@@ -1,7 +1,7 @@
 import type { GenerationContext, ModelDefinition } from '@genservice/core';
 import { ProviderError } from '@genservice/core';
 import { fetchMedia, MediaFetchError } from '@genservice/core';
-import { decodePng, encodePng, isPng, type RgbaImage } from '../formats/png.js';
+import { isPng, readPngHeader } from '../formats/png.js';
 import { Pacer } from '../util/abort.js';
 import { Canvas, paletteFor, type Rgb } from '../util/raster.js';
 import { canonicalSettings, digest, seededRandom } from '../util/random.js';
@@ -13,6 +13,12 @@ export const REMIX_STYLES = ['posterize', 'tint', 'pixelate'] as const;
 export const REMIX_SIZES = ['256x256', '512x512'] as const;
 /** Inputs beyond this many are refused, to bound the time and memory one generation can take. */
 export const REMIX_MAX_IMAGES = 4;
+/**
+ * The largest input the model decodes: four times the pixels of its largest output side by side is plenty for a
+ * 512x512 result. Bigger rasters, or more than 8 bits per sample, are refused from the PNG header, before anything
+ * is inflated (a 124 KB file can declare 4000x4000 at 16 bits: 128 MB of samples).
+ */
+export const REMIX_MAX_INPUT = { width: 2048, height: 2048, bitDepth: 8 } as const;
 
 const definition: ModelDefinition = {
   modelId: 'demo-image-remix',
@@ -46,48 +52,42 @@ async function fetchInput(url: string, ctx: GenerationContext, runtime: DemoRunt
   }
 }
 
-/** Scales to cover the target and crops the middle, with bilinear sampling. */
-function coverResize(source: RgbaImage, width: number, height: number): Canvas {
-  const out = new Canvas(width, height);
-  const scale = Math.max(width / source.width, height / source.height);
-  const offsetX = (source.width * scale - width) / 2;
-  const offsetY = (source.height * scale - height) / 2;
-  const at = (x: number, y: number, c: number): number => {
-    const cx = Math.min(source.width - 1, Math.max(0, x));
-    const cy = Math.min(source.height - 1, Math.max(0, y));
-    const i = (cy * source.width + cx) * 4;
-    // Transparent pixels are composited on white, so a logo on a transparent background stays readable.
-    const alpha = source.data[i + 3] / 255;
-    return source.data[i + c] * alpha + 255 * (1 - alpha);
-  };
-  for (let y = 0; y < height; y++) {
-    const sy = (y + 0.5 + offsetY) / scale - 0.5;
-    const y0 = Math.floor(sy);
-    const fy = sy - y0;
-    for (let x = 0; x < width; x++) {
-      const sx = (x + 0.5 + offsetX) / scale - 0.5;
-      const x0 = Math.floor(sx);
-      const fx = sx - x0;
-      const o = (y * width + x) * 4;
-      for (let c = 0; c < 3; c++) {
-        const top = at(x0, y0, c) * (1 - fx) + at(x0 + 1, y0, c) * fx;
-        const bottom = at(x0, y0 + 1, c) * (1 - fx) + at(x0 + 1, y0 + 1, c) * fx;
-        out.data[o + c] = Math.round(top * (1 - fy) + bottom * fy);
-      }
-      out.data[o + 3] = 255;
-    }
+/** Refuses, from its header alone, a PNG larger than the model takes: nothing of it is inflated. */
+function checkInputSize(bytes: Uint8Array, index: number): void {
+  const header = readPngHeader(bytes);
+  if (!header) return;
+  const { width, height, bitDepth } = header;
+  const max = REMIX_MAX_INPUT;
+  if (width * height > max.width * max.height || bitDepth > max.bitDepth) {
+    throw new ProviderError(`input image ${index + 1} is ${width}x${height} at ${bitDepth} bits per sample`, {
+      code: 'invalid_input',
+      publicMessage:
+        `Input image ${index + 1} is ${width}x${height} at ${bitDepth} bits per sample; this model takes PNG images of at most ` +
+        `${max.width * max.height} pixels (${max.width}x${max.height}) at ${max.bitDepth} bits.`,
+    });
   }
-  return out;
 }
 
-/** An input the demo cannot decode still shapes the result: its hash seeds a pattern. */
-function imageFromBytes(bytes: Uint8Array, prompt: string, width: number, height: number): { image: Canvas; decoded: boolean } {
+/**
+ * An input the demo cannot decode still shapes the result: its hash seeds a pattern. PNGs are decoded and fitted in
+ * the image worker pool, off the event loop.
+ */
+async function imageFromBytes(
+  bytes: Uint8Array,
+  prompt: string,
+  width: number,
+  height: number,
+  runtime: DemoRuntime,
+): Promise<{ image: Canvas; decoded: boolean }> {
   if (isPng(bytes)) {
-    try {
-      return { image: coverResize(decodePng(bytes, { maxPixels: 16_000_000 }), width, height), decoded: true };
-    } catch {
-      // A corrupt or unsupported PNG falls through to the hash pattern, like any other undecodable input.
+    const max = REMIX_MAX_INPUT;
+    const fitted = await runtime.images.fitPng({ bytes, width, height, maxPixels: max.width * max.height, maxBitDepth: max.bitDepth });
+    if (fitted.ok) {
+      const canvas = new Canvas(width, height);
+      canvas.data.set(fitted.data);
+      return { image: canvas, decoded: true };
     }
+    // A corrupt or unsupported PNG falls through to the hash pattern, like any other undecodable input.
   }
   const canvas = new Canvas(width, height);
   createScene('abstract', prompt, seededRandom('remix-input', digest(bytes)))(canvas, 0);
@@ -152,15 +152,20 @@ export const remixModel: DemoModel = {
     const { width, height } = parseSize(size);
 
     const inputs: Uint8Array[] = [];
-    for (const url of urls) inputs.push(await fetchInput(url, ctx, runtime));
+    for (const url of urls) {
+      const bytes = await fetchInput(url, ctx, runtime);
+      checkInputSize(bytes, inputs.length);
+      inputs.push(bytes);
+    }
     await pacer.reach(0.3);
 
     // The output depends on the fetched bytes, not the URLs: the same picture from two addresses remixes the same.
     const random = seededRandom(definition.modelId, canonicalSettings({ prompt, style, size }), ...inputs.map((b) => digest(b)));
     const result = new Canvas(width, height);
     let decodedCount = 0;
-    inputs.forEach((bytes, index) => {
-      const { image, decoded } = imageFromBytes(bytes, prompt, width, height);
+    const images = await Promise.all(inputs.map((bytes) => imageFromBytes(bytes, prompt, width, height, runtime)));
+    ctx.signal.throwIfAborted();
+    images.forEach(({ image, decoded }, index) => {
       if (decoded) decodedCount++;
       // A running average gives every input the same weight in the result.
       const weight = 1 / (index + 1);
@@ -169,7 +174,13 @@ export const remixModel: DemoModel = {
     applyStyle(result, style, paletteFor(prompt, random).colors);
     await pacer.reach(0.7);
     ctx.logger.debug({ inputs: inputs.length, decoded: decodedCount }, 'demo-image-remix: inputs combined');
-    const bytes = encodePng(result, { alpha: false, text: { Software: '@genservice/demo-models', Title: prompt.slice(0, 200) } });
+    const bytes = await runtime.images.encodePng({
+      width,
+      height,
+      data: result.data,
+      alpha: false,
+      text: { Software: '@genservice/demo-models', Title: prompt.slice(0, 200) },
+    });
     await pacer.reach(1);
     return { bytes, mimeType: 'image/png' };
   },

@@ -1,6 +1,7 @@
 import type { GenerationContext, GenerationOutput, ModelDefinition, Settings } from '@genservice/core';
 import { ProviderError } from '@genservice/core';
 import type { FetchMediaOptions } from '@genservice/core';
+import type { ImageWorkerPool } from '../workers/pool.js';
 
 /** What every demo model is given beside its settings. */
 export interface DemoRuntime {
@@ -8,6 +9,8 @@ export interface DemoRuntime {
   speed: number;
   /** Limits for fetching media inputs. */
   fetch: FetchMediaOptions;
+  /** Where image decoding and encoding run (worker threads). */
+  images: ImageWorkerPool;
 }
 
 export interface DemoModel {
