@@ -66,10 +66,10 @@ describe('HttpHandler', () => {
     expect((await service.handle({ ...post(''), bodyError: 'payload_too_large' })).status).toBe(413);
     // A host parser's lower limit is the one named; a higher or nonsense one is not believed.
     const applied = await service.handle({ ...post(''), bodyError: 'payload_too_large', bodyLimitApplied: 100 });
-    expect(parse(applied.body).error.message).toBe('The request body is larger than 100 bytes.');
+    expect((JSON.parse(String(applied.body)) as { error: { message: string } }).error.message).toBe('The request body is larger than 100 bytes.');
     for (const bogus of [10 ** 12, -1, Number.NaN]) {
       const r = await service.handle({ ...post(''), bodyError: 'payload_too_large', bodyLimitApplied: bogus });
-      expect(parse(r.body).error.message).toBe(`The request body is larger than ${service.bodyLimit} bytes.`);
+      expect((JSON.parse(String(r.body)) as { error: { message: string } }).error.message).toBe(`The request body is larger than ${service.bodyLimit} bytes.`);
     }
     // A body that did not arrive in time: 408 and the connection closes, before anything else is looked at.
     const late = await service.handle({ method: 'POST', path: '/v1/generations', headers: {}, bodyError: 'timeout' });
