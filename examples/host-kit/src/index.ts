@@ -233,7 +233,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
   const service = createGenerationService({
     providers: [
       createDemoProvider({ speed: config.demoSpeed, fetch: { allowPrivateNetworks: config.allowPrivateMedia } }),
-      ...(await configuredProviders(process.env, logger)),
+      ...(await configuredProviders(process.env, logger, config.allowPrivateMedia)),
     ],
     store: stores.store,
     ledger: stores.ledger,

@@ -1,13 +1,67 @@
 /**
  * Real model providers an example host enables when their keys are in the environment, listed beside the demo
  * models. Nothing here is needed to run the demo or the tests.
+ *
+ * - `REPLICATE_API_TOKEN` (and `REPLICATE_BASE_URL` to point elsewhere): FLUX.1 [schnell] on Replicate.
+ * - `FAL_KEY` (and `FAL_BASE_URL`): FLUX.1 [schnell] on fal.
  */
-import type { Logger, ModelProvider } from '@genservice/core';
+import type { Logger, ModelProvider, SettingDescriptor } from '@genservice/core';
+import { createFalProvider, createReplicateProvider } from '@genservice/providers';
 
-/** The providers whose keys are set in `env`. */
-export async function configuredProviders(env: NodeJS.ProcessEnv, logger: Logger): Promise<ModelProvider[]> {
+const prompt: SettingDescriptor = { name: 'prompt', title: 'Prompt', fieldType: 'text', required: true };
+const aspect: SettingDescriptor = { name: 'aspect_ratio', title: 'Aspect ratio', fieldType: 'select', options: ['1:1', '16:9', '9:16', '4:3', '3:4'] };
+
+/**
+ * The providers whose keys are set in `env`. `allowPrivateResults` lets result files come from private addresses
+ * (ALLOW_PRIVATE_MEDIA: for a fake upstream on this machine, never in production).
+ */
+export async function configuredProviders(env: NodeJS.ProcessEnv, logger: Logger, allowPrivateResults = false): Promise<ModelProvider[]> {
   const providers: ModelProvider[] = [];
-  void env;
-  void logger;
+  const results = { allowPrivateNetworks: allowPrivateResults };
+  if (env.REPLICATE_API_TOKEN) {
+    providers.push(
+      createReplicateProvider({
+        apiToken: env.REPLICATE_API_TOKEN,
+        ...(env.REPLICATE_BASE_URL ? { baseUrl: env.REPLICATE_BASE_URL } : {}),
+        results,
+        models: [
+          {
+            modelId: 'replicate-flux-schnell',
+            title: 'FLUX.1 [schnell] (Replicate)',
+            resultType: 'image',
+            estimatedGenerationTime: 4,
+            price: 3,
+            settings: [prompt, aspect],
+            model: 'black-forest-labs/flux-schnell',
+            input: (s) => ({ prompt: s.prompt, aspect_ratio: s.aspect_ratio ?? '1:1', output_format: 'png' }),
+          },
+        ],
+      }),
+    );
+    logger.info({ provider: 'replicate' }, 'real provider enabled');
+  }
+  if (env.FAL_KEY) {
+    providers.push(
+      createFalProvider({
+        apiKey: env.FAL_KEY,
+        ...(env.FAL_BASE_URL ? { baseUrl: env.FAL_BASE_URL } : {}),
+        results,
+        models: [
+          {
+            modelId: 'fal-flux-schnell',
+            title: 'FLUX.1 [schnell] (fal)',
+            resultType: 'image',
+            estimatedGenerationTime: 3,
+            price: 3,
+            settings: [prompt],
+            endpoint: 'fal-ai/flux/schnell',
+            input: (s) => ({ prompt: s.prompt, num_images: 1, output_format: 'png' }),
+          },
+        ],
+      }),
+    );
+    logger.info({ provider: 'fal' }, 'real provider enabled');
+  }
+  // OPENAI_API_KEY: the AI SDK bridge (@genservice/ai-sdk) is not built yet; see issue 12.
   return providers;
 }

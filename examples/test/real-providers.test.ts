@@ -1,0 +1,53 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { fakeFal, fakeReplicate, type Fake } from '../../packages/providers/test/fakes.js';
+import { poll, startHost, tempData, type RunningHost } from './helpers.js';
+
+const users = [{ id: 'alice', apiKey: 'alice-key-0123456789abcdef', balance: 100 }];
+const auth = { authorization: `Bearer ${users[0]!.apiKey}` };
+
+// issue 12: the example hosts enable real providers when their keys are in the environment, beside the demo models.
+describe('example host with REPLICATE_API_TOKEN and FAL_KEY set (fake upstreams on this machine)', () => {
+  const data = tempData(users);
+  let host: RunningHost | undefined;
+  const fakes: Fake[] = [];
+  afterAll(async () => {
+    await host?.stop();
+    for (const f of fakes) await f.close();
+    data.cleanup();
+  });
+
+  it('lists the configured models beside the demo ones and runs them', async () => {
+    const replicate = await fakeReplicate('r8_host_token');
+    const fal = await fakeFal('fal_host_key');
+    fakes.push(replicate, fal);
+    host = await startHost('fastify', {
+      USERS_FILE: data.usersFile,
+      DATA_DIR: data.dir,
+      ALLOW_PRIVATE_MEDIA: '1',
+      REPLICATE_API_TOKEN: 'r8_host_token',
+      REPLICATE_BASE_URL: replicate.url,
+      FAL_KEY: 'fal_host_key',
+      FAL_BASE_URL: fal.url,
+    });
+    const models = ((await (await fetch(`${host.api}/v1/models`, { headers: auth })).json()) as { models: Array<{ modelId: string }> }).models.map((m) => m.modelId);
+    expect(models).toEqual(expect.arrayContaining(['demo-image', 'replicate-flux-schnell', 'fal-flux-schnell']));
+    for (const modelId of ['replicate-flux-schnell', 'fal-flux-schnell']) {
+      const r = await fetch(`${host.api}/v1/generations`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ modelId, settings: { prompt: `a lighthouse by ${modelId}` } }),
+      });
+      expect(r.status).toBe(201);
+      const { generationId } = (await r.json()) as { generationId: string };
+      const done = await poll(
+        async () => (await (await fetch(`${host!.api}/v1/generations/${generationId}`, { headers: auth })).json()) as { status: string; result?: string },
+        (g) => g.status === 'completed' || g.status === 'failed',
+      );
+      expect(done.status, JSON.stringify(done)).toBe('completed');
+      const file = await fetch(done.result!);
+      expect(file.headers.get('content-type')).toBe('image/png');
+    }
+    expect(replicate.creates).toBe(1);
+    expect(fal.creates).toBe(1);
+  });
+});
