@@ -1,3 +1,4 @@
+import { createServer, type Server } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
 import { fakeFal, fakeReplicate, type Fake } from '../../packages/providers/test/fakes.js';
 import { poll, startHost, tempData, type RunningHost } from './helpers.js';
@@ -6,7 +7,7 @@ const users = [{ id: 'alice', apiKey: 'alice-key-0123456789abcdef', balance: 100
 const auth = { authorization: `Bearer ${users[0]!.apiKey}` };
 
 // issue 12: the example hosts enable real providers when their keys are in the environment, beside the demo models.
-describe('example host with REPLICATE_API_TOKEN and FAL_KEY set (fake upstreams on this machine)', () => {
+describe('example host with REPLICATE_API_TOKEN, FAL_KEY and OPENAI_API_KEY set (fake upstreams on this machine)', () => {
   const data = tempData(users);
   let host: RunningHost | undefined;
   const fakes: Fake[] = [];
@@ -20,6 +21,18 @@ describe('example host with REPLICATE_API_TOKEN and FAL_KEY set (fake upstreams 
     const replicate = await fakeReplicate('r8_host_token');
     const fal = await fakeFal('fal_host_key');
     fakes.push(replicate, fal);
+    // OpenAI's chat completions, as the AI SDK's OpenAI provider calls them.
+    const openai: Server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.url !== '/v1/chat/completions' || req.headers.authorization !== 'Bearer sk-host') return void res.writeHead(404).end();
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({ id: 'c1', object: 'chat.completion', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', content: 'hi from openai' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }),
+        );
+      });
+    });
+    await new Promise<void>((r) => openai.listen(0, '127.0.0.1', r));
+    fakes.push({ close: () => new Promise<void>((r) => openai.close(() => r())) } as Fake);
     host = await startHost('fastify', {
       USERS_FILE: data.usersFile,
       DATA_DIR: data.dir,
@@ -28,9 +41,22 @@ describe('example host with REPLICATE_API_TOKEN and FAL_KEY set (fake upstreams 
       REPLICATE_BASE_URL: replicate.url,
       FAL_KEY: 'fal_host_key',
       FAL_BASE_URL: fal.url,
+      OPENAI_API_KEY: 'sk-host',
+      OPENAI_BASE_URL: `http://127.0.0.1:${(openai.address() as { port: number }).port}/v1`,
     });
     const models = ((await (await fetch(`${host.api}/v1/models`, { headers: auth })).json()) as { models: Array<{ modelId: string }> }).models.map((m) => m.modelId);
-    expect(models).toEqual(expect.arrayContaining(['demo-image', 'replicate-flux-schnell', 'fal-flux-schnell']));
+    expect(models).toEqual(expect.arrayContaining(['demo-image', 'replicate-flux-schnell', 'fal-flux-schnell', 'openai-image', 'openai-tts', 'openai-chat']));
+    const chat = await fetch(`${host.api}/v1/generations`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ modelId: 'openai-chat', settings: { prompt: 'hello' } }),
+    });
+    const chatId = ((await chat.json()) as { generationId: string }).generationId;
+    const answered = await poll(
+      async () => (await (await fetch(`${host!.api}/v1/generations/${chatId}`, { headers: auth })).json()) as { status: string; result?: string },
+      (g) => g.status === 'completed' || g.status === 'failed',
+    );
+    expect(answered).toMatchObject({ status: 'completed', result: 'hi from openai' });
     for (const modelId of ['replicate-flux-schnell', 'fal-flux-schnell']) {
       const r = await fetch(`${host.api}/v1/generations`, {
         method: 'POST',

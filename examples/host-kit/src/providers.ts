@@ -4,8 +4,10 @@
  *
  * - `REPLICATE_API_TOKEN` (and `REPLICATE_BASE_URL` to point elsewhere): FLUX.1 [schnell] on Replicate.
  * - `FAL_KEY` (and `FAL_BASE_URL`): FLUX.1 [schnell] on fal.
+ * - `OPENAI_API_KEY` (and `OPENAI_BASE_URL`): GPT Image, text to speech and chat through the AI SDK bridge.
  */
 import type { Logger, ModelProvider, SettingDescriptor } from '@genservice/core';
+import { createAiSdkProvider } from '@genservice/ai-sdk';
 import { createFalProvider, createReplicateProvider } from '@genservice/providers';
 
 const prompt: SettingDescriptor = { name: 'prompt', title: 'Prompt', fieldType: 'text', required: true };
@@ -62,6 +64,20 @@ export async function configuredProviders(env: NodeJS.ProcessEnv, logger: Logger
     );
     logger.info({ provider: 'fal' }, 'real provider enabled');
   }
-  // OPENAI_API_KEY: the AI SDK bridge (@genservice/ai-sdk) is not built yet; see issue 12.
+  if (env.OPENAI_API_KEY) {
+    const { createOpenAI } = await import('@ai-sdk/openai');
+    const openai = createOpenAI({ apiKey: env.OPENAI_API_KEY, ...(env.OPENAI_BASE_URL ? { baseURL: env.OPENAI_BASE_URL } : {}) });
+    providers.push(
+      createAiSdkProvider({
+        media: { allowPrivateNetworks: allowPrivateResults },
+        models: [
+          { modelId: 'openai-image', title: 'GPT Image (OpenAI)', model: openai.image('gpt-image-1'), price: 8, sizes: ['1024x1024', '1536x1024', '1024x1536'] },
+          { modelId: 'openai-tts', title: 'Text to speech (OpenAI)', model: openai.speech('tts-1'), price: 2, voices: ['alloy', 'echo', 'nova', 'shimmer'] },
+          { modelId: 'openai-chat', title: 'Chat (OpenAI gpt-4o-mini)', model: openai.chat('gpt-4o-mini'), price: 1 },
+        ],
+      }),
+    );
+    logger.info({ provider: 'openai' }, 'real provider enabled');
+  }
   return providers;
 }
