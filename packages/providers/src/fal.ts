@@ -7,8 +7,8 @@ import {
   type RemoteJobProvider,
   type RemoteJobStatus,
 } from '@genservice/core';
-import { callUpstream, defaultMimeType, downloadResult, progressFromLogs, requireString, type ResultFetchOptions, type UpstreamOptions } from './http.js';
-import { checkModels, definitionOf, resolveOutput, type RemoteModel } from './remote-model.js';
+import { callUpstream, defaultMimeType, downloadResult, progressFromLogs, requireString, upstreamOf, type ResultFetchOptions } from './http.js';
+import { checkModels, definitionOf, modelLookup, resolveOutput, type RemoteModel } from './remote-model.js';
 
 /** A fal model: its endpoint id (`fal-ai/flux/schnell`). */
 export type FalModel = RemoteModel<FalOutput> & { endpoint: string };
@@ -84,19 +84,8 @@ export function createFalProvider(options: FalProviderOptions): RemoteJobProvide
       throw new TypeError(`createFalProvider: ${m.modelId}.endpoint must look like 'owner/app[/path]', got ${String(m.endpoint)}`);
     }
   }
-  const upstream: UpstreamOptions = {
-    baseUrl: (options.baseUrl ?? 'https://queue.fal.run').replace(/\/+$/, ''),
-    headers: { authorization: `Key ${options.apiKey}` },
-    timeoutMs: options.requestTimeoutMs ?? 30_000,
-    fetch: options.fetch ?? fetch,
-    name: 'fal',
-  };
-  const byId = new Map(options.models.map((m) => [m.modelId, m]));
-  const modelOf = (id: string): FalModel => {
-    const m = byId.get(id);
-    if (!m) throw new ProviderError(`fal: no model ${id}`);
-    return m;
-  };
+  const upstream = upstreamOf('fal', options, 'https://queue.fal.run', `Key ${options.apiKey}`);
+  const modelOf = modelLookup(options.models, 'fal');
   const handleOf = (handle: unknown): FalHandle & { model: FalModel } => {
     const h = handle as { requestId?: unknown; modelId?: unknown } | null;
     if (typeof h?.requestId !== 'string' || !/^[\w-]+$/.test(h.requestId) || typeof h.modelId !== 'string') {

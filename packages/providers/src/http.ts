@@ -23,6 +23,22 @@ export type ResultFetchOptions = Omit<FetchMediaOptions, 'signal'>;
 /** Default result download limits: 100 MiB in 120 s. */
 export const RESULT_FETCH_DEFAULTS = { maxBytes: 100 * 1024 * 1024, timeoutMs: 120_000 } as const;
 
+/** The upstream settings every ready provider builds from its options the same way. */
+export function upstreamOf(
+  name: string,
+  options: { baseUrl?: string; requestTimeoutMs?: number; fetch?: typeof fetch },
+  defaultBaseUrl: string,
+  authorization: string,
+): UpstreamOptions {
+  return {
+    baseUrl: (options.baseUrl ?? defaultBaseUrl).replace(/\/+$/, ''),
+    headers: { authorization },
+    timeoutMs: options.requestTimeoutMs ?? 30_000,
+    fetch: options.fetch ?? fetch,
+    name,
+  };
+}
+
 function truncate(text: string, max = 300): string {
   return text.length > max ? `${text.slice(0, max)}...` : text;
 }

@@ -27,6 +27,16 @@ export function checkModels(models: readonly RemoteModel<any>[], provider: strin
   }
 }
 
+/** Finds a generation's model among a provider's own (a handle or input naming another is a bug: not retried). */
+export function modelLookup<M extends RemoteModel<any>>(models: readonly M[], provider: string): (id: string) => M {
+  const byId = new Map(models.map((m) => [m.modelId, m]));
+  return (id) => {
+    const m = byId.get(id);
+    if (!m) throw new ProviderError(`${provider}: no model ${id}`);
+    return m;
+  };
+}
+
 /** The definition core sees (without the mapping functions). */
 export function definitionOf(model: RemoteModel<any>): ModelDefinition {
   const { input: _input, output: _output, ...definition } = model as RemoteModel & Record<string, unknown>;

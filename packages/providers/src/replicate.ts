@@ -7,8 +7,8 @@ import {
   type RemoteJobProvider,
   type RemoteJobStatus,
 } from '@genservice/core';
-import { callUpstream, defaultMimeType, downloadResult, progressFromLogs, requireString, type ResultFetchOptions, type UpstreamOptions } from './http.js';
-import { checkModels, definitionOf, resolveOutput, type RemoteModel } from './remote-model.js';
+import { callUpstream, defaultMimeType, downloadResult, progressFromLogs, requireString, upstreamOf, type ResultFetchOptions } from './http.js';
+import { checkModels, definitionOf, modelLookup, resolveOutput, type RemoteModel } from './remote-model.js';
 
 /** A Replicate model: an official model by name (`owner/name`), or any model by its version id. */
 export type ReplicateModel = RemoteModel<ReplicateOutput> & ({ model: string; version?: undefined } | { version: string; model?: undefined });
@@ -85,19 +85,8 @@ export function createReplicateProvider(options: ReplicateProviderOptions): Remo
       throw new TypeError(`createReplicateProvider: ${m.modelId}.model must look like 'owner/name', got ${m.model}`);
     }
   }
-  const upstream: UpstreamOptions = {
-    baseUrl: (options.baseUrl ?? 'https://api.replicate.com').replace(/\/+$/, ''),
-    headers: { authorization: `Bearer ${options.apiToken}` },
-    timeoutMs: options.requestTimeoutMs ?? 30_000,
-    fetch: options.fetch ?? fetch,
-    name: 'Replicate',
-  };
-  const byId = new Map(options.models.map((m) => [m.modelId, m]));
-  const modelOf = (id: string): ReplicateModel => {
-    const m = byId.get(id);
-    if (!m) throw new ProviderError(`Replicate: no model ${id}`);
-    return m;
-  };
+  const upstream = upstreamOf('Replicate', options, 'https://api.replicate.com', `Bearer ${options.apiToken}`);
+  const modelOf = modelLookup(options.models, 'Replicate');
   const handleOf = (handle: unknown): ReplicateHandle => {
     const h = handle as { id?: unknown; modelId?: unknown } | null;
     if (typeof h?.id !== 'string' || !/^[\w-]+$/.test(h.id) || typeof h.modelId !== 'string') {
