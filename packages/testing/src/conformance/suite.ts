@@ -1162,6 +1162,14 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
     if (!mode.hostParsers) {
       // A host body parser in front reads (and drains) the body by its own rules before genservice sees the request;
       // mount genservice before it for these (docs/adapters.md).
+      it('answers 400 invalid_json to invalid UTF-8 inside a JSON string (not replaced by U+FFFD and accepted)', async () => {
+        const user = await fx.user(100);
+        const body = Buffer.concat([Buffer.from('{"modelId":"echo","settings":{"prompt":"caf'), Buffer.from([0xe9, 0xff]), Buffer.from('"}}')]);
+        const r = await fx.call('/v1/generations', { method: 'POST', headers: { ...user.auth, 'content-type': 'application/json' }, body: new Uint8Array(body) });
+        expectError(r, 400, 'invalid_json');
+        expect(await fx.balance(user)).toBe(100);
+      });
+
       it('answers a huge declared Content-Length at once, without reading the body: 401 without a key, 413 with one', async () => {
         const user = await fx.user(100);
         const path = `${new URL(fx.baseUrl).pathname.replace(/\/+$/, '')}/v1/generations`;
