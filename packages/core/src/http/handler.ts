@@ -606,7 +606,11 @@ export class HttpHandler {
     // A specifier in a variable: the package is optional, so neither the compiler nor a bundler may require it.
     const specifier = '@genservice/playground';
     this.playgroundAssets ??= import(specifier).then(
-      (m: PlaygroundAssets) => m,
+      (m: Partial<PlaygroundAssets>) => {
+        if (typeof m.readPlaygroundAsset === 'function') return m as PlaygroundAssets;
+        this.logger.error({}, '@genservice/playground is installed but has no readPlaygroundAsset: the page is not served');
+        return null;
+      },
       (err: unknown) => {
         this.logger.error({ err: String(err) }, 'playground: true needs the @genservice/playground package installed');
         return null;
