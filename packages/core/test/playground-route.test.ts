@@ -16,6 +16,15 @@ describe('the playground route', () => {
     }
   });
 
+  it('answers a JSON 404, never a 500, when the installed playground package serves no page', async () => {
+    // The workspace's @genservice/playground is still a placeholder without readPlaygroundAsset (issue 14): when
+    // the package serves its page, this case needs a stand-in module instead.
+    const service = createGenerationService({ providers: [provider], playground: true });
+    const r = await service.handle({ method: 'GET', path: '/playground', headers: {} });
+    expect(r.status).toBe(404);
+    expect(JSON.parse(String(r.body)).error.code).toBe('not_found');
+  });
+
   it('rejects a non-boolean playground option', () => {
     expect(() => createGenerationService({ providers: [provider], playground: 'yes' as never })).toThrow(/playground/);
   });
