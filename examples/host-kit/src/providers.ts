@@ -2,8 +2,9 @@
  * Real model providers an example host enables when their keys are in the environment, listed beside the demo
  * models. Nothing here is needed to run the demo or the tests.
  *
- * - `REPLICATE_API_TOKEN` (and `REPLICATE_BASE_URL` to point elsewhere): FLUX.1 [schnell] on Replicate.
- * - `FAL_KEY` (and `FAL_BASE_URL`): FLUX.1 [schnell] on fal.
+ * - `REPLICATE_API_TOKEN` (and `REPLICATE_BASE_URL` to point elsewhere): FLUX.1 [schnell] (image) and Llama 3 8B
+ *   Instruct (text) on Replicate.
+ * - `FAL_KEY` (and `FAL_BASE_URL`): FLUX.1 [schnell] (image) and LTX Video (video) on fal.
  * - `OPENAI_API_KEY` (and `OPENAI_BASE_URL`): GPT Image, text to speech and chat through the AI SDK bridge.
  */
 import type { Logger, ModelProvider, SettingDescriptor } from '@genservice/core';
@@ -37,6 +38,17 @@ export async function configuredProviders(env: NodeJS.ProcessEnv, logger: Logger
             model: 'black-forest-labs/flux-schnell',
             input: (s) => ({ prompt: s.prompt, aspect_ratio: s.aspect_ratio ?? '1:1', output_format: 'png' }),
           },
+          {
+            modelId: 'replicate-llama-3-8b',
+            title: 'Llama 3 8B Instruct (Replicate)',
+            resultType: 'text',
+            estimatedGenerationTime: 3,
+            price: 1,
+            settings: [prompt],
+            model: 'meta/meta-llama-3-8b-instruct',
+            // The output is a list of streamed strings, joined by the default output mapping.
+            input: (s) => ({ prompt: s.prompt, max_tokens: 512 }),
+          },
         ],
       }),
     );
@@ -58,6 +70,20 @@ export async function configuredProviders(env: NodeJS.ProcessEnv, logger: Logger
             settings: [prompt],
             endpoint: 'fal-ai/flux/schnell',
             input: (s) => ({ prompt: s.prompt, num_images: 1, output_format: 'png' }),
+          },
+          {
+            modelId: 'fal-ltx-video',
+            title: 'LTX Video (fal)',
+            resultType: 'video',
+            estimatedGenerationTime: 30,
+            price: 20,
+            failureFee: 1,
+            // Generous: a queue can hold a video request for minutes before it runs.
+            timeoutMs: 10 * 60_000,
+            settings: [prompt],
+            endpoint: 'fal-ai/ltx-video',
+            // The result is { video: { url } }, found by the default output mapping.
+            input: (s) => ({ prompt: s.prompt }),
           },
         ],
       }),

@@ -7,7 +7,17 @@ import {
   type RemoteJobProvider,
   type RemoteJobStatus,
 } from '@genservice/core';
-import { callUpstream, defaultMimeType, downloadResult, progressFromLogs, requireString, upstreamOf, type ResultFetchOptions } from './http.js';
+import {
+  callUpstream,
+  defaultMimeType,
+  downloadResult,
+  progressFromLogs,
+  readStatus,
+  requireString,
+  upstreamFailure,
+  upstreamOf,
+  type ResultFetchOptions,
+} from './http.js';
 import { checkModels, definitionOf, modelLookup, resolveOutput, type RemoteModel } from './remote-model.js';
 
 /** A fal model: its endpoint id (`fal-ai/flux/schnell`). */
@@ -16,6 +26,7 @@ export type FalModel = RemoteModel<FalOutput> & { endpoint: string };
 /** A request's result JSON, e.g. `{ images: [{ url, content_type }] }`, `{ video: { url } }`, `{ audio: { url } }`. */
 export type FalOutput = Record<string, unknown>;
 
+/** Options of `createFalProvider`. */
 export interface FalProviderOptions {
   /** The API key, sent as `Authorization: Key <key>`. */
   apiKey: string;
@@ -30,11 +41,19 @@ export interface FalProviderOptions {
   fetch?: typeof fetch;
 }
 
-/** What the runner stores for a fal generation: the request id and which model it runs. */
+/** What the runner stores for a fal generation: the request id, which model it runs, and fal's own request URL. */
 export interface FalHandle {
   requestId: string;
   modelId: string;
+  /**
+   * The `response_url` fal gave at submit, when it is on the configured base URL's origin (status, result and cancel
+   * are under it). Without it (another origin, or an older handle) the URL is built from the endpoint id.
+   */
+  responseUrl?: string;
 }
+
+/** Endpoint ids with a namespace before the owner (`workflows/owner/app`, `comfy/owner/app`). */
+const NAMESPACES = new Set(['workflows', 'comfy']);
 
 interface QueueStatus {
   status?: 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED';
@@ -84,17 +103,33 @@ export function createFalProvider(options: FalProviderOptions): RemoteJobProvide
       throw new TypeError(`createFalProvider: ${m.modelId}.endpoint must look like 'owner/app[/path]', got ${String(m.endpoint)}`);
     }
   }
-  const upstream = upstreamOf('fal', options, 'https://queue.fal.run', `Key ${options.apiKey}`);
+  const upstream = upstreamOf('fal', options, 'https://queue.fal.run', `Key ${options.apiKey}`, options.apiKey);
+  const baseOrigin = new URL(upstream.baseUrl).origin;
   const modelOf = modelLookup(options.models, 'fal');
-  const handleOf = (handle: unknown): FalHandle & { model: FalModel } => {
-    const h = handle as { requestId?: unknown; modelId?: unknown } | null;
+  // fal's own URL for the request, if it may carry the key: same origin as the base URL, and naming this request.
+  const ownRequestUrl = (url: unknown, requestId: string): string | undefined => {
+    if (typeof url !== 'string') return undefined;
+    try {
+      const u = new URL(url);
+      return u.origin === baseOrigin && u.pathname.endsWith(`/requests/${requestId}`) && !u.search && !u.hash ? `${u.origin}${u.pathname}` : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const handleOf = (handle: unknown): { requestId: string; model: FalModel; requestUrl: string } => {
+    const h = handle as { requestId?: unknown; modelId?: unknown; responseUrl?: unknown } | null;
     if (typeof h?.requestId !== 'string' || !/^[\w-]+$/.test(h.requestId) || typeof h.modelId !== 'string') {
       throw new ProviderError('fal: a stored handle has no usable request id');
     }
-    return { requestId: h.requestId, modelId: h.modelId, model: modelOf(h.modelId) };
+    const model = modelOf(h.modelId);
+    return { requestId: h.requestId, model, requestUrl: ownRequestUrl(h.responseUrl, h.requestId) ?? requestPath(model, h.requestId) };
   };
-  // Status, result and cancel live under the app id (the first two segments): fal-ai/flux/schnell -> fal-ai/flux.
-  const requestPath = (model: FalModel, requestId: string): string => `/${model.endpoint.split('/').slice(0, 2).join('/')}/requests/${requestId}`;
+  // Status, result and cancel live under the app id, without the endpoint's path: fal-ai/flux/schnell -> fal-ai/flux
+  // (workflows/owner/app/path -> workflows/owner/app), as fal's own client builds them.
+  const requestPath = (model: FalModel, requestId: string): string => {
+    const parts = model.endpoint.split('/');
+    return `/${parts.slice(0, NAMESPACES.has(parts[0]!) ? 3 : 2).join('/')}/requests/${requestId}`;
+  };
 
   return {
     models: options.models.map(definitionOf),
@@ -102,16 +137,26 @@ export function createFalProvider(options: FalProviderOptions): RemoteJobProvide
     async start(input: GenerationInput, ctx: GenerationContext) {
       const model = modelOf(input.model.modelId);
       const body = model.input ? model.input(input.settings) : { ...input.settings };
-      const submitted = (await callUpstream(upstream, 'POST', `/${model.endpoint}`, ctx.signal, body)) as { request_id?: unknown };
-      if (typeof submitted?.request_id !== 'string') throw new ProviderError('fal: the queued request has no request_id', { retryable: true });
+      // fal has no idempotency key: a submit is repeated only when it answered a retryable error, or the process died
+      // in the one store write between this call and the handle.
+      const submitted = (await callUpstream(upstream, 'POST', `/${model.endpoint}`, ctx.signal, body, { inputErrors: true })) as {
+        request_id?: unknown;
+        response_url?: unknown;
+      };
+      if (typeof submitted?.request_id !== 'string' || !/^[\w-]+$/.test(submitted.request_id)) {
+        throw new ProviderError('fal: the queued request has no usable request_id', { retryable: true });
+      }
       ctx.logger.debug({ request: submitted.request_id }, 'fal: request queued');
-      return { handle: { requestId: submitted.request_id, modelId: model.modelId } satisfies FalHandle };
+      const responseUrl = ownRequestUrl(submitted.response_url, submitted.request_id);
+      const handle: FalHandle = { requestId: submitted.request_id, modelId: model.modelId, ...(responseUrl ? { responseUrl } : {}) };
+      return { handle };
     },
 
     async check(handle: unknown, ctx: GenerationContext): Promise<RemoteJobStatus> {
-      const { requestId, model } = handleOf(handle);
-      const path = requestPath(model, requestId);
-      const status = (await callUpstream(upstream, 'GET', `${path}/status?logs=1`, ctx.signal)) as QueueStatus;
+      const { requestId, model, requestUrl: path } = handleOf(handle);
+      const read = await readStatus(() => callUpstream(upstream, 'GET', `${path}/status?logs=1`, ctx.signal), ctx, 'fal');
+      if ('waiting' in read) return { status: 'running', message: read.waiting };
+      const status = read.value as QueueStatus;
       switch (status?.status) {
         case 'IN_QUEUE':
           return { status: 'running', message: status.queue_position !== undefined ? `queued (position ${status.queue_position})` : 'queued' };
@@ -120,14 +165,7 @@ export function createFalProvider(options: FalProviderOptions): RemoteJobProvide
           return progress === undefined ? { status: 'running', message: 'running' } : { status: 'running', progress, message: 'running' };
         }
         case 'COMPLETED': {
-          if (status.error) {
-            return {
-              status: 'failed',
-              error: new ProviderError(`fal: request ${requestId} failed: ${String(status.error)}`, {
-                publicMessage: `The model failed: ${String(status.error).slice(0, 300)}`,
-              }),
-            };
-          }
+          if (status.error) return { status: 'failed', error: upstreamFailure(upstream, `request ${requestId} failed`, status.error) };
           let result: FalOutput;
           try {
             result = (await callUpstream(upstream, 'GET', path, ctx.signal)) as FalOutput;
@@ -149,8 +187,8 @@ export function createFalProvider(options: FalProviderOptions): RemoteJobProvide
     },
 
     async cancel(handle: unknown, ctx: { generationId: string; logger: Logger }) {
-      const { requestId, model } = handleOf(handle);
-      await callUpstream(upstream, 'PUT', `${requestPath(model, requestId)}/cancel`, undefined);
+      const { requestId, requestUrl } = handleOf(handle);
+      await callUpstream(upstream, 'PUT', `${requestUrl}/cancel`, undefined);
       ctx.logger.debug({ request: requestId }, 'fal: request cancelled');
     },
   };

@@ -12,6 +12,8 @@ export interface UpstreamOptions {
   fetch: typeof fetch;
   /** The upstream's name in messages ("Replicate", "fal"). */
   name: string;
+  /** The credential, cut out of every message built from what the upstream or the network said. */
+  secret: string;
 }
 
 /**
@@ -29,14 +31,68 @@ export function upstreamOf(
   options: { baseUrl?: string; requestTimeoutMs?: number; fetch?: typeof fetch },
   defaultBaseUrl: string,
   authorization: string,
+  secret: string,
 ): UpstreamOptions {
+  const baseUrl = (options.baseUrl ?? defaultBaseUrl).replace(/\/+$/, '');
+  let parsed: URL;
+  try {
+    parsed = new URL(baseUrl);
+  } catch {
+    throw new TypeError(`${name}: baseUrl must be an absolute http(s) URL, got ${baseUrl}`);
+  }
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new TypeError(`${name}: baseUrl must be an http(s) URL, got ${baseUrl}`);
+  if (options.requestTimeoutMs !== undefined && !(Number.isFinite(options.requestTimeoutMs) && options.requestTimeoutMs > 0)) {
+    throw new TypeError(`${name}: requestTimeoutMs must be a positive number`);
+  }
   return {
-    baseUrl: (options.baseUrl ?? defaultBaseUrl).replace(/\/+$/, ''),
+    baseUrl,
     headers: { authorization },
     timeoutMs: options.requestTimeoutMs ?? 30_000,
     fetch: options.fetch ?? fetch,
     name,
+    secret,
   };
+}
+
+/** `text` without the credential (an upstream that echoes a header, a proxy's error page). */
+export function redact(text: string, secret: string): string {
+  return secret.length >= 4 ? text.split(secret).join('[redacted]') : text;
+}
+
+/** The upstream's `error` (a string, or an object with a message), as one line for a reason. */
+export function describeError(error: unknown): string {
+  if (error === undefined || error === null || error === '') return 'no reason given';
+  if (typeof error === 'string') return error;
+  if (typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string') return (error as { message: string }).message;
+  try {
+    return JSON.stringify(error);
+  } catch {
+    return String(error);
+  }
+}
+
+/** The upstream job failed for good: its reason (truncated, without the credential) is what the owner reads. */
+export function upstreamFailure(upstream: UpstreamOptions, logMessage: string, reason: unknown): ProviderError {
+  const text = redact(describeError(reason), upstream.secret);
+  return new ProviderError(redact(`${upstream.name}: ${logMessage}: ${truncate(text, 1000)}`, upstream.secret), {
+    publicMessage: `The model failed: ${truncate(text, 300)}`,
+  });
+}
+
+/**
+ * A status read that failed for a passing reason (429, 5xx, a timeout, the network) does not fail the generation:
+ * the upstream job goes on, so the generation stays parked and is checked again later, until its time limit (which
+ * cancels it upstream). Without this the runner's few quick retries would give up on a job still running (and
+ * billed) upstream during a short outage.
+ */
+export async function readStatus<T>(read: () => Promise<T>, ctx: GenerationContext, name: string): Promise<{ value: T } | { waiting: string }> {
+  try {
+    return { value: await read() };
+  } catch (error) {
+    if (ctx.signal.aborted || !(error instanceof ProviderError) || !error.retryable) throw error;
+    ctx.logger.warn({ err: error.message }, `${name}: status read failed; checking again later`);
+    return { waiting: `${name} did not answer; checking again` };
+  }
 }
 
 function truncate(text: string, max = 300): string {
@@ -51,6 +107,17 @@ function explain(body: unknown): string {
     for (const key of ['detail', 'error', 'message', 'title']) {
       const v = o[key];
       if (typeof v === 'string') return truncate(v);
+      // FastAPI-style validation errors (fal): [{ loc: ['body', 'prompt'], msg: '...' }].
+      if (Array.isArray(v) && v.length > 0 && v.every((e) => e && typeof e === 'object' && typeof e.msg === 'string')) {
+        return truncate(
+          v
+            .map((e: { loc?: unknown; msg: string }) => {
+              const loc = Array.isArray(e.loc) ? e.loc.filter((l) => l !== 'body').join('.') : '';
+              return loc ? `${loc}: ${e.msg}` : e.msg;
+            })
+            .join('; '),
+        );
+      }
       if (v && typeof v === 'object') return truncate(JSON.stringify(v));
     }
   }
@@ -67,6 +134,7 @@ export async function callUpstream(
   path: string,
   signal: AbortSignal | undefined,
   body?: unknown,
+  options: { inputErrors?: boolean } = {},
 ): Promise<unknown> {
   const url = path.startsWith('http://') || path.startsWith('https://') ? path : `${upstream.baseUrl}${path}`;
   const timeout = AbortSignal.timeout(upstream.timeoutMs);
@@ -81,7 +149,7 @@ export async function callUpstream(
     });
   } catch (error) {
     if (signal?.aborted) throw signal.reason ?? error;
-    throw new ProviderError(`${upstream.name}: ${method} ${path} failed: ${(error as Error).message}`, {
+    throw new ProviderError(redact(`${upstream.name}: ${method} ${path} failed: ${(error as Error).message}`, upstream.secret), {
       retryable: true,
       publicMessage: `${upstream.name} could not be reached.`,
       cause: error,
@@ -96,13 +164,18 @@ export async function callUpstream(
   }
   if (res.ok) return parsed;
   const retryable = res.status === 429 || res.status >= 500;
-  const detail = explain(parsed);
+  const detail = redact(explain(parsed), upstream.secret);
+  // On a submit, 400 and 422 mean the upstream refused this input (a validation error): the settings were unusable.
+  const refusedInput = options.inputErrors === true && (res.status === 400 || res.status === 422);
   throw new ProviderError(`${upstream.name}: ${method} ${path} answered ${res.status}${detail ? `: ${detail}` : ''}`, {
     retryable,
+    ...(refusedInput ? { code: 'invalid_input' as const } : {}),
     publicMessage:
       res.status === 401 || res.status === 403
         ? `${upstream.name} refused the credentials of this service.`
-        : `${upstream.name} answered ${res.status}${detail ? `: ${detail}` : ''}.`,
+        : refusedInput
+          ? `${upstream.name} refused the input${detail ? `: ${detail}` : '.'}`
+          : `${upstream.name} answered ${res.status}${detail ? `: ${detail}` : ''}.`,
   });
 }
 

@@ -7,7 +7,17 @@ import {
   type RemoteJobProvider,
   type RemoteJobStatus,
 } from '@genservice/core';
-import { callUpstream, defaultMimeType, downloadResult, progressFromLogs, requireString, upstreamOf, type ResultFetchOptions } from './http.js';
+import {
+  callUpstream,
+  defaultMimeType,
+  downloadResult,
+  progressFromLogs,
+  readStatus,
+  requireString,
+  upstreamFailure,
+  upstreamOf,
+  type ResultFetchOptions,
+} from './http.js';
 import { checkModels, definitionOf, modelLookup, resolveOutput, type RemoteModel } from './remote-model.js';
 
 /** A Replicate model: an official model by name (`owner/name`), or any model by its version id. */
@@ -16,6 +26,7 @@ export type ReplicateModel = RemoteModel<ReplicateOutput> & ({ model: string; ve
 /** A prediction's `output`: a URL, a list of URLs, a string, a list of strings (streamed text), or an object. */
 export type ReplicateOutput = unknown;
 
+/** Options of `createReplicateProvider`. */
 export interface ReplicateProviderOptions {
   /** The API token (`r8_...`), sent as `Authorization: Bearer`. */
   apiToken: string;
@@ -85,7 +96,7 @@ export function createReplicateProvider(options: ReplicateProviderOptions): Remo
       throw new TypeError(`createReplicateProvider: ${m.modelId}.model must look like 'owner/name', got ${m.model}`);
     }
   }
-  const upstream = upstreamOf('Replicate', options, 'https://api.replicate.com', `Bearer ${options.apiToken}`);
+  const upstream = upstreamOf('Replicate', options, 'https://api.replicate.com', `Bearer ${options.apiToken}`, options.apiToken);
   const modelOf = modelLookup(options.models, 'Replicate');
   const handleOf = (handle: unknown): ReplicateHandle => {
     const h = handle as { id?: unknown; modelId?: unknown } | null;
@@ -101,10 +112,12 @@ export function createReplicateProvider(options: ReplicateProviderOptions): Remo
     async start(input: GenerationInput, ctx: GenerationContext) {
       const model = modelOf(input.model.modelId);
       const body = model.input ? model.input(input.settings) : { ...input.settings };
+      // Replicate has no idempotency key: a create is repeated only when it answered a retryable error (nothing was
+      // created, or Replicate says so) or the process died in the one store write between this call and the handle.
       const prediction = (
         model.model
-          ? await callUpstream(upstream, 'POST', `/v1/models/${model.model}/predictions`, ctx.signal, { input: body })
-          : await callUpstream(upstream, 'POST', '/v1/predictions', ctx.signal, { version: model.version, input: body })
+          ? await callUpstream(upstream, 'POST', `/v1/models/${model.model}/predictions`, ctx.signal, { input: body }, { inputErrors: true })
+          : await callUpstream(upstream, 'POST', '/v1/predictions', ctx.signal, { version: model.version, input: body }, { inputErrors: true })
       ) as Prediction;
       if (typeof prediction?.id !== 'string') throw new ProviderError('Replicate: the created prediction has no id', { retryable: true });
       ctx.logger.debug({ prediction: prediction.id }, 'replicate: prediction created');
@@ -113,7 +126,9 @@ export function createReplicateProvider(options: ReplicateProviderOptions): Remo
 
     async check(handle: unknown, ctx: GenerationContext): Promise<RemoteJobStatus> {
       const { id, modelId } = handleOf(handle);
-      const prediction = (await callUpstream(upstream, 'GET', `/v1/predictions/${id}`, ctx.signal)) as Prediction;
+      const read = await readStatus(() => callUpstream(upstream, 'GET', `/v1/predictions/${id}`, ctx.signal), ctx, 'Replicate');
+      if ('waiting' in read) return { status: 'running', message: read.waiting };
+      const prediction = read.value as Prediction;
       switch (prediction?.status) {
         case 'starting':
           return { status: 'running', message: 'starting' };
@@ -125,12 +140,7 @@ export function createReplicateProvider(options: ReplicateProviderOptions): Remo
           return { status: 'done', output: await outputOf(modelId, prediction.output, ctx) };
         }
         case 'failed':
-          return {
-            status: 'failed',
-            error: new ProviderError(`Replicate: prediction ${id} failed: ${String(prediction.error)}`, {
-              publicMessage: `The model failed: ${String(prediction.error ?? 'no reason given').slice(0, 300)}`,
-            }),
-          };
+          return { status: 'failed', error: upstreamFailure(upstream, `prediction ${id} failed`, prediction.error) };
         case 'canceled':
         case 'aborted':
           return { status: 'failed', error: new ProviderError(`Replicate: prediction ${id} was ${prediction.status}`, { publicMessage: 'The job was cancelled upstream.' }) };

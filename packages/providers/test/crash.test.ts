@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createSqliteStores } from '@genservice/store-sqlite';
-import { fakeReplicate, type Fake } from './fakes.js';
+import { fakeFal, fakeReplicate, type Fake } from './fakes.js';
 
-const TOKEN = 'r8_crash_test_token';
+const TOKEN = 'crash-test-upstream-token';
 const KEY = 'key-crash-0123456789abcdef';
 const PRICE = 7;
 const pkgDir = fileURLToPath(new URL('..', import.meta.url));
@@ -58,8 +58,8 @@ async function until(check: () => boolean | Promise<boolean>, what: string, ms =
   throw new Error(`timed out waiting for ${what}`);
 }
 
-describe('remote jobs survive a SIGKILL of the host (Replicate, SQLite)', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'genservice-providers-'));
+describe.each(['replicate', 'fal'] as const)('remote jobs survive a SIGKILL of the host (%s, SQLite)', (provider) => {
+  const dir = mkdtempSync(join(tmpdir(), `genservice-providers-${provider}-`));
   const hosts: Host[] = [];
   let fake: Fake | undefined;
   afterAll(async () => {
@@ -69,13 +69,13 @@ describe('remote jobs survive a SIGKILL of the host (Replicate, SQLite)', () => 
   });
 
   it('20 waiting jobs: after SIGKILL and restart every one completes, each created upstream once and charged once', { timeout: 120_000 }, async () => {
-    fake = await fakeReplicate(TOKEN, { hold: true, result: 'text' });
+    fake = provider === 'replicate' ? await fakeReplicate(TOKEN, { hold: true, result: 'text' }) : await fakeFal(TOKEN, { hold: true, result: 'text' });
     const seed = createSqliteStores({ filename: join(dir, 'genservice.db') });
     await seed.apiKeys.addKey(KEY, 'u');
     await seed.ledger.credit('u', 1000);
     await seed.close();
 
-    const env = { DATA_DIR: dir, REPLICATE_API_TOKEN: TOKEN, REPLICATE_BASE_URL: fake.url };
+    const env = { DATA_DIR: dir, PROVIDER: provider, UPSTREAM_KEY: TOKEN, UPSTREAM_URL: fake.url };
     const first = await startHost(env);
     hosts.push(first);
     const ids: string[] = [];

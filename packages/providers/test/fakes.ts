@@ -4,12 +4,21 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { encodePng } from '@genservice/demo-models';
 
 export const PNG = encodePng({ width: 4, height: 4, data: new Uint8Array(64).fill(200) }, { alpha: false });
+/** Stand-ins for a video and an audio file (only their bytes and MIME types matter here). */
+export const MP4 = new Uint8Array([0, 0, 0, 24, 0x66, 0x74, 0x79, 0x70, 0x69, 0x73, 0x6f, 0x6d, 0, 0, 2, 0, 0x69, 0x73, 0x6f, 0x6d, 0x6d, 0x70, 0x34, 0x31]);
+export const MP3 = new Uint8Array([0x49, 0x44, 0x33, 4, 0, 0, 0, 0, 0, 0, 0xff, 0xfb, 0x90, 0x64]);
+const FILES: Record<string, { bytes: Uint8Array; type: string }> = {
+  png: { bytes: PNG, type: 'image/png' },
+  mp4: { bytes: MP4, type: 'video/mp4' },
+  mp3: { bytes: MP3, type: 'audio/mpeg' },
+};
 
 export interface FakeJob {
   id: string;
   input: Record<string, unknown>;
   checks: number;
   cancelled: boolean;
+  createdAt: number;
   /** Set by the test to finish a held job. */
   release?: () => void;
 }
@@ -17,14 +26,21 @@ export interface FakeJob {
 export interface FakeOptions {
   /** Checks (status reads) before a job finishes; default 2. */
   checksToFinish?: number;
+  /** And the time since its create before it finishes; default 0. */
+  finishAfterMs?: number;
   /** Jobs stay running until `fake.releaseAll()`. */
   hold?: boolean;
-  /** The next N creates answer 503. */
+  /** The next N creates answer `createStatus` (default 503). */
   failCreates?: number;
+  createStatus?: number;
+  /** The next N status reads answer 503. */
+  failChecks?: number;
   /** A job whose input prompt is this fails upstream. */
   failPrompt?: string;
-  /** Result kind: an image URL (default) or text. */
-  result?: 'image' | 'text';
+  /** Result kind: an image URL (default), a video or audio URL, or text. */
+  result?: 'image' | 'video' | 'audio' | 'text';
+  /** fal: the origin of the `response_url`s it gives (default: this server's). */
+  responseOrigin?: string;
   /** The result URL's host (default: this server). */
   resultBase?: string;
 }
@@ -36,8 +52,8 @@ export interface Fake {
   createsByPrompt: Map<string, number>;
   creates: number;
   cancels: number;
-  /** Every request's method, path and authorization header. */
-  requests: Array<{ method: string; path: string; authorization?: string }>;
+  /** Every request's method, path, Host and authorization header. */
+  requests: Array<{ method: string; path: string; host?: string; authorization?: string }>;
   options: FakeOptions;
   releaseAll(): void;
   close(): Promise<void>;
@@ -79,9 +95,10 @@ async function start(handler: (fake: Fake, req: IncomingMessage, res: ServerResp
   };
   server = createServer((req, res) => {
     const path = req.url ?? '/';
-    fake.requests.push({ method: req.method ?? 'GET', path, authorization: req.headers.authorization });
+    fake.requests.push({ method: req.method ?? 'GET', path, host: req.headers.host, authorization: req.headers.authorization });
     if (req.method === 'GET' && path.startsWith('/files/')) {
-      res.writeHead(200, { 'content-type': 'image/png', 'content-length': PNG.byteLength }).end(Buffer.from(PNG));
+      const file = FILES[path.slice(path.lastIndexOf('.') + 1)] ?? FILES.png!;
+      res.writeHead(200, { 'content-type': file.type, 'content-length': file.bytes.byteLength }).end(Buffer.from(file.bytes));
       return;
     }
     handler(fake, req, res, path).catch((err: unknown) => send(res, 500, { detail: String(err) }));
@@ -99,7 +116,19 @@ function countCreate(fake: Fake, input: Record<string, unknown>): void {
 }
 
 function finished(fake: Fake, job: FakeJob): boolean {
-  return !fake.options.hold && job.checks >= (fake.options.checksToFinish ?? 2);
+  return !fake.options.hold && job.checks >= (fake.options.checksToFinish ?? 2) && Date.now() - job.createdAt >= (fake.options.finishAfterMs ?? 0);
+}
+
+/** Takes one of the `failCreates` / `failChecks` budget: true when this request is to fail. */
+function take(fake: Fake, key: 'failCreates' | 'failChecks'): boolean {
+  if ((fake.options[key] ?? 0) <= 0) return false;
+  fake.options[key]!--;
+  return true;
+}
+
+function fileUrl(fake: Fake, id: string): string {
+  const ext = fake.options.result === 'video' ? 'mp4' : fake.options.result === 'audio' ? 'mp3' : 'png';
+  return `${fake.options.resultBase ?? fake.url}/files/${id}.${ext}`;
 }
 
 let counter = 0;
@@ -112,27 +141,30 @@ export function fakeReplicate(token: string, options: FakeOptions = {}): Promise
     const create = req.method === 'POST' && (path === '/v1/predictions' || /^\/v1\/models\/[\w.-]+\/[\w.-]+\/predictions$/.test(path));
     if (create) {
       const body = await readJson(req);
-      if ((fake.options.failCreates ?? 0) > 0) {
-        fake.options.failCreates!--;
-        return send(res, 503, { detail: 'Service temporarily unavailable' });
+      if (take(fake, 'failCreates')) {
+        const status = fake.options.createStatus ?? 503;
+        return send(res, status, status === 429 ? { title: 'Request was throttled', detail: 'Request was throttled.', status } : { detail: 'Service temporarily unavailable' });
       }
       const input = (body.input ?? {}) as Record<string, unknown>;
       if (typeof input.prompt !== 'string') return send(res, 422, { title: 'Input validation failed', detail: '- input: prompt is required', status: 422 });
       countCreate(fake, input);
       const id = newId();
-      fake.jobs.set(id, { id, input, checks: 0, cancelled: false });
+      fake.jobs.set(id, { id, input, checks: 0, cancelled: false, createdAt: Date.now() });
       return send(res, 201, { id, status: 'starting', input, urls: { get: `${fake.url}/v1/predictions/${id}`, cancel: `${fake.url}/v1/predictions/${id}/cancel` } });
     }
     const get = /^\/v1\/predictions\/([\w-]+)$/.exec(path);
     if (get && req.method === 'GET') {
       const job = fake.jobs.get(get[1]!);
       if (!job) return send(res, 404, { detail: 'Not found.' });
+      if (take(fake, 'failChecks')) return send(res, 503, { detail: 'Service temporarily unavailable' });
       job.checks++;
       const base = { id: job.id, input: job.input };
       if (job.cancelled) return send(res, 200, { ...base, status: 'canceled' });
-      if (job.input.prompt === fake.options.failPrompt) return send(res, 200, { ...base, status: 'failed', error: 'NSFW content detected' });
+      if (job.input.prompt === fake.options.failPrompt) return send(res, 200, { ...base, status: 'failed', error: `NSFW content detected in ${String(job.input.prompt)}` });
       if (!finished(fake, job)) return send(res, 200, { ...base, status: job.checks === 1 ? 'starting' : 'processing', logs: `step 1\n  42%|####      | 21/50` });
-      const output = fake.options.result === 'text' ? ['Hello', ', ', String(job.input.prompt)] : [`${fake.options.resultBase ?? fake.url}/files/${job.id}.png`];
+      // Text streams as a list of strings; an image model gives a list of URLs, a video or audio model one URL.
+      const output =
+        fake.options.result === 'text' ? ['Hello', ', ', String(job.input.prompt)] : fake.options.result === 'video' || fake.options.result === 'audio' ? fileUrl(fake, job.id) : [fileUrl(fake, job.id)];
       return send(res, 200, { ...base, status: 'succeeded', output, logs: '100%' });
     }
     const cancel = /^\/v1\/predictions\/([\w-]+)\/cancel$/.exec(path);
@@ -152,18 +184,19 @@ export function fakeFal(key: string, options: FakeOptions = {}): Promise<Fake> {
   return start(async (fake, req, res, path) => {
     if (req.headers.authorization !== `Key ${key}`) return send(res, 401, { detail: 'Invalid API key' });
     const pathname = path.split('?')[0]!;
-    const request = /^\/([\w.-]+\/[\w.-]+)\/requests\/([\w-]+)(\/status|\/cancel)?$/.exec(pathname);
+    const request = /^\/((?:workflows\/|comfy\/)?[\w.-]+\/[\w.-]+)\/requests\/([\w-]+)(\/status|\/cancel)?$/.exec(pathname);
     if (request) {
       const [, app, id, tail] = request;
       const job = fake.jobs.get(id!);
       if (!job) return send(res, 404, { detail: 'Request not found' });
-      const urls = `${fake.url}/${app}/requests/${id}`;
+      const urls = `${fake.options.responseOrigin ?? fake.url}/${app}/requests/${id}`;
       if (tail === '/cancel' && req.method === 'PUT') {
         job.cancelled = true;
         fake.cancels++;
         return send(res, 202, { status: 'CANCELLATION_REQUESTED' });
       }
       if (tail === '/status' && req.method === 'GET') {
+        if (take(fake, 'failChecks')) return send(res, 503, { detail: 'Service unavailable' });
         job.checks++;
         if (job.cancelled) return send(res, 200, { status: 'COMPLETED', error: 'Request was cancelled', response_url: urls });
         if (!finished(fake, job)) {
@@ -174,22 +207,25 @@ export function fakeFal(key: string, options: FakeOptions = {}): Promise<Fake> {
         return send(res, 200, { status: 'COMPLETED', logs: [], response_url: urls });
       }
       if (!tail && req.method === 'GET') {
-        if (job.input.prompt === fake.options.failPrompt) return send(res, 422, { detail: [{ loc: ['body', 'prompt'], msg: 'prompt flagged', type: 'value_error' }] });
+        if (job.input.prompt === fake.options.failPrompt) return send(res, 422, { detail: [{ loc: ['body', 'prompt'], msg: `prompt flagged: ${String(job.input.prompt)}`, type: 'value_error' }] });
         if (fake.options.result === 'text') return send(res, 200, { output: `Hello, ${String(job.input.prompt)}` });
-        return send(res, 200, { images: [{ url: `${fake.options.resultBase ?? fake.url}/files/${id}.png`, content_type: 'image/png', width: 4, height: 4 }], seed: 1 });
+        if (fake.options.result === 'video') return send(res, 200, { video: { url: fileUrl(fake, id!), content_type: 'video/mp4' } });
+        if (fake.options.result === 'audio') return send(res, 200, { audio: { url: fileUrl(fake, id!), content_type: 'audio/mpeg' } });
+        return send(res, 200, { images: [{ url: fileUrl(fake, id!), content_type: 'image/png', width: 4, height: 4 }], seed: 1 });
       }
     }
     if (req.method === 'POST' && /^\/[\w.-]+\/[\w.-]+(\/[\w.-]+)*$/.test(pathname)) {
       const input = await readJson(req);
-      if ((fake.options.failCreates ?? 0) > 0) {
-        fake.options.failCreates!--;
-        return send(res, 503, { detail: 'Service unavailable' });
+      if (take(fake, 'failCreates')) {
+        const status = fake.options.createStatus ?? 503;
+        return send(res, status, status === 422 ? { detail: [{ loc: ['body', 'prompt'], msg: 'field required', type: 'value_error.missing' }] } : { detail: 'Service unavailable' });
       }
       countCreate(fake, input);
       const id = newId();
-      fake.jobs.set(id, { id, input, checks: 0, cancelled: false });
-      const app = pathname.slice(1).split('/').slice(0, 2).join('/');
-      const base = `${fake.url}/${app}/requests/${id}`;
+      fake.jobs.set(id, { id, input, checks: 0, cancelled: false, createdAt: Date.now() });
+      const segments = pathname.slice(1).split('/');
+      const app = segments.slice(0, segments[0] === 'workflows' || segments[0] === 'comfy' ? 3 : 2).join('/');
+      const base = `${fake.options.responseOrigin ?? fake.url}/${app}/requests/${id}`;
       return send(res, 200, { request_id: id, status_url: `${base}/status`, response_url: base, cancel_url: `${base}/cancel`, queue_position: 0 });
     }
     send(res, 404, { detail: 'Not found' });

@@ -10,7 +10,7 @@ import {
   type RemoteJobProvider,
 } from '@genservice/core';
 import { createFalProvider, createReplicateProvider } from '../src/index.js';
-import { fakeFal, fakeReplicate, PNG, type Fake } from './fakes.js';
+import { fakeFal, fakeReplicate, MP3, MP4, PNG, type Fake } from './fakes.js';
 
 const TOKEN = 'r8_secret_token_never_shown';
 const FAL_KEY = 'fal-secret-key-never-shown';
@@ -57,7 +57,9 @@ async function fake(kind: 'replicate' | 'fal', options: Parameters<typeof fakeRe
   return f;
 }
 
-function replicate(f: Fake, resultType: 'image' | 'text' = 'image', results = local) {
+type Kind = 'image' | 'video' | 'audio' | 'text';
+
+function replicate(f: Fake, resultType: Kind = 'image', results = local) {
   return createReplicateProvider({
     apiToken: TOKEN,
     baseUrl: f.url,
@@ -69,7 +71,7 @@ function replicate(f: Fake, resultType: 'image' | 'text' = 'image', results = lo
   });
 }
 
-function fal(f: Fake, resultType: 'image' | 'text' = 'image', results = local) {
+function fal(f: Fake, resultType: Kind = 'image', results = local) {
   return createFalProvider({
     apiKey: FAL_KEY,
     baseUrl: f.url,
@@ -102,6 +104,45 @@ describe.each(['replicate', 'fal'] as const)('%s provider against a local fake o
     for (const r of f.requests) expect(r.path).not.toContain(kind === 'replicate' ? TOKEN : FAL_KEY);
   });
 
+  it.each([
+    ['video', 'video/mp4', MP4],
+    ['audio', 'audio/mpeg', MP3],
+  ] as const)('stores a %s result with its MIME type', async (resultType, mimeType, bytes) => {
+    const f = await fake(kind, { result: resultType });
+    const { service, store, blobs } = await serviceWith(make(f, resultType));
+    const { generationId } = await service.create('alice', { modelId, settings: { prompt: `a ${resultType}` } });
+    const d = await finish(service, generationId);
+    expect(d.status, JSON.stringify(d)).toBe('completed');
+    const blob = await blobs.get((await store.get(generationId, 'alice'))!.resultKey!);
+    expect(blob?.mimeType).toBe(mimeType);
+    expect(Buffer.from(blob!.bytes).equals(Buffer.from(bytes))).toBe(true);
+  });
+
+  it('reports the progress in the upstream logs while the job runs', async () => {
+    const f = await fake(kind, { hold: true });
+    const { service } = await serviceWith(make(f));
+    const { generationId } = await service.create('alice', { modelId, settings: { prompt: 'slow' } });
+    const deadline = Date.now() + 10_000;
+    let seen: { fraction: number; message?: string } | undefined;
+    while (Date.now() < deadline && !seen) {
+      seen = (await service.details('alice', generationId)).progress;
+      if (!seen) await new Promise((r) => setTimeout(r, 10));
+    }
+    // The fakes print tqdm-style bars: 42% (Replicate), 60% (fal).
+    expect(seen?.fraction).toBe(kind === 'replicate' ? 0.42 : 0.6);
+    f.releaseAll();
+    expect((await finish(service, generationId)).status).toBe('completed');
+  });
+
+  it('finishes a job that takes a while upstream, after checks that found it running', async () => {
+    const f = await fake(kind, { finishAfterMs: 400, checksToFinish: 1 });
+    const { service } = await serviceWith(make(f));
+    const { generationId } = await service.create('alice', { modelId, settings: { prompt: 'later' } });
+    expect((await finish(service, generationId)).status).toBe('completed');
+    expect([...f.jobs.values()][0]!.checks).toBeGreaterThan(1);
+    expect(f.creates).toBe(1);
+  });
+
   it('gives a text model its text', async () => {
     const f = await fake(kind, { result: 'text' });
     const { service } = await serviceWith(make(f, 'text'));
@@ -110,12 +151,54 @@ describe.each(['replicate', 'fal'] as const)('%s provider against a local fake o
     expect(d).toMatchObject({ status: 'completed', result: 'Hello, world' });
   });
 
-  it('retries a create that answered 503, and still creates one job', async () => {
-    const f = await fake(kind, { failCreates: 1 });
+  it.each([503, 429])('retries a create that answered %i, and still creates one job', async (createStatus) => {
+    const f = await fake(kind, { failCreates: 2, createStatus });
     const { service } = await serviceWith(make(f));
     const { generationId } = await service.create('alice', { modelId, settings: { prompt: 'retry me' } });
     expect((await finish(service, generationId)).status).toBe('completed');
     expect(f.createsByPrompt.get('retry me')).toBe(1);
+    expect(f.requests.filter((r) => r.method === 'POST').length).toBe(3);
+  });
+
+  it('fails at once with invalid_input when the upstream refuses the input (422), without retrying', async () => {
+    const f = await fake(kind, { failCreates: kind === 'fal' ? 1 : 0, createStatus: 422 });
+    // Replicate's fake refuses an input without a prompt; fal's answers the next create with a validation error.
+    const provider =
+      kind === 'replicate'
+        ? createReplicateProvider({ apiToken: TOKEN, baseUrl: f.url, results: local, models: [{ modelId, title: 'x', resultType: 'image', estimatedGenerationTime: 0.05, price: 5, failureFee: 1, settings: [prompt], model: 'a/b', input: () => ({}) }] })
+        : fal(f);
+    const { service, ledger } = await serviceWith(provider);
+    const { generationId } = await service.create('alice', { modelId, settings: { prompt: 'x' } });
+    const d = await finish(service, generationId);
+    expect(d.status).toBe('failed');
+    expect(d.error?.code).toBe('invalid_input');
+    expect(d.error?.message).toMatch(kind === 'replicate' ? /refused the input: - input: prompt is required/ : /refused the input: prompt: field required/);
+    expect(f.requests.filter((r) => r.method === 'POST').length).toBe(1);
+    expect(f.jobs.size).toBe(0);
+    expect((await ledger.account('alice')).balance).toBe(99);
+  });
+
+  it('keeps waiting through status reads that fail (more than the retry budget), then completes the same job', async () => {
+    const f = await fake(kind, { failChecks: 5 });
+    const { service } = await serviceWith(make(f));
+    const { generationId } = await service.create('alice', { modelId, settings: { prompt: 'flaky' } });
+    const d = await finish(service, generationId);
+    expect(d.status, JSON.stringify(d)).toBe('completed');
+    expect(f.options.failChecks).toBe(0);
+    expect(f.creates).toBe(1);
+  });
+
+  it('never shows the credential, even when the upstream echoes it in its error', async () => {
+    const secret = kind === 'replicate' ? TOKEN : FAL_KEY;
+    const f = await fake(kind, { failPrompt: `leak ${secret}` });
+    const { service, store } = await serviceWith(make(f));
+    const { generationId } = await service.create('alice', { modelId, settings: { prompt: `leak ${secret}` } });
+    const d = await finish(service, generationId);
+    expect(d.status).toBe('failed');
+    expect(d.error?.message).toContain('[redacted]');
+    const rec = await store.get(generationId, 'alice');
+    expect(rec?.failureReason).toContain('[redacted]');
+    expect(JSON.stringify({ ...d, reason: rec?.failureReason, error: rec?.error })).not.toContain(secret);
   });
 
   it('fails with the upstream reason when the job fails, charging the failure fee', async () => {
@@ -167,6 +250,36 @@ describe.each(['replicate', 'fal'] as const)('%s provider against a local fake o
     expect(d.status).toBe('failed');
     expect(d.error?.message).toMatch(/refused the credentials/);
     expect(JSON.stringify(d)).not.toMatch(/wrong-token|wrong-key/);
+  });
+});
+
+describe('fal request URLs', () => {
+  it('never sends the key to a response_url on another origin, and builds namespaced request paths', async () => {
+    const f = await fake('fal');
+    // The fake names its own requests on http://localhost:port, the provider talks to http://127.0.0.1:port.
+    f.options.responseOrigin = f.url.replace('127.0.0.1', 'localhost');
+    const provider = createFalProvider({
+      apiKey: FAL_KEY,
+      baseUrl: f.url,
+      results: local,
+      models: [{ modelId: 'wf', title: 'Workflow', resultType: 'image', estimatedGenerationTime: 0.05, price: 4, settings: [prompt], endpoint: 'workflows/acme/pipeline/run' }],
+    });
+    const { service, store } = await serviceWith(provider);
+    const { generationId } = await service.create('alice', { modelId: 'wf', settings: { prompt: 'workflow' } });
+    expect((await finish(service, generationId)).status).toBe('completed');
+    const host = new URL(f.url).host;
+    for (const r of f.requests) expect(r.host).toBe(host);
+    expect(f.requests.some((r) => r.path.startsWith('/workflows/acme/pipeline/requests/') && r.path.includes('/status'))).toBe(true);
+    expect((await store.get(generationId, 'alice'))?.remoteHandle).not.toHaveProperty('responseUrl');
+  });
+
+  it('keeps the response_url fal gave on its own origin in the handle', async () => {
+    const f = await fake('fal');
+    const { service, store } = await serviceWith(fal(f));
+    const { generationId } = await service.create('alice', { modelId: 'fal-flux', settings: { prompt: 'own' } });
+    expect((await finish(service, generationId)).status).toBe('completed');
+    const handle = (await store.get(generationId, 'alice'))?.remoteHandle as { requestId: string; responseUrl: string };
+    expect(handle.responseUrl).toBe(`${f.url}/fal-ai/flux/requests/${handle.requestId}`);
   });
 });
 
