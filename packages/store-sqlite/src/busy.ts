@@ -30,6 +30,11 @@ export async function retryWhileBusy<T>(db: SqliteDatabase, attempt: () => T | P
   } catch (error) {
     if (!isBusy(error)) throw error;
   }
+  return retryAfterBusy(db, attempt);
+}
+
+/** The waiting part of retryWhileBusy, once a first attempt found the lock taken. */
+async function retryAfterBusy<T>(db: SqliteDatabase, attempt: () => T | Promise<T>): Promise<T> {
   const deadline = Date.now() + (LOCK_WAIT.get(db) ?? DEFAULT_LOCK_WAIT_MS);
   let delay = 2;
   for (;;) {
@@ -57,8 +62,13 @@ export function retryMethodsWhileBusy(instance: object, db: SqliteDatabase): voi
     const fn = proto[name];
     if (name === 'constructor' || typeof fn !== 'function' || fn.constructor.name !== 'AsyncFunction') continue;
     const method = fn as (...args: unknown[]) => Promise<unknown>;
+    // The first attempt is the method itself (no extra async frame on every store call); only a busy one waits.
     Object.defineProperty(instance, name, {
-      value: (...args: unknown[]) => retryWhileBusy(db, () => method.apply(instance, args)),
+      value: (...args: unknown[]) =>
+        method.apply(instance, args).catch((error: unknown) => {
+          if (!isBusy(error)) throw error;
+          return retryAfterBusy(db, () => method.apply(instance, args));
+        }),
       configurable: true,
       writable: true,
     });
