@@ -82,7 +82,8 @@ const ROUTES: Array<{ template: string; pattern: RegExp; methods: Record<string,
   {
     template: '/playground/{asset}',
     pattern: /^\/playground(\/[^?]*)?$/,
-    methods: { GET: (m) => ({ name: 'playground', asset: m[1] ?? '/' }) },
+    // `/playground` without the slash is '' (answered with a redirect, so the page's relative URLs resolve).
+    methods: { GET: (m) => ({ name: 'playground', asset: m[1] ?? '' }) },
   },
   { template: '/v1/files/{key}', pattern: /^\/v1\/files\/([^/]+)$/, methods: { GET: (m) => ({ name: 'file', key: m[1]! }) } },
 ];
@@ -345,7 +346,7 @@ export class HttpHandler {
 
     if (route.name === 'file') return this.file(req, route.key, query);
     if (route.name === 'openapi') return this.openapi();
-    if (route.name === 'playground') return this.playground(route.asset);
+    if (route.name === 'playground') return this.playground(route.asset, query);
 
     const address = req.remoteAddress ?? 'unknown';
     if (this.limits.has('unauthenticated')) {
@@ -601,7 +602,7 @@ export class HttpHandler {
   private playgroundAssets: Promise<PlaygroundAssets | null> | undefined;
 
   /** The playground page (`playground: true`): static assets of @genservice/playground, loaded on first use. */
-  private async playground(asset: string): Promise<HttpResponse> {
+  private async playground(asset: string, query: string): Promise<HttpResponse> {
     if (!this.options.playground) return fail('not_found', 'No such endpoint.');
     // A specifier in a variable: the package is optional, so neither the compiler nor a bundler may require it.
     const specifier = '@genservice/playground';
@@ -618,6 +619,11 @@ export class HttpHandler {
     );
     const assets = await this.playgroundAssets;
     if (!assets) return fail('not_found', 'The playground is not installed.');
+    // The page lives at `<mount>/playground/`: its files and the API (`../v1/...`) are addressed relative to it, so it
+    // works under any mount point and behind any proxy prefix. A relative Location keeps both (RFC 9110 10.2.2).
+    if (asset === '') {
+      return { status: 308, headers: { location: `playground/${query ? `?${query}` : ''}`, 'content-length': '0', 'cache-control': 'no-cache' }, body: '' };
+    }
     const file = assets.readPlaygroundAsset(asset);
     if (!file) return fail('not_found', 'No such file.');
     return {

@@ -103,7 +103,7 @@ export function renderMelody(prompt: string, seconds: number, instrument: (typeo
 export const audioModel: DemoModel = {
   definition,
   async run(settings, ctx, runtime) {
-    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal);
+    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal, (f) => ctx.progress(f));
     const prompt = textSetting(settings, 'prompt');
     const seconds = Number(selectSetting(settings, 'duration', AUDIO_DURATIONS));
     const instrument = selectSetting(settings, 'instrument', AUDIO_INSTRUMENTS);

@@ -21,7 +21,7 @@ export const ALWAYS_FAILS_MESSAGE = 'demo-always-fails fails every generation on
 export const failingModel: DemoModel = {
   definition,
   async run(settings, ctx, runtime) {
-    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal);
+    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal, (f) => ctx.progress(f));
     textSetting(settings, 'prompt');
     await pacer.reach(1);
     throw new ProviderError(ALWAYS_FAILS_MESSAGE, { retryable: false });

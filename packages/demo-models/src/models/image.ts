@@ -30,7 +30,7 @@ export function parseSize(size: string): { width: number; height: number } {
 export const imageModel: DemoModel = {
   definition,
   async run(settings, ctx, runtime) {
-    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal);
+    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal, (f) => ctx.progress(f));
     const prompt = textSetting(settings, 'prompt');
     const size = selectSetting(settings, 'size', IMAGE_SIZES);
     const style = selectSetting(settings, 'style', SCENE_STYLES);

@@ -202,7 +202,7 @@ const definition: ModelDefinition = {
 export const meshModel: DemoModel = {
   definition,
   async run(settings, ctx, runtime) {
-    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal);
+    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal, (f) => ctx.progress(f));
     const prompt = textSetting(settings, 'prompt');
     const shape = selectSetting(settings, 'shape', SHAPES);
     const finish = selectSetting(settings, 'finish', FINISHES);

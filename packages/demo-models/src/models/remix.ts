@@ -143,7 +143,7 @@ function applyStyle(image: Canvas, style: (typeof REMIX_STYLES)[number], colors:
 export const remixModel: DemoModel = {
   definition,
   async run(settings, ctx, runtime) {
-    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal);
+    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal, (f) => ctx.progress(f));
     const prompt = textSetting(settings, 'prompt');
     const urls = urlListSetting(settings, 'images');
     if (urls.length > REMIX_MAX_IMAGES) throw new ProviderError(`at most ${REMIX_MAX_IMAGES} input images are accepted, got ${urls.length}`);

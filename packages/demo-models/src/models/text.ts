@@ -136,7 +136,7 @@ export function writeText(prompt: string, length: (typeof TEXT_LENGTHS)[number],
 export const textModel: DemoModel = {
   definition,
   async run(settings, ctx, runtime) {
-    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal);
+    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal, (f) => ctx.progress(f));
     const prompt = textSetting(settings, 'prompt');
     const text = writeText(prompt, selectSetting(settings, 'length', TEXT_LENGTHS), selectSetting(settings, 'style', TEXT_STYLES));
     await pacer.reach(1);

@@ -34,7 +34,7 @@ const definition: ModelDefinition = {
 export const videoModel: DemoModel = {
   definition,
   async run(settings, ctx, runtime) {
-    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal);
+    const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal, (f) => ctx.progress(f));
     const prompt = textSetting(settings, 'prompt');
     const size = selectSetting(settings, 'size', VIDEO_SIZES);
     const duration = selectSetting(settings, 'duration', VIDEO_DURATIONS);

@@ -30,12 +30,15 @@ export class Pacer {
   constructor(
     private readonly totalMs: number,
     private readonly signal: AbortSignal,
+    /** The run's progress report (`ctx.progress`): told each step short of the end, so clients see the run move. */
+    private readonly report?: (fraction: number) => void,
   ) {}
 
-  /** Waits until `fraction` (0..1) of the budget has passed since the pacer was made. */
+  /** Waits until `fraction` (0..1) of the budget has passed since the pacer was made, then reports it as progress. */
   async reach(fraction: number): Promise<void> {
     if (this.signal.aborted) throw abortReason(this.signal);
-    const due = this.started + this.totalMs * Math.min(1, Math.max(0, fraction));
-    await sleep(due - Date.now(), this.signal);
+    const share = Math.min(1, Math.max(0, fraction));
+    await sleep(this.started + this.totalMs * share - Date.now(), this.signal);
+    if (share < 1) this.report?.(share);
   }
 }

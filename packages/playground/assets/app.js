@@ -1,0 +1,400 @@
+// The playground page: API key -> models -> a form from the model's settings -> price -> Generate -> live status ->
+// the result, and the caller's history. Every answer of the API is shown next to what caused it. No innerHTML:
+// everything the service sends is set as text.
+import { Api, apiBase, idempotencyKey } from './api.js';
+import { SettingsForm, detailsBySetting, h } from './form.js';
+import { ModelError, showModel } from './viewer3d.js';
+
+const KEY_STORAGE = 'genservice.playground.apiKey';
+const MODEL_STORAGE = 'genservice.playground.modelId';
+const HISTORY_PAGE = 10;
+
+const $ = (id) => /** @type {any} */ (document.getElementById(id));
+const ui = {
+  keyForm: $('key-form'),
+  key: $('api-key'),
+  keyError: $('api-key-error'),
+  model: $('model'),
+  modelInfo: $('model-info'),
+  modelError: $('model-error'),
+  form: $('settings-form'),
+  fields: $('settings-fields'),
+  settingsEmpty: $('settings-empty'),
+  price: $('price'),
+  balance: $('balance'),
+  generate: $('generate'),
+  generateError: $('generate-error'),
+  status: $('status'),
+  progress: $('progress'),
+  result: $('result'),
+  resultHeading: $('result-heading'),
+  history: $('history'),
+  historyEmpty: $('history-empty'),
+  historyError: $('history-error'),
+  historyMore: $('history-more'),
+  historyRefresh: $('history-refresh'),
+};
+
+const api = new Api(apiBase(window.location), () => ui.key.value.trim());
+/** @type {Map<string, any>} */
+const models = new Map();
+const form = new SettingsForm(ui.fields, () => scheduleQuote());
+let watching = null; // AbortController of the generation being followed
+let historyCursor = null;
+
+function showError(el, message) {
+  el.textContent = message;
+  el.hidden = !message;
+}
+
+function tokens(n) {
+  return typeof n === 'number' ? `${n} ${n === 1 ? 'token' : 'tokens'}` : '–';
+}
+
+function seconds(n) {
+  return n < 1 ? 'under a second' : `about ${Math.round(n)} s`;
+}
+
+// ------------------------------------------------------------------------------------------------ errors of the API
+
+/** Shows an API error beside what caused it: the key, the model, a setting, or the Generate button. */
+function showApiError(answer, where) {
+  const e = answer.error ?? { code: 'unknown', message: 'Something went wrong.' };
+  if (answer.status === 401) {
+    showError(ui.keyError, 'The service did not accept this API key. Check it and connect again.');
+    ui.key.setAttribute('aria-invalid', 'true');
+    ui.key.focus();
+    return;
+  }
+  if (e.code === 'model_not_found') {
+    showError(ui.modelError, e.message);
+    ui.model.setAttribute('aria-invalid', 'true');
+    ui.model.focus();
+    return;
+  }
+  if (answer.status === 400 && Array.isArray(e.details) && e.details.length) {
+    const unplaced = form.showErrors(detailsBySetting(e.details));
+    if (unplaced.length || where !== 'generate') showError(ui.generateError, [e.message, ...unplaced].join(' '));
+    else showError(ui.generateError, `${e.message} See the fields marked above.`);
+    return;
+  }
+  let message = e.message;
+  if (answer.status === 402) message = `Not enough tokens. ${e.message}`;
+  if (answer.status === 429) {
+    const after = Number(answer.headers.get('retry-after'));
+    message = `${e.message}${Number.isFinite(after) && after > 0 ? ` Try again in ${after} s.` : ''}`;
+  }
+  showError(ui.generateError, message);
+}
+
+function clearErrors() {
+  showError(ui.keyError, '');
+  showError(ui.modelError, '');
+  showError(ui.generateError, '');
+  ui.key.removeAttribute('aria-invalid');
+  ui.model.removeAttribute('aria-invalid');
+  form.clearErrors();
+}
+
+// ------------------------------------------------------------------------------------------------ key and models
+
+async function connect() {
+  clearErrors();
+  const key = ui.key.value.trim();
+  if (!key) {
+    showError(ui.keyError, 'Enter your API key.');
+    ui.key.setAttribute('aria-invalid', 'true');
+    ui.key.focus();
+    return;
+  }
+  sessionStorage.setItem(KEY_STORAGE, key);
+  const answer = await api.request('GET', 'v1/models');
+  if (!answer.ok) {
+    if (answer.status === 401) showApiError(answer, 'key');
+    else showError(ui.keyError, answer.error.message);
+    return;
+  }
+  models.clear();
+  ui.model.replaceChildren();
+  for (const m of answer.data.models) {
+    models.set(m.modelId, m);
+    ui.model.append(h('option', { value: m.modelId, text: `${m.title} (${m.resultType}, ${seconds(m.estimatedGenerationTime)})` }));
+  }
+  ui.model.disabled = models.size === 0;
+  if (!models.size) ui.model.append(h('option', { value: '', text: 'This service has no models' }));
+  const remembered = sessionStorage.getItem(MODEL_STORAGE);
+  if (remembered && models.has(remembered)) ui.model.value = remembered;
+  selectModel();
+  ui.historyRefresh.disabled = false;
+  void refreshBalance();
+  void loadHistory(true);
+}
+
+let shownModel = null; // the model whose form is shown: choosing it again keeps what was typed
+
+function selectModel() {
+  const model = models.get(ui.model.value);
+  if (model && model === shownModel) return;
+  shownModel = model ?? null;
+  clearErrors();
+  if (!model) {
+    form.render([]);
+    ui.generate.disabled = true;
+    return;
+  }
+  sessionStorage.setItem(MODEL_STORAGE, model.modelId);
+  ui.modelInfo.textContent = `Result: ${model.resultType}. Takes ${seconds(model.estimatedGenerationTime)}. Id: ${model.modelId}.`;
+  form.render(model.settings);
+  ui.settingsEmpty.textContent = model.settings.length
+    ? 'Fields marked * are required; empty optional fields use the model’s defaults.'
+    : 'This model has no settings.';
+  ui.generate.disabled = false;
+  scheduleQuote(0);
+}
+
+// ------------------------------------------------------------------------------------------------ price and balance
+
+let quoteTimer = 0;
+let quoteSeq = 0;
+function scheduleQuote(delay = 250) {
+  clearTimeout(quoteTimer);
+  quoteTimer = setTimeout(() => void quote(), delay);
+}
+
+/** `POST /v1/quotes`: the price a create would reserve now, and the balance; nothing is reserved. */
+async function quote() {
+  const model = models.get(ui.model.value);
+  if (!model) return;
+  const seq = ++quoteSeq;
+  if (form.missingRequired().size) {
+    ui.price.textContent = 'fill in the required settings to see it';
+    return;
+  }
+  const answer = await api.request('POST', 'v1/quotes', { body: { modelId: model.modelId, settings: form.read() } });
+  if (seq !== quoteSeq) return; // a newer quote is on its way
+  if (answer.ok) {
+    ui.price.textContent = tokens(answer.data.price);
+    ui.balance.textContent = tokens(answer.data.balance);
+  } else if (answer.status === 400) {
+    ui.price.textContent = 'fill in the required settings to see it';
+  } else if (answer.status === 401) {
+    showApiError(answer, 'quote');
+  } else {
+    ui.price.textContent = '–';
+  }
+}
+
+async function refreshBalance() {
+  const answer = await api.request('GET', 'v1/balance');
+  if (answer.ok) ui.balance.textContent = tokens(answer.data.balance);
+}
+
+// ------------------------------------------------------------------------------------------------ generate
+
+async function generate() {
+  clearErrors();
+  const model = models.get(ui.model.value);
+  if (!model) return;
+  const missing = form.missingRequired();
+  if (missing.size) {
+    form.showErrors(missing);
+    showError(ui.generateError, 'Fill in the required settings marked above.');
+    return;
+  }
+  ui.generate.disabled = true;
+  ui.generate.textContent = 'Starting…';
+  try {
+    const answer = await api.request('POST', 'v1/generations', {
+      body: { modelId: model.modelId, settings: form.read() },
+      headers: { 'idempotency-key': idempotencyKey() },
+    });
+    if (!answer.ok) {
+      showApiError(answer, 'generate');
+      return;
+    }
+    void refreshBalance();
+    void loadHistory(true);
+    void watch(answer.data.generationId, model);
+  } finally {
+    ui.generate.disabled = false;
+    ui.generate.textContent = 'Generate';
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ status and result
+
+function setStatus(item, model) {
+  const label = h('span', { class: `badge ${item.status}`, text: item.status });
+  const parts = [h('span', { text: 'Status: ' }), label];
+  const title = model?.title ?? item.modelId;
+  if (title) parts.push(h('span', { class: 'muted', text: ` · ${title}` }));
+  const p = item.progress;
+  if (p && typeof p.fraction === 'number' && item.status === 'processing') {
+    parts.push(h('span', { text: ` · ${Math.round(p.fraction * 100)} %${p.message ? ` (${p.message})` : ''}` }));
+    ui.progress.hidden = false;
+    ui.progress.value = p.fraction;
+  } else if (item.status === 'pending' || item.status === 'processing') {
+    ui.progress.hidden = false;
+    ui.progress.removeAttribute('value'); // indeterminate
+  } else {
+    ui.progress.hidden = true;
+  }
+  ui.status.replaceChildren(...parts);
+  ui.status.dataset.state = item.status;
+}
+
+/** Follows a generation: the event stream, or polling with `Prefer: wait` when the stream is not available. */
+async function watch(id, model, initial) {
+  watching?.abort();
+  const controller = new AbortController();
+  watching = controller;
+  ui.result.replaceChildren();
+  ui.status.dataset.generation = id;
+  setStatus(initial ?? { status: 'pending', modelId: model?.modelId }, model);
+  let last = initial ?? null;
+  const onItem = (item) => {
+    if (controller.signal.aborted) return;
+    last = item;
+    setStatus(item, model);
+  };
+  const ended = await api.follow(id, (_name, item) => onItem(item), controller.signal);
+  while (!controller.signal.aborted && !(ended && last && isFinal(last.status))) {
+    if (last && isFinal(last.status)) break;
+    const answer = await api
+      .request('GET', `v1/generations/${encodeURIComponent(id)}?include=details`, { headers: { prefer: 'wait=25' }, signal: controller.signal })
+      .catch(() => null);
+    if (!answer || controller.signal.aborted) return;
+    if (!answer.ok) {
+      showApiError(answer, 'watch');
+      ui.progress.hidden = true;
+      return;
+    }
+    onItem(answer.data);
+    if (!isFinal(answer.data.status)) await new Promise((r) => setTimeout(r, 500));
+  }
+  if (controller.signal.aborted || !last) return;
+  await showResult(last, model, controller.signal);
+  void refreshBalance();
+  void loadHistory(true);
+}
+
+function isFinal(status) {
+  return status === 'completed' || status === 'failed';
+}
+
+function fileLink(url, text) {
+  return h('a', { href: url, target: '_blank', rel: 'noopener noreferrer', text });
+}
+
+/** The finished generation: the result element of its type, or the reason it failed; with its price. */
+async function showResult(item, model, signal) {
+  setStatus(item, model);
+  const out = [];
+  const type = model?.resultType;
+  const title = model?.title ?? item.modelId;
+  if (item.status === 'failed') {
+    const reason = item.error ?? { code: 'failed', message: 'The generation failed.' };
+    out.push(h('p', { class: 'failure', 'data-code': reason.code }, [h('strong', { text: 'Failed: ' }), reason.message, h('span', { class: 'muted', text: ` (${reason.code})` })]));
+  } else if (type === 'text' || (type === undefined && !/^https?:/.test(item.result ?? ''))) {
+    out.push(h('div', { class: 'text-result', tabindex: '0', role: 'region', 'aria-label': 'Generated text', text: item.result ?? '' }));
+  } else if (type === 'image') {
+    out.push(h('figure', {}, [h('img', { src: item.result, alt: `Generated image (${title})`, class: 'media' }), h('figcaption', {}, [fileLink(item.result, 'Open the image')])]));
+  } else if (type === 'video') {
+    out.push(h('figure', {}, [h('video', { src: item.result, controls: true, preload: 'metadata', class: 'media', 'aria-label': `Generated video (${title})` }), h('figcaption', {}, [fileLink(item.result, 'Download the video')])]));
+  } else if (type === 'audio') {
+    out.push(h('figure', {}, [h('audio', { src: item.result, controls: true, preload: 'metadata', 'aria-label': `Generated audio (${title})` }), h('figcaption', {}, [fileLink(item.result, 'Download the audio')])]));
+  } else if (type === '3d') {
+    const canvas = h('canvas', { class: 'viewer', tabindex: '0', role: 'img', 'aria-label': `3D model (${title}): drag or use the arrow keys to turn it, + and - to zoom`, 'aria-describedby': 'viewer-hint' });
+    const hint = h('p', { id: 'viewer-hint', class: 'hint', text: 'Drag, or focus the view and use the arrow keys to turn it; the wheel or + and - zoom.' });
+    const problem = h('p', { class: 'error', hidden: true });
+    out.push(h('figure', {}, [canvas, h('figcaption', {}, [hint, fileLink(item.result, 'Download the model (GLB)')]), problem]));
+    ui.result.replaceChildren(...out, priceLine(item));
+    try {
+      await showModel(canvas, item.result, signal);
+    } catch (err) {
+      if (signal?.aborted) return;
+      showError(problem, err instanceof ModelError ? err.message : 'The model could not be shown. Download it instead.');
+    }
+    return;
+  } else {
+    out.push(h('p', {}, [fileLink(item.result, 'Open the result')]));
+  }
+  ui.result.replaceChildren(...out, priceLine(item));
+}
+
+function priceLine(item) {
+  return h('p', { class: 'price-line', text: `Price: ${tokens(item.price)}` });
+}
+
+// ------------------------------------------------------------------------------------------------ history
+
+async function loadHistory(reset) {
+  if (reset) historyCursor = null;
+  const query = new URLSearchParams({ limit: String(HISTORY_PAGE) });
+  if (historyCursor) query.set('cursor', historyCursor);
+  const answer = await api.request('GET', `v1/generations?${query}`);
+  if (!answer.ok) {
+    showError(ui.historyError, answer.status === 401 ? 'Connect with a valid API key to see your history.' : answer.error.message);
+    return;
+  }
+  showError(ui.historyError, '');
+  if (reset) ui.history.replaceChildren();
+  for (const item of answer.data.data) ui.history.append(historyEntry(item));
+  historyCursor = answer.data.nextCursor;
+  ui.historyMore.hidden = !historyCursor;
+  ui.historyEmpty.hidden = ui.history.children.length > 0;
+}
+
+function historyEntry(item) {
+  const model = models.get(item.modelId);
+  const when = new Date(item.createdAt);
+  const button = h('button', { type: 'button', class: 'entry' }, [
+    h('span', { class: `badge ${item.status}`, text: item.status }),
+    h('span', { class: 'entry-title', text: model?.title ?? item.modelId }),
+    h('time', { datetime: item.createdAt, text: Number.isNaN(when.getTime()) ? item.createdAt : when.toLocaleString() }),
+  ]);
+  button.addEventListener('click', () => void open(item.generationId));
+  return h('li', { 'data-id': item.generationId }, [button]);
+}
+
+/** Opens a generation of the history: its result again, or its live status while it runs. */
+async function open(id) {
+  const answer = await api.request('GET', `v1/generations/${encodeURIComponent(id)}?include=details`);
+  if (!answer.ok) {
+    showError(ui.historyError, answer.error.message);
+    return;
+  }
+  const item = answer.data;
+  const model = models.get(item.modelId);
+  ui.resultHeading.setAttribute('tabindex', '-1');
+  ui.resultHeading.focus();
+  watching?.abort();
+  if (isFinal(item.status)) {
+    watching = new AbortController();
+    ui.status.dataset.generation = id;
+    ui.result.replaceChildren();
+    await showResult(item, model, watching.signal);
+  } else {
+    void watch(id, model, item);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ wiring
+
+ui.keyForm.addEventListener('submit', (e) => {
+  e.preventDefault();
+  void connect();
+});
+ui.model.addEventListener('change', () => selectModel());
+ui.form.addEventListener('submit', (e) => {
+  e.preventDefault();
+  void generate();
+});
+ui.historyMore.addEventListener('click', () => void loadHistory(false));
+ui.historyRefresh.addEventListener('click', () => void loadHistory(true));
+
+const saved = sessionStorage.getItem(KEY_STORAGE);
+if (saved) {
+  ui.key.value = saved;
+  void connect();
+}

@@ -1,0 +1,14 @@
+import { launchChromium } from './browser.ts';
+const browser = await launchChromium();
+const page = await browser.newPage({ viewport: { width: 1100, height: 1400 } });
+page.on('console', (m) => console.log('console:', m.type(), m.text()));
+page.on('pageerror', (e) => console.log('pageerror:', e.message));
+await page.goto('http://127.0.0.1:3311/api/playground');
+await page.getByLabel('API key', { exact: true }).fill('alice-key-0123456789abcdef');
+await page.getByRole('button', { name: 'Connect' }).click();
+await page.waitForTimeout(1500);
+await page.getByLabel('Model', { exact: true }).selectOption('demo-3d');
+await page.waitForTimeout(500);
+console.log(await page.getByLabel('Shape', { exact: true }).count(), await page.getByLabel('Prompt', { exact: true }).count(), await page.getByLabel(/^Prompt$/).count(), JSON.stringify(await page.locator('label[for=setting-prompt]').textContent()));
+await page.screenshot({ path: `/tmp/pg/debug.png`, fullPage: true });
+await browser.close();
