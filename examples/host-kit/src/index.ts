@@ -322,5 +322,6 @@ export function closeOnSignals(close: () => Promise<void>, logger: Logger): void
 export function announce(host: Host): void {
   console.log(`listening on ${host.config.publicUrl}`);
   console.log(`genservice API at ${host.config.publicUrl}${host.config.mountPath}/v1`);
+  console.log(`playground at ${host.config.publicUrl}${host.config.mountPath}/playground/`);
   if (host.demoKey) console.log(`demo API key: ${host.demoKey}`);
 }
