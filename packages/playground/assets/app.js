@@ -176,7 +176,7 @@ async function quote() {
     ui.price.textContent = tokens(answer.data.price);
     ui.balance.textContent = tokens(answer.data.balance);
   } else if (answer.status === 400) {
-    ui.price.textContent = 'fill in the required settings to see it';
+    ui.price.textContent = 'not yet: a setting is not valid';
   } else if (answer.status === 401) {
     showApiError(answer, 'quote');
   } else {
