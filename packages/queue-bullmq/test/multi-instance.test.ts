@@ -241,6 +241,9 @@ describe('BullMQQueue across host processes', () => {
       expect(others.length).toBeGreaterThan(0);
 
       await waitUntil(async () => (await unfinished(c.stores)) === 0, 'every generation to finish', 90_000, 250);
+      // The lifecycle settles a generation's reserve just after its terminal transition (a crash in between is
+      // settled by recovery): wait for the settlements too, not only the statuses.
+      await waitUntil(async () => (await c.stores.ledger.openReserves(10)).length === 0, 'every reserve to be settled', 30_000, 250);
       supervising = false;
 
       const rows = await generationRows(c.stores);
