@@ -25,6 +25,7 @@
  */
 export {
   bodyLimitsOf,
+  bodylessRequestBody,
   isApiPath,
   readRawBody,
   readRequestBody,
@@ -34,4 +35,5 @@ export {
   type RequestBody,
 } from './http/node-body.js';
 export { needsNodeWrite, writeNodeResponse } from './http/node-response.js';
+export { requestHeaders } from './http/node-request.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';

@@ -2,7 +2,7 @@ import { inject, injectable } from 'tsyringe';
 import type { FailureCode, GenerationRecord, Metadata, Settings, WebhookEventType } from './domain.js';
 import { DomainError, UnavailableError } from './errors.js';
 import { newGenerationId } from './ids.js';
-import { childLogger } from './logger.js';
+import { childLogger, silentLogger } from './logger.js';
 import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { JobQueue } from './ports/queue.js';
@@ -70,7 +70,11 @@ export class Lifecycle {
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'lifecycle' });
+    this.logs = this.logger !== silentLogger;
   }
+
+  /** False with the default silent logger: the per-generation log lines are then not even built. */
+  private readonly logs: boolean;
 
   /** Every committed transition wakes the readers of the event log (streams, long-polls, webhooks). */
   private committed<T>(result: T): T {
@@ -131,7 +135,7 @@ export class Lifecycle {
       if (err instanceof UnavailableError) throw new DomainError('unavailable', 'The job queue is unavailable; try again shortly.', { cause: err });
       throw err;
     }
-    this.logger.info({ generationId: id, modelId: input.modelId, userId: input.userId, status: 'pending', reserved: input.price }, 'generation created');
+    if (this.logs) this.logger.info({ generationId: id, modelId: input.modelId, userId: input.userId, status: 'pending', reserved: input.price }, 'generation created');
     return id;
   }
 
@@ -178,7 +182,7 @@ export class Lifecycle {
     const ok = this.committed(await this.store.complete(generationId, { workerId: this.options.instanceId, ...result, now: Date.now() }));
     if (!ok) return false;
     await this.ledger.settle(generationId, result.price);
-    this.logger.info({ generationId, status: 'completed', price: result.price }, 'generation completed');
+    if (this.logs) this.logger.info({ generationId, status: 'completed', price: result.price }, 'generation completed');
     return true;
   }
 

@@ -30,7 +30,7 @@ import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Respon
 import type { GenerationService } from '@genservice/core';
 import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import { bodyLimitsOf, isApiPath, readRequestBody, writeNodeResponse, type BodyLimits } from '@genservice/core/adapter';
+import { bodyLimitsOf, bodylessRequestBody, isApiPath, readRequestBody, requestHeaders, writeNodeResponse, type BodyLimits } from '@genservice/core/adapter';
 
 export interface GenserviceRouterOptions {
   /**
@@ -109,21 +109,30 @@ function answer(
   req: Request,
   res: Response,
   next: NextFunction,
-  readBody: () => Promise<BodyPart>,
+  readBody: () => BodyPart | Promise<BodyPart>,
 ): void {
-  readBody()
-    .then((body) =>
-      service.handle({
-        method: req.method,
-        // Inside a mounted router req.url is already relative to the mount point, query string included.
-        path: req.url,
-        headers: headersOf(req),
-        ...body,
-        baseUrl: () => `${req.protocol}://${req.host}${req.baseUrl}`,
-        ...(req.ip !== undefined ? { remoteAddress: req.ip } : {}),
-      }),
-    )
-    .then((out) => writeNodeResponse(res, out), next);
+  const handle = (body: BodyPart): Promise<HttpResponse> => {
+    const request: HttpRequest = {
+      method: req.method,
+      // Inside a mounted router req.url is already relative to the mount point, query string included.
+      path: req.url,
+      headers: headersOf(req),
+      ...body,
+      baseUrl: () => `${req.protocol}://${req.host}${req.baseUrl}`,
+    };
+    const ip = req.ip;
+    if (ip !== undefined) request.remoteAddress = ip;
+    return service.handle(request);
+  };
+  // A request without a body (every GET) goes to core at once, not after a body promise.
+  let out: Promise<HttpResponse>;
+  try {
+    const body = readBody();
+    out = body instanceof Promise ? body.then(handle) : handle(body);
+  } catch (err) {
+    out = Promise.reject(err);
+  }
+  out.then((o) => writeNodeResponse(res, o), next);
 }
 
 /** A host body parser (or anything else) already read the request stream. */
@@ -132,8 +141,11 @@ function streamConsumed(req: Request): boolean {
   return (req as { _body?: unknown })._body === true || req.readableEnded || (req.complete && !req.readable);
 }
 
-async function bodyOf(req: Request, limits: BodyLimits): Promise<BodyPart> {
-  if (!streamConsumed(req)) return readRequestBody(req, limits, req.headers['content-length']);
+function bodyOf(req: Request, limits: BodyLimits): BodyPart | Promise<BodyPart> {
+  if (!streamConsumed(req)) {
+    const length = req.headers['content-length'];
+    return bodylessRequestBody(req, length) ?? readRequestBody(req, limits, length);
+  }
   // body-parser turns an empty JSON body into `{}`; core must see that it was empty.
   if (req.headers['content-length'] === '0') return { body: '' };
   const parsed: unknown = (req as { body?: unknown }).body;
@@ -144,6 +156,5 @@ async function bodyOf(req: Request, limits: BodyLimits): Promise<BodyPart> {
 
 /** Node keeps only the first of repeated Authorization headers; core must see them all to refuse the request. */
 function headersOf(req: Request): HttpRequest['headers'] {
-  const auth = req.headersDistinct?.authorization;
-  return auth && auth.length > 1 ? { ...req.headers, authorization: auth } : req.headers;
+  return requestHeaders(req);
 }

@@ -28,7 +28,20 @@ import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, F
 import type { GenerationService } from '@genservice/core';
 import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import { bodyLimitsOf, isApiPath, needsNodeWrite, readRawBody, readRequestBody, toRequestBody, writeNodeResponse, type BodyLimits, type RawBody } from '@genservice/core/adapter';
+import {
+  bodyLimitsOf,
+  bodylessRequestBody,
+  isApiPath,
+  needsNodeWrite,
+  readRawBody,
+  readRequestBody,
+  requestHeaders,
+  toRequestBody,
+  writeNodeResponse,
+  type BodyLimits,
+  type RawBody,
+  type RequestBody,
+} from '@genservice/core/adapter';
 
 export interface GenservicePluginOptions {
   service: GenerationService;
@@ -79,16 +92,20 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
     );
   });
 
-  const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
-    const out = await service.handle({
+  // Not an async function: a GET (no body) goes to core without waiting for a body promise, and Fastify has no
+  // returned promise to follow; the reply is sent when core answers, and a failure goes to Fastify's error handling
+  // (reply.send(err)), as a rejected async handler's would.
+  const handler = (request: FastifyRequest, reply: FastifyReply): void => {
+    const req: HttpRequest = {
       method: request.method,
       path: pathBelow(request, prefix),
       headers: headersOf(request),
       remoteAddress: request.ip,
-      ...(await bodyOf(request, limits)),
       baseUrl: () => `${request.protocol}://${request.host}${prefix}`,
-    });
-    return send(reply, out);
+    };
+    const body = bodyOf(request, limits);
+    const out = body instanceof Promise ? body.then((b) => service.handle(withBody(req, b))) : service.handle(withBody(req, body));
+    out.then((o) => send(reply, o)).then(undefined, (err: unknown) => reply.send(err));
   };
 
   app.all('/v1', handler);
@@ -150,8 +167,13 @@ export function genserviceFrameworkErrors(error: FastifyError, request: FastifyR
 
 /** Node keeps only the first of repeated Authorization headers; core must see them all to refuse the request. */
 function headersOf(request: FastifyRequest): HttpRequest['headers'] {
-  const auth = request.raw.headersDistinct?.authorization;
-  return auth && auth.length > 1 ? { ...request.headers, authorization: auth } : request.headers;
+  return requestHeaders(request.raw, request.headers);
+}
+
+function withBody(req: HttpRequest, body: RequestBody): HttpRequest {
+  if (body.body !== undefined) req.body = body.body;
+  if (body.bodyError !== undefined) req.bodyError = body.bodyError;
+  return req;
 }
 
 function pathBelow(request: FastifyRequest, prefix: string): string {
@@ -165,11 +187,13 @@ function pathBelow(request: FastifyRequest, prefix: string): string {
   return `${base}${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : url.slice(q)}`;
 }
 
-async function bodyOf(request: FastifyRequest, limits: BodyLimits): Promise<Pick<HttpRequest, 'body' | 'bodyError'>> {
+function bodyOf(request: FastifyRequest, limits: BodyLimits): RequestBody | Promise<RequestBody> {
   const payload = request.body as RawPayload | undefined;
-  // Fastify parses no body on GET and on bodiless requests; read whatever is there ourselves.
+  // Fastify parses no body on GET and on bodiless requests; read whatever is there ourselves (nothing to wait for
+  // when the headers say there is none).
   if (payload?.raw !== undefined) return toRequestBody(payload.raw);
-  return readRequestBody(request.raw, limits, request.headers['content-length']);
+  const length = request.headers['content-length'];
+  return bodylessRequestBody(request.raw, length) ?? readRequestBody(request.raw, limits, length);
 }
 
 function send(reply: FastifyReply, out: HttpResponse): FastifyReply {

@@ -31,7 +31,16 @@ import type { Context, Middleware, Next } from 'koa';
 import type { GenerationService } from '@genservice/core';
 import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import { bodyLimitsOf, isApiPath, needsNodeWrite, readRequestBody, writeNodeResponse, type BodyLimits } from '@genservice/core/adapter';
+import {
+  bodyLimitsOf,
+  bodylessRequestBody,
+  isApiPath,
+  needsNodeWrite,
+  readRequestBody,
+  requestHeaders,
+  writeNodeResponse,
+  type BodyLimits,
+} from '@genservice/core/adapter';
 
 export interface GenserviceMiddlewareOptions {
   /**
@@ -87,17 +96,18 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
     // koa-mount strips its own prefix from ctx.url and records it here.
     const mounted = (ctx as { mountPath?: unknown }).mountPath;
     const mountPath = typeof mounted === 'string' ? mounted : '';
-    const auth = ctx.req.headersDistinct?.authorization;
-    const out = await service.handle({
+    const req: HttpRequest = {
       method: ctx.method,
       path,
       // Node keeps only the first of repeated Authorization headers; core must see them all to refuse the request.
-      headers: auth && auth.length > 1 ? { ...ctx.headers, authorization: auth } : ctx.headers,
-      ...(await bodyOf(ctx, limits)),
+      headers: requestHeaders(ctx.req, ctx.headers),
       baseUrl: () => `${ctx.protocol}://${ctx.host}${mountPath.replace(/\/+$/, '')}${prefix}`,
       remoteAddress: ctx.ip,
-    });
-    send(ctx, out);
+    };
+    // A request without a body (every GET) is not made to wait for a body promise.
+    const body = bodyOf(ctx, limits);
+    Object.assign(req, body instanceof Promise ? await body : body);
+    send(ctx, await service.handle(req));
   };
 }
 
@@ -126,7 +136,7 @@ function normalizePrefix(prefix: string | undefined): string {
   return p.replace(/\/+$/, '');
 }
 
-async function bodyOf(ctx: Context, limits: BodyLimits): Promise<BodyPart> {
+function bodyOf(ctx: Context, limits: BodyLimits): BodyPart | Promise<BodyPart> {
   const req = ctx.req;
   const rejected = (ctx.state as Record<symbol, unknown>)[PARSER_ERROR] as
     | { type?: unknown; status?: unknown; body?: unknown; limit?: unknown }
@@ -144,7 +154,8 @@ async function bodyOf(ctx: Context, limits: BodyLimits): Promise<BodyPart> {
   }
   const consumed = req.readableEnded || (req.complete && !req.readable);
   if (!consumed) {
-    return readRequestBody(req, limits, ctx.get('content-length') || undefined);
+    const length = ctx.get('content-length') || undefined;
+    return bodylessRequestBody(req, length) ?? readRequestBody(req, limits, length);
   }
   // A body parser ran first. @koa/bodyparser keeps the text it parsed: core then sees the body as sent.
   const request = ctx.request as { rawBody?: unknown; body?: unknown };

@@ -9,6 +9,7 @@ import type {
   WebhookStore,
 } from '@genservice/core';
 import type { SqliteDatabase } from './database.js';
+import type Database from 'better-sqlite3';
 
 interface DeliveryRow {
   id: string;
@@ -55,6 +56,21 @@ export class SqliteWebhookStore implements WebhookStore {
   private readonly recordTx: (id: string, workerId: string, attempt: DeliveryAttempt, outcome: DeliveryOutcome) => boolean;
   private readonly addTx: (deliveries: NewDelivery[]) => void;
 
+  /**
+   * Statements prepared on first use and kept: the outbox reads and moves its cursor after every committed transition,
+   * and compiling the SQL each time cost more than running it.
+   */
+  private readonly statements = new Map<string, Database.Statement>();
+
+  private stmt(sql: string): Database.Statement {
+    let stmt = this.statements.get(sql);
+    if (!stmt) {
+      stmt = this.db.prepare(sql);
+      this.statements.set(sql, stmt);
+    }
+    return stmt;
+  }
+
   constructor(private readonly db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
     const due = db.prepare(
@@ -97,7 +113,7 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async getSecrets(userId: string, now: number): Promise<WebhookSecrets | null> {
-    const r = this.db.prepare(`SELECT current_key, previous_key, previous_expires_at FROM webhook_secrets WHERE user_id = ?`).get(userId) as
+    const r = this.stmt(`SELECT current_key, previous_key, previous_expires_at FROM webhook_secrets WHERE user_id = ?`).get(userId) as
       | { current_key: string; previous_key: string | null; previous_expires_at: number | null }
       | undefined;
     if (!r) return null;
@@ -107,7 +123,7 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async ensureSecret(userId: string, candidate: string, now: number): Promise<string> {
-    this.db.prepare(`INSERT INTO webhook_secrets (user_id, current_key) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING`).run(userId, candidate);
+    this.stmt(`INSERT INTO webhook_secrets (user_id, current_key) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING`).run(userId, candidate);
     return (await this.getSecrets(userId, now))!.current;
   }
 
@@ -135,12 +151,12 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async stopEndpoint(ownerId: string, url: string): Promise<number> {
-    return this.db.prepare(`UPDATE webhook_deliveries SET state = 'gone' WHERE owner_id = ? AND url = ? AND state = 'pending'`).run(ownerId, url).changes;
+    return this.stmt(`UPDATE webhook_deliveries SET state = 'gone' WHERE owner_id = ? AND url = ? AND state = 'pending'`).run(ownerId, url).changes;
   }
 
   async deliveriesOf(generationId: string): Promise<DeliveryWithAttempts[]> {
-    const rows = this.db.prepare(`SELECT * FROM webhook_deliveries WHERE generation_id = ? ORDER BY seq, rowid`).all(generationId) as DeliveryRow[];
-    const attempts = this.db.prepare(`SELECT at, status, error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY n`);
+    const rows = this.stmt(`SELECT * FROM webhook_deliveries WHERE generation_id = ? ORDER BY seq, rowid`).all(generationId) as DeliveryRow[];
+    const attempts = this.stmt(`SELECT at, status, error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY n`);
     return rows.map((r) => ({
       ...toDelivery(r),
       history: (attempts.all(r.id) as Array<{ at: number; status: number | null; error: string | null; duration_ms: number }>).map((a) => ({
@@ -153,22 +169,22 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async getCursor(name: string): Promise<number> {
-    const r = this.db.prepare(`SELECT value FROM cursors WHERE name = ?`).get(name) as { value: number } | undefined;
+    const r = this.stmt(`SELECT value FROM cursors WHERE name = ?`).get(name) as { value: number } | undefined;
     return r?.value ?? 0;
   }
 
   async advanceCursor(name: string, from: number, to: number): Promise<boolean> {
-    if (this.db.prepare(`UPDATE cursors SET value = ? WHERE name = ? AND value = ?`).run(to, name, from).changes === 1) return true;
+    if (this.stmt(`UPDATE cursors SET value = ? WHERE name = ? AND value = ?`).run(to, name, from).changes === 1) return true;
     if (from !== 0) return false;
-    return this.db.prepare(`INSERT INTO cursors (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`).run(name, to).changes === 1;
+    return this.stmt(`INSERT INTO cursors (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`).run(name, to).changes === 1;
   }
 
   async deleteForGenerations(generationIds: string[]): Promise<number> {
     if (generationIds.length === 0) return 0;
     const ids = JSON.stringify(generationIds);
     return this.db.transaction(() => {
-      this.db.prepare(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE generation_id IN (SELECT value FROM json_each(?)))`).run(ids);
-      return this.db.prepare(`DELETE FROM webhook_deliveries WHERE generation_id IN (SELECT value FROM json_each(?))`).run(ids).changes;
+      this.stmt(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE generation_id IN (SELECT value FROM json_each(?)))`).run(ids);
+      return this.stmt(`DELETE FROM webhook_deliveries WHERE generation_id IN (SELECT value FROM json_each(?))`).run(ids).changes;
     }).immediate();
   }
 }

@@ -16,6 +16,7 @@ import { RateLimits, type RateLimitClass, type RateLimitVerdict } from './rate-l
 import { LIST_LIMITS, METADATA_LIMITS, createRequestSchema } from './schemas.js';
 import { STATUS_OF, errorBody } from './errors.js';
 import type { HttpRequest, HttpResponse } from './types.js';
+import type { GenerationView } from '../domain.js';
 
 /** What @genservice/playground exports (an optional dependency, imported on the first playground request). */
 interface PlaygroundAssets {
@@ -93,11 +94,30 @@ export const SERVED_ROUTES: readonly string[] = ROUTES.filter((r) => r.template.
   Object.keys(r.methods).map((m) => `${m} ${r.template}`),
 );
 
-function json(status: number, body: string, extra: Record<string, string> = {}): HttpResponse {
-  return { status, headers: { ...JSON_HEADERS, ...extra }, body };
+function json(status: number, body: string, extra?: Record<string, string>): HttpResponse {
+  // A literal, not a spread of JSON_HEADERS: every answer gets its own headers object (adapters may keep it), built
+  // the cheapest way there is; `extra` overrides, as the spread did.
+  const headers: Record<string, string> = {
+    'content-type': JSON_HEADERS['content-type'],
+    'cache-control': JSON_HEADERS['cache-control'],
+    'x-content-type-options': JSON_HEADERS['x-content-type-options'],
+  };
+  return { status, headers: extra === undefined ? headers : Object.assign(headers, extra), body };
 }
 
-function fail(code: ErrorCode, message: string, details?: ErrorDetail[], extra: Record<string, string> = {}): HttpResponse {
+/**
+ * The contract's generation view (`{ status, result?, price? }`, in that key order, as `Views.view` builds it) as
+ * JSON, without walking the object generically: the same text JSON.stringify gives for it, on the hottest answer of
+ * the API (every poll).
+ */
+function viewJson(view: GenerationView): string {
+  let out = `{"status":${JSON.stringify(view.status)}`;
+  if (view.result !== undefined) out += `,"result":${JSON.stringify(view.result)}`;
+  if (view.price !== undefined) out += `,"price":${JSON.stringify(view.price)}`;
+  return `${out}}`;
+}
+
+function fail(code: ErrorCode, message: string, details?: ErrorDetail[], extra?: Record<string, string>): HttpResponse {
   return json(STATUS_OF[code], errorBody(code, message, details), extra);
 }
 
@@ -106,6 +126,27 @@ const UNAUTHORIZED: HttpResponse = fail('unauthorized', 'A valid API key is requ
   'www-authenticate': 'Bearer',
 });
 Object.freeze(UNAUTHORIZED.headers);
+
+/**
+ * `{ modelId, settings? }` of a create body that has only those (the common case), as `createRequestSchema` would
+ * parse it: a modelId of 1 to 200 characters, settings absent or a plain object (copied, as zod's record copies it).
+ * Null for anything else (metadata, a webhook, other types, a `__proto__` setting name, which zod drops), which then
+ * goes through the schema and its error details. Only for objects JSON.parse made (no symbols, no getters).
+ */
+function simpleCreateBody(value: Record<string, unknown>): CreateRequest | null {
+  const { modelId, settings } = value;
+  if (typeof modelId !== 'string' || modelId.length < 1 || modelId.length > 200) return null;
+  if (value.metadata !== undefined || value.webhook !== undefined) return null;
+  if (settings === undefined) return { modelId };
+  if (settings === null || typeof settings !== 'object' || Array.isArray(settings) || Object.hasOwn(settings, '__proto__')) return null;
+  const proto = Object.getPrototypeOf(settings);
+  if (proto !== Object.prototype && proto !== null) return null;
+  return { modelId, settings: { ...(settings as Record<string, unknown>) } as CreateRequest['settings'] };
+}
+
+function userIdOf(principal: { userId: string } | null): string | null {
+  return principal?.userId ?? null;
+}
 
 function header(req: HttpRequest, name: string): string | undefined {
   const v = req.headers[name];
@@ -353,7 +394,9 @@ export class HttpHandler {
       const blocked = await this.limits.peek('unauthenticated', address);
       if (blocked.allowed !== true) return this.limited(blocked);
     }
-    const userId = await this.authenticate(req);
+    const resolving = this.authenticate(header(req, 'authorization'));
+    // No key (or a malformed one) is known at once: no tick spent waiting for nothing.
+    const userId = typeof resolving === 'object' && resolving !== null ? await resolving : resolving;
     if (!userId) {
       // Only failures count against an address: guessing keys is limited, a busy office behind one NAT is not.
       if (this.limits.has('unauthenticated')) await this.limits.consume('unauthenticated', address);
@@ -361,7 +404,8 @@ export class HttpHandler {
     }
     const cls: RateLimitClass =
       route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
-    if (!this.limits.has(cls)) return this.route(route, req, userId, query);
+    // `return await`, not `return`: an async function returning a promise waits two more ticks to adopt it.
+    if (!this.limits.has(cls)) return await this.route(route, req, userId, query);
     const verdict = await this.limits.consume(cls, userId);
     if (verdict.allowed !== true) return this.limited(verdict);
     let res: HttpResponse;
@@ -401,7 +445,7 @@ export class HttpHandler {
           return json(200, JSON.stringify(body), { 'preference-applied': `wait=${wait}`, vary: 'Prefer' });
         }
         if (details) return json(200, JSON.stringify(await this.generations.details(userId, id, req.baseUrl)));
-        return json(200, JSON.stringify(await this.generations.get(userId, id, req.baseUrl)));
+        return json(200, viewJson(await this.generations.get(userId, id, req.baseUrl)));
       }
       case 'events': {
         const id = decodeSegment(route.id);
@@ -439,7 +483,7 @@ export class HttpHandler {
         return json(200, JSON.stringify({ ...generation, cancelled }));
       }
       case 'create':
-        return this.create(req, userId);
+        return await this.create(req, userId);
       case 'quote': {
         const body = this.createBody(req);
         if ('res' in body) return body.res;
@@ -448,13 +492,14 @@ export class HttpHandler {
     }
   }
 
-  private async authenticate(req: HttpRequest): Promise<string | null> {
-    const auth = header(req, 'authorization');
+  /** The user of a Bearer key; null for none, a malformed one, or one the resolver does not know. */
+  private authenticate(auth: string | undefined): Promise<string | null> | string | null {
     if (!auth) return null;
     const m = BEARER.exec(auth.trim());
     if (!m) return null;
-    const principal = await this.apiKeys.resolve(m[1]!);
-    return principal?.userId ?? null;
+    const found = this.apiKeys.resolve(m[1]!) as Promise<{ userId: string } | null> | { userId: string } | null;
+    // A host's resolver may answer without a promise; awaiting it was what the handler did before.
+    return found !== null && typeof (found as Promise<unknown>).then === 'function' ? (found as Promise<{ userId: string } | null>).then(userIdOf) : userIdOf(found as { userId: string } | null);
   }
 
   private readBody(req: HttpRequest): { ok: true; value: unknown } | { ok: false; res: HttpResponse } {
@@ -502,6 +547,11 @@ export class HttpHandler {
     const value = body.value;
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
       return { res: fail('invalid_request', 'The request body must be a JSON object.') };
+    }
+    // The common body, parsed from the raw bytes here: exactly what the schema below would make of it, without zod.
+    if (req.body !== undefined) {
+      const simple = simpleCreateBody(value as Record<string, unknown>);
+      if (simple) return { value: simple };
     }
     const parsed = createRequestSchema.safeParse(value);
     if (!parsed.success) {
@@ -562,7 +612,8 @@ export class HttpHandler {
       idempotencyKey = k;
     }
     const created = await this.generations.create(userId, body.value, idempotencyKey);
-    return json(201, JSON.stringify(created));
+    // `{ generationId }` is all a create answers: the same text as JSON.stringify(created).
+    return json(201, `{"generationId":${JSON.stringify(created.generationId)}}`);
   }
 
   private async file(req: HttpRequest, rawKey: string, query: string): Promise<HttpResponse> {

@@ -22,13 +22,14 @@ import type {
  * `now >= leaseExpiresAt` on, the lease is expired and the generation may be re-claimed or failed by recovery.
  */
 export class MemoryGenerationStore implements GenerationStore {
-  private readonly records = new Map<string, GenerationRecord>();
-  /** Insertion order breaks createdAt ties, so "oldest first" is stable. */
-  private readonly order = new Map<string, number>();
+  /**
+   * One entry per generation holding its record, its insertion order and its own events: one hash table to grow and
+   * look up instead of three (at hundreds of thousands of generations, every Map.set of a new key is a cache miss).
+   */
+  private readonly entries = new Map<string, Entry>();
   private sequence = 0;
-  /** The log in seq order, and each generation's own events (for SSE and details without a scan). */
+  /** The log in seq order (each generation's own events are on its entry, for SSE and details without a scan). */
   private readonly log: GenerationEvent[] = [];
-  private readonly eventsById = new Map<string, GenerationEvent[]>();
   private lastSeqValue = 0;
   /** Each owner's ids; a list page sorts only that owner's generations, never the whole store. */
   private readonly byOwner = new Map<string, Set<string>>();
@@ -42,19 +43,22 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   /** Appends in the same synchronous step as the change it records: nothing can run in between. */
-  private append(record: GenerationRecord, type: GenerationEventType, at: number, data: Record<string, unknown>): void {
+  private append(entry: Entry, type: GenerationEventType, at: number, data: Record<string, unknown>): void {
+    const record = entry.record;
     const event: GenerationEvent = { seq: ++this.lastSeqValue, generationId: record.id, ownerId: record.ownerId, type, at, data };
     this.log.push(event);
-    let mine = this.eventsById.get(record.id);
-    if (!mine) {
-      mine = [];
-      this.eventsById.set(record.id, mine);
-    }
-    mine.push(event);
+    entry.events.push(event);
   }
 
+  private recordOf(id: string): GenerationRecord | undefined {
+    return this.entries.get(id)?.record;
+  }
+
+  /** The stored (mutable) record by id, for subclasses such as the contract suite's mutation tests. */
+  protected readonly records: { get(id: string): GenerationRecord | undefined } = { get: (id) => this.recordOf(id) };
+
   async insert(gen: NewGeneration, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {
-    if (this.records.has(gen.id)) {
+    if (this.entries.has(gen.id)) {
       throw new Error(`Generation ${gen.id} already exists`);
     }
     const max = options.maxUnfinishedPerOwner;
@@ -72,8 +76,8 @@ export class MemoryGenerationStore implements GenerationStore {
     };
     if (gen.metadata !== undefined) record.metadata = { ...gen.metadata };
     if (gen.webhook !== undefined) record.webhook = { url: gen.webhook.url, events: [...gen.webhook.events] };
-    this.records.set(gen.id, record);
-    this.order.set(gen.id, this.sequence++);
+    const entry: Entry = { record, order: this.sequence++, events: [] };
+    this.entries.set(gen.id, entry);
     let owned = this.byOwner.get(gen.ownerId);
     if (!owned) {
       owned = new Set();
@@ -81,24 +85,25 @@ export class MemoryGenerationStore implements GenerationStore {
     }
     owned.add(gen.id);
     this.unfinished.set(gen.ownerId, (this.unfinished.get(gen.ownerId) ?? 0) + 1);
-    this.append(record, 'created', gen.createdAt, { modelId: gen.modelId });
+    this.append(entry, 'created', gen.createdAt, { modelId: gen.modelId });
     return 'inserted';
   }
 
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
-    const record = this.records.get(id);
+    const record = this.recordOf(id);
     if (!record || record.ownerId !== ownerId) return null;
     return copy(record);
   }
 
   async getById(id: string): Promise<GenerationRecord | null> {
-    const record = this.records.get(id);
+    const record = this.recordOf(id);
     return record ? copy(record) : null;
   }
 
   async claim(id: string, opts: ClaimOptions): Promise<GenerationRecord | null> {
-    const record = this.records.get(id);
-    if (!record) return null;
+    const entry = this.entries.get(id);
+    if (!entry) return null;
+    const record = entry.record;
     const claimable =
       record.status === 'pending' || (record.status === 'processing' && leaseExpired(record, opts.now));
     if (!claimable) return null;
@@ -111,12 +116,12 @@ export class MemoryGenerationStore implements GenerationStore {
     record.leaseExpiresAt = opts.now + opts.leaseMs;
     record.updatedAt = opts.now;
     record.startedAt ??= opts.now;
-    if (!resumed) this.append(record, 'processing', opts.now, { attempt: record.attempts });
+    if (!resumed) this.append(entry, 'processing', opts.now, { attempt: record.attempts });
     return copy(record);
   }
 
   async renewLease(id: string, workerId: string, leaseMs: number, now: number): Promise<boolean> {
-    const record = this.records.get(id);
+    const record = this.recordOf(id);
     if (!record || !holdsLease(record, workerId, now)) return false;
     record.leaseExpiresAt = now + leaseMs;
     record.updatedAt = now;
@@ -124,16 +129,17 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   async progress(id: string, input: ProgressInput): Promise<boolean> {
-    const record = this.records.get(id);
-    if (!record || !holdsLease(record, input.workerId, input.now)) return false;
+    const entry = this.entries.get(id);
+    const record = entry?.record;
+    if (!entry || !record || !holdsLease(record, input.workerId, input.now)) return false;
     record.progress = input.message === undefined ? { fraction: input.fraction } : { fraction: input.fraction, message: input.message };
     record.updatedAt = input.now;
-    this.append(record, 'progress', input.now, { ...record.progress });
+    this.append(entry, 'progress', input.now, { ...record.progress });
     return true;
   }
 
   async setRemoteHandle(id: string, workerId: string, handle: unknown, now: number): Promise<boolean> {
-    const record = this.records.get(id);
+    const record = this.recordOf(id);
     if (!record || !holdsLease(record, workerId, now) || record.remoteHandle !== undefined) return false;
     record.remoteHandle = cloneJson(handle);
     record.updatedAt = now;
@@ -141,7 +147,7 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   async park(id: string, workerId: string, until: number, now: number): Promise<boolean> {
-    const record = this.records.get(id);
+    const record = this.recordOf(id);
     if (!record || !holdsLease(record, workerId, now)) return false;
     delete record.leaseOwner;
     delete record.leaseExpiresAt;
@@ -151,8 +157,9 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   async complete(id: string, input: CompleteInput): Promise<boolean> {
-    const record = this.records.get(id);
-    if (!record || !holdsLease(record, input.workerId, input.now)) return false;
+    const entry = this.entries.get(id);
+    const record = entry?.record;
+    if (!entry || !record || !holdsLease(record, input.workerId, input.now)) return false;
     record.status = 'completed';
     record.price = input.price;
     if (input.resultText !== undefined) record.resultText = input.resultText;
@@ -160,13 +167,14 @@ export class MemoryGenerationStore implements GenerationStore {
     record.finishedAt = input.now;
     record.updatedAt = input.now;
     this.finished(record);
-    this.append(record, 'completed', input.now, { price: input.price });
+    this.append(entry, 'completed', input.now, { price: input.price });
     return true;
   }
 
   async fail(id: string, input: FailInput): Promise<boolean> {
-    const record = this.records.get(id);
-    if (!record || !mayFail(record, input)) return false;
+    const entry = this.entries.get(id);
+    const record = entry?.record;
+    if (!entry || !record || !mayFail(record, input)) return false;
     const price = record.status === 'pending' && input.pendingPrice !== undefined ? input.pendingPrice : input.price;
     record.status = 'failed';
     record.price = price;
@@ -176,7 +184,7 @@ export class MemoryGenerationStore implements GenerationStore {
     record.updatedAt = input.now;
     delete record.parkedUntil;
     this.finished(record);
-    this.append(record, 'failed', input.now, { price, error: { ...record.error } });
+    this.append(entry, 'failed', input.now, { price, error: { ...record.error } });
     return true;
   }
 
@@ -184,9 +192,9 @@ export class MemoryGenerationStore implements GenerationStore {
     const all = this.sorted((r) => !isTerminal(r.status), (a, b) => a.createdAt - b.createdAt);
     let start = 0;
     if (after !== undefined) {
-      const anchor = this.records.get(after);
+      const anchor = this.recordOf(after);
       if (!anchor) return [];
-      const key = (r: GenerationRecord): [number, number] => [r.createdAt, this.order.get(r.id) ?? 0];
+      const key = (r: GenerationRecord): [number, number] => [r.createdAt, this.entries.get(r.id)?.order ?? 0];
       const [c, o] = key(anchor);
       start = all.findIndex((r) => {
         const [rc, ro] = key(r);
@@ -202,7 +210,7 @@ export class MemoryGenerationStore implements GenerationStore {
     if (!owned || !(query.limit > 0)) return [];
     const out: GenerationRecord[] = [];
     for (const id of owned) {
-      const r = this.records.get(id)!;
+      const r = this.entries.get(id)!.record;
       if (query.status !== undefined && r.status !== query.status) continue;
       if (query.modelId !== undefined && r.modelId !== query.modelId) continue;
       if (query.before && !(r.createdAt < query.before.createdAt || (r.createdAt === query.before.createdAt && r.id < query.before.id))) continue;
@@ -226,7 +234,7 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   async eventsOf(generationId: string, after = 0): Promise<GenerationEvent[]> {
-    return (this.eventsById.get(generationId) ?? []).filter((e) => e.seq > after).map(copyEvent);
+    return (this.entries.get(generationId)?.events ?? []).filter((e) => e.seq > after).map(copyEvent);
   }
 
   async lastSeq(): Promise<number> {
@@ -241,9 +249,7 @@ export class MemoryGenerationStore implements GenerationStore {
     const resultKeys: string[] = [];
     const gone = new Set<string>();
     for (const record of victims) {
-      this.records.delete(record.id);
-      this.order.delete(record.id);
-      this.eventsById.delete(record.id);
+      this.entries.delete(record.id);
       this.byOwner.get(record.ownerId)?.delete(record.id);
       gone.add(record.id);
       if (record.resultKey !== undefined) resultKeys.push(record.resultKey);
@@ -258,7 +264,7 @@ export class MemoryGenerationStore implements GenerationStore {
 
   async countByStatus(): Promise<Record<GenerationStatus, number>> {
     const counts = Object.fromEntries(GENERATION_STATUSES.map((s) => [s, 0])) as Record<GenerationStatus, number>;
-    for (const record of this.records.values()) counts[record.status] += 1;
+    for (const { record } of this.entries.values()) counts[record.status] += 1;
     return counts;
   }
 
@@ -266,10 +272,18 @@ export class MemoryGenerationStore implements GenerationStore {
     keep: (r: GenerationRecord) => boolean,
     compare: (a: GenerationRecord, b: GenerationRecord) => number,
   ): GenerationRecord[] {
-    return [...this.records.values()]
-      .filter(keep)
-      .sort((a, b) => compare(a, b) || (this.order.get(a.id) ?? 0) - (this.order.get(b.id) ?? 0));
+    const kept: Entry[] = [];
+    for (const entry of this.entries.values()) if (keep(entry.record)) kept.push(entry);
+    return kept.sort((a, b) => compare(a.record, b.record) || a.order - b.order).map((e) => e.record);
   }
+}
+
+interface Entry {
+  record: GenerationRecord;
+  /** Insertion order: breaks createdAt ties, so "oldest first" is stable. */
+  order: number;
+  /** This generation's events, in seq order. */
+  events: GenerationEvent[];
 }
 
 function leaseExpired(record: GenerationRecord, now: number): boolean {
@@ -293,15 +307,16 @@ function mayFail(record: GenerationRecord, input: FailInput): boolean {
 
 /** Settings are validated JSON (strings, numbers, booleans, arrays, plain objects): a JSON-shaped deep copy is enough. */
 function cloneJson(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) return value.map(cloneJson);
-  if (value !== null && typeof value === 'object') {
-    // A host field type may produce a Date, a Map...: those keep the general (slower) copy.
-    if (Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) return structuredClone(value);
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = cloneJson(v);
-    return out;
-  }
-  return value;
+  // A host field type may produce a Date, a Map...: those keep the general (slower) copy.
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return structuredClone(value);
+  // Object.keys, not Object.entries: one array per object instead of one more per property (every insert and read).
+  const out: Record<string, unknown> = {};
+  const src = value as Record<string, unknown>;
+  for (const k of Object.keys(src)) out[k] = cloneJson(src[k]);
+  return out;
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { EnqueueOptions, Job, JobHandler, JobQueue, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
+import { jobController } from './job-signal.js';
 
 export interface InProcessQueueOptions {
   /** Jobs running at once over all models. Default: the service's `runner.concurrency`. */
@@ -103,7 +104,8 @@ export class InProcessQueue implements JobQueue {
   }
 
   private run(job: Job): void {
-    const controller = new AbortController();
+    // The runner aborts this same controller on a timeout or a lost lease (see job-signal.ts): one per job, not two.
+    const controller = jobController();
     this.running.set(job.generationId, controller);
     this.runningByModel.set(job.modelId, (this.runningByModel.get(job.modelId) ?? 0) + 1);
     const done = (async () => {

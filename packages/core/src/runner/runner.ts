@@ -1,7 +1,7 @@
 import { inject, injectable } from 'tsyringe';
 import { ProviderError } from '../errors.js';
 import { Lifecycle } from '../lifecycle.js';
-import { childLogger } from '../logger.js';
+import { childLogger, silentLogger } from '../logger.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
@@ -9,6 +9,7 @@ import type { GenerateProvider, GenerationContext, GenerationOutput, RemoteJobPr
 import type { Job } from '../ports/queue.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from '../registry.js';
 import { TOKENS } from '../tokens.js';
+import { controllerOf } from './job-signal.js';
 
 class TimeoutAbort extends Error {
   override readonly name = 'TimeoutAbort' as const;
@@ -93,7 +94,8 @@ export class Runner {
   async run(job: Job, queueSignal: AbortSignal): Promise<void> {
     const rec = await this.lifecycle.claim(job.generationId);
     if (!rec) return; // Someone else holds it, or it is finished: nothing to do.
-    const log = childLogger(this.logger, { generationId: rec.id, modelId: rec.modelId, attempt: rec.attempts });
+    // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
+    const log = this.logger === silentLogger ? silentLogger : childLogger(this.logger, { generationId: rec.id, modelId: rec.modelId, attempt: rec.attempts });
     const model = this.registry.get(rec.modelId);
     if (!model) {
       await this.lifecycle.failClaimed(rec.id, { code: 'model_unavailable', reason: 'model no longer exists', fee: 'free' }, 0);
@@ -107,14 +109,18 @@ export class Runner {
       );
       return;
     }
-    log.info({ status: 'processing' }, 'generation processing');
+    if (log !== silentLogger) log.info({ status: 'processing' }, 'generation processing');
 
-    const controller = new AbortController();
+    // The in-process queue's own controller when it is still live: aborting it is what a linked controller would do,
+    // without making a second one per run. Any other queue's signal (or one aborted before now, which a listener
+    // added now would never hear) gets a controller of its own that follows it.
+    const queued = controllerOf(queueSignal);
+    const controller = queued && !queued.signal.aborted ? queued : new AbortController();
     // A remote job's time limit runs from its first start, across checks and restarts; a local run's from now.
     const remote = isRemoteJobProvider(model.provider) ? model.provider : undefined;
     const deadline = remote ? (rec.startedAt ?? Date.now()) + model.timeoutMs : Date.now() + model.timeoutMs;
-    const onQueueAbort = (): void => controller.abort(queueSignal.reason);
-    queueSignal.addEventListener('abort', onQueueAbort, { once: true });
+    const onQueueAbort = controller === queued ? undefined : (): void => controller.abort(queueSignal.reason);
+    if (onQueueAbort) queueSignal.addEventListener('abort', onQueueAbort, { once: true });
     const timeout = setTimeout(
       () => controller.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)),
       Math.max(0, deadline - Date.now()),
@@ -205,7 +211,7 @@ export class Runner {
       progress.stop();
       clearTimeout(timeout);
       this.held.delete(rec.id);
-      queueSignal.removeEventListener('abort', onQueueAbort);
+      if (onQueueAbort) queueSignal.removeEventListener('abort', onQueueAbort);
     }
   }
 
