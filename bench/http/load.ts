@@ -1,7 +1,8 @@
 /**
  * The HTTP part, run as its own process pinned to core 1 (the servers run pinned to core 0). Starts, per framework,
  * our server and the bare one side by side, checks that they answer the same, warms both up, then measures every
- * case with autocannon alternately (ours, bare, ours, bare, ...), and sends the averages back over IPC.
+ * case with autocannon alternately (ours, bare, ours, bare, ...), and sends the averages back over IPC. The POST case
+ * runs until completed: after each run the server drains (every generation it accepted completes), and that time counts.
  *
  * Any unexpected status, socket error or timeout in a measured run aborts the bench: a fast 500 is not a result.
  *
@@ -27,13 +28,18 @@ interface CaseDef {
   status: number;
   /** Cases measured against a bare route; the others are compared with our own POST. */
   bare: boolean;
+  /**
+   * Measured until every generation the run created has completed: after the load, the server is asked to `drain`
+   * and the time that takes is added to the run's duration (requests/s = requests / (load time + drain time)).
+   */
+  untilCompleted?: boolean;
 }
 
 const JSON_AUTH = { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` };
 
 export const CASES: CaseDef[] = [
   { name: 'get', method: 'GET', path: (id) => `/v1/generations/${id}`, headers: { authorization: `Bearer ${API_KEY}` }, status: 200, bare: true },
-  { name: 'post', method: 'POST', path: () => '/v1/generations', headers: JSON_AUTH, body: VALID_BODY, status: 201, bare: true },
+  { name: 'post', method: 'POST', path: () => '/v1/generations', headers: JSON_AUTH, body: VALID_BODY, status: 201, bare: true, untilCompleted: true },
   { name: 'models', method: 'GET', path: () => '/v1/models', headers: { authorization: `Bearer ${API_KEY}` }, status: 200, bare: true },
   {
     name: 'unauth',
@@ -118,6 +124,13 @@ async function fire(t: Target, c: CaseDef, pipelining: number, duration: number,
       lat[n++] = ms;
     });
   });
+  let drainMs = 0;
+  if (c.untilCompleted) {
+    t.child.send({ type: 'drain' });
+    const d = await nextMessage<{ drainMs: number; created: number; failed: number }>(t.child, (m) => m?.type === 'drained', 10 * 60_000);
+    if (d.failed > 0) throw new Error(`${c.name} on port ${t.port}: ${d.failed} generations failed`);
+    drainMs = d.drainMs;
+  }
   if (check) {
     const codes = Object.keys(r.statusCodeStats);
     const bad = codes.filter((code) => Number(code) !== c.status);
@@ -130,7 +143,9 @@ async function fire(t: Target, c: CaseDef, pipelining: number, duration: number,
     if (r.requests.total === 0) throw new Error(`${c.name} on port ${t.port}: no request completed`);
   }
   const sorted = lat.subarray(0, n).sort();
-  return { rps: r.requests.average, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), total: r.requests.total };
+  // Until completed: every request of the run over the load time plus the time until its last generation finished.
+  const rps = c.untilCompleted ? r.requests.total / (r.duration + drainMs / 1000) : r.requests.average;
+  return { rps, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), total: r.requests.total, ...(c.untilCompleted ? { drainMs } : {}) };
 }
 
 /**
@@ -181,7 +196,7 @@ async function measure(plan: MeasurePlan): Promise<HttpResults> {
               const r = await fire(t, c, p, plan.duration, plan.connections, true);
               (per[`${c.name}.${variant}`] ??= []).push(r);
               console.log(
-                `[http] ${fw} p${p} round ${round + 1} ${c.name}.${variant}: ${Math.round(r.rps)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms`,
+                `[http] ${fw} p${p} round ${round + 1} ${c.name}.${variant}: ${Math.round(r.rps)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms${r.drainMs !== undefined ? `, drain ${r.drainMs.toFixed(0)} ms` : ''}`,
               );
             }
           }

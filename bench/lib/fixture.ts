@@ -6,6 +6,8 @@
 import type { GenerationOutput, ModelDefinition, GenerateProvider } from '@genservice/core';
 
 export const MODEL_ID = 'bench-text';
+/** Jobs the runner runs at once, everywhere the bench runs one (the service's default). */
+export const RUNNER_CONCURRENCY = 8;
 export const USER_ID = 'bench-user';
 export const API_KEY = 'bench-key-0123456789abcdef';
 export const BAD_KEY = 'not-a-key-0123456789abcdef';

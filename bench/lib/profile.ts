@@ -35,7 +35,9 @@ function shortFile(url: string): string {
 }
 
 export function isOurs(url: string): boolean {
-  return /\/packages\/[^/]+\/src\//.test(url) && !url.includes('/node_modules/');
+  // Sources (--source) or the built packages (dist/, what the bench measures by default; reached through the
+  // workspace links, so the path may also run through node_modules/@genservice).
+  return /\/packages\/[^/]+\/(?:src|dist)\//.test(url) && !/\/node_modules\/(?!@genservice\/)/.test(url.slice(url.indexOf('/packages/')));
 }
 
 export function summarize(profile: CpuProfile, label: string, top = 15): ProfileSummary {
@@ -132,7 +134,7 @@ export function formatProfile(p: ProfileSummary): string {
     '|---|---|---:|---:|',
     ...p.topSelf.map(row),
     '',
-    'Our functions (packages/*/src) by inclusive time:',
+    'Our functions (packages/*/src, or dist/ of the built packages) by inclusive time:',
     '',
     '| function | file | self | total |',
     '|---|---|---:|---:|',

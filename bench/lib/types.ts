@@ -37,6 +37,8 @@ export interface HttpCaseResult {
   p50: number;
   p99: number;
   total: number;
+  /** Until-completed cases: ms from the end of the load until the last generation completed. */
+  drainMs?: number;
 }
 
 export interface ProfileFrame {

@@ -1,9 +1,9 @@
-/** Express 5: ours = `genserviceRouter(service)` mounted at the root; bare = three hand-written routes. */
+/** Express 5: ours = `genserviceRouter(service)` mounted at the root; bare = three hand-written routes doing the same work. */
 import express from 'express';
 import { genserviceRouter } from '@genservice/express';
 import { once } from 'node:events';
 import type { Server } from 'node:http';
-import { bareData, fail, ourService, serve, variantArg } from './common.js';
+import { BARE_UNAUTHORIZED, bareData, fail, ourService, serve, variantArg, type Drained } from './common.js';
 
 async function main(): Promise<void> {
   const variant = variantArg();
@@ -11,32 +11,46 @@ async function main(): Promise<void> {
   app.disable('x-powered-by');
   let id: string;
   let close = async (): Promise<void> => {};
+  let drain: () => Promise<Drained>;
   if (variant === 'ours') {
     const ours = await ourService();
     id = ours.id;
+    drain = ours.drain;
     app.use(genserviceRouter(ours.service));
     close = () => ours.service.stop({ timeoutMs: 1000 });
   } else {
     const bare = bareData();
     id = bare.id;
+    drain = bare.drain;
     app.get('/v1/generations/:id', (req, res) => {
-      const g = bare.store.get(req.params.id);
-      if (!g) {
-        res.status(404).json({ error: { code: 'not_found', message: 'Generation not found.' } });
+      const userId = bare.auth(req.headers.authorization);
+      if (!userId) {
+        res.status(401).json(BARE_UNAUTHORIZED);
         return;
       }
-      res.json(g);
+      const a = bare.get(userId, req.params.id);
+      res.status(a.status).json(a.body);
     });
     app.post('/v1/generations', express.json(), (req, res) => {
-      res.status(201).json({ generationId: bare.id, modelId: (req.body as { modelId?: unknown } | undefined)?.modelId });
+      const userId = bare.auth(req.headers.authorization);
+      if (!userId) {
+        res.status(401).json(BARE_UNAUTHORIZED);
+        return;
+      }
+      const a = bare.create(userId, req.body);
+      res.status(a.status).json(a.body);
     });
-    app.get('/v1/models', (_req, res) => {
+    app.get('/v1/models', (req, res) => {
+      if (!bare.auth(req.headers.authorization)) {
+        res.status(401).json(BARE_UNAUTHORIZED);
+        return;
+      }
       res.type('application/json').send(bare.modelsJson);
     });
   }
   const server: Server = app.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  serve(server, id, close);
+  serve(server, id, close, drain);
 }
 
 main().catch(fail);

@@ -1,42 +1,46 @@
-/** Fastify 5: ours = `app.register(genservicePlugin, { service })`; bare = three hand-written routes. */
+/** Fastify 5: ours = `app.register(genservicePlugin, { service })`; bare = three hand-written routes doing the same work. */
 import Fastify from 'fastify';
 import { genservicePlugin } from '@genservice/fastify';
-import { bareData, fail, ourService, serve, variantArg } from './common.js';
+import { BARE_UNAUTHORIZED, bareData, fail, ourService, serve, variantArg, type Drained } from './common.js';
 
 async function main(): Promise<void> {
   const variant = variantArg();
   const app = Fastify({ logger: false });
   let id: string;
   let close = async (): Promise<void> => {};
+  let drain: () => Promise<Drained>;
   if (variant === 'ours') {
     const ours = await ourService();
     id = ours.id;
+    drain = ours.drain;
     await app.register(genservicePlugin, { service: ours.service });
     close = () => ours.service.stop({ timeoutMs: 1000 });
   } else {
     const bare = bareData();
     id = bare.id;
+    drain = bare.drain;
     app.get<{ Params: { id: string } }>('/v1/generations/:id', async (req, reply) => {
-      const g = bare.store.get(req.params.id);
-      if (!g) {
-        reply.code(404);
-        return { error: { code: 'not_found', message: 'Generation not found.' } };
-      }
-      return g;
+      const userId = bare.auth(req.headers.authorization);
+      if (!userId) return reply.code(401).send(BARE_UNAUTHORIZED);
+      const a = bare.get(userId, req.params.id);
+      reply.code(a.status);
+      return a.body;
     });
     app.post('/v1/generations', async (req, reply) => {
-      reply.code(201);
-      return { generationId: bare.id, modelId: (req.body as { modelId?: unknown } | undefined)?.modelId };
+      const userId = bare.auth(req.headers.authorization);
+      if (!userId) return reply.code(401).send(BARE_UNAUTHORIZED);
+      const a = bare.create(userId, req.body);
+      reply.code(a.status);
+      return a.body;
     });
-    app.get('/v1/models', async (_req, reply) => {
+    app.get('/v1/models', async (req, reply) => {
+      if (!bare.auth(req.headers.authorization)) return reply.code(401).send(BARE_UNAUTHORIZED);
       reply.type('application/json; charset=utf-8');
       return bare.modelsJson;
     });
   }
   await app.listen({ port: 0, host: '127.0.0.1' });
-  serve(app.server, id, async () => {
-    await close();
-  });
+  serve(app.server, id, close, drain);
 }
 
 main().catch(fail);

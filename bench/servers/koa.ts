@@ -1,12 +1,12 @@
 /**
- * Koa 3: ours = `genserviceMiddleware(service)`; bare = one middleware routing by hand (Koa has no router of its
+ * Koa 3: ours = `genserviceMiddleware(service)`; bare = one middleware doing the same work, routing by hand (Koa has no router of its
  * own) that reads and parses the JSON body itself (Koa has no body parser of its own either).
  */
 import Koa from 'koa';
 import { genserviceMiddleware } from '@genservice/koa';
 import { once } from 'node:events';
 import type { IncomingMessage } from 'node:http';
-import { bareData, fail, ourService, serve, variantArg } from './common.js';
+import { BARE_UNAUTHORIZED, bareData, fail, ourService, serve, variantArg, type Drained } from './common.js';
 
 function readJson(req: IncomingMessage): Promise<unknown> {
   return new Promise((resolve, reject) => {
@@ -32,36 +32,52 @@ async function main(): Promise<void> {
   app.silent = true;
   let id: string;
   let close = async (): Promise<void> => {};
+  let drain: () => Promise<Drained>;
   if (variant === 'ours') {
     const ours = await ourService();
     id = ours.id;
+    drain = ours.drain;
     app.use(genserviceMiddleware(ours.service));
     close = () => ours.service.stop({ timeoutMs: 1000 });
   } else {
     const bare = bareData();
     id = bare.id;
+    drain = bare.drain;
     app.use(async (ctx, next) => {
       if (ctx.method === 'GET') {
         if (ctx.path === '/v1/models') {
+          if (!bare.auth(ctx.get('authorization') || undefined)) {
+            ctx.status = 401;
+            ctx.body = BARE_UNAUTHORIZED;
+            return;
+          }
           ctx.type = 'application/json';
           ctx.body = bare.modelsJson;
           return;
         }
         const m = GET_ONE.exec(ctx.path);
         if (m) {
-          const g = bare.store.get(m[1]!);
-          if (!g) {
-            ctx.status = 404;
-            ctx.body = { error: { code: 'not_found', message: 'Generation not found.' } };
+          const userId = bare.auth(ctx.get('authorization') || undefined);
+          if (!userId) {
+            ctx.status = 401;
+            ctx.body = BARE_UNAUTHORIZED;
             return;
           }
-          ctx.body = g;
+          const a = bare.get(userId, m[1]!);
+          ctx.status = a.status;
+          ctx.body = a.body;
           return;
         }
       } else if (ctx.method === 'POST' && ctx.path === '/v1/generations') {
-        const body = (await readJson(ctx.req)) as { modelId?: unknown };
-        ctx.status = 201;
-        ctx.body = { generationId: bare.id, modelId: body.modelId };
+        const userId = bare.auth(ctx.get('authorization') || undefined);
+        if (!userId) {
+          ctx.status = 401;
+          ctx.body = BARE_UNAUTHORIZED;
+          return;
+        }
+        const a = bare.create(userId, await readJson(ctx.req));
+        ctx.status = a.status;
+        ctx.body = a.body;
         return;
       }
       await next();
@@ -69,7 +85,7 @@ async function main(): Promise<void> {
   }
   const server = app.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  serve(server, id, close);
+  serve(server, id, close, drain);
 }
 
 main().catch(fail);
