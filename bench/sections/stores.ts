@@ -66,16 +66,25 @@ export async function oursSqlite(dir: string, n: number, tag: string): Promise<n
   }
 }
 
+/** Copied from GENERATION_SQL.appendEvent: a create writes the generation and its `created` event in one transaction. */
+export const SQLITE_APPEND_EVENT = `INSERT INTO events (generation_id, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?)`;
+
 /** better-sqlite3 alone, synchronous as its users call it; settings go through JSON both ways, as they must. */
 export function rawSqliteRun(dir: string, n: number, tag: string): number {
   const db = rawSqlite(path.join(dir, `raw-${tag}.db`));
   try {
-    const insert = db.prepare(SQLITE_INSERT);
+    const insertRow = db.prepare(SQLITE_INSERT);
+    const appendEvent = db.prepare(SQLITE_APPEND_EVENT);
+    // The same work as the store's insert: the row and its event, one IMMEDIATE transaction.
+    const insert = db.transaction((row: { id: string; ownerId: string; modelId: string; settings: string; reserved: number; createdAt: number }) => {
+      insertRow.run(row);
+      appendEvent.run(row.id, row.ownerId, 'created', row.createdAt, JSON.stringify({ modelId: row.modelId }));
+    }).immediate;
     const get = db.prepare(SQLITE_GET);
     const t0 = performance.now();
     for (let i = 0; i < n; i++) {
       const id = randomBytes(16).toString('base64url');
-      insert.run({ id, ownerId: USER_ID, modelId: MODEL_ID, settings: JSON.stringify(SETTINGS), reserved: 1, createdAt: Date.now() });
+      insert({ id, ownerId: USER_ID, modelId: MODEL_ID, settings: JSON.stringify(SETTINGS), reserved: 1, createdAt: Date.now() });
       const row = get.get(id, USER_ID) as { settings: string } | undefined;
       if (!row) throw new Error('raw sqlite lost a row');
       JSON.parse(row.settings);
@@ -116,10 +125,23 @@ export async function throwawayDatabase(): Promise<{ url: string; drop: () => Pr
   };
 }
 
-/** Copied from generationSql() in packages/store-postgres/src/generation-store.ts. */
-export const PG_INSERT = (s: string): string => `INSERT INTO ${s}.generations
-      (id, owner_id, model_id, settings, status, reserved, attempts, created_at, updated_at)
-      VALUES ($1, $2, $3, $4::json, 'pending', $5, 0, $6, $6)`;
+/** The store's events lock (EVENTS_LOCK_KEY in packages/store-postgres/src/generation-store.ts). */
+const PG_EVENTS_LOCK_KEY = '7340512846113202';
+
+/**
+ * Copied from generationSql().insert in packages/store-postgres/src/generation-store.ts (no in-flight cap, no
+ * metadata or webhook): the row and its `created` event in one statement, the event appended under the store's
+ * transaction-scoped events lock, so events commit in `seq` order. The same work as the store, as the bench requires.
+ */
+export const PG_INSERT = (s: string): string => `WITH ins AS (
+        INSERT INTO ${s}.generations
+          (id, owner_id, model_id, settings, status, reserved, attempts, created_at, updated_at)
+        VALUES ($1, $2, $3, $4::json, 'pending', $5, 0, $6, $6)
+        RETURNING id, owner_id, model_id),
+      ev AS (INSERT INTO ${s}.events (generation_id, owner_id, type, at, data)
+        SELECT m.id, m.owner_id, 'created', $6, jsonb_build_object('modelId', m.model_id)
+        FROM ins m, LATERAL (SELECT pg_advisory_xact_lock(${PG_EVENTS_LOCK_KEY})) l)
+      SELECT count(*)::int AS inserted FROM ins`;
 export const PG_GET = (s: string): string => `SELECT * FROM ${s}.generations WHERE id = $1 AND owner_id = $2`;
 
 /** CPU time (user + system) this process spent per operation in the last `concurrently` run, in µs. */
