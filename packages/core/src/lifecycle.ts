@@ -123,7 +123,7 @@ export class Lifecycle {
       await this.ledger.release(id).catch(() => undefined);
       throw new DomainError(
         'rate_limited',
-        `You have ${this.options.limits.inFlightPerUser} generations pending or processing; wait for one to finish.`,
+        `You have ${this.options.limits.inFlightPerUser} ${this.options.limits.inFlightPerUser === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`,
         { retryAfterSeconds: Math.max(1, Math.ceil(input.estimatedSeconds ?? 1)) },
       );
     }
