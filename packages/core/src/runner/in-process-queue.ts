@@ -1,5 +1,5 @@
 import type { EnqueueOptions, Job, JobHandler, JobQueue, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
-import { jobController } from './job-signal.js';
+import { JobAbort, jobAbortEntry, type JobAbortHandler } from './job-signal.js';
 
 export interface InProcessQueueOptions {
   /** Jobs running at once over all models. Default: the service's `runner.concurrency`. */
@@ -34,10 +34,12 @@ export class InProcessQueue implements JobQueue {
   /** Owners with waiting jobs, in the order they get their next turn. */
   private ring: string[] = [];
   private readonly waiting = new Set<string>();
-  private readonly running = new Map<string, AbortController>();
+  private readonly running = new Map<string, JobAbort>();
   private readonly runningByModel = new Map<string, number>();
   private readonly settled = new Set<Promise<void>>();
   private handler: JobHandler | undefined;
+  /** The runner's own entry when the handler has one: called with the JobAbort, so no AbortSignal is made per job. */
+  private direct: JobAbortHandler<Job> | undefined;
   private stopped = false;
   private started = false;
   /** Delayed jobs (a remote job's next check), by generation id: one timer each, replaced by a newer delay. */
@@ -104,13 +106,16 @@ export class InProcessQueue implements JobQueue {
   }
 
   private run(job: Job): void {
-    // The runner aborts this same controller on a timeout or a lost lease (see job-signal.ts): one per job, not two.
-    const controller = jobController();
-    this.running.set(job.generationId, controller);
+    // One JobAbort per job, shared with the runner (which aborts it on a timeout or a lost lease): its AbortSignal is
+    // made only if something reads it (see job-signal.ts).
+    const abort = new JobAbort();
+    this.running.set(job.generationId, abort);
     this.runningByModel.set(job.modelId, (this.runningByModel.get(job.modelId) ?? 0) + 1);
+    const direct = this.direct;
+    const handler = this.handler!;
     const done = (async () => {
       try {
-        await this.handler!(job, controller.signal);
+        await (direct !== undefined ? direct(job, abort) : handler(job, abort.signal));
       } catch {
         // The handler logs its own faults; a job that threw is recovered from the store later.
       } finally {
@@ -132,6 +137,7 @@ export class InProcessQueue implements JobQueue {
     if (settings && this.options.concurrency === undefined) this.concurrency = settings.concurrency;
     if (settings && this.options.modelConcurrency === undefined) this.modelConcurrency = settings.modelConcurrency;
     this.handler = handler;
+    this.direct = jobAbortEntry(handler);
     this.stopped = false;
     this.started = true;
     this.pump();

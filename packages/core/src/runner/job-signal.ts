@@ -1,22 +1,87 @@
 /**
- * The controllers behind the signals the in-process queue hands its handler. The runner needs a controller of its own
- * for every run (timeout, lost lease) that also follows the queue's signal; when the queue's controller is known it
- * aborts that one instead of making and linking a second (an AbortController costs microseconds to create on Node 20,
- * twice per generation otherwise). Internal to core: not exported from any entry point.
+ * How a run is aborted (timeout, lost lease, cancel, the queue stopping) without paying for an AbortController per
+ * generation. Creating an AbortSignal costs microseconds on Node 20 (an EventTarget with its own state) and was the
+ * largest single frame of a no-op generation; most providers never read `ctx.signal` and most runs are never aborted.
+ * A `JobAbort` keeps the aborted flag and reason itself and makes the real AbortSignal only when someone asks for it
+ * (a provider reading `ctx.signal`, a retry's backoff sleep), already aborted if the run was.
+ *
+ * The in-process queue makes one per job and hands it to the runner directly (see `withJobAbort`); any other queue's
+ * AbortSignal is followed by one of its own. Internal to core: not exported from any entry point.
  */
-const CONTROLLER = Symbol('genservice.jobController');
+export class JobAbort {
+  aborted = false;
+  reason: unknown = undefined;
+  private controller: AbortController | undefined = undefined;
+  private listeners: Array<() => void> | undefined = undefined;
 
-type Marked = AbortSignal & { [CONTROLLER]?: AbortController };
+  /** A real AbortSignal that follows this abort, made on first use. */
+  get signal(): AbortSignal {
+    let c = this.controller;
+    if (c === undefined) {
+      c = new AbortController();
+      this.controller = c;
+      if (this.aborted) c.abort(this.reason);
+    }
+    return c.signal;
+  }
 
-/** A new controller whose signal the runner may abort through `controllerOf`. */
-export function jobController(): AbortController {
-  const controller = new AbortController();
-  // A property under a private symbol, not a WeakMap entry: no ephemeron for the garbage collector per job.
-  (controller.signal as Marked)[CONTROLLER] = controller;
-  return controller;
+  /** Aborts once (later calls are ignored), with `reason` or an AbortError as AbortController.abort() would. */
+  abort(reason?: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
+    this.controller?.abort(this.reason);
+    const ls = this.listeners;
+    this.listeners = undefined;
+    if (ls) for (const l of ls) l();
+  }
+
+  /** Calls `listener` once when this aborts (at once if it has); returns a function that removes it. */
+  onAbort(listener: () => void): () => void {
+    if (this.aborted) {
+      listener();
+      return () => {};
+    }
+    (this.listeners ??= []).push(listener);
+    return () => {
+      const ls = this.listeners;
+      if (!ls) return;
+      const i = ls.indexOf(listener);
+      if (i !== -1) ls.splice(i, 1);
+    };
+  }
+
+  /** A JobAbort that follows `signal` (a distributed queue's), and the function that stops following it. */
+  static following(signal: AbortSignal): { abort: JobAbort; unfollow: () => void } {
+    const abort = new JobAbort();
+    if (signal.aborted) {
+      abort.abort(signal.reason);
+      return { abort, unfollow: () => {} };
+    }
+    const onAbort = (): void => abort.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    return { abort, unfollow: () => signal.removeEventListener('abort', onAbort) };
+  }
 }
 
-/** The controller of a signal made by `jobController`, or undefined for any other signal. */
-export function controllerOf(signal: AbortSignal): AbortController | undefined {
-  return (signal as Marked)[CONTROLLER];
+const RUN_WITH_JOB_ABORT = Symbol('genservice.runWithJobAbort');
+
+/** A job handler that the in-process queue may call with a `JobAbort` instead of an AbortSignal. */
+export type JobAbortHandler<J> = (job: J, abort: JobAbort) => Promise<void>;
+
+type Marked<J> = ((job: J, signal: AbortSignal) => Promise<void>) & { [RUN_WITH_JOB_ABORT]?: JobAbortHandler<J> };
+
+/**
+ * A JobHandler (any queue calls it with an AbortSignal) that also carries `direct`, which the in-process queue calls
+ * with its JobAbort, so no AbortSignal is made unless the run needs one.
+ */
+export function withJobAbort<J>(handler: (job: J, signal: AbortSignal) => Promise<void>, direct: JobAbortHandler<J>): Marked<J> {
+  const marked = handler as Marked<J>;
+  marked[RUN_WITH_JOB_ABORT] = direct;
+  return marked;
+}
+
+/** The JobAbort entry of a handler made by `withJobAbort`, or undefined for any other handler. */
+export function jobAbortEntry<J>(handler: (job: J, signal: AbortSignal) => Promise<void>): JobAbortHandler<J> | undefined {
+  return (handler as Marked<J>)[RUN_WITH_JOB_ABORT];
 }

@@ -9,7 +9,7 @@ import type { GenerateProvider, GenerationContext, GenerationOutput, RemoteJobPr
 import type { Job } from '../ports/queue.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from '../registry.js';
 import { TOKENS } from '../tokens.js';
-import { controllerOf } from './job-signal.js';
+import { JobAbort } from './job-signal.js';
 
 class TimeoutAbort extends Error {
   override readonly name = 'TimeoutAbort' as const;
@@ -30,21 +30,21 @@ export function nextCheckDelay(estimatedSeconds: number, elapsedMs: number): num
   return Math.round(Math.min(60_000, Math.max(base, elapsedMs / 4)));
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
+function sleep(ms: number, abort: JobAbort): Promise<void> {
   return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
+    if (abort.aborted) return resolve();
     const t = setTimeout(done, ms);
+    const unlisten = abort.onAbort(done);
     function done(): void {
       clearTimeout(t);
-      signal.removeEventListener('abort', done);
+      unlisten();
       resolve();
     }
-    signal.addEventListener('abort', done, { once: true });
   });
 }
 
 interface HeldRun {
-  controller: AbortController;
+  abort: JobAbort;
   log: Logger;
 }
 
@@ -82,7 +82,7 @@ export class Runner {
         this.lifecycle.renew(id).then(
           (stillHeld) => {
             // Lost (a stall let it expire and another worker took it) or finished by someone else (cancelled).
-            if (!stillHeld) run.controller.abort(new Error('lease lost'));
+            if (!stillHeld) run.abort.abort(new Error('lease lost'));
           },
           (err: unknown) => run.log.warn({ err: String(err) }, 'lease renewal failed'),
         );
@@ -91,7 +91,21 @@ export class Runner {
     this.renewTimer.unref?.();
   }
 
+  /** Runs a job handed out with an AbortSignal (any queue): the run follows that signal. */
   async run(job: Job, queueSignal: AbortSignal): Promise<void> {
+    const { abort, unfollow } = JobAbort.following(queueSignal);
+    try {
+      await this.runJob(job, abort);
+    } finally {
+      unfollow();
+    }
+  }
+
+  /**
+   * Runs a job with the abort it shares with its queue (the in-process queue's, which aborts it on cancel or stop; the
+   * runner aborts it on a timeout or a lost lease).
+   */
+  async runJob(job: Job, abort: JobAbort): Promise<void> {
     const rec = await this.lifecycle.claim(job.generationId);
     if (!rec) return; // Someone else holds it, or it is finished: nothing to do.
     // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
@@ -111,26 +125,22 @@ export class Runner {
     }
     if (log !== silentLogger) log.info({ status: 'processing' }, 'generation processing');
 
-    // The in-process queue's own controller when it is still live: aborting it is what a linked controller would do,
-    // without making a second one per run. Any other queue's signal (or one aborted before now, which a listener
-    // added now would never hear) gets a controller of its own that follows it.
-    const queued = controllerOf(queueSignal);
-    const controller = queued && !queued.signal.aborted ? queued : new AbortController();
     // A remote job's time limit runs from its first start, across checks and restarts; a local run's from now.
     const remote = isRemoteJobProvider(model.provider) ? model.provider : undefined;
     const deadline = remote ? (rec.startedAt ?? Date.now()) + model.timeoutMs : Date.now() + model.timeoutMs;
-    const onQueueAbort = controller === queued ? undefined : (): void => controller.abort(queueSignal.reason);
-    if (onQueueAbort) queueSignal.addEventListener('abort', onQueueAbort, { once: true });
     const timeout = setTimeout(
-      () => controller.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)),
+      () => abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)),
       Math.max(0, deadline - Date.now()),
     );
-    this.held.set(rec.id, { controller, log });
+    this.held.set(rec.id, { abort, log });
     this.keepLeases();
     const progress = this.progressReporter(rec.id, log);
     const ctx: GenerationContext = {
       generationId: rec.id,
-      signal: controller.signal,
+      // Made on first read: most providers never look at it (see job-signal.ts).
+      get signal() {
+        return abort.signal;
+      },
       deadline,
       attempt: rec.attempts,
       files: { put: (bytes, mimeType) => this.blobs.put(bytes, mimeType) },
@@ -143,16 +153,16 @@ export class Runner {
     try {
       // A remote job checked after its time limit (a check that was due late, or a restart): time out now rather
       // than on a timer that a quick check would outrun.
-      if (Date.now() >= deadline) controller.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`));
-      if (controller.signal.aborted) throw controller.signal.reason;
+      if (Date.now() >= deadline) abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`));
+      if (abort.aborted) throw abort.reason;
       if (!remote) {
-        const output = await this.withRetries(() => (model.provider as GenerateProvider).generate(input, ctx), model, controller.signal, log);
+        const output = await this.withRetries(() => (model.provider as GenerateProvider).generate(input, ctx), model, abort, log);
         progress.stop();
         await this.finishCompleted(rec.id, rec.reserved, model, output, log);
         return;
       }
       if (handle === undefined) {
-        const started = await this.withRetries(() => remote.start(input, ctx), model, controller.signal, log);
+        const started = await this.withRetries(() => remote.start(input, ctx), model, abort, log);
         handle = started.handle;
         if (!(await this.lifecycle.setRemoteHandle(rec.id, handle))) {
           // Cancelled or taken over while it was being started: nobody will check this upstream job, so stop it.
@@ -161,7 +171,7 @@ export class Runner {
           return;
         }
       }
-      const status = await this.withRetries(() => remote.check(handle, ctx), model, controller.signal, log);
+      const status = await this.withRetries(() => remote.check(handle, ctx), model, abort, log);
       if (status.status === 'running') {
         if (typeof status.progress === 'number') ctx.progress(status.progress, status.message);
         const delay = nextCheckDelay(model.info.estimatedGenerationTime, Date.now() - (rec.startedAt ?? Date.now()));
@@ -178,7 +188,7 @@ export class Runner {
       throw status.error;
     } catch (err) {
       progress.stop();
-      const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
+      const reason: unknown = abort.aborted ? abort.reason : undefined;
       if (reason instanceof TimeoutAbort) {
         const failed = await this.lifecycle.failClaimed(
           rec.id,
@@ -188,7 +198,7 @@ export class Runner {
         if (failed !== null && remote && handle !== undefined) await this.cancelUpstream(remote, rec.id, handle, log);
         return;
       }
-      if (controller.signal.aborted) {
+      if (abort.aborted) {
         // Cancelled (the canceller already failed it), shutting down or lease lost: an unfinished generation is
         // retried by recovery once its lease expires.
         log.info({ reason: reason instanceof Error ? reason.message : String(reason) }, 'generation run aborted');
@@ -211,7 +221,6 @@ export class Runner {
       progress.stop();
       clearTimeout(timeout);
       this.held.delete(rec.id);
-      if (onQueueAbort) queueSignal.removeEventListener('abort', onQueueAbort);
     }
   }
 
@@ -219,20 +228,20 @@ export class Runner {
    * Calls `fn`, again with exponential backoff while it throws a retryable ProviderError, up to the model's
    * maxAttempts. Throws the last error, or the abort reason once the run is aborted.
    */
-  private async withRetries<T>(fn: () => Promise<T>, model: RegisteredModel, signal: AbortSignal, log: Logger): Promise<T> {
+  private async withRetries<T>(fn: () => Promise<T>, model: RegisteredModel, abort: JobAbort, log: Logger): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         const out = await fn();
-        if (signal.aborted) throw signal.reason;
+        if (abort.aborted) throw abort.reason;
         return out;
       } catch (err) {
-        if (signal.aborted) throw signal.reason;
+        if (abort.aborted) throw abort.reason;
         const retryable = err instanceof ProviderError && err.retryable;
         if (!retryable || attempt >= model.maxAttempts) throw err;
         const delay = Math.min(this.options.runner.retryMaxDelayMs, this.options.runner.retryBaseDelayMs * 2 ** (attempt - 1));
         log.warn({ err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'provider failed; retrying');
-        await sleep(delay, signal);
-        if (signal.aborted) throw signal.reason;
+        await sleep(delay, abort);
+        if (abort.aborted) throw abort.reason;
       }
     }
   }

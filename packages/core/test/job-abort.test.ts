@@ -1,0 +1,152 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createGenerationService, InProcessQueue, MemoryLedger, type GenerationContext, type GenerationService, type ModelDefinition } from '@genservice/core';
+import { JobAbort } from '../src/runner/job-signal.js';
+
+const model: ModelDefinition = {
+  modelId: 'echo',
+  title: 'Echo',
+  resultType: 'text',
+  estimatedGenerationTime: 0.01,
+  settings: [{ name: 'prompt', title: 'Prompt', fieldType: 'text', required: true }],
+  price: 10,
+  failureFee: 2,
+};
+
+const services: GenerationService[] = [];
+afterEach(async () => {
+  for (const s of services.splice(0)) await s.stop({ timeoutMs: 1000 });
+});
+
+async function settled(service: GenerationService, id: string): Promise<unknown> {
+  for (let i = 0; i < 500; i++) {
+    const g = await service.get('alice', id);
+    if (g.status === 'completed' || g.status === 'failed') return g;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error('never finished');
+}
+
+describe('JobAbort (a run aborts without an AbortSignal until one is read)', () => {
+  it('makes its AbortSignal on first read, and one read after the abort is already aborted with the reason', () => {
+    const a = new JobAbort();
+    const reason = new Error('timeout');
+    a.abort(reason);
+    a.abort(new Error('second'));
+    expect(a.aborted).toBe(true);
+    expect(a.reason).toBe(reason);
+    expect(a.signal.aborted).toBe(true);
+    expect(a.signal.reason).toBe(reason);
+    expect(a.signal).toBe(a.signal);
+  });
+
+  it('aborts a signal read earlier, calls its listeners once, and defaults the reason to an AbortError', () => {
+    const a = new JobAbort();
+    const signal = a.signal;
+    let heard = 0;
+    let removedHeard = 0;
+    a.onAbort(() => heard++);
+    const remove = a.onAbort(() => removedHeard++);
+    remove();
+    a.abort();
+    a.abort();
+    expect(signal.aborted).toBe(true);
+    expect((signal.reason as DOMException).name).toBe('AbortError');
+    expect(heard).toBe(1);
+    expect(removedHeard).toBe(0);
+    let late = 0;
+    a.onAbort(() => late++);
+    expect(late).toBe(1);
+  });
+
+  it('follows another queue’s AbortSignal, also one aborted before the run began', () => {
+    const c = new AbortController();
+    const { abort, unfollow } = JobAbort.following(c.signal);
+    expect(abort.aborted).toBe(false);
+    c.abort('stop');
+    expect(abort.aborted).toBe(true);
+    expect(abort.reason).toBe('stop');
+    unfollow();
+    const before = new AbortController();
+    before.abort('early');
+    expect(JobAbort.following(before.signal).abort.reason).toBe('early');
+    const d = new AbortController();
+    const f = JobAbort.following(d.signal);
+    f.unfollow();
+    d.abort('after unfollow');
+    expect(f.abort.aborted).toBe(false);
+  });
+
+  it('a provider that never reads ctx.signal costs no AbortController; one that reads it late still sees the timeout', async () => {
+    let made = 0;
+    const Real = globalThis.AbortController;
+    class Counting extends Real {
+      constructor() {
+        super();
+        made++;
+      }
+    }
+    globalThis.AbortController = Counting;
+    try {
+      let ctxSeen: GenerationContext | undefined;
+      const service = createGenerationService({
+        providers: [
+          {
+            models: [model, { ...model, modelId: 'slow', timeoutMs: 30 }],
+            generate: async (input, ctx) => {
+              if (input.model.modelId === 'echo') return { text: 'hi' };
+              ctxSeen = ctx;
+              // Reads the signal only after its deadline has passed: it must be aborted already, with the timeout.
+              await new Promise((r) => setTimeout(r, 80));
+              if (!ctx.signal.aborted) throw new Error('the signal read after the deadline was not aborted');
+              throw ctx.signal.reason;
+            },
+          },
+        ],
+        ledger: new MemoryLedger({ balances: { alice: 100 } }),
+      });
+      services.push(service);
+      await service.start();
+      const before = made;
+      const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+      expect(await settled(service, generationId)).toEqual({ status: 'completed', result: 'hi', price: 10 });
+      expect(made - before).toBe(0);
+      const slow = await service.create('alice', { modelId: 'slow', settings: { prompt: 'x' } });
+      expect(await settled(service, slow.generationId)).toEqual({ status: 'failed', price: 2 });
+      expect(ctxSeen?.signal.reason).toMatchObject({ name: 'TimeoutAbort' });
+    } finally {
+      globalThis.AbortController = Real;
+    }
+  });
+
+  it('a queue that hands out AbortSignals still aborts the run through them', async () => {
+    // A queue of our own that passes an AbortSignal (as BullMQ's does) and aborts it on stop.
+    const inner = new InProcessQueue();
+    const controllers: AbortController[] = [];
+    const queue = {
+      enqueue: inner.enqueue.bind(inner),
+      stop: inner.stop.bind(inner),
+      start: (handler: (job: never, signal: AbortSignal) => Promise<void>, settings: never) =>
+        inner.start((job, _signal) => {
+          const c = new AbortController();
+          controllers.push(c);
+          setTimeout(() => c.abort(new Error('queue says stop')), 20);
+          return handler(job as never, c.signal);
+        }, settings),
+    };
+    let reason: unknown;
+    const service = createGenerationService({
+      providers: [{ models: [model], generate: (_i, ctx) => new Promise((_r, reject) => ctx.signal.addEventListener('abort', () => reject((reason = ctx.signal.reason)))) }],
+      ledger: new MemoryLedger({ balances: { alice: 100 } }),
+      queue,
+      runner: { leaseMs: 1000 },
+    });
+    services.push(service);
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    for (let i = 0; i < 200 && reason === undefined; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(reason).toMatchObject({ message: 'queue says stop' });
+    expect(controllers).toHaveLength(1);
+    // Aborted by its queue (shutting down): not failed, left for recovery once its lease expires.
+    expect(await service.get('alice', generationId)).toEqual({ status: 'processing' });
+  });
+});
