@@ -61,15 +61,21 @@ export class EventFeed {
   }
 
   private wakeScheduled = false;
+  private readonly scheduledWake = (): void => {
+    this.wakeScheduled = false;
+    this.wake();
+  };
 
-  /** A transition was committed on this instance: read soon (a burst makes one read), and tell the other instances. */
+  /**
+   * A transition was committed on this instance: read soon, and tell the other instances. One wake-up per turn of the
+   * event loop (setImmediate, after the I/O it is handling): every transition of that turn (the requests that arrived
+   * together, and the runs they started, which with in-memory ports go from created to completed within it) makes
+   * one read of the log and one outbox pass, not one each.
+   */
   committed(): void {
     if (!this.wakeScheduled) {
       this.wakeScheduled = true;
-      queueMicrotask(() => {
-        this.wakeScheduled = false;
-        this.wake();
-      });
+      setImmediate(this.scheduledWake);
     }
     this.notifier.publish();
   }
@@ -122,6 +128,15 @@ export class EventFeed {
       do {
         this.again = false;
         try {
+          // Nobody watches: nothing to hand out, so move the cursor to the end of the log instead of reading it. Only
+          // if still nobody watches once the store answered: a watcher that came in meanwhile gets the events read below.
+          if (this.watching === 0) {
+            const last = await this.store.lastSeq();
+            if (this.watching === 0) {
+              if (last > this.cursor) this.cursor = last;
+              continue;
+            }
+          }
           for (;;) {
             const events = await this.store.readEvents(this.cursor, PAGE);
             for (const e of events) {
