@@ -149,4 +149,31 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
     // Aborted by its queue (shutting down): not failed, left for recovery once its lease expires.
     expect(await service.get('alice', generationId)).toEqual({ status: 'processing' });
   });
+
+  it('ctx members work detached from ctx: progress, files.put and a destructured signal', async () => {
+    let seen: { aborted: boolean; hasProgress: boolean } | undefined;
+    const service = createGenerationService({
+      providers: [
+        {
+          models: [{ ...model, resultType: 'image' }],
+          generate: async (_input, ctx) => {
+            const { progress, signal, files } = ctx;
+            const { put } = files;
+            progress(0.5, 'half');
+            seen = { aborted: signal.aborted, hasProgress: typeof progress === 'function' };
+            return { file: await put(new Uint8Array([1, 2, 3]), 'image/png') };
+          },
+        },
+      ],
+      ledger: new MemoryLedger({ balances: { alice: 100 } }),
+      publicUrl: 'http://files.test',
+    });
+    services.push(service);
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    expect(await settled(service, generationId)).toMatchObject({ status: 'completed', price: 10 });
+    expect(seen).toEqual({ aborted: false, hasProgress: true });
+    const details = await service.details('alice', generationId);
+    expect(details.progress).toMatchObject({ fraction: 0.5, message: 'half' });
+  });
 });

@@ -5,8 +5,11 @@ import type { Logger } from './logger.js';
 /** What a provider gets to do its work. */
 export interface GenerationContext {
   generationId: string;
-  /** Fired on timeout, cancellation or shutdown. Stop work and throw when it fires. */
-  signal: AbortSignal;
+  /**
+   * Fired on timeout, cancellation or shutdown. Stop work and throw when it fires. Made on first read (most runs never
+   * need one): read it as `ctx.signal` or destructure it; a spread copy of `ctx` (`{ ...ctx }`) does not carry it.
+   */
+  readonly signal: AbortSignal;
   /** Epoch ms after which the run is aborted. */
   deadline: number;
   /** Which attempt this is (1 on the first run; more after a retry or a lost worker). */

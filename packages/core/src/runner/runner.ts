@@ -43,6 +43,85 @@ function sleep(ms: number, abort: JobAbort): Promise<void> {
   });
 }
 
+/**
+ * The `ctx` a provider gets. A class, so a run builds it as cheaply as a plain object: `signal` is a getter on the
+ * prototype that makes the run's AbortSignal on first read (see job-signal.ts), where a getter in an object literal
+ * would cost a runtime call per run. Every other member is an own property (`progress` and `files.put` are bound
+ * functions, safe to pass around on their own).
+ */
+class RunContext implements GenerationContext {
+  readonly #abort: JobAbort;
+
+  constructor(
+    readonly generationId: string,
+    abort: JobAbort,
+    readonly deadline: number,
+    readonly attempt: number,
+    readonly files: GenerationContext['files'],
+    readonly logger: Logger,
+    readonly progress: GenerationContext['progress'],
+  ) {
+    this.#abort = abort;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+}
+
+/**
+ * `ctx.progress` of one run, throttled: the first report is written at once, later ones at most one per
+ * PROGRESS_INTERVAL_MS (the latest value wins), and none after the run ends. Holds nothing until the first report.
+ */
+class ProgressReporter {
+  private lastAt = 0;
+  private pending: { fraction: number; message?: string } | undefined = undefined;
+  private timer: NodeJS.Timeout | undefined = undefined;
+  private stopped = false;
+  private writing: Promise<unknown> | undefined = undefined;
+
+  constructor(
+    private readonly lifecycle: Lifecycle,
+    private readonly id: string,
+    private readonly log: Logger,
+  ) {}
+
+  readonly report = (fraction: number, message?: string): void => {
+    if (this.stopped || typeof fraction !== 'number') return;
+    const p = message === undefined ? { fraction } : { fraction, message };
+    const wait = this.lastAt + PROGRESS_INTERVAL_MS - Date.now();
+    if (wait <= 0 && !this.timer) return this.write(p);
+    this.pending = p;
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined;
+      if (!this.stopped && this.pending) this.write(this.pending);
+      this.pending = undefined;
+    }, Math.max(0, wait));
+  };
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Before the lease is let go (a parked remote job): what was reported is written now, while it may still be. */
+  async flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      if (this.pending) this.write(this.pending);
+      this.pending = undefined;
+    }
+    await this.writing;
+  }
+
+  private write(p: { fraction: number; message?: string }): void {
+    this.lastAt = Date.now();
+    this.writing = this.lifecycle.progress(this.id, p.fraction, p.message).catch((err: unknown) => this.log.warn({ err: String(err) }, 'progress not recorded'));
+  }
+}
+
 interface HeldRun {
   abort: JobAbort;
   log: Logger;
@@ -59,6 +138,8 @@ export class Runner {
   /** Runs this worker holds, by generation id: one timer renews all their leases (not one timer per run). */
   private readonly held = new Map<string, HeldRun>();
   private renewTimer: NodeJS.Timeout | undefined;
+  /** `ctx.files` of every run: one object for all of them. */
+  private readonly files: GenerationContext['files'] = { put: (bytes, mimeType) => this.blobs.put(bytes, mimeType) };
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
@@ -134,19 +215,8 @@ export class Runner {
     );
     this.held.set(rec.id, { abort, log });
     this.keepLeases();
-    const progress = this.progressReporter(rec.id, log);
-    const ctx: GenerationContext = {
-      generationId: rec.id,
-      // Made on first read: most providers never look at it (see job-signal.ts).
-      get signal() {
-        return abort.signal;
-      },
-      deadline,
-      attempt: rec.attempts,
-      files: { put: (bytes, mimeType) => this.blobs.put(bytes, mimeType) },
-      logger: log,
-      progress: progress.report,
-    };
+    const progress = new ProgressReporter(this.lifecycle, rec.id, log);
+    const ctx = new RunContext(rec.id, abort, deadline, rec.attempts, this.files, log, progress.report);
     const input = { model: model.definition, settings: rec.settings };
     let handle: unknown = rec.remoteHandle;
 
@@ -254,54 +324,6 @@ export class Runner {
     } catch (err) {
       log.warn({ err: err instanceof Error ? err.message : String(err) }, 'cancelling the upstream job failed');
     }
-  }
-
-  /**
-   * `ctx.progress` of one run, throttled: the first report is written at once, later ones at most one per
-   * PROGRESS_INTERVAL_MS (the latest value wins), and none after the run ends.
-   */
-  private progressReporter(
-    id: string,
-    log: Logger,
-  ): { report: (fraction: number, message?: string) => void; stop: () => void; flush: () => Promise<void> } {
-    let lastAt = 0;
-    let pending: { fraction: number; message?: string } | undefined;
-    let timer: NodeJS.Timeout | undefined;
-    let stopped = false;
-    let writing: Promise<unknown> = Promise.resolve();
-    const write = (p: { fraction: number; message?: string }): void => {
-      lastAt = Date.now();
-      writing = this.lifecycle.progress(id, p.fraction, p.message).catch((err: unknown) => log.warn({ err: String(err) }, 'progress not recorded'));
-    };
-    return {
-      report: (fraction, message) => {
-        if (stopped || typeof fraction !== 'number') return;
-        const p = message === undefined ? { fraction } : { fraction, message };
-        const wait = lastAt + PROGRESS_INTERVAL_MS - Date.now();
-        if (wait <= 0 && !timer) return write(p);
-        pending = p;
-        timer ??= setTimeout(() => {
-          timer = undefined;
-          if (!stopped && pending) write(pending);
-          pending = undefined;
-        }, Math.max(0, wait));
-      },
-      stop: () => {
-        stopped = true;
-        if (timer) clearTimeout(timer);
-        timer = undefined;
-      },
-      // Before the lease is let go (a parked remote job): what was reported is written now, while it may still be.
-      flush: async () => {
-        if (timer) {
-          clearTimeout(timer);
-          timer = undefined;
-          if (pending) write(pending);
-          pending = undefined;
-        }
-        await writing;
-      },
-    };
   }
 
   private async finishCompleted(id: string, reserved: number, model: RegisteredModel, output: GenerationOutput, log: Logger): Promise<void> {
