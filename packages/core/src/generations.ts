@@ -187,9 +187,14 @@ export class Generations {
   }
 
   private async owned(userId: string, generationId: string): Promise<GenerationRecord> {
-    const rec = GENERATION_ID_PATTERN.test(generationId) ? await this.store.get(generationId, userId) : null;
+    const rec = await this.record(userId, generationId);
     if (!rec) throw new DomainError('not_found', 'Generation not found.');
     return rec;
+  }
+
+  /** The caller's generation, or null (another user's, or none): the store's answer itself, no async frame around it. */
+  record(userId: string, generationId: string): Promise<GenerationRecord | null> {
+    return GENERATION_ID_PATTERN.test(generationId) ? this.store.get(generationId, userId) : Promise.resolve(null);
   }
 
   viewOf(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationView {

@@ -105,7 +105,7 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
     };
     const body = bodyOf(request, limits);
     const out = body instanceof Promise ? body.then((b) => service.handle(withBody(req, b))) : service.handle(withBody(req, body));
-    out.then((o) => send(reply, o)).then(undefined, (err: unknown) => reply.send(err));
+    out.then((o) => sendOrFail(reply, o), (err: unknown) => reply.send(err));
   };
 
   app.all('/v1', handler);
@@ -194,6 +194,15 @@ function bodyOf(request: FastifyRequest, limits: BodyLimits): RequestBody | Prom
   if (payload?.raw !== undefined) return toRequestBody(payload.raw);
   const length = request.headers['content-length'];
   return bodylessRequestBody(request.raw, length) ?? readRequestBody(request.raw, limits, length);
+}
+
+/** `send`, with a failure going to Fastify's error handling (one promise reaction per request, not two). */
+function sendOrFail(reply: FastifyReply, out: HttpResponse): void {
+  try {
+    send(reply, out);
+  } catch (err) {
+    reply.send(err);
+  }
 }
 
 function send(reply: FastifyReply, out: HttpResponse): FastifyReply {

@@ -3,7 +3,7 @@ import { DomainError, UnavailableError, type ErrorCode, type ErrorDetail } from 
 import { FileUrlSigner } from '../files.js';
 import { Generations, isGenerationStatus, type CreateRequest, type ListRequest } from '../generations.js';
 import { childLogger } from '../logger.js';
-import type { ApiKeyResolver } from '../ports/api-keys.js';
+import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
 import { LiveStatus } from '../push/live-status.js';
@@ -144,10 +144,6 @@ function simpleCreateBody(value: Record<string, unknown>): CreateRequest | null 
   return { modelId, settings: { ...(settings as Record<string, unknown>) } as CreateRequest['settings'] };
 }
 
-function userIdOf(principal: { userId: string } | null): string | null {
-  return principal?.userId ?? null;
-}
-
 function header(req: HttpRequest, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? (v.length === 1 ? v[0] : undefined) : v;
@@ -277,20 +273,27 @@ export class HttpHandler {
     this.logger = childLogger(logger, { component: 'http' });
   }
 
-  async handle(req: HttpRequest): Promise<HttpResponse> {
+  handle(req: HttpRequest): Promise<HttpResponse> {
+    // The common request (no CORS configured, not HEAD) is dispatch's answer as it is: dispatch never rejects, so no
+    // async frame of its own is needed around it.
+    if (this.cors === undefined && !(req.method.length === 4 && req.method.toUpperCase() === 'HEAD')) return this.dispatch(req);
+    return this.handleWithCorsOrHead(req);
+  }
+
+  private async handleWithCorsOrHead(req: HttpRequest): Promise<HttpResponse> {
     // HEAD is answered like GET, without the body (RFC 9110 9.3.2).
     const method = req.method.toUpperCase();
     const head = method === 'HEAD';
     const origin = this.cors ? header(req, 'origin') : undefined;
     let res: HttpResponse;
-    try {
-      if (method === 'OPTIONS' && origin !== undefined && header(req, 'access-control-request-method') !== undefined) {
+    if (method === 'OPTIONS' && origin !== undefined && header(req, 'access-control-request-method') !== undefined) {
+      try {
         res = this.preflight(req, origin);
-      } else {
-        res = await this.dispatch(head ? { ...req, method: 'GET' } : req);
+      } catch (err) {
+        res = this.fromError(err);
       }
-    } catch (err) {
-      res = this.fromError(err);
+    } else {
+      res = await this.dispatch(head ? { ...req, method: 'GET' } : req);
     }
     if (origin !== undefined) res = this.withCors(res, origin);
     if (!head) return res;
@@ -359,62 +362,79 @@ export class HttpHandler {
     return fail('internal', 'Internal server error.');
   }
 
+  /** Answers every request, errors included (as their error answers): never rejects. */
   private async dispatch(req: HttpRequest): Promise<HttpResponse> {
-    // A body that did not arrive in time: whatever the route, the request is over and so is the connection (the rest
-    // of the body is never read).
-    if (req.bodyError === 'timeout') {
-      return fail('request_timeout', `The request body did not arrive within ${this.options.limits.bodyTimeoutMs} ms.`, undefined, {
-        connection: 'close',
-      });
-    }
-    const q = req.path.indexOf('?');
-    const path = q === -1 ? req.path : req.path.slice(0, q);
-    const query = q === -1 ? '' : req.path.slice(q + 1);
-    const method = req.method.toUpperCase();
-
-    let route: Route | undefined;
-    for (const r of ROUTES) {
-      const m = r.pattern.exec(path);
-      if (!m) continue;
-      const make = r.methods[method];
-      if (!make) {
-        return fail('method_not_allowed', `Method ${method} is not allowed here.`, undefined, { allow: Object.keys(r.methods).flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ') });
-      }
-      route = make(m);
-      break;
-    }
-    if (!route) return fail('not_found', 'No such endpoint.');
-
-    if (route.name === 'file') return this.file(req, route.key, query);
-    if (route.name === 'openapi') return this.openapi();
-    if (route.name === 'playground') return this.playground(route.asset, query);
-
-    const address = req.remoteAddress ?? 'unknown';
-    if (this.limits.has('unauthenticated')) {
-      const blocked = await this.limits.peek('unauthenticated', address);
-      if (blocked.allowed !== true) return this.limited(blocked);
-    }
-    const resolving = this.authenticate(header(req, 'authorization'));
-    // No key (or a malformed one) is known at once: no tick spent waiting for nothing.
-    const userId = typeof resolving === 'object' && resolving !== null ? await resolving : resolving;
-    if (!userId) {
-      // Only failures count against an address: guessing keys is limited, a busy office behind one NAT is not.
-      if (this.limits.has('unauthenticated')) await this.limits.consume('unauthenticated', address);
-      return { ...UNAUTHORIZED };
-    }
-    const cls: RateLimitClass =
-      route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
-    // `return await`, not `return`: an async function returning a promise waits two more ticks to adopt it.
-    if (!this.limits.has(cls)) return await this.route(route, req, userId, query);
-    const verdict = await this.limits.consume(cls, userId);
-    if (verdict.allowed !== true) return this.limited(verdict);
-    let res: HttpResponse;
     try {
-      res = await this.route(route, req, userId, query);
+      // A body that did not arrive in time: whatever the route, the request is over and so is the connection (the rest
+      // of the body is never read).
+      if (req.bodyError === 'timeout') {
+        return fail('request_timeout', `The request body did not arrive within ${this.options.limits.bodyTimeoutMs} ms.`, undefined, {
+          connection: 'close',
+        });
+      }
+      const q = req.path.indexOf('?');
+      const path = q === -1 ? req.path : req.path.slice(0, q);
+      const query = q === -1 ? '' : req.path.slice(q + 1);
+      const method = req.method.toUpperCase();
+
+      let route: Route | undefined;
+      for (const r of ROUTES) {
+        const m = r.pattern.exec(path);
+        if (!m) continue;
+        const make = r.methods[method];
+        if (!make) {
+          return fail('method_not_allowed', `Method ${method} is not allowed here.`, undefined, { allow: Object.keys(r.methods).flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ') });
+        }
+        route = make(m);
+        break;
+      }
+      if (!route) return fail('not_found', 'No such endpoint.');
+
+      // `return await` inside the try: a rejection must become its error answer here.
+      if (route.name === 'file') return await this.file(req, route.key, query);
+      if (route.name === 'openapi') return this.openapi();
+      if (route.name === 'playground') return await this.playground(route.asset, query);
+
+      const address = req.remoteAddress ?? 'unknown';
+      if (this.limits.has('unauthenticated')) {
+        const blocked = await this.limits.peek('unauthenticated', address);
+        if (blocked.allowed !== true) return this.limited(blocked);
+      }
+      const resolving = this.authenticate(header(req, 'authorization'));
+      // No key (or a malformed one) is known at once: no tick spent waiting for nothing.
+      const principal = resolving !== null && typeof (resolving as Promise<unknown>).then === 'function' ? await resolving : (resolving as Principal | null);
+      const userId = principal?.userId;
+      if (!userId) {
+        // Only failures count against an address: guessing keys is limited, a busy office behind one NAT is not.
+        if (this.limits.has('unauthenticated')) await this.limits.consume('unauthenticated', address);
+        return { ...UNAUTHORIZED };
+      }
+      const cls: RateLimitClass =
+        route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
+      if (!this.limits.has(cls)) {
+        // The hottest answers without an async frame of their own: the models list, a plain poll, a create.
+        if (route.name === 'models') return json(200, this.registry.listJson);
+        if (route.name === 'get' && query === '' && cls === 'read') {
+          const id = decodeSegment(route.id);
+          const rec = id === null ? null : await this.generations.record(userId, id);
+          return rec === null ? fail('not_found', 'Generation not found.') : json(200, viewJson(this.generations.viewOf(rec, req.baseUrl)));
+        }
+        if (route.name === 'create') return await this.create(req, userId);
+        // `return await`, not `return`: an async function returning a promise waits two more ticks to adopt it.
+        return await this.route(route, req, userId, query);
+      }
+      const verdict = await this.limits.consume(cls, userId);
+      if (verdict.allowed !== true) return this.limited(verdict);
+      let res: HttpResponse;
+      try {
+        res = await this.route(route, req, userId, query);
+      } catch (err) {
+        res = this.fromError(err);
+      }
+      return { ...res, headers: { ...res.headers, ...verdict.headers } };
     } catch (err) {
-      res = this.fromError(err);
+      return this.fromError(err);
     }
-    return { ...res, headers: { ...res.headers, ...verdict.headers } };
   }
 
   private limited(verdict: Exclude<RateLimitVerdict, { allowed: true }>): HttpResponse {
@@ -493,13 +513,12 @@ export class HttpHandler {
   }
 
   /** The user of a Bearer key; null for none, a malformed one, or one the resolver does not know. */
-  private authenticate(auth: string | undefined): Promise<string | null> | string | null {
+  /** The key's principal: null at once without a (well-formed) key; a host's resolver may answer without a promise. */
+  private authenticate(auth: string | undefined): Promise<Principal | null> | Principal | null {
     if (!auth) return null;
     const m = BEARER.exec(auth.trim());
     if (!m) return null;
-    const found = this.apiKeys.resolve(m[1]!) as Promise<{ userId: string } | null> | { userId: string } | null;
-    // A host's resolver may answer without a promise; awaiting it was what the handler did before.
-    return found !== null && typeof (found as Promise<unknown>).then === 'function' ? (found as Promise<{ userId: string } | null>).then(userIdOf) : userIdOf(found as { userId: string } | null);
+    return this.apiKeys.resolve(m[1]!) as Promise<Principal | null> | Principal | null;
   }
 
   private readBody(req: HttpRequest): { ok: true; value: unknown } | { ok: false; res: HttpResponse } {
