@@ -113,23 +113,26 @@ export class InProcessQueue implements JobQueue {
     this.runningByModel.set(job.modelId, (this.runningByModel.get(job.modelId) ?? 0) + 1);
     const direct = this.direct;
     const handler = this.handler!;
-    const done = (async () => {
-      try {
-        await (direct !== undefined ? direct(job, abort) : handler(job, abort.signal));
-      } catch {
-        // The handler logs its own faults; a job that threw is recovered from the store later.
-      } finally {
-        this.running.delete(job.generationId);
-        const n = (this.runningByModel.get(job.modelId) ?? 1) - 1;
-        if (n > 0) this.runningByModel.set(job.modelId, n);
-        else this.runningByModel.delete(job.modelId);
-      }
-    })();
-    this.settled.add(done);
-    void done.finally(() => {
+    let running: Promise<void>;
+    try {
+      running = direct !== undefined ? direct(job, abort) : handler(job, abort.signal);
+      // A host's handler that answered without a promise (its type asks for one) is taken as finished.
+      if (typeof (running as Promise<void> | undefined)?.then !== 'function') running = Promise.resolve();
+    } catch {
+      running = Promise.resolve();
+    }
+    // One reaction per job (not an async wrapper and a finally): a handler that threw or rejected logged its own
+    // fault, and its generation is recovered from the store later.
+    const finished = (): void => {
+      this.running.delete(job.generationId);
+      const n = (this.runningByModel.get(job.modelId) ?? 1) - 1;
+      if (n > 0) this.runningByModel.set(job.modelId, n);
+      else this.runningByModel.delete(job.modelId);
       this.settled.delete(done);
       this.pump();
-    });
+    };
+    const done: Promise<void> = running.then(finished, finished);
+    this.settled.add(done);
   }
 
   async start(handler: JobHandler, settings?: RunnerSettings): Promise<void> {
