@@ -16,7 +16,7 @@ import { RateLimits, type RateLimitClass, type RateLimitVerdict } from './rate-l
 import { LIST_LIMITS, METADATA_LIMITS, createRequestSchema } from './schemas.js';
 import { STATUS_OF, errorBody } from './errors.js';
 import type { HttpRequest, HttpResponse } from './types.js';
-import type { GenerationView } from '../domain.js';
+import { GENERATION_STATUSES, type GenerationView } from '../domain.js';
 
 /** What @genservice/playground exports (an optional dependency, imported on the first playground request). */
 interface PlaygroundAssets {
@@ -111,11 +111,15 @@ function json(status: number, body: string, extra?: Record<string, string>): Htt
  * the API (every poll).
  */
 function viewJson(view: GenerationView): string {
-  let out = `{"status":${JSON.stringify(view.status)}`;
+  let out = STATUS_JSON.get(view.status) ?? `{"status":${JSON.stringify(view.status)}`;
   if (view.result !== undefined) out += `,"result":${JSON.stringify(view.result)}`;
-  if (view.price !== undefined) out += `,"price":${JSON.stringify(view.price)}`;
+  // A finite number's JSON is its String() (-0 included); anything else goes through JSON.stringify as before.
+  if (view.price !== undefined) out += `,"price":${Number.isFinite(view.price) ? String(view.price) : JSON.stringify(view.price)}`;
   return `${out}}`;
 }
+
+/** The start of `viewJson` for each status, built once. */
+const STATUS_JSON = new Map<string, string>(GENERATION_STATUSES.map((s) => [s, `{"status":${JSON.stringify(s)}`]));
 
 function fail(code: ErrorCode, message: string, details?: ErrorDetail[], extra?: Record<string, string>): HttpResponse {
   return json(STATUS_OF[code], errorBody(code, message, details), extra);
@@ -241,6 +245,8 @@ function parseRange(value: string | undefined, size: number): [number, number] |
 }
 
 function decodeSegment(s: string): string | null {
+  // Nothing to decode without a '%' (every id the service makes): no call, no try.
+  if (!s.includes('%')) return s;
   try {
     return decodeURIComponent(s);
   } catch {
