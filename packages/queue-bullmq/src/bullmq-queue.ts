@@ -10,6 +10,7 @@ import {
   type QueueStopOptions,
   type RunnerSettings,
 } from '@genservice/core';
+import { installFairAdd, MAX_PRIORITY, OWNERS_SUFFIX } from './fair-add.js';
 
 export interface BullMQQueueOptions {
   /**
@@ -52,15 +53,15 @@ class QueueStoppedError extends Error {
 }
 
 const JOB_NAME = 'generation';
-/** BullMQ's lowest priority (2^21 - 1); lower numbers run first. */
-const MAX_PRIORITY = 2_097_151;
 /**
- * Decrements an owner's waiting count, never below zero, and drops the field at zero (so the hash holds only owners
- * with waiting work).
+ * Decrements owners' waiting counts (ARGV: owner, by, owner, by, ...), never below zero, and drops a field at zero (so
+ * the hash holds only owners with waiting work).
  */
-const RELEASE_SLOT = `local n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
-if n <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
-return n`;
+const RELEASE_SLOTS = `for i = 1, #ARGV, 2 do
+  local n = redis.call('HINCRBY', KEYS[1], ARGV[i], -tonumber(ARGV[i + 1]))
+  if n <= 0 then redis.call('HDEL', KEYS[1], ARGV[i]) end
+end
+return 0`;
 /** After the stop deadline aborted the running jobs: how long they get to wind down before we stop waiting. */
 const ABORT_GRACE_MS = 1000;
 /** After that: how long BullMQ gets to hand the unfinished jobs back to Redis and close its connections. */
@@ -68,14 +69,35 @@ const CLOSE_GRACE_MS = 5000;
 /** Worker retry delay after a Redis command failed (BullMQ's default of 15 s makes recovery after an outage slow). */
 const RUN_RETRY_DELAY_MS = 1000;
 
-/** The two ioredis commands used beside BullMQ's own (its client type does not declare them). */
+/** The ioredis commands used beside BullMQ's own (its client type does not declare them). */
 interface RedisCommands {
   hincrby(key: string, field: string, by: number): Promise<number>;
-  eval(script: string, keys: number, ...args: string[]): Promise<unknown>;
+  defineCommand(name: string, definition: { numberOfKeys: number; lua: string }): void;
+  [RELEASE_COMMAND]?: (key: string, ...ownerAndCount: string[]) => Promise<unknown>;
+}
+
+/** RELEASE_SLOTS as a command of the connection: sent by its SHA (EVALSHA), not as the script's text every time. */
+const RELEASE_COMMAND = 'genserviceReleaseSlots';
+
+function releaseSlots(client: RedisCommands, key: string, counts: Map<string, number>): Promise<unknown> {
+  if (typeof client[RELEASE_COMMAND] !== 'function') client.defineCommand(RELEASE_COMMAND, { numberOfKeys: 1, lua: RELEASE_SLOTS });
+  const args: string[] = [];
+  for (const [owner, n] of counts) args.push(owner, String(n));
+  return client[RELEASE_COMMAND]!(key, ...args);
 }
 
 interface OpenQueue {
   queue: Queue<Job>;
+  /**
+   * Whether this connection adds a fresh job and counts its owner's place in one round trip (see fair-add.ts):
+   * a promise until that is known, then the answer; undefined after the connection failed while it was being found
+   * out (asked again on the next enqueue).
+   */
+  fair: Promise<boolean> | boolean | undefined;
+  /** The connection's client once it is known (so a job does not wait a tick for an already resolved promise). */
+  client?: RedisCommands;
+  /** Jobs that started, by owner, not yet counted out of their owners' lines in Redis. */
+  releases: Map<string, number>;
   /** Became ready at least once; after that the offline queue being off makes commands fail fast by themselves. */
   ready: boolean;
   lastError: unknown;
@@ -154,6 +176,42 @@ export class BullMQQueue implements JobQueue {
     this.openProducer();
   }
 
+  /** Counts a job out of its owner's line, with the others that start in this turn of the event loop. */
+  private release(open: OpenQueue, owner: string): void {
+    open.releases.set(owner, (open.releases.get(owner) ?? 0) + 1);
+    if (open.releases.size === 1 && open.releases.get(owner) === 1) setImmediate(() => void this.flushReleases(open));
+  }
+
+  private async flushReleases(open: OpenQueue): Promise<void> {
+    const counts = new Map(open.releases);
+    open.releases.clear();
+    if (counts.size === 0) return;
+    try {
+      const client = open.client ?? ((await open.queue.client) as unknown as RedisCommands);
+      await releaseSlots(client, this.ownersKey(), counts);
+    } catch (err) {
+      // The counts stay high until these owners' lines empty; their jobs still run, only ordered a little later.
+      this.report('queue', err);
+    }
+  }
+
+  /** Finds out (once per connection) whether enqueues can take the one-round-trip path; see fair-add.ts. */
+  private installFair(open: OpenQueue): Promise<boolean> {
+    const fair = installFairAdd(open.queue as unknown as Queue).then(
+      (ok) => {
+        open.fair = ok;
+        return ok;
+      },
+      () => {
+        // The connection failed first: nothing was changed; the next enqueue asks again.
+        open.fair = undefined;
+        return false;
+      },
+    );
+    open.fair = fair;
+    return fair;
+  }
+
   private openProducer(): OpenQueue {
     if (this.producer) return this.producer;
     const queue = new Queue<Job>(this.name, {
@@ -162,7 +220,14 @@ export class BullMQQueue implements JobQueue {
       // that may never come: the create answers 503 and nothing stays reserved.
       connection: { ...this.base, enableOfflineQueue: false, maxRetriesPerRequest: 1 },
     });
-    const open: OpenQueue = { queue, ready: false, lastError: undefined };
+    const open: OpenQueue = { queue, ready: false, lastError: undefined, fair: undefined, releases: new Map() };
+    this.installFair(open);
+    queue.client.then(
+      (client) => {
+        open.client = client as unknown as RedisCommands;
+      },
+      () => undefined,
+    );
     queue.on('error', (err: unknown) => {
       open.lastError = err;
       this.report('queue', err);
@@ -186,7 +251,7 @@ export class BullMQQueue implements JobQueue {
       throw new UnavailableError(`Redis is unreachable: ${message(open.lastError)}`, { cause: open.lastError });
     }
     const data: Job = { generationId: job.generationId, modelId: job.modelId, ...(job.ownerId !== undefined ? { ownerId: job.ownerId } : {}) };
-    const adding = this.add(open.queue, data, options.fresh === true, options.delayMs ?? 0);
+    const adding = this.add(open, data, options.fresh === true, options.delayMs ?? 0);
     // The loser of the race below may still land later, once Redis is back: harmless, since core has failed the
     // generation by then and the job's claim finds nothing to do. Its rejection must not surface as unhandled.
     adding.catch(() => undefined);
@@ -207,10 +272,11 @@ export class BullMQQueue implements JobQueue {
 
   /** Redis hash of waiting jobs per owner: a job's priority is its place in its owner's line (fairness). */
   private ownersKey(): string {
-    return `${this.prefix ?? 'bull'}:${this.name}:gs-waiting-by-owner`;
+    return `${this.prefix ?? 'bull'}:${this.name}:${OWNERS_SUFFIX}`;
   }
 
-  private async add(queue: Queue<Job>, data: Job, fresh: boolean, delayMs: number): Promise<void> {
+  private async add(open: OpenQueue, data: Job, fresh: boolean, delayMs: number): Promise<void> {
+    const queue = open.queue;
     // The jobId makes a second enqueue of a waiting or running generation a no-op. A failed job is kept a day for
     // inspection and would swallow the enqueue of recovery the same way, so it is cleared first: the store, not
     // BullMQ, decides whether a generation is finished.
@@ -225,6 +291,12 @@ export class BullMQQueue implements JobQueue {
     }
     // Round-robin across owners: an owner's k-th waiting job gets priority k, and BullMQ runs lower priorities first
     // (FIFO within one), so every owner's first waiting job comes before anyone's second.
+    if (!delayed && (open.fair === true || (open.fair !== false && (await (open.fair ?? this.installFair(open)))))) {
+      // One round trip: this connection's addPrioritizedJob counts the owner's place and makes it the priority (the
+      // 1 here only makes BullMQ choose that script; see fair-add.ts).
+      await queue.add(JOB_NAME, data, { jobId, priority: 1, removeOnComplete: true, removeOnFail: { age: 86_400 } });
+      return;
+    }
     const owner = data.ownerId ?? '';
     const client = (await queue.client) as unknown as RedisCommands;
     const place = await client.hincrby(this.ownersKey(), owner, 1);
@@ -237,7 +309,7 @@ export class BullMQQueue implements JobQueue {
         removeOnFail: { age: 86_400 },
       });
     } catch (err) {
-      await client.eval(RELEASE_SLOT, 1, this.ownersKey(), owner).catch(() => undefined);
+      await releaseSlots(client, this.ownersKey(), new Map([[owner, 1]])).catch(() => undefined);
       throw err;
     }
   }
@@ -257,8 +329,15 @@ export class BullMQQueue implements JobQueue {
     this.openProducer();
     const letGo = new AbortController();
     this.letGo = letGo;
+    // Each running job's way to stop waiting for its handler; all are called when letGo aborts (a Set, not a listener
+    // per job on the signal: adding and removing EventTarget listeners costs more than the rest of a job's wait).
+    const waiting = new Set<() => void>();
+    letGo.signal.addEventListener('abort', () => {
+      for (const stopWaiting of waiting) stopWaiting();
+      waiting.clear();
+    }, { once: true });
     // Two parameters, not three: BullMQ then makes no AbortControllers of its own; this class keeps them.
-    const worker = new Worker<Job, void>(this.name, (job: BullJob<Job, void>, token?: string) => this.run(job, token, letGo.signal), {
+    const worker = new Worker<Job, void>(this.name, (job: BullJob<Job, void>, token?: string) => this.run(job, token, letGo.signal, waiting), {
       prefix: this.prefix,
       connection: { ...this.base, maxRetriesPerRequest: null },
       concurrency: this.concurrency,
@@ -272,17 +351,16 @@ export class BullMQQueue implements JobQueue {
     this.worker = worker;
   }
 
-  private async run(job: BullJob<Job, void>, token: string | undefined, letGo: AbortSignal): Promise<void> {
+  private async run(job: BullJob<Job, void>, token: string | undefined, letGo: AbortSignal, waiting: Set<() => void>): Promise<void> {
     const handler = this.handler;
     // By generation, not BullMQ job id: a remote job's delayed check has an id of its own, and abort() names the generation.
     const id = job.data.generationId;
     if (!handler) return;
     // It left the line: the owner's next job moves up. Only on the first start (a stalled job handed out again, or
     // one moved back to delayed, was counted out already).
-    if (job.attemptsStarted <= 1) {
-      const client = (await this.openProducer().queue.client) as unknown as RedisCommands;
-      await client.eval(RELEASE_SLOT, 1, this.ownersKey(), job.data.ownerId ?? '').catch((err: unknown) => this.report('queue', err));
-    }
+    // Not waited for: the job need not wait a round trip to start. The jobs that start in one turn of the event loop
+    // are counted out together, in one command.
+    if (job.attemptsStarted <= 1) this.release(this.openProducer(), job.data.ownerId ?? '');
     const controller = new AbortController();
     this.running.set(id, controller);
     let finished = false;
@@ -298,13 +376,12 @@ export class BullMQQueue implements JobQueue {
       }
     })();
     try {
-      // A listener per job, removed when it ends: racing every job against one long-pending promise would leak.
+      // Removed from `waiting` when it ends: racing every job against one long-pending promise would leak.
       await new Promise<void>((resolve) => {
         if (letGo.aborted) return resolve();
-        const onLetGo = (): void => resolve();
-        letGo.addEventListener('abort', onLetGo, { once: true });
+        waiting.add(resolve);
         void running.then(() => {
-          letGo.removeEventListener('abort', onLetGo);
+          waiting.delete(resolve);
           resolve();
         });
       });
@@ -347,7 +424,11 @@ export class BullMQQueue implements JobQueue {
     }
     const producer = this.producer;
     this.producer = undefined;
-    if (producer) await within(producer.queue.close(), CLOSE_GRACE_MS);
+    if (producer) {
+      // The last jobs' owners are counted out before the connection closes.
+      await within(this.flushReleases(producer), CLOSE_GRACE_MS);
+      await within(producer.queue.close(), CLOSE_GRACE_MS);
+    }
   }
 
   abort(generationId: string): boolean {

@@ -1,0 +1,110 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { silentLogger, type Job } from '@genservice/core';
+import { BullMQQueue } from '../src/index.js';
+import { fairAddScript, installFairAdd } from '../src/fair-add.js';
+import { QUEUE_NAME, REDIS_URL, obliterate, randomName } from './helpers.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** The commands clients (not scripts) sent that name `prefix`, seen through MONITOR while `work` runs. */
+async function clientCommands(prefix: string, work: () => Promise<void>): Promise<string[]> {
+  const monitor = await new Redis(REDIS_URL).monitor();
+  const seen: string[] = [];
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (!source.startsWith('lua') && args.some((a) => String(a).includes(prefix))) seen.push(String(args[0]).toLowerCase());
+  });
+  try {
+    await work();
+    // MONITOR lines arrive after the replies: a PING through the monitored server orders them.
+    const probe = new Redis(REDIS_URL);
+    await probe.ping(prefix);
+    await probe.quit();
+    for (let i = 0; i < 100 && !seen.includes('ping'); i++) await new Promise((r) => setTimeout(r, 10));
+  } finally {
+    monitor.disconnect();
+  }
+  return seen.filter((c) => c !== 'ping');
+}
+
+describe('BullMQQueue: a fresh enqueue is one round trip', () => {
+  it('the installed BullMQ has the script and command the one-round-trip path builds on', async () => {
+    const prefix = randomName('gsrt');
+    const queue = new Queue(QUEUE_NAME, { connection: { url: REDIS_URL }, prefix });
+    cleanups.push(async () => {
+      await queue.close();
+      await obliterate(prefix);
+    });
+    // If this fails after a BullMQ upgrade, fair-add.ts must follow BullMQ's new script before the upgrade ships.
+    expect(await installFairAdd(queue)).toBe(true);
+    expect(fairAddScript('return 1')).toBeNull();
+  });
+
+  it('sends one command per fresh enqueue, and stores the job as Queue.add does with the owner’s place as priority', async () => {
+    const prefix = randomName('gsrt');
+    const queue = new BullMQQueue({ connection: REDIS_URL, prefix });
+    cleanups.push(async () => {
+      await queue.stop({ timeoutMs: 1000 });
+      await obliterate(prefix);
+    });
+    // The first add loads the script into Redis (EVALSHA, then EVAL on NOSCRIPT): not the steady state measured.
+    await queue.enqueue({ generationId: 'warm-1', modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    const sent = await clientCommands(prefix, () => queue.enqueue({ generationId: 'gen-a2', modelId: 'm', ownerId: 'alice' }, { fresh: true }));
+    expect(sent).toEqual(['evalsha']);
+    await queue.enqueue({ generationId: 'gen-b1', modelId: 'm', ownerId: 'bob' }, { fresh: true });
+    await queue.enqueue({ generationId: 'gen-x1', modelId: 'm' }, { fresh: true });
+
+    const redis = new Redis(REDIS_URL);
+    cleanups.push(async () => void (await redis.quit()));
+    const key = (id: string) => `${prefix}:${QUEUE_NAME}:${id}`;
+    expect(await redis.hgetall(`${prefix}:${QUEUE_NAME}:gs-waiting-by-owner`)).toEqual({ alice: '2', bob: '1', '': '1' });
+    const a2 = await redis.hgetall(key('gen-a2'));
+    expect(a2.priority).toBe('2');
+    expect(JSON.parse(a2.opts!)).toMatchObject({ priority: 2 });
+    expect((await redis.hgetall(key('gen-b1'))).priority).toBe('1');
+
+    // The same job added by BullMQ itself (another queue name, priority given): the same fields and values.
+    const plain = new Queue('plain', { connection: { url: REDIS_URL }, prefix });
+    cleanups.push(async () => {
+      await plain.obliterate({ force: true });
+      await plain.close();
+    });
+    await plain.add('generation', { generationId: 'gen-a2', modelId: 'm', ownerId: 'alice' }, { jobId: 'gen-a2', priority: 2, removeOnComplete: true, removeOnFail: { age: 86_400 } });
+    const ref = await redis.hgetall(`${prefix}:plain:gen-a2`);
+    expect(Object.keys(a2).sort()).toEqual(Object.keys(ref).sort());
+    expect({ ...a2, timestamp: '' }).toEqual({ ...ref, timestamp: '' });
+    expect(await redis.zscore(`${prefix}:${QUEUE_NAME}:prioritized`, 'gen-a2')).not.toBeNull();
+
+    // A duplicate id is BullMQ's no-op, and counts nothing.
+    await queue.enqueue({ generationId: 'gen-a2', modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    expect(await redis.hget(`${prefix}:${QUEUE_NAME}:gs-waiting-by-owner`, 'alice')).toBe('2');
+  });
+
+  it('a worker runs the jobs so added, owners taking turns, and the counts go back to nothing', async () => {
+    const prefix = randomName('gsrt');
+    const queue = new BullMQQueue({ connection: REDIS_URL, prefix });
+    cleanups.push(async () => {
+      await queue.stop({ timeoutMs: 1000 });
+      await obliterate(prefix);
+    });
+    for (let i = 1; i <= 3; i++) await queue.enqueue({ generationId: `a${i}`, modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    for (let i = 1; i <= 3; i++) await queue.enqueue({ generationId: `b${i}`, modelId: 'm', ownerId: 'bob' }, { fresh: true });
+    const ran: string[] = [];
+    await queue.start(
+      async (job: Job) => {
+        ran.push(job.generationId);
+      },
+      { concurrency: 1, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger },
+    );
+    for (let i = 0; i < 500 && ran.length < 6; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(ran).toEqual(['a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
+    const redis = new Redis(REDIS_URL);
+    cleanups.push(async () => void (await redis.quit()));
+    for (let i = 0; i < 100 && (await redis.hlen(`${prefix}:${QUEUE_NAME}:gs-waiting-by-owner`)) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await redis.hgetall(`${prefix}:${QUEUE_NAME}:gs-waiting-by-owner`)).toEqual({});
+  });
+});
