@@ -117,7 +117,12 @@ export class EventFeed {
     };
   }
 
-  /** Reads the log past the cursor; calls made while a read runs make it read once more after, never in parallel. */
+  /**
+   * Reads the log past the cursor; calls made while a read runs make it read once more after, never in parallel. It
+   * reads also while nobody watches: jumping the cursor to `store.lastSeq()` instead would be cheaper, but a store's
+   * last seq may belong to an event not yet committed (a Postgres sequence hands out the number before the commit),
+   * and a watcher that came after the jump would never be handed that event.
+   */
   read(): void {
     if (!this.started) return;
     if (this.reading) {
@@ -128,15 +133,6 @@ export class EventFeed {
       do {
         this.again = false;
         try {
-          // Nobody watches: nothing to hand out, so move the cursor to the end of the log instead of reading it. Only
-          // if still nobody watches once the store answered: a watcher that came in meanwhile gets the events read below.
-          if (this.watching === 0) {
-            const last = await this.store.lastSeq();
-            if (this.watching === 0) {
-              if (last > this.cursor) this.cursor = last;
-              continue;
-            }
-          }
           for (;;) {
             const events = await this.store.readEvents(this.cursor, PAGE);
             for (const e of events) {
