@@ -200,6 +200,12 @@ export class BullMQQueue implements JobQueue {
     const fair = installFairAdd(open.queue as unknown as Queue).then(
       (ok) => {
         open.fair = ok;
+        if (!ok) {
+          this.logger.warn(
+            { component: 'queue-bullmq' },
+            'the installed BullMQ does not have the addPrioritizedJob script this version knows: every enqueue takes two Redis round trips (same fairness)',
+          );
+        }
         return ok;
       },
       () => {
