@@ -76,6 +76,9 @@ interface RedisCommands {
   [RELEASE_COMMAND]?: (key: string, ...ownerAndCount: string[]) => Promise<unknown>;
 }
 
+/** How long started jobs are gathered before they are counted out of their owners' lines in one command. */
+const RELEASE_WINDOW_MS = 5;
+
 /** RELEASE_SLOTS as a command of the connection: sent by its SHA (EVALSHA), not as the script's text every time. */
 const RELEASE_COMMAND = 'genserviceReleaseSlots';
 
@@ -176,10 +179,16 @@ export class BullMQQueue implements JobQueue {
     this.openProducer();
   }
 
-  /** Counts a job out of its owner's line, with the others that start in this turn of the event loop. */
+  /**
+   * Counts a job out of its owner's line, together with the others that start within RELEASE_WINDOW_MS: one command
+   * for all of them. Until then the owner's count is that many too high, so its next jobs queue that much further
+   * back (never ahead of anyone).
+   */
   private release(open: OpenQueue, owner: string): void {
     open.releases.set(owner, (open.releases.get(owner) ?? 0) + 1);
-    if (open.releases.size === 1 && open.releases.get(owner) === 1) setImmediate(() => void this.flushReleases(open));
+    if (open.releases.size === 1 && open.releases.get(owner) === 1) {
+      setTimeout(() => void this.flushReleases(open), RELEASE_WINDOW_MS).unref?.();
+    }
   }
 
   private async flushReleases(open: OpenQueue): Promise<void> {
@@ -364,8 +373,8 @@ export class BullMQQueue implements JobQueue {
     if (!handler) return;
     // It left the line: the owner's next job moves up. Only on the first start (a stalled job handed out again, or
     // one moved back to delayed, was counted out already).
-    // Not waited for: the job need not wait a round trip to start. The jobs that start in one turn of the event loop
-    // are counted out together, in one command.
+    // Not waited for: the job need not wait a round trip to start. The jobs that start within a few milliseconds are
+    // counted out together, in one command.
     if (job.attemptsStarted <= 1) this.release(this.openProducer(), job.data.ownerId ?? '');
     const controller = new AbortController();
     this.running.set(id, controller);
