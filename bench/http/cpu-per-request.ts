@@ -1,0 +1,71 @@
+/**
+ * CPU time of the server process per request, ours and bare side by side: the steadier figure behind the HTTP rows
+ * when the 2 cores are shared (requests/s moves with whatever else runs; CPU per request much less). Not part of
+ * `pnpm bench`; run by hand when working on a gap (bench/notes.md quotes it):
+ *
+ *   cd bench && NODE_ENV=production node --import tsx http/cpu-per-request.ts <express|fastify|koa> <get|post|models> [variants] [seconds] [pipelining] [rounds]
+ *
+ * e.g. `... http/cpu-per-request.ts fastify post ours,bare 4 10 2`. POST runs until completed (the server drains after
+ * the load, inside the measured CPU). Reads /proc/<pid>/stat, so Linux only. Build the packages first
+ * (`npx -y pnpm@10 --filter '@genservice-bench/bench^...' run build`): the servers load the built packages.
+ */
+import autocannon, { type Result as AutocannonResult } from 'autocannon';
+import { readFileSync } from 'node:fs';
+import { API_KEY, VALID_BODY } from '../lib/fixture.js';
+import { nextMessage, spawnTs, stopChild } from '../lib/proc.js';
+
+const [fw = 'fastify', kase = 'post', variantList = 'ours,bare', seconds = '4', pipelining = '10', roundsArg = '2'] = process.argv.slice(2);
+const variants = variantList.split(',');
+const duration = Number(seconds);
+const pipe = Number(pipelining);
+const rounds = Number(roundsArg);
+
+/** utime + stime of a process, in µs (CLK_TCK is 100 on Linux). */
+function cpuUs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10_000;
+}
+
+function fire(port: number, id: string, secs: number): Promise<AutocannonResult> {
+  const auth = { authorization: `Bearer ${API_KEY}` };
+  const opts =
+    kase === 'post'
+      ? { url: `http://127.0.0.1:${port}/v1/generations`, method: 'POST' as const, headers: { 'content-type': 'application/json', ...auth }, body: VALID_BODY }
+      : kase === 'get'
+        ? { url: `http://127.0.0.1:${port}/v1/generations/${id}`, headers: auth }
+        : { url: `http://127.0.0.1:${port}/v1/models`, headers: auth };
+  return new Promise((resolve, reject) => autocannon({ ...opts, connections: 50, pipelining: pipe, duration: secs }, (e, r) => (e ? reject(e) : resolve(r))));
+}
+
+async function drain(child: import('node:child_process').ChildProcess): Promise<number> {
+  if (kase !== 'post') return 0;
+  child.send({ type: 'drain' });
+  return (await nextMessage<{ drainMs: number }>(child, (m) => m?.type === 'drained', 600_000)).drainMs;
+}
+
+const servers = new Map<string, { child: import('node:child_process').ChildProcess; port: number; id: string }>();
+try {
+  for (const v of variants) {
+    const child = spawnTs(`servers/${fw}.ts`, { core: 0, args: [v] });
+    const ready = await nextMessage<{ port: number; id: string }>(child, (m) => m?.type === 'ready', 60_000);
+    servers.set(v, { child, ...ready });
+  }
+  for (const s of servers.values()) {
+    await fire(s.port, s.id, 2);
+    await drain(s.child);
+  }
+  for (let r = 0; r < rounds; r++) {
+    for (const [v, s] of servers) {
+      const c0 = cpuUs(s.child.pid!);
+      const t0 = performance.now();
+      const res = await fire(s.port, s.id, duration);
+      const drainMs = await drain(s.child);
+      const seconds = (performance.now() - t0) / 1000;
+      const us = (cpuUs(s.child.pid!) - c0) / res.requests.total;
+      console.log(`${fw} ${kase} p${pipe} ${v}: ${Math.round(res.requests.total / seconds)} req/s (drain ${drainMs.toFixed(0)} ms), ${us.toFixed(1)} µs CPU/request, non-2xx ${res.non2xx}`);
+    }
+  }
+} finally {
+  for (const s of servers.values()) await stopChild(s.child);
+}
+process.exit(0);
