@@ -3,6 +3,7 @@ import { DomainError, UnavailableError, type ErrorCode, type ErrorDetail } from 
 import { FileUrlSigner } from '../files.js';
 import { Generations, isGenerationStatus, type CreateRequest, type ListRequest } from '../generations.js';
 import { childLogger } from '../logger.js';
+import { resolveAtOnce } from '../memory/api-keys.js';
 import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
@@ -422,7 +423,8 @@ export class HttpHandler {
         if (route.name === 'models') return json(200, this.registry.listJson);
         if (route.name === 'get' && query === '' && cls === 'read') {
           const id = decodeSegment(route.id);
-          const rec = id === null ? null : await this.generations.record(userId, id);
+          const found = id === null ? null : this.generations.record(userId, id);
+          const rec = found instanceof Promise ? await found : found;
           return rec === null ? fail('not_found', 'Generation not found.') : json(200, viewJson(this.generations.viewOf(rec, req.baseUrl)));
         }
         if (route.name === 'create') return await this.create(req, userId);
@@ -524,7 +526,9 @@ export class HttpHandler {
     if (!auth) return null;
     const m = BEARER.exec(auth.trim());
     if (!m) return null;
-    return this.apiKeys.resolve(m[1]!) as Promise<Principal | null> | Principal | null;
+    // An in-memory key store answers at once: no promise to wait a turn of the event loop for.
+    const now = resolveAtOnce(this.apiKeys, m[1]!);
+    return now !== undefined ? now : (this.apiKeys.resolve(m[1]!) as Promise<Principal | null> | Principal | null);
   }
 
   private readBody(req: HttpRequest): { ok: true; value: unknown } | { ok: false; res: HttpResponse } {

@@ -1,0 +1,126 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  createGenerationService,
+  MemoryApiKeyStore,
+  MemoryGenerationStore,
+  MemoryLedger,
+  type GenerationRecord,
+  type GenerationService,
+  type ModelDefinition,
+  type Principal,
+} from '@genservice/core';
+import { resolveAtOnce } from '../src/memory/api-keys.js';
+import { storeGetAtOnce } from '../src/memory/generation-store.js';
+
+/**
+ * The request path reads the in-memory key store and generation store without a promise when they are the library's
+ * own classes. Anything else a host plugs in (a subclass that overrides the method, a spy, another implementation)
+ * must still be asked through its async method: a key a host's resolver refuses stays refused.
+ */
+const model: ModelDefinition = {
+  modelId: 'echo',
+  title: 'Echo',
+  resultType: 'text',
+  estimatedGenerationTime: 0.01,
+  settings: [{ name: 'prompt', title: 'Prompt', fieldType: 'text', required: true }],
+  price: 1,
+  failureFee: 0,
+};
+const provider = { models: [model], generate: async () => ({ text: 'ok' }) };
+
+const services: GenerationService[] = [];
+afterEach(async () => {
+  for (const s of services.splice(0)) await s.stop({ timeoutMs: 1000 });
+});
+
+async function make(apiKeys: MemoryApiKeyStore, store: MemoryGenerationStore = new MemoryGenerationStore()): Promise<GenerationService> {
+  const service = createGenerationService({ providers: [provider], apiKeys, store, ledger: new MemoryLedger({ balances: { alice: 100 } }), runner: { enabled: false } });
+  services.push(service);
+  await service.start();
+  return service;
+}
+
+const get = (path: string, key: string) => ({ method: 'GET', path, headers: { authorization: `Bearer ${key}` } });
+
+describe('reads answered at once from the in-memory ports', () => {
+  it('resolveAtOnce answers for the class itself and steps aside for a subclass, a spy or another resolver', async () => {
+    const plain = new MemoryApiKeyStore({ keys: [{ apiKey: 'key-a', userId: 'alice' }] });
+    expect(resolveAtOnce(plain, 'key-a')).toEqual({ userId: 'alice' });
+    expect(resolveAtOnce(plain, 'key-b')).toBeNull();
+
+    class Refusing extends MemoryApiKeyStore {
+      override async resolve(): Promise<Principal | null> {
+        return null;
+      }
+    }
+    expect(resolveAtOnce(new Refusing({ keys: [{ apiKey: 'key-a', userId: 'alice' }] }), 'key-a')).toBeUndefined();
+
+    const spied = new MemoryApiKeyStore({ keys: [{ apiKey: 'key-a', userId: 'alice' }] });
+    vi.spyOn(spied, 'resolve');
+    expect(resolveAtOnce(spied, 'key-a')).toBeUndefined();
+
+    // The class's own method lent to another object is not the class.
+    const borrowed = { resolve: MemoryApiKeyStore.prototype.resolve };
+    expect(resolveAtOnce(borrowed, 'key-a')).toBeUndefined();
+  });
+
+  it("a subclass that refuses a key the base class knows is honoured on every route: 401, never the base class's answer", async () => {
+    class Revoking extends MemoryApiKeyStore {
+      revoked = new Set<string>();
+      override async resolve(apiKey: string): Promise<Principal | null> {
+        return this.revoked.has(apiKey) ? null : super.resolve(apiKey);
+      }
+    }
+    const keys = new Revoking({ keys: [{ apiKey: 'key-a', userId: 'alice' }] });
+    const service = await make(keys);
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    expect((await service.handle(get('/v1/models', 'key-a'))).status).toBe(200);
+    expect((await service.handle(get(`/v1/generations/${generationId}`, 'key-a'))).status).toBe(200);
+    keys.revoked.add('key-a');
+    expect((await service.handle(get('/v1/models', 'key-a'))).status).toBe(401);
+    expect((await service.handle(get(`/v1/generations/${generationId}`, 'key-a'))).status).toBe(401);
+  });
+
+  it('a spy put on the key store after start is called for every request', async () => {
+    const keys = new MemoryApiKeyStore({ keys: [{ apiKey: 'key-a', userId: 'alice' }] });
+    const service = await make(keys);
+    const spy = vi.spyOn(keys, 'resolve').mockResolvedValue(null);
+    expect((await service.handle(get('/v1/models', 'key-a'))).status).toBe(401);
+    expect(spy).toHaveBeenCalledWith('key-a');
+  });
+
+  it("storeGetAtOnce is owner-scoped and steps aside for a subclass's own get", async () => {
+    const store = new MemoryGenerationStore();
+    await store.insert({ id: 'gen_0123456789abcdefghij', ownerId: 'alice', modelId: 'echo', settings: {}, reserved: 1, createdAt: 1 });
+    const rec = storeGetAtOnce(store, 'gen_0123456789abcdefghij', 'alice');
+    expect(rec?.ownerId).toBe('alice');
+    expect(storeGetAtOnce(store, 'gen_0123456789abcdefghij', 'bob')).toBeNull();
+    expect(storeGetAtOnce(store, 'missing', 'alice')).toBeNull();
+    // A copy, as `get` gives: changing it changes nothing stored.
+    (rec as { status: string }).status = 'completed';
+    expect((await store.get('gen_0123456789abcdefghij', 'alice'))?.status).toBe('pending');
+
+    class Hiding extends MemoryGenerationStore {
+      override async get(): Promise<GenerationRecord | null> {
+        return null;
+      }
+    }
+    expect(storeGetAtOnce(new Hiding(), 'gen_0123456789abcdefghij', 'alice')).toBeUndefined();
+  });
+
+  it("a poll goes through a subclass's get: a store that hides a generation answers 404", async () => {
+    const hidden = new Set<string>();
+    class Hiding extends MemoryGenerationStore {
+      override async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
+        return hidden.has(id) ? null : super.get(id, ownerId);
+      }
+    }
+    const service = await make(new MemoryApiKeyStore({ keys: [{ apiKey: 'key-a', userId: 'alice' }, { apiKey: 'key-b', userId: 'bob' }] }), new Hiding());
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    const path = `/v1/generations/${generationId}`;
+    expect((await service.handle(get(path, 'key-a'))).status).toBe(200);
+    expect((await service.handle(get(path, 'key-b'))).status).toBe(404);
+    hidden.add(generationId);
+    expect((await service.handle(get(path, 'key-a'))).status).toBe(404);
+  });
+});
