@@ -47,7 +47,14 @@ export class MemoryGenerationStore implements GenerationStore {
     const record = entry.record;
     const event: GenerationEvent = { seq: ++this.lastSeqValue, generationId: record.id, ownerId: record.ownerId, type, at, data };
     this.log.push(event);
-    entry.events.push(event);
+    // A pushed-to array keeps room for 17 elements (~150 bytes), held for as long as the store keeps the generation:
+    // the first event starts an exact array, and a finished generation's list is trimmed to its length (a later event,
+    // if any, is still pushed as before).
+    if (entry.events.length === 0) entry.events = [event];
+    else {
+      entry.events.push(event);
+      if (type === 'completed' || type === 'failed') entry.events = entry.events.slice();
+    }
   }
 
   private recordOf(id: string): GenerationRecord | undefined {

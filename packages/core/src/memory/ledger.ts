@@ -9,8 +9,11 @@ interface Reserve {
   userId: string;
   amount: number;
   createdAt: number;
-  /** Set once by settle/release; every later call returns it unchanged. */
-  charged?: number;
+  /**
+   * Set once by settle/release; every later call returns it unchanged. Present (undefined) from the start, so setting
+   * it later writes a slot the object already has instead of growing it (one allocation less per generation).
+   */
+  charged: number | undefined;
   sequence: number;
 }
 
@@ -44,7 +47,7 @@ export class MemoryLedger implements Ledger {
     if (account.balance < amount) return 'insufficient';
     account.balance -= amount;
     account.reserved += amount;
-    this.reserves.set(generationId, { userId, amount, createdAt: now, sequence: this.sequence++ });
+    this.reserves.set(generationId, { userId, amount, createdAt: now, charged: undefined, sequence: this.sequence++ });
     return 'ok';
   }
 
