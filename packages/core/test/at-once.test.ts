@@ -6,9 +6,9 @@ import {
   MemoryLedger,
   type GenerationRecord,
   type GenerationService,
-  type ModelDefinition,
   type Principal,
 } from '@genservice/core';
+import { createScriptedProvider, fakeModel } from '@genservice/testing';
 import { resolveAtOnce } from '../src/memory/api-keys.js';
 import { storeGetAtOnce } from '../src/memory/generation-store.js';
 
@@ -17,16 +17,7 @@ import { storeGetAtOnce } from '../src/memory/generation-store.js';
  * own classes. Anything else a host plugs in (a subclass that overrides the method, a spy, another implementation)
  * must still be asked through its async method: a key a host's resolver refuses stays refused.
  */
-const model: ModelDefinition = {
-  modelId: 'echo',
-  title: 'Echo',
-  resultType: 'text',
-  estimatedGenerationTime: 0.01,
-  settings: [{ name: 'prompt', title: 'Prompt', fieldType: 'text', required: true }],
-  price: 1,
-  failureFee: 0,
-};
-const provider = { models: [model], generate: async () => ({ text: 'ok' }) };
+const provider = createScriptedProvider({ models: [fakeModel({ modelId: 'echo' })] });
 
 const services: GenerationService[] = [];
 afterEach(async () => {
@@ -73,7 +64,7 @@ describe('reads answered at once from the in-memory ports', () => {
     }
     const keys = new Revoking({ keys: [{ apiKey: 'key-a', userId: 'alice' }] });
     const service = await make(keys);
-    const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: {} });
     expect((await service.handle(get('/v1/models', 'key-a'))).status).toBe(200);
     expect((await service.handle(get(`/v1/generations/${generationId}`, 'key-a'))).status).toBe(200);
     keys.revoked.add('key-a');
@@ -116,11 +107,35 @@ describe('reads answered at once from the in-memory ports', () => {
       }
     }
     const service = await make(new MemoryApiKeyStore({ keys: [{ apiKey: 'key-a', userId: 'alice' }, { apiKey: 'key-b', userId: 'bob' }] }), new Hiding());
-    const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: {} });
     const path = `/v1/generations/${generationId}`;
     expect((await service.handle(get(path, 'key-a'))).status).toBe(200);
     expect((await service.handle(get(path, 'key-b'))).status).toBe(404);
     hidden.add(generationId);
     expect((await service.handle(get(path, 'key-a'))).status).toBe(404);
+  });
+  it("a port that answers with another library's thenable (not a native Promise) is awaited like a promise", async () => {
+    // What a query builder or a non-native promise library hands back: awaitable, but not `instanceof Promise`.
+    const thenable = <T>(value: Promise<T>): Promise<T> =>
+      ({ then: (ok: (v: T) => unknown, ko: (e: unknown) => unknown) => value.then(ok, ko) }) as unknown as Promise<T>;
+    class ThenableStore extends MemoryGenerationStore {
+      override get(id: string, ownerId: string): Promise<GenerationRecord | null> {
+        return thenable(super.get(id, ownerId));
+      }
+    }
+    class ThenableKeys extends MemoryApiKeyStore {
+      override resolve(apiKey: string): Promise<Principal | null> {
+        return thenable(super.resolve(apiKey));
+      }
+    }
+    const service = await make(new ThenableKeys({ keys: [{ apiKey: 'key-a', userId: 'alice' }, { apiKey: 'key-b', userId: 'bob' }] }), new ThenableStore());
+    const { generationId } = await service.create('alice', { modelId: 'echo', settings: {} });
+    const path = `/v1/generations/${generationId}`;
+    const own = await service.handle(get(path, 'key-a'));
+    expect(own.status).toBe(200);
+    expect(JSON.parse(own.body as string)).toEqual({ status: 'pending' });
+    expect((await service.handle(get(path, 'key-b'))).status).toBe(404);
+    expect((await service.handle(get(path, 'key-c'))).status).toBe(401);
+    expect((await service.handle(get('/v1/models', 'key-a'))).status).toBe(200);
   });
 });

@@ -149,6 +149,14 @@ function simpleCreateBody(value: Record<string, unknown>): CreateRequest | null 
   return { modelId, settings: { ...(settings as Record<string, unknown>) } as CreateRequest['settings'] };
 }
 
+/**
+ * Whether a port's answer must be awaited: any thenable, not only a native Promise (a host's store or resolver may hand
+ * back another promise library's object, or a query builder that is awaitable), as `await` itself would treat it.
+ */
+function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<T>).then === 'function';
+}
+
 function header(req: HttpRequest, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? (v.length === 1 ? v[0] : undefined) : v;
@@ -409,7 +417,7 @@ export class HttpHandler {
       }
       const resolving = this.authenticate(header(req, 'authorization'));
       // No key (or a malformed one) is known at once: no tick spent waiting for nothing.
-      const principal = resolving !== null && typeof (resolving as Promise<unknown>).then === 'function' ? await resolving : (resolving as Principal | null);
+      const principal = isThenable(resolving) ? await resolving : resolving;
       const userId = principal?.userId;
       if (!userId) {
         // Only failures count against an address: guessing keys is limited, a busy office behind one NAT is not.
@@ -424,7 +432,7 @@ export class HttpHandler {
         if (route.name === 'get' && query === '' && cls === 'read') {
           const id = decodeSegment(route.id);
           const found = id === null ? null : this.generations.record(userId, id);
-          const rec = found instanceof Promise ? await found : found;
+          const rec = isThenable(found) ? await found : found;
           return rec === null ? fail('not_found', 'Generation not found.') : json(200, viewJson(this.generations.viewOf(rec, req.baseUrl)));
         }
         if (route.name === 'create') return await this.create(req, userId);
