@@ -11,8 +11,8 @@
  */
 import autocannon, { type Result as AutocannonResult } from 'autocannon';
 import { readFileSync } from 'node:fs';
-import { API_KEY, VALID_BODY } from '../lib/fixture.js';
-import { nextMessage, spawnTs, stopChild } from '../lib/proc.js';
+import { CASES, startServer, type Framework, type Target } from '../lib/http-cases.js';
+import { nextMessage, stopChild } from '../lib/proc.js';
 
 const [fw = 'fastify', kase = 'post', variantList = 'ours,bare', seconds = '4', pipelining = '10', roundsArg = '2'] = process.argv.slice(2);
 const variants = variantList.split(',');
@@ -26,39 +26,37 @@ function cpuUs(pid: number): number {
   return (Number(f[11]) + Number(f[12])) * 10_000;
 }
 
-function fire(port: number, id: string, secs: number): Promise<AutocannonResult> {
-  const auth = { authorization: `Bearer ${API_KEY}` };
-  const opts =
-    kase === 'post'
-      ? { url: `http://127.0.0.1:${port}/v1/generations`, method: 'POST' as const, headers: { 'content-type': 'application/json', ...auth }, body: VALID_BODY }
-      : kase === 'get'
-        ? { url: `http://127.0.0.1:${port}/v1/generations/${id}`, headers: auth }
-        : { url: `http://127.0.0.1:${port}/v1/models`, headers: auth };
-  return new Promise((resolve, reject) => autocannon({ ...opts, connections: 50, pipelining: pipe, duration: secs }, (e, r) => (e ? reject(e) : resolve(r))));
+const found = CASES.find((x) => x.name === kase);
+if (!found) throw new Error(`unknown case ${kase} (one of ${CASES.map((x) => x.name).join(', ')})`);
+const c = found;
+
+function fire(t: Target, secs: number): Promise<AutocannonResult> {
+  return new Promise((resolve, reject) =>
+    autocannon(
+      { url: `http://127.0.0.1:${t.port}${c.path(t.id)}`, method: c.method, headers: c.headers, body: c.body, connections: 50, pipelining: pipe, duration: secs },
+      (e, r) => (e ? reject(e) : resolve(r)),
+    ),
+  );
 }
 
 async function drain(child: import('node:child_process').ChildProcess): Promise<number> {
-  if (kase !== 'post') return 0;
+  if (!c.untilCompleted) return 0;
   child.send({ type: 'drain' });
   return (await nextMessage<{ drainMs: number }>(child, (m) => m?.type === 'drained', 600_000)).drainMs;
 }
 
-const servers = new Map<string, { child: import('node:child_process').ChildProcess; port: number; id: string }>();
+const servers = new Map<string, Target>();
 try {
-  for (const v of variants) {
-    const child = spawnTs(`servers/${fw}.ts`, { core: 0, args: [v] });
-    const ready = await nextMessage<{ port: number; id: string }>(child, (m) => m?.type === 'ready', 60_000);
-    servers.set(v, { child, ...ready });
-  }
+  for (const v of variants) servers.set(v, await startServer(fw as Framework, v as 'ours' | 'bare'));
   for (const s of servers.values()) {
-    await fire(s.port, s.id, 2);
+    await fire(s, 2);
     await drain(s.child);
   }
   for (let r = 0; r < rounds; r++) {
     for (const [v, s] of servers) {
       const c0 = cpuUs(s.child.pid!);
       const t0 = performance.now();
-      const res = await fire(s.port, s.id, duration);
+      const res = await fire(s, duration);
       const drainMs = await drain(s.child);
       const seconds = (performance.now() - t0) / 1000;
       const us = (cpuUs(s.child.pid!) - c0) / res.requests.total;

@@ -11,59 +11,11 @@
  */
 import autocannon, { type Result as AutocannonResult } from 'autocannon';
 import { isDeepStrictEqual } from 'node:util';
-import type { ChildProcess } from 'node:child_process';
-import { API_KEY, BAD_KEY, INVALID_BODY, VALID_BODY } from '../lib/fixture.js';
-import { childLifecycle, nextMessage, send, spawnTs, stopChild } from '../lib/proc.js';
+import { childLifecycle, nextMessage, send, stopChild } from '../lib/proc.js';
+import { CASES, startServer, type CaseDef, type CaseName, type Framework, type Target } from '../lib/http-cases.js';
 import type { HttpCaseResult } from '../lib/types.js';
 
-export type Framework = 'express' | 'fastify' | 'koa';
-export type CaseName = 'get' | 'post' | 'models' | 'unauth' | 'invalid';
-
-interface CaseDef {
-  name: CaseName;
-  method: 'GET' | 'POST';
-  path: (id: string) => string;
-  headers: Record<string, string>;
-  body?: string;
-  status: number;
-  /** Cases measured against a bare route; the others are compared with our own POST. */
-  bare: boolean;
-  /**
-   * Measured until every generation the run created has completed: after the load, the server is asked to `drain`
-   * and the time that takes is added to the run's duration (requests/s = requests / (load time + drain time)).
-   */
-  untilCompleted?: boolean;
-}
-
-const JSON_AUTH = { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` };
-
-export const CASES: CaseDef[] = [
-  { name: 'get', method: 'GET', path: (id) => `/v1/generations/${id}`, headers: { authorization: `Bearer ${API_KEY}` }, status: 200, bare: true },
-  { name: 'post', method: 'POST', path: () => '/v1/generations', headers: JSON_AUTH, body: VALID_BODY, status: 201, bare: true, untilCompleted: true },
-  { name: 'models', method: 'GET', path: () => '/v1/models', headers: { authorization: `Bearer ${API_KEY}` }, status: 200, bare: true },
-  {
-    name: 'unauth',
-    method: 'POST',
-    path: () => '/v1/generations',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${BAD_KEY}` },
-    body: VALID_BODY,
-    status: 401,
-    bare: false,
-  },
-  { name: 'invalid', method: 'POST', path: () => '/v1/generations', headers: JSON_AUTH, body: INVALID_BODY, status: 400, bare: false },
-];
-
-interface Target {
-  child: ChildProcess;
-  port: number;
-  id: string;
-}
-
-async function startServer(framework: Framework, variant: 'ours' | 'bare'): Promise<Target> {
-  const child = spawnTs(`servers/${framework}.ts`, { core: 0, args: [variant] });
-  const ready = await nextMessage<{ port: number; id: string }>(child, (m) => m?.type === 'ready', 60_000);
-  return { child, port: ready.port, id: ready.id };
-}
+export type { CaseName, Framework } from '../lib/http-cases.js';
 
 async function smoke(framework: Framework, ours: Target, bare: Target): Promise<void> {
   const bodies: Record<string, unknown> = {};
