@@ -169,7 +169,8 @@ export const GENERATION_SQL = {
      (SELECT 1 FROM generations WHERE owner_id = ? AND finished_at IS NULL LIMIT ?)`,
   // One statement for every lease an instance holds; the ids come as one JSON array, each seeking the primary key.
   renew: `UPDATE generations SET lease_expires_at = @until, updated_at = @now
-     WHERE id IN (SELECT value FROM json_each(@ids)) AND lease_owner = @holder AND lease_expires_at > @now
+     WHERE id IN (SELECT value FROM json_each(@ids)) AND finished_at IS NULL
+       AND lease_owner = @holder AND lease_expires_at > @now
     RETURNING id`,
   // The WHERE repeats the partial index's condition word for word: that is what lets SQLite use the index.
   listUnfinished: `SELECT ${COLUMNS} FROM generations
