@@ -52,9 +52,9 @@ async function writeOldDatabase(file: string) {
   ).run();
   // Interleaved, so a generation's events are not consecutive in the old global order.
   old.insert({ id: 'done', ownerId: 'u1', modelId: 'm', settings: { prompt: 'a' }, reserved: 10, createdAt: 10, metadata: { order: 'A-1' } });
-  old.insert({ id: 'waiting', ownerId: 'u1', modelId: 'm', settings: { prompt: 'b' }, reserved: 10, createdAt: 11, webhook: { url: 'https://hooks.example/x', events: ['generation.created', 'generation.completed'] } });
+  old.insert({ id: 'waiting', ownerId: 'u1', modelId: 'm', settings: { prompt: 'b' }, reserved: 10, createdAt: 11 });
   expect(old.claim('done', 'w1', 1_000, 20)).toBe(true);
-  old.insert({ id: 'lost', ownerId: 'u2', modelId: 'm', settings: {}, reserved: 10, createdAt: 12 });
+  old.insert({ id: 'lost', ownerId: 'u2', modelId: 'm', settings: {}, reserved: 10, createdAt: 12, webhook: { url: 'https://hooks.example/x', events: ['generation.processing', 'generation.completed'] } });
   old.progress('done', 'w1', 0.5, 'half', 21);
   expect(old.claim('lost', 'w1', 1_000, 22)).toBe(true);
   old.insert({ id: 'parked', ownerId: 'u1', modelId: 'remote-gone', settings: {}, reserved: 10, createdAt: 13 });
@@ -76,9 +76,9 @@ async function writeOldDatabase(file: string) {
   const events = db.prepare('SELECT * FROM events ORDER BY seq').all() as OldEvent[];
   // The outbox read up to (and delivered from) the event of 'done' completing; the rest is still unread.
   const completedDone = events.find((e) => e.generation_id === 'done' && e.type === 'completed')!;
-  for (const e of events.filter((x) => x.seq <= completedDone.seq && x.generation_id === 'waiting')) {
-    old.addDelivery({ id: `msg_${e.seq}_abcdefabcdef`, generationId: e.generation_id, ownerId: e.owner_id, seq: e.seq, type: 'generation.created', url: 'https://hooks.example/x', payload: '{}', nextAttemptAt: 40, createdAt: 40 });
-  }
+  const lostClaimed = events.find((e) => e.generation_id === 'lost' && e.type === 'processing')!;
+  expect(lostClaimed.seq).toBeLessThan(completedDone.seq);
+  old.addDelivery({ id: `msg_${lostClaimed.seq}_abcdefabcdef`, generationId: 'lost', ownerId: 'u2', seq: lostClaimed.seq, type: 'generation.processing', url: 'https://hooks.example/x', payload: '{}', nextAttemptAt: 40, createdAt: 40 });
   old.addDelivery({ id: `msg_${completedDone.seq}_123456123456`, generationId: 'done', ownerId: 'u1', seq: completedDone.seq, type: 'generation.completed', url: 'https://hooks.example/y', payload: '{"a":1}', nextAttemptAt: 41, createdAt: 41 });
   expect(old.advanceCursor(CURSOR, 0, completedDone.seq)).toBe(true);
   const lastSeq = (db.prepare(`SELECT seq FROM sqlite_sequence WHERE name = 'events'`).get() as { seq: number }).seq;
@@ -86,7 +86,7 @@ async function writeOldDatabase(file: string) {
   const accounts = db.prepare('SELECT * FROM accounts ORDER BY user_id').all();
   const reserves = db.prepare('SELECT * FROM reserves ORDER BY generation_id').all();
   db.close();
-  return { events, lastSeq, cursor: completedDone.seq, generations, accounts, reserves };
+  return { events, lastSeq, cursor: completedDone.seq, lostClaimed: lostClaimed.seq, generations, accounts, reserves };
 }
 
 /** An old event as the new store answers it: numbered within its generation, in the old order. */
@@ -123,9 +123,12 @@ describe('migration 5 on a database written by the release before it', () => {
     } satisfies GenerationRecord);
     expect(await store.getById('waiting')).toEqual({
       id: 'waiting', ownerId: 'u1', modelId: 'm', settings: { prompt: 'b' }, status: 'pending', reserved: 10, claims: 0,
-      webhook: { url: 'https://hooks.example/x', events: ['generation.created', 'generation.completed'] }, createdAt: 11, updatedAt: 11,
+      createdAt: 11, updatedAt: 11,
     } satisfies GenerationRecord);
-    expect(await store.getById('lost')).toMatchObject({ status: 'processing', claims: 1, leaseOwner: 'w1', leaseExpiresAt: 1_022, startedAt: 22 });
+    expect(await store.getById('lost')).toMatchObject({
+      status: 'processing', claims: 1, leaseOwner: 'w1', leaseExpiresAt: 1_022, startedAt: 22,
+      webhook: { url: 'https://hooks.example/x', events: ['generation.processing', 'generation.completed'] },
+    });
     expect(await store.getById('parked')).toMatchObject({ status: 'processing', claims: 1, remoteHandle: { job: 'up-1' }, parkedUntil: 5_000 });
     expect(await store.getById('parked')).not.toHaveProperty('leaseOwner');
     expect(await store.getById('cancelled')).toMatchObject({
@@ -162,11 +165,11 @@ describe('migration 5 on a database written by the release before it', () => {
     expect(await store.feedHead()).toBe(String(before.lastSeq));
 
     // Deliveries: kept, now naming their event by its number within the generation.
-    expect((await webhookStore.deliveriesOf('waiting')).map((d) => [d.id, d.seq, d.state])).toEqual([[`msg_${before.events[1]!.seq}_abcdefabcdef`, 1, 'pending']]);
+    expect((await webhookStore.deliveriesOf('lost')).map((d) => [d.id, d.seq, d.state])).toEqual([[`msg_${before.lostClaimed}_abcdefabcdef`, 2, 'pending']]);
     expect(await webhookStore.deliveriesOf('done')).toEqual([
       expect.objectContaining({ generationId: 'done', seq: 4, type: 'generation.completed', url: 'https://hooks.example/y', payload: '{"a":1}', state: 'pending', attempts: 0, history: [] }),
     ]);
-    expect((await webhookStore.claimDue(100, 10, 'hooker', 1_000)).map((d) => d.generationId).sort()).toEqual(['done', 'waiting']);
+    expect((await webhookStore.claimDue(100, 10, 'hooker', 1_000)).map((d) => d.generationId).sort()).toEqual(['done', 'lost']);
 
     // Balances and reserves, unchanged.
     expect(db.prepare('SELECT * FROM accounts ORDER BY user_id').all()).toEqual(before.accounts);
@@ -212,7 +215,7 @@ describe('migration 5 on a database written by the release before it', () => {
       const ids = ['ancient', 'waiting', 'lost', 'parked', fresh];
       const settled = async () =>
         (await Promise.all(ids.map((id) => store.getById(id)))).every((g) => g?.finishedAt !== undefined) &&
-        (await webhookStore.deliveriesOf('waiting')).length === 2;
+        (await webhookStore.deliveriesOf('lost')).length === 3;
       for (let i = 0; i < 500 && !(await settled()); i++) {
         await new Promise((r) => setTimeout(r, 10));
       }
@@ -235,11 +238,12 @@ describe('migration 5 on a database written by the release before it', () => {
       expect(Number(later.cursor)).toBeGreaterThan(before.lastSeq);
       // A generation costs what was reserved at its create (10 for the old ones), the new one the model's 4.
       expect(await ledger.account('u1')).toEqual({ balance: 100 - 40 + 3 + 8 + 10 - 4, reserved: 0, settled: 9 + 10 + 4 });
-      // The outbox went on from the migrated cursor: the completion of 'waiting' got its delivery (numbered within
-      // the generation), and its creation, read before the upgrade, was not delivered a second time.
-      expect((await webhookStore.deliveriesOf('waiting')).map((d) => [d.seq, d.type])).toEqual([
-        [1, 'generation.created'],
-        [3, 'generation.completed'],
+      // The outbox went on from the migrated cursor: the second claim and the completion of 'lost' got their
+      // deliveries (numbered within the generation); its first claim, read before the upgrade, kept its one.
+      expect((await webhookStore.deliveriesOf('lost')).map((d) => [d.seq, d.type])).toEqual([
+        [2, 'generation.processing'],
+        [3, 'generation.processing'],
+        [4, 'generation.completed'],
       ]);
       expect(await webhookStore.getCursor(CURSOR)).toBe(later.cursor);
     } finally {
