@@ -216,15 +216,8 @@ type Tx<A extends unknown[], R> = (...args: A) => R;
  * (`seq`) is its row's `last_seq`, bumped by the same UPDATE.
  */
 export class SqliteGenerationStore implements GenerationStore {
-  private readonly getStmt: Statement;
-  private readonly getByIdStmt: Statement;
-  private readonly renewStmt: Statement;
-  private readonly listUnfinishedStmt: Statement;
-  private readonly listUnfinishedAfterStmt: Statement;
-  private readonly readFeedStmt: Statement;
-  private readonly eventsOfStmt: Statement;
-  private readonly feedHeadStmt: Statement;
-  private readonly countStmt: Statement;
+  /** Every fixed statement, prepared once. */
+  private readonly sql: { [K in keyof typeof GENERATION_SQL]: Statement };
   /** Prepared on first use, one per shape (list: status / model / cursor; update: the change's shape). */
   private readonly statements = new Map<string, Statement>();
 
@@ -234,31 +227,18 @@ export class SqliteGenerationStore implements GenerationStore {
 
   constructor(private readonly db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
-    this.getStmt = db.prepare(GENERATION_SQL.get);
-    this.getByIdStmt = db.prepare(GENERATION_SQL.getById);
-    this.renewStmt = db.prepare(GENERATION_SQL.renew);
-    this.listUnfinishedStmt = db.prepare(GENERATION_SQL.listUnfinished);
-    this.listUnfinishedAfterStmt = db.prepare(GENERATION_SQL.listUnfinishedAfter);
-    this.readFeedStmt = db.prepare(GENERATION_SQL.readFeed);
-    this.eventsOfStmt = db.prepare(GENERATION_SQL.eventsOf);
-    this.feedHeadStmt = db.prepare(GENERATION_SQL.feedHead);
-    this.countStmt = db.prepare(GENERATION_SQL.count);
-
-    const insertStmt = db.prepare(GENERATION_SQL.insert);
-    const countUnfinishedStmt = db.prepare(GENERATION_SQL.countUnfinished);
-    const deleteFinishedStmt = db.prepare(GENERATION_SQL.deleteFinished);
-    const deleteEventsStmt = db.prepare(GENERATION_SQL.deleteEvents);
-    const appendStmt = db.prepare(GENERATION_SQL.appendEvent);
+    const sql = Object.fromEntries(Object.entries(GENERATION_SQL).map(([name, text]) => [name, db.prepare(text)])) as SqliteGenerationStore['sql'];
+    this.sql = sql;
     const append = (row: { id: string; owner_id: string }, seq: number, event: NewEvent, at: number): void => {
-      appendStmt.run(row.id, seq, row.owner_id, event.type, at, JSON.stringify(event.data));
+      sql.appendEvent.run(row.id, seq, row.owner_id, event.type, at, JSON.stringify(event.data));
     };
 
     // IMMEDIATE: each takes the write lock before its first statement, so a transaction never has to upgrade a
     // read snapshot (which, in WAL mode, fails at once with SQLITE_BUSY_SNAPSHOT instead of waiting). For the
     // insert, the lock is held from the count to the insert, across processes, so the cap is exact.
     this.insertTx = db.transaction((gen: NewGeneration, event: NewEvent, max: number | undefined) => {
-      if (max !== undefined && (countUnfinishedStmt.get(gen.ownerId, max) as { n: number }).n >= max) return 'limit_reached' as const;
-      insertStmt.run({
+      if (max !== undefined && (sql.countUnfinished.get(gen.ownerId, max) as { n: number }).n >= max) return 'limit_reached' as const;
+      sql.insert.run({
         id: gen.id,
         ownerId: gen.ownerId,
         modelId: gen.modelId,
@@ -280,9 +260,9 @@ export class SqliteGenerationStore implements GenerationStore {
     }).immediate;
 
     this.deleteFinishedTx = db.transaction((before: number, limit: number) => {
-      const rows = deleteFinishedStmt.all(before, limit) as Array<{ id: string; result_key: string | null }>;
+      const rows = sql.deleteFinished.all(before, limit) as Array<{ id: string; result_key: string | null }>;
       const ids = rows.map((r) => r.id);
-      if (ids.length > 0) deleteEventsStmt.run(JSON.stringify(ids));
+      if (ids.length > 0) sql.deleteEvents.run(JSON.stringify(ids));
       const resultKeys = rows.flatMap((r) => (r.result_key === null ? [] : [r.result_key]));
       return { deleted: rows.length, resultKeys, ids };
     }).immediate;
@@ -300,11 +280,11 @@ export class SqliteGenerationStore implements GenerationStore {
   }
 
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
-    return toRecord(this.getStmt.get(id, ownerId) as GenerationRow | undefined);
+    return toRecord(this.sql.get.get(id, ownerId) as GenerationRow | undefined);
   }
 
   async getById(id: string): Promise<GenerationRecord | null> {
-    return toRecord(this.getByIdStmt.get(id) as GenerationRow | undefined);
+    return toRecord(this.sql.getById.get(id) as GenerationRow | undefined);
   }
 
   async update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
@@ -320,7 +300,7 @@ export class SqliteGenerationStore implements GenerationStore {
   /** Appends no event: a renewal is an instance keeping its claims, not a change a client could see. */
   async renewLeases(ids: readonly string[], holder: string, until: number, now: number): Promise<string[]> {
     if (ids.length === 0) return [];
-    const rows = this.renewStmt.all({ ids: JSON.stringify(ids), holder, until, now }) as Array<{ id: string }>;
+    const rows = this.sql.renew.all({ ids: JSON.stringify(ids), holder, until, now }) as Array<{ id: string }>;
     return rows.map((r) => r.id);
   }
 
@@ -329,8 +309,8 @@ export class SqliteGenerationStore implements GenerationStore {
     if (!(limit > 0)) return [];
     const rows =
       after === undefined
-        ? this.listUnfinishedStmt.all(Math.floor(limit))
-        : this.listUnfinishedAfterStmt.all({ after, limit: Math.floor(limit) });
+        ? this.sql.listUnfinished.all(Math.floor(limit))
+        : this.sql.listUnfinishedAfter.all({ after, limit: Math.floor(limit) });
     return (rows as GenerationRow[]).map((row) => toRecord(row)!);
   }
 
@@ -355,19 +335,19 @@ export class SqliteGenerationStore implements GenerationStore {
   }
 
   async eventsOf(generationId: string, after = 0): Promise<GenerationEvent[]> {
-    return (this.eventsOfStmt.all(generationId, after) as EventRow[]).map(toEvent);
+    return (this.sql.eventsOf.all(generationId, after) as EventRow[]).map(toEvent);
   }
 
   /** The cursor is the decimal feed position of the last event read (`''` or `'0'`: from the start). */
   async readFeed(after: string, limit: number): Promise<FeedPage> {
     const from = after === '' ? 0 : /^\d{1,15}$/.test(after) ? Number(after) : Number.NaN;
     if (!(limit > 0) || Number.isNaN(from)) return { events: [], cursor: after };
-    const rows = this.readFeedStmt.all(from, Math.floor(limit)) as EventRow[];
+    const rows = this.sql.readFeed.all(from, Math.floor(limit)) as EventRow[];
     return { events: rows.map(toEvent), cursor: rows.length > 0 ? String(rows[rows.length - 1]!.position) : after };
   }
 
   async feedHead(): Promise<string> {
-    return String((this.feedHeadStmt.get() as { position: number }).position);
+    return String((this.sql.feedHead.get() as { position: number }).position);
   }
 
   async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }> {
@@ -378,7 +358,7 @@ export class SqliteGenerationStore implements GenerationStore {
   /** A full scan of the table: meant for tests and operators, not for a request path. */
   async countByStatus(): Promise<Record<GenerationStatus, number>> {
     const counts = Object.fromEntries(GENERATION_STATUSES.map((s) => [s, 0])) as Record<GenerationStatus, number>;
-    for (const row of this.countStmt.all() as Array<{ status: GenerationStatus; n: number }>) counts[row.status] = row.n;
+    for (const row of this.sql.count.all() as Array<{ status: GenerationStatus; n: number }>) counts[row.status] = row.n;
     return counts;
   }
 }
