@@ -119,9 +119,8 @@ export function updateSql(change: GenerationChange): string {
   const set = ['updated_at = @now'];
   for (const key of Object.keys(change.set) as Array<keyof GenerationPatch>) {
     if (change.set[key] === undefined) continue;
-    const entry = PATCH_COLUMNS[key];
-    if (!entry) throw new TypeError(`Unknown generation field in a change: ${String(key)}`);
-    for (const column of entry[0]) set.push(`${column} = @p_${column}`);
+    if (!Object.hasOwn(PATCH_COLUMNS, key)) throw new TypeError(`Unknown generation field in a change: ${String(key)}`);
+    for (const column of PATCH_COLUMNS[key][0]) set.push(`${column} = @p_${column}`);
   }
   if (change.event) set.push('last_seq = last_seq + 1');
   const { status, lease, parked, claims, noRemoteHandle } = change.expect;

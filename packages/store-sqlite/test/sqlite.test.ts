@@ -279,8 +279,12 @@ describe('update: one compare-and-set, built from names it knows', () => {
   it('refuses a patch key that is not a field of the record, before any SQL is built', async () => {
     const { db, store } = openStores();
     await store.insert(...newGeneration({ id: 'g1', ownerId: 'u1', modelId: 'm', settings: {}, reserved: 1, createdAt: 1 }));
-    const hostile = { "status = 'completed', owner_id": 'mallory' } as unknown as GenerationChange['set'];
-    await expect(store.update('g1', { expect: { status: ['pending'] }, set: hostile, event: { type: 'progress', data: {} }, now: 2 })).rejects.toThrow(/Unknown generation field/);
+    for (const key of ["status = 'completed', owner_id", 'constructor', '__proto__', 'toString', 'owner_id']) {
+      // JSON.parse makes `__proto__` an own key, as a parsed request body would.
+      const hostile = JSON.parse(`{${JSON.stringify(key)}: "mallory"}`) as GenerationChange['set'];
+      expect(Object.keys(hostile)).toEqual([key]);
+      await expect(store.update('g1', { expect: { status: ['pending'] }, set: hostile, event: { type: 'progress', data: {} }, now: 2 })).rejects.toThrow(/Unknown generation field/);
+    }
     expect(await store.getById('g1')).toMatchObject({ status: 'pending', ownerId: 'u1', updatedAt: 1 });
     expect((await store.eventsOf('g1')).map((e) => e.type)).toEqual(['created']);
     expect(db.prepare('SELECT count(*) AS n FROM generations').get()).toEqual({ n: 1 });
