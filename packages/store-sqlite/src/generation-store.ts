@@ -149,8 +149,16 @@ function updateParams(id: string, change: GenerationChange): Record<string, SqlV
   return params;
 }
 
-/** What the statement text of a change depends on (never a value): the key of its cached prepared statement. */
+const EXPECTATIONS = new Set(['status', 'lease', 'parked', 'claims', 'noRemoteHandle']);
+
+/**
+ * What the statement text of a change depends on (never a value): the key of its cached prepared statement. An
+ * expectation this store does not know is refused: skipping it would apply a change whose condition was not checked.
+ */
 function shapeOf(change: GenerationChange): string {
+  for (const key of Object.keys(change.expect)) {
+    if (!EXPECTATIONS.has(key)) throw new TypeError(`Unknown expectation in a change: ${key}`);
+  }
   const { status, lease, parked, claims, noRemoteHandle } = change.expect;
   const keys = Object.keys(change.set).filter((k) => change.set[k as keyof GenerationPatch] !== undefined);
   return [status.length, lease === undefined ? '' : lease === 'free' ? 'f' : 'h', parked ?? '', claims === undefined ? '' : 'c', noRemoteHandle ? 'r' : '', change.event ? 'e' : '', keys.sort().join(',')].join('|');

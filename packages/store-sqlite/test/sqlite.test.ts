@@ -290,6 +290,14 @@ describe('update: one compare-and-set, built from names it knows', () => {
     expect(db.prepare('SELECT count(*) AS n FROM generations').get()).toEqual({ n: 1 });
   });
 
+  it('refuses an expectation it does not know instead of applying the change unchecked', async () => {
+    const { store } = openStores();
+    await store.insert(...newGeneration({ id: 'g1', ownerId: 'u1', modelId: 'm', settings: {}, reserved: 1, createdAt: 1 }));
+    const expect_ = { status: ['pending'], budgetLeft: 5 } as unknown as GenerationChange['expect'];
+    await expect(store.update('g1', { expect: expect_, set: { status: 'failed' }, now: 2 })).rejects.toThrow(/Unknown expectation/);
+    expect(await store.getById('g1')).toMatchObject({ status: 'pending', updatedAt: 1 });
+  });
+
   it('compares expected values as bound parameters: a hostile status or holder is only a value that does not match', async () => {
     const { store } = openStores();
     await store.insert(...newGeneration({ id: 'g1', ownerId: 'u1', modelId: 'm', settings: {}, reserved: 1, createdAt: 1 }));
