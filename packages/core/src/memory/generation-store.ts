@@ -90,7 +90,7 @@ export class MemoryGenerationStore implements GenerationStore {
     const renewed: string[] = [];
     for (const id of ids) {
       const record = this.entries.get(id)?.record;
-      if (!record || record.leaseOwner !== holder || !(now < (record.leaseExpiresAt ?? -Infinity))) continue;
+      if (!record || record.finishedAt !== undefined || record.leaseOwner !== holder || !(now < (record.leaseExpiresAt ?? -Infinity))) continue;
       record.leaseExpiresAt = until;
       record.updatedAt = now;
       renewed.push(id);

@@ -127,8 +127,9 @@ export interface FeedPage {
  *   `change.expect` holds at that moment, all in one atomic step (one statement or transaction; one synchronous step
  *   in memory): of racing changes whose expectations exclude each other exactly one applies. It answers the record
  *   as written, or `null` when nothing was written (missing, or an expectation failed). It also sets `updatedAt`.
- * - `renewLeases(ids, holder, until, now)` moves `leaseExpiresAt` to `until` on every one of `ids` whose lease
- *   `holder` still holds at `now` (as in `Expectation.lease`), in one call; it answers the ids it renewed. No event.
+ * - `renewLeases(ids, holder, until, now)` moves `leaseExpiresAt` to `until` on every one of `ids` that is unfinished
+ *   (no `finishedAt`) and whose lease `holder` still holds at `now` (as in `Expectation.lease`), in one call; it
+ *   answers the ids it renewed. No event.
  * - Events: each generation's are numbered 1, 2, 3, ... in the order they were appended (`seq`), and an event exists
  *   only if the change that carried it applied. `eventsOf` reads one generation's.
  * - The feed across generations: `readFeed(after)` answers events in an order where each generation's events are
