@@ -42,7 +42,7 @@ export function generationSql(s: string) {
     get: `SELECT * FROM ${s}.generations WHERE id = $1 AND owner_id = $2`,
     getById: `SELECT * FROM ${s}.generations WHERE id = $1`,
     renewLeases: `UPDATE ${s}.generations SET lease_expires_at = $3, updated_at = $4
-      WHERE id = ANY($1::text[]) AND lease_owner = $2 AND lease_expires_at > $4 RETURNING id`,
+      WHERE id = ANY($1::text[]) AND finished_at IS NULL AND lease_owner = $2 AND lease_expires_at > $4 RETURNING id`,
     // Ties on created_at fall back to id: stable across instances, which insertion order would not be.
     listUnfinished: `SELECT * FROM ${s}.generations WHERE finished_at IS NULL ORDER BY created_at, id LIMIT $1`,
     // The page after a given generation, resumed from that row's (created_at, id); a vanished anchor gives none.
