@@ -25,7 +25,8 @@ import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } f
  * generation shares: a change locks its generation's row, an insert with a cap its owner's advisory lock.
  */
 export function generationSql(s: string) {
-  const feedRow = `generation_id, seq, owner_id, type, at, data, tx::text AS tx, pos`;
+  // Not `AS tx`: an ORDER BY tx would then sort by the text, and '10' < '9'.
+  const feedRow = `generation_id, seq, owner_id, type, at, data, tx::text AS tx_text, pos`;
   return {
     // $8 is the in-flight cap (null: none); the caller holds the owner's advisory lock, so the count is exact. It
     // counts at most $8 rows, so its cost is bounded by the cap, not by how many rows the owner has.
@@ -59,13 +60,14 @@ export function generationSql(s: string) {
       ev AS (DELETE FROM ${s}.events WHERE generation_id = ANY(ARRAY(SELECT id FROM gone)))
       SELECT id, result_key FROM gone`,
     eventsOf: `SELECT ${feedRow} FROM ${s}.events WHERE generation_id = $1 AND seq > $2 ORDER BY seq`,
+    // `tx >= $1` repeats the row comparison's lower bound in a form the planner can estimate from the histogram.
     // Only below the oldest transaction still running: everything there has committed or never will, so a reader
     // that walks (tx, pos) forward never passes an event that commits later.
     readFeed: `SELECT ${feedRow} FROM ${s}.events
-      WHERE (tx, pos) > ($1::xid8, $2::bigint) AND tx < pg_snapshot_xmin(pg_current_snapshot())
+      WHERE (tx, pos) > ($1::xid8, $2::bigint) AND tx >= $1::xid8 AND tx < pg_snapshot_xmin(pg_current_snapshot())
       ORDER BY tx, pos LIMIT $3`,
-    feedHead: `SELECT tx::text AS tx, pos FROM ${s}.events
-      WHERE tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx DESC, pos DESC LIMIT 1`,
+    // Just below the oldest running transaction: everything before it is final, everything after it is not yet read.
+    feedHead: `SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::numeric - 1)::text AS tx`,
     countByStatus: `SELECT status, count(*)::int AS n FROM ${s}.generations GROUP BY status`,
   };
 }
@@ -228,6 +230,9 @@ function toEvent(row: Row): GenerationEvent {
   };
 }
 
+/** Past any position in a transaction's events. */
+const MAX_POS = '9223372036854775807';
+
 /** A feed cursor is `<tx>:<pos>` of the last event read; `''` is the start. */
 function parseCursor(cursor: string): [string, string] | null {
   if (cursor === '') return ['0', '0'];
@@ -341,12 +346,12 @@ export class PostgresGenerationStore implements GenerationStore {
     if (!from || !(limit > 0)) return { events: [], cursor: after };
     const { rows } = await this.db.query(this.sql.readFeed, [from[0], from[1], Math.floor(limit)]);
     const last = rows[rows.length - 1];
-    return { events: rows.map(toEvent), cursor: last ? `${last.tx}:${last.pos}` : after };
+    return { events: rows.map(toEvent), cursor: last ? `${last.tx_text}:${last.pos}` : after };
   }
 
   async feedHead(): Promise<string> {
-    const { rows } = await this.db.query<{ tx: string; pos: string }>(this.sql.feedHead);
-    return rows[0] ? `${rows[0].tx}:${rows[0].pos}` : '';
+    const { rows } = await this.db.query<{ tx: string }>(this.sql.feedHead);
+    return `${rows[0]!.tx}:${MAX_POS}`;
   }
 
   async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }> {

@@ -112,4 +112,25 @@ describe('the event feed under concurrent writers with random commit delays', ()
     // Nothing more behind the last cursor.
     expect((await reader.readFeed(cursor, 50)).events).toEqual([]);
   });
+
+  it('orders by transaction id as a number, also where its digits grow (9 before 10)', async () => {
+    await runMigrations(readerPool, 'digits');
+    const reader = new PostgresGenerationStore(readerPool, { schema: 'digits' });
+    // Transaction ids set by hand (long committed, so below every running one), across a change in digit count.
+    await readerPool.query(
+      `INSERT INTO "digits".events (generation_id, seq, owner_id, type, at, data, tx, pos) VALUES
+        ('a', 1, 'u', 'created', 1, '{}', '9', 1), ('b', 1, 'u', 'created', 2, '{}', '10', 2), ('a', 2, 'u', 'processing', 3, '{}', '11', 3)`,
+    );
+    const all = await reader.readFeed('', 10);
+    expect(all.events.map((e) => `${e.generationId}${e.seq}`)).toEqual(['a1', 'b1', 'a2']);
+    const seen: string[] = [];
+    let cursor = '';
+    for (let i = 0; i < 5; i++) {
+      const page = await reader.readFeed(cursor, 1);
+      seen.push(...page.events.map((e) => `${e.generationId}${e.seq}`));
+      cursor = page.cursor;
+    }
+    expect(seen).toEqual(['a1', 'b1', 'a2']);
+    expect(cursor).toBe(all.cursor);
+  });
 });

@@ -105,7 +105,11 @@ describe(`query plans over ${ROWS} generations`, () => {
       values[0] = 'gen-5';
       expectIndexUse(await planOf(stmt.text, values), 'generations_pkey');
     }
-    expectIndexUse(await planOf(g.renewLeases, [['gen-5', 'gen-6'], 'w', now + 1000, now]), 'generations_pkey');
+    // Renewal looks up unfinished rows by id: the primary key, or the partial index of unfinished rows while that
+    // backlog is small (as here: 100 rows), never a scan of the table.
+    const renew = await planOf(g.renewLeases, [['gen-5', 'gen-6'], 'w', now + 1000, now]);
+    expect(renew.filter((n) => n['Node Type'] === 'Seq Scan')).toEqual([]);
+    expect(renew.map((n) => n['Index Name']).some((i) => i === 'generations_pkey' || i === 'generations_unfinished_idx')).toBe(true);
   });
 
   it('counts an owner\u2019s unfinished generations for the in-flight cap through the partial owner index', async () => {
@@ -157,9 +161,11 @@ describe(`query plans over ${ROWS} generations`, () => {
   });
 
   it('reads the event log forward and one generation\u2019s events through indexes', async () => {
-    const { rows } = await pool.query(`SELECT tx::text AS tx, pos FROM ${s}.events ORDER BY tx, pos OFFSET ${ROWS} LIMIT 1`);
+    // A reader is near the head of the log: a cursor 2,000 events from its end.
+    const { rows } = await pool.query(`SELECT tx::text AS tx, pos FROM ${s}.events ORDER BY tx, pos OFFSET ${ROWS * 3 - 2000} LIMIT 1`);
     expectIndexUse(await planOf(g.readFeed, [rows[0].tx, rows[0].pos, 500]), 'events_feed_idx');
-    expectIndexUse(await planOf(g.feedHead, []), 'events_feed_idx');
+    // The head reads no table at all.
+    expect((await planOf(g.feedHead, [])).filter((n) => n['Relation Name'] !== undefined)).toEqual([]);
     expectIndexUse(await planOf(g.eventsOf, ['gen-12345', 0]), 'events_pkey');
   });
 
