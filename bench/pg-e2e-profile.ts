@@ -3,7 +3,9 @@
  * trips each side makes per generation, and EXPLAIN (ANALYZE, BUFFERS) of every statement of a generation's life on
  * the tables a run left behind. Not part of `pnpm bench`; run it on its own:
  *
- *   cd bench && node --conditions=@genservice/source --import tsx pg-e2e-profile.ts [n]
+ *   cd bench && node --conditions=@genservice/source --import tsx pg-e2e-profile.ts [n] [explain]
+ *
+ * With `explain`, only the statements (after one run of ours to fill the tables).
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +17,7 @@ import { generationSql, updateSql } from '../packages/store-postgres/src/generat
 import { ledgerSql } from '../packages/store-postgres/src/ledger.js';
 
 const n = Number(process.argv[2] ?? 3000);
+const explainOnly = process.argv[3] === 'explain';
 const db = await throwawayDatabase();
 /** Round trips to the server, counted on every connection of this process (pool.query and client.query). */
 let trips = 0;
@@ -24,7 +27,7 @@ pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
   return (clientQuery as (...a: unknown[]) => unknown).apply(this, args);
 } as typeof clientQuery;
 try {
-  for (const clients of [1, 32]) {
+  for (const clients of explainOnly ? [] : [1, 32]) {
     for (const [side, run] of [['ours', oursPgE2E], ['hand-written', rawPgE2E]] as const) {
       await run(db.url, `warm_${side.slice(0, 4)}_${clients}`, 300, clients);
       trips = 0;
@@ -33,8 +36,8 @@ try {
     }
   }
   const file = path.join(os.tmpdir(), `pg-e2e-ours-${Date.now()}.cpuprofile`);
-  const summary = await profileHere(file, `ours, 32 clients, ${n} generations`, () => oursPgE2E(db.url, 'prof', n, 32));
-  console.log(formatProfile(summary));
+  if (explainOnly) await oursPgE2E(db.url, 'prof', n, 32);
+  else console.log(formatProfile(await profileHere(file, `ours, 32 clients, ${n} generations`, () => oursPgE2E(db.url, 'prof', n, 32))));
 
   // The statements of one generation's life, on the tables the profiled run left (n generations, 64 users).
   const pool = new pg.Pool({ connectionString: db.url, max: 2 });
@@ -57,6 +60,7 @@ try {
   };
   const setup = [
     `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at) VALUES ('x-new', 'user-1', 1, ${now})`,
+    `UPDATE ${s}.accounts SET balance = balance - 1, reserved = reserved + 1 WHERE user_id = 'user-1'`,
     `INSERT INTO ${s}.generations (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, last_seq)
        VALUES ('x-new', 'user-1', 'bench-text', '{}', 'pending', 1, 0, ${now}, ${now}, 1)`,
   ];
