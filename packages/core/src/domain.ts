@@ -78,8 +78,8 @@ export interface GenerationRecord {
   parkedUntil?: number;
   /** Where the client asked for this generation's webhooks, given at create. */
   webhook?: { url: string; events: WebhookEventType[] };
-  /** How many times a worker claimed it (1 on the first run). */
-  attempts: number;
+  /** How many times a worker claimed it (1 on the first run; a parked remote job's checks are not claims). */
+  claims: number;
   /** The worker that holds the current claim, and until when (epoch ms). */
   leaseOwner?: string;
   leaseExpiresAt?: number;
@@ -107,9 +107,10 @@ export interface Progress {
 
 /**
  * One entry of the event log. Every transition appends exactly one, in the same atomic step as the transition;
- * a transition that loses its race appends nothing. `seq` only grows over the whole store and is never reused.
+ * a transition that loses its race appends nothing. `seq` numbers one generation's events: 1 for `created`, then
+ * 2, 3, ... in the order they were appended (a stream's `Last-Event-ID`).
  *
- * `data` by type: `created` `{ modelId }`; `processing` `{ attempt }`; `progress` `{ fraction, message? }`;
+ * `data` by type: `created` `{ modelId }`; `processing` `{ claim }`; `progress` `{ fraction, message? }`;
  * `completed` `{ price }`; `failed` `{ price, error: { code, message } }` (a cancel is a `failed` with code
  * `cancelled`).
  */

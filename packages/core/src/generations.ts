@@ -18,7 +18,6 @@ import { Webhooks } from './push/webhooks.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
 import type { GenerationStore, ListCursor } from './ports/store.js';
-import { storeGetAtOnce } from './memory/generation-store.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from './registry.js';
 import { childLogger } from './logger.js';
 import type { Logger } from './ports/logger.js';
@@ -181,7 +180,7 @@ export class Generations {
     if (await this.idempotency.finish(userId, key, id)) return { generationId: id };
     // A retry took this key over while this request stalled: its generation is the answer, and ours must not
     // stay charged. Cancelling from pending is free.
-    await this.lifecycle.cancel(id, 0);
+    await this.lifecycle.cancel(id);
     const now = await this.idempotency.begin(userId, key, '', Date.now(), id);
     if (now.state === 'done') return { generationId: now.generationId };
     throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
@@ -199,8 +198,7 @@ export class Generations {
    */
   record(userId: string, generationId: string): Promise<GenerationRecord | null> | GenerationRecord | null {
     if (!GENERATION_ID_PATTERN.test(generationId)) return null;
-    const now = storeGetAtOnce(this.store, generationId, userId);
-    return now !== undefined ? now : this.store.get(generationId, userId);
+    return this.store.get(generationId, userId);
   }
 
   viewOf(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationView {
@@ -241,18 +239,9 @@ export class Generations {
 
   async cancel(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<{ cancelled: boolean; generation: GenerationView }> {
     const rec = await this.owned(userId, generationId);
-    let cancelled = false;
-    const model = this.registry.get(rec.modelId);
-    if (!isTerminal(rec.status)) cancelled = await this.lifecycle.cancel(rec.id, model?.failureFee ?? 0);
-    const now = (await this.store.get(generationId, userId))!;
-    // A remote job may be running upstream with nobody left to check it: tell it to stop (best effort). A worker that
-    // stores a handle after this cancel stops it itself.
-    if (cancelled && now.remoteHandle !== undefined && model && isRemoteJobProvider(model.provider) && model.provider.cancel) {
-      await model.provider.cancel(now.remoteHandle, { generationId: rec.id, logger: this.logger }).catch((err: unknown) =>
-        this.logger.warn({ err: err instanceof Error ? err.message : String(err), generationId: rec.id }, 'cancelling the upstream job failed'),
-      );
-    }
-    return { cancelled, generation: this.views.view(now, baseUrl) };
+    const cancelled = isTerminal(rec.status) ? null : await this.lifecycle.cancel(rec.id);
+    const now = cancelled ?? (await this.store.get(generationId, userId)) ?? rec;
+    return { cancelled: cancelled !== null, generation: this.views.view(now, baseUrl) };
   }
 
   balance(userId: string): Promise<number> {

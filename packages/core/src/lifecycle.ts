@@ -1,13 +1,14 @@
 import { inject, injectable } from 'tsyringe';
-import type { FailureCode, GenerationRecord, Metadata, Settings, WebhookEventType } from './domain.js';
+import { isTerminal, type FailureCode, type FailureInfo, type GenerationRecord, type Metadata, type Settings, type WebhookEventType } from './domain.js';
 import { DomainError, UnavailableError } from './errors.js';
 import { newGenerationId } from './ids.js';
 import { childLogger, silentLogger } from './logger.js';
 import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { JobQueue } from './ports/queue.js';
-import type { GenerationStore } from './ports/store.js';
+import type { Expectation, GenerationChange, GenerationPatch, GenerationStore } from './ports/store.js';
 import { EventFeed } from './push/event-feed.js';
+import { isRemoteJobProvider, ModelRegistry } from './registry.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 
@@ -26,9 +27,7 @@ export type FeeRule =
   /** The model's failure fee: the model did work (a provider failure, a timeout, giving up after lost workers). */
   | 'failure_fee'
   /** Nothing: the model never ran for this generation (model gone, queue unavailable at create). */
-  | 'free'
-  /** Nothing from `pending`, the model's failure fee from `processing` (decided by the state the store moved from). */
-  | 'cancel';
+  | 'free';
 
 export interface FailRequest {
   code: FailureCode;
@@ -37,29 +36,41 @@ export interface FailRequest {
   /** For logs and operators only. */
   reason: string;
   fee: FeeRule;
-  /** The worker whose claim fails it; omitted when no worker holds it (cancel, recovery). */
-  workerId?: string;
-  /** Fail a processing generation whatever its lease (cancel, which also aborts the worker). */
-  force?: boolean;
 }
 
 export interface CompleteRequest {
-  workerId: string;
   price: number;
   resultText?: string;
   resultKey?: string;
 }
 
+/** What recovery did with one unfinished generation. */
+export type RecoveryAction = 'requeued' | 'failed' | 'skipped';
+
+/** The states a change may start from, and the lease it needs. Every transition of a generation is one of these. */
+const FROM = {
+  /** A worker's own claim: it holds the lease. */
+  held: (holder: string): Expectation => ({ status: ['processing'], lease: { heldBy: holder } }),
+  /** Nobody works on it: pending, or processing with a lost (expired) or released (parked) lease. */
+  unheld: { status: ['pending', 'processing'], lease: 'free' } as Expectation,
+  pending: { status: ['pending'] } as Expectation,
+  /** Processing, whoever holds it (a cancel, which also aborts the worker). */
+  processing: { status: ['processing'] } as Expectation,
+};
+
 /**
- * The one owner of a generation's life: every state change goes through here, together with its ledger effect
- * (reserve at create, settle on completion, fee and release on failure or cancel) and, inside the store, its event.
+ * The one owner of a generation's life. Every state change is decided here (which changes exist, from which states,
+ * what they cost, what their events say) and handed to the store as one compare-and-set with its event; the ledger
+ * effect follows the change and is idempotent by generation id, so a crash between the two leaves a terminal
+ * generation with an open reserve, which `reconcileReserves` settles at the stored price.
  *
- * The ledger effect follows the store's transition and is idempotent by generation id, so a crash between the two
- * leaves a terminal generation with an open reserve, which recovery settles at the stored price.
+ * The runner and maintenance only ask: claim, renew, progress, complete, fail, park, recover, reconcile, cancel.
  */
 @injectable()
 export class Lifecycle {
   private readonly logger: Logger;
+  /** False with the default silent logger: the per-generation log lines are then not even built. */
+  private readonly logs: boolean;
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
@@ -67,19 +78,22 @@ export class Lifecycle {
     @inject(TOKENS.Ledger) private readonly ledger: Ledger,
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
     @inject(TOKENS.Feed) private readonly feed: EventFeed,
+    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'lifecycle' });
     this.logs = this.logger !== silentLogger;
   }
 
-  /** False with the default silent logger: the per-generation log lines are then not even built. */
-  private readonly logs: boolean;
+  private get holder(): string {
+    return this.options.instanceId;
+  }
 
-  /** Every committed transition wakes the readers of the event log (streams, long-polls, webhooks). */
-  private committed<T>(result: T): T {
-    if (result) this.feed.committed();
-    return result;
+  /** Applies one change; every applied change wakes the readers of the event log (streams, long-polls, webhooks). */
+  private async change(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
+    const after = await this.store.update(id, change);
+    if (after) this.feed.committed();
+    return after;
   }
 
   /**
@@ -103,35 +117,39 @@ export class Lifecycle {
     if (reserved === 'insufficient') {
       throw new DomainError('insufficient_funds', `The balance is too low for this generation (price ${input.price}).`);
     }
+    const cap = this.options.limits.inFlightPerUser;
     let inserted: 'inserted' | 'limit_reached';
     try {
-      inserted = await this.store.insert({
-        id,
-        ownerId: input.userId,
-        modelId: input.modelId,
-        settings: input.settings,
-        reserved: input.price,
-        createdAt: now,
-        ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
-        ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
-      }, { maxUnfinishedPerOwner: this.options.limits.inFlightPerUser });
+      inserted = await this.store.insert(
+        {
+          id,
+          ownerId: input.userId,
+          modelId: input.modelId,
+          settings: input.settings,
+          status: 'pending',
+          reserved: input.price,
+          createdAt: now,
+          ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
+          ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
+        },
+        { type: 'created', data: { modelId: input.modelId } },
+        { maxUnfinishedPerOwner: cap },
+      );
     } catch (err) {
       await this.ledger.release(id).catch(() => undefined);
       throw err;
     }
     if (inserted === 'limit_reached') {
       await this.ledger.release(id).catch(() => undefined);
-      throw new DomainError(
-        'rate_limited',
-        `You have ${this.options.limits.inFlightPerUser} ${this.options.limits.inFlightPerUser === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`,
-        { retryAfterSeconds: Math.max(1, Math.ceil(input.estimatedSeconds ?? 1)) },
-      );
+      throw new DomainError('rate_limited', `You have ${cap} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`, {
+        retryAfterSeconds: Math.max(1, Math.ceil(input.estimatedSeconds ?? 1)),
+      });
     }
-    this.committed(true);
+    this.feed.committed();
     try {
       await this.queue.enqueue({ generationId: id, modelId: input.modelId, ownerId: input.userId }, { fresh: true });
     } catch (err) {
-      await this.fail(id, { code: 'model_unavailable', reason: 'queue unavailable at create', fee: 'free', force: true }).catch(() => undefined);
+      await this.fail(id, FROM.pending, { code: 'model_unavailable', reason: 'queue unavailable at create', fee: 'free' }, input.modelId).catch(() => undefined);
       if (err instanceof UnavailableError) throw new DomainError('unavailable', 'The job queue is unavailable; try again shortly.', { cause: err });
       throw err;
     }
@@ -140,85 +158,215 @@ export class Lifecycle {
   }
 
   /**
-   * Whether a generation claimed `claimsBefore` times may be claimed again. The one give-up rule: the runner asks
-   * it right after a claim (with attempts - 1), recovery before re-enqueueing (with attempts).
+   * Why a generation nobody works on must not run again, or null when it may: its model is gone (free), or it was
+   * claimed `maxClaims` times already and lost its worker each time (the failure fee). The one give-up rule, asked by
+   * claim and by recovery.
    */
-  exhausted(claimsBefore: number): boolean {
-    return claimsBefore >= this.options.runner.maxClaims;
+  private giveUp(rec: GenerationRecord): FailRequest | null {
+    if (!this.registry.get(rec.modelId)) return { code: 'model_unavailable', reason: 'model no longer exists', fee: 'free' };
+    if (rec.status === 'processing' && rec.parkedUntil === undefined && rec.claims >= this.options.runner.maxClaims) {
+      return { code: 'worker_lost', reason: `gave up after ${rec.claims} lost runs`, fee: 'failure_fee' };
+    }
+    return null;
   }
 
-  /** Claims a generation for this instance's worker; null when it is not claimable (finished, or leased). */
-  async claim(generationId: string): Promise<GenerationRecord | null> {
-    return this.committed(await this.store.claim(generationId, { workerId: this.options.instanceId, leaseMs: this.options.runner.leaseMs, now: Date.now() }));
+  /**
+   * Claims a generation for this instance: from pending; a processing one whose worker was lost (its lease expired;
+   * one more claim); or a parked remote job whose check is due (not a claim: no count, no event). Null when it is not
+   * claimable (finished, or leased), or when the give-up rule fails it instead.
+   */
+  async claim(job: { generationId: string; modelId: string }): Promise<GenerationRecord | null> {
+    const { generationId } = job;
+    const now = Date.now();
+    const lease: GenerationPatch = { leaseOwner: this.holder, leaseExpiresAt: now + this.options.runner.leaseMs };
+    const fromPending: GenerationChange = {
+      expect: FROM.pending,
+      set: { status: 'processing', claims: 1, startedAt: now, ...lease },
+      event: { type: 'processing', data: { claim: 1 } },
+      now,
+    };
+    // Pending is the common case and needs no read: a pending generation was never claimed. (A job whose model is
+    // gone goes the long way, to the give-up rule.)
+    if (this.registry.get(job.modelId)) {
+      const fresh = await this.change(generationId, fromPending);
+      if (fresh) return fresh;
+    }
+    const rec = await this.store.getById(generationId);
+    if (!rec || isTerminal(rec.status)) return null;
+    if (rec.status === 'processing' && rec.leaseExpiresAt !== undefined && rec.leaseExpiresAt > now) return null;
+    const stop = this.giveUp(rec);
+    if (stop) {
+      await this.fail(generationId, FROM.unheld, stop, rec.modelId);
+      return null;
+    }
+    if (rec.status === 'pending') return this.change(generationId, fromPending);
+    if (rec.parkedUntil !== undefined) {
+      return this.change(generationId, { expect: { status: ['processing'], lease: 'free', parked: true }, set: { parkedUntil: null, ...lease }, now });
+    }
+    const claims = rec.claims + 1;
+    return this.change(generationId, {
+      expect: { status: ['processing'], lease: 'free', parked: false, claims: rec.claims },
+      set: { claims, ...lease },
+      event: { type: 'processing', data: { claim: claims } },
+      now,
+    });
   }
 
-  /** Stores a remote job's handle (once per generation) while this worker holds the lease. */
-  setRemoteHandle(generationId: string, handle: unknown): Promise<boolean> {
-    return this.store.setRemoteHandle(generationId, this.options.instanceId, handle, Date.now());
+  /**
+   * What recovery does with an unfinished generation nobody holds: fail it (the give-up rule), schedule a parked remote
+   * job's check, or enqueue it again. A generation a live worker holds is skipped.
+   */
+  async recover(rec: GenerationRecord, now: number): Promise<RecoveryAction> {
+    if (isTerminal(rec.status)) return 'skipped';
+    if (rec.status === 'processing' && (rec.leaseExpiresAt ?? 0) > now) return 'skipped';
+    const stop = this.giveUp(rec);
+    if (stop) return (await this.fail(rec.id, FROM.unheld, stop, rec.modelId)) !== null ? 'failed' : 'skipped';
+    const job = { generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId };
+    // A remote job between checks: schedule its check (again: a restart lost the in-process timer).
+    await this.queue.enqueue(job, rec.parkedUntil !== undefined ? { delayMs: Math.max(0, rec.parkedUntil - now) } : {});
+    return 'requeued';
+  }
+
+  /**
+   * Open reserves whose generation is finished are settled at its stored price (a crash between the change and its
+   * ledger effect); reserves without a generation older than `recovery.orphanReserveMs` are released (a create that
+   * crashed before its insert).
+   */
+  async reconcileReserves(limit: number): Promise<{ settled: number; released: number }> {
+    const out = { settled: 0, released: 0 };
+    const now = Date.now();
+    for (const r of await this.ledger.openReserves(limit)) {
+      const gen = await this.store.getById(r.generationId);
+      if (gen && isTerminal(gen.status)) {
+        await this.ledger.settle(r.generationId, gen.price ?? 0);
+        out.settled++;
+      } else if (!gen && now - r.createdAt > this.options.recovery.orphanReserveMs) {
+        await this.ledger.release(r.generationId);
+        out.released++;
+      }
+    }
+    return out;
+  }
+
+  /** Stores a remote job's handle (once per generation) while this instance holds the lease. */
+  async setRemoteHandle(generationId: string, handle: unknown): Promise<boolean> {
+    const now = Date.now();
+    return (await this.change(generationId, { expect: { ...FROM.held(this.holder), noRemoteHandle: true }, set: { remoteHandle: handle }, now })) !== null;
   }
 
   /** Lets go of a remote job until its next check, and schedules that check. */
   async park(generationId: string, modelId: string, ownerId: string, delayMs: number): Promise<boolean> {
-    const until = Date.now() + delayMs;
-    if (!(await this.store.park(generationId, this.options.instanceId, until, Date.now()))) return false;
+    const now = Date.now();
+    const parked = await this.change(generationId, {
+      expect: FROM.held(this.holder),
+      set: { leaseOwner: null, leaseExpiresAt: null, parkedUntil: now + delayMs },
+      now,
+    });
+    if (!parked) return false;
     await this.queue.enqueue({ generationId, modelId, ownerId }, { delayMs });
     return true;
   }
 
-  renew(generationId: string): Promise<boolean> {
-    return this.store.renewLease(generationId, this.options.instanceId, this.options.runner.leaseMs, Date.now());
+  /** Extends the leases this instance holds, in one store call; answers the ids still held. */
+  renewLeases(generationIds: readonly string[]): Promise<string[]> {
+    const now = Date.now();
+    return this.store.renewLeases(generationIds, this.holder, now + this.options.runner.leaseMs, now);
   }
 
   async progress(generationId: string, fraction: number, message?: string): Promise<boolean> {
     const f = Number.isFinite(fraction) ? Math.min(1, Math.max(0, fraction)) : 0;
-    const m = message === undefined ? undefined : String(message).slice(0, 200);
-    return this.committed(
-      await this.store.progress(generationId, { workerId: this.options.instanceId, fraction: f, now: Date.now(), ...(m !== undefined ? { message: m } : {}) }),
-    );
+    const progress = message === undefined ? { fraction: f } : { fraction: f, message: String(message).slice(0, 200) };
+    const now = Date.now();
+    return (await this.change(generationId, { expect: FROM.held(this.holder), set: { progress }, event: { type: 'progress', data: { ...progress } }, now })) !== null;
   }
 
-  /** Completes a claimed generation and settles its price. False when the store refused (lease lost, cancelled). */
-  async complete(generationId: string, result: Omit<CompleteRequest, 'workerId'>): Promise<boolean> {
-    const ok = this.committed(await this.store.complete(generationId, { workerId: this.options.instanceId, ...result, now: Date.now() }));
-    if (!ok) return false;
+  /** Completes a generation this instance holds and settles its price. False when refused (lease lost, cancelled). */
+  async complete(generationId: string, result: CompleteRequest): Promise<boolean> {
+    const now = Date.now();
+    const done = await this.change(generationId, {
+      expect: FROM.held(this.holder),
+      set: {
+        status: 'completed',
+        price: result.price,
+        finishedAt: now,
+        ...(result.resultText !== undefined ? { resultText: result.resultText } : {}),
+        ...(result.resultKey !== undefined ? { resultKey: result.resultKey } : {}),
+      },
+      event: { type: 'completed', data: { price: result.price } },
+      now,
+    });
+    if (!done) return false;
     await this.ledger.settle(generationId, result.price);
     if (this.logs) this.logger.info({ generationId, status: 'completed', price: result.price }, 'generation completed');
     return true;
   }
 
-  /**
-   * Fails a generation and settles the fee its rule gives. `failureFee` is the model's (0 when the model is gone).
-   * Returns the settled price, or null when the store refused (already finished, or not this worker's any more).
-   */
-  async fail(generationId: string, request: FailRequest, failureFee = 0): Promise<number | null> {
-    const fee = request.fee === 'free' ? 0 : failureFee;
-    const ok = await this.store.fail(generationId, {
-      ...(request.workerId !== undefined ? { workerId: request.workerId } : {}),
-      ...(request.force ? { force: true } : {}),
-      price: fee,
-      ...(request.fee === 'cancel' ? { pendingPrice: 0 } : {}),
-      reason: request.reason,
-      error: { code: request.code, message: request.publicMessage ?? FAILURE_MESSAGES[request.code] },
-      now: Date.now(),
+  /** Fails a generation this instance holds. Returns the settled price, or null when refused. */
+  failClaimed(generationId: string, request: FailRequest): Promise<number | null> {
+    return this.fail(generationId, FROM.held(this.holder), request);
+  }
+
+  /** The price a failure of this rule costs for this generation's model (0 when the model is gone). */
+  private feeOf(modelId: string, fee: FeeRule): number {
+    return fee === 'free' ? 0 : (this.registry.get(modelId)?.failureFee ?? 0);
+  }
+
+  private async fail(generationId: string, from: Expectation, request: FailRequest, modelId?: string): Promise<number | null> {
+    const model = modelId ?? (await this.store.getById(generationId))?.modelId;
+    if (model === undefined) return null;
+    return (await this.failAt(generationId, from, this.feeOf(model, request.fee), request))?.price ?? null;
+  }
+
+  /** The failed transition at a given price, and its ledger effect; the record as failed, or null when refused. */
+  private async failAt(
+    generationId: string,
+    from: Expectation,
+    price: number,
+    request: { code: FailureCode; publicMessage?: string; reason: string },
+  ): Promise<GenerationRecord | null> {
+    const now = Date.now();
+    const error: FailureInfo = { code: request.code, message: request.publicMessage ?? FAILURE_MESSAGES[request.code] };
+    const failed = await this.change(generationId, {
+      expect: from,
+      set: { status: 'failed', price, failureReason: request.reason, error, parkedUntil: null, finishedAt: now },
+      event: { type: 'failed', data: { price, error: { ...error } } },
+      now,
     });
-    if (!this.committed(ok)) return null;
-    // A cancel's fee depends on the state the store moved from: read back what it actually recorded.
-    const price = request.fee === 'cancel' ? ((await this.store.getById(generationId))?.price ?? 0) : fee;
+    if (!failed) return null;
     await this.ledger.settle(generationId, price);
     this.logger.info({ generationId, status: 'failed', price, code: request.code, reason: request.reason }, 'generation failed');
-    return price;
+    return failed;
   }
 
-  /** Fails a generation the calling worker holds. */
-  failClaimed(generationId: string, request: Omit<FailRequest, 'workerId' | 'force'>, failureFee: number): Promise<number | null> {
-    return this.fail(generationId, { ...request, workerId: this.options.instanceId }, failureFee);
-  }
-
-  /** Cancels a pending or processing generation: free from pending, the failure fee once a worker has it. */
-  async cancel(generationId: string, failureFee: number): Promise<boolean> {
-    const price = await this.fail(generationId, { code: 'cancelled', reason: 'cancelled by its owner', fee: 'cancel', force: true }, failureFee);
-    if (price === null) return false;
+  /**
+   * Cancels a pending or processing generation: free from pending, the model's failure fee once a worker has it (the
+   * state it really moved from decides: a cancel racing a claim is tried from pending first). Aborts a local run and
+   * stops a remote job upstream. Null when there was nothing to cancel.
+   */
+  async cancel(generationId: string): Promise<GenerationRecord | null> {
+    const request = { code: 'cancelled' as const, reason: 'cancelled by its owner' };
+    let cancelled = await this.failAt(generationId, FROM.pending, 0, request);
+    if (!cancelled) {
+      const rec = await this.store.getById(generationId);
+      if (!rec || rec.status !== 'processing') return null;
+      cancelled = await this.failAt(generationId, FROM.processing, this.feeOf(rec.modelId, 'failure_fee'), request);
+      if (!cancelled) return null;
+    }
     this.queue.abort?.(generationId);
-    return true;
+    // A remote job may be running upstream with nobody left to check it. A worker that stores a handle after this
+    // cancel stops it itself (its setRemoteHandle is refused).
+    if (cancelled.remoteHandle !== undefined) await this.cancelUpstream(cancelled.modelId, generationId, cancelled.remoteHandle);
+    return cancelled;
+  }
+
+  /** Best effort: an upstream job nobody will check any more is told to stop. */
+  async cancelUpstream(modelId: string, generationId: string, handle: unknown): Promise<void> {
+    const provider = this.registry.get(modelId)?.provider;
+    if (!provider || !isRemoteJobProvider(provider) || !provider.cancel) return;
+    try {
+      await provider.cancel(handle, { generationId, logger: this.logger });
+    } catch (err) {
+      this.logger.warn({ err: err instanceof Error ? err.message : String(err), generationId }, 'cancelling the upstream job failed');
+    }
   }
 }

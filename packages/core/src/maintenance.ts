@@ -1,15 +1,12 @@
 import { inject, injectable } from 'tsyringe';
-import { isTerminal, type GenerationRecord } from './domain.js';
+import type { GenerationRecord } from './domain.js';
 import { Lifecycle } from './lifecycle.js';
 import { childLogger } from './logger.js';
 import type { BlobStore } from './ports/blob.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
-import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
-import type { JobQueue } from './ports/queue.js';
 import type { GenerationStore } from './ports/store.js';
 import type { WebhookStore } from './ports/webhooks.js';
-import { ModelRegistry } from './registry.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 
@@ -33,11 +30,8 @@ export class Maintenance {
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(TOKENS.Lifecycle) private readonly lifecycle: Lifecycle,
     @inject(TOKENS.Store) private readonly store: GenerationStore,
-    @inject(TOKENS.Ledger) private readonly ledger: Ledger,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
-    @inject(TOKENS.Queue) private readonly queue: JobQueue,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
-    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
     @inject(TOKENS.WebhookStore) private readonly webhookStore: WebhookStore,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
@@ -77,49 +71,16 @@ export class Maintenance {
     const now = Date.now();
     // Paged, so a backlog of any size is walked, not just its oldest page.
     for await (const rec of this.unfinished()) {
-      if (rec.status === 'processing' && (rec.leaseExpiresAt ?? 0) > now) continue; // a live worker has it
-      const model = this.registry.get(rec.modelId);
-      if (!model) {
-        if ((await this.lifecycle.fail(rec.id, { code: 'model_unavailable', reason: 'model no longer exists', fee: 'free' })) !== null) out.failed++;
-        continue;
-      }
-      if (rec.status === 'processing' && rec.parkedUntil !== undefined) {
-        // A remote job between checks: schedule its check (again: a restart lost the in-process timer), never give up
-        // on it as if its worker were lost.
-        try {
-          await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId }, { delayMs: Math.max(0, rec.parkedUntil - now) });
-          out.requeued++;
-        } catch (err) {
-          this.logger.warn({ err: String(err), generationId: rec.id }, 'recovery could not schedule a remote check');
-        }
-        continue;
-      }
-      if (rec.status === 'processing' && this.lifecycle.exhausted(rec.attempts)) {
-        const failed = await this.lifecycle.fail(
-          rec.id,
-          { code: 'worker_lost', reason: `gave up after ${rec.attempts} lost runs`, fee: 'failure_fee' },
-          model.failureFee,
-        );
-        if (failed !== null) out.failed++;
-        continue;
-      }
       try {
-        await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId });
-        out.requeued++;
+        const action = await this.lifecycle.recover(rec, now);
+        if (action !== 'skipped') out[action]++;
       } catch (err) {
         this.logger.warn({ err: String(err), generationId: rec.id }, 'recovery could not enqueue');
       }
     }
-    for (const r of await this.ledger.openReserves(PAGE)) {
-      const gen = await this.store.getById(r.generationId);
-      if (gen && isTerminal(gen.status)) {
-        await this.ledger.settle(r.generationId, gen.price ?? 0);
-        out.settled++;
-      } else if (!gen && now - r.createdAt > this.options.recovery.orphanReserveMs) {
-        await this.ledger.release(r.generationId);
-        out.released++;
-      }
-    }
+    const reserves = await this.lifecycle.reconcileReserves(PAGE);
+    out.settled = reserves.settled;
+    out.released = reserves.released;
     if (out.requeued + out.failed + out.settled + out.released > 0) this.logger.info({ ...out }, 'recovery pass');
     return out;
   }

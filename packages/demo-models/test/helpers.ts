@@ -7,7 +7,7 @@ export function makeContext(signal: AbortSignal = new AbortController().signal):
     generationId: 'gen_test',
     signal,
     deadline: Date.now() + 60_000,
-    attempt: 1,
+    claim: 1,
     progress: () => undefined,
     files: {
       put: () => Promise.reject(new Error('demo models return bytes, they never store files themselves')),

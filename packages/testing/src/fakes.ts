@@ -32,7 +32,7 @@ export type Script = (input: GenerationInput, ctx: GenerationContext) => Generat
 export interface ProviderCall {
   modelId: string;
   generationId: string;
-  attempt: number;
+  claim: number;
   settings: Settings;
 }
 
@@ -76,7 +76,7 @@ export function createScriptedProvider(options: ScriptedProviderOptions = {}): S
     calls,
     callsFor: (generationId) => calls.filter((c) => c.generationId === generationId),
     async generate(input, ctx) {
-      calls.push({ modelId: input.model.modelId, generationId: ctx.generationId, attempt: ctx.attempt, settings: input.settings });
+      calls.push({ modelId: input.model.modelId, generationId: ctx.generationId, claim: ctx.claim, settings: input.settings });
       const script = scripts[input.model.modelId] ?? fallback;
       return script(input, ctx);
     },

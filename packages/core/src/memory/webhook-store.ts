@@ -31,7 +31,7 @@ export class MemoryWebhookStore implements WebhookStore {
   private readonly secrets = new Map<string, StoredSecrets>();
   private readonly deliveries = new Map<string, StoredDelivery>();
   private readonly byGeneration = new Map<string, Set<string>>();
-  private readonly cursors = new Map<string, number>();
+  private readonly cursors = new Map<string, string>();
   private sequence = 0;
 
   async getSecrets(userId: string, now: number): Promise<WebhookSecrets | null> {
@@ -112,12 +112,12 @@ export class MemoryWebhookStore implements WebhookStore {
       .map((d) => ({ ...copyDelivery(d), history: d.history.map((h) => ({ ...h })) }));
   }
 
-  async getCursor(name: string): Promise<number> {
-    return this.cursors.get(name) ?? 0;
+  async getCursor(name: string): Promise<string> {
+    return this.cursors.get(name) ?? '';
   }
 
-  async advanceCursor(name: string, from: number, to: number): Promise<boolean> {
-    if ((this.cursors.get(name) ?? 0) !== from) return false;
+  async advanceCursor(name: string, from: string, to: string): Promise<boolean> {
+    if ((this.cursors.get(name) ?? '') !== from) return false;
     this.cursors.set(name, to);
     return true;
   }

@@ -12,8 +12,11 @@ export interface GenerationContext {
   readonly signal: AbortSignal;
   /** Epoch ms after which the run is aborted. */
   deadline: number;
-  /** Which attempt this is (1 on the first run; more after a retry or a lost worker). */
-  attempt: number;
+  /**
+   * Which claim of the generation this run is: 1 on the first run, more when a lost worker's generation is run again
+   * (a retry of a retryable ProviderError within one run is an attempt, and keeps the claim).
+   */
+  claim: number;
   files: {
     /** Stores a result file; returns its key. Return `{ file: key }` from generate to make it the result. */
     put(bytes: Uint8Array, mimeType: string): Promise<string>;

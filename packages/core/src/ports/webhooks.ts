@@ -23,7 +23,7 @@ export interface NewDelivery {
   id: string;
   generationId: string;
   ownerId: string;
-  /** The event log `seq` this message is about. */
+  /** The `seq` of the generation's event this message is about. */
   seq: number;
   type: WebhookEventType;
   url: string;
@@ -78,8 +78,8 @@ export interface DeliveryOutcome {
  * - `recordAttempt` appends the attempt and applies the outcome only while `workerId` holds the lease (else false,
  *   nothing written); it clears the lease and counts the attempt.
  * - `stopEndpoint` moves every pending delivery of that owner to that URL to `gone` (the receiver answered 410).
- * - `advanceCursor(name, from, to)` moves a named cursor from `from` to `to` only if it is still at `from`
- *   (compare-and-set; a cursor never set reads 0).
+ * - `advanceCursor(name, from, to)` moves a named cursor (an opaque string of the store's feed) from `from` to `to`
+ *   only if it is still at `from` (compare-and-set; a cursor never set reads `''`).
  * - `deleteForGenerations` deletes the deliveries (and their attempts) of those generations (retention).
  */
 export interface WebhookStore {
@@ -92,7 +92,7 @@ export interface WebhookStore {
   stopEndpoint(ownerId: string, url: string): Promise<number>;
   /** One generation's deliveries with their attempts, oldest first. */
   deliveriesOf(generationId: string): Promise<DeliveryWithAttempts[]>;
-  getCursor(name: string): Promise<number>;
-  advanceCursor(name: string, from: number, to: number): Promise<boolean>;
+  getCursor(name: string): Promise<string>;
+  advanceCursor(name: string, from: string, to: string): Promise<boolean>;
   deleteForGenerations(generationIds: string[]): Promise<number>;
 }

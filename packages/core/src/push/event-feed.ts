@@ -25,7 +25,7 @@ export class EventFeed {
   private readonly logger: Logger;
   private readonly watchers = new Map<string, Set<EventListener>>();
   private readonly wakeListeners = new Set<() => void>();
-  private cursor = 0;
+  private cursor = '';
   private started = false;
   private reading: Promise<void> | undefined;
   private again = false;
@@ -44,7 +44,7 @@ export class EventFeed {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    this.cursor = await this.store.lastSeq();
+    this.cursor = await this.store.feedHead();
     await this.notifier.start(() => this.wake());
     // Always, not only while someone watches: a cursor left behind while nobody watched would make the first new
     // watcher wait for a backlog of other generations' events.
@@ -118,10 +118,9 @@ export class EventFeed {
   }
 
   /**
-   * Reads the log past the cursor; calls made while a read runs make it read once more after, never in parallel. It
-   * reads also while nobody watches: jumping the cursor to `store.lastSeq()` instead would be cheaper, but a store's
-   * last seq may belong to an event not yet committed (a Postgres sequence hands out the number before the commit),
-   * and a watcher that came after the jump would never be handed that event.
+   * Reads the feed past the cursor; calls made while a read runs make it read once more after, never in parallel. It
+   * reads also while nobody watches: jumping the cursor to `store.feedHead()` instead would be cheaper, but an event
+   * that commits late would then be behind the cursor, and a watcher that came after the jump would never get it.
    */
   read(): void {
     if (!this.started) return;
@@ -134,9 +133,9 @@ export class EventFeed {
         this.again = false;
         try {
           for (;;) {
-            const events = await this.store.readEvents(this.cursor, PAGE);
+            const { events, cursor } = await this.store.readFeed(this.cursor, PAGE);
+            this.cursor = cursor;
             for (const e of events) {
-              this.cursor = e.seq;
               const set = this.watchers.get(e.generationId);
               if (set) for (const l of [...set]) l(e);
             }

@@ -192,11 +192,11 @@ export class Webhooks {
   /** One page of the log into the outbox; true when there may be more. */
   private async pumpPage(): Promise<boolean> {
     const from = await this.hooks.getCursor(CURSOR);
-    const events = await this.store.readEvents(from, PAGE);
+    const { events, cursor } = await this.store.readFeed(from, PAGE);
     if (events.length === 0) return false;
     const deliveries = await this.deliveriesFor(events);
     if (deliveries.length > 0) await this.hooks.addDeliveries(deliveries);
-    const advanced = await this.hooks.advanceCursor(CURSOR, from, events[events.length - 1]!.seq);
+    const advanced = await this.hooks.advanceCursor(CURSOR, from, cursor);
     if (deliveries.length > 0) this.deliver();
     // Another instance moved the cursor first: its deliveries have the same ids, so just read on from where it is.
     return advanced ? events.length === PAGE : true;
@@ -221,7 +221,7 @@ export class Webhooks {
       const payload = JSON.stringify({ type, timestamp: new Date(e.at).toISOString(), data: this.item(rec) });
       for (const url of urls) {
         out.push({
-          id: `msg_${e.seq}_${createHash('sha256').update(url).digest('base64url').slice(0, 12)}`,
+          id: `msg_${createHash('sha256').update(`${e.generationId}\n${e.seq}\n${url}`).digest('base64url').slice(0, 24)}`,
           generationId: rec.id,
           ownerId: rec.ownerId,
           seq: e.seq,

@@ -5,7 +5,7 @@ import { childLogger, silentLogger } from '../logger.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
-import type { GenerateProvider, GenerationContext, GenerationOutput, RemoteJobProvider } from '../ports/provider.js';
+import type { GenerateProvider, GenerationContext, GenerationOutput } from '../ports/provider.js';
 import type { Job } from '../ports/queue.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from '../registry.js';
 import { TOKENS } from '../tokens.js';
@@ -56,7 +56,7 @@ class RunContext implements GenerationContext {
     readonly generationId: string,
     abort: JobAbort,
     readonly deadline: number,
-    readonly attempt: number,
+    readonly claim: number,
     readonly files: GenerationContext['files'],
     readonly logger: Logger,
     readonly progress: GenerationContext['progress'],
@@ -159,15 +159,18 @@ export class Runner {
         this.renewTimer = undefined;
         return;
       }
-      for (const [id, run] of this.held) {
-        this.lifecycle.renew(id).then(
-          (stillHeld) => {
+      // Every lease this instance holds, in one store call (as BullMQ's LockManager extends all its locks at once).
+      const ids = [...this.held.keys()];
+      this.lifecycle.renewLeases(ids).then(
+        (renewed) => {
+          const still = new Set(renewed);
+          for (const id of ids) {
             // Lost (a stall let it expire and another worker took it) or finished by someone else (cancelled).
-            if (!stillHeld) run.abort.abort(new Error('lease lost'));
-          },
-          (err: unknown) => run.log.warn({ err: String(err) }, 'lease renewal failed'),
-        );
-      }
+            if (!still.has(id)) this.held.get(id)?.abort.abort(new Error('lease lost'));
+          }
+        },
+        (err: unknown) => this.logger.warn({ err: String(err), leases: ids.length }, 'lease renewal failed'),
+      );
     }, Math.max(50, Math.floor(this.options.runner.leaseMs / 3)));
     this.renewTimer.unref?.();
   }
@@ -187,23 +190,13 @@ export class Runner {
    * runner aborts it on a timeout or a lost lease).
    */
   async runJob(job: Job, abort: JobAbort): Promise<void> {
-    const rec = await this.lifecycle.claim(job.generationId);
-    if (!rec) return; // Someone else holds it, or it is finished: nothing to do.
-    // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
-    const log = this.logger === silentLogger ? silentLogger : childLogger(this.logger, { generationId: rec.id, modelId: rec.modelId, attempt: rec.attempts });
+    // The Lifecycle decides whether it may run at all (its model is there, it has not lost its worker too often).
+    const rec = await this.lifecycle.claim(job);
+    if (!rec) return; // Someone else holds it, it is finished, or it was given up: nothing to do.
     const model = this.registry.get(rec.modelId);
-    if (!model) {
-      await this.lifecycle.failClaimed(rec.id, { code: 'model_unavailable', reason: 'model no longer exists', fee: 'free' }, 0);
-      return;
-    }
-    if (this.lifecycle.exhausted(rec.attempts - 1)) {
-      await this.lifecycle.failClaimed(
-        rec.id,
-        { code: 'worker_lost', reason: `gave up after ${rec.attempts - 1} lost runs`, fee: 'failure_fee' },
-        model.failureFee,
-      );
-      return;
-    }
+    if (!model) return; // Not reached: claim refuses a generation whose model is gone.
+    // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
+    const log = this.logger === silentLogger ? silentLogger : childLogger(this.logger, { generationId: rec.id, modelId: rec.modelId, claim: rec.claims });
     if (log !== silentLogger) log.info({ status: 'processing' }, 'generation processing');
 
     // A remote job's time limit runs from its first start, across checks and restarts; a local run's from now.
@@ -216,7 +209,7 @@ export class Runner {
     this.held.set(rec.id, { abort, log });
     this.keepLeases();
     const progress = new ProgressReporter(this.lifecycle, rec.id, log);
-    const ctx = new RunContext(rec.id, abort, deadline, rec.attempts, this.files, log, progress.report);
+    const ctx = new RunContext(rec.id, abort, deadline, rec.claims, this.files, log, progress.report);
     const input = { model: model.definition, settings: rec.settings };
     let handle: unknown = rec.remoteHandle;
 
@@ -237,7 +230,7 @@ export class Runner {
         if (!(await this.lifecycle.setRemoteHandle(rec.id, handle))) {
           // Cancelled or taken over while it was being started: nobody will check this upstream job, so stop it.
           log.warn({}, 'remote job started after this worker lost the generation; cancelling it upstream');
-          await this.cancelUpstream(remote, rec.id, handle, log);
+          await this.lifecycle.cancelUpstream(rec.modelId, rec.id, handle);
           return;
         }
       }
@@ -260,12 +253,13 @@ export class Runner {
       progress.stop();
       const reason: unknown = abort.aborted ? abort.reason : undefined;
       if (reason instanceof TimeoutAbort) {
-        const failed = await this.lifecycle.failClaimed(
-          rec.id,
-          { code: 'timeout', publicMessage: `The generation took longer than ${Math.round(model.timeoutMs / 1000)} s.`, reason: reason.message, fee: 'failure_fee' },
-          model.failureFee,
-        );
-        if (failed !== null && remote && handle !== undefined) await this.cancelUpstream(remote, rec.id, handle, log);
+        const failed = await this.lifecycle.failClaimed(rec.id, {
+          code: 'timeout',
+          publicMessage: `The generation took longer than ${Math.round(model.timeoutMs / 1000)} s.`,
+          reason: reason.message,
+          fee: 'failure_fee',
+        });
+        if (failed !== null && remote && handle !== undefined) await this.lifecycle.cancelUpstream(rec.modelId, rec.id, handle);
         return;
       }
       if (abort.aborted) {
@@ -285,7 +279,6 @@ export class Runner {
           reason: message,
           fee: 'failure_fee',
         },
-        model.failureFee,
       );
     } finally {
       progress.stop();
@@ -316,16 +309,6 @@ export class Runner {
     }
   }
 
-  /** Best effort: an upstream job nobody will check any more is told to stop. */
-  async cancelUpstream(provider: RemoteJobProvider, generationId: string, handle: unknown, log: Logger): Promise<void> {
-    if (!provider.cancel) return;
-    try {
-      await provider.cancel(handle, { generationId, logger: log });
-    } catch (err) {
-      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'cancelling the upstream job failed');
-    }
-  }
-
   private async finishCompleted(id: string, reserved: number, model: RegisteredModel, output: GenerationOutput, log: Logger): Promise<void> {
     let resultText: string | undefined;
     let resultKey: string | undefined;
@@ -349,7 +332,7 @@ export class Runner {
       }
     } catch (err) {
       log.error({ err: err instanceof Error ? err.message : String(err) }, 'provider broke its contract');
-      await this.lifecycle.failClaimed(id, { code: 'provider_error', reason: err instanceof Error ? err.message : String(err), fee: 'failure_fee' }, model.failureFee);
+      await this.lifecycle.failClaimed(id, { code: 'provider_error', reason: err instanceof Error ? err.message : String(err), fee: 'failure_fee' });
       return;
     }
     const price = Math.min(reserved, output.price ?? reserved);

@@ -1,9 +1,44 @@
 import { describe, expect, it } from 'vitest';
-import type { GenerationRecord, GenerationStore, NewGeneration } from '@genservice/core';
+import type { GenerationChange, GenerationEvent, GenerationRecord, GenerationStore, NewEvent, NewGeneration } from '@genservice/core/ports';
 import { T0, uid, useFresh } from './harness.js';
 
-/** A client-safe failure reason, for the fail calls that are not about it. */
+/** A client-safe failure reason, for the changes that are not about it. */
 const FAILED = { code: 'provider_error', message: 'The model failed to generate a result.' } as const;
+const CREATED: NewEvent = { type: 'created', data: { modelId: 'model-a' } };
+
+/*
+ * The store holds no rules: these helpers build the kind of compare-and-set core's Lifecycle sends, so the tests read
+ * like the life of a generation, but every assertion is about what the store guarantees: an expectation is checked
+ * and the write and its event happen atomically, or nothing happens.
+ */
+const lease = (holder: string, now: number, ms = 1000) => ({ leaseOwner: holder, leaseExpiresAt: now + ms });
+const claimFromPending = (holder: string, now: number, ms = 1000): GenerationChange => ({
+  expect: { status: ['pending'] },
+  set: { status: 'processing', claims: 1, startedAt: now, ...lease(holder, now, ms) },
+  event: { type: 'processing', data: { claim: 1 } },
+  now,
+});
+const reclaim = (holder: string, claims: number, now: number, ms = 1000): GenerationChange => ({
+  expect: { status: ['processing'], lease: 'free', parked: false, claims },
+  set: { claims: claims + 1, ...lease(holder, now, ms) },
+  event: { type: 'processing', data: { claim: claims + 1 } },
+  now,
+});
+const complete = (holder: string, now: number, price = 1, result: { resultText?: string; resultKey?: string } = { resultText: 'ok' }): GenerationChange => ({
+  expect: { status: ['processing'], lease: { heldBy: holder } },
+  set: { status: 'completed', price, finishedAt: now, ...result },
+  event: { type: 'completed', data: { price } },
+  now,
+});
+const failFrom = (expect: GenerationChange['expect'], now: number, price = 0, reason = 'x'): GenerationChange => ({
+  expect,
+  set: { status: 'failed', price, failureReason: reason, error: FAILED, parkedUntil: null, finishedAt: now },
+  event: { type: 'failed', data: { price, error: FAILED } },
+  now,
+});
+const held = (holder: string): GenerationChange['expect'] => ({ status: ['processing'], lease: { heldBy: holder } });
+const PENDING: GenerationChange['expect'] = { status: ['pending'] };
+const UNHELD: GenerationChange['expect'] = { status: ['pending', 'processing'], lease: 'free' };
 
 /** The GenerationStore half of `runPortContracts`. */
 export function describeStoreContract(make: () => Promise<{ store: GenerationStore; close(): Promise<void> }>): void {
@@ -17,6 +52,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         ownerId: uid('user'),
         modelId: 'model-a',
         settings: { prompt: 'a cat', images: ['https://example.com/a.png'], nested: { n: 1 } },
+        status: 'pending',
         reserved: 10,
         createdAt: T0,
         ...overrides,
@@ -25,14 +61,14 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
 
     async function inserted(overrides: Partial<NewGeneration> = {}): Promise<NewGeneration> {
       const gen = newGen(overrides);
-      await store().insert(gen);
+      expect(await store().insert(gen, CREATED)).toBe('inserted');
       return gen;
     }
 
-    /** A generation claimed by `workerId` at T0 + 1000 with a 1000 ms lease (held until T0 + 2000). */
-    async function claimed(workerId = 'w1'): Promise<{ gen: NewGeneration; record: GenerationRecord }> {
+    /** A generation claimed by `holder` at T0 + 1000 with a 1000 ms lease (held until T0 + 2000). */
+    async function claimed(holder = 'w1'): Promise<{ gen: NewGeneration; record: GenerationRecord }> {
       const gen = await inserted();
-      const record = await store().claim(gen.id, { workerId, leaseMs: 1000, now: T0 + 1000 });
+      const record = await store().update(gen.id, claimFromPending(holder, T0 + 1000));
       expect(record).not.toBeNull();
       return { gen, record: record! };
     }
@@ -43,25 +79,41 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
       return record!;
     }
 
+    const types = async (id: string): Promise<string[]> => (await store().eventsOf(id)).map((e) => e.type);
+
+    /**
+     * Every event of the feed from `cursor` on, in pages of `page`, and the cursor after the last. An event becomes
+     * readable once it is committed and the store can tell nothing older is still being written (on Postgres: once every
+     * older transaction of the server has ended), so this reads until at least `expected` events came, for a while.
+     */
+    async function drain(cursor: string, expected = 0, page = 1000): Promise<{ events: GenerationEvent[]; cursor: string }> {
+      const events: GenerationEvent[] = [];
+      const deadline = Date.now() + 30_000;
+      for (let i = 0; i < 100_000; i++) {
+        const next = await store().readFeed(cursor, page);
+        events.push(...next.events);
+        if (next.events.length === 0) {
+          expect(next.cursor).toBe(cursor);
+          if (events.length >= expected || Date.now() > deadline) return { events, cursor };
+          await new Promise((r) => setTimeout(r, 10));
+          continue;
+        }
+        cursor = next.cursor;
+      }
+      throw new Error('the feed did not end');
+    }
+
     describe('insert and read', () => {
-      it('stores a pending generation with no attempts, price or result', async () => {
+      it('stores the record as given, with no claims, lease, price or result, and its first event', async () => {
         const gen = await inserted();
         const record = await store().get(gen.id, gen.ownerId);
-        expect(record).toMatchObject({
-          id: gen.id,
-          ownerId: gen.ownerId,
-          modelId: gen.modelId,
-          settings: gen.settings,
-          status: 'pending',
-          reserved: 10,
-          attempts: 0,
-          createdAt: T0,
-        });
-        expect(record?.price).toBeUndefined();
-        expect(record?.resultText).toBeUndefined();
-        expect(record?.resultKey).toBeUndefined();
-        expect(record?.finishedAt).toBeUndefined();
+        expect(record).toMatchObject({ id: gen.id, ownerId: gen.ownerId, modelId: gen.modelId, settings: gen.settings, status: 'pending', reserved: 10, claims: 0, createdAt: T0, updatedAt: T0 });
+        for (const absent of ['price', 'resultText', 'resultKey', 'finishedAt', 'leaseOwner', 'leaseExpiresAt', 'parkedUntil', 'remoteHandle'] as const) {
+          expect(record?.[absent]).toBeUndefined();
+        }
         expect(await store().getById(gen.id)).toEqual(record);
+        const events = await store().eventsOf(gen.id);
+        expect(events).toEqual([{ seq: 1, generationId: gen.id, ownerId: gen.ownerId, type: 'created', at: T0, data: { modelId: 'model-a' } }]);
       });
 
       it("reads another user's generation as null, exactly like a missing one", async () => {
@@ -78,414 +130,347 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         for (const id of ['', '__proto__', 'constructor', "' OR 1=1 --", `${gen.id}%`, `${gen.id} `, '%', '*', 'x'.repeat(5000)]) {
           expect(await store().get(id, gen.ownerId)).toBeNull();
           expect(await store().getById(id)).toBeNull();
+          expect(await store().update(id, claimFromPending('w', T0))).toBeNull();
         }
       });
 
       it('rejects a duplicate id and keeps the first', async () => {
         const gen = await inserted();
-        await expect(store().insert({ ...gen, ownerId: uid('intruder'), reserved: 99 })).rejects.toThrow();
-        await expect(store().insert(gen)).rejects.toThrow();
+        await expect(store().insert({ ...gen, ownerId: uid('intruder'), reserved: 99 }, CREATED)).rejects.toThrow();
+        await expect(store().insert(gen, CREATED)).rejects.toThrow();
         expect(await read(gen.id)).toMatchObject({ ownerId: gen.ownerId, reserved: 10, status: 'pending' });
+        expect(await store().eventsOf(gen.id)).toHaveLength(1);
       });
 
       it('rejects all but one of concurrent inserts of one id', async () => {
         const gen = newGen();
-        const results = await Promise.allSettled(
-          Array.from({ length: 20 }, (_, i) => store().insert({ ...gen, ownerId: `${gen.ownerId}-${i}` })),
-        );
+        const results = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => store().insert({ ...gen, ownerId: `${gen.ownerId}-${i}` }, CREATED)));
         expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+        expect(await store().eventsOf(gen.id)).toHaveLength(1);
       });
 
       it('hands out copies: mutating an input or a result never changes what is stored', async () => {
         const gen = newGen();
-        await store().insert(gen);
+        const change = claimFromPending('w1', T0 + 1);
+        await store().insert(gen, CREATED);
         (gen.settings as { prompt: string }).prompt = 'mutated input';
         const first = await read(gen.id);
         first.status = 'completed';
         (first.settings as { nested: { n: number } }).nested.n = 42;
+        const after = await store().update(gen.id, change);
+        (change.set as { leaseOwner: string }).leaseOwner = 'mutated';
+        after!.claims = 99;
         const again = await read(gen.id);
-        expect(again.status).toBe('pending');
+        expect(again).toMatchObject({ status: 'processing', claims: 1, leaseOwner: 'w1' });
         expect(again.settings).toEqual({ prompt: 'a cat', images: ['https://example.com/a.png'], nested: { n: 1 } });
       });
     });
 
-    describe('claim', () => {
-      it('moves pending to processing with a lease and one attempt', async () => {
+    describe('update: the expectation', () => {
+      it('applies the change and answers the record as written, with updatedAt and the event', async () => {
         const gen = await inserted();
-        const record = await store().claim(gen.id, { workerId: 'w1', leaseMs: 500, now: T0 + 10 });
-        expect(record).toMatchObject({ id: gen.id, status: 'processing', attempts: 1, leaseOwner: 'w1', leaseExpiresAt: T0 + 510 });
-        expect(await read(gen.id)).toMatchObject({ status: 'processing', attempts: 1, leaseOwner: 'w1', leaseExpiresAt: T0 + 510 });
+        const after = await store().update(gen.id, claimFromPending('w1', T0 + 10, 500));
+        expect(after).toMatchObject({ id: gen.id, status: 'processing', claims: 1, leaseOwner: 'w1', leaseExpiresAt: T0 + 510, startedAt: T0 + 10, updatedAt: T0 + 10 });
+        expect(await read(gen.id)).toEqual(after);
+        expect((await store().eventsOf(gen.id))[1]).toEqual({ seq: 2, generationId: gen.id, ownerId: gen.ownerId, type: 'processing', at: T0 + 10, data: { claim: 1 } });
       });
 
-      it('returns null for a missing generation', async () => {
-        expect(await store().claim(uid('missing'), { workerId: 'w1', leaseMs: 500, now: T0 })).toBeNull();
-      });
-
-      it('refuses a generation whose lease is still held, by anyone', async () => {
-        const { gen } = await claimed('w1');
-        expect(await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 1999 })).toBeNull();
-        expect(await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 1500 })).toBeNull();
-        expect(await read(gen.id)).toMatchObject({ attempts: 1, leaseOwner: 'w1', leaseExpiresAt: T0 + 2000 });
-      });
-
-      it('lets exactly one of 50 concurrent claims win', async () => {
+      it('refuses when the status is not one of those expected, and for a missing generation', async () => {
         const gen = await inserted();
-        const results = await Promise.all(
-          Array.from({ length: 50 }, (_, i) => store().claim(gen.id, { workerId: `w${i}`, leaseMs: 1000, now: T0 + 1 })),
-        );
-        const winners = results.filter((r): r is GenerationRecord => r !== null);
-        expect(winners).toHaveLength(1);
-        expect(await read(gen.id)).toMatchObject({ status: 'processing', attempts: 1, leaseOwner: winners[0]!.leaseOwner });
+        expect(await store().update(gen.id, { expect: { status: ['processing', 'completed'] }, set: { price: 1 }, now: T0 + 1 })).toBeNull();
+        expect(await store().update(gen.id, { expect: { status: [] }, set: { price: 1 }, now: T0 + 1 })).toBeNull();
+        expect(await store().update(uid('missing'), claimFromPending('w', T0))).toBeNull();
+        expect(await read(gen.id)).toMatchObject({ status: 'pending', updatedAt: T0 });
+        expect((await read(gen.id)).price).toBeUndefined();
+        expect(await store().update(gen.id, { expect: { status: ['failed', 'pending'] }, set: { price: 1 }, now: T0 + 2 })).toMatchObject({ price: 1, status: 'pending' });
       });
 
-      it('re-claims an expired lease, counting a new attempt, and locks out the lost worker', async () => {
+      it('lease held: only by its holder, only before it expires (now < leaseExpiresAt)', async () => {
         const { gen } = await claimed('w1');
-        const reclaimed = await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 2000 });
-        expect(reclaimed).toMatchObject({ status: 'processing', attempts: 2, leaseOwner: 'w2', leaseExpiresAt: T0 + 3000 });
-        // The lost worker comes back while w2 still holds the new lease: every move it tries is refused.
-        expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 2100)).toBe(false);
-        expect(await store().complete(gen.id, { workerId: 'w1', price: 10, resultText: 'stale', now: T0 + 2100 })).toBe(false);
-        expect(await store().fail(gen.id, { workerId: 'w1', price: 0, reason: 'stale', error: FAILED, now: T0 + 2100 })).toBe(false);
-        expect(await read(gen.id)).toMatchObject({ status: 'processing', attempts: 2, leaseOwner: 'w2' });
-        expect(await store().complete(gen.id, { workerId: 'w2', price: 7, resultText: 'fresh', now: T0 + 2200 })).toBe(true);
-        expect(await read(gen.id)).toMatchObject({ status: 'completed', price: 7, resultText: 'fresh', attempts: 2 });
-      });
-
-      it('lets exactly one of 30 concurrent re-claims of an expired lease win, adding one attempt', async () => {
-        const { gen } = await claimed('w0');
-        const results = await Promise.all(
-          Array.from({ length: 30 }, (_, i) => store().claim(gen.id, { workerId: `r${i}`, leaseMs: 1000, now: T0 + 5000 })),
-        );
-        expect(results.filter((r) => r !== null)).toHaveLength(1);
-        expect(await read(gen.id)).toMatchObject({ status: 'processing', attempts: 2 });
-      });
-
-      it('counts every claim across several lost workers', async () => {
-        const gen = await inserted();
-        for (let i = 1; i <= 4; i++) {
-          const record = await store().claim(gen.id, { workerId: `w${i}`, leaseMs: 100, now: T0 + i * 1000 });
-          expect(record?.attempts).toBe(i);
-        }
-      });
-    });
-
-    describe('renewLease', () => {
-      it('extends the lease of the holder, so others cannot claim at the old expiry', async () => {
-        const { gen } = await claimed('w1');
-        expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 1900)).toBe(true);
-        expect(await read(gen.id)).toMatchObject({ leaseOwner: 'w1', leaseExpiresAt: T0 + 2900, attempts: 1 });
-        expect(await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 2000 })).toBeNull();
-        expect(await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 2900 })).not.toBeNull();
-      });
-
-      it('refuses another worker, a pending, a missing and a finished generation', async () => {
-        const { gen } = await claimed('w1');
-        expect(await store().renewLease(gen.id, 'w2', 1000, T0 + 1500)).toBe(false);
+        const touch = (holder: string, now: number) => store().update(gen.id, { expect: held(holder), set: { progress: { fraction: now - T0 } }, now });
+        expect(await touch('w2', T0 + 1500)).toBeNull();
+        expect(await touch('', T0 + 1500)).toBeNull();
+        expect(await touch('w1', T0 + 2000)).toBeNull();
+        expect(await touch('w1', T0 + 1999)).toMatchObject({ progress: { fraction: 1999 } });
         const pending = await inserted();
-        expect(await store().renewLease(pending.id, 'w1', 1000, T0 + 1500)).toBe(false);
-        expect(await store().renewLease(uid('missing'), 'w1', 1000, T0 + 1500)).toBe(false);
-        expect(await store().complete(gen.id, { workerId: 'w1', price: 1, now: T0 + 1500 })).toBe(true);
-        expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 1600)).toBe(false);
+        expect(await store().update(pending.id, { expect: { status: ['pending', 'processing'], lease: { heldBy: 'w1' } }, set: { price: 1 }, now: T0 })).toBeNull();
       });
 
-      it('refuses the holder once its lease has expired', async () => {
+      it('lease free: no lease, or expired at now (leaseExpiresAt <= now); never while it is held', async () => {
         const { gen } = await claimed('w1');
-        expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 2000)).toBe(false);
+        expect(await store().update(gen.id, failFrom(UNHELD, T0 + 1999))).toBeNull();
+        expect((await read(gen.id)).status).toBe('processing');
+        expect(await store().update(gen.id, failFrom(UNHELD, T0 + 2000))).toMatchObject({ status: 'failed' });
+        const pending = await inserted();
+        expect(await store().update(pending.id, failFrom(UNHELD, T0))).toMatchObject({ status: 'failed' });
+      });
+
+      it('parked: whether parkedUntil is set', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().update(gen.id, { expect: { status: ['processing'], parked: true }, set: { price: 1 }, now: T0 + 1100 })).toBeNull();
+        expect(await store().update(gen.id, { expect: held('w1'), set: { leaseOwner: null, leaseExpiresAt: null, parkedUntil: T0 + 5000 }, now: T0 + 1100 })).not.toBeNull();
+        expect(await store().update(gen.id, { expect: { status: ['processing'], parked: false }, set: { price: 1 }, now: T0 + 1200 })).toBeNull();
+        expect(await store().update(gen.id, reclaim('w2', 1, T0 + 1300))).toBeNull();
+        const resumed = await store().update(gen.id, { expect: { status: ['processing'], lease: 'free', parked: true }, set: { parkedUntil: null, ...lease('w2', T0 + 5000) }, now: T0 + 5000 });
+        expect(resumed).toMatchObject({ claims: 1, leaseOwner: 'w2' });
+        expect(resumed?.parkedUntil).toBeUndefined();
+      });
+
+      it('claims: equal to the expected count', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().update(gen.id, reclaim('w2', 0, T0 + 3000))).toBeNull();
+        expect(await store().update(gen.id, reclaim('w2', 2, T0 + 3000))).toBeNull();
+        expect(await store().update(gen.id, reclaim('w2', 1, T0 + 3000))).toMatchObject({ claims: 2, leaseOwner: 'w2' });
+      });
+
+      it('noRemoteHandle: only while no handle is stored', async () => {
+        const { gen } = await claimed('w1');
+        const handle = { id: 'pred_123', urls: { get: "https://api.example.com/p/123?x='1'" }, n: [1, 2], ok: true, none: null };
+        const setHandle = (h: unknown) => store().update(gen.id, { expect: { ...held('w1'), noRemoteHandle: true }, set: { remoteHandle: h }, now: T0 + 1100 });
+        expect(await setHandle(handle)).toMatchObject({ remoteHandle: handle });
+        expect(await setHandle({ id: 'second' })).toBeNull();
+        expect((await read(gen.id)).remoteHandle).toEqual(handle);
+      });
+
+      it('every condition must hold at once', async () => {
+        const { gen } = await claimed('w1');
+        const change = (expect: GenerationChange['expect']) => store().update(gen.id, { expect, set: { price: 3 }, now: T0 + 1500 });
+        expect(await change({ status: ['processing'], lease: { heldBy: 'w1' }, claims: 2 })).toBeNull();
+        expect(await change({ status: ['pending'], lease: { heldBy: 'w1' }, claims: 1 })).toBeNull();
+        expect(await change({ status: ['processing'], lease: { heldBy: 'w1' }, claims: 1, parked: true })).toBeNull();
+        expect(await change({ status: ['processing'], lease: 'free', claims: 1 })).toBeNull();
+        expect(await change({ status: ['processing'], lease: { heldBy: 'w1' }, claims: 1, parked: false, noRemoteHandle: true })).toMatchObject({ price: 3 });
       });
     });
 
-    describe('complete', () => {
-      it('finishes a claimed generation with its price and result', async () => {
-        const { gen } = await claimed('w1');
-        expect(await store().complete(gen.id, { workerId: 'w1', price: 8, resultKey: 'blob-key', now: T0 + 1500 })).toBe(true);
-        const record = await store().get(gen.id, gen.ownerId);
-        expect(record).toMatchObject({ status: 'completed', price: 8, resultKey: 'blob-key', finishedAt: T0 + 1500, attempts: 1 });
-        expect(record?.resultText).toBeUndefined();
-      });
-
-      it('stores a text result', async () => {
+    describe('update: the patch', () => {
+      it('writes the fields given, clears those given as null, and leaves the rest', async () => {
         const { gen } = await claimed('w1');
         const text = 'ünïcødé ✓\n'.repeat(1000);
-        expect(await store().complete(gen.id, { workerId: 'w1', price: 0, resultText: text, now: T0 + 1500 })).toBe(true);
-        expect(await read(gen.id)).toMatchObject({ status: 'completed', price: 0, resultText: text });
-      });
-
-      it('refuses a pending, a missing, or another worker\'s generation', async () => {
-        const pending = await inserted();
-        expect(await store().complete(pending.id, { workerId: 'w1', price: 1, now: T0 + 1500 })).toBe(false);
-        expect(await store().complete(uid('missing'), { workerId: 'w1', price: 1, now: T0 + 1500 })).toBe(false);
-        const { gen } = await claimed('w1');
-        expect(await store().complete(gen.id, { workerId: 'w2', price: 1, now: T0 + 1500 })).toBe(false);
-        expect(await store().complete(gen.id, { workerId: '', price: 1, now: T0 + 1500 })).toBe(false);
-        expect((await read(pending.id)).status).toBe('pending');
-        expect((await read(gen.id)).status).toBe('processing');
-      });
-
-      it('refuses the holder once its lease has expired', async () => {
-        const { gen } = await claimed('w1');
-        expect(await store().complete(gen.id, { workerId: 'w1', price: 1, now: T0 + 2000 })).toBe(false);
-        expect((await read(gen.id)).status).toBe('processing');
-      });
-
-      it('lets exactly one of 50 concurrent completes and fails win', async () => {
-        const { gen } = await claimed('w1');
-        const calls = Array.from({ length: 50 }, (_, i) =>
-          i % 2 === 0
-            ? store().complete(gen.id, { workerId: 'w1', price: i, resultText: `r${i}`, now: T0 + 1500 })
-            : store().fail(gen.id, { workerId: 'w1', price: i, reason: `f${i}`, error: FAILED, now: T0 + 1500 }),
-        );
-        const results = await Promise.all(calls);
-        expect(results.filter(Boolean)).toHaveLength(1);
-        const winner = results.indexOf(true);
-        const record = await read(gen.id);
-        expect(record.price).toBe(winner);
-        if (winner % 2 === 0) {
-          expect(record).toMatchObject({ status: 'completed', resultText: `r${winner}` });
-        } else {
-          expect(record).toMatchObject({ status: 'failed', failureReason: `f${winner}` });
-          expect(record.resultText).toBeUndefined();
-        }
-      });
-    });
-
-    describe('fail', () => {
-      it('fails a pending generation without a worker (cancel)', async () => {
-        const gen = await inserted();
-        expect(await store().fail(gen.id, { price: 0, reason: 'cancelled', error: FAILED, now: T0 + 5 })).toBe(true);
-        const record = await read(gen.id);
-        expect(record).toMatchObject({ status: 'failed', price: 0, failureReason: 'cancelled', finishedAt: T0 + 5, attempts: 0 });
-        expect(await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 6 })).toBeNull();
-      });
-
-      it('refuses a worker failing a generation it never claimed', async () => {
-        const gen = await inserted();
-        expect(await store().fail(gen.id, { workerId: 'w1', price: 0, reason: 'x', error: FAILED, now: T0 + 5 })).toBe(false);
-        expect((await read(gen.id)).status).toBe('pending');
-      });
-
-      it('fails a processing generation by its worker while the lease is held', async () => {
-        const { gen } = await claimed('w1');
-        expect(await store().fail(gen.id, { workerId: 'w2', price: 1, reason: 'x', error: FAILED, now: T0 + 1500 })).toBe(false);
-        expect(await store().fail(gen.id, { workerId: 'w1', price: 2, reason: 'provider said no', error: FAILED, now: T0 + 1500 })).toBe(true);
-        expect(await read(gen.id)).toMatchObject({ status: 'failed', price: 2, failureReason: 'provider said no' });
-      });
-
-      it('without a worker, fails a processing generation only once its lease expired, or with force', async () => {
-        const { gen } = await claimed('w1');
-        expect(await store().fail(gen.id, { price: 0, reason: 'recovery', error: FAILED, now: T0 + 1999 })).toBe(false);
-        expect((await read(gen.id)).status).toBe('processing');
-        expect(await store().fail(gen.id, { price: 0, reason: 'recovery', error: FAILED, now: T0 + 2000 })).toBe(true);
-        expect((await read(gen.id)).status).toBe('failed');
-
-        const other = await claimed('w1');
-        expect(await store().fail(other.gen.id, { force: true, price: 3, reason: 'cancelled', error: FAILED, now: T0 + 1100 })).toBe(true);
-        expect(await read(other.gen.id)).toMatchObject({ status: 'failed', price: 3 });
-        // The cancelled worker's late answer is refused.
-        expect(await store().complete(other.gen.id, { workerId: 'w1', price: 9, now: T0 + 1200 })).toBe(false);
-      });
-
-      it('lets exactly one of concurrent claims and a cancel of a pending generation win', async () => {
-        const gen = await inserted();
-        const calls: Array<Promise<unknown>> = Array.from({ length: 25 }, (_, i) =>
-          store().claim(gen.id, { workerId: `w${i}`, leaseMs: 1000, now: T0 + 1 }),
-        );
-        calls.splice(12, 0, store().fail(gen.id, { price: 0, reason: 'cancelled', error: FAILED, now: T0 + 1 }));
-        const results = await Promise.all(calls);
-        const wins = results.filter((r) => r !== null && r !== false);
-        expect(wins).toHaveLength(1);
-        const record = await read(gen.id);
-        if (results[12] === true) expect(record).toMatchObject({ status: 'failed', attempts: 0 });
-        else expect(record).toMatchObject({ status: 'processing', attempts: 1 });
-      });
-    });
-
-    describe('fail records the reason and a price that follows the state it moved from', () => {
-      it('records the client-safe error beside the internal reason', async () => {
-        const { gen } = await claimed('w1');
+        const done = await store().update(gen.id, complete('w1', T0 + 1500, 8, { resultText: text, resultKey: 'blob-key' }));
+        expect(done).toMatchObject({ status: 'completed', price: 8, resultText: text, resultKey: 'blob-key', finishedAt: T0 + 1500, claims: 1, leaseOwner: 'w1', startedAt: T0 + 1000 });
         const error = { code: 'timeout', message: 'The generation took longer than 30 s.' } as const;
-        expect(await store().fail(gen.id, { workerId: 'w1', price: 2, reason: 'timed out after 30000 ms', error, now: T0 + 1500 })).toBe(true);
-        expect(await read(gen.id)).toMatchObject({ status: 'failed', price: 2, failureReason: 'timed out after 30000 ms', error });
+        const other = (await claimed('w1')).gen;
+        await store().update(other.id, { expect: held('w1'), set: { progress: { fraction: 0.5, message: 'half' }, parkedUntil: T0 + 9 }, now: T0 + 1100 });
+        const failed = await store().update(other.id, {
+          expect: held('w1'),
+          set: { status: 'failed', price: 2, failureReason: 'timed out after 30000 ms', error, parkedUntil: null, leaseOwner: null, finishedAt: T0 + 1500 },
+          now: T0 + 1500,
+        });
+        expect(failed).toMatchObject({ status: 'failed', price: 2, failureReason: 'timed out after 30000 ms', error, progress: { fraction: 0.5, message: 'half' } });
+        expect(failed?.parkedUntil).toBeUndefined();
+        expect(failed?.leaseOwner).toBeUndefined();
+        expect(await read(other.id)).toEqual(failed);
       });
 
-      it('charges pendingPrice from pending and price from processing', async () => {
-        const pending = await inserted();
-        expect(await store().fail(pending.id, { force: true, price: 5, pendingPrice: 0, reason: 'cancelled', error: FAILED, now: T0 + 5 })).toBe(true);
-        expect((await read(pending.id)).price).toBe(0);
-        const { gen } = await claimed('w1');
-        expect(await store().fail(gen.id, { force: true, price: 5, pendingPrice: 0, reason: 'cancelled', error: FAILED, now: T0 + 1100 })).toBe(true);
-        expect((await read(gen.id)).price).toBe(5);
-        expect((await store().eventsOf(gen.id)).at(-1)?.data).toEqual({ price: 5, error: FAILED });
-      });
-
-      it('charges by the state the generation really left when a cancel races a claim', async () => {
-        for (let round = 0; round < 10; round++) {
-          const gen = await inserted();
-          const [claim, cancel] = await Promise.all([
-            store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 1 }),
-            store().fail(gen.id, { force: true, price: 7, pendingPrice: 0, reason: 'cancelled', error: FAILED, now: T0 + 1 }),
-          ]);
-          const record = await read(gen.id);
-          expect(cancel).toBe(true); // force fails from pending and from processing alike
-          expect(record.status).toBe('failed');
-          // Claimed first: the worker had it, so the fee. Cancelled first: free, and the claim lost.
-          expect(record.price).toBe(claim === null ? 0 : 7);
-          const types = (await store().eventsOf(gen.id)).map((e) => e.type);
-          expect(types).toEqual(claim === null ? ['created', 'failed'] : ['created', 'processing', 'failed']);
-        }
-      });
-    });
-
-    describe('progress', () => {
-      it('records progress only for the worker holding the lease', async () => {
-        const { gen } = await claimed('w1');
-        expect(await store().progress(gen.id, { workerId: 'w2', fraction: 0.5, now: T0 + 1100 })).toBe(false);
-        expect(await store().progress(gen.id, { workerId: 'w1', fraction: 0.25, now: T0 + 1100 })).toBe(true);
-        expect((await read(gen.id)).progress).toEqual({ fraction: 0.25 });
-        expect(await store().progress(gen.id, { workerId: 'w1', fraction: 0.5, message: 'step 2 of 4', now: T0 + 1200 })).toBe(true);
-        expect((await read(gen.id)).progress).toEqual({ fraction: 0.5, message: 'step 2 of 4' });
-        // Lease expired: refused, and nothing appended.
-        expect(await store().progress(gen.id, { workerId: 'w1', fraction: 0.9, now: T0 + 2000 })).toBe(false);
-        const events = await store().eventsOf(gen.id);
-        expect(events.map((e) => e.type)).toEqual(['created', 'processing', 'progress', 'progress']);
-        expect(events[3]!.data).toEqual({ fraction: 0.5, message: 'step 2 of 4' });
-      });
-
-      it('refuses progress on pending, finished and missing generations', async () => {
-        const pending = await inserted();
-        expect(await store().progress(pending.id, { workerId: 'w1', fraction: 0.1, now: T0 + 1 })).toBe(false);
-        const { gen } = await claimed('w1');
-        await store().complete(gen.id, { workerId: 'w1', price: 1, resultText: 'ok', now: T0 + 1500 });
-        expect(await store().progress(gen.id, { workerId: 'w1', fraction: 0.1, now: T0 + 1600 })).toBe(false);
-        expect(await store().progress(uid('missing'), { workerId: 'w1', fraction: 0.1, now: T0 + 1600 })).toBe(false);
-        expect((await store().eventsOf(pending.id)).map((e) => e.type)).toEqual(['created']);
-      });
-    });
-
-    describe('metadata and timestamps', () => {
-      it('keeps metadata as given and sets startedAt on the first claim only', async () => {
+      it('keeps metadata and the webhook a generation was created with', async () => {
         const metadata = { order: 'A-17', 'utm source': 'newsletter', empty: '' };
-        const gen = await inserted({ metadata });
-        expect((await read(gen.id)).metadata).toEqual(metadata);
-        expect((await read(gen.id)).startedAt).toBeUndefined();
-        await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 1000 });
-        expect((await read(gen.id)).startedAt).toBe(T0 + 1000);
-        // A lost worker's generation re-claimed later keeps its first start.
-        await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 5000 });
-        expect((await read(gen.id)).startedAt).toBe(T0 + 1000);
+        const webhook = { url: 'https://hooks.example.com/gen?token=a%20b', events: ['generation.completed' as const, 'generation.failed' as const] };
+        const gen = await inserted({ metadata, webhook });
+        await store().update(gen.id, claimFromPending('w1', T0 + 1));
+        expect(await read(gen.id)).toMatchObject({ metadata, webhook });
+        expect((await store().list(gen.ownerId, { limit: 1 }))[0]).toMatchObject({ metadata, webhook });
         const plain = await inserted();
         expect((await read(plain.id)).metadata).toBeUndefined();
         expect((await read(plain.id)).webhook).toBeUndefined();
       });
+    });
 
-      it('keeps the webhook a generation was created with', async () => {
-        const webhook = { url: 'https://hooks.example.com/gen?token=a%20b', events: ['generation.completed', 'generation.failed'] as const };
-        const gen = await inserted({ webhook: { url: webhook.url, events: [...webhook.events] } });
-        expect((await read(gen.id)).webhook).toEqual({ url: webhook.url, events: [...webhook.events] });
-        expect((await store().list(gen.ownerId, { limit: 1 }))[0]!.webhook).toEqual({ url: webhook.url, events: [...webhook.events] });
+    describe('update: races', () => {
+      it('lets exactly one of 50 concurrent changes with the same expectation win', async () => {
+        const gen = await inserted();
+        const results = await Promise.all(Array.from({ length: 50 }, (_, i) => store().update(gen.id, claimFromPending(`w${i}`, T0 + 1))));
+        const winners = results.filter((r): r is GenerationRecord => r !== null);
+        expect(winners).toHaveLength(1);
+        expect(await read(gen.id)).toMatchObject({ status: 'processing', claims: 1, leaseOwner: winners[0]!.leaseOwner });
+        expect(await types(gen.id)).toEqual(['created', 'processing']);
+      });
+
+      it('lets exactly one of 50 concurrent completes and fails by the holder win', async () => {
+        const { gen } = await claimed('w1');
+        const results = await Promise.all(
+          Array.from({ length: 50 }, (_, i) => store().update(gen.id, i % 2 === 0 ? complete('w1', T0 + 1500, i, { resultText: `r${i}` }) : failFrom(held('w1'), T0 + 1500, i, `f${i}`))),
+        );
+        expect(results.filter(Boolean)).toHaveLength(1);
+        const winner = results.findIndex((r) => r !== null);
+        const record = await read(gen.id);
+        expect(record.price).toBe(winner);
+        if (winner % 2 === 0) expect(record).toMatchObject({ status: 'completed', resultText: `r${winner}` });
+        else expect(record).toMatchObject({ status: 'failed', failureReason: `f${winner}` });
+        expect(await types(gen.id)).toEqual(['created', 'processing', winner % 2 === 0 ? 'completed' : 'failed']);
+      });
+
+      it('lets exactly one of 30 concurrent re-claims with the same claims count win', async () => {
+        const { gen } = await claimed('w0');
+        const results = await Promise.all(Array.from({ length: 30 }, (_, i) => store().update(gen.id, reclaim(`r${i}`, 1, T0 + 5000))));
+        expect(results.filter((r) => r !== null)).toHaveLength(1);
+        expect(await read(gen.id)).toMatchObject({ status: 'processing', claims: 2 });
+        expect(await types(gen.id)).toEqual(['created', 'processing', 'processing']);
+      });
+
+      it('lets exactly one of racing claims and a cancel of a pending generation win', async () => {
+        const gen = await inserted();
+        const calls = Array.from({ length: 25 }, (_, i) => store().update(gen.id, claimFromPending(`w${i}`, T0 + 1)));
+        calls.splice(12, 0, store().update(gen.id, failFrom(PENDING, T0 + 1)));
+        const results = await Promise.all(calls);
+        expect(results.filter((r) => r !== null)).toHaveLength(1);
+        const record = await read(gen.id);
+        if (results[12] !== null) expect(record).toMatchObject({ status: 'failed', claims: 0 });
+        else expect(record).toMatchObject({ status: 'processing', claims: 1 });
       });
     });
 
-    describe('event log', () => {
-      it('appends one event per transition, with its data, in order', async () => {
+    describe('renewLeases', () => {
+      it('extends every lease the holder still holds, in one call, and answers those ids', async () => {
+        const a = (await claimed('w1')).gen;
+        const b = (await claimed('w1')).gen;
+        const other = (await claimed('w2')).gen;
+        const pending = await inserted();
+        const renewed = await store().renewLeases([a.id, b.id, other.id, pending.id, uid('missing')], 'w1', T0 + 2900, T0 + 1900);
+        expect([...renewed].sort()).toEqual([a.id, b.id].sort());
+        expect(await read(a.id)).toMatchObject({ leaseOwner: 'w1', leaseExpiresAt: T0 + 2900, claims: 1 });
+        expect(await read(other.id)).toMatchObject({ leaseOwner: 'w2', leaseExpiresAt: T0 + 2000 });
+        // Renewed: nobody may take it at the old expiry.
+        expect(await store().update(a.id, reclaim('w3', 1, T0 + 2000))).toBeNull();
+        expect(await store().update(a.id, reclaim('w3', 1, T0 + 2900))).not.toBeNull();
+        expect(await store().renewLeases([], 'w1', T0 + 5000, T0 + 1950)).toEqual([]);
+        expect(await types(b.id)).toEqual(['created', 'processing']);
+      });
+
+      it('refuses a lease that expired (now >= leaseExpiresAt) or was taken over', async () => {
+        const { gen } = await claimed('w1');
+        expect(await store().renewLeases([gen.id], 'w1', T0 + 3000, T0 + 2000)).toEqual([]);
+        expect(await read(gen.id)).toMatchObject({ leaseExpiresAt: T0 + 2000 });
+        await store().update(gen.id, reclaim('w2', 1, T0 + 2000));
+        expect(await store().renewLeases([gen.id], 'w1', T0 + 3000, T0 + 2100)).toEqual([]);
+        expect(await store().renewLeases([gen.id], 'w2', T0 + 3500, T0 + 2100)).toEqual([gen.id]);
+      });
+    });
+
+    describe("a generation's events", () => {
+      it('numbers them 1, 2, 3, ... with their data, and reads them from a seq', async () => {
         const gen = await inserted();
-        await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 1000 });
-        await store().renewLease(gen.id, 'w1', 1000, T0 + 1300);
-        await store().progress(gen.id, { workerId: 'w1', fraction: 0.5, now: T0 + 1400 });
-        await store().complete(gen.id, { workerId: 'w1', price: 4, resultText: 'done', now: T0 + 1500 });
+        await store().update(gen.id, claimFromPending('w1', T0 + 1000));
+        await store().renewLeases([gen.id], 'w1', T0 + 2300, T0 + 1300);
+        await store().update(gen.id, { expect: held('w1'), set: { progress: { fraction: 0.5 } }, event: { type: 'progress', data: { fraction: 0.5 } }, now: T0 + 1400 });
+        await store().update(gen.id, complete('w1', T0 + 1500, 4, { resultText: 'done' }));
         const events = await store().eventsOf(gen.id);
-        expect(events.map(({ generationId, ownerId, type, at, data }) => ({ generationId, ownerId, type, at, data }))).toEqual([
-          { generationId: gen.id, ownerId: gen.ownerId, type: 'created', at: T0, data: { modelId: 'model-a' } },
-          { generationId: gen.id, ownerId: gen.ownerId, type: 'processing', at: T0 + 1000, data: { attempt: 1 } },
-          { generationId: gen.id, ownerId: gen.ownerId, type: 'progress', at: T0 + 1400, data: { fraction: 0.5 } },
-          { generationId: gen.id, ownerId: gen.ownerId, type: 'completed', at: T0 + 1500, data: { price: 4 } },
+        const base = { generationId: gen.id, ownerId: gen.ownerId };
+        expect(events).toEqual([
+          { ...base, seq: 1, type: 'created', at: T0, data: { modelId: 'model-a' } },
+          { ...base, seq: 2, type: 'processing', at: T0 + 1000, data: { claim: 1 } },
+          { ...base, seq: 3, type: 'progress', at: T0 + 1400, data: { fraction: 0.5 } },
+          { ...base, seq: 4, type: 'completed', at: T0 + 1500, data: { price: 4 } },
         ]);
-        for (let i = 1; i < events.length; i++) expect(events[i]!.seq).toBeGreaterThan(events[i - 1]!.seq);
-        expect(events.every((e) => Number.isSafeInteger(e.seq) && e.seq > 0)).toBe(true);
-        expect(await store().eventsOf(gen.id, events[1]!.seq)).toEqual(events.slice(2));
+        expect(await store().eventsOf(gen.id, 2)).toEqual(events.slice(2));
+        expect(await store().eventsOf(gen.id, 4)).toEqual([]);
         expect(await store().eventsOf(uid('missing'))).toEqual([]);
       });
 
-      it('appends nothing for a transition that loses or changes nothing', async () => {
+      it('appends nothing for a change that does not apply, or carries no event', async () => {
         const { gen } = await claimed('w1');
-        const before = await store().eventsOf(gen.id);
-        expect(await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 1100 })).toBeNull();
-        expect(await store().complete(gen.id, { workerId: 'w2', price: 1, now: T0 + 1100 })).toBe(false);
-        expect(await store().fail(gen.id, { workerId: 'w2', price: 1, reason: 'x', error: FAILED, now: T0 + 1100 })).toBe(false);
-        expect(await store().fail(gen.id, { price: 1, reason: 'x', error: FAILED, now: T0 + 1100 })).toBe(false);
-        expect(await store().eventsOf(gen.id)).toEqual(before);
-        await store().fail(gen.id, { workerId: 'w1', price: 1, reason: 'x', error: FAILED, now: T0 + 1200 });
-        const last = await store().lastSeq();
-        expect(await store().complete(gen.id, { workerId: 'w1', price: 1, now: T0 + 1300 })).toBe(false);
-        expect(await store().fail(gen.id, { force: true, price: 1, reason: 'x', error: FAILED, now: T0 + 1300 })).toBe(false);
-        expect(await store().lastSeq()).toBe(last);
-        expect((await store().eventsOf(gen.id)).map((e) => e.type)).toEqual(['created', 'processing', 'failed']);
+        expect(await store().update(gen.id, claimFromPending('w2', T0 + 1100))).toBeNull();
+        expect(await store().update(gen.id, complete('w2', T0 + 1100))).toBeNull();
+        expect(await store().update(gen.id, failFrom(UNHELD, T0 + 1100))).toBeNull();
+        expect(await store().update(gen.id, { expect: held('w1'), set: { remoteHandle: { id: 1 } }, now: T0 + 1200 })).not.toBeNull();
+        expect(await types(gen.id)).toEqual(['created', 'processing']);
       });
 
-      it('reads the whole log forward from a cursor, every owner, in pages', async () => {
-        const start = await store().lastSeq();
-        const a = await inserted();
-        const b = await inserted();
-        await store().claim(a.id, { workerId: 'w1', leaseMs: 1000, now: T0 + 1000 });
-        await store().fail(b.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 1001 });
-        const all = await store().readEvents(start, 100);
-        expect(all.map((e) => [e.generationId, e.type])).toEqual([
-          [a.id, 'created'],
-          [b.id, 'created'],
-          [a.id, 'processing'],
-          [b.id, 'failed'],
-        ]);
-        expect(await store().lastSeq()).toBe(all[3]!.seq);
-        const paged = [...(await store().readEvents(start, 3)), ...(await store().readEvents(all[2]!.seq, 3))];
-        expect(paged).toEqual(all);
-        expect(await store().readEvents(all[3]!.seq, 10)).toEqual([]);
-        expect(await store().readEvents(start, 0)).toEqual([]);
-        expect(all[3]!.data).toEqual({ price: 0, error: FAILED });
-      });
-
-      it('gives concurrent transitions exactly one event per winner, each with its own seq', async () => {
-        const start = await store().lastSeq();
+      it('gives racing changes exactly one event per winner, numbered without gaps', async () => {
         const gens = await Promise.all(Array.from({ length: 8 }, () => inserted()));
-        // Per generation: 6 racing claims and a racing cancel; exactly one wins.
         await Promise.all(
           gens.flatMap((g, gi) => [
-            ...Array.from({ length: 6 }, (_, i) => store().claim(g.id, { workerId: `w${gi}-${i}`, leaseMs: 1000, now: T0 + 10 })),
-            store().fail(g.id, { price: 0, reason: 'cancelled', error: FAILED, now: T0 + 10 }),
+            ...Array.from({ length: 6 }, (_, i) => store().update(g.id, claimFromPending(`w${gi}-${i}`, T0 + 10))),
+            store().update(g.id, failFrom(PENDING, T0 + 10)),
           ]),
         );
-        const events = await store().readEvents(start, 1000);
-        expect(events).toHaveLength(16);
-        const seqs = events.map((e) => e.seq);
-        expect(new Set(seqs).size).toBe(16);
-        expect([...seqs].sort((x, y) => x - y)).toEqual(seqs);
         for (const g of gens) {
-          const mine = events.filter((e) => e.generationId === g.id).map((e) => e.type);
-          expect(mine[0]).toBe('created');
-          expect(mine).toHaveLength(2);
+          const events = await store().eventsOf(g.id);
+          expect(events.map((e) => e.seq)).toEqual([1, 2]);
           const rec = await read(g.id);
-          expect(mine[1]).toBe(rec.status === 'failed' ? 'failed' : 'processing');
+          expect(events[1]!.type).toBe(rec.status === 'failed' ? 'failed' : 'processing');
         }
       });
+    });
 
-      it('deletes a generation\u2019s events with it, and never reuses a seq', async () => {
-        const gen = await inserted();
-        await store().fail(gen.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 10 });
-        const last = await store().lastSeq();
-        expect((await store().eventsOf(gen.id)).length).toBe(2);
-        const { deleted, ids } = await store().deleteFinishedBefore(T0 + 11, 1000);
-        expect(deleted).toBeGreaterThanOrEqual(1);
-        expect(ids).toContain(gen.id);
-        expect(ids).toHaveLength(deleted);
-        expect(await store().eventsOf(gen.id)).toEqual([]);
-        expect((await store().readEvents(0, 100_000)).some((e) => e.generationId === gen.id)).toBe(false);
-        expect(await store().lastSeq()).toBe(last);
-        const next = await inserted();
-        const [created] = await store().eventsOf(next.id);
-        expect(created!.seq).toBeGreaterThan(last);
+    describe('the feed across generations', () => {
+      it('reads every event of every owner from a cursor, in pages, each generation in seq order', async () => {
+        const start = await store().feedHead();
+        const a = await inserted();
+        const b = await inserted();
+        await store().update(a.id, claimFromPending('w1', T0 + 1000));
+        await store().update(b.id, failFrom(PENDING, T0 + 1001));
+        await store().update(a.id, complete('w1', T0 + 1002));
+        const all = (await drain(start, 5)).events;
+        expect(all.map((e) => [e.generationId, e.seq, e.type])).toEqual([
+          [a.id, 1, 'created'],
+          [b.id, 1, 'created'],
+          [a.id, 2, 'processing'],
+          [b.id, 2, 'failed'],
+          [a.id, 3, 'completed'],
+        ]);
+        expect(all[3]!.data).toEqual({ price: 0, error: FAILED });
+        expect((await drain(start, 5, 2)).events).toEqual(all);
+        const first = await store().readFeed(start, 3);
+        expect(first.events).toEqual(all.slice(0, 3));
+        expect((await store().readFeed(first.cursor, 100)).events).toEqual(all.slice(3));
+        expect((await store().readFeed(start, 0)).events).toEqual([]);
+      });
+
+      it('starts a reader from feedHead with every event committed after it, and moves only forward', async () => {
+        const old = await inserted();
+        const head = await store().feedHead();
+        const fresh = await inserted();
+        await store().update(old.id, claimFromPending('w', T0 + 1));
+        const { events, cursor } = await drain(head, 2);
+        // A store may hand out some events committed just before feedHead was asked (a Postgres feed does while older
+        // transactions run): never fewer than those committed after it, each once, in order.
+        const mine = events.filter((e) => e.generationId === fresh.id || (e.generationId === old.id && e.seq > 1));
+        expect(mine.map((e) => [e.generationId, e.type])).toEqual([
+          [fresh.id, 'created'],
+          [old.id, 'processing'],
+        ]);
+        expect((await store().readFeed(cursor, 100)).events).toEqual([]);
+        expect(await store().feedHead()).not.toBe(head);
+      });
+
+      it('hands a concurrent reader every event exactly once while many writers race', async () => {
+        const start = await store().feedHead();
+        const gens = await Promise.all(Array.from({ length: 12 }, () => inserted()));
+        const seen: GenerationEvent[] = [];
+        let cursor = start;
+        let writing = true;
+        const reader = (async () => {
+          for (let i = 0; i < 100_000 && (writing || i === 0); i++) {
+            const page = await store().readFeed(cursor, 7);
+            seen.push(...page.events);
+            cursor = page.cursor;
+            if (page.events.length === 0) await new Promise((r) => setTimeout(r, 1));
+          }
+        })();
+        await Promise.all(
+          gens.map(async (g, gi) => {
+            await store().update(g.id, claimFromPending(`w${gi}`, T0 + 1));
+            for (let p = 1; p <= 5; p++) {
+              await store().update(g.id, { expect: held(`w${gi}`), set: { progress: { fraction: p / 10 } }, event: { type: 'progress', data: { fraction: p / 10 } }, now: T0 + 1 + p });
+            }
+            await store().update(g.id, complete(`w${gi}`, T0 + 10));
+          }),
+        );
+        writing = false;
+        await reader;
+        seen.push(...(await drain(cursor, 12 * 8 - seen.length)).events);
+        const keys = seen.map((e) => `${e.generationId}#${e.seq}`);
+        expect(new Set(keys).size).toBe(keys.length);
+        for (const g of gens) {
+          expect(seen.filter((e) => e.generationId === g.id).map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+        }
+        expect(seen).toHaveLength(12 * 8);
       });
     });
 
     describe('list', () => {
-      /** Three generations of one owner at T0, T0+1, T0+1 (a tie), another owner's, and a second model. */
+      /** Generations of one owner at T0, T0+1, T0+1 (a tie), T0+2, another owner's, and a second model. */
       async function owned(): Promise<{ owner: string; ids: string[] }> {
         const owner = uid('owner');
         const ids: string[] = [];
@@ -495,8 +480,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
           [T0 + 1, 'model-a'],
           [T0 + 2, 'model-a'],
         ] as const) {
-          const g = await inserted({ ownerId: owner, createdAt, modelId });
-          ids.push(g.id);
+          ids.push((await inserted({ ownerId: owner, createdAt, modelId })).id);
         }
         await inserted({ ownerId: uid('someone-else'), createdAt: T0 + 5 });
         return { owner, ids };
@@ -535,12 +519,12 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
 
       it('filters by status and by model, also with a cursor', async () => {
         const { owner, ids } = await owned();
-        await store().claim(ids[1]!, { workerId: 'w', leaseMs: 1000, now: T0 + 10 });
-        await store().fail(ids[2]!, { price: 0, reason: 'x', error: FAILED, now: T0 + 10 });
+        await store().update(ids[1]!, claimFromPending('w', T0 + 10));
+        await store().update(ids[2]!, failFrom(PENDING, T0 + 10));
         expect((await store().list(owner, { limit: 10, status: 'processing' })).map((r) => r.id)).toEqual([ids[1]]);
         expect((await store().list(owner, { limit: 10, status: 'failed' })).map((r) => r.id)).toEqual([ids[2]]);
         expect((await store().list(owner, { limit: 10, status: 'pending' })).map((r) => r.id)).toEqual([ids[3], ids[0]]);
-        expect((await store().list(owner, { limit: 10, status: 'completed' }))).toEqual([]);
+        expect(await store().list(owner, { limit: 10, status: 'completed' })).toEqual([]);
         const modelA = order([ids[0]!, ids[2]!, ids[3]!], [T0, T0 + 1, T0 + 2]);
         expect((await store().list(owner, { limit: 10, modelId: 'model-a' })).map((r) => r.id)).toEqual(modelA);
         const after = await store().list(owner, { limit: 10, modelId: 'model-a', before: { createdAt: T0 + 2, id: ids[3]! } });
@@ -551,124 +535,57 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
     });
 
     describe('in-flight cap on insert', () => {
-      it('refuses an insert once the owner has the maximum unfinished, and counts only unfinished ones', async () => {
+      it('refuses an insert once the owner has the maximum unfinished (no finishedAt), and counts only those', async () => {
         const owner = uid('owner');
         const a = newGen({ ownerId: owner });
         const b = newGen({ ownerId: owner });
-        expect(await store().insert(a, { maxUnfinishedPerOwner: 2 })).toBe('inserted');
-        expect(await store().insert(b, { maxUnfinishedPerOwner: 2 })).toBe('inserted');
+        expect(await store().insert(a, CREATED, { maxUnfinishedPerOwner: 2 })).toBe('inserted');
+        expect(await store().insert(b, CREATED, { maxUnfinishedPerOwner: 2 })).toBe('inserted');
         const c = newGen({ ownerId: owner });
-        expect(await store().insert(c, { maxUnfinishedPerOwner: 2 })).toBe('limit_reached');
+        expect(await store().insert(c, CREATED, { maxUnfinishedPerOwner: 2 })).toBe('limit_reached');
         expect(await store().getById(c.id)).toBeNull();
         expect(await store().eventsOf(c.id)).toEqual([]);
         // Another owner is not affected; without the option there is no cap.
-        expect(await store().insert(newGen(), { maxUnfinishedPerOwner: 2 })).toBe('inserted');
-        expect(await store().insert(newGen({ ownerId: owner }))).toBe('inserted');
-        // Finishing one (completed or failed) frees a place; processing still counts.
-        await store().claim(a.id, { workerId: 'w', leaseMs: 1000, now: T0 + 1 });
-        expect(await store().insert(newGen({ ownerId: owner }), { maxUnfinishedPerOwner: 3 })).toBe('limit_reached');
-        await store().complete(a.id, { workerId: 'w', price: 1, resultText: 'x', now: T0 + 2 });
-        await store().fail(b.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 3 });
-        expect(await store().insert(newGen({ ownerId: owner }), { maxUnfinishedPerOwner: 3 })).toBe('inserted');
-        expect(await store().insert(newGen({ ownerId: owner }), { maxUnfinishedPerOwner: 3 })).toBe('inserted');
-        expect(await store().insert(newGen({ ownerId: owner }), { maxUnfinishedPerOwner: 3 })).toBe('limit_reached');
+        expect(await store().insert(newGen(), CREATED, { maxUnfinishedPerOwner: 2 })).toBe('inserted');
+        expect(await store().insert(newGen({ ownerId: owner }), CREATED)).toBe('inserted');
+        // A change that sets finishedAt frees a place; any other change does not.
+        await store().update(a.id, claimFromPending('w', T0 + 1));
+        expect(await store().insert(newGen({ ownerId: owner }), CREATED, { maxUnfinishedPerOwner: 3 })).toBe('limit_reached');
+        await store().update(a.id, complete('w', T0 + 2));
+        await store().update(b.id, failFrom(PENDING, T0 + 3));
+        expect(await store().insert(newGen({ ownerId: owner }), CREATED, { maxUnfinishedPerOwner: 3 })).toBe('inserted');
+        expect(await store().insert(newGen({ ownerId: owner }), CREATED, { maxUnfinishedPerOwner: 3 })).toBe('inserted');
+        expect(await store().insert(newGen({ ownerId: owner }), CREATED, { maxUnfinishedPerOwner: 3 })).toBe('limit_reached');
       });
 
       it('lets exactly the cap win among 40 racing inserts of one owner', async () => {
         const owner = uid('owner');
-        const results = await Promise.all(
-          Array.from({ length: 40 }, () => store().insert(newGen({ ownerId: owner }), { maxUnfinishedPerOwner: 3 })),
-        );
+        const results = await Promise.all(Array.from({ length: 40 }, () => store().insert(newGen({ ownerId: owner }), CREATED, { maxUnfinishedPerOwner: 3 })));
         expect(results.filter((r) => r === 'inserted')).toHaveLength(3);
         expect(results.filter((r) => r === 'limit_reached')).toHaveLength(37);
         expect(await store().list(owner, { limit: 100 })).toHaveLength(3);
       });
     });
 
-    describe('remote jobs: handle and parking', () => {
-      it('stores a handle once, only for the lease holder, and keeps it across claims', async () => {
+    describe('finished records never change through a status expectation', () => {
+      it('refuses every change that expects an unfinished status once a generation is finished', async () => {
         const { gen } = await claimed('w1');
-        const handle = { id: 'pred_123', urls: { get: "https://api.example.com/p/123?x='1'" }, n: [1, 2] };
-        expect(await store().setRemoteHandle(gen.id, 'w2', { id: 'other' }, T0 + 1100)).toBe(false);
-        expect(await store().setRemoteHandle(gen.id, 'w1', handle, T0 + 1100)).toBe(true);
-        expect(await store().setRemoteHandle(gen.id, 'w1', { id: 'second' }, T0 + 1200)).toBe(false);
-        expect((await read(gen.id)).remoteHandle).toEqual(handle);
-        // A lost worker's successor sees the same handle.
-        const again = await store().claim(gen.id, { workerId: 'w2', leaseMs: 1000, now: T0 + 2500 });
-        expect(again?.remoteHandle).toEqual(handle);
-        expect(await store().setRemoteHandle(gen.id, 'w1', { id: 'late' }, T0 + 2600)).toBe(false);
-        // No event for either.
-        expect((await store().eventsOf(gen.id)).map((e) => e.type)).toEqual(['created', 'processing', 'processing']);
-        const pending = await inserted();
-        expect(await store().setRemoteHandle(pending.id, 'w1', { id: 'x' }, T0)).toBe(false);
+        expect(await store().update(gen.id, complete('w1', T0 + 1500, 5, { resultKey: 'k1' }))).not.toBeNull();
+        const before = await read(gen.id);
+        for (const now of [T0 + 1600, T0 + 10_000_000]) {
+          expect(await store().update(gen.id, claimFromPending('w1', now))).toBeNull();
+          expect(await store().update(gen.id, reclaim('w9', 1, now))).toBeNull();
+          expect(await store().update(gen.id, complete('w1', now, 99))).toBeNull();
+          expect(await store().update(gen.id, failFrom(UNHELD, now, 99))).toBeNull();
+          expect(await store().update(gen.id, failFrom({ status: ['processing'] }, now, 99))).toBeNull();
+          expect(await store().renewLeases([gen.id], 'w1', now + 1000, now)).toEqual([]);
+        }
+        expect(await read(gen.id)).toEqual(before);
       });
-
-      it('parks a processing generation without a lease; its next claim is not an attempt and appends nothing', async () => {
-        const { gen } = await claimed('w1');
-        expect(await store().park(gen.id, 'w2', T0 + 5000, T0 + 1100)).toBe(false);
-        expect(await store().park(gen.id, 'w1', T0 + 5000, T0 + 1100)).toBe(true);
-        const parked = await read(gen.id);
-        expect(parked).toMatchObject({ status: 'processing', attempts: 1, parkedUntil: T0 + 5000 });
-        expect(parked.leaseOwner).toBeUndefined();
-        expect(parked.leaseExpiresAt).toBeUndefined();
-        // The parked worker holds nothing any more.
-        expect(await store().complete(gen.id, { workerId: 'w1', price: 1, now: T0 + 1200 })).toBe(false);
-        expect(await store().renewLease(gen.id, 'w1', 1000, T0 + 1200)).toBe(false);
-        const resumed = await store().claim(gen.id, { workerId: 'w3', leaseMs: 1000, now: T0 + 5000 });
-        expect(resumed).toMatchObject({ status: 'processing', attempts: 1, leaseOwner: 'w3' });
-        expect(resumed?.parkedUntil).toBeUndefined();
-        expect((await store().eventsOf(gen.id)).map((e) => e.type)).toEqual(['created', 'processing']);
-        // Exactly one of racing claims resumes it.
-        expect(await store().park(gen.id, 'w3', T0 + 9000, T0 + 5100)).toBe(true);
-        const racers = await Promise.all(Array.from({ length: 10 }, (_, i) => store().claim(gen.id, { workerId: `r${i}`, leaseMs: 1000, now: T0 + 9000 })));
-        expect(racers.filter((r) => r !== null)).toHaveLength(1);
-        // A crash after resuming is a lost worker again: that claim counts.
-        const lost = await store().claim(gen.id, { workerId: 'r-next', leaseMs: 1000, now: T0 + 20_000 });
-        expect(lost?.attempts).toBe(2);
-        // Listed as unfinished while parked; a parked one can be cancelled.
-        expect(await store().park(gen.id, 'r-next', T0 + 30_000, T0 + 20_001)).toBe(true);
-        expect((await store().listUnfinished(1000)).some((r) => r.id === gen.id)).toBe(true);
-        expect(await store().fail(gen.id, { force: true, price: 2, pendingPrice: 0, reason: 'cancelled', error: FAILED, now: T0 + 20_002 })).toBe(true);
-        expect(await read(gen.id)).toMatchObject({ status: 'failed', price: 2 });
-        expect((await read(gen.id)).parkedUntil).toBeUndefined();
-      });
-    });
-
-    describe('terminal generations never change', () => {
-      for (const ending of ['completed', 'failed-by-worker', 'failed-pending', 'failed-forced'] as const) {
-        it(`refuses every transition after ${ending}`, async () => {
-          const { gen } = await claimed('w1');
-          let ok: boolean;
-          if (ending === 'completed') {
-            ok = await store().complete(gen.id, { workerId: 'w1', price: 5, resultKey: 'k1', now: T0 + 1500 });
-          } else if (ending === 'failed-by-worker') {
-            ok = await store().fail(gen.id, { workerId: 'w1', price: 1, reason: 'r', error: FAILED, now: T0 + 1500 });
-          } else if (ending === 'failed-forced') {
-            ok = await store().fail(gen.id, { force: true, price: 1, reason: 'r', error: FAILED, now: T0 + 1500 });
-          } else {
-            const pending = await inserted();
-            ok = await store().fail(pending.id, { price: 0, reason: 'r', error: FAILED, now: T0 + 1500 });
-            gen.id = pending.id;
-          }
-          expect(ok).toBe(true);
-          const before = await read(gen.id);
-          const later = [T0 + 1600, T0 + 10_000_000];
-          for (const now of later) {
-            expect(await store().claim(gen.id, { workerId: 'w1', leaseMs: 1000, now })).toBeNull();
-            expect(await store().claim(gen.id, { workerId: 'w9', leaseMs: 1000, now })).toBeNull();
-            expect(await store().renewLease(gen.id, 'w1', 1000, now)).toBe(false);
-            expect(await store().complete(gen.id, { workerId: 'w1', price: 99, resultText: 'late', now })).toBe(false);
-            expect(await store().fail(gen.id, { workerId: 'w1', price: 99, reason: 'late', error: FAILED, now })).toBe(false);
-            expect(await store().fail(gen.id, { price: 99, reason: 'late', error: FAILED, now })).toBe(false);
-            expect(await store().fail(gen.id, { force: true, price: 99, reason: 'late', error: FAILED, now })).toBe(false);
-          }
-          expect(await read(gen.id)).toEqual(before);
-        });
-      }
     });
 
     describe('listUnfinished', () => {
-      it('returns only pending and processing generations, oldest first, up to the limit', async () => {
+      it('returns only records without finishedAt, oldest first, up to the limit', async () => {
         const at = (n: number): Promise<NewGeneration> => inserted({ createdAt: T0 + n * 10 });
         // Inserted out of order so "oldest first" cannot come from insertion order.
         const g5 = await at(5);
@@ -677,11 +594,10 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         const g2 = await at(2);
         const g3 = await at(3);
         const g0 = await at(0);
-        await store().claim(g2.id, { workerId: 'w', leaseMs: 1000, now: T0 + 100 });
-        await store().claim(g3.id, { workerId: 'w', leaseMs: 1000, now: T0 + 100 });
-        await store().complete(g3.id, { workerId: 'w', price: 1, now: T0 + 200 });
-        await store().fail(g0.id, { price: 0, reason: 'cancelled', error: FAILED, now: T0 + 200 });
-
+        await store().update(g2.id, claimFromPending('w', T0 + 100));
+        await store().update(g3.id, claimFromPending('w', T0 + 100));
+        await store().update(g3.id, complete('w', T0 + 200));
+        await store().update(g0.id, failFrom(PENDING, T0 + 200));
         const all = await store().listUnfinished(100);
         expect(all.map((r) => r.id)).toEqual([g1.id, g2.id, g4.id, g5.id]);
         expect(all.map((r) => r.status)).toEqual(['pending', 'processing', 'pending', 'pending']);
@@ -694,7 +610,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         // 23 generations over 5 distinct timestamps: most pages end in the middle of a tie.
         for (let i = 0; i < 23; i++) ids.push((await inserted({ createdAt: T0 + (i % 5) })).id);
         const finished = ids[7]!;
-        await store().fail(finished, { price: 0, reason: 'x', error: FAILED, now: T0 + 50 });
+        await store().update(finished, failFrom(PENDING, T0 + 50));
         const seen: string[] = [];
         let after: string | undefined;
         for (let pages = 0; pages < 20; pages++) {
@@ -708,39 +624,44 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         expect(seen).not.toContain(finished);
         const createdAt = await Promise.all(seen.map(async (id) => (await store().getById(id))!.createdAt));
         expect(createdAt).toEqual([...createdAt].sort((a, b) => a - b));
-        // The same walk in one page gives the same order.
         expect((await store().listUnfinished(100)).map((r) => r.id)).toEqual(seen);
         // A page after a generation that finished meanwhile still continues from where it stood.
         const firstPage = await store().listUnfinished(4);
-        await store().fail(firstPage[3]!.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 60 });
+        await store().update(firstPage[3]!.id, failFrom(PENDING, T0 + 60));
         expect((await store().listUnfinished(4, firstPage[3]!.id)).map((r) => r.id)).toEqual(seen.slice(4, 8));
         expect(await store().listUnfinished(4, 'no-such-generation')).toEqual([]);
       });
     });
 
     describe('deleteFinishedBefore', () => {
-      it('deletes only terminal generations finished before the time, and returns their result keys', async () => {
+      it('deletes only records finished before the time, with their events, and returns their result keys', async () => {
         const done = async (finishedAt: number, resultKey?: string): Promise<NewGeneration> => {
           const gen = await inserted();
-          await store().claim(gen.id, { workerId: 'w', leaseMs: 10_000_000, now: T0 });
-          expect(await store().complete(gen.id, { workerId: 'w', price: 1, resultKey, resultText: resultKey ? undefined : 'text', now: finishedAt })).toBe(true);
+          await store().update(gen.id, claimFromPending('w', T0, 10_000_000));
+          expect(await store().update(gen.id, complete('w', finishedAt, 1, resultKey ? { resultKey } : { resultText: 'text' }))).not.toBeNull();
           return gen;
         };
+        const start = await store().feedHead();
         const oldWithFile = await done(T0 + 100, 'key-old');
         const oldText = await done(T0 + 200);
         const oldFailed = await inserted();
-        await store().fail(oldFailed.id, { price: 0, reason: 'x', error: FAILED, now: T0 + 300 });
+        await store().update(oldFailed.id, failFrom(PENDING, T0 + 300));
         const atCutoff = await done(T0 + 1000, 'key-at-cutoff');
         const recent = await done(T0 + 5000, 'key-recent');
         const ancientPending = await inserted({ createdAt: T0 - 1_000_000 });
         const ancientProcessing = await inserted({ createdAt: T0 - 1_000_000 });
-        await store().claim(ancientProcessing.id, { workerId: 'w', leaseMs: 1, now: T0 - 999_999 });
+        await store().update(ancientProcessing.id, claimFromPending('w', T0 - 999_999, 1));
 
         const result = await store().deleteFinishedBefore(T0 + 1000, 100);
         expect(result.deleted).toBe(3);
         expect(result.resultKeys).toEqual(['key-old']);
         expect([...result.ids].sort()).toEqual([oldWithFile.id, oldText.id, oldFailed.id].sort());
-        for (const gone of [oldWithFile, oldText, oldFailed]) expect(await store().getById(gone.id)).toBeNull();
+        for (const gone of [oldWithFile, oldText, oldFailed]) {
+          expect(await store().getById(gone.id)).toBeNull();
+          expect(await store().eventsOf(gone.id)).toEqual([]);
+        }
+        const left = (await drain(start, 1)).events.map((e) => e.generationId);
+        for (const gone of [oldWithFile, oldText, oldFailed]) expect(left).not.toContain(gone.id);
         for (const kept of [atCutoff, recent, ancientPending, ancientProcessing]) expect(await store().getById(kept.id)).not.toBeNull();
         expect(await store().deleteFinishedBefore(T0 + 1000, 100)).toEqual({ deleted: 0, resultKeys: [], ids: [] });
       });
@@ -748,7 +669,7 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
       it('deletes at most `limit` at a time', async () => {
         for (let i = 0; i < 5; i++) {
           const gen = await inserted();
-          await store().fail(gen.id, { price: 0, reason: 'x', error: FAILED, now: T0 + i });
+          await store().update(gen.id, failFrom(PENDING, T0 + i));
         }
         expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(2);
         expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(2);
@@ -764,8 +685,8 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         await inserted();
         const { gen: b } = await claimed('w');
         await claimed('w');
-        await s.complete(b.id, { workerId: 'w', price: 1, now: T0 + 1500 });
-        await s.fail(a.id, { price: 0, reason: 'x', error: FAILED, now: T0 });
+        await s.update(b.id, complete('w', T0 + 1500));
+        await s.update(a.id, failFrom(PENDING, T0));
         expect(await s.countByStatus()).toEqual({ pending: 1, processing: 1, completed: 1, failed: 1 });
       });
     });

@@ -154,16 +154,20 @@ export function runWebhookStoreContract(name: string, make: () => Promise<Webhoo
     });
 
     describe('cursors', () => {
-      it('reads 0 when unset and moves only from where it is; one of racing advances wins', async () => {
+      it("reads '' when unset and moves only from where it is; one of racing advances wins", async () => {
         const name = uid('cursor');
-        expect(await hooks().getCursor(name)).toBe(0);
-        expect(await hooks().advanceCursor(name, 5, 10)).toBe(false);
-        expect(await hooks().advanceCursor(name, 0, 10)).toBe(true);
-        expect(await hooks().getCursor(name)).toBe(10);
-        const wins = await Promise.all(Array.from({ length: 10 }, (_, i) => hooks().advanceCursor(name, 10, 20 + i)));
+        expect(await hooks().getCursor(name)).toBe('');
+        expect(await hooks().advanceCursor(name, '5', '10')).toBe(false);
+        expect(await hooks().advanceCursor(name, '', '10')).toBe(true);
+        expect(await hooks().getCursor(name)).toBe('10');
+        // Opaque strings, compared exactly: a store must not read '010' or '10.0' as the same cursor.
+        expect(await hooks().advanceCursor(name, '010', '11')).toBe(false);
+        expect(await hooks().advanceCursor(name, '10', '123:45')).toBe(true);
+        expect(await hooks().getCursor(name)).toBe('123:45');
+        const wins = await Promise.all(Array.from({ length: 10 }, (_, i) => hooks().advanceCursor(name, '123:45', `200:${i}`)));
         expect(wins.filter(Boolean)).toHaveLength(1);
         const racers = uid('cursor');
-        const fromZero = await Promise.all(Array.from({ length: 10 }, (_, i) => hooks().advanceCursor(racers, 0, 1 + i)));
+        const fromZero = await Promise.all(Array.from({ length: 10 }, (_, i) => hooks().advanceCursor(racers, '', String(1 + i))));
         expect(fromZero.filter(Boolean)).toHaveLength(1);
       });
     });
