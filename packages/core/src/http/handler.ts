@@ -1,8 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import { DomainError, UnavailableError } from '../errors.js';
-import { Generations } from '../generations.js';
 import { childLogger } from '../logger.js';
-import { resolveAtOnce } from '../memory/api-keys.js';
 import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { Logger } from '../ports/logger.js';
 import { ModelRegistry } from '../registry.js';
@@ -14,7 +12,7 @@ import { GenerationRoutes } from './generation-routes.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { PlaygroundRoute } from './playground.js';
 import { RateLimits, type RateLimitClass, type RateLimitVerdict } from './rate-limits.js';
-import { UNAUTHORIZED, decodeSegment, fail, header, isThenable, json, viewJson } from './respond.js';
+import { UNAUTHORIZED, fail, header, isThenable, json } from './respond.js';
 import { matchRoute } from './routes.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
@@ -34,7 +32,6 @@ export class HttpHandler {
     @inject(GenerationRoutes) private readonly routes: GenerationRoutes,
     @inject(FilesRoute) private readonly files: FilesRoute,
     @inject(PlaygroundRoute) private readonly playground: PlaygroundRoute,
-    @inject(TOKENS.Generations) private readonly generations: Generations,
     @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
     @inject(TOKENS.ApiKeys) private readonly apiKeys: ApiKeyResolver,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
@@ -122,19 +119,8 @@ export class HttpHandler {
       }
       const cls: RateLimitClass =
         route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
-      if (!this.limits.has(cls)) {
-        // The hottest answers without an async frame of their own: the models list, a plain poll, a create.
-        if (route.name === 'models') return json(200, this.registry.listJson);
-        if (route.name === 'get' && query === '' && cls === 'read') {
-          const id = decodeSegment(route.id);
-          const found = id === null ? null : this.generations.record(userId, id);
-          const rec = isThenable(found) ? await found : found;
-          return rec === null ? fail('not_found', 'Generation not found.') : json(200, viewJson(this.generations.viewOf(rec, req.baseUrl)));
-        }
-        if (route.name === 'create') return await this.routes.create(req, userId);
-        // `return await`, not `return`: an async function returning a promise waits two more ticks to adopt it.
-        return await this.routes.answer(route, req, userId, query);
-      }
+      // `return await` inside the try: a rejection must become its error answer here.
+      if (!this.limits.has(cls)) return await this.routes.answer(route, req, userId, query);
       const verdict = await this.limits.consume(cls, userId);
       if (verdict.allowed !== true) return this.limited(verdict);
       let res: HttpResponse;
@@ -157,13 +143,11 @@ export class HttpHandler {
   }
 
   /** The key's principal: null at once without a (well-formed) key; a host's resolver may answer without a promise. */
-  private authenticate(auth: string | undefined): Promise<Principal | null> | Principal | null {
+  private authenticate(auth: string | undefined): PromiseLike<Principal | null> | Principal | null {
     if (!auth) return null;
     const m = BEARER.exec(auth.trim());
     if (!m) return null;
-    // An in-memory key store answers at once: no promise to wait a turn of the event loop for.
-    const now = resolveAtOnce(this.apiKeys, m[1]!);
-    return now !== undefined ? now : (this.apiKeys.resolve(m[1]!) as Promise<Principal | null> | Principal | null);
+    return this.apiKeys.resolve(m[1]!);
   }
 
   private openapi(): HttpResponse {

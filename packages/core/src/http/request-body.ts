@@ -47,23 +47,6 @@ export function readBody(req: HttpRequest, limit: number): { ok: true; value: un
   }
 }
 
-/**
- * `{ modelId, settings? }` of a create body that has only those (the common case), as `createRequestSchema` would
- * parse it: a modelId of 1 to 200 characters, settings absent or a plain object (copied, as zod's record copies it).
- * Null for anything else (metadata, a webhook, other types, a `__proto__` setting name, which zod drops), which then
- * goes through the schema and its error details. Only for objects JSON.parse made (no symbols, no getters).
- */
-function simpleCreateBody(value: Record<string, unknown>): CreateRequest | null {
-  const { modelId, settings } = value;
-  if (typeof modelId !== 'string' || modelId.length < 1 || modelId.length > 200) return null;
-  if (value.metadata !== undefined || value.webhook !== undefined) return null;
-  if (settings === undefined) return { modelId };
-  if (settings === null || typeof settings !== 'object' || Array.isArray(settings) || Object.hasOwn(settings, '__proto__')) return null;
-  const proto = Object.getPrototypeOf(settings);
-  if (proto !== Object.prototype && proto !== null) return null;
-  return { modelId, settings: { ...(settings as Record<string, unknown>) } as CreateRequest['settings'] };
-}
-
 /** The body of a create (or quote), checked down to the model-independent fields. */
 export function createBody(req: HttpRequest, limit: number): { value: CreateRequest } | { res: HttpResponse } {
   const body = readBody(req, limit);
@@ -71,10 +54,6 @@ export function createBody(req: HttpRequest, limit: number): { value: CreateRequ
   const value = body.value;
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     return { res: fail('invalid_request', 'The request body must be a JSON object.') };
-  }
-  if (req.body !== undefined) {
-    const simple = simpleCreateBody(value as Record<string, unknown>);
-    if (simple) return { value: simple };
   }
   const parsed = createRequestSchema.safeParse(value);
   if (!parsed.success) {
