@@ -42,8 +42,7 @@ export class HttpHandler {
   }
 
   handle(req: HttpRequest): Promise<HttpResponse> {
-    // The common request (no CORS configured, not HEAD) is dispatch's answer as it is: dispatch never rejects, so no
-    // async frame of its own is needed around it.
+    // Without CORS and HEAD there is nothing to add to dispatch's answer, and dispatch never rejects.
     if (this.options.cors === undefined && !(req.method.length === 4 && req.method.toUpperCase() === 'HEAD')) return this.dispatch(req);
     return this.handleWithCorsOrHead(req);
   }
@@ -109,7 +108,7 @@ export class HttpHandler {
         if (blocked.allowed !== true) return this.limited(blocked);
       }
       const resolving = this.authenticate(header(req, 'authorization'));
-      // No key (or a malformed one) is known at once: no tick spent waiting for nothing.
+      // The resolver may answer at once (the port allows it): only a thenable is awaited, here and nowhere else.
       const principal = isThenable(resolving) ? await resolving : resolving;
       const userId = principal?.userId;
       if (!userId) {

@@ -1,9 +1,8 @@
 /**
- * How a run is aborted (timeout, lost lease, cancel, the queue stopping) without paying for an AbortController per
- * generation. Creating an AbortSignal costs microseconds on Node 20 (an EventTarget with its own state) and was the
- * largest single frame of a no-op generation; most providers never read `ctx.signal` and most runs are never aborted.
- * A `JobAbort` keeps the aborted flag and reason itself and makes the real AbortSignal only when someone asks for it
- * (a provider reading `ctx.signal`, a retry's backoff sleep), already aborted if the run was.
+ * How a run is aborted (timeout, lost lease, cancel, the queue stopping). Most providers never read `ctx.signal` and
+ * most runs are never aborted, so a `JobAbort` keeps the aborted flag and reason itself and makes the run's own
+ * AbortSignal only when someone asks for it (a provider reading `ctx.signal`, a retry's backoff sleep), already
+ * aborted if the run was (what that saves: bench/notes.md).
  *
  * The runner makes one per run, following the AbortSignal its queue handed out. Internal to core: not exported from
  * any entry point.
