@@ -54,7 +54,7 @@ function parseRange(value: string | undefined, size: number): [number, number] |
 @injectable()
 export class FilesRoute {
   constructor(
-    @inject(TOKENS.Signer) private readonly signer: FileUrlSigner,
+    @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
   ) {}
 

@@ -65,10 +65,10 @@ function preferredWait(prefer: string | undefined, max: number): number | undefi
 @injectable()
 export class GenerationRoutes {
   constructor(
-    @inject(TOKENS.Generations) private readonly generations: Generations,
-    @inject(TOKENS.LiveStatus) private readonly live: LiveStatus,
-    @inject(TOKENS.Webhooks) private readonly webhooks: Webhooks,
-    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(Generations) private readonly generations: Generations,
+    @inject(LiveStatus) private readonly live: LiveStatus,
+    @inject(Webhooks) private readonly webhooks: Webhooks,
+    @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
   ) {}
 

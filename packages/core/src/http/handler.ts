@@ -32,10 +32,10 @@ export class HttpHandler {
     @inject(GenerationRoutes) private readonly routes: GenerationRoutes,
     @inject(FilesRoute) private readonly files: FilesRoute,
     @inject(PlaygroundRoute) private readonly playground: PlaygroundRoute,
-    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(TOKENS.ApiKeys) private readonly apiKeys: ApiKeyResolver,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(TOKENS.RateLimits) private readonly limits: RateLimits,
+    @inject(RateLimits) private readonly limits: RateLimits,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'http' });
