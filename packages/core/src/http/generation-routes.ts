@@ -1,4 +1,5 @@
 import { inject, injectable } from 'tsyringe';
+import type { GenerationView } from '../domain.js';
 import { DomainError } from '../errors.js';
 import { Generations, isGenerationStatus, type ListRequest } from '../generations.js';
 import { LiveStatus } from '../push/live-status.js';
@@ -61,6 +62,14 @@ function preferredWait(prefer: string | undefined, max: number): number | undefi
   return undefined;
 }
 
+function notFound(): HttpResponse {
+  return fail('not_found', 'Generation not found.');
+}
+
+function viewAnswer(view: GenerationView): HttpResponse {
+  return json(200, viewJson(view));
+}
+
 /** The generation API of an authenticated user: each route is a call of the use cases, its answer their JSON. */
 @injectable()
 export class GenerationRoutes {
@@ -72,64 +81,68 @@ export class GenerationRoutes {
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
   ) {}
 
-  async answer(route: UserRoute, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
+  /**
+   * The answer to an authenticated request. Not an async function: each route's own promise is the answer, and a
+   * throw here reaches the caller's try as a rejection would.
+   */
+  answer(route: UserRoute, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
     switch (route.name) {
       case 'models':
-        return json(200, this.registry.listJson);
+        return Promise.resolve(json(200, this.registry.listJson));
       case 'balance':
-        return json(200, JSON.stringify({ balance: await this.generations.balance(userId) }));
+        return this.generations.balance(userId).then((balance) => json(200, JSON.stringify({ balance })));
       case 'get':
-        return await this.get(route.id, req, userId, query);
+        return this.get(route.id, req, userId, query);
       case 'events':
-        return await this.events(route.id, req, userId);
+        return this.events(route.id, req, userId);
       case 'deliveries': {
         const id = decodeSegment(route.id);
-        if (id === null) return fail('not_found', 'Generation not found.');
-        return json(200, JSON.stringify({ data: await this.webhooks.deliveries(userId, id) }));
+        if (id === null) return Promise.resolve(notFound());
+        return this.webhooks.deliveries(userId, id).then((data) => json(200, JSON.stringify({ data })));
       }
       case 'webhookSecret':
-        return json(200, JSON.stringify({ key: await this.webhooks.secret(userId) }));
+        return this.webhooks.secret(userId).then((key) => json(200, JSON.stringify({ key })));
       case 'rotateWebhookSecret':
-        return json(200, JSON.stringify({ key: await this.webhooks.rotate(userId) }));
+        return this.webhooks.rotate(userId).then((key) => json(200, JSON.stringify({ key })));
       case 'list':
-        return json(200, JSON.stringify(await this.generations.list(userId, parseListQuery(query), req.baseUrl)));
+        return this.generations.list(userId, parseListQuery(query), req.baseUrl).then((page) => json(200, JSON.stringify(page)));
       case 'cancel': {
         const id = decodeSegment(route.id);
-        if (id === null) return fail('not_found', 'Generation not found.');
-        const { cancelled, generation } = await this.generations.cancel(userId, id, req.baseUrl);
-        return json(200, JSON.stringify({ ...generation, cancelled }));
+        if (id === null) return Promise.resolve(notFound());
+        return this.generations.cancel(userId, id, req.baseUrl).then(({ cancelled, generation }) => json(200, JSON.stringify({ ...generation, cancelled })));
       }
       case 'create':
-        return await this.create(req, userId);
+        return this.create(req, userId);
       case 'quote': {
         const body = createBody(req, this.options.limits.bodyBytes);
-        if ('res' in body) return body.res;
-        return json(200, JSON.stringify(await this.generations.quote(userId, body.value)));
+        if ('res' in body) return Promise.resolve(body.res);
+        return this.generations.quote(userId, body.value).then((quote) => json(200, JSON.stringify(quote)));
       }
     }
   }
 
-  private async get(rawId: string, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
+  private get(rawId: string, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
     const id = decodeSegment(rawId);
-    if (id === null) return fail('not_found', 'Generation not found.');
+    if (id === null) return Promise.resolve(notFound());
     const include = query === '' ? null : new URLSearchParams(query).getAll('include');
     const details = include !== null && include.length > 0;
     if (details && (include.length > 1 || include[0] !== 'details')) {
-      return fail('invalid_request', 'include must be "details".', [{ field: 'include', code: 'invalid_value', message: 'must be "details"' }]);
+      return Promise.resolve(fail('invalid_request', 'include must be "details".', [{ field: 'include', code: 'invalid_value', message: 'must be "details"' }]));
     }
     const wait = preferredWait(header(req, 'prefer'), this.options.push.maxWaitSeconds);
     if (wait !== undefined) {
-      const rec = await this.live.waitForChange(userId, id, wait);
-      const body = details ? this.generations.itemOf(rec, req.baseUrl) : this.generations.viewOf(rec, req.baseUrl);
-      return json(200, JSON.stringify(body), { 'preference-applied': `wait=${wait}`, vary: 'Prefer' });
+      return this.live.waitForChange(userId, id, wait).then((rec) => {
+        const body = details ? this.generations.itemOf(rec, req.baseUrl) : this.generations.viewOf(rec, req.baseUrl);
+        return json(200, JSON.stringify(body), { 'preference-applied': `wait=${wait}`, vary: 'Prefer' });
+      });
     }
-    if (details) return json(200, JSON.stringify(await this.generations.details(userId, id, req.baseUrl)));
-    return json(200, viewJson(await this.generations.get(userId, id, req.baseUrl)));
+    if (details) return this.generations.details(userId, id, req.baseUrl).then((item) => json(200, JSON.stringify(item)));
+    return this.generations.get(userId, id, req.baseUrl).then(viewAnswer);
   }
 
   private async events(rawId: string, req: HttpRequest, userId: string): Promise<HttpResponse> {
     const id = decodeSegment(rawId);
-    if (id === null) return fail('not_found', 'Generation not found.');
+    if (id === null) return notFound();
     const lastId = header(req, 'last-event-id');
     const after = lastId !== undefined && /^\d{1,15}$/.test(lastId.trim()) ? Number(lastId.trim()) : undefined;
     const stream = await this.live.stream(userId, id, after, req.baseUrl);
