@@ -103,7 +103,7 @@ export interface GenServiceClient {
     create(input: CreateGenerationInput, options?: CreateOptions): Promise<{ generationId: string }>;
     /** GET /v1/generations/:id, one request, no retries. */
     get(generationId: string, options?: RequestSignalOptions): Promise<Generation>;
-    /** GET /v1/generations/:id?include=details: timestamps, progress, metadata and the reason of a failure. */
+    /** GET /v1/generations/:id/details: timestamps, progress, metadata and the reason of a failure. */
     details(generationId: string, options?: RequestSignalOptions): Promise<GenerationItem>;
     /** GET /v1/generations: one page of your generations, newest first. */
     list(options?: ListOptions): Promise<GenerationPage>;
@@ -271,7 +271,7 @@ class Client implements GenServiceClient {
   }
 
   private async details(generationId: string, options: RequestSignalOptions = {}): Promise<GenerationItem> {
-    const body = await this.transport.request('GET', `/v1/generations/${encodeURIComponent(generationId)}?include=details`, {
+    const body = await this.transport.request('GET', `/v1/generations/${encodeURIComponent(generationId)}/details`, {
       signal: options.signal,
     });
     if (!isRecord(body) || typeof body.status !== 'string' || !STATUSES.has(body.status)) throw invalidResponse('GET details: no status');

@@ -38,7 +38,7 @@ type Route =
   | { name: 'create' }
   | { name: 'list' }
   | { name: 'quote' }
-  | { name: 'get'; id: string }
+  | { name: 'get'; id: string; details?: true }
   | { name: 'events'; id: string }
   | { name: 'deliveries'; id: string }
   | { name: 'webhookSecret' }
@@ -58,6 +58,13 @@ const ROUTES: Array<{ template: string; pattern: RegExp; methods: Record<string,
   },
   { template: '/v1/quotes', pattern: /^\/v1\/quotes\/?$/, methods: { POST: () => ({ name: 'quote' }) } },
   { template: '/v1/generations/{id}', pattern: /^\/v1\/generations\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'get', id: m[1]! }) } },
+  // The details view has a path of its own (also `?include=details` on the poll): a generated client types the poll's
+  // answer as exactly the contract's per-status shapes only when no other shape shares its operation.
+  {
+    template: '/v1/generations/{id}/details',
+    pattern: /^\/v1\/generations\/([^/]+)\/details\/?$/,
+    methods: { GET: (m) => ({ name: 'get', id: m[1]!, details: true }) },
+  },
   {
     template: '/v1/generations/{id}/events',
     pattern: /^\/v1\/generations\/([^/]+)\/events\/?$/,
@@ -429,7 +436,7 @@ export class HttpHandler {
       if (!this.limits.has(cls)) {
         // The hottest answers without an async frame of their own: the models list, a plain poll, a create.
         if (route.name === 'models') return json(200, this.registry.listJson);
-        if (route.name === 'get' && query === '' && cls === 'read') {
+        if (route.name === 'get' && query === '' && cls === 'read' && route.details !== true) {
           const id = decodeSegment(route.id);
           const found = id === null ? null : this.generations.record(userId, id);
           const rec = isThenable(found) ? await found : found;
@@ -469,9 +476,9 @@ export class HttpHandler {
       case 'get': {
         const id = decodeSegment(route.id);
         if (id === null) return fail('not_found', 'Generation not found.');
-        const include = query === '' ? null : new URLSearchParams(query).getAll('include');
-        const details = include !== null && include.length > 0;
-        if (details && (include.length > 1 || include[0] !== 'details')) {
+        const include = query === '' || route.details ? null : new URLSearchParams(query).getAll('include');
+        const details = route.details === true || (include !== null && include.length > 0);
+        if (include !== null && include.length > 0 && (include.length > 1 || include[0] !== 'details')) {
           return fail('invalid_request', 'include must be "details".', [{ field: 'include', code: 'invalid_value', message: 'must be "details"' }]);
         }
         const wait = preferredWait(header(req, 'prefer'), this.options.push.maxWaitSeconds);
