@@ -96,7 +96,10 @@ export async function exchange(fetch: (r: Request) => Promise<Response>, prompt:
 async function viaService(request: Request): Promise<Response> {
   const url = new URL(request.url);
   const body = request.method === 'GET' ? undefined : await request.text();
-  const headers = Object.fromEntries(request.headers);
+  const headers: Record<string, string> = {};
+  request.headers.forEach((value, key) => {
+    headers[key] = value;
+  });
   const res = await service.handle({ method: request.method, path: url.pathname + url.search, headers, body });
   return new Response(res.body as string, { status: res.status, headers: res.headers });
 }
