@@ -20,7 +20,7 @@ import type { Ledger } from './ports/ledger.js';
 import type { GenerationStore, ListCursor } from './ports/store.js';
 import { storeGetAtOnce } from './memory/generation-store.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from './registry.js';
-import { childLogger } from './logger.js';
+import { asError, childLogger } from './logger.js';
 import type { Logger } from './ports/logger.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
@@ -249,7 +249,7 @@ export class Generations {
     // stores a handle after this cancel stops it itself.
     if (cancelled && now.remoteHandle !== undefined && model && isRemoteJobProvider(model.provider) && model.provider.cancel) {
       await model.provider.cancel(now.remoteHandle, { generationId: rec.id, logger: this.logger }).catch((err: unknown) =>
-        this.logger.warn({ err: err instanceof Error ? err.message : String(err), generationId: rec.id }, 'cancelling the upstream job failed'),
+        this.logger.warn({ err: asError(err), generationId: rec.id }, 'cancelling the upstream job failed'),
       );
     }
     return { cancelled, generation: this.views.view(now, baseUrl) };

@@ -1,7 +1,7 @@
 import { inject, injectable } from 'tsyringe';
 import { isTerminal, type GenerationRecord } from './domain.js';
 import { Lifecycle } from './lifecycle.js';
-import { childLogger } from './logger.js';
+import { asError, childLogger } from './logger.js';
 import type { BlobStore } from './ports/blob.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
@@ -63,7 +63,7 @@ export class Maintenance {
       if (running) return;
       running = true;
       task()
-        .catch((err: unknown) => this.logger.error({ err: String(err) }, `${name} failed`))
+        .catch((err: unknown) => this.logger.error({ err: asError(err) }, `${name} failed`))
         .finally(() => {
           running = false;
         });
@@ -90,7 +90,7 @@ export class Maintenance {
           await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId }, { delayMs: Math.max(0, rec.parkedUntil - now) });
           out.requeued++;
         } catch (err) {
-          this.logger.warn({ err: String(err), generationId: rec.id }, 'recovery could not schedule a remote check');
+          this.logger.warn({ err: asError(err), generationId: rec.id }, 'recovery could not schedule a remote check');
         }
         continue;
       }
@@ -107,7 +107,7 @@ export class Maintenance {
         await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId });
         out.requeued++;
       } catch (err) {
-        this.logger.warn({ err: String(err), generationId: rec.id }, 'recovery could not enqueue');
+        this.logger.warn({ err: asError(err), generationId: rec.id }, 'recovery could not enqueue');
       }
     }
     for (const r of await this.ledger.openReserves(PAGE)) {

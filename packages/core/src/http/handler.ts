@@ -2,7 +2,7 @@ import { inject, injectable } from 'tsyringe';
 import { DomainError, UnavailableError, type ErrorCode, type ErrorDetail } from '../errors.js';
 import { FileUrlSigner } from '../files.js';
 import { Generations, isGenerationStatus, type CreateRequest, type ListRequest } from '../generations.js';
-import { childLogger } from '../logger.js';
+import { asError, childLogger } from '../logger.js';
 import { resolveAtOnce } from '../memory/api-keys.js';
 import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { BlobStore } from '../ports/blob.js';
@@ -377,10 +377,10 @@ export class HttpHandler {
       return fail(err.code, err.message, err.details, extra);
     }
     if (err instanceof UnavailableError) {
-      this.logger.warn({ err: err.message }, 'a backing service is unavailable');
+      this.logger.warn({ err }, 'a backing service is unavailable');
       return fail('unavailable', 'The service is temporarily unavailable; try again shortly.', undefined, { 'retry-after': '1' });
     }
-    this.logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'internal error');
+    this.logger.error({ err: asError(err) }, 'internal error');
     return fail('internal', 'Internal server error.');
   }
 
@@ -708,7 +708,7 @@ export class HttpHandler {
         return null;
       },
       (err: unknown) => {
-        this.logger.error({ err: String(err) }, 'playground: true needs the @genservice/playground package installed');
+        this.logger.error({ err: asError(err) }, 'playground: true needs the @genservice/playground package installed');
         return null;
       },
     );
