@@ -28,7 +28,7 @@ const providerSchema = z.custom<object>(
 );
 
 /** Every option, checked at once, so one error lists every mistake. Unknown keys are mistakes too (a typo). */
-const optionsSchema = z.strictObject({
+export const optionsSchema = z.strictObject({
   providers: z.array(providerSchema),
   store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'deleteFinishedBefore').optional(),
   ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'account', 'openReserves').optional(),

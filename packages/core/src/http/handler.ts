@@ -1,6 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import { DomainError, UnavailableError } from '../errors.js';
-import { childLogger } from '../logger.js';
+import { asError, childLogger } from '../logger.js';
 import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { Logger } from '../ports/logger.js';
 import { ModelRegistry } from '../registry.js';
@@ -74,10 +74,10 @@ export class HttpHandler {
       return fail(err.code, err.message, err.details, extra);
     }
     if (err instanceof UnavailableError) {
-      this.logger.warn({ err: err.message }, 'a backing service is unavailable');
+      this.logger.warn({ err }, 'a backing service is unavailable');
       return fail('unavailable', 'The service is temporarily unavailable; try again shortly.', undefined, { 'retry-after': '1' });
     }
-    this.logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'internal error');
+    this.logger.error({ err: asError(err) }, 'internal error');
     return fail('internal', 'Internal server error.');
   }
 

@@ -1,5 +1,5 @@
 import { inject, injectable } from 'tsyringe';
-import { childLogger } from '../logger.js';
+import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
@@ -59,7 +59,7 @@ export class PlaygroundRoute {
         return null;
       },
       (err: unknown) => {
-        this.logger.error({ err: String(err) }, 'playground: true needs the @genservice/playground package installed');
+        this.logger.error({ err: asError(err) }, 'playground: true needs the @genservice/playground package installed');
         return null;
       },
     );

@@ -7,7 +7,7 @@ import {
   type RateLimiterAbstract,
 } from 'rate-limiter-flexible';
 import { inject, injectable } from 'tsyringe';
-import { childLogger } from '../logger.js';
+import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { RateLimitBackend, RateLimitRule } from '../options.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
@@ -147,7 +147,7 @@ export class RateLimits {
     const now = Date.now();
     if (now - this.lastWarning > 10_000) {
       this.lastWarning = now;
-      this.logger.warn({ err: err instanceof Error ? err.message : String(err), class: cls, failOpen: this.options.rateLimits!.failOpen }, 'rate limit backend failed');
+      this.logger.warn({ err: asError(err), class: cls, failOpen: this.options.rateLimits!.failOpen }, 'rate limit backend failed');
     }
     return this.options.rateLimits!.failOpen ? { allowed: true, headers: {} } : { allowed: 'unavailable' };
   }

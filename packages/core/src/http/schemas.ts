@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES } from '../domain.js';
-import type { ErrorCode } from '../errors.js';
+import { ERROR_DETAIL_CODES, type ErrorCode } from '../errors.js';
 
 /** Limits of `metadata` on create: small labels, not a document store. */
 export const METADATA_LIMITS = { entries: 16, keyLength: 64, valueLength: 512 } as const;
@@ -52,20 +52,36 @@ export const progressSchema = z
   .object({ fraction: z.number().min(0).max(1), message: z.string().optional() })
   .describe('The latest progress the model reported');
 
-/** One generation in the list, and GET /v1/generations/{id}?include=details. */
-export const generationItemSchema = z.object({
+const itemBase = {
   generationId: z.string(),
   modelId: z.string(),
-  status: z.enum(GENERATION_STATUSES),
   createdAt: z.string().describe('ISO 8601'),
   startedAt: z.string().optional().describe('ISO 8601; when a worker first took it'),
-  finishedAt: z.string().optional().describe('ISO 8601; when it completed or failed'),
-  result: z.string().optional().describe('Only when completed: the text, or the URL of the file'),
-  price: z.number().optional().describe('Tokens charged; only when completed or failed'),
-  error: failureSchema.optional(),
   progress: progressSchema.optional(),
   metadata: z.record(z.string(), z.string()).optional(),
-});
+};
+const finishedAt = z.string().optional().describe('ISO 8601; when it completed or failed');
+const price = z.number().describe('Tokens charged');
+
+/** The details view of each status: what a client can count on once it has narrowed on `status`. */
+export const generationDetailsSchemas = {
+  pending: z.object({ ...itemBase, status: z.literal('pending') }).meta({ title: 'GenerationDetailsPending' }),
+  processing: z.object({ ...itemBase, status: z.literal('processing') }).meta({ title: 'GenerationDetailsProcessing' }),
+  completed: z
+    .object({ ...itemBase, status: z.literal('completed'), finishedAt, result: z.string().describe('The text, or the URL of the file'), price })
+    .meta({ title: 'GenerationDetailsCompleted' }),
+  failed: z
+    .object({ ...itemBase, status: z.literal('failed'), finishedAt, price, error: failureSchema.optional() })
+    .meta({ title: 'GenerationDetailsFailed' }),
+} as const;
+
+/** One generation in the list, and GET /v1/generations/{id}/details: one shape per status. */
+export const generationItemSchema = z.discriminatedUnion('status', [
+  generationDetailsSchemas.pending,
+  generationDetailsSchemas.processing,
+  generationDetailsSchemas.completed,
+  generationDetailsSchemas.failed,
+]);
 
 export const webhookSecretSchema = z.object({ key: z.string().describe('whsec_...: verify deliveries with it (Standard Webhooks)') });
 
@@ -141,6 +157,8 @@ export const errorResponseSchema = z.object({
   error: z.object({
     code: z.enum(ERROR_CODES),
     message: z.string(),
-    details: z.array(z.object({ field: z.string(), code: z.string(), message: z.string() })).optional(),
+    details: z
+      .array(z.object({ field: z.string().describe('Where: a body field such as `settings.size`, or a header'), code: z.enum(ERROR_DETAIL_CODES), message: z.string() }))
+      .optional(),
   }),
 });

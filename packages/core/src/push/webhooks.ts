@@ -4,7 +4,7 @@ import { inject, injectable } from 'tsyringe';
 import { WEBHOOK_EVENT_TYPES, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain.js';
 import { DomainError } from '../errors.js';
 import { GENERATION_ID_PATTERN } from '../ids.js';
-import { childLogger } from '../logger.js';
+import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { GenerationStore } from '../ports/store.js';
 import type { Delivery, DeliveryOutcome, NewDelivery, WebhookEndpoint, WebhookStore } from '../ports/webhooks.js';
@@ -181,7 +181,7 @@ export class Webhooks {
             // another page
           }
         } catch (err) {
-          this.logger.warn({ err: String(err) }, 'writing the webhook outbox failed; retried on the next wake-up');
+          this.logger.warn({ err: asError(err) }, 'writing the webhook outbox failed; retried on the next wake-up');
         }
       } while (this.pumpAgain && this.running);
     })().finally(() => {
@@ -246,7 +246,7 @@ export class Webhooks {
     try {
       return (await fn(userId)) ?? [];
     } catch (err) {
-      this.logger.error({ err: String(err), userId }, 'webhooks.endpoints failed; only per-generation webhooks are sent');
+      this.logger.error({ err: asError(err), userId }, 'webhooks.endpoints failed; only per-generation webhooks are sent');
       return [];
     }
   }
@@ -268,7 +268,7 @@ export class Webhooks {
           for (const d of due) {
             this.delivering++;
             const p = this.attempt(d)
-              .catch((err: unknown) => this.logger.error({ err: String(err), deliveryId: d.id }, 'delivery attempt failed'))
+              .catch((err: unknown) => this.logger.error({ err: asError(err), deliveryId: d.id }, 'delivery attempt failed'))
               .finally(() => {
                 this.delivering--;
                 this.inFlight.delete(p);
@@ -278,7 +278,7 @@ export class Webhooks {
           }
           if (due.length === room) this.deliverAgain = true;
         } catch (err) {
-          this.logger.warn({ err: String(err) }, 'claiming webhook deliveries failed');
+          this.logger.warn({ err: asError(err) }, 'claiming webhook deliveries failed');
         }
       } while (this.deliverAgain && this.running);
     })().finally(() => {

@@ -798,7 +798,7 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
       expect((await fx.call('/v1/generations?limit=100', { headers: user.auth })).status).toBe(200);
     });
 
-    it('?include=details gives the list item; without it the exact contract shape', async () => {
+    it('/details (and ?include=details) gives the list item; without it the exact contract shape', async () => {
       const user = await fx.user(100);
       const created = await fx.create(user, { modelId: 'echo', settings: { prompt: 'hi' }, metadata: { order: 'A-1' } });
       const id = created.body.generationId;
@@ -817,8 +817,14 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
         price: plain.price,
         metadata: { order: 'A-1' },
       });
+      const path = await fx.call(`/v1/generations/${id}/details`, { headers: user.auth });
+      expect(path.status, path.text).toBe(200);
+      expect(path.body).toStrictEqual(details.body);
       expectError(await fx.call(`/v1/generations/${id}?include=everything`, { headers: user.auth }), 400, 'invalid_request');
       const other = await fx.user(100);
+      const theirsByPath = await fx.call(`/v1/generations/${id}/details`, { headers: other.auth });
+      expectError(theirsByPath, 404, 'not_found');
+      expect(theirsByPath.text).toBe((await fx.call(`/v1/generations/${'C'.repeat(22)}/details`, { headers: other.auth })).text);
       const theirs = await fx.call(`/v1/generations/${id}?include=details`, { headers: other.auth });
       const missing = await fx.call(`/v1/generations/${'C'.repeat(22)}?include=details`, { headers: other.auth });
       expectError(theirs, 404, 'not_found');
