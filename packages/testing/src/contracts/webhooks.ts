@@ -101,7 +101,7 @@ export function runWebhookStoreContract(name: string, make: () => Promise<Webhoo
         ];
         await hooks().addDeliveries(mine);
         const fair = { perEndpoint: 2, perOwner: 4 };
-        const ours = (ds: Array<{ ownerId: string }>) => ds.filter((d) => d.ownerId === slow || d.ownerId === other);
+        const ours = <T extends { ownerId: string }>(ds: T[]): T[] => ds.filter((d) => d.ownerId === slow || d.ownerId === other);
         // Limit 2: the slow owner's oldest, then the other owner's turn, though nine older ones wait.
         const two = ours(await hooks().claimDue(at, 2, 'w1', 60_000, fair));
         expect(two.map((d) => d.ownerId).sort()).toEqual([slow, other].sort());
