@@ -18,7 +18,6 @@ import { Webhooks } from './push/webhooks.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
 import type { GenerationStore, ListCursor } from './ports/store.js';
-import { storeGetAtOnce } from './memory/generation-store.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from './registry.js';
 import { childLogger } from './logger.js';
 import type { Logger } from './ports/logger.js';
@@ -188,19 +187,9 @@ export class Generations {
   }
 
   private async owned(userId: string, generationId: string): Promise<GenerationRecord> {
-    const rec = await this.record(userId, generationId);
+    const rec = GENERATION_ID_PATTERN.test(generationId) ? await this.store.get(generationId, userId) : null;
     if (!rec) throw new DomainError('not_found', 'Generation not found.');
     return rec;
-  }
-
-  /**
-   * The caller's generation, or null (another user's, or none): the store's answer itself, no async frame around it,
-   * and from the in-memory store the record itself, not a promise of it.
-   */
-  record(userId: string, generationId: string): Promise<GenerationRecord | null> | GenerationRecord | null {
-    if (!GENERATION_ID_PATTERN.test(generationId)) return null;
-    const now = storeGetAtOnce(this.store, generationId, userId);
-    return now !== undefined ? now : this.store.get(generationId, userId);
   }
 
   viewOf(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationView {

@@ -14,7 +14,7 @@ export type * from './ports/index.js';
 export type * from './options.js';
 export type * from './service-types.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
-export { SERVED_ROUTES } from './http/handler.js';
+export { SERVED_ROUTES } from './http/routes.js';
 export { createGenerationService } from './service.js';
 export { InProcessQueue, type InProcessQueueOptions } from './runner/in-process-queue.js';
 export { FileUrlSigner } from './files.js';

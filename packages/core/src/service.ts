@@ -3,7 +3,10 @@ import type { GenerationView, ModelInfo } from './domain.js';
 import { CachedApiKeyResolver } from './api-key-cache.js';
 import { FileUrlSigner } from './files.js';
 import { Generations, type ListPage } from './generations.js';
+import { FilesRoute } from './http/files-route.js';
+import { GenerationRoutes } from './http/generation-routes.js';
 import { HttpHandler } from './http/handler.js';
+import { PlaygroundRoute } from './http/playground.js';
 import { RateLimits } from './http/rate-limits.js';
 import type { HttpRequest, HttpResponse } from './http/types.js';
 import { Lifecycle } from './lifecycle.js';
@@ -19,7 +22,7 @@ import {
 } from './memory/index.js';
 import type { GenerationServiceOptions } from './options.js';
 import { resolveOptions } from './options-schema.js';
-import type { Job, JobQueue } from './ports/queue.js';
+import type { JobQueue } from './ports/queue.js';
 import type { Logger } from './ports/logger.js';
 import type { ModelDefinition } from './ports/provider.js';
 import { ModelRegistry } from './registry.js';
@@ -30,7 +33,6 @@ import { defaultWebhookTransport, defaultWebhookUrlCheck } from './push/webhook-
 import { Webhooks } from './push/webhooks.js';
 import { Runner } from './runner/runner.js';
 import { InProcessQueue } from './runner/in-process-queue.js';
-import { withJobAbort } from './runner/job-signal.js';
 import type {
   CancelOutcome,
   CreateGenerationInput,
@@ -123,10 +125,7 @@ export class GenerationServiceImpl implements GenerationService {
     await this.feed.start();
     const { runner } = this.options;
     if (runner.enabled) {
-      // Any queue calls the handler with an AbortSignal; the in-process queue calls its JobAbort entry instead, so a
-      // run makes no AbortSignal unless it reads one (see runner/job-signal.ts).
-      const handler = withJobAbort<Job>((job, signal) => this.runner.run(job, signal), (job, abort) => this.runner.runJob(job, abort));
-      await this.queue.start(handler, {
+      await this.queue.start((job, signal) => this.runner.run(job, signal), {
         concurrency: runner.concurrency,
         leaseMs: runner.leaseMs,
         modelConcurrency: (id) => this.registry.get(id)?.definition.concurrency,
@@ -216,6 +215,9 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.registerSingleton(TOKENS.Maintenance, Maintenance);
   c.registerSingleton(TOKENS.Generations, Generations);
   c.registerSingleton(TOKENS.RateLimits, RateLimits);
+  c.registerSingleton(GenerationRoutes);
+  c.registerSingleton(FilesRoute);
+  c.registerSingleton(PlaygroundRoute);
   c.registerSingleton(TOKENS.Handler, HttpHandler);
   c.registerSingleton(TOKENS.Service, GenerationServiceImpl);
   return c.resolve<GenerationService>(TOKENS.Service);

@@ -97,11 +97,6 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
-    return this.getNow(id, ownerId);
-  }
-
-  /** `get` answered at once; core's poll path uses it through `storeGetAtOnce` while `get` is this class's own. */
-  private getNow(id: string, ownerId: string): GenerationRecord | null {
     const record = this.recordOf(id);
     if (!record || record.ownerId !== ownerId) return null;
     return copy(record);
@@ -347,16 +342,4 @@ function copy(record: GenerationRecord): GenerationRecord {
 
 function copyEvent(event: GenerationEvent): GenerationEvent {
   return { ...event, data: cloneJson(event.data) as GenerationEvent['data'] };
-}
-
-const memoryGet = MemoryGenerationStore.prototype.get;
-
-/**
- * Core's poll path: the owner's record at once (no promise, no turn of the event loop) when `store` is a
- * MemoryGenerationStore whose `get` is still the class's own; `undefined` when the caller must use `store.get`
- * (another store, a subclass or a spy that replaced `get`).
- */
-export function storeGetAtOnce(store: GenerationStore, id: string, ownerId: string): GenerationRecord | null | undefined {
-  if (store.get !== memoryGet || !(store instanceof MemoryGenerationStore)) return undefined;
-  return (store as unknown as { getNow(id: string, ownerId: string): GenerationRecord | null }).getNow(id, ownerId);
 }

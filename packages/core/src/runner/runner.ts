@@ -182,11 +182,8 @@ export class Runner {
     }
   }
 
-  /**
-   * Runs a job with the abort it shares with its queue (the in-process queue's, which aborts it on cancel or stop; the
-   * runner aborts it on a timeout or a lost lease).
-   */
-  async runJob(job: Job, abort: JobAbort): Promise<void> {
+  /** The run itself, with the abort that follows its queue's signal (the runner aborts it on a timeout or a lost lease). */
+  private async runJob(job: Job, abort: JobAbort): Promise<void> {
     const rec = await this.lifecycle.claim(job.generationId);
     if (!rec) return; // Someone else holds it, or it is finished: nothing to do.
     // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
