@@ -1150,6 +1150,24 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
       expect(await fx.balance(user)).toBe(100);
     });
 
+    it("answers URLs with broken percent-encoding with the service's own JSON answer, never the framework's (issue 24, item 8)", async () => {
+      const user = await fx.user();
+      const results = [];
+      for (const [method, path, status, code] of [
+        ['GET', '/v1/generations/%', 404, 'not_found'],
+        ['GET', '/v1/generations/%ZZ', 404, 'not_found'],
+        ['POST', '/v1/generations/%ZZ/cancel', 404, 'not_found'],
+        ['GET', '/v1/generations/%E0%A4%A/events', 404, 'not_found'],
+        // A file URL without a valid signature: the files route's own answer.
+        ['GET', '/v1/files/%E0%A4%A', 403, 'forbidden'],
+        ['GET', '/v1/files/%', 403, 'forbidden'],
+      ] as const) {
+        results.push({ label: `${method} ${path}`, reply: await fx.call(path, { method, headers: user.auth }), status, code });
+      }
+      expect(mismatches(results)).toEqual([]);
+      for (const r of results) expectError(r.reply, r.status, r.code);
+    });
+
     if (mode.prefix !== '') {
       it('answers a path under the prefix that is not an API route with the JSON 404', async () => {
         const user = await fx.user();
@@ -1213,6 +1231,34 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
         });
       });
     }
+  });
+
+  describe('the playground page (issue 24, item 3)', () => {
+    let page: Fixture;
+    beforeAll(async () => {
+      page = await createFixture(mount, mode, { playground: true });
+    });
+    afterAll(async () => {
+      await page?.close();
+    });
+
+    it('may connect to its own origin only: its CSP connect-src names no other origin and no scheme', async () => {
+      const r = await page.call('/playground/');
+      expect(r.status).toBe(200);
+      const csp = r.headers.get('content-security-policy') ?? '';
+      const connect = csp.split(';').map((d) => d.trim().split(/\s+/)).find((d) => d[0] === 'connect-src');
+      // No publicUrl here: the page's own origin is the only one it may reach (with a publicUrl, that origin too).
+      expect(connect).toEqual(['connect-src', "'self'"]);
+      expect(csp).toMatch(/script-src 'self'/);
+    });
+
+    it('takes no API address from its URL: the key never leaves for another origin', async () => {
+      const r = await page.call('/playground/api.js');
+      expect(r.status).toBe(200);
+      // The page's API base is its own mount point, whatever the query says.
+      expect(r.text).not.toMatch(/searchParams|URLSearchParams|location\.search/);
+      expect(r.text).toMatch(/new URL\('\.\.\/', location\.href\)/);
+    });
   });
 
   describe('repeated Authorization headers', () => {
