@@ -61,6 +61,8 @@ const optionsSchema = z.strictObject({
       textLength: positiveInt.optional(),
       idempotencyKeyLength: positiveInt.max(255).optional(),
       inFlightPerUser: positiveInt.optional(),
+      streamsPerUser: positiveInt.optional(),
+      streamsTotal: positiveInt.optional(),
     })
     .optional(),
   runner: z

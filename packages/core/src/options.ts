@@ -37,6 +37,17 @@ export interface LimitsOptions {
    * Retry-After) until one finishes. Exact under races and across instances. Default 100.
    */
   inFlightPerUser?: number;
+  /**
+   * Event streams and `Prefer: wait` long-polls one user may hold open at once; the next answers 429 `rate_limited`
+   * (with Retry-After) until one ends. Counted over every service in the process (exact), not across processes.
+   * Default 20.
+   */
+  streamsPerUser?: number;
+  /**
+   * Event streams and long-polls the whole process holds open at once, over all users and services; the next answers
+   * 503 `unavailable` (with Retry-After). Default 5000.
+   */
+  streamsTotal?: number;
 }
 
 export interface RunnerOptions {
