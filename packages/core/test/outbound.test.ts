@@ -321,3 +321,24 @@ describe('blockedAddressReason', () => {
     expect(blockedAddressReason('example.com')).toBe('not an IP address');
   });
 });
+
+describe('a refused webhook URL through the API (issue 24, item 6)', () => {
+  it('POST /v1/quotes says the URL is not allowed, not what localhost resolves to', async () => {
+    const { createGenerationService, MemoryApiKeyStore } = await import('@genservice/core');
+    const service = createGenerationService({
+      providers: [{ models: [{ modelId: 'm', title: 'M', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 1 }], generate: async () => ({ text: 'x' }) }],
+      apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'k', userId: 'u' }] }),
+    });
+    const r = await service.handle({
+      method: 'POST',
+      path: '/v1/quotes',
+      headers: { authorization: 'Bearer k', 'content-type': 'application/json' },
+      body: JSON.stringify({ modelId: 'm', webhook: { url: 'https://localhost/hook' } }),
+    });
+    expect(r.status).toBe(400);
+    const error = JSON.parse(String(r.body)).error as { message: string; details: Array<{ field: string; message: string }> };
+    expect(error.details[0]!.field).toBe('webhook.url');
+    expect(String(r.body)).not.toMatch(/127\.0\.0\.1|::1|resolves to|loopback/);
+    expect(error.details[0]!.message).toContain('not allowed');
+  });
+});
