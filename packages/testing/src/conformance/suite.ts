@@ -1233,6 +1233,55 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
     }
   });
 
+  describe('stream caps (issue 24, item 1)', () => {
+    let capped: Fixture;
+    beforeAll(async () => {
+      capped = await createFixture(mount, mode, { limits: { streamsPerUser: 2 } });
+    });
+    afterAll(async () => {
+      await capped?.close();
+    });
+
+    it('answers the stream past limits.streamsPerUser with 429 and Retry-After; a client that goes away frees its slot', async () => {
+      const user = await capped.user(100);
+      const id = (await capped.create(user, { modelId: 'held' })).body.generationId as string;
+      const url = `${capped.baseUrl}/v1/generations/${id}/events`;
+      const clients: AbortController[] = [];
+      const open = async (): Promise<number> => {
+        const client = new AbortController();
+        clients.push(client);
+        const res = await fetch(url, { headers: user.auth, signal: client.signal });
+        if (res.status !== 200) {
+          await res.text();
+          client.abort();
+        }
+        return res.status;
+      };
+      try {
+        expect(await open()).toBe(200);
+        expect(await open()).toBe(200);
+        const third = await fetch(url, { headers: user.auth });
+        expect(third.status).toBe(429);
+        expect(third.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+        expect(((await third.json()) as { error: { code: string } }).error.code).toBe('rate_limited');
+        // The first client goes away: once the server has seen it, that stream's slot is free again.
+        clients[0]!.abort();
+        let status = 429;
+        for (let i = 0; i < 500 && status === 429; i++) {
+          status = await open();
+          if (status === 429) await new Promise((r) => setTimeout(r, 10));
+        }
+        expect(status).toBe(200);
+        expect(await open()).toBe(429);
+      } finally {
+        for (const c of clients) c.abort();
+        capped.gate.open();
+        await capped.terminal(user, id).catch(() => undefined);
+        capped.gate.close();
+      }
+    });
+  });
+
   describe('the playground page (issue 24, item 3)', () => {
     let page: Fixture;
     beforeAll(async () => {
