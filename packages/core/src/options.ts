@@ -160,12 +160,13 @@ export interface WebhookOptions {
   concurrency?: number;
   /**
    * Deliveries in flight to one endpoint (one user's URL), over all instances: a receiver that hangs holds at most
-   * this many slots, so it delays only its owner's other deliveries to it. Default 2.
+   * this many slots, so it delays only its owner's other deliveries to it. Default 4.
    */
   concurrencyPerEndpoint?: number;
   /**
    * Deliveries in flight for one user, over all instances and endpoints: many slow URLs of one user cannot take every
-   * slot. Due deliveries are also taken round-robin across users. Default 4.
+   * slot. Due deliveries are also taken round-robin across users. It caps one user's webhook throughput too (a host
+   * whose one user is itself raises it). Default 8.
    */
   concurrencyPerUser?: number;
   /** How long an instance holds a delivery it is attempting, in ms; must exceed `timeoutMs`. Default 60 000. */
