@@ -91,9 +91,12 @@ function frameworkErrorsOrFastifys(error: FastifyError, request: FastifyRequest,
   if (mount && (error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH')) {
     return answer(mount, request, reply, (request.raw.url ?? '').slice(mount.prefix.length));
   }
-  // Fastify's own answer without a frameworkErrors, written the way Fastify writes it.
-  const statusCode = error.statusCode ?? 400;
-  const body = JSON.stringify({ error: 'Bad Request', code: error.code, message: error.message, statusCode });
+  // Fastify's own answer without a frameworkErrors (fastify.js: onBadUrl, onMaxParamLength, onAsyncConstraintError),
+  // written the way Fastify writes it.
+  const [statusCode, body] =
+    error.code === 'FST_ERR_ASYNC_CONSTRAINT'
+      ? [500, '{"error":"Internal Server Error","message":"Unexpected error from async constraint","statusCode":500}']
+      : [error.statusCode ?? 400, JSON.stringify({ error: 'Bad Request', code: error.code, message: error.message, statusCode: error.statusCode ?? 400 })];
   reply.hijack();
   reply.raw.writeHead(statusCode, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
   reply.raw.end(body);
