@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { request as httpRequest, type ClientRequest } from 'node:http';
 import { FileUrlSigner } from '@genservice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
@@ -1245,36 +1246,40 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
     it('answers the stream past limits.streamsPerUser with 429 and Retry-After; a client that goes away frees its slot', async () => {
       const user = await capped.user(100);
       const id = (await capped.create(user, { modelId: 'held' })).body.generationId as string;
-      const url = `${capped.baseUrl}/v1/generations/${id}/events`;
-      const clients: AbortController[] = [];
-      const open = async (): Promise<number> => {
-        const client = new AbortController();
-        clients.push(client);
-        const res = await fetch(url, { headers: user.auth, signal: client.signal });
-        if (res.status !== 200) {
-          await res.text();
-          client.abort();
-        }
-        return res.status;
-      };
+      const url = new URL(`${capped.baseUrl}/v1/generations/${id}/events`);
+      // Plain node:http with its own socket each, so that going away closes the socket as a closed browser tab does.
+      const clients: ClientRequest[] = [];
+      const open = (): Promise<{ status: number; retryAfter?: string; body: string }> =>
+        new Promise((resolve, reject) => {
+          const req = httpRequest(url, { headers: user.auth, agent: false }, (res) => {
+            if (res.statusCode === 200) return resolve({ status: 200, body: '' });
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (chunk: string) => (body += chunk));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] as string | undefined, body }));
+          });
+          req.on('error', reject);
+          req.end();
+          clients.push(req);
+        });
       try {
-        expect(await open()).toBe(200);
-        expect(await open()).toBe(200);
-        const third = await fetch(url, { headers: user.auth });
+        expect((await open()).status).toBe(200);
+        expect((await open()).status).toBe(200);
+        const third = await open();
         expect(third.status).toBe(429);
-        expect(third.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
-        expect(((await third.json()) as { error: { code: string } }).error.code).toBe('rate_limited');
+        expect(third.retryAfter).toMatch(/^[1-9]\d*$/);
+        expect((JSON.parse(third.body) as { error: { code: string } }).error.code).toBe('rate_limited');
         // The first client goes away: once the server has seen it, that stream's slot is free again.
-        clients[0]!.abort();
+        clients[0]!.destroy();
         let status = 429;
         for (let i = 0; i < 500 && status === 429; i++) {
-          status = await open();
+          status = (await open()).status;
           if (status === 429) await new Promise((r) => setTimeout(r, 10));
         }
         expect(status).toBe(200);
-        expect(await open()).toBe(429);
+        expect((await open()).status).toBe(429);
       } finally {
-        for (const c of clients) c.abort();
+        for (const c of clients) c.destroy();
         capped.gate.open();
         await capped.terminal(user, id).catch(() => undefined);
         capped.gate.close();
