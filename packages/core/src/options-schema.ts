@@ -61,6 +61,8 @@ export const optionsSchema = z.strictObject({
       textLength: positiveInt.optional(),
       idempotencyKeyLength: positiveInt.max(255).optional(),
       inFlightPerUser: positiveInt.optional(),
+      streamsPerUser: positiveInt.optional(),
+      streamsTotal: positiveInt.optional(),
     })
     .optional(),
   runner: z
@@ -134,6 +136,8 @@ export const optionsSchema = z.strictObject({
       endpoints: z.custom<object>((v) => typeof v === 'function', { message: 'must be a function (userId) => endpoints' }).optional(),
       deliver: z.boolean().optional(),
       concurrency: positiveInt.max(1000).optional(),
+      concurrencyPerEndpoint: positiveInt.max(1000).optional(),
+      concurrencyPerUser: positiveInt.max(1000).optional(),
       leaseMs: ms.min(1).optional(),
       pollIntervalMs: ms.min(10).optional(),
       rotationOverlapMs: ms.optional(),
@@ -216,6 +220,8 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       endpoints: options.webhooks?.endpoints,
       deliver: options.webhooks?.deliver ?? r.enabled ?? true,
       concurrency: options.webhooks?.concurrency ?? 16,
+      concurrencyPerEndpoint: options.webhooks?.concurrencyPerEndpoint ?? 4,
+      concurrencyPerUser: options.webhooks?.concurrencyPerUser ?? 8,
       leaseMs: options.webhooks?.leaseMs ?? 60_000,
       pollIntervalMs: options.webhooks?.pollIntervalMs ?? 1000,
       rotationOverlapMs: options.webhooks?.rotationOverlapMs ?? 24 * 3600_000,

@@ -102,19 +102,15 @@ export class HttpHandler {
       if (route.name === 'openapi') return this.openapi();
       if (route.name === 'playground') return await this.playground.serve(route.asset, query);
 
-      const address = req.remoteAddress ?? 'unknown';
-      if (this.limits.has('unauthenticated')) {
-        const blocked = await this.limits.peek('unauthenticated', address);
-        if (blocked.allowed !== true) return this.limited(blocked);
-      }
       const resolving = this.authenticate(header(req, 'authorization'));
       // The resolver may answer at once (the port allows it): only a thenable is awaited, here and nowhere else.
       const principal = isThenable(resolving) ? await resolving : resolving;
       const userId = principal?.userId;
       if (!userId) {
-        // Only failures count against an address: guessing keys is limited, a busy office behind one NAT is not.
-        if (this.limits.has('unauthenticated')) await this.limits.consume('unauthenticated', address);
-        return { ...UNAUTHORIZED };
+        // Bad keys are limited by address, after the key was looked at: a valid key is never refused for what other
+        // requests from its address (a NAT, an office, a proxy) did.
+        const verdict = await this.limits.badKey(req.remoteAddress ?? 'unknown');
+        return verdict.allowed === true ? { ...UNAUTHORIZED } : this.limited(verdict);
       }
       const cls: RateLimitClass =
         route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';

@@ -62,6 +62,16 @@ export function retryAfterMs(value: string | undefined, now: number): number | u
 }
 
 /**
+ * The wait before a retry: the schedule's step with +-20 % jitter (`random` in [0, 1)), so receivers that come back
+ * are not hit by every retry at once. A receiver's Retry-After may lengthen it (up to a day), never shorten it: a
+ * receiver answering `Retry-After: 2` must not use up the whole schedule in seconds.
+ */
+export function retryDelay(step: number, retryAfter: number | undefined, random: number): number {
+  const scheduled = Math.round(step * (0.8 + random * 0.4));
+  return retryAfter === undefined ? scheduled : Math.max(scheduled, Math.min(retryAfter, DAY));
+}
+
+/**
  * Webhooks: per-user signing secrets, the outbox written from the event log, and delivery with retries.
  *
  * The outbox: every instance reads the log from one shared cursor and writes a delivery per (event, endpoint) under
@@ -264,7 +274,11 @@ export class Webhooks {
         try {
           const room = this.options.webhooks.concurrency - this.delivering;
           if (room <= 0) break;
-          const due = await this.hooks.claimDue(Date.now(), room, this.options.instanceId, this.options.webhooks.leaseMs);
+          const { leaseMs, concurrencyPerEndpoint, concurrencyPerUser } = this.options.webhooks;
+          const due = await this.hooks.claimDue(Date.now(), room, this.options.instanceId, leaseMs, {
+            perEndpoint: concurrencyPerEndpoint,
+            perOwner: concurrencyPerUser,
+          });
           for (const d of due) {
             this.delivering++;
             const p = this.attempt(d)
@@ -335,13 +349,7 @@ export class Webhooks {
     }
     const schedule = this.options.webhooks.retrySchedule;
     if (attempts > schedule.length) return { state: 'failed' };
-    const base = schedule[attempts - 1]!;
-    // Jitter (+-20 %), so receivers that come back are not hit by every retry at once.
-    let delay = Math.round(base * (0.8 + Math.random() * 0.4));
-    if ('status' in response && (response.status === 429 || response.status === 503)) {
-      const asked = retryAfterMs(response.retryAfter, now);
-      if (asked !== undefined) delay = Math.min(asked, DAY);
-    }
-    return { state: 'pending', nextAttemptAt: now + delay };
+    const asked = 'status' in response && (response.status === 429 || response.status === 503) ? retryAfterMs(response.retryAfter, now) : undefined;
+    return { state: 'pending', nextAttemptAt: now + retryDelay(schedule[attempts - 1]!, asked, Math.random()) };
   }
 }
