@@ -212,7 +212,7 @@ export async function generationRows(
 ): Promise<Array<{ id: string; ownerId: string; status: string; price: number | null; attempts: number; resultText: string | null; reserveState: string | null; charged: number | null; amount: number | null }>> {
   const s = `"${stores.schema}"`;
   const { rows } = await stores.pool.query(
-    `SELECT g.id, g.owner_id, g.status, g.price, g.attempts, g.result_text, r.state, r.charged, r.amount
+    `SELECT g.id, g.owner_id, g.status, g.price, g.claims AS attempts, g.result_text, r.state, r.charged, r.amount
        FROM ${s}.generations g LEFT JOIN ${s}.reserves r ON r.generation_id = g.id`,
   );
   return rows.map((r: Record<string, unknown>) => ({
