@@ -24,10 +24,10 @@ export function tempDir(): { dir: string; cleanup: () => void } {
 
 
 const SQLITE_COLUMNS = `id, owner_id, model_id, settings, status, reserved, price, result_text, result_key, failure_reason,
-  attempts, lease_owner, lease_expires_at, created_at, updated_at, finished_at`;
+  claims, lease_owner, lease_expires_at, created_at, updated_at, finished_at`;
 /** Copied from GENERATION_SQL in packages/store-sqlite/src/generation-store.ts. */
-export const SQLITE_INSERT = `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, attempts, created_at, updated_at)
-    VALUES (@id, @ownerId, @modelId, @settings, 'pending', @reserved, 0, @createdAt, @createdAt)`;
+export const SQLITE_INSERT = `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, claims, last_seq, created_at, updated_at)
+    VALUES (@id, @ownerId, @modelId, @settings, 'pending', @reserved, 0, 1, @createdAt, @createdAt)`;
 export const SQLITE_GET = `SELECT ${SQLITE_COLUMNS} FROM generations WHERE id = ? AND owner_id = ?`;
 
 /**
@@ -70,7 +70,7 @@ export async function oursSqlite(dir: string, n: number, tag: string): Promise<n
 }
 
 /** Copied from GENERATION_SQL.appendEvent: a create writes the generation and its `created` event in one transaction. */
-export const SQLITE_APPEND_EVENT = `INSERT INTO events (generation_id, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?)`;
+export const SQLITE_APPEND_EVENT = `INSERT INTO events (generation_id, seq, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?, ?)`;
 
 /** better-sqlite3 alone, synchronous as its users call it; settings go through JSON both ways, as they must. */
 export function rawSqliteRun(dir: string, n: number, tag: string): number {
@@ -81,7 +81,7 @@ export function rawSqliteRun(dir: string, n: number, tag: string): number {
     // The same work as the store's insert: the row and its event, one IMMEDIATE transaction.
     const insert = db.transaction((row: { id: string; ownerId: string; modelId: string; settings: string; reserved: number; createdAt: number }) => {
       insertRow.run(row);
-      appendEvent.run(row.id, row.ownerId, 'created', row.createdAt, JSON.stringify({ modelId: row.modelId }));
+      appendEvent.run(row.id, 1, row.ownerId, 'created', row.createdAt, JSON.stringify({ modelId: row.modelId }));
     }).immediate;
     const get = db.prepare(SQLITE_GET);
     const t0 = performance.now();

@@ -10,7 +10,6 @@ import {
 } from '@genservice/core';
 import { createScriptedProvider, fakeModel } from '@genservice/testing';
 import { resolveAtOnce } from '../src/memory/api-keys.js';
-import { storeGetAtOnce } from '../src/memory/generation-store.js';
 
 /**
  * The request path reads the in-memory key store and generation store without a promise when they are the library's
@@ -78,25 +77,6 @@ describe('reads answered at once from the in-memory ports', () => {
     const spy = vi.spyOn(keys, 'resolve').mockResolvedValue(null);
     expect((await service.handle(get('/v1/models', 'key-a'))).status).toBe(401);
     expect(spy).toHaveBeenCalledWith('key-a');
-  });
-
-  it("storeGetAtOnce is owner-scoped and steps aside for a subclass's own get", async () => {
-    const store = new MemoryGenerationStore();
-    await store.insert({ id: 'gen_0123456789abcdefghij', ownerId: 'alice', modelId: 'echo', settings: {}, reserved: 1, createdAt: 1 });
-    const rec = storeGetAtOnce(store, 'gen_0123456789abcdefghij', 'alice');
-    expect(rec?.ownerId).toBe('alice');
-    expect(storeGetAtOnce(store, 'gen_0123456789abcdefghij', 'bob')).toBeNull();
-    expect(storeGetAtOnce(store, 'missing', 'alice')).toBeNull();
-    // A copy, as `get` gives: changing it changes nothing stored.
-    (rec as { status: string }).status = 'completed';
-    expect((await store.get('gen_0123456789abcdefghij', 'alice'))?.status).toBe('pending');
-
-    class Hiding extends MemoryGenerationStore {
-      override async get(): Promise<GenerationRecord | null> {
-        return null;
-      }
-    }
-    expect(storeGetAtOnce(new Hiding(), 'gen_0123456789abcdefghij', 'alice')).toBeUndefined();
   });
 
   it("a poll goes through a subclass's get: a store that hides a generation answers 404", async () => {

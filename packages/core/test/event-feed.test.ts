@@ -1,15 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryGenerationStore, type GenerationEvent } from '@genservice/core';
+import type { FeedPage } from '@genservice/core/ports';
 import { EventFeed, InProcessNotifier } from '../src/push/event-feed.js';
 import { silentLogger } from '../src/logger.js';
 import type { ResolvedServiceOptions } from '../src/resolved-options.js';
 
 /** Counts the feed's reads of the log. */
 class CountingStore extends MemoryGenerationStore {
-  readEventsCalls = 0;
-  override async readEvents(after: number, limit: number): Promise<GenerationEvent[]> {
-    this.readEventsCalls++;
-    return super.readEvents(after, limit);
+  readFeedCalls = 0;
+  override async readFeed(after: string, limit: number): Promise<FeedPage> {
+    this.readFeedCalls++;
+    return super.readFeed(after, limit);
   }
 }
 
@@ -20,7 +21,7 @@ const settle = async () => {
 };
 
 async function insert(store: MemoryGenerationStore, id: string): Promise<void> {
-  await store.insert({ id, ownerId: 'alice', modelId: 'm', settings: {}, reserved: 1, createdAt: Date.now() });
+  await store.insert({ id, ownerId: 'alice', modelId: 'm', settings: {}, status: 'pending', reserved: 1, createdAt: Date.now() }, { type: 'created', data: { modelId: 'm' } });
 }
 
 describe('EventFeed', () => {
@@ -60,7 +61,7 @@ describe('EventFeed', () => {
       }
       await settle();
       expect(wakes).toBe(1);
-      expect(store.readEventsCalls).toBe(1);
+      expect(store.readFeedCalls).toBe(1);
     } finally {
       await feed.stop();
     }

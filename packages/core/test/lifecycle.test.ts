@@ -6,7 +6,8 @@ import {
   MemoryIdempotencyStore,
   MemoryLedger,
   ProviderError,
-  type FailInput,
+  type GenerationChange,
+  type GenerationRecord,
   type GenerationContext,
   type GenerationOutput,
   type GenerationService,
@@ -66,9 +67,12 @@ describe('hostile-review defects', () => {
     // A store that lets a worker claim the generation just before the cancel's fail lands: the old code read
     // `pending` first and cancelled a processing generation for 0.
     class ClaimFirst extends MemoryGenerationStore {
-      override async fail(id: string, input: FailInput): Promise<boolean> {
-        if (input.force) await this.claim(id, { workerId: 'other-worker', leaseMs: 60_000, now: Date.now() });
-        return super.fail(id, input);
+      override async update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
+        if (change.set.status === 'failed' && change.expect.status.includes('pending')) {
+          const now = Date.now();
+          await super.update(id, { expect: { status: ['pending'] }, set: { status: 'processing', claims: 1, leaseOwner: 'other-worker', leaseExpiresAt: now + 60_000 }, event: { type: 'processing', data: { claim: 1 } }, now });
+        }
+        return super.update(id, change);
       }
     }
     const { service, ledger } = make(async () => ({ text: 'never' }), { store: new ClaimFirst(), runner: { enabled: false } });
@@ -266,7 +270,16 @@ describe('failure reasons', () => {
     const idle = make(async () => ({ text: 'never' }), { store, runner: { enabled: false } });
     const lost = await idle.service.create('alice', { modelId: 'm', settings: { prompt: 'y' } });
     const past = Date.now() - 60_000;
-    for (let i = 0; i < 3; i++) expect(await store.claim(lost.generationId, { workerId: `dead-${i}`, leaseMs: 10, now: past + i * 100 })).not.toBeNull();
+    for (let i = 0; i < 3; i++) {
+      const now = past + i * 100;
+      const claimed = await store.update(lost.generationId, {
+        expect: i === 0 ? { status: ['pending'] } : { status: ['processing'], lease: 'free', claims: i },
+        set: { status: 'processing', claims: i + 1, leaseOwner: `dead-${i}`, leaseExpiresAt: now + 10 },
+        event: { type: 'processing', data: { claim: i + 1 } },
+        now,
+      });
+      expect(claimed).not.toBeNull();
+    }
     expect((await idle.service.recover()).failed).toBe(1);
     expect(await idle.service.details('alice', lost.generationId)).toMatchObject({ status: 'failed', price: 3, error: { code: 'worker_lost' } });
   });

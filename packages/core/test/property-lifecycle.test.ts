@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MemoryGenerationStore, type GenerationRecord, type GenerationStore } from '@genservice/core';
+import type { Expectation } from '@genservice/core/ports';
 
 const GENS = ['a', 'b', 'c'] as const;
 const WORKERS = ['w0', 'w1', 'w2'] as const;
@@ -52,24 +53,52 @@ function expected(r: GenerationRecord, o: Exclude<Op, { kind: 'tick' }>, now: nu
   }
 }
 
+/**
+ * Each call as the Lifecycle makes it: a compare-and-set whose expectation is the transition's precondition. The
+ * store holds no rules, so this checks that those expectations, applied atomically, give the spec's answers.
+ */
 async function apply(store: GenerationStore, o: Exclude<Op, { kind: 'tick' }>, now: number): Promise<boolean> {
   const id = GENS[o.gen]!;
+  const error = { code: 'provider_error', message: 'property' } as const;
   switch (o.kind) {
-    case 'claim':
-      return (await store.claim(id, { workerId: WORKERS[o.worker]!, leaseMs: o.leaseMs, now })) !== null;
+    case 'claim': {
+      const set = { status: 'processing' as const, leaseOwner: WORKERS[o.worker]!, leaseExpiresAt: now + o.leaseMs };
+      const fresh = await store.update(id, { expect: { status: ['pending'] }, set: { ...set, claims: 1 }, event: { type: 'processing', data: { claim: 1 } }, now });
+      if (fresh) return true;
+      const rec = (await store.getById(id))!;
+      const claims = rec.claims + 1;
+      return (await store.update(id, { expect: { status: ['processing'], lease: 'free', claims: rec.claims }, set: { ...set, claims }, event: { type: 'processing', data: { claim: claims } }, now })) !== null;
+    }
     case 'renew':
-      return store.renewLease(id, WORKERS[o.worker]!, o.leaseMs, now);
+      return (await store.renewLeases([id], WORKERS[o.worker]!, now + o.leaseMs, now)).length === 1;
     case 'complete':
-      return store.complete(id, { workerId: WORKERS[o.worker]!, price: o.price, resultText: `by ${o.worker}`, now });
-    case 'fail':
-      return store.fail(id, {
-        workerId: o.worker === null ? undefined : WORKERS[o.worker],
-        force: o.force,
-        price: o.price,
-        reason: 'property',
-        error: { code: 'provider_error', message: 'property' },
-        now,
-      });
+      return (
+        (await store.update(id, {
+          expect: { status: ['processing'], lease: { heldBy: WORKERS[o.worker]! } },
+          set: { status: 'completed', price: o.price, resultText: `by ${o.worker}`, finishedAt: now },
+          event: { type: 'completed', data: { price: o.price } },
+          now,
+        })) !== null
+      );
+    case 'fail': {
+      // A worker fails only what it claimed; a forced failure (a cancel) ignores the lease; anyone else needs it unheld.
+      const expect: Expectation =
+        o.worker !== null
+          ? o.force
+            ? { status: ['processing'] }
+            : { status: ['processing'], lease: { heldBy: WORKERS[o.worker]! } }
+          : o.force
+            ? { status: ['pending', 'processing'] }
+            : { status: ['pending', 'processing'], lease: 'free' };
+      return (
+        (await store.update(id, {
+          expect,
+          set: { status: 'failed', price: o.price, failureReason: 'property', error, finishedAt: now },
+          event: { type: 'failed', data: { price: o.price, error } },
+          now,
+        })) !== null
+      );
+    }
   }
 }
 
@@ -77,13 +106,13 @@ async function snapshot(store: GenerationStore): Promise<GenerationRecord[]> {
   return Promise.all(GENS.map(async (id) => (await store.getById(id))!));
 }
 
-describe('MemoryGenerationStore lifecycle properties', () => {
+describe('the lifecycle\'s compare-and-set transitions on MemoryGenerationStore', () => {
   it('answers every sequential call as the spec says', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 60 }), async (ops) => {
         const store = new MemoryGenerationStore();
         let now = 1_000;
-        for (const id of GENS) await store.insert({ id, ownerId: 'u', modelId: 'm', settings: {}, reserved: 10, createdAt: now });
+        for (const id of GENS) await store.insert({ id, ownerId: 'u', modelId: 'm', settings: {}, status: 'pending', reserved: 10, createdAt: now }, { type: 'created', data: {} });
         for (const o of ops) {
           if (o.kind === 'tick') {
             now += o.ms;
@@ -94,7 +123,7 @@ describe('MemoryGenerationStore lifecycle properties', () => {
           expect(ok).toBe(expected(before, o, now));
           const after = (await store.getById(GENS[o.gen]!))!;
           if (!ok) expect(after).toEqual(before);
-          if (ok && o.kind === 'claim') expect(after).toMatchObject({ attempts: before.attempts + 1, leaseOwner: WORKERS[o.worker], leaseExpiresAt: now + o.leaseMs });
+          if (ok && o.kind === 'claim') expect(after).toMatchObject({ claims: before.claims + 1, leaseOwner: WORKERS[o.worker], leaseExpiresAt: now + o.leaseMs });
         }
       }),
       { numRuns: 400 },
@@ -106,7 +135,7 @@ describe('MemoryGenerationStore lifecycle properties', () => {
       fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 40 }), async (steps) => {
         const store = new MemoryGenerationStore();
         let now = 1_000;
-        for (const id of GENS) await store.insert({ id, ownerId: 'u', modelId: 'm', settings: {}, reserved: 10, createdAt: now });
+        for (const id of GENS) await store.insert({ id, ownerId: 'u', modelId: 'm', settings: {}, status: 'pending', reserved: 10, createdAt: now }, { type: 'created', data: {} });
         let previous = await snapshot(store);
         for (const batch of steps) {
           const calls = batch.filter((o): o is Exclude<Op, { kind: 'tick' }> => o.kind !== 'tick');
@@ -122,7 +151,7 @@ describe('MemoryGenerationStore lifecycle properties', () => {
             expect(wins('complete') + wins('fail')).toBeLessThanOrEqual(1);
             // Claims at one instant can only follow each other if an earlier one in the batch held no lease (leaseMs >= 1).
             expect(wins('claim')).toBeLessThanOrEqual(1);
-            expect(rec.attempts).toBe(prev.attempts + wins('claim'));
+            expect(rec.claims).toBe(prev.claims + wins('claim'));
             if (RANK[rec.status] === 2) expect(rec.finishedAt).toBeDefined();
           }
           previous = current;

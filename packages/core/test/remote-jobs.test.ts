@@ -81,7 +81,7 @@ describe('remote jobs (two-phase providers)', () => {
     expect(await ledger.account('alice')).toEqual({ balance: 990, reserved: 0, settled: 10 });
     const rec = await store.getById(generationId);
     expect(rec?.remoteHandle).toEqual({ id: 'job-1' });
-    expect(rec?.attempts).toBe(1);
+    expect(rec?.claims).toBe(1);
     // Progress from start and from check reached the log; the planned checks added no processing events.
     const types = (await store.eventsOf(generationId)).map((e) => e.type);
     expect(types[0]).toBe('created');

@@ -178,8 +178,10 @@ describe('createGenerationService', () => {
     const { generationId } = await first.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
     // A terminal generation whose reserve was never settled (crash between the two writes).
     await ledger.reserve('alice', 'g-crashed-000000000000', 10);
-    await store.insert({ id: 'g-crashed-000000000000', ownerId: 'alice', modelId: 'echo', settings: {}, reserved: 10, createdAt: Date.now() });
-    await store.fail('g-crashed-000000000000', { price: 2, reason: 'x', error: { code: 'provider_error', message: 'failed' }, now: Date.now() });
+    await store.insert({ id: 'g-crashed-000000000000', ownerId: 'alice', modelId: 'echo', settings: {}, status: 'pending', reserved: 10, createdAt: Date.now() }, { type: 'created', data: { modelId: 'echo' } });
+    const error = { code: 'provider_error', message: 'failed' } as const;
+    const now = Date.now();
+    await store.update('g-crashed-000000000000', { expect: { status: ['pending'] }, set: { status: 'failed', price: 2, failureReason: 'x', error, finishedAt: now }, event: { type: 'failed', data: { price: 2, error } }, now });
     const second = createGenerationService({ providers: [p], ledger, store });
     services.push(second);
     await second.start();
