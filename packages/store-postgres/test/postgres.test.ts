@@ -344,8 +344,8 @@ describe('durability and failures', () => {
       // The event log survives too, and a new event continues its sequence.
       const events = await second.store.eventsOf('g1');
       expect(events.map((e) => [e.seq, e.type])).toEqual([[1, 'created'], [2, 'processing'], [3, 'progress']]);
-      // A reader from the head gets the next event, numbered after the three. (The head is "past everything committed"
-      // only when no older write transaction runs anywhere on the server: other tests' may, and then it is earlier.)
+      // A reader from the head gets the next event, numbered after the three (and maybe events committed shortly
+      // before the head, while an older transaction of this database was still running).
       const head = await second.store.feedHead();
       expect(await lifecycleOps(second.store).progress('g1', { workerId: 'w', fraction: 0.75, now: T0 + 3 })).toBe(true);
       const page = { events: [] as GenerationEvent[], cursor: head };
