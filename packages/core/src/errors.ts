@@ -5,6 +5,7 @@ export type ErrorCode =
   | 'invalid_settings'
   | 'unauthorized'
   | 'insufficient_funds'
+  | 'budget_exceeded'
   | 'model_not_found'
   | 'not_found'
   | 'payload_too_large'

@@ -29,3 +29,7 @@ export { EVENT_TYPES, FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_
 export { ProviderError, UnavailableError } from './errors.js';
 /** Key digests as the in-memory store keeps them: a durable ApiKeyStore should keep the same. */
 export { hashApiKey } from './memory/api-keys.js';
+/** A fresh key id, for a store whose `addKey` must give a host-made key one. */
+export { newKeyId } from './ids.js';
+/** How every ledger adds up and orders its usage report, so all answer the same. */
+export { groupUsage, usageDayOfIndex } from './usage.js';

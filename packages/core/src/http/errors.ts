@@ -7,6 +7,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   invalid_settings: 400,
   unauthorized: 401,
   insufficient_funds: 402,
+  budget_exceeded: 402,
   forbidden: 403,
   model_not_found: 404,
   not_found: 404,

@@ -120,6 +120,7 @@ export const ERROR_CODES = [
   'invalid_settings',
   'unauthorized',
   'insufficient_funds',
+  'budget_exceeded',
   'model_not_found',
   'not_found',
   'payload_too_large',

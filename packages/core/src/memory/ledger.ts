@@ -1,4 +1,13 @@
-import type { AccountSnapshot, Ledger, OpenReserve, ReserveResult } from '../ports/ledger.js';
+import type {
+  AccountSnapshot,
+  Ledger,
+  OpenReserve,
+  ReserveOptions,
+  ReserveResult,
+  UsageQuery,
+  UsageReport,
+} from '../ports/ledger.js';
+import { groupUsage, usageDay } from '../usage.js';
 
 export interface MemoryLedgerOptions {
   /** Starting balances by user id. */
@@ -15,6 +24,11 @@ interface Reserve {
    */
   charged: number | undefined;
   sequence: number;
+  modelId: string | undefined;
+  keyId: string | undefined;
+  /** The key window the reserve was held in (with keyId and a key limit). */
+  window: string | undefined;
+  settledAt: number | undefined;
 }
 
 /**
@@ -24,6 +38,10 @@ interface Reserve {
 export class MemoryLedger implements Ledger {
   private readonly accounts = new Map<string, AccountSnapshot>();
   private readonly reserves = new Map<string, Reserve>();
+  /** Held plus charged, by key and window start. */
+  private readonly keySpent = new Map<string, number>();
+  /** Settled reserves by user, in settle order: what `usage` reads. */
+  private readonly settledByUser = new Map<string, Reserve[]>();
   private sequence = 0;
 
   constructor(options: MemoryLedgerOptions = {}) {
@@ -33,8 +51,16 @@ export class MemoryLedger implements Ledger {
     }
   }
 
-  async reserve(userId: string, generationId: string, amount: number, now: number = Date.now()): Promise<ReserveResult> {
+  async reserve(
+    userId: string,
+    generationId: string,
+    amount: number,
+    now: number = Date.now(),
+    options: ReserveOptions = {},
+  ): Promise<ReserveResult> {
     assertAmount(amount, 'reserve amount');
+    const limit = options.keyId !== undefined ? options.keyLimit : undefined;
+    if (limit) assertAmount(limit.amount, 'key limit');
     const existing = this.reserves.get(generationId);
     if (existing) {
       if (existing.userId !== userId) {
@@ -45,13 +71,30 @@ export class MemoryLedger implements Ledger {
     }
     const account = this.accountOf(userId);
     if (account.balance < amount) return 'insufficient';
+    let window: string | undefined;
+    if (limit) {
+      window = windowKey(options.keyId!, limit.windowStart);
+      const spent = this.keySpent.get(window) ?? 0;
+      if (spent + amount > limit.amount) return 'budget_exceeded';
+      this.keySpent.set(window, spent + amount);
+    }
     account.balance -= amount;
     account.reserved += amount;
-    this.reserves.set(generationId, { userId, amount, createdAt: now, charged: undefined, sequence: this.sequence++ });
+    this.reserves.set(generationId, {
+      userId,
+      amount,
+      createdAt: now,
+      charged: undefined,
+      sequence: this.sequence++,
+      modelId: options.modelId,
+      keyId: options.keyId,
+      window,
+      settledAt: undefined,
+    });
     return 'ok';
   }
 
-  async settle(generationId: string, amount: number): Promise<number | null> {
+  async settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
     if (!Number.isFinite(amount)) throw new RangeError(`settle amount must be a finite number, got ${amount}`);
     const reserve = this.reserves.get(generationId);
     if (!reserve) return null;
@@ -61,12 +104,34 @@ export class MemoryLedger implements Ledger {
     account.reserved -= reserve.amount;
     account.settled += charged;
     account.balance += reserve.amount - charged;
+    if (reserve.window !== undefined) {
+      this.keySpent.set(reserve.window, (this.keySpent.get(reserve.window) ?? 0) - (reserve.amount - charged));
+    }
     reserve.charged = charged;
+    reserve.settledAt = now;
+    let settled = this.settledByUser.get(reserve.userId);
+    if (!settled) this.settledByUser.set(reserve.userId, (settled = []));
+    settled.push(reserve);
     return charged;
   }
 
-  async release(generationId: string): Promise<number | null> {
-    return this.settle(generationId, 0);
+  async release(generationId: string, now?: number): Promise<number | null> {
+    return this.settle(generationId, 0, now);
+  }
+
+  async keySpend(keyId: string, windowStart: number): Promise<number> {
+    return this.keySpent.get(windowKey(keyId, windowStart)) ?? 0;
+  }
+
+  async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
+    const rows: Array<{ group: string | null; count: number; tokens: number }> = [];
+    for (const r of this.settledByUser.get(userId) ?? []) {
+      const at = r.settledAt!;
+      if (at < query.from || at >= query.to) continue;
+      const group = query.groupBy === 'day' ? usageDay(at) : query.groupBy === 'model' ? (r.modelId ?? null) : (r.keyId ?? null);
+      rows.push({ group, count: 1, tokens: r.charged! });
+    }
+    return groupUsage(rows, query.groupBy);
   }
 
   async balance(userId: string): Promise<number> {
@@ -99,6 +164,10 @@ export class MemoryLedger implements Ledger {
     }
     return account;
   }
+}
+
+function windowKey(keyId: string, windowStart: number): string {
+  return `${keyId}\u0000${windowStart}`;
 }
 
 function assertAmount(amount: number, what: string): void {
