@@ -32,4 +32,4 @@ export { hashApiKey } from './memory/api-keys.js';
 /** A fresh key id, for a store whose `addKey` must give a host-made key one. */
 export { newKeyId } from './ids.js';
 /** How every ledger adds up and orders its usage report, so all answer the same. */
-export { groupUsage, usageDayOfIndex } from './usage.js';
+export { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from './usage.js';

@@ -2,9 +2,14 @@ import type { UsageGroupBy, UsageReport, UsageRow } from './ports/ledger.js';
 
 const DAY_MS = 86_400_000;
 
-/** The UTC day of an epoch-ms time, `YYYY-MM-DD`. */
-export function usageDay(at: number): string {
-  return new Date(Math.floor(at / DAY_MS) * DAY_MS).toISOString().slice(0, 10);
+/** The UTC day index (days since the epoch) of an epoch-ms time: the unit the usage rollups are kept in. */
+export function usageDayIndex(at: number): number {
+  return Math.floor(at / DAY_MS);
+}
+
+/** The day index of a `YYYY-MM-DD` date. */
+export function dayIndexOf(isoDate: string): number {
+  return Math.floor(Date.parse(`${isoDate}T00:00:00Z`) / DAY_MS);
 }
 
 /** The UTC day of a whole-day index (epoch ms / one day, as the SQL ledgers group by). */

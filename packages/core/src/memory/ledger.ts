@@ -7,7 +7,7 @@ import type {
   UsageQuery,
   UsageReport,
 } from '../ports/ledger.js';
-import { groupUsage, usageDay } from '../usage.js';
+import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '../usage.js';
 
 export interface MemoryLedgerOptions {
   /** Starting balances by user id. */
@@ -28,7 +28,6 @@ interface Reserve {
   keyId: string | undefined;
   /** The key window the reserve was held in (with keyId and a key limit). */
   window: string | undefined;
-  settledAt: number | undefined;
 }
 
 /**
@@ -40,8 +39,8 @@ export class MemoryLedger implements Ledger {
   private readonly reserves = new Map<string, Reserve>();
   /** Held plus charged, by key and window start. */
   private readonly keySpent = new Map<string, number>();
-  /** Settled reserves by user, in settle order: what `usage` reads. */
-  private readonly settledByUser = new Map<string, Reserve[]>();
+  /** Settled spend by user, then by day, then by `model\u0000key`: what `usage` reads, never the reserves. */
+  private readonly rollup = new Map<string, Map<number, Map<string, { modelId?: string; keyId?: string; count: number; tokens: number }>>>();
   private sequence = 0;
 
   constructor(options: MemoryLedgerOptions = {}) {
@@ -89,7 +88,6 @@ export class MemoryLedger implements Ledger {
       modelId: options.modelId,
       keyId: options.keyId,
       window,
-      settledAt: undefined,
     });
     return 'ok';
   }
@@ -108,10 +106,7 @@ export class MemoryLedger implements Ledger {
       this.keySpent.set(reserve.window, (this.keySpent.get(reserve.window) ?? 0) - (reserve.amount - charged));
     }
     reserve.charged = charged;
-    reserve.settledAt = now;
-    let settled = this.settledByUser.get(reserve.userId);
-    if (!settled) this.settledByUser.set(reserve.userId, (settled = []));
-    settled.push(reserve);
+    this.addUsage(reserve, charged, now);
     return charged;
   }
 
@@ -125,13 +120,37 @@ export class MemoryLedger implements Ledger {
 
   async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
     const rows: Array<{ group: string | null; count: number; tokens: number }> = [];
-    for (const r of this.settledByUser.get(userId) ?? []) {
-      const at = r.settledAt!;
-      if (at < query.from || at >= query.to) continue;
-      const group = query.groupBy === 'day' ? usageDay(at) : query.groupBy === 'model' ? (r.modelId ?? null) : (r.keyId ?? null);
-      rows.push({ group, count: 1, tokens: r.charged! });
+    const days = this.rollup.get(userId);
+    const [from, to] = [dayIndexOf(query.from), dayIndexOf(query.to)];
+    for (const [day, cells] of days ?? []) {
+      if (day < from || day > to) continue;
+      for (const c of cells.values()) {
+        const group = query.groupBy === 'day' ? usageDayOfIndex(day) : ((query.groupBy === 'model' ? c.modelId : c.keyId) ?? null);
+        rows.push({ group, count: c.count, tokens: c.tokens });
+      }
     }
     return groupUsage(rows, query.groupBy);
+  }
+
+  private addUsage(reserve: Reserve, charged: number, now: number): void {
+    let days = this.rollup.get(reserve.userId);
+    if (!days) this.rollup.set(reserve.userId, (days = new Map()));
+    const day = usageDayIndex(now);
+    let cells = days.get(day);
+    if (!cells) days.set(day, (cells = new Map()));
+    const cellKey = `${reserve.modelId ?? ''}\u0000${reserve.keyId ?? ''}`;
+    const cell = cells.get(cellKey);
+    if (cell) {
+      cell.count += 1;
+      cell.tokens += charged;
+    } else {
+      cells.set(cellKey, {
+        ...(reserve.modelId !== undefined ? { modelId: reserve.modelId } : {}),
+        ...(reserve.keyId !== undefined ? { keyId: reserve.keyId } : {}),
+        count: 1,
+        tokens: charged,
+      });
+    }
   }
 
   async balance(userId: string): Promise<number> {

@@ -31,10 +31,10 @@ export interface ReserveOptions {
 export type UsageGroupBy = 'day' | 'model' | 'key';
 
 export interface UsageQuery {
-  /** Epoch ms, inclusive: reserves settled at or after it. */
-  from: number;
-  /** Epoch ms, exclusive. */
-  to: number;
+  /** First UTC day counted, `YYYY-MM-DD`. */
+  from: string;
+  /** Last UTC day counted (inclusive), `YYYY-MM-DD`. */
+  to: string;
   groupBy: UsageGroupBy;
 }
 
@@ -66,7 +66,8 @@ export interface UsageReport {
  *   are idempotent: a second call (a retry after a crash) changes nothing and returns the amount charged the first
  *   time. Settling an unknown generation returns null.
  * - For every user, `balance + reserved + settled` only changes through `credit`.
- * - `usage` counts settled reserves by the time they settled; it answers from an index, not a scan of all reserves.
+ * - `usage` counts settled reserves by the UTC day they settled (the `now` of settle), from a rollup kept in the
+ *   settle's own step, so its cost follows the days, models and keys asked about, never the number of generations.
  */
 export interface Ledger {
   reserve(userId: string, generationId: string, amount: number, now?: number, options?: ReserveOptions): Promise<ReserveResult>;
@@ -81,6 +82,6 @@ export interface Ledger {
   openReserves(limit: number): Promise<OpenReserve[]>;
   /** A key's spend (held plus charged) in the window starting at `windowStart`. */
   keySpend(keyId: string, windowStart: number): Promise<number>;
-  /** A user's settled spend in `[from, to)`, grouped. */
+  /** A user's settled spend on the days `from` to `to`, grouped. */
   usage(userId: string, query: UsageQuery): Promise<UsageReport>;
 }

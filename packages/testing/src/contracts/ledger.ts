@@ -335,7 +335,7 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         await ledger().settle(gen, charge, settledAt);
       }
 
-      it('counts settled reserves in [from, to) by day, model and key, and only the caller\'s', async () => {
+      it('counts settled reserves on the days from..to by day, model and key, and only the caller\'s', async () => {
         const user = await userWith(1_000);
         const other = await userWith(1_000);
         const [k1, k2] = [uid('key'), uid('key')];
@@ -343,13 +343,13 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         await spend(user, 'image', k2, 10, 4, D + DAY + 5);
         await spend(user, 'video', k1, 20, 20, D + DAY + 6);
         await spend(user, 'text', undefined, 5, 0, D + 2 * DAY);
-        await spend(user, 'image', k1, 10, 10, D - 1); // before from
-        await spend(user, 'image', k1, 10, 10, D + 3 * DAY); // at to: excluded
+        await spend(user, 'image', k1, 10, 10, D - 1); // the day before from
+        await spend(user, 'image', k1, 10, 10, D + 3 * DAY); // the day after to
         await spend(other, 'image', k1, 10, 10, D + 1);
         // Open: not usage yet.
         await ledger().reserve(user, uid('gen'), 7, D + 1, { modelId: 'image', keyId: k1 });
 
-        const q = { from: D, to: D + 3 * DAY };
+        const q = { from: '2026-03-01', to: '2026-03-03' };
         expect(await ledger().usage(user, { ...q, groupBy: 'day' })).toEqual({
           rows: [
             { group: '2026-03-01', count: 1, tokens: 10 },
