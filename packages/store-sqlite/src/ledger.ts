@@ -35,6 +35,13 @@ export const OPEN_RESERVES_SQL = `SELECT generation_id, user_id, amount, created
   ORDER BY created_at, rowid
   LIMIT ?`;
 
+/** A user's usage on days `?` to `?` from the daily rollup (exported for the query-plan test). */
+export function usageSql(groupBy: UsageQuery['groupBy']): string {
+  const column = groupBy === 'day' ? 'day' : groupBy === 'model' ? 'model_id' : 'key_id';
+  return `SELECT ${column} AS g, sum(count) AS count, total(tokens) AS tokens FROM usage_daily
+    WHERE user_id = ? AND day BETWEEN ? AND ? GROUP BY ${column}`;
+}
+
 /**
  * Ledger on SQLite, safe to share between processes.
  *
@@ -109,12 +116,11 @@ export class SqliteLedger implements Ledger {
       `INSERT INTO usage_daily (user_id, day, model_id, key_id, count, tokens) VALUES (@userId, @day, @modelId, @keyId, 1, @charged)
        ON CONFLICT (user_id, day, model_id, key_id) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
     );
-    const usageBy = (column: string): Statement =>
-      db.prepare(
-        `SELECT ${column} AS g, sum(count) AS count, total(tokens) AS tokens FROM usage_daily
-          WHERE user_id = ? AND day BETWEEN ? AND ? GROUP BY ${column}`,
-      );
-    this.usageStmts = { day: usageBy('day'), model: usageBy('model_id'), key: usageBy('key_id') };
+    this.usageStmts = {
+      day: db.prepare(usageSql('day')),
+      model: db.prepare(usageSql('model')),
+      key: db.prepare(usageSql('key')),
+    };
 
     this.reserveTx = db
       .transaction((userId: string, generationId: string, amount: number, now: number, options: ReserveOptions): ReserveResult => {
