@@ -150,7 +150,7 @@ export const MIGRATIONS: readonly Migration[] = [
   // Version 3 is the generation store's rewrite (issue 22); this one touches only keys and the ledger.
   {
     version: 4,
-    name: 'keys as objects, key budgets, usage rollup',
+    name: 'keys as objects, key budgets, usage rollup, audit log',
     up: (s) => [
       // scopes and models are JSON in text (not jsonb): jsonb refuses \u0000, which JSON text carries escaped.
       // Keys of earlier versions may do everything, as they could before.
@@ -193,6 +193,16 @@ export const MIGRATIONS: readonly Migration[] = [
         SELECT user_id, (settled_at / 86400000)::integer, '', '', count(*), sum(charged)
           FROM ${s}.reserves WHERE state = 'settled' AND settled_at IS NOT NULL
          GROUP BY user_id, (settled_at / 86400000)::integer`,
+      // Every admin action, newest first by seq. Text, not jsonb, for details: jsonb refuses \u0000.
+      `CREATE TABLE ${s}.audit_log (
+        seq bigserial PRIMARY KEY,
+        at bigint NOT NULL,
+        actor text NOT NULL,
+        action text NOT NULL,
+        user_id text,
+        key_id text,
+        details text
+      )`,
     ],
   },
 ];

@@ -204,7 +204,7 @@ export const MIGRATIONS: readonly Migration[] = [
   // Version 5 is the generation store's rewrite (issue 22); this one touches only keys and the ledger.
   {
     version: 6,
-    name: 'keys as objects, key budgets, usage rollup',
+    name: 'keys as objects, key budgets, usage rollup, audit log',
     sql: `
       ALTER TABLE api_keys ADD COLUMN key_id        TEXT;
       ALTER TABLE api_keys ADD COLUMN name          TEXT NOT NULL DEFAULT 'default';
@@ -248,6 +248,17 @@ export const MIGRATIONS: readonly Migration[] = [
         SELECT user_id, CAST(settled_at / 86400000 AS INTEGER), '', '', count(*), total(charged)
           FROM reserves WHERE state = 'settled' AND settled_at IS NOT NULL
          GROUP BY user_id, CAST(settled_at / 86400000 AS INTEGER);
+
+      -- Every admin action, newest first by seq (AUTOINCREMENT: a seq is never handed out twice).
+      CREATE TABLE audit_log (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        at      INTEGER NOT NULL,
+        actor   TEXT    NOT NULL,
+        action  TEXT    NOT NULL,
+        user_id TEXT,
+        key_id  TEXT,
+        details TEXT -- JSON
+      );
     `,
   },
 ];

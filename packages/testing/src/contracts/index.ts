@@ -6,6 +6,7 @@ import { describeLedgerContract } from './ledger.js';
 import { describeServiceScenarios } from './scenarios.js';
 import { describeStoreContract } from './store.js';
 
+export { runAuditLogContract, type AuditLogUnderTest } from './audit.js';
 export { runBlobStoreContract } from './blob.js';
 export { runQueueContract, type QueueUnderTest } from './queue.js';
 export { runWebhookStoreContract, type WebhookStoreUnderTest } from './webhooks.js';
