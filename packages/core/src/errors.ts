@@ -13,6 +13,7 @@ export type ErrorCode =
   | 'unsupported_media_type'
   | 'method_not_allowed'
   | 'idempotency_conflict'
+  | 'conflict'
   | 'idempotency_mismatch'
   | 'forbidden'
   | 'rate_limited'

@@ -32,6 +32,7 @@ const optionsSchema = z.strictObject({
   providers: z.array(providerSchema),
   store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'deleteFinishedBefore').optional(),
   ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'account', 'openReserves').optional(),
+  auditLog: port('append', 'list').optional(),
   apiKeys: port('resolve').optional(),
   apiKeyCache: z.strictObject({ ttlMs: ms, max: positiveInt.optional() }).optional(),
   blobs: port('put', 'get', 'delete').optional(),

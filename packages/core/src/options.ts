@@ -2,6 +2,7 @@ import type { ZodType } from 'zod';
 import type { ApiKeyCacheOptions } from './api-key-cache.js';
 import type { SettingDescriptor } from './domain.js';
 import type { ApiKeyResolver } from './ports/api-keys.js';
+import type { AuditLog } from './ports/audit.js';
 import type { BlobStore } from './ports/blob.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
@@ -166,6 +167,8 @@ export interface GenerationServiceOptions {
    * keeps working on each instance for up to `ttlMs`.
    */
   apiKeyCache?: ApiKeyCacheOptions;
+  /** Every admin action on users, credits and keys (`service.accounts`, the admin routes). Default: in memory. */
+  auditLog?: AuditLog;
   /** Default: in-memory. */
   blobs?: BlobStore;
   /** Default: in-process queue on p-queue. */

@@ -1,5 +1,6 @@
 import { container, inject, injectable } from 'tsyringe';
 import type { GenerationView, ModelInfo } from './domain.js';
+import { Accounts } from './accounts.js';
 import { CachedApiKeyResolver } from './api-key-cache.js';
 import { FileUrlSigner } from './files.js';
 import { Generations, type ListPage } from './generations.js';
@@ -11,6 +12,7 @@ import { childLogger, silentLogger } from './logger.js';
 import { Maintenance, type RecoveryReport } from './maintenance.js';
 import {
   MemoryApiKeyStore,
+  MemoryAuditLog,
   MemoryBlobStore,
   MemoryGenerationStore,
   MemoryIdempotencyStore,
@@ -61,6 +63,7 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(TOKENS.Feed) private readonly feed: EventFeed,
     @inject(TOKENS.LiveStatus) private readonly live: LiveStatus,
     @inject(TOKENS.Webhooks) private readonly webhooks: Webhooks,
+    @inject(TOKENS.Accounts) readonly accounts: Accounts,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'genservice' });
@@ -195,9 +198,13 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     port(TOKENS.HostApiKeys, options.apiKeys, MemoryApiKeyStore);
     c.register(TOKENS.ApiKeyCacheOptions, { useValue: options.apiKeyCache });
     c.registerSingleton(TOKENS.ApiKeys, CachedApiKeyResolver);
+    c.register(TOKENS.KeyStore, { useToken: TOKENS.HostApiKeys });
   } else {
     port(TOKENS.ApiKeys, options.apiKeys, MemoryApiKeyStore);
+    c.register(TOKENS.KeyStore, { useToken: TOKENS.ApiKeys });
   }
+  port(TOKENS.AuditLog, options.auditLog, MemoryAuditLog);
+  c.registerSingleton(TOKENS.Accounts, Accounts);
   // tsyringe treats a registered undefined or null as missing: "" stands for "make a random secret" (options are
   // at least 16 characters).
   c.register(TOKENS.FileUrlSecret, { useValue: options.fileUrlSecret ?? '' });

@@ -8,6 +8,10 @@ export const TOKENS = {
   HostApiKeys: Symbol('genservice.HostApiKeyResolver'),
   ApiKeyCacheOptions: Symbol('genservice.ApiKeyCacheOptions'),
   ApiKeys: Symbol('genservice.ApiKeyResolver'),
+  /** The host's key store itself (behind the cache when there is one): what `Accounts` manages keys in. */
+  KeyStore: Symbol('genservice.ApiKeyStore'),
+  AuditLog: Symbol('genservice.AuditLog'),
+  Accounts: Symbol('genservice.Accounts'),
   Blobs: Symbol('genservice.BlobStore'),
   Queue: Symbol('genservice.JobQueue'),
   Idempotency: Symbol('genservice.IdempotencyStore'),

@@ -22,6 +22,7 @@ export function ledgerSql(s: string): Record<
   | 'charged'
   | 'account'
   | 'credit'
+  | 'openAccount'
   | 'openReserves'
   | 'keySpend'
   | 'usageByDay'
@@ -74,6 +75,7 @@ export function ledgerSql(s: string): Record<
     account: `SELECT balance, reserved, settled FROM ${s}.accounts WHERE user_id = $1`,
     credit: `INSERT INTO ${s}.accounts (user_id, balance) VALUES ($1, $2)
       ON CONFLICT (user_id) DO UPDATE SET balance = ${s}.accounts.balance + EXCLUDED.balance`,
+    openAccount: `INSERT INTO ${s}.accounts (user_id, balance) VALUES ($1, $2) ON CONFLICT (user_id) DO NOTHING`,
     openReserves: `SELECT generation_id, user_id, amount, created_at FROM ${s}.reserves
       WHERE state = 'open' ORDER BY created_at, generation_id LIMIT $1`,
     keySpend: `SELECT spent FROM ${s}.key_spend WHERE key_id = $1 AND window_start = $2`,
@@ -210,6 +212,12 @@ export class PostgresLedger implements Ledger {
   async credit(userId: string, amount: number): Promise<void> {
     assertAmount(amount, 'amount');
     await this.db.query(this.sql.credit, [encodeKey(userId), amount]);
+  }
+
+  async openAccount(userId: string, balance: number): Promise<boolean> {
+    assertAmount(balance, 'balance');
+    const { rowCount } = await this.db.query(this.sql.openAccount, [encodeKey(userId), balance]);
+    return rowCount === 1;
   }
 
   async account(userId: string): Promise<AccountSnapshot> {

@@ -60,6 +60,7 @@ export class SqliteLedger implements Ledger {
   private readonly creditStmt: Statement;
   private readonly accountStmt: Statement;
   private readonly openReservesStmt: Statement;
+  private readonly openAccountStmt: Statement;
   private readonly holdKeyStmt: Statement;
   private readonly releaseKeyStmt: Statement;
   private readonly keySpendStmt: Statement;
@@ -101,6 +102,7 @@ export class SqliteLedger implements Ledger {
       `INSERT INTO accounts (user_id, balance) VALUES (@userId, @amount)
        ON CONFLICT (user_id) DO UPDATE SET balance = balance + excluded.balance`,
     );
+    this.openAccountStmt = db.prepare('INSERT INTO accounts (user_id, balance) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING');
     this.accountStmt = db.prepare('SELECT balance, reserved, settled FROM accounts WHERE user_id = ?');
     this.openReservesStmt = db.prepare(OPEN_RESERVES_SQL);
     // The limit test is in the upsert's WHERE: a window already at its limit is left as it is (no row changed).
@@ -233,6 +235,11 @@ export class SqliteLedger implements Ledger {
   async credit(userId: string, amount: number): Promise<void> {
     assertAmount(amount, 'credit amount');
     this.creditStmt.run({ userId, amount });
+  }
+
+  async openAccount(userId: string, balance: number): Promise<boolean> {
+    assertAmount(balance, 'balance');
+    return this.openAccountStmt.run(userId, balance).changes === 1;
   }
 
   async account(userId: string): Promise<AccountSnapshot> {

@@ -13,6 +13,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   not_found: 404,
   method_not_allowed: 405,
   idempotency_conflict: 409,
+  conflict: 409,
   request_timeout: 408,
   payload_too_large: 413,
   unsupported_media_type: 415,

@@ -128,6 +128,7 @@ export const ERROR_CODES = [
   'unsupported_media_type',
   'method_not_allowed',
   'idempotency_conflict',
+  'conflict',
   'idempotency_mismatch',
   'forbidden',
   'rate_limited',

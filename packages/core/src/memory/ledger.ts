@@ -162,6 +162,13 @@ export class MemoryLedger implements Ledger {
     this.accountOf(userId).balance += amount;
   }
 
+  async openAccount(userId: string, balance: number): Promise<boolean> {
+    assertAmount(balance, 'balance');
+    if (this.accounts.has(userId)) return false;
+    this.accountOf(userId).balance = balance;
+    return true;
+  }
+
   async account(userId: string): Promise<AccountSnapshot> {
     const account = this.accounts.get(userId);
     return account ? { ...account } : { balance: 0, reserved: 0, settled: 0 };

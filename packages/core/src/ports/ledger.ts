@@ -77,6 +77,11 @@ export interface Ledger {
   balance(userId: string): Promise<number>;
   /** Adds tokens to a user's balance (creating the account). Amount must be >= 0. */
   credit(userId: string, amount: number): Promise<void>;
+  /**
+   * Creates the account with `balance` when the user has none, atomically: true when it did, false (changing
+   * nothing) when the account exists. Amount must be >= 0.
+   */
+  openAccount(userId: string, balance: number): Promise<boolean>;
   account(userId: string): Promise<AccountSnapshot>;
   /** Reserves neither settled nor released, oldest first (for recovery). */
   openReserves(limit: number): Promise<OpenReserve[]>;

@@ -33,6 +33,23 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
       await expectAccount(user, { balance: 12, reserved: 0, settled: 0 });
     });
 
+    it('opens an account once: exactly one of 20 racing opens creates it, the others change nothing', async () => {
+      const user = uid('user');
+      const results = await Promise.all(Array.from({ length: 20 }, (_, i) => ledger().openAccount(user, 10 + i)));
+      expect(results.filter((r) => r)).toHaveLength(1);
+      const balance = await ledger().balance(user);
+      expect(balance).toBe(10 + results.indexOf(true));
+      expect(await ledger().openAccount(user, 0)).toBe(false);
+      await expectAccount(user, { balance, reserved: 0, settled: 0 });
+      const credited = await userWith(5);
+      expect(await ledger().openAccount(credited, 100)).toBe(false);
+      await expectAccount(credited, { balance: 5, reserved: 0, settled: 0 });
+      const empty = uid('user');
+      expect(await ledger().openAccount(empty, 0)).toBe(true);
+      await expect(ledger().openAccount(uid('user'), -1)).rejects.toThrow();
+      await expect(ledger().openAccount(uid('user'), Number.NaN)).rejects.toThrow();
+    });
+
     it('never lets a negative credit drain a balance', async () => {
       const user = await userWith(10);
       await ledger().credit(user, -5).catch(() => undefined);
