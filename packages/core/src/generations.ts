@@ -15,6 +15,7 @@ import type { BaseUrl } from './http/types.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from './ids.js';
 import { Lifecycle } from './lifecycle.js';
 import { Webhooks } from './push/webhooks.js';
+import type { Principal } from './ports/api-keys.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
 import type { GenerationStore, ListCursor } from './ports/store.js';

@@ -153,6 +153,14 @@ export interface WebhookOptions {
   rotationOverlapMs?: number;
 }
 
+export interface AdminOptions {
+  /**
+   * The admin keys, each a string of at least 32 characters, or `{ key, name }`: the name is the actor the audit log
+   * records (default `admin-1`, `admin-2`, ... by position). Held as SHA-256 digests only.
+   */
+  apiKeys: Array<string | { key: string; name?: string }>;
+}
+
 export interface GenerationServiceOptions {
   /** Model providers; model ids must be unique over all of them. */
   providers: ModelProvider[];
@@ -218,5 +226,10 @@ export interface GenerationServiceOptions {
   rateLimits?: RateLimitOptions;
   /** Webhook secrets and the delivery outbox. Default: in memory. */
   webhookStore?: WebhookStore;
+  /**
+   * Serve the admin routes under `<mount>/v1/admin/` (users, credits, keys, the audit log), behind these admin keys
+   * only: a user's key there is 401, and an admin key on a user route is 401. Off (404) without it.
+   */
+  admin?: AdminOptions;
   webhooks?: WebhookOptions;
 }

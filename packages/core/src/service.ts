@@ -4,6 +4,7 @@ import { Accounts } from './accounts.js';
 import { CachedApiKeyResolver } from './api-key-cache.js';
 import { FileUrlSigner } from './files.js';
 import { Generations, type ListPage } from './generations.js';
+import { AccountRoutes } from './http/accounts-routes.js';
 import { HttpHandler } from './http/handler.js';
 import { RateLimits } from './http/rate-limits.js';
 import type { HttpRequest, HttpResponse } from './http/types.js';
@@ -223,6 +224,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.registerSingleton(TOKENS.Maintenance, Maintenance);
   c.registerSingleton(TOKENS.Generations, Generations);
   c.registerSingleton(TOKENS.RateLimits, RateLimits);
+  c.registerSingleton(TOKENS.AccountRoutes, AccountRoutes);
   c.registerSingleton(TOKENS.Handler, HttpHandler);
   c.registerSingleton(TOKENS.Service, GenerationServiceImpl);
   return c.resolve<GenerationService>(TOKENS.Service);

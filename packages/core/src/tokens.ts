@@ -12,6 +12,7 @@ export const TOKENS = {
   KeyStore: Symbol('genservice.ApiKeyStore'),
   AuditLog: Symbol('genservice.AuditLog'),
   Accounts: Symbol('genservice.Accounts'),
+  AccountRoutes: Symbol('genservice.AccountRoutes'),
   Blobs: Symbol('genservice.BlobStore'),
   Queue: Symbol('genservice.JobQueue'),
   Idempotency: Symbol('genservice.IdempotencyStore'),

@@ -4,6 +4,7 @@ import { FileUrlSigner } from '../files.js';
 import { Generations, isGenerationStatus, type CreateRequest, type ListRequest } from '../generations.js';
 import { childLogger } from '../logger.js';
 import { resolveAtOnce } from '../memory/api-keys.js';
+import { AccountRoutes, type AdminRoute, scopeRefusal } from './accounts-routes.js';
 import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
@@ -45,6 +46,8 @@ type Route =
   | { name: 'rotateWebhookSecret' }
   | { name: 'cancel'; id: string }
   | { name: 'balance' }
+  | { name: 'usage' }
+  | AdminRoute
   | { name: 'openapi' }
   | { name: 'playground'; asset: string }
   | { name: 'file'; key: string };
@@ -80,6 +83,24 @@ const ROUTES: Array<{ template: string; pattern: RegExp; methods: Record<string,
     methods: { POST: (m) => ({ name: 'cancel', id: m[1]! }) },
   },
   { template: '/v1/balance', pattern: /^\/v1\/balance\/?$/, methods: { GET: () => ({ name: 'balance' }) } },
+  { template: '/v1/usage', pattern: /^\/v1\/usage\/?$/, methods: { GET: () => ({ name: 'usage' }) } },
+  { template: '/v1/admin/users', pattern: /^\/v1\/admin\/users\/?$/, methods: { POST: () => ({ name: 'admin', op: 'createUser' }) } },
+  {
+    template: '/v1/admin/users/{userId}/credits',
+    pattern: /^\/v1\/admin\/users\/([^/]+)\/credits\/?$/,
+    methods: { POST: (m) => ({ name: 'admin', op: 'credit', userId: m[1]! }) },
+  },
+  {
+    template: '/v1/admin/users/{userId}/keys',
+    pattern: /^\/v1\/admin\/users\/([^/]+)\/keys\/?$/,
+    methods: { POST: (m) => ({ name: 'admin', op: 'createKey', userId: m[1]! }), GET: (m) => ({ name: 'admin', op: 'listKeys', userId: m[1]! }) },
+  },
+  {
+    template: '/v1/admin/keys/{keyId}',
+    pattern: /^\/v1\/admin\/keys\/([^/]+)\/?$/,
+    methods: { DELETE: (m) => ({ name: 'admin', op: 'revokeKey', keyId: m[1]! }) },
+  },
+  { template: '/v1/admin/audit', pattern: /^\/v1\/admin\/audit\/?$/, methods: { GET: () => ({ name: 'admin', op: 'audit' }) } },
   { template: '/v1/openapi.json', pattern: /^\/v1\/openapi\.json$/, methods: { GET: () => ({ name: 'openapi' }) } },
   {
     template: '/playground/{asset}',
@@ -153,6 +174,11 @@ function simpleCreateBody(value: Record<string, unknown>): CreateRequest | null 
  * Whether a port's answer must be awaited: any thenable, not only a native Promise (a host's store or resolver may hand
  * back another promise library's object, or a query builder that is awaitable), as `await` itself would treat it.
  */
+/** The rate-limit class of a user route. */
+function cls(route: Route, req: HttpRequest): RateLimitClass {
+  return route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
+}
+
 function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
   return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<T>).then === 'function';
 }
@@ -283,6 +309,7 @@ export class HttpHandler {
     @inject(TOKENS.ApiKeys) private readonly apiKeys: ApiKeyResolver,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(TOKENS.RateLimits) private readonly limits: RateLimits,
+    @inject(TOKENS.AccountRoutes) private readonly accountRoutes: AccountRoutes,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'http' });
@@ -409,6 +436,7 @@ export class HttpHandler {
       if (route.name === 'file') return await this.file(req, route.key, query);
       if (route.name === 'openapi') return this.openapi();
       if (route.name === 'playground') return await this.playground(route.asset, query);
+      if (route.name === 'admin') return await this.admin(req, route, query);
 
       const address = req.remoteAddress ?? 'unknown';
       if (this.limits.has('unauthenticated')) {
@@ -419,17 +447,25 @@ export class HttpHandler {
       // No key (or a malformed one) is known at once: no tick spent waiting for nothing.
       const principal = isThenable(resolving) ? await resolving : resolving;
       const userId = principal?.userId;
-      if (!userId) {
+      // An admin key is never a user's, even where a user's store knows the same string.
+      if (!userId || (this.accountRoutes.adminEnabled && this.accountRoutes.isAdminKey(header(req, 'authorization')))) {
         // Only failures count against an address: guessing keys is limited, a busy office behind one NAT is not.
         if (this.limits.has('unauthenticated')) await this.limits.consume('unauthenticated', address);
         return { ...UNAUTHORIZED };
       }
-      const cls: RateLimitClass =
-        route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
-      if (!this.limits.has(cls)) {
+      // Keys of a host's own resolver carry no scopes or allow-list: nothing to check for them.
+      if (principal!.keyId !== undefined) {
+        const refused = scopeRefusal(principal!, route.name);
+        if (refused) return this.fromError(refused);
+        if (route.name === 'create' || route.name === 'quote' || (route.name === 'models' && principal!.models !== undefined)) {
+          return await this.withKey(route.name, req, principal!, cls(route, req));
+        }
+      }
+      const limitClass = cls(route, req);
+      if (!this.limits.has(limitClass)) {
         // The hottest answers without an async frame of their own: the models list, a plain poll, a create.
         if (route.name === 'models') return json(200, this.registry.listJson);
-        if (route.name === 'get' && query === '' && cls === 'read') {
+        if (route.name === 'get' && query === '' && limitClass === 'read') {
           const id = decodeSegment(route.id);
           const found = id === null ? null : this.generations.record(userId, id);
           const rec = isThenable(found) ? await found : found;
@@ -439,7 +475,7 @@ export class HttpHandler {
         // `return await`, not `return`: an async function returning a promise waits two more ticks to adopt it.
         return await this.route(route, req, userId, query);
       }
-      const verdict = await this.limits.consume(cls, userId);
+      const verdict = await this.limits.consume(limitClass, userId);
       if (verdict.allowed !== true) return this.limited(verdict);
       let res: HttpResponse;
       try {
@@ -453,6 +489,61 @@ export class HttpHandler {
     }
   }
 
+  /**
+   * A request whose key's scopes passed and whose allow-list or budget shapes the answer: create and quote with the
+   * key's principal, the models list filtered to its allow-list. Rate limited like any other.
+   */
+  private async withKey(name: 'create' | 'quote' | 'models', req: HttpRequest, principal: Principal, limitClass: RateLimitClass): Promise<HttpResponse> {
+    const answer = async (): Promise<HttpResponse> => {
+      if (name === 'create') return await this.create(req, principal);
+      if (name === 'models') {
+        const allowed = principal.models!;
+        return json(200, JSON.stringify({ models: this.registry.list.filter((m) => allowed.includes(m.modelId)) }));
+      }
+      const body = this.createBody(req);
+      if ('res' in body) return body.res;
+      return json(200, JSON.stringify(await this.generations.quote(principal, body.value)));
+    };
+    if (!this.limits.has(limitClass)) return await answer();
+    const verdict = await this.limits.consume(limitClass, principal.userId);
+    if (verdict.allowed !== true) return this.limited(verdict);
+    let res: HttpResponse;
+    try {
+      res = await answer();
+    } catch (err) {
+      res = this.fromError(err);
+    }
+    return { ...res, headers: { ...res.headers, ...verdict.headers } };
+  }
+
+  /** The admin routes: 404 unless `admin` is configured, 401 for anything but an admin key. */
+  private async admin(req: HttpRequest, route: AdminRoute, query: string): Promise<HttpResponse> {
+    if (!this.accountRoutes.adminEnabled) return fail('not_found', 'The admin API is not enabled on this service (the admin option).');
+    const address = req.remoteAddress ?? 'unknown';
+    if (this.limits.has('unauthenticated')) {
+      const blocked = await this.limits.peek('unauthenticated', address);
+      if (blocked.allowed !== true) return this.limited(blocked);
+    }
+    const actor = this.accountRoutes.adminActor(header(req, 'authorization'));
+    if (actor === null) {
+      if (this.limits.has('unauthenticated')) await this.limits.consume('unauthenticated', address);
+      return { ...UNAUTHORIZED };
+    }
+    const decoded = route.op === 'revokeKey' ? decodeSegment(route.keyId) : route.op === 'createUser' || route.op === 'audit' ? '' : decodeSegment(route.userId);
+    if (decoded === null) return fail('not_found', 'No such user or key.');
+    const target: AdminRoute =
+      route.op === 'revokeKey' ? { ...route, keyId: decoded } : route.op === 'createUser' || route.op === 'audit' ? route : { ...route, userId: decoded };
+    let body: unknown;
+    if (route.op === 'createUser' || route.op === 'credit' || route.op === 'createKey') {
+      const read = this.readBody(req);
+      if (!read.ok) return read.res;
+      body = read.value;
+    }
+    const answer = await this.accountRoutes.admin(target, actor, () => body, query);
+    if (answer.status === 204) return { status: 204, headers: { 'cache-control': 'no-store' }, body: '' };
+    return json(answer.status, JSON.stringify(answer.body), { 'cache-control': 'no-store' });
+  }
+
   private limited(verdict: Exclude<RateLimitVerdict, { allowed: true }>): HttpResponse {
     if (verdict.allowed === 'unavailable') {
       return fail('unavailable', 'The rate limiter is unavailable; try again shortly.', undefined, { 'retry-after': '1' });
@@ -460,12 +551,16 @@ export class HttpHandler {
     return fail('rate_limited', `Too many requests; try again in ${verdict.retryAfterSeconds} s.`, undefined, verdict.headers);
   }
 
-  private async route(route: Exclude<Route, { name: 'file' | 'openapi' | 'playground' }>, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
+  private async route(route: Exclude<Route, { name: 'file' | 'openapi' | 'playground' | 'admin' }>, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
     switch (route.name) {
       case 'models':
         return json(200, this.registry.listJson);
       case 'balance':
         return json(200, JSON.stringify({ balance: await this.generations.balance(userId) }));
+      case 'usage': {
+        const answer = await this.accountRoutes.usage(userId, query);
+        return json(answer.status, JSON.stringify(answer.body));
+      }
       case 'get': {
         const id = decodeSegment(route.id);
         if (id === null) return fail('not_found', 'Generation not found.');
@@ -634,7 +729,7 @@ export class HttpHandler {
     };
   }
 
-  private async create(req: HttpRequest, userId: string): Promise<HttpResponse> {
+  private async create(req: HttpRequest, userId: string | Principal): Promise<HttpResponse> {
     const body = this.createBody(req);
     if ('res' in body) return body.res;
     const keyHeader = req.headers['idempotency-key'];

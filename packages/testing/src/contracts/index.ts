@@ -2,6 +2,7 @@ import { describe } from 'vitest';
 import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core';
 import { describeApiKeyContract } from './api-keys.js';
 import { describeIdempotencyContract } from './idempotency.js';
+import { describeKeyScenarios } from './keys-scenarios.js';
 import { describeLedgerContract } from './ledger.js';
 import { describeServiceScenarios } from './scenarios.js';
 import { describeStoreContract } from './store.js';
@@ -37,5 +38,6 @@ export function runPortContracts(name: string, make: () => Promise<PortsUnderTes
     describeApiKeyContract(make);
     describeIdempotencyContract(make);
     describeServiceScenarios(make);
+    describeKeyScenarios(make);
   });
 }
