@@ -119,17 +119,23 @@ export class MemoryLedger implements Ledger {
   }
 
   async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
-    const rows: Array<{ group: string | null; count: number; tokens: number }> = [];
+    // Summed per group here, so the report is built from one row per group, not one per cell.
+    const byGroup = new Map<string | null, { group: string | null; count: number; tokens: number }>();
     const days = this.rollup.get(userId);
     const [from, to] = [dayIndexOf(query.from), dayIndexOf(query.to)];
     for (const [day, cells] of days ?? []) {
       if (day < from || day > to) continue;
+      const dayGroup = query.groupBy === 'day' ? usageDayOfIndex(day) : undefined;
       for (const c of cells.values()) {
-        const group = query.groupBy === 'day' ? usageDayOfIndex(day) : ((query.groupBy === 'model' ? c.modelId : c.keyId) ?? null);
-        rows.push({ group, count: c.count, tokens: c.tokens });
+        const group = dayGroup ?? ((query.groupBy === 'model' ? c.modelId : c.keyId) ?? null);
+        const row = byGroup.get(group);
+        if (row) {
+          row.count += c.count;
+          row.tokens += c.tokens;
+        } else byGroup.set(group, { group, count: c.count, tokens: c.tokens });
       }
     }
-    return groupUsage(rows, query.groupBy);
+    return groupUsage([...byGroup.values()], query.groupBy);
   }
 
   private addUsage(reserve: Reserve, charged: number, now: number): void {
