@@ -373,7 +373,7 @@ describe('usable without a mouse and on a phone', () => {
       await page.keyboard.press('Tab');
       order.push(await page.evaluate(() => document.activeElement?.id ?? ''));
     }
-    expect(order).toEqual(['setting-prompt', 'setting-length', 'setting-style', 'generate', 'history-refresh']);
+    expect(order).toEqual(['setting-prompt', 'setting-length', 'setting-style', 'generate', 'usage-refresh']);
     await page.getByLabel('Prompt', { exact: true }).focus();
     await page.keyboard.type('typed, not clicked');
     await page.keyboard.press('Tab');
