@@ -218,3 +218,60 @@ describe('service.accounts', () => {
     await expectBadRequest(service.accounts.auditLog({ cursor: 'x' }), ['cursor']);
   });
 });
+
+describe('admin routes with hostile input', () => {
+  const ADMIN = `admin-${'x'.repeat(40)}`;
+  async function call(service: GenerationService, method: string, path: string, key: string, body?: string, type = 'application/json') {
+    const res = await service.handle({ method, path, headers: { authorization: `Bearer ${key}`, 'content-type': type }, ...(body !== undefined ? { body } : {}) });
+    return { status: res.status, text: String(res.body) };
+  }
+
+  it('answers odd paths, bodies and keys with 4xx JSON, never a 500, and writes nothing', async () => {
+    const { service, ledger, audit } = make({ admin: { apiKeys: [ADMIN] } });
+    const cases: Array<[string, string, string | undefined, number]> = [
+      ['POST', '/v1/admin/users', '{oops', 400],
+      ['POST', '/v1/admin/users', '[]', 400],
+      ['POST', '/v1/admin/users', 'null', 400],
+      ['POST', '/v1/admin/users', '{"userId":"a","balance":1e400}', 400],
+      ['POST', '/v1/admin/users', '{"userId":"a","__proto__":{"balance":5}}', 400],
+      ['POST', '/v1/admin/users', `{"userId":"${'u'.repeat(201)}"}`, 400],
+      ['POST', '/v1/admin/users/%E0%A4%A/credits', '{"amount":1,"reason":"r"}', 404],
+      ['POST', '/v1/admin/users/a%00b/credits', '{"amount":1,"reason":"r"}', 400],
+      ['POST', '/v1/admin/users/alice/credits', '{"amount":-1e308,"reason":"r"}', 400],
+      ['POST', '/v1/admin/users/alice/keys', '{"name":"k","scopes":"generate"}', 400],
+      ['POST', '/v1/admin/users/alice/keys', '{"name":"k","budget":{"amount":1,"period":"day","extra":1}}', 400],
+      ['POST', '/v1/admin/users/alice/keys', `{"name":"k","models":${JSON.stringify(Array.from({ length: 101 }, (_, i) => `m${i}`))}}`, 400],
+      ['DELETE', '/v1/admin/keys/..%2F..%2Fetc', undefined, 404],
+      ['DELETE', '/v1/admin/keys/', undefined, 404],
+      ['GET', '/v1/admin/audit?limit=-1', undefined, 400],
+      ['GET', '/v1/admin/audit?limit=99999', undefined, 400],
+      ['GET', '/v1/admin/audit?cursor=1%20OR%201=1', undefined, 400],
+      ['PUT', '/v1/admin/users', '{}', 405],
+    ];
+    for (const [method, path, body, status] of cases) {
+      const res = await call(service, method, path, ADMIN, body);
+      expect(res.status, `${method} ${path} ${body}`).toBe(status);
+      expect(JSON.parse(res.text).error.code, path).toEqual(expect.any(String));
+      expect(res.text).not.toMatch(/at [\w.]+ \(|node_modules/);
+    }
+    expect(await ledger.account('alice')).toEqual({ balance: 0, reserved: 0, settled: 0 });
+    expect(await ledger.account('a')).toEqual({ balance: 0, reserved: 0, settled: 0 });
+    expect((await audit.list({ limit: 10 })).entries).toEqual([]);
+    expect(await service.accounts.listKeys('alice')).toEqual([]);
+  });
+
+  it('refuses near-miss admin keys and a user key carrying the admin key\u2019s text; is off (404) without the option', async () => {
+    const { service, keys } = make({ admin: { apiKeys: [{ key: ADMIN, name: 'ops' }] } });
+    // Even if a user's store knew the admin key's text, it opens no user route.
+    await keys.addKey(ADMIN, 'mallory');
+    expect((await call(service, 'GET', '/v1/balance', ADMIN)).status).toBe(401);
+    for (const near of [ADMIN.slice(0, -1), `${ADMIN}x`, ADMIN.toUpperCase(), `${ADMIN}\u00e9`]) {
+      expect((await call(service, 'GET', '/v1/admin/audit', near)).status).toBe(401);
+    }
+    expect((await service.handle({ method: 'GET', path: '/v1/admin/audit', headers: {} })).status).toBe(401);
+    const off = make();
+    expect((await call(off.service, 'GET', '/v1/admin/audit', ADMIN)).status).toBe(404);
+    expect(() => make({ admin: { apiKeys: ['short'] } })).toThrow(/at least 32/);
+    expect(() => make({ admin: { apiKeys: [] } })).toThrow();
+  });
+});

@@ -44,7 +44,10 @@ export class PostgresApiKeyStore implements ApiKeyStore {
     const key = keyOf(row);
     if (key.expiresAt !== undefined && key.expiresAt <= now) return null;
     if (key.lastUsedAt === undefined || now - key.lastUsedAt >= LAST_USED_RESOLUTION_MS) {
-      await this.db.query(`UPDATE ${this.db.s}.api_keys SET last_used_at = $2 WHERE key_id = $1`, [row.key_id, Math.trunc(now)]);
+      // Best effort: a failed write must not turn a valid key into a failed request; the next use records it.
+      await this.db
+        .query(`UPDATE ${this.db.s}.api_keys SET last_used_at = $2 WHERE key_id = $1`, [row.key_id, Math.trunc(now)])
+        .catch(() => undefined);
     }
     const p: Principal = { userId: key.userId, keyId: key.keyId, scopes: key.scopes };
     if (key.models !== undefined) p.models = key.models;

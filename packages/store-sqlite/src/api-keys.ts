@@ -76,7 +76,13 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     const row = this.resolveStmt.get(hashApiKey(apiKey)) as KeyRow | undefined;
     if (!row) return null;
     if (row.expires_at !== null && row.expires_at <= now) return null;
-    if (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS) this.touchStmt.run(now, row.key_id);
+    if (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS) {
+      try {
+        this.touchStmt.run(now, row.key_id);
+      } catch {
+        // Best effort: a busy database must not turn a valid key into a failed request; the next use records it.
+      }
+    }
     const key = keyOf(row);
     const p: Principal = { userId: key.userId, keyId: key.keyId, scopes: key.scopes };
     if (key.models !== undefined) p.models = key.models;
