@@ -453,33 +453,30 @@ export class HttpHandler {
         if (this.limits.has('unauthenticated')) await this.limits.consume('unauthenticated', address);
         return { ...UNAUTHORIZED };
       }
-      // Keys of a host's own resolver carry no scopes or allow-list: nothing to check for them.
-      if (principal!.keyId !== undefined) {
+      // Keys of a host's own resolver carry no scopes: nothing to check for them.
+      if (principal!.scopes !== undefined) {
         const refused = scopeRefusal(principal!, route.name);
         if (refused) return this.fromError(refused);
-        if (route.name === 'create' || route.name === 'quote' || (route.name === 'models' && principal!.models !== undefined)) {
-          return await this.withKey(route.name, req, principal!, cls(route, req));
-        }
       }
       const limitClass = cls(route, req);
       if (!this.limits.has(limitClass)) {
         // The hottest answers without an async frame of their own: the models list, a plain poll, a create.
-        if (route.name === 'models') return json(200, this.registry.listJson);
+        if (route.name === 'models' && principal!.models === undefined) return json(200, this.registry.listJson);
         if (route.name === 'get' && query === '' && limitClass === 'read') {
           const id = decodeSegment(route.id);
           const found = id === null ? null : this.generations.record(userId, id);
           const rec = isThenable(found) ? await found : found;
           return rec === null ? fail('not_found', 'Generation not found.') : json(200, viewJson(this.generations.viewOf(rec, req.baseUrl)));
         }
-        if (route.name === 'create') return await this.create(req, userId);
+        if (route.name === 'create') return await this.create(req, principal!);
         // `return await`, not `return`: an async function returning a promise waits two more ticks to adopt it.
-        return await this.route(route, req, userId, query);
+        return await this.route(route, req, principal!, query);
       }
       const verdict = await this.limits.consume(limitClass, userId);
       if (verdict.allowed !== true) return this.limited(verdict);
       let res: HttpResponse;
       try {
-        res = await this.route(route, req, userId, query);
+        res = await this.route(route, req, principal!, query);
       } catch (err) {
         res = this.fromError(err);
       }
@@ -487,33 +484,6 @@ export class HttpHandler {
     } catch (err) {
       return this.fromError(err);
     }
-  }
-
-  /**
-   * A request whose key's scopes passed and whose allow-list or budget shapes the answer: create and quote with the
-   * key's principal, the models list filtered to its allow-list. Rate limited like any other.
-   */
-  private async withKey(name: 'create' | 'quote' | 'models', req: HttpRequest, principal: Principal, limitClass: RateLimitClass): Promise<HttpResponse> {
-    const answer = async (): Promise<HttpResponse> => {
-      if (name === 'create') return await this.create(req, principal);
-      if (name === 'models') {
-        const allowed = principal.models!;
-        return json(200, JSON.stringify({ models: this.registry.list.filter((m) => allowed.includes(m.modelId)) }));
-      }
-      const body = this.createBody(req);
-      if ('res' in body) return body.res;
-      return json(200, JSON.stringify(await this.generations.quote(principal, body.value)));
-    };
-    if (!this.limits.has(limitClass)) return await answer();
-    const verdict = await this.limits.consume(limitClass, principal.userId);
-    if (verdict.allowed !== true) return this.limited(verdict);
-    let res: HttpResponse;
-    try {
-      res = await answer();
-    } catch (err) {
-      res = this.fromError(err);
-    }
-    return { ...res, headers: { ...res.headers, ...verdict.headers } };
   }
 
   /** The admin routes: 404 unless `admin` is configured, 401 for anything but an admin key. */
@@ -551,10 +521,20 @@ export class HttpHandler {
     return fail('rate_limited', `Too many requests; try again in ${verdict.retryAfterSeconds} s.`, undefined, verdict.headers);
   }
 
-  private async route(route: Exclude<Route, { name: 'file' | 'openapi' | 'playground' | 'admin' }>, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
+  private async route(
+    route: Exclude<Route, { name: 'file' | 'openapi' | 'playground' | 'admin' }>,
+    req: HttpRequest,
+    principal: Principal,
+    query: string,
+  ): Promise<HttpResponse> {
+    const userId = principal.userId;
     switch (route.name) {
-      case 'models':
-        return json(200, this.registry.listJson);
+      case 'models': {
+        // A key's allow-list: the other models are not there for it.
+        const allowed = principal.models;
+        if (allowed === undefined) return json(200, this.registry.listJson);
+        return json(200, JSON.stringify({ models: this.registry.list.filter((m) => allowed.includes(m.modelId)) }));
+      }
       case 'balance':
         return json(200, JSON.stringify({ balance: await this.generations.balance(userId) }));
       case 'usage': {
@@ -614,11 +594,11 @@ export class HttpHandler {
         return json(200, JSON.stringify({ ...generation, cancelled }));
       }
       case 'create':
-        return await this.create(req, userId);
+        return await this.create(req, principal);
       case 'quote': {
         const body = this.createBody(req);
         if ('res' in body) return body.res;
-        return json(200, JSON.stringify(await this.generations.quote(userId, body.value)));
+        return json(200, JSON.stringify(await this.generations.quote(principal, body.value)));
       }
     }
   }
@@ -729,7 +709,7 @@ export class HttpHandler {
     };
   }
 
-  private async create(req: HttpRequest, userId: string | Principal): Promise<HttpResponse> {
+  private async create(req: HttpRequest, principal: Principal): Promise<HttpResponse> {
     const body = this.createBody(req);
     if ('res' in body) return body.res;
     const keyHeader = req.headers['idempotency-key'];
@@ -743,7 +723,7 @@ export class HttpHandler {
       }
       idempotencyKey = k;
     }
-    const created = await this.generations.create(userId, body.value, idempotencyKey);
+    const created = await this.generations.create(principal, body.value, idempotencyKey);
     // `{ generationId }` is all a create answers: the same text as JSON.stringify(created).
     return json(201, `{"generationId":${JSON.stringify(created.generationId)}}`);
   }
