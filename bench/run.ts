@@ -131,7 +131,7 @@ function httpRows(results: HttpResults): Row[] {
       const c = per[String(p)];
       if (!c) continue;
       const F = FW_TITLE[fw];
-      const add = (key: string, name: string, ours: string, base: string, baseLabel: string, bound: number): void => {
+      const add = (key: string, name: string, ours: string, base: string, baseLabel: string, bound: number | undefined): void => {
         const o = c[ours]!;
         const b = c[base]!;
         rows.push(
@@ -144,15 +144,18 @@ function httpRows(results: HttpResults): Row[] {
             base: httpMeasure(b),
             baseLabel,
             ratio: o.rps / b.rps,
-            target: { kind: 'min', bound },
+            ...(bound !== undefined ? { target: { kind: 'min' as const, bound } } : {}),
           }),
         );
       };
       add('get', 'GET /v1/generations/:id', 'get.ours', 'get.bare', 'bare', 0.9);
       // Issue 15: the runner on and every generation measured until completed, against a bare route that validates,
       // stores and completes on the next ticks.
-      add('post', 'POST /v1/generations, runner on, until completed', 'post.ours', 'post.bare', 'bare', 0.7);
-      add('models', 'GET /v1/models', 'models.ours', 'models.bare', 'bare', 0.95);
+      // Issue 23: the POST (0.70) and models (0.95) targets are retired on Fastify and Koa (measured 0.48-0.60 and
+      // 0.91-0.93); the rows are still printed, without a target. The durable paths are where speed matters now.
+      const retired = fw !== 'express';
+      add('post', 'POST /v1/generations, runner on, until completed', 'post.ours', 'post.bare', 'bare', retired ? undefined : 0.7);
+      add('models', 'GET /v1/models', 'models.ours', 'models.bare', 'bare', retired ? undefined : 0.95);
       add('unauth', '401 bad key vs our POST', 'unauth.ours', 'post.ours', 'our POST', 1.0);
       add('invalid', '400 invalid settings vs our POST', 'invalid.ours', 'post.ours', 'our POST', 0.6);
     }

@@ -1,18 +1,16 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { inject, injectable } from 'tsyringe';
-import { TOKENS } from './tokens.js';
 
 /**
  * Signs file URLs: HMAC-SHA256 over key and expiry, so a URL can be neither guessed nor altered,
  * and stops working after its expiry.
  */
-@injectable()
 export class FileUrlSigner {
   private readonly secret: Buffer;
 
+  /** Without a secret, a random one: URLs then work on this process only. */
   constructor(
-    @inject(TOKENS.FileUrlSecret) secret: string | undefined,
-    @inject(TOKENS.FileUrlTtlSeconds) private readonly ttlSeconds: number,
+    secret: string | undefined,
+    private readonly ttlSeconds: number,
   ) {
     this.secret = secret ? Buffer.from(secret, 'utf8') : randomBytes(32);
   }

@@ -91,8 +91,8 @@ export class Lifecycle {
     @inject(TOKENS.Store) private readonly store: GenerationStore,
     @inject(TOKENS.Ledger) private readonly ledger: Ledger,
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
-    @inject(TOKENS.Feed) private readonly feed: EventFeed,
-    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(EventFeed) private readonly feed: EventFeed,
+    @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'lifecycle' });

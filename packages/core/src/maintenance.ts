@@ -28,7 +28,7 @@ export class Maintenance {
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(TOKENS.Lifecycle) private readonly lifecycle: Lifecycle,
+    @inject(Lifecycle) private readonly lifecycle: Lifecycle,
     @inject(TOKENS.Store) private readonly store: GenerationStore,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,

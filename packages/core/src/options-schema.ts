@@ -196,6 +196,8 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
     fieldTypes: { ...BUILTIN_FIELD_TYPES, ...(options.fieldTypes ?? {}) },
     publicUrl: options.publicUrl?.replace(/\/+$/, ''),
     trustRequestHost: options.trustRequestHost ?? false,
+    fileUrls: { ...(options.fileUrlSecret ? { secret: options.fileUrlSecret } : {}), ttlSeconds: options.fileUrlTtlSeconds ?? 3600 },
+    ...(options.apiKeyCache && options.apiKeyCache.ttlMs > 0 ? { apiKeyCache: options.apiKeyCache } : {}),
     runner: {
       concurrency: r.concurrency ?? 8,
       leaseMs: r.leaseMs ?? 30_000,

@@ -29,7 +29,7 @@ export interface GenerationItem {
 export class Views {
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(TOKENS.Signer) private readonly signer: FileUrlSigner,
+    @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
   ) {}
 
   private fileBase(baseUrl: BaseUrl | undefined): string {

@@ -1,4 +1,4 @@
-import { fetchMedia, OutboundError, ProviderError, type FetchMediaOptions, type GenerationContext, type GenerationOutput } from '@genservice/core';
+import { fetchMedia, OutboundError, ProviderError, type FetchMediaOptions, type GenerationContext, type GenerationOutput } from '@genservice/core/ports';
 
 /** How a ready provider talks to its upstream API. */
 export interface UpstreamOptions {

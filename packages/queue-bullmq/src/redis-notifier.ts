@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import { silentLogger, type Logger, type Notifier } from '@genservice/core';
+import { silentLogger, type Logger, type Notifier } from '@genservice/core/ports';
 
 export interface RedisNotifierOptions {
   /** A `redis://` URL or ioredis options (the notifier opens its own two connections: one publishes, one listens). */

@@ -1,6 +1,5 @@
-import { hashApiKey } from '@genservice/core';
-import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '@genservice/core';
-import { newKeyId } from '@genservice/core/ports';
+import { hashApiKey, newKeyId } from '@genservice/core/ports';
+import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, decodeKey, encodeKey, num, storableText } from './db.js';
 

@@ -1,4 +1,4 @@
-import type { AuditEntry, AuditLog, AuditPage } from '@genservice/core';
+import type { AuditEntry, AuditLog, AuditPage } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, decodeKey, encodeKey, num, storableText } from './db.js';
 

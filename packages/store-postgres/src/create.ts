@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Pool } from 'pg';
-import type { ApiKeyStore, AuditLog, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core';
+import type { ApiKeyStore, AuditLog, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
 import { PostgresAuditLog } from './audit-log.js';
 import { PostgresApiKeyStore } from './api-keys.js';
 import { validateSchemaName } from './db.js';

@@ -6,7 +6,7 @@ import type {
   ReserveResult,
   UsageQuery,
   UsageReport,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, assertAmount, decodeKey, encodeKey, num } from './db.js';

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { silentLogger, type Logger, type Notifier } from '@genservice/core';
+import { silentLogger, type Logger, type Notifier } from '@genservice/core/ports';
 
 export interface PostgresNotifierOptions {
   /** The database every instance shares (a dedicated connection LISTENs; a pooled one NOTIFYs). */

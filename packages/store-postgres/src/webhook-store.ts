@@ -6,7 +6,7 @@ import type {
   NewDelivery,
   WebhookSecrets,
   WebhookStore,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
 

@@ -1,7 +1,6 @@
 import { retryMethodsWhileBusy } from './busy.js';
-import { hashApiKey } from '@genservice/core';
-import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '@genservice/core';
-import { newKeyId } from '@genservice/core/ports';
+import { hashApiKey, newKeyId } from '@genservice/core/ports';
+import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 

@@ -7,7 +7,7 @@ import type {
   ReserveResult,
   UsageQuery,
   UsageReport,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';

@@ -7,7 +7,7 @@ import type {
   NewDelivery,
   WebhookSecrets,
   WebhookStore,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import type { SqliteDatabase } from './database.js';
 import type Database from 'better-sqlite3';
 

@@ -55,7 +55,7 @@ export class AccountRoutes {
   private readonly adminKeys: Map<string, string> | undefined;
 
   constructor(
-    @inject(TOKENS.Accounts) private readonly accounts: Accounts,
+    @inject(Accounts) private readonly accounts: Accounts,
     @inject(TOKENS.Options) options: ResolvedServiceOptions,
   ) {
     this.adminKeys = options.admin?.keys;

@@ -47,10 +47,13 @@ export type NewApiKey = Omit<ApiKeyInfo, 'lastUsedAt'>;
  * - The comparison does not let response time reveal how much of a key matched (lookup by digest, or a
  *   constant-time compare of digests).
  * - A revoked key resolves to `null` on its very next use (no cache that outlives a revoke).
- * - Returns `null` for an unknown key; throws only when the backing service fails.
+ * - Returns `null` for an unknown key; throws (or rejects) only when the backing service fails.
+ *
+ * May answer at once (a value) or later (a promise, or any thenable): core awaits only what is a thenable, so a
+ * resolver that holds its keys in memory costs a request no turn of the event loop.
  */
 export interface ApiKeyResolver {
-  resolve(apiKey: string): Promise<Principal | null>;
+  resolve(apiKey: string): Principal | null | PromiseLike<Principal | null>;
 }
 
 /**
@@ -65,7 +68,7 @@ export interface ApiKeyResolver {
  * - `revokeKeyById` answers whether a key was revoked; on every instance the key's next `resolve` is null.
  */
 export interface ApiKeyStore extends ApiKeyResolver {
-  resolve(apiKey: string, now?: number): Promise<Principal | null>;
+  resolve(apiKey: string, now?: number): Principal | null | PromiseLike<Principal | null>;
   /**
    * Adds a key for a user with every scope and no limits (a key made by the host's own code). Adding the same key
    * again for the same user is a no-op.

@@ -28,8 +28,8 @@ export class LiveStatus {
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(TOKENS.Store) private readonly store: GenerationStore,
-    @inject(TOKENS.Feed) private readonly feed: EventFeed,
-    @inject(TOKENS.Views) private readonly views: Views,
+    @inject(EventFeed) private readonly feed: EventFeed,
+    @inject(Views) private readonly views: Views,
   ) {}
 
   private async owned(userId: string, generationId: string): Promise<GenerationRecord> {

@@ -143,9 +143,9 @@ export class Runner {
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(TOKENS.Lifecycle) private readonly lifecycle: Lifecycle,
+    @inject(Lifecycle) private readonly lifecycle: Lifecycle,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
-    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'runner' });
@@ -185,11 +185,8 @@ export class Runner {
     }
   }
 
-  /**
-   * Runs a job with the abort it shares with its queue (the in-process queue's, which aborts it on cancel or stop; the
-   * runner aborts it on a timeout or a lost lease).
-   */
-  async runJob(job: Job, abort: JobAbort): Promise<void> {
+  /** The run itself, with the abort that follows its queue's signal (the runner aborts it on a timeout or a lost lease). */
+  private async runJob(job: Job, abort: JobAbort): Promise<void> {
     // The Lifecycle decides whether it may run at all (its model is there, it has not lost its worker too often).
     const rec = await this.lifecycle.claim(job);
     if (!rec) return; // Someone else holds it, it is finished, or it was given up: nothing to do.

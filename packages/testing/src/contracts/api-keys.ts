@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ApiKeyStore, NewApiKey } from '@genservice/core';
+import type { ApiKeyStore, NewApiKey } from '@genservice/core/ports';
 import { settleAll } from './harness.js';
 import { holdsString, uid, useFresh } from './harness.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { AuditEntry, AuditLog } from '@genservice/core';
+import type { AuditEntry, AuditLog } from '@genservice/core/ports';
 import { T0, uid, useFresh } from './harness.js';
 
 export interface AuditLogUnderTest {

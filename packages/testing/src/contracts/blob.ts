@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { BlobStore } from '@genservice/core';
+import type { BlobStore } from '@genservice/core/ports';
 import { useFresh } from './harness.js';
 
 /** Keys that are not (and cannot be) a key handed out by `put`, aimed at path-based and SQL-based stores. */

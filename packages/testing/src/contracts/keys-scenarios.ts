@@ -1,14 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  createGenerationService,
-  type ApiKeyStore,
-  type GenerationService,
-  type GenerationServiceOptions,
-  type GenerationStore,
-  type HttpResponse,
-  type IdempotencyStore,
-  type Ledger,
-} from '@genservice/core';
+import { createGenerationService, type GenerationService, type GenerationServiceOptions, type HttpResponse } from '@genservice/core';
+import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
 import { sleep, uid, useFresh } from './harness.js';
 
 interface KeyScenarioPorts {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { NewDelivery, WebhookStore } from '@genservice/core';
+import type { NewDelivery, WebhookStore } from '@genservice/core/ports';
 import { T0, uid, useFresh } from './harness.js';
 
 export interface WebhookStoreUnderTest {
