@@ -45,4 +45,5 @@ export default [
   project('store-postgres', 'packages/store-postgres', { fileParallelism: false }),
   project('queue-bullmq', 'packages/queue-bullmq', { fileParallelism: false }),
   project('examples', 'examples', { include: ['test/**/*.test.ts'], fileParallelism: false }),
+  project('docs', 'examples/doc-blocks'),
 ];

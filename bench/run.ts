@@ -17,6 +17,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
 import { BENCH_DIR, canPin, nextMessage, spawnTs, stopChild } from './lib/proc.js';
 import { formatProfile, profileHere, summarizeFile } from './lib/profile.js';
 import { consoleTable, evaluate, markdownTable, svgChart } from './lib/report.js';
@@ -53,34 +54,44 @@ const PROFILE_DIR = path.join(os.tmpdir(), 'genservice-bench-profiles');
 
 // ------------------------------------------------------------------ options
 
-function parseArgs(argv: string[]): { only: Section[]; quick: boolean; write: boolean; profile: boolean; report: boolean; waitQuiet: boolean } {
-  let only: Section[] = ALL;
-  let quick = false;
-  let write: boolean | undefined;
-  let profile = true;
-  let report = false;
-  let waitQuiet = true;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === '--') continue;
-    if (a === '--quick') quick = true;
-    else if (a === '--write') write = true;
-    else if (a === '--no-write') write = false;
-    else if (a === '--no-profile') profile = false;
-    else if (a === '--report') report = true;
-    else if (a === '--no-wait') waitQuiet = false;
-    else if (a === '--only' || a.startsWith('--only=')) {
-      const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[++i];
-      const parts = (v ?? '').split(/[,|]/).filter(Boolean);
-      for (const p of parts) if (!ALL.includes(p as Section)) throw new Error(`--only takes ${ALL.join('|')}, got "${p}"`);
-      if (parts.length === 0) throw new Error('--only needs a value');
-      only = parts as Section[];
-    } else throw new Error(`unknown option ${a} (use --only http|runner|stores|scale, --quick, --write, --no-profile, --no-wait, --report)`);
+function parseOptions(argv: string[]): { only: Section[]; quick: boolean; write: boolean; profile: boolean; report: boolean; waitQuiet: boolean } {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv.filter((a) => a !== '--'),
+      options: {
+        only: { type: 'string' },
+        quick: { type: 'boolean', default: false },
+        write: { type: 'boolean' },
+        'no-write': { type: 'boolean' },
+        'no-profile': { type: 'boolean', default: false },
+        report: { type: 'boolean', default: false },
+        'no-wait': { type: 'boolean', default: false },
+      },
+      strict: true,
+    }));
+  } catch (error) {
+    throw new Error(`${(error as Error).message} (use --only http|runner|stores|scale|push, --quick, --write, --no-profile, --no-wait, --report)`);
   }
-  return { only, quick, write: write ?? (report || !quick), profile, report, waitQuiet: waitQuiet && !quick };
+  let only: Section[] = ALL;
+  if (values.only !== undefined) {
+    const parts = values.only.split(/[,|]/).filter(Boolean);
+    for (const p of parts) if (!ALL.includes(p as Section)) throw new Error(`--only takes ${ALL.join('|')}, got "${p}"`);
+    if (parts.length === 0) throw new Error('--only needs a value');
+    only = parts as Section[];
+  }
+  const write = values['no-write'] ? false : values.write;
+  return {
+    only,
+    quick: values.quick,
+    write: write ?? (values.report || !values.quick),
+    profile: !values['no-profile'],
+    report: values.report,
+    waitQuiet: !values['no-wait'] && !values.quick,
+  };
 }
 
-const opts = parseArgs(process.argv.slice(2));
+const opts = parseOptions(process.argv.slice(2));
 const Q = opts.quick;
 const S = {
   http: { duration: Q ? 1 : 3, warmup: Q ? 0.5 : 1.5, rounds: Q ? 1 : 3, pipelinings: [1, 10], connections: 10 },

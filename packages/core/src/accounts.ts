@@ -95,7 +95,7 @@ export class Accounts {
     const { userId, balance = 0 } = check(newUserSchema, input);
     if (!(await this.ledger.openAccount(userId, balance))) {
       throw new DomainError('conflict', `User "${userId}" already exists.`, {
-        details: [{ field: 'userId', code: 'exists', message: 'a user with this id already exists' }],
+        details: [{ field: 'userId', code: 'invalid_value', message: 'a user with this id already exists' }],
       });
     }
     await this.record(options, 'user.create', { userId, details: { balance } });
@@ -244,7 +244,7 @@ function check<T extends z.ZodType>(schema: T, input: unknown): z.output<T> {
     const field = i.path.length > 0 ? i.path.map(String).join('.') : 'body';
     const missing = i.code === 'invalid_type' && i.input === undefined;
     if (i.code === 'unrecognized_keys') {
-      return { field: i.keys.join(','), code: 'unknown_field', message: `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.join(', ')}` };
+      return { field: i.keys.join(','), code: 'invalid_value', message: `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.join(', ')}` };
     }
     return { field, code: missing ? 'required' : 'invalid_value', message: missing ? `${field} is required` : `${field}: ${i.message}` };
   });

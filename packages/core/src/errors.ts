@@ -20,9 +20,23 @@ export type ErrorCode =
   | 'unavailable'
   | 'internal';
 
+/** Every `details[].code` an error body can hold: a client can switch on them. */
+export const ERROR_DETAIL_CODES = [
+  'required',
+  'unknown_setting',
+  'invalid_type',
+  'invalid_option',
+  'invalid_value',
+  'invalid_url',
+  'too_many',
+  'too_long',
+  'too_many_errors',
+] as const;
+export type ErrorDetailCode = (typeof ERROR_DETAIL_CODES)[number];
+
 export interface ErrorDetail {
   field: string;
-  code: string;
+  code: ErrorDetailCode;
   message: string;
 }
 

@@ -30,8 +30,10 @@ export class FileUrlSigner {
     if (!exp || !sig || !/^\d{1,12}$/.test(exp) || !/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;
     const expNum = Number(exp);
     if (expNum * 1000 < nowMs) return false;
-    const given = Buffer.from(sig, 'base64url');
-    const want = this.mac(key, expNum);
+    // The canonical spelling is compared, not the decoded bytes: the last of 43 characters carries 2 unused bits, so
+    // decoding would accept four spellings of one signature (and four cache keys for one file).
+    const given = Buffer.from(sig, 'latin1');
+    const want = Buffer.from(this.mac(key, expNum).toString('base64url'), 'latin1');
     return given.length === want.length && timingSafeEqual(given, want);
   }
 }

@@ -20,7 +20,7 @@ import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
 import type { GenerationStore, ListCursor } from './ports/store.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from './registry.js';
-import { childLogger } from './logger.js';
+import { asError, childLogger } from './logger.js';
 import type { Logger } from './ports/logger.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';

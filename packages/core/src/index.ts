@@ -29,6 +29,7 @@ export type * from './service-types.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
 export { SERVED_ROUTES } from './http/routes.js';
 export { createGenerationService } from './service.js';
+export { InvalidOptionsError } from './options-schema.js';
 export { InProcessQueue, type InProcessQueueOptions } from './runner/in-process-queue.js';
 export { FileUrlSigner } from './files.js';
 export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './api-key-cache.js';

@@ -2,7 +2,7 @@ import { inject, injectable } from 'tsyringe';
 import { isTerminal, type FailureCode, type FailureInfo, type GenerationRecord, type Metadata, type Settings, type WebhookEventType } from './domain.js';
 import { DomainError, UnavailableError } from './errors.js';
 import { newGenerationId } from './ids.js';
-import { childLogger, silentLogger } from './logger.js';
+import { asError, childLogger, silentLogger } from './logger.js';
 import type { KeyBudget } from './ports/api-keys.js';
 import type { Ledger, ReserveOptions } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
@@ -393,7 +393,7 @@ export class Lifecycle {
     try {
       await provider.cancel(handle, { generationId, logger: this.logger });
     } catch (err) {
-      this.logger.warn({ err: err instanceof Error ? err.message : String(err), generationId }, 'cancelling the upstream job failed');
+      this.logger.warn({ err: asError(err), generationId }, 'cancelling the upstream job failed');
     }
   }
 }

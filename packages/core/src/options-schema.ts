@@ -29,7 +29,7 @@ const providerSchema = z.custom<object>(
 );
 
 /** Every option, checked at once, so one error lists every mistake. Unknown keys are mistakes too (a typo). */
-const optionsSchema = z.strictObject({
+export const optionsSchema = z.strictObject({
   providers: z.array(providerSchema),
   store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'deleteFinishedBefore').optional(),
   ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'account', 'openReserves').optional(),
@@ -63,6 +63,8 @@ const optionsSchema = z.strictObject({
       textLength: positiveInt.optional(),
       idempotencyKeyLength: positiveInt.max(255).optional(),
       inFlightPerUser: positiveInt.optional(),
+      streamsPerUser: positiveInt.optional(),
+      streamsTotal: positiveInt.optional(),
     })
     .optional(),
   runner: z
@@ -151,6 +153,8 @@ const optionsSchema = z.strictObject({
       endpoints: z.custom<object>((v) => typeof v === 'function', { message: 'must be a function (userId) => endpoints' }).optional(),
       deliver: z.boolean().optional(),
       concurrency: positiveInt.max(1000).optional(),
+      concurrencyPerEndpoint: positiveInt.max(1000).optional(),
+      concurrencyPerUser: positiveInt.max(1000).optional(),
       leaseMs: ms.min(1).optional(),
       pollIntervalMs: ms.min(10).optional(),
       rotationOverlapMs: ms.optional(),
@@ -239,6 +243,8 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       endpoints: options.webhooks?.endpoints,
       deliver: options.webhooks?.deliver ?? r.enabled ?? true,
       concurrency: options.webhooks?.concurrency ?? 16,
+      concurrencyPerEndpoint: options.webhooks?.concurrencyPerEndpoint ?? 4,
+      concurrencyPerUser: options.webhooks?.concurrencyPerUser ?? 8,
       leaseMs: options.webhooks?.leaseMs ?? 60_000,
       pollIntervalMs: options.webhooks?.pollIntervalMs ?? 1000,
       rotationOverlapMs: options.webhooks?.rotationOverlapMs ?? 24 * 3600_000,

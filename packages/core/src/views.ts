@@ -5,7 +5,7 @@ import type { BaseUrl } from './http/types.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 
-/** One generation as the list, `?include=details`, streams and webhooks show it. */
+/** One generation as the list, the details view, streams and webhooks show it. */
 export interface GenerationItem {
   generationId: string;
   modelId: string;

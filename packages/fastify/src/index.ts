@@ -38,6 +38,7 @@ const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyI
   const mount: Mount = { prefix: app.prefix, service, limits: bodyLimitsOf(service, bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes) };
   // Longest prefix first, so a nested mount wins over one at a shorter prefix.
   mountsByServer.set(app.server, [...(mountsByServer.get(app.server) ?? []), mount].sort((a, b) => b.prefix.length - a.prefix.length));
+  routeUnroutableUrls(app);
   // Encapsulated: these changes apply to the routes below only, never to the host's. A function parser (not
   // `parseAs: 'buffer'`) so Fastify applies no bodyLimit of its own: core answers 413.
   app.removeAllContentTypeParsers();
@@ -54,18 +55,59 @@ export const genservicePlugin: FastifyPluginAsync<GenservicePluginOptions> = plu
 export default genservicePlugin;
 
 /**
- * For the Fastify server option `frameworkErrors`: a URL Fastify cannot route (broken percent-encoding such as
+ * For a host that sets the Fastify server option `frameworkErrors` itself (without one, the plugin installs its
+ * own): call it from yours. A URL Fastify cannot route (broken percent-encoding such as
  * `/api/v1/generations/%ZZ`) below a genservice prefix is answered by genservice, as Express and Koa do, instead of
  * Fastify's own `400 FST_ERR_BAD_URL`; any other URL gets Fastify's answer.
  */
 export function genserviceFrameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const mount = mountOf(request);
+  if (!mount || (error.code !== 'FST_ERR_BAD_URL' && error.code !== 'FST_ERR_MAX_PARAM_LENGTH')) return void reply.send(error);
+  answer(mount, request, reply, (request.raw.url ?? '').slice(mount.prefix.length));
+}
+
+/**
+ * Fastify's router answers a URL it cannot decode before any plugin runs; only the server option `frameworkErrors`
+ * sees it. When the host set none, the plugin puts in one of its own (read by Fastify at each such request), so the
+ * request under a genservice prefix reaches core like any other and every other URL gets Fastify's own answer, byte
+ * for byte. A host with its own `frameworkErrors` keeps it and calls `genserviceFrameworkErrors` from it.
+ */
+function routeUnroutableUrls(app: FastifyInstance): void {
+  let holder: object | null = app;
+  while (holder) {
+    const key = Object.getOwnPropertySymbols(holder).find((s) => s.description === 'fastify.options');
+    if (key) {
+      const options = (holder as Record<symbol, { frameworkErrors?: unknown } | undefined>)[key];
+      if (options && typeof options === 'object' && options.frameworkErrors === undefined) options.frameworkErrors = frameworkErrorsOrFastifys;
+      return;
+    }
+    holder = Object.getPrototypeOf(holder) as object | null;
+  }
+}
+
+/** What the plugin installs: genservice's answer under its prefixes, Fastify's built-in answer elsewhere. */
+function frameworkErrorsOrFastifys(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const mount = mountOf(request);
+  if (mount && (error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH')) {
+    return answer(mount, request, reply, (request.raw.url ?? '').slice(mount.prefix.length));
+  }
+  // Fastify's own answer without a frameworkErrors (fastify.js: onBadUrl, onMaxParamLength, onAsyncConstraintError),
+  // written the way Fastify writes it.
+  const [statusCode, body] =
+    error.code === 'FST_ERR_ASYNC_CONSTRAINT'
+      ? [500, '{"error":"Internal Server Error","message":"Unexpected error from async constraint","statusCode":500}']
+      : [error.statusCode ?? 400, JSON.stringify({ error: 'Bad Request', code: error.code, message: error.message, statusCode: error.statusCode ?? 400 })];
+  reply.hijack();
+  reply.raw.writeHead(statusCode, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+  reply.raw.end(body);
+}
+
+function mountOf(request: FastifyRequest): Mount | undefined {
   const url = request.raw.url ?? '';
   const q = url.indexOf('?');
   const pathname = q === -1 ? url : url.slice(0, q);
   const mounts = mountsByServer.get(request.server.server) ?? [];
-  const mount = mounts.find((m) => pathname.startsWith(m.prefix) && isApiPath(pathname.slice(m.prefix.length)));
-  if (!mount || (error.code !== 'FST_ERR_BAD_URL' && error.code !== 'FST_ERR_MAX_PARAM_LENGTH')) return void reply.send(error);
-  answer(mount, request, reply, url.slice(mount.prefix.length));
+  return mounts.find((m) => pathname.startsWith(m.prefix) && isApiPath(pathname.slice(m.prefix.length)));
 }
 
 function answer({ service, limits, prefix }: Mount, request: FastifyRequest, reply: FastifyReply, path: string): void {

@@ -90,7 +90,7 @@ export async function readStatus<T>(read: () => Promise<T>, ctx: GenerationConte
     return { value: await read() };
   } catch (error) {
     if (ctx.signal.aborted || !(error instanceof ProviderError) || !error.retryable) throw error;
-    ctx.logger.warn({ err: error.message }, `${name}: status read failed; checking again later`);
+    ctx.logger.warn({ err: error }, `${name}: status read failed; checking again later`);
     return { waiting: `${name} did not answer; checking again` };
   }
 }

@@ -71,7 +71,7 @@ export class RedisNotifier implements Notifier {
     const now = Date.now();
     if (now - this.lastReport < 10_000) return;
     this.lastReport = now;
-    this.logger.warn({ component: 'redis-notifier', err: err instanceof Error ? err.message : String(err) }, 'redis notifier error; readers fall back to polling');
+    this.logger.warn({ component: 'redis-notifier', err: err instanceof Error ? err : new Error(String(err)) }, 'redis notifier error; readers fall back to polling');
   }
 }
 

@@ -102,7 +102,7 @@ export class GenerationRoutes {
       case 'balance':
         return this.generations.balance(userId).then((balance) => json(200, JSON.stringify({ balance })));
       case 'get':
-        return this.get(route.id, req, userId, query);
+        return this.get(route.id, req, userId, query, route.details === true);
       case 'events':
         return this.events(route.id, req, userId);
       case 'deliveries': {
@@ -131,12 +131,12 @@ export class GenerationRoutes {
     }
   }
 
-  private get(rawId: string, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
+  private get(rawId: string, req: HttpRequest, userId: string, query: string, detailsPath: boolean): Promise<HttpResponse> {
     const id = decodeSegment(rawId);
     if (id === null) return Promise.resolve(notFound());
-    const include = query === '' ? null : new URLSearchParams(query).getAll('include');
-    const details = include !== null && include.length > 0;
-    if (details && (include.length > 1 || include[0] !== 'details')) {
+    const include = query === '' || detailsPath ? null : new URLSearchParams(query).getAll('include');
+    const details = detailsPath || (include !== null && include.length > 0);
+    if (include !== null && include.length > 0 && (include.length > 1 || include[0] !== 'details')) {
       return Promise.resolve(fail('invalid_request', 'include must be "details".', [{ field: 'include', code: 'invalid_value', message: 'must be "details"' }]));
     }
     const wait = preferredWait(header(req, 'prefer'), this.options.push.maxWaitSeconds);

@@ -1,6 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import { DomainError, UnavailableError } from '../errors.js';
-import { childLogger } from '../logger.js';
+import { asError, childLogger } from '../logger.js';
 import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { Logger } from '../ports/logger.js';
 import { ModelRegistry } from '../registry.js';
@@ -77,10 +77,10 @@ export class HttpHandler {
       return fail(err.code, err.message, err.details, extra);
     }
     if (err instanceof UnavailableError) {
-      this.logger.warn({ err: err.message }, 'a backing service is unavailable');
+      this.logger.warn({ err }, 'a backing service is unavailable');
       return fail('unavailable', 'The service is temporarily unavailable; try again shortly.', undefined, { 'retry-after': '1' });
     }
-    this.logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'internal error');
+    this.logger.error({ err: asError(err) }, 'internal error');
     return fail('internal', 'Internal server error.');
   }
 
@@ -106,20 +106,16 @@ export class HttpHandler {
       if (route.name === 'playground') return await this.playground.serve(route.asset, query);
       if (route.name === 'admin') return await this.admin(req, route, query);
 
-      const address = req.remoteAddress ?? 'unknown';
-      if (this.limits.has('unauthenticated')) {
-        const blocked = await this.limits.peek('unauthenticated', address);
-        if (blocked.allowed !== true) return this.limited(blocked);
-      }
       const resolving = this.authenticate(header(req, 'authorization'));
       // The resolver may answer at once (the port allows it): only a thenable is awaited, here and nowhere else.
       const principal = isThenable(resolving) ? await resolving : resolving;
       const userId = principal?.userId;
       // An admin key is never a user's, even where a user's store knows the same string.
       if (!userId || (this.accountRoutes.adminEnabled && this.accountRoutes.isAdminKey(header(req, 'authorization')))) {
-        // Only failures count against an address: guessing keys is limited, a busy office behind one NAT is not.
-        if (this.limits.has('unauthenticated')) await this.limits.consume('unauthenticated', address);
-        return { ...UNAUTHORIZED };
+        // Bad keys are limited by address, after the key was looked at: a valid key is never refused for what other
+        // requests from its address (a NAT, an office, a proxy) did.
+        const verdict = await this.limits.badKey(req.remoteAddress ?? 'unknown');
+        return verdict.allowed === true ? { ...UNAUTHORIZED } : this.limited(verdict);
       }
       // Keys of a host's own resolver carry no scopes: nothing to check for them.
       if (principal!.scopes !== undefined) {
@@ -147,15 +143,11 @@ export class HttpHandler {
   /** The admin routes: 404 unless `admin` is configured, 401 for anything but an admin key. */
   private async admin(req: HttpRequest, route: AdminRoute, query: string): Promise<HttpResponse> {
     if (!this.accountRoutes.adminEnabled) return fail('not_found', 'The admin API is not enabled on this service (the admin option).');
-    const address = req.remoteAddress ?? 'unknown';
-    if (this.limits.has('unauthenticated')) {
-      const blocked = await this.limits.peek('unauthenticated', address);
-      if (blocked.allowed !== true) return this.limited(blocked);
-    }
     const actor = this.accountRoutes.adminActor(header(req, 'authorization'));
     if (actor === null) {
-      if (this.limits.has('unauthenticated')) await this.limits.consume('unauthenticated', address);
-      return { ...UNAUTHORIZED };
+      // Limited by address like any bad key.
+      const verdict = await this.limits.badKey(req.remoteAddress ?? 'unknown');
+      return verdict.allowed === true ? { ...UNAUTHORIZED } : this.limited(verdict);
     }
     const decoded = route.op === 'revokeKey' ? decodeSegment(route.keyId) : route.op === 'createUser' || route.op === 'audit' ? '' : decodeSegment(route.userId);
     if (decoded === null) return fail('not_found', 'No such user or key.');

@@ -1,5 +1,5 @@
 import { inject, injectable } from 'tsyringe';
-import { childLogger } from '../logger.js';
+import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
@@ -59,7 +59,7 @@ export class PlaygroundRoute {
         return null;
       },
       (err: unknown) => {
-        this.logger.error({ err: String(err) }, 'playground: true needs the @genservice/playground package installed');
+        this.logger.error({ err: asError(err) }, 'playground: true needs the @genservice/playground package installed');
         return null;
       },
     );
@@ -67,8 +67,8 @@ export class PlaygroundRoute {
   }
 
   /**
-   * Scripts and styles only from the page's own files; results may be on the API's public URL; the API is called on
-   * the same origin (or the publicUrl's).
+   * Scripts and styles only from the page's own files; results may be on the API's public URL. The page holds the
+   * caller's key, so it may connect to its own origin (and the publicUrl's) and to no other.
    */
   private contentSecurityPolicy(): string {
     return [
@@ -77,7 +77,7 @@ export class PlaygroundRoute {
       "style-src 'self'",
       "img-src 'self' data: blob: http: https:",
       "media-src 'self' blob: http: https:",
-      `connect-src 'self'${this.options.publicUrl ? ` ${new URL(this.options.publicUrl).origin}` : ''} http: https:`,
+      `connect-src 'self'${this.options.publicUrl ? ` ${new URL(this.options.publicUrl).origin}` : ''}`,
       "object-src 'none'",
       "base-uri 'none'",
       "frame-ancestors 'self'",

@@ -57,7 +57,7 @@ export function createBody(req: HttpRequest, limit: number): { value: CreateRequ
   }
   const parsed = createRequestSchema.safeParse(value);
   if (!parsed.success) {
-    const details = parsed.error.issues.slice(0, 50).map((i) => issueDetail(i.path, i.code, value as Record<string, unknown>));
+    const details = parsed.error.issues.slice(0, 50).map((i) => issueDetail(i.path, i.code, value as Record<string, unknown>, ruleOf(i)));
     return { res: fail('invalid_request', 'The request is not valid.', details) };
   }
   const { modelId, settings, metadata, webhook } = parsed.data;
@@ -71,11 +71,25 @@ export function createBody(req: HttpRequest, limit: number): { value: CreateRequ
   };
 }
 
+/**
+ * The sentence of a rule the schema states itself (text no store can keep, a `__proto__` key), also inside a record
+ * key's issue; undefined for zod's own checks, which get the field's general sentence.
+ */
+function ruleOf(issue: { code: string; message: string; issues?: ReadonlyArray<{ code: string; message: string }> }): string | undefined {
+  if (issue.code === 'custom') return issue.message;
+  if (issue.code === 'invalid_key') return issue.issues?.find((inner) => inner.code === 'custom')?.message;
+  return undefined;
+}
+
 /** One schema issue as the contract's error detail, named by its top-level field. */
-function issueDetail(path: readonly PropertyKey[], code: string, value: Record<string, unknown>): ErrorDetail {
+function issueDetail(path: readonly PropertyKey[], code: string, value: Record<string, unknown>, rule?: string): ErrorDetail {
   const top = path.length > 0 ? String(path[0]) : 'body';
   const missing = code === 'invalid_type' && value[top] === undefined;
   if (missing) return { field: top, code: 'required', message: `${top} is required` };
+  if (rule !== undefined && (top === 'webhook' || top === 'metadata') && path.length > 1) {
+    const field = `${top}.${String(path[1])}`;
+    return { field, code: 'invalid_value', message: `${field}: ${rule}` };
+  }
   if (top === 'webhook') {
     const field = path.length > 1 ? `webhook.${String(path[1])}` : 'webhook';
     return {

@@ -7,7 +7,7 @@ export type Route =
   | { name: 'create' }
   | { name: 'list' }
   | { name: 'quote' }
-  | { name: 'get'; id: string }
+  | { name: 'get'; id: string; details?: true }
   | { name: 'events'; id: string }
   | { name: 'deliveries'; id: string }
   | { name: 'webhookSecret' }
@@ -35,6 +35,13 @@ const ROUTES: RouteEntry[] = [
   },
   { template: '/v1/quotes', pattern: /^\/v1\/quotes\/?$/, methods: { POST: () => ({ name: 'quote' }) } },
   { template: '/v1/generations/{id}', pattern: /^\/v1\/generations\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'get', id: m[1]! }) } },
+  // The details view has a path of its own (also `?include=details` on the poll): a generated client types the poll's
+  // answer as exactly the contract's per-status shapes only when no other shape shares its operation.
+  {
+    template: '/v1/generations/{id}/details',
+    pattern: /^\/v1\/generations\/([^/]+)\/details\/?$/,
+    methods: { GET: (m) => ({ name: 'get', id: m[1]!, details: true }) },
+  },
   {
     template: '/v1/generations/{id}/events',
     pattern: /^\/v1\/generations\/([^/]+)\/events\/?$/,

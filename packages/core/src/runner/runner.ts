@@ -1,7 +1,7 @@
 import { inject, injectable } from 'tsyringe';
 import { ProviderError } from '../errors.js';
 import { Lifecycle } from '../lifecycle.js';
-import { childLogger, silentLogger } from '../logger.js';
+import { asError, childLogger, silentLogger } from '../logger.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
@@ -118,7 +118,7 @@ class ProgressReporter {
 
   private write(p: { fraction: number; message?: string }): void {
     this.lastAt = Date.now();
-    this.writing = this.lifecycle.progress(this.id, p.fraction, p.message).catch((err: unknown) => this.log.warn({ err: String(err) }, 'progress not recorded'));
+    this.writing = this.lifecycle.progress(this.id, p.fraction, p.message).catch((err: unknown) => this.log.warn({ err: asError(err) }, 'progress not recorded'));
   }
 }
 
@@ -169,7 +169,7 @@ export class Runner {
             if (!still.has(id)) this.held.get(id)?.abort.abort(new Error('lease lost'));
           }
         },
-        (err: unknown) => this.logger.warn({ err: String(err), leases: ids.length }, 'lease renewal failed'),
+        (err: unknown) => this.logger.warn({ err: asError(err), leases: ids.length }, 'lease renewal failed'),
       );
     }, Math.max(50, Math.floor(this.options.runner.leaseMs / 3)));
     this.renewTimer.unref?.();
@@ -266,7 +266,7 @@ export class Runner {
         return;
       }
       const message = err instanceof Error ? err.message : String(err);
-      if (!(err instanceof ProviderError)) log.error({ err: message }, 'provider threw an unexpected error');
+      if (!(err instanceof ProviderError)) log.error({ err: asError(err) }, 'provider threw an unexpected error');
       // Only a ProviderError's own publicMessage reaches the owner; anything else gets the generic sentence.
       await this.lifecycle.failClaimed(
         rec.id,
@@ -299,7 +299,7 @@ export class Runner {
         const retryable = err instanceof ProviderError && err.retryable;
         if (!retryable || attempt >= model.maxAttempts) throw err;
         const delay = Math.min(this.options.runner.retryMaxDelayMs, this.options.runner.retryBaseDelayMs * 2 ** (attempt - 1));
-        log.warn({ err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'provider failed; retrying');
+        log.warn({ err: asError(err), retryInMs: delay }, 'provider failed; retrying');
         await sleep(delay, abort);
         if (abort.aborted) throw abort.reason;
       }
@@ -328,7 +328,7 @@ export class Runner {
         throw new BadOutput('the provider returned no result');
       }
     } catch (err) {
-      log.error({ err: err instanceof Error ? err.message : String(err) }, 'provider broke its contract');
+      log.error({ err: asError(err) }, 'provider broke its contract');
       await this.lifecycle.failClaimed(id, { code: 'provider_error', reason: err instanceof Error ? err.message : String(err), fee: 'failure_fee' });
       return;
     }
