@@ -43,6 +43,7 @@ import {
 } from './sections/stores.js';
 import { memoryPerGeneration, scaleMemory, scaleSqlite, type ScaleResult } from './sections/scale.js';
 import { pushBench } from './sections/push.js';
+import { usageScale } from './sections/usage.js';
 
 type Section = 'http' | 'runner' | 'stores' | 'scale' | 'push';
 const ALL: Section[] = ['http', 'runner', 'stores', 'scale', 'push'];
@@ -544,6 +545,33 @@ async function runScale(): Promise<Row[]> {
     rows.push(...scaleRows('sqlite', 'SQLite store', await scaleSqlite(dir, S.scale.small, S.scale.large, S.scale)));
   } finally {
     cleanup();
+  }
+  {
+    const { dir: usageDir, cleanup: usageCleanup } = tempDir();
+    try {
+      log(`[scale] usage reads: ${S.scale.small} vs ${S.scale.large} settled generations (memory, SQLite, Postgres)`);
+      const u = await usageScale(usageDir, S.scale.small, S.scale.large, Q ? 500 : 2_000);
+      const L = `${u.large >= 1e6 ? u.large / 1e6 + 'M' : u.large / 1e3 + 'k'}`;
+      const S1 = `${u.small / 1e3}k`;
+      for (const [kind, title] of [['memory', 'In-memory ledger'], ['sqlite', 'SQLite ledger'], ['postgres', 'Postgres ledger']] as const) {
+        for (const [q, what] of [['month', 'last 30 days by day'], ['year', '365 days by model']] as const) {
+          const large = u[kind].large[q];
+          const small = u[kind].small[q];
+          rows.push({
+            id: `scale.${kind}.usage.${q}`,
+            section: 'scale',
+            name: `${title}: GET /v1/usage (${what}), ${L} vs ${S1} settled generations of one user`,
+            ours: { value: large.p50Us, unit: 'us', extra: `p50 (mean ${large.meanUs.toFixed(1)} / p99 ${large.p99Us.toFixed(1)} µs)` },
+            oursLabel: L,
+            base: { value: small.p50Us, unit: 'us', extra: `p50 (mean ${small.meanUs.toFixed(1)} / p99 ${small.p99Us.toFixed(1)} µs)` },
+            baseLabel: S1,
+            ratio: large.p50Us / small.p50Us,
+          });
+        }
+      }
+    } finally {
+      usageCleanup();
+    }
   }
   for (const completed of [false, true]) {
     log(`[scale] memory per ${completed ? 'completed' : 'pending'} generation (${S.scale.mem})`);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { poll, startHost, tempData, type RunningHost, type TempData } from './helpers.js';
 
 const KEY = 'alice-key-0123456789abcdef';
+const ADMIN_KEY = 'admin-key-0123456789abcdef0123456789';
 
 // The README's curl session, walked against each example host started as `pnpm start` would.
 describe.each(['express', 'fastify', 'koa'] as const)('%s-host', (kind) => {
@@ -11,7 +12,7 @@ describe.each(['express', 'fastify', 'koa'] as const)('%s-host', (kind) => {
 
   beforeAll(async () => {
     data = tempData([{ id: 'alice', apiKey: KEY, balance: 1000 }]);
-    host = await startHost(kind, { USERS_FILE: data.usersFile, DATA_DIR: data.dir, DEMO_SPEED: '0.02' });
+    host = await startHost(kind, { USERS_FILE: data.usersFile, DATA_DIR: data.dir, DEMO_SPEED: '0.02', ADMIN_API_KEY: ADMIN_KEY });
   }, 60_000);
 
   afterAll(async () => {
@@ -55,6 +56,18 @@ describe.each(['express', 'fastify', 'koa'] as const)('%s-host', (kind) => {
     expect([...bytes.slice(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
     const balance = (await (await fetch(`${host.api}/v1/balance`, { headers: auth })).json()) as { balance: number };
     expect(balance.balance).toBe(1000 - done.price!);
+  });
+
+  it('turns the admin routes on with ADMIN_API_KEY: a key issued there works, and only the admin key opens them', async () => {
+    const admin = { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' };
+    const issued = await fetch(`${host.api}/v1/admin/users/alice/keys`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'reader', scopes: ['read'] }) });
+    expect(issued.status).toBe(201);
+    const { apiKey, keyId } = (await issued.json()) as { apiKey: string; keyId: string };
+    expect((await fetch(`${host.api}/v1/balance`, { headers: { authorization: `Bearer ${apiKey}` } })).status).toBe(200);
+    expect((await fetch(`${host.api}/v1/admin/audit`, { headers: auth })).status).toBe(401);
+    expect((await fetch(`${host.api}/v1/balance`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } })).status).toBe(401);
+    expect((await fetch(`${host.api}/v1/admin/keys/${keyId}`, { method: 'DELETE', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).status).toBe(204);
+    expect((await fetch(`${host.api}/v1/balance`, { headers: { authorization: `Bearer ${apiKey}` } })).status).toBe(401);
   });
 
   it('answers the contract errors through the host', async () => {

@@ -42,6 +42,8 @@ export interface HostConfig {
   /** One delivery attempt's time limit, and how long an instance holds a delivery it attempts. */
   webhookTimeoutMs?: number;
   webhookLeaseMs?: number;
+  /** The admin key for `<mount>/v1/admin/` (users, credits, keys, audit); without it the admin routes are off. */
+  adminApiKey?: string;
 }
 
 const envSchema = z.object({
@@ -64,6 +66,7 @@ const envSchema = z.object({
   ALLOW_PRIVATE_WEBHOOKS: z.enum(['0', '1', 'true', 'false']).default('0'),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().optional(),
   WEBHOOK_LEASE_MS: z.coerce.number().int().positive().optional(),
+  ADMIN_API_KEY: z.string().min(32, 'must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'must be visible ASCII').optional(),
 });
 
 /** Reads the host's configuration from the environment; exits with a clear message when it is invalid. */
@@ -95,6 +98,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): HostConfig {
     allowPrivateWebhooks: e.ALLOW_PRIVATE_WEBHOOKS === '1' || e.ALLOW_PRIVATE_WEBHOOKS === 'true',
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     webhookLeaseMs: e.WEBHOOK_LEASE_MS,
+    adminApiKey: e.ADMIN_API_KEY,
   };
 }
 
@@ -111,6 +115,7 @@ interface DurableParts {
   apiKeys: ApiKeyStore;
   idempotency: NonNullable<GenerationServiceOptions['idempotency']>;
   webhookStore: NonNullable<GenerationServiceOptions['webhookStore']>;
+  auditLog: NonNullable<GenerationServiceOptions['auditLog']>;
   close(): Promise<void>;
   describe: string;
 }
@@ -232,6 +237,8 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     apiKeys: stores.apiKeys,
     idempotency: stores.idempotency,
     webhookStore: stores.webhookStore,
+    auditLog: stores.auditLog,
+    ...(config.adminApiKey ? { admin: { apiKeys: [{ key: config.adminApiKey, name: 'ADMIN_API_KEY' }] } } : {}),
     webhooks: {
       allowPrivateUrls: config.allowPrivateWebhooks,
       allowHttp: config.allowPrivateWebhooks,

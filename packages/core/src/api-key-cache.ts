@@ -42,4 +42,11 @@ export class CachedApiKeyResolver implements ApiKeyResolver {
   forget(apiKey: string): void {
     this.cache.delete(hashApiKey(apiKey));
   }
+
+  /** Forgets a managed key by its id (what `service.accounts.revokeKey` calls on this instance). */
+  forgetKeyId(keyId: string): void {
+    for (const [digest, principal] of this.cache.entries()) {
+      if (principal.keyId === keyId) this.cache.delete(digest);
+    }
+  }
 }

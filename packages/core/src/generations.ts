@@ -15,6 +15,7 @@ import type { BaseUrl } from './http/types.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from './ids.js';
 import { Lifecycle } from './lifecycle.js';
 import { Webhooks } from './push/webhooks.js';
+import type { Principal } from './ports/api-keys.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
 import type { GenerationStore, ListCursor } from './ports/store.js';
@@ -105,25 +106,32 @@ export class Generations {
   }
 
   /** Model, validated settings and price of a create body; throws the 404 / 400 a create would. */
-  private priced(input: CreateRequest): { model: RegisteredModel; settings: Settings; price: number } {
-    const model = this.registry.get(input.modelId);
+  private priced(input: CreateRequest, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
+    // A model outside the key's allow-list answers exactly as a missing one: the key cannot tell them apart.
+    const model = keyAllows(key, input.modelId) ? this.registry.get(input.modelId) : undefined;
     if (!model) throw new DomainError('model_not_found', `Model "${input.modelId}" is not found or is unavailable.`);
     const checked = model.validate(input.settings ?? {});
     if (!checked.ok) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: checked.details });
     return { model, settings: checked.value, price: this.registry.priceOf(model, checked.value) };
   }
 
-  async quote(userId: string, input: CreateRequest): Promise<{ price: number; balance: number }> {
-    const { price } = this.priced(input);
+  async quote(who: string | Principal, input: CreateRequest): Promise<{ price: number; balance: number }> {
+    const key = typeof who === 'string' ? undefined : who;
+    const userId = typeof who === 'string' ? who : who.userId;
+    const { price } = this.priced(input, key);
     if (input.webhook) await this.webhooks.check(input.webhook);
     return { price, balance: await this.ledger.balance(userId) };
   }
 
-  async create(userId: string, input: CreateRequest, idempotencyKey?: string): Promise<{ generationId: string }> {
-    const { model, settings, price } = this.priced(input);
+  /** `who` is the user, or the principal of the key the request came with (its allow-list and budget then apply). */
+  async create(who: string | Principal, input: CreateRequest, idempotencyKey?: string): Promise<{ generationId: string }> {
+    const key = typeof who === 'string' ? undefined : who;
+    const userId = typeof who === 'string' ? who : who.userId;
+    const { model, settings, price } = this.priced(input, key);
     const webhook = input.webhook ? await this.webhooks.check(input.webhook) : undefined;
     const request = {
       userId,
+      ...(key?.keyId !== undefined ? { key: { keyId: key.keyId, ...(key.budget !== undefined ? { budget: key.budget } : {}) } } : {}),
       modelId: input.modelId,
       settings,
       price,
@@ -245,4 +253,9 @@ export class Generations {
   balance(userId: string): Promise<number> {
     return this.ledger.balance(userId);
   }
+}
+
+/** Whether a key's model allow-list lets it use `modelId` (no key, or no list: every model). */
+export function keyAllows(key: Principal | undefined, modelId: string): boolean {
+  return key?.models === undefined || key.models.includes(modelId);
 }

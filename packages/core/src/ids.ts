@@ -17,3 +17,8 @@ export function newGenerationId(): string {
 
 /** Generation ids are exactly 22 base64url characters; anything else cannot exist, so it is answered without a lookup. */
 export const GENERATION_ID_PATTERN = /^[A-Za-z0-9_-]{22}$/;
+
+/** A key's public id: 128 random bits, so it says nothing about the key's secret, its owner or when it was made. */
+export function newKeyId(): string {
+  return `key_${newGenerationId()}`;
+}

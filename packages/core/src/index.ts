@@ -34,6 +34,8 @@ export { InProcessQueue, type InProcessQueueOptions } from './runner/in-process-
 export { FileUrlSigner } from './files.js';
 export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './api-key-cache.js';
 export { newGenerationId } from './ids.js';
+export type { Accounts, ActorOption, AuditView, CreditInput, KeyView, NewKeyInput, NewUserInput, UsageInput, UsageReportView } from './accounts.js';
+export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './accounts.js';
 export { createJsonLogger, silentLogger, type LogLevel } from './logger.js';
 export { DEFAULT_LIMITS } from './settings/compile.js';
 export * from './memory/index.js';

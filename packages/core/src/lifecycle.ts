@@ -3,7 +3,8 @@ import { isTerminal, type FailureCode, type FailureInfo, type GenerationRecord, 
 import { DomainError, UnavailableError } from './errors.js';
 import { newGenerationId } from './ids.js';
 import { asError, childLogger, silentLogger } from './logger.js';
-import type { Ledger } from './ports/ledger.js';
+import type { KeyBudget } from './ports/api-keys.js';
+import type { Ledger, ReserveOptions } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { JobQueue } from './ports/queue.js';
 import type { Expectation, GenerationChange, GenerationPatch, GenerationStore } from './ports/store.js';
@@ -42,6 +43,19 @@ export interface CompleteRequest {
   price: number;
   resultText?: string;
   resultKey?: string;
+}
+
+/**
+ * The budget window a key's spend counts in at `now`: the UTC day or UTC month it falls in. The one rule for key
+ * budgets; the ledger only keeps the spend of the window it is given.
+ */
+export function budgetWindow(period: KeyBudget['period'], now: number): { start: number; end: number } {
+  const d = new Date(now);
+  const y = d.getUTCFullYear();
+  const m = d.getUTCMonth();
+  if (period === 'month') return { start: Date.UTC(y, m, 1), end: Date.UTC(y, m + 1, 1) };
+  const start = Date.UTC(y, m, d.getUTCDate());
+  return { start, end: Date.UTC(y, m, d.getUTCDate() + 1) };
 }
 
 /** What recovery did with one unfinished generation. */
@@ -110,12 +124,25 @@ export class Lifecycle {
     id?: string;
     /** The model's estimated time: how long a client refused for its in-flight cap should wait. */
     estimatedSeconds?: number;
+    /** The managed key the request came with: its spend is recorded, and held within its budget. */
+    key?: { keyId: string; budget?: KeyBudget };
   }): Promise<string> {
     const id = input.id ?? newGenerationId();
     const now = Date.now();
-    const reserved = await this.ledger.reserve(input.userId, id, input.price, now);
+    const options: ReserveOptions = { modelId: input.modelId };
+    const budget = input.key?.budget;
+    if (input.key) options.keyId = input.key.keyId;
+    if (budget) options.keyLimit = { amount: budget.amount, windowStart: budgetWindow(budget.period, now).start };
+    const reserved = await this.ledger.reserve(input.userId, id, input.price, now, options);
     if (reserved === 'insufficient') {
       throw new DomainError('insufficient_funds', `The balance is too low for this generation (price ${input.price}).`);
+    }
+    if (reserved === 'budget_exceeded') {
+      const { end } = budgetWindow(budget!.period, now);
+      throw new DomainError(
+        'budget_exceeded',
+        `This key's ${budget!.period === 'day' ? 'daily' : 'monthly'} budget of ${budget!.amount} tokens would be exceeded (price ${input.price}); it resets at ${new Date(end).toISOString()}.`,
+      );
     }
     const cap = this.options.limits.inFlightPerUser;
     let inserted: 'inserted' | 'limit_reached';

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { hashApiKey } from './memory/api-keys.js';
 import type { GenerationServiceOptions } from './options.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { BUILTIN_FIELD_TYPES, DEFAULT_LIMITS } from './settings/compile.js';
@@ -32,6 +33,7 @@ export const optionsSchema = z.strictObject({
   providers: z.array(providerSchema),
   store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'deleteFinishedBefore').optional(),
   ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'account', 'openReserves').optional(),
+  auditLog: port('append', 'list').optional(),
   apiKeys: port('resolve').optional(),
   apiKeyCache: z.strictObject({ ttlMs: ms, max: positiveInt.optional() }).optional(),
   blobs: port('put', 'get', 'delete').optional(),
@@ -124,6 +126,21 @@ export const optionsSchema = z.strictObject({
     })
     .optional(),
   playground: z.boolean().optional(),
+  admin: z
+    .strictObject({
+      apiKeys: z
+        .array(
+          z.union([
+            z.string().min(32, 'an admin key must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'an admin key must be visible ASCII'),
+            z.strictObject({
+              key: z.string().min(32, 'an admin key must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'an admin key must be visible ASCII'),
+              name: z.string().min(1).max(100).regex(/^[^\u0000-\u001f\u007f]+$/).optional(),
+            }),
+          ]),
+        )
+        .min(1),
+    })
+    .optional(),
   webhookStore: port(
     'getSecrets', 'ensureSecret', 'rotateSecret', 'addDeliveries', 'claimDue', 'recordAttempt', 'stopEndpoint', 'deliveriesOf', 'getCursor', 'advanceCursor', 'deleteForGenerations',
   ).optional(),
@@ -171,7 +188,13 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
     );
   }
   const r = options.runner ?? {};
+  const adminKeys = new Map<string, string>();
+  for (const [i, k] of (options.admin?.apiKeys ?? []).entries()) {
+    const { key, name } = typeof k === 'string' ? { key: k, name: undefined } : k;
+    adminKeys.set(hashApiKey(key), name ?? `admin-${i + 1}`);
+  }
   return {
+    ...(options.admin ? { admin: { keys: adminKeys } } : {}),
     instanceId: options.instanceId ?? `gs-${randomBytes(6).toString('hex')}`,
     limits: { ...DEFAULT_LIMITS, ...(options.limits ?? {}) },
     fieldTypes: { ...BUILTIN_FIELD_TYPES, ...(options.fieldTypes ?? {}) },

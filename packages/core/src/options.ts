@@ -2,6 +2,7 @@ import type { ZodType } from 'zod';
 import type { ApiKeyCacheOptions } from './api-key-cache.js';
 import type { SettingDescriptor } from './domain.js';
 import type { ApiKeyResolver } from './ports/api-keys.js';
+import type { AuditLog } from './ports/audit.js';
 import type { BlobStore } from './ports/blob.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
@@ -177,6 +178,14 @@ export interface WebhookOptions {
   rotationOverlapMs?: number;
 }
 
+export interface AdminOptions {
+  /**
+   * The admin keys, each a string of at least 32 characters, or `{ key, name }`: the name is the actor the audit log
+   * records (default `admin-1`, `admin-2`, ... by position). Held as SHA-256 digests only.
+   */
+  apiKeys: Array<string | { key: string; name?: string }>;
+}
+
 export interface GenerationServiceOptions {
   /** Model providers; model ids must be unique over all of them. */
   providers: ModelProvider[];
@@ -191,6 +200,8 @@ export interface GenerationServiceOptions {
    * keeps working on each instance for up to `ttlMs`.
    */
   apiKeyCache?: ApiKeyCacheOptions;
+  /** Every admin action on users, credits and keys (`service.accounts`, the admin routes). Default: in memory. */
+  auditLog?: AuditLog;
   /** Default: in-memory. */
   blobs?: BlobStore;
   /** Default: in-process queue on p-queue. */
@@ -240,5 +251,10 @@ export interface GenerationServiceOptions {
   rateLimits?: RateLimitOptions;
   /** Webhook secrets and the delivery outbox. Default: in memory. */
   webhookStore?: WebhookStore;
+  /**
+   * Serve the admin routes under `<mount>/v1/admin/` (users, credits, keys, the audit log), behind these admin keys
+   * only: a user's key there is 401, and an admin key on a user route is 401. Off (404) without it.
+   */
+  admin?: AdminOptions;
   webhooks?: WebhookOptions;
 }

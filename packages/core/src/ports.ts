@@ -31,5 +31,7 @@ export { ProviderError, UnavailableError } from './errors.js';
 /** Key digests as the in-memory store keeps them: a durable ApiKeyStore should keep the same. */
 export { hashApiKey } from './memory/api-keys.js';
 export { silentLogger } from './logger.js';
-export { newGenerationId } from './ids.js';
+export { newGenerationId, newKeyId } from './ids.js';
 export * from './outbound/index.js';
+/** How every ledger adds up and orders its usage report, so all answer the same. */
+export { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from './usage.js';

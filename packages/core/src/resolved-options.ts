@@ -25,6 +25,8 @@ export interface ResolvedServiceOptions {
   push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number };
   playground: boolean;
   cors?: { origins: string[] | '*'; maxAgeSeconds: number };
+  /** Admin key digests and the actor name each stands for. */
+  admin?: { keys: Map<string, string> };
   rateLimits?: {
     backend: RateLimitBackend;
     failOpen: boolean;

@@ -1,6 +1,7 @@
 import type { GenerationStatus, GenerationView, Metadata, ModelInfo, Settings } from './domain.js';
 import type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
 import type { ModelDefinition } from './ports/provider.js';
+import type { Accounts } from './accounts.js';
 import type { GenerationItem } from './views.js';
 
 export type { GenerationItem } from './views.js';
@@ -74,6 +75,12 @@ export interface GenerationService {
   cancel(userId: string, generationId: string, options?: ReadOptions): Promise<{ outcome: CancelOutcome; generation: GenerationView }>;
   /** The user's spendable balance. */
   balance(userId: string): Promise<number>;
+  /**
+   * Users, credits, keys (with scopes, model allow-lists, budgets and expiry), usage and the audit log: what a host's
+   * own code or its admin manages. Every action but reads is audited; a bad input throws a 400 DomainError naming
+   * its fields, with nothing written.
+   */
+  readonly accounts: Accounts;
   /** The framework-neutral HTTP entry point every adapter calls. Never throws. */
   handle(request: HttpRequest): Promise<HttpResponse>;
   /** Starts the workers, recovery and retention sweeps. Idempotent. */

@@ -1,8 +1,10 @@
 import { container, inject, injectable, instanceCachingFactory } from 'tsyringe';
 import type { GenerationView, ModelInfo } from './domain.js';
+import { Accounts } from './accounts.js';
 import { CachedApiKeyResolver } from './api-key-cache.js';
 import { FileUrlSigner } from './files.js';
 import { Generations, type ListPage } from './generations.js';
+import { AccountRoutes } from './http/accounts-routes.js';
 import { FilesRoute } from './http/files-route.js';
 import { GenerationRoutes } from './http/generation-routes.js';
 import { HttpHandler } from './http/handler.js';
@@ -14,6 +16,7 @@ import { childLogger, silentLogger } from './logger.js';
 import { Maintenance, type RecoveryReport } from './maintenance.js';
 import {
   MemoryApiKeyStore,
+  MemoryAuditLog,
   MemoryBlobStore,
   MemoryGenerationStore,
   MemoryIdempotencyStore,
@@ -64,6 +67,7 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(EventFeed) private readonly feed: EventFeed,
     @inject(LiveStatus) private readonly live: LiveStatus,
     @inject(Webhooks) private readonly webhooks: Webhooks,
+    @inject(Accounts) readonly accounts: Accounts,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'genservice' });
@@ -192,12 +196,15 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   port(TOKENS.Idempotency, options.idempotency, MemoryIdempotencyStore);
   port(TOKENS.Queue, options.queue, InProcessQueue);
   port(TOKENS.ApiKeys, options.apiKeys, MemoryApiKeyStore);
+  // The host's key store itself, for Accounts: keys are managed there, never in the cache in front of it.
+  const keyStore = c.resolve<ApiKeyResolver>(TOKENS.ApiKeys);
+  c.register(TOKENS.KeyStore, { useValue: keyStore });
   const cache = resolved.apiKeyCache;
   if (cache) {
     // The cache in front of whichever resolver the line above registered.
-    const inner = c.resolve<ApiKeyResolver>(TOKENS.ApiKeys);
-    c.register(TOKENS.ApiKeys, { useFactory: instanceCachingFactory(() => new CachedApiKeyResolver(inner, cache)) });
+    c.register(TOKENS.ApiKeys, { useFactory: instanceCachingFactory(() => new CachedApiKeyResolver(keyStore, cache)) });
   }
+  port(TOKENS.AuditLog, options.auditLog, MemoryAuditLog);
   c.register(FileUrlSigner, { useFactory: instanceCachingFactory(() => new FileUrlSigner(resolved.fileUrls.secret, resolved.fileUrls.ttlSeconds)) });
   port(TOKENS.Notifier, options.push?.notifier, InProcessNotifier);
   port(TOKENS.WebhookStore, options.webhookStore, MemoryWebhookStore);
@@ -205,7 +212,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
   // lifecycle, ...); the symbols some files still name are aliases of the same instances.
-  for (const cls of [Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Runner, Maintenance, Generations, RateLimits, GenerationRoutes, FilesRoute, PlaygroundRoute, HttpHandler, GenerationServiceImpl]) {
+  for (const cls of [Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Runner, Maintenance, Generations, RateLimits, Accounts, AccountRoutes, GenerationRoutes, FilesRoute, PlaygroundRoute, HttpHandler, GenerationServiceImpl]) {
     c.registerSingleton(cls as unknown as new () => object);
   }
   return c.resolve(GenerationServiceImpl);

@@ -10,6 +10,9 @@ export const TOKENS = {
   Store: Symbol('genservice.GenerationStore'),
   Ledger: Symbol('genservice.Ledger'),
   ApiKeys: Symbol('genservice.ApiKeyResolver'),
+  /** The host's key store itself (behind the cache when there is one): what `Accounts` manages keys in. */
+  KeyStore: Symbol('genservice.ApiKeyStore'),
+  AuditLog: Symbol('genservice.AuditLog'),
   Blobs: Symbol('genservice.BlobStore'),
   Queue: Symbol('genservice.JobQueue'),
   Idempotency: Symbol('genservice.IdempotencyStore'),

@@ -139,8 +139,14 @@ describe('HttpHandler', () => {
         '/v1/models',
         '/v1/openapi.json',
         '/v1/quotes',
+        '/v1/usage',
         '/v1/webhooks/secret',
         '/v1/webhooks/secret/rotate',
+        '/v1/admin/users',
+        '/v1/admin/users/{userId}/credits',
+        '/v1/admin/users/{userId}/keys',
+        '/v1/admin/keys/{keyId}',
+        '/v1/admin/audit',
       ].sort(),
     );
     const body = doc.paths['/v1/generations'].post.requestBody.content['application/json'].schema;

@@ -5,12 +5,13 @@ import {
   DiskBlobStore,
   InProcessQueue,
   MemoryApiKeyStore,
+  MemoryAuditLog,
   MemoryBlobStore,
   MemoryGenerationStore,
   MemoryIdempotencyStore,
   MemoryLedger,
 } from '@genservice/core';
-import { runBlobStoreContract, runPortContracts, runQueueContract } from '@genservice/testing';
+import { runAuditLogContract, runBlobStoreContract, runPortContracts, runQueueContract } from '@genservice/testing';
 
 runPortContracts('memory', async () => ({
   store: new MemoryGenerationStore(),
@@ -21,6 +22,8 @@ runPortContracts('memory', async () => ({
 }));
 
 runBlobStoreContract('memory', async () => ({ blobs: new MemoryBlobStore(), close: async () => undefined }));
+
+runAuditLogContract('memory', async () => ({ auditLog: new MemoryAuditLog(), close: async () => undefined }));
 
 runBlobStoreContract('disk', async () => {
   const directory = await mkdtemp(join(tmpdir(), 'genservice-blobs-'));

@@ -16,8 +16,8 @@ describe('hashApiKey', () => {
 describe('MemoryApiKeyStore options', () => {
   it('takes its first keys from the constructor', async () => {
     const keys = new MemoryApiKeyStore({ keys: [{ apiKey: 'k1', userId: 'alice' }, { apiKey: 'k2', userId: 'bob' }] });
-    expect(await keys.resolve('k1')).toEqual({ userId: 'alice' });
-    expect(await keys.resolve('k2')).toEqual({ userId: 'bob' });
+    expect(await keys.resolve('k1')).toMatchObject({ userId: 'alice' });
+    expect(await keys.resolve('k2')).toMatchObject({ userId: 'bob' });
     expect(await keys.resolve('k3')).toBeNull();
   });
 

@@ -3,6 +3,7 @@
 // everything the service sends is set as text.
 import { Api, apiBase, httpUrl, idempotencyKey } from './api.js';
 import { SettingsForm, detailsBySetting, h } from './form.js';
+import { drawUsage } from './usage.js';
 import { ModelError, showModel } from './viewer3d.js';
 
 const KEY_STORAGE = 'genservice.playground.apiKey';
@@ -33,6 +34,9 @@ const ui = {
   historyError: $('history-error'),
   historyMore: $('history-more'),
   historyRefresh: $('history-refresh'),
+  usage: $('usage'),
+  usageError: $('usage-error'),
+  usageRefresh: $('usage-refresh'),
 };
 
 const api = new Api(apiBase(window.location), () => ui.key.value.trim());
@@ -126,8 +130,10 @@ async function connect() {
   if (remembered && models.has(remembered)) ui.model.value = remembered;
   selectModel();
   ui.historyRefresh.disabled = false;
+  ui.usageRefresh.disabled = false;
   void refreshBalance();
   void loadHistory(true);
+  void loadUsage();
 }
 
 let shownModel = null; // the model whose form is shown: choosing it again keeps what was typed
@@ -276,6 +282,7 @@ async function watch(id, model, initial) {
   await showResult(last, model, controller.signal);
   void refreshBalance();
   void loadHistory(true);
+  void loadUsage();
 }
 
 function isFinal(status) {
@@ -327,6 +334,20 @@ async function showResult(item, model, signal) {
 
 function priceLine(item) {
   return h('p', { class: 'price-line', text: `Price: ${tokens(item.price)}` });
+}
+
+// ------------------------------------------------------------------------------------------------ usage
+
+/** `GET /v1/usage?groupBy=model`: the last 30 days' settled spend by model, drawn by usage.js. */
+async function loadUsage() {
+  const answer = await api.request('GET', 'v1/usage?groupBy=model');
+  if (!answer.ok) {
+    // A key without the read scope, or a service without usage: the chart stays empty and says why.
+    showError(ui.usageError, answer.status === 401 ? 'Connect with a valid API key to see your usage.' : answer.error.message);
+    return;
+  }
+  showError(ui.usageError, '');
+  drawUsage(ui.usage, answer.data, (id) => models.get(id)?.title);
 }
 
 // ------------------------------------------------------------------------------------------------ history
@@ -395,6 +416,7 @@ ui.form.addEventListener('submit', (e) => {
 });
 ui.historyMore.addEventListener('click', () => void loadHistory(false));
 ui.historyRefresh.addEventListener('click', () => void loadHistory(true));
+ui.usageRefresh.addEventListener('click', () => void loadUsage());
 
 const saved = sessionStorage.getItem(KEY_STORAGE);
 if (saved) {

@@ -12,6 +12,7 @@ import { ARTIFACTS, launchChromium } from './browser.js';
 const ALICE = 'alice-playground-key-0123456789';
 const POOR = 'poor-playground-key-0123456789';
 const BUSY = 'busy-playground-key-0123456789';
+const CAROL = 'carol-playground-key-0123456789';
 
 let browser: Browser;
 let data: TempData;
@@ -22,6 +23,7 @@ beforeAll(async () => {
     { id: 'alice', apiKey: ALICE, balance: 100_000 },
     { id: 'poor', apiKey: POOR, balance: 2 },
     { id: 'busy', apiKey: BUSY, balance: 100_000 },
+    { id: 'carol', apiKey: CAROL, balance: 100_000 },
   ]);
   // The demo models' media inputs are the host's own file URLs (loopback), hence ALLOW_PRIVATE_MEDIA.
   host = await startHost('express', { USERS_FILE: data.usersFile, DATA_DIR: join(data.dir, 'express'), DEMO_SPEED: '0.05', ALLOW_PRIVATE_MEDIA: '1' });
@@ -314,6 +316,45 @@ describe('history', () => {
   });
 });
 
+describe('usage', () => {
+  it('draws the last 30 days\u2019 spend by model as the page\u2019s own SVG, matching GET /v1/usage, and redraws after a generation', async () => {
+    const auth = { authorization: `Bearer ${CAROL}` };
+    const { page, problems } = await newPage();
+    await connect(page, host.api, CAROL);
+    await expect.poll(() => page.locator('#usage-caption').textContent()).toBe('Nothing spent in the last 30 days.');
+    expect(await page.locator('#usage svg').count()).toBe(0);
+
+    for (const modelId of ['demo-text', 'demo-text']) {
+      const res = await fetch(`${host.api}/v1/generations`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ modelId, settings: { prompt: 'usage' } }),
+      });
+      expect(res.status).toBe(201);
+    }
+    // Settled is what counts: wait until the API itself reports both.
+    const usage = () => fetch(`${host.api}/v1/usage?groupBy=model`, { headers: auth }).then((r) => r.json()) as Promise<{ data: Array<{ modelId: string; tokens: number; count: number }>; total: { count: number; tokens: number } }>;
+    await expect.poll(async () => (await usage()).total.count, { timeout: 20_000 }).toBe(2);
+    // One more from the form: the chart redraws by itself when it ends.
+    expect(await generate(page, 'demo-image', { Prompt: 'a usage chart' })).toBe('completed');
+    await expect.poll(async () => (await usage()).total.count, { timeout: 20_000 }).toBe(3);
+    await page.locator('#usage-refresh').click();
+    const api = await usage();
+    const bars = page.locator('#usage svg g.usage-bar');
+    await expect.poll(() => bars.count()).toBe(api.data.length);
+    expect(await bars.evaluateAll((els) => els.map((el) => [el.getAttribute('data-model'), Number(el.getAttribute('data-tokens'))]))).toEqual(
+      api.data.map((r) => [r.modelId, r.tokens]),
+    );
+    // Bars are scaled to the largest spend: the first (most spent) is the widest.
+    const widths = await page.locator('#usage svg rect').evaluateAll((els) => els.map((el) => Number(el.getAttribute('width'))));
+    expect(widths[0]).toBe(Math.max(...widths));
+    expect(await page.locator('#usage-caption').textContent()).toBe(`Last 30 days: ${api.total.tokens} tokens over 3 generations.`);
+    expect(await page.locator('#usage svg').getAttribute('role')).toBe('img');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+});
+
 describe('usable without a mouse and on a phone', () => {
   it('keeps a sensible focus order and generates from the keyboard alone', async () => {
     const { page, problems } = await newPage();
@@ -332,7 +373,7 @@ describe('usable without a mouse and on a phone', () => {
       await page.keyboard.press('Tab');
       order.push(await page.evaluate(() => document.activeElement?.id ?? ''));
     }
-    expect(order).toEqual(['setting-prompt', 'setting-length', 'setting-style', 'generate', 'history-refresh']);
+    expect(order).toEqual(['setting-prompt', 'setting-length', 'setting-style', 'generate', 'usage-refresh']);
     await page.getByLabel('Prompt', { exact: true }).focus();
     await page.keyboard.type('typed, not clicked');
     await page.keyboard.press('Tab');

@@ -1,7 +1,25 @@
-import { hashApiKey } from '@genservice/core/ports';
-import type { ApiKeyStore, Principal } from '@genservice/core/ports';
+import { hashApiKey, newKeyId } from '@genservice/core/ports';
+import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase, decodeKey, encodeKey } from './db.js';
+import { PgDatabase, decodeKey, encodeKey, num, storableText } from './db.js';
+
+/** How often a key's `last_used_at` is written at most: a write per request would cost more than the request. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+const KEY_COLUMNS = 'key_id, user_id, name, scopes, models, budget_amount, budget_period, expires_at, created_at, last_used_at';
+
+interface KeyRow {
+  key_id: string;
+  user_id: string;
+  name: string;
+  scopes: string;
+  models: string | null;
+  budget_amount: string | null;
+  budget_period: 'day' | 'month' | null;
+  expires_at: string | null;
+  created_at: string;
+  last_used_at: string | null;
+}
 
 /**
  * API keys on PostgreSQL, held only as SHA-256 digests. `resolve` looks the digest up through the primary key:
@@ -15,13 +33,25 @@ export class PostgresApiKeyStore implements ApiKeyStore {
     this.db = new PgDatabase(pool, options.schema ?? 'genservice');
   }
 
-  async resolve(apiKey: string): Promise<Principal | null> {
+  async resolve(apiKey: string, now: number = Date.now()): Promise<Principal | null> {
     if (typeof apiKey !== 'string' || apiKey.length === 0) return null;
-    const { rows } = await this.db.query<{ user_id: string }>(
-      `SELECT user_id FROM ${this.db.s}.api_keys WHERE key_hash = $1`,
-      [hashApiKey(apiKey)],
-    );
-    return rows[0] ? { userId: decodeKey(rows[0].user_id) } : null;
+    const { rows } = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM ${this.db.s}.api_keys WHERE key_hash = $1`, [
+      hashApiKey(apiKey),
+    ]);
+    const row = rows[0];
+    if (!row) return null;
+    const key = keyOf(row);
+    if (key.expiresAt !== undefined && key.expiresAt <= now) return null;
+    if (key.lastUsedAt === undefined || now - key.lastUsedAt >= LAST_USED_RESOLUTION_MS) {
+      // Best effort: a failed write must not turn a valid key into a failed request; the next use records it.
+      await this.db
+        .query(`UPDATE ${this.db.s}.api_keys SET last_used_at = $2 WHERE key_id = $1`, [row.key_id, Math.trunc(now)])
+        .catch(() => undefined);
+    }
+    const p: Principal = { userId: key.userId, keyId: key.keyId, scopes: key.scopes };
+    if (key.models !== undefined) p.models = key.models;
+    if (key.budget !== undefined) p.budget = key.budget;
+    return p;
   }
 
   /**
@@ -32,9 +62,9 @@ export class PostgresApiKeyStore implements ApiKeyStore {
     if (typeof apiKey !== 'string' || apiKey.length === 0) throw new RangeError('An API key must be a non-empty string.');
     const digest = hashApiKey(apiKey);
     const inserted = await this.db.query(
-      `INSERT INTO ${this.db.s}.api_keys (key_hash, user_id, created_at) VALUES ($1, $2, $3)
+      `INSERT INTO ${this.db.s}.api_keys (key_hash, user_id, created_at, key_id) VALUES ($1, $2, $3, $4)
        ON CONFLICT (key_hash) DO NOTHING`,
-      [digest, encodeKey(userId), Date.now()],
+      [digest, encodeKey(userId), Date.now(), newKeyId()],
     );
     if (inserted.rowCount === 1) return;
     const { rows } = await this.db.query<{ user_id: string }>(
@@ -46,8 +76,64 @@ export class PostgresApiKeyStore implements ApiKeyStore {
     if (rows[0].user_id !== encodeKey(userId)) throw new Error('This API key already belongs to another user.');
   }
 
+  async createKey(apiKey: string, key: NewApiKey): Promise<void> {
+    if (typeof apiKey !== 'string' || apiKey.length === 0) throw new RangeError('An API key must be a non-empty string.');
+    // No ON CONFLICT: a taken digest or key id fails the insert, and nothing is written.
+    await this.db.query(
+      `INSERT INTO ${this.db.s}.api_keys (key_hash, ${KEY_COLUMNS})
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)`,
+      [
+        hashApiKey(apiKey),
+        encodeKey(key.keyId),
+        encodeKey(key.userId),
+        storableText(key.name),
+        JSON.stringify(key.scopes),
+        key.models !== undefined ? JSON.stringify(key.models) : null,
+        key.budget?.amount ?? null,
+        key.budget?.period ?? null,
+        key.expiresAt ?? null,
+        Math.trunc(key.createdAt),
+      ],
+    );
+  }
+
+  async listKeys(userId: string): Promise<ApiKeyInfo[]> {
+    const { rows } = await this.db.query<KeyRow>(
+      `SELECT ${KEY_COLUMNS} FROM ${this.db.s}.api_keys WHERE user_id = $1 ORDER BY created_at, ord`,
+      [encodeKey(userId)],
+    );
+    return rows.map(keyOf);
+  }
+
+  async getKey(keyId: string): Promise<ApiKeyInfo | null> {
+    const { rows } = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM ${this.db.s}.api_keys WHERE key_id = $1`, [
+      encodeKey(keyId),
+    ]);
+    return rows[0] ? keyOf(rows[0]) : null;
+  }
+
   async revokeKey(apiKey: string): Promise<void> {
     if (typeof apiKey !== 'string' || apiKey.length === 0) return;
     await this.db.query(`DELETE FROM ${this.db.s}.api_keys WHERE key_hash = $1`, [hashApiKey(apiKey)]);
   }
+
+  async revokeKeyById(keyId: string): Promise<boolean> {
+    const { rowCount } = await this.db.query(`DELETE FROM ${this.db.s}.api_keys WHERE key_id = $1`, [encodeKey(keyId)]);
+    return rowCount === 1;
+  }
+}
+
+function keyOf(row: KeyRow): ApiKeyInfo {
+  const key: ApiKeyInfo = {
+    keyId: decodeKey(row.key_id),
+    userId: decodeKey(row.user_id),
+    name: row.name,
+    scopes: JSON.parse(row.scopes) as KeyScope[],
+    createdAt: num(row.created_at),
+  };
+  if (row.models !== null) key.models = JSON.parse(row.models) as string[];
+  if (row.budget_amount !== null && row.budget_period !== null) key.budget = { amount: num(row.budget_amount), period: row.budget_period };
+  if (row.expires_at !== null) key.expiresAt = num(row.expires_at);
+  if (row.last_used_at !== null) key.lastUsedAt = num(row.last_used_at);
+  return key;
 }

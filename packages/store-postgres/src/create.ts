@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Pool } from 'pg';
-import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
+import type { ApiKeyStore, AuditLog, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
+import { PostgresAuditLog } from './audit-log.js';
 import { PostgresApiKeyStore } from './api-keys.js';
 import { validateSchemaName } from './db.js';
 import { PostgresGenerationStore } from './generation-store.js';
@@ -32,6 +33,8 @@ export interface PostgresStores {
   idempotency: IdempotencyStore;
   /** Webhook secrets and the delivery outbox: pass as the service's `webhookStore`. */
   webhookStore: PostgresWebhookStore;
+  /** Every admin action on users, credits and keys: pass as the service's `auditLog`. */
+  auditLog: AuditLog;
   pool: Pool;
   /** Applies pending migrations (already done by `createPostgresStores`; safe to call again). */
   migrate(): Promise<void>;
@@ -81,6 +84,7 @@ export async function createPostgresStores(options: PostgresStoresOptions = {}):
     apiKeys: new PostgresApiKeyStore(pool, { schema }),
     idempotency: new PostgresIdempotencyStore(pool, { schema }),
     webhookStore: new PostgresWebhookStore(pool, { schema }),
+    auditLog: new PostgresAuditLog(pool, { schema }),
     pool,
     migrate,
     async close(): Promise<void> {

@@ -18,6 +18,7 @@ export type { PostgresStores, PostgresStoresOptions } from './create.js';
 export { PostgresGenerationStore } from './generation-store.js';
 export { PostgresLedger } from './ledger.js';
 export { PostgresApiKeyStore } from './api-keys.js';
+export { PostgresAuditLog } from './audit-log.js';
 export { PostgresIdempotencyStore } from './idempotency.js';
 export { PostgresWebhookStore } from './webhook-store.js';
 export { PostgresNotifier, type PostgresNotifierOptions } from './notifier.js';

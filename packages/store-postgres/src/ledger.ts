@@ -1,35 +1,73 @@
-import type { AccountSnapshot, Ledger, OpenReserve, ReserveResult } from '@genservice/core/ports';
+import type {
+  AccountSnapshot,
+  Ledger,
+  OpenReserve,
+  ReserveOptions,
+  ReserveResult,
+  UsageQuery,
+  UsageReport,
+} from '@genservice/core/ports';
+import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, assertAmount, decodeKey, encodeKey, num } from './db.js';
 
 /** The ledger's statements, given the quoted schema (exported for the index tests). */
 export function ledgerSql(s: string): Record<
-  'insertReserve' | 'reserveOwner' | 'debit' | 'ensureAccount' | 'settle' | 'charged' | 'account' | 'credit' | 'openReserves',
+  | 'insertReserve'
+  | 'reserveOwner'
+  | 'debit'
+  | 'ensureAccount'
+  | 'holdKey'
+  | 'settle'
+  | 'charged'
+  | 'account'
+  | 'credit'
+  | 'openAccount'
+  | 'openReserves'
+  | 'keySpend'
+  | 'usageByDay'
+  | 'usageByModel'
+  | 'usageByKey',
   string
 > {
   return {
     // The reserve row goes in first: its primary key is what makes a retried reserve idempotent. A concurrent
     // duplicate blocks on this insert until the first transaction ends, then sees its row (or, if the first
     // rolled back as insufficient, inserts its own).
-    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at)
-      VALUES ($1, $2, $3, $4) ON CONFLICT (generation_id) DO NOTHING`,
+    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start)
+      VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (generation_id) DO NOTHING`,
     reserveOwner: `SELECT user_id FROM ${s}.reserves WHERE generation_id = $1`,
     // The row lock serialises racing debits, and READ COMMITTED re-checks `balance >= $2` against the latest
     // committed balance, so the balance never goes below zero.
     debit: `UPDATE ${s}.accounts SET balance = balance - $2, reserved = reserved + $2
       WHERE user_id = $1 AND balance >= $2`,
     ensureAccount: `INSERT INTO ${s}.accounts (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING`,
+    // ON CONFLICT DO UPDATE locks the window's row and tests the WHERE against its latest committed spend, so racing
+    // holds are serialised on that row and never pass the limit. Taken after the account row, as settle does.
+    holdKey: `INSERT INTO ${s}.key_spend (key_id, window_start, spent) VALUES ($1, $2, $3)
+      ON CONFLICT (key_id, window_start) DO UPDATE SET spent = ${s}.key_spend.spent + EXCLUDED.spent
+      WHERE ${s}.key_spend.spent + EXCLUDED.spent <= $4::numeric`,
     // One statement: the reserve closes and the account moves together or not at all. A second settle finds
     // no open reserve (after waiting on the first one's row lock) and changes nothing.
     settle: `WITH r AS (
         UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, $2::numeric), settled_at = $3
         WHERE generation_id = $1 AND state = 'open'
-        RETURNING user_id, amount, charged
+        RETURNING user_id, amount, charged, model_id, key_id, window_start
       ), a AS (
         UPDATE ${s}.accounts acc
         SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
             balance = acc.balance + (r.amount - r.charged)
         FROM r WHERE acc.user_id = r.user_id
+        RETURNING 1
+      ), k AS (
+        UPDATE ${s}.key_spend ks SET spent = ks.spent - (r.amount - r.charged)
+        FROM r WHERE ks.key_id = r.key_id AND ks.window_start = r.window_start
+        RETURNING 1
+      ), u AS (
+        INSERT INTO ${s}.usage_daily (user_id, day, model_id, key_id, count, tokens)
+        SELECT r.user_id, $4::integer, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged FROM r
+        ON CONFLICT (user_id, day, model_id, key_id)
+        DO UPDATE SET count = ${s}.usage_daily.count + 1, tokens = ${s}.usage_daily.tokens + EXCLUDED.tokens
         RETURNING 1
       )
       SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
@@ -37,9 +75,19 @@ export function ledgerSql(s: string): Record<
     account: `SELECT balance, reserved, settled FROM ${s}.accounts WHERE user_id = $1`,
     credit: `INSERT INTO ${s}.accounts (user_id, balance) VALUES ($1, $2)
       ON CONFLICT (user_id) DO UPDATE SET balance = ${s}.accounts.balance + EXCLUDED.balance`,
+    openAccount: `INSERT INTO ${s}.accounts (user_id, balance) VALUES ($1, $2) ON CONFLICT (user_id) DO NOTHING`,
     openReserves: `SELECT generation_id, user_id, amount, created_at FROM ${s}.reserves
       WHERE state = 'open' ORDER BY created_at, generation_id LIMIT $1`,
+    keySpend: `SELECT spent FROM ${s}.key_spend WHERE key_id = $1 AND window_start = $2`,
+    usageByDay: usageSql(s, 'day'),
+    usageByModel: usageSql(s, 'model_id'),
+    usageByKey: usageSql(s, 'key_id'),
   };
+}
+
+function usageSql(s: string, column: string): string {
+  return `SELECT ${column} AS g, sum(count)::bigint AS count, sum(tokens) AS tokens FROM ${s}.usage_daily
+    WHERE user_id = $1 AND day BETWEEN $2 AND $3 GROUP BY ${column}`;
 }
 
 /**
@@ -57,13 +105,31 @@ export class PostgresLedger implements Ledger {
     this.sql = ledgerSql(this.db.s);
   }
 
-  async reserve(userId: string, generationId: string, amount: number, now: number = Date.now()): Promise<ReserveResult> {
+  async reserve(
+    userId: string,
+    generationId: string,
+    amount: number,
+    now: number = Date.now(),
+    options: ReserveOptions = {},
+  ): Promise<ReserveResult> {
     assertAmount(amount, 'amount');
     const user = encodeKey(userId);
     const gen = encodeKey(generationId);
+    const keyId = options.keyId !== undefined ? encodeKey(options.keyId) : null;
+    const limit = keyId !== null ? options.keyLimit : undefined;
+    if (limit) assertAmount(limit.amount, 'key limit');
+    const modelId = options.modelId !== undefined ? encodeKey(options.modelId) : null;
     try {
       return await this.db.transaction<ReserveResult>(async (tx) => {
-        const inserted = await tx.query(this.sql.insertReserve, [gen, user, amount, Math.trunc(now)]);
+        const inserted = await tx.query(this.sql.insertReserve, [
+          gen,
+          user,
+          amount,
+          Math.trunc(now),
+          modelId,
+          keyId,
+          limit ? Math.trunc(limit.windowStart) : null,
+        ]);
         if (inserted.rowCount === 0) {
           // Already reserved (by an earlier call or a concurrent one that committed): hold nothing more.
           const { rows } = await tx.query<{ user_id: string }>(this.sql.reserveOwner, [gen]);
@@ -76,23 +142,57 @@ export class PostgresLedger implements Ledger {
         // A free generation needs no funds, but its settle still moves (zero) tokens through the account row.
         if (amount === 0) await tx.query(this.sql.ensureAccount, [user]);
         const debited = await tx.query(this.sql.debit, [user, amount]);
-        if (debited.rowCount === 1) return 'ok';
         // Roll the reserve row back with the transaction, so a later retry with more funds can reserve.
-        throw new Insufficient();
+        if (debited.rowCount !== 1) throw new Insufficient();
+        if (limit) {
+          if (amount > limit.amount) throw new OverBudget();
+          const held = await tx.query(this.sql.holdKey, [keyId, Math.trunc(limit.windowStart), amount, limit.amount]);
+          // Rolls back the debit and the reserve row with it.
+          if (held.rowCount !== 1) throw new OverBudget();
+        }
+        return 'ok';
       });
     } catch (err) {
       if (err instanceof Insufficient) return 'insufficient';
+      if (err instanceof OverBudget) return 'budget_exceeded';
       throw err;
     }
   }
 
-  async settle(generationId: string, amount: number): Promise<number | null> {
+  async keySpend(keyId: string, windowStart: number): Promise<number> {
+    const { rows } = await this.db.query<{ spent: string }>(this.sql.keySpend, [encodeKey(keyId), Math.trunc(windowStart)]);
+    return rows[0] ? num(rows[0].spent) : 0;
+  }
+
+  async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
+    const sql = query.groupBy === 'day' ? this.sql.usageByDay : query.groupBy === 'model' ? this.sql.usageByModel : this.sql.usageByKey;
+    const { rows } = await this.db.query<{ g: string | number; count: string; tokens: string }>(sql, [
+      encodeKey(userId),
+      dayIndexOf(query.from),
+      dayIndexOf(query.to),
+    ]);
+    return groupUsage(
+      rows.map((r) => ({
+        group: query.groupBy === 'day' ? usageDayOfIndex(num(r.g)) : r.g === '' ? null : decodeKey(String(r.g)),
+        count: num(r.count),
+        tokens: num(r.tokens),
+      })),
+      query.groupBy,
+    );
+  }
+
+  async settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
     if (typeof amount !== 'number' || !Number.isFinite(amount)) {
       throw new RangeError(`settle amount must be a finite number, got ${String(amount)}`);
     }
     // Clamped to [0, reserve]: below zero would credit the user, above the reserve would break the invariant.
     const charge = Math.max(0, amount);
-    const { rows } = await this.db.query<{ charged: string }>(this.sql.settle, [encodeKey(generationId), charge, Date.now()]);
+    const { rows } = await this.db.query<{ charged: string }>(this.sql.settle, [
+      encodeKey(generationId),
+      charge,
+      Math.trunc(now),
+      usageDayIndex(now),
+    ]);
     if (rows[0]) return num(rows[0].charged);
     const prior = await this.db.query<{ charged: string | null }>(this.sql.charged, [encodeKey(generationId)]);
     const row = prior.rows[0];
@@ -101,8 +201,8 @@ export class PostgresLedger implements Ledger {
     return row.charged === null ? charge : num(row.charged);
   }
 
-  async release(generationId: string): Promise<number | null> {
-    return this.settle(generationId, 0);
+  async release(generationId: string, now?: number): Promise<number | null> {
+    return this.settle(generationId, 0, now);
   }
 
   async balance(userId: string): Promise<number> {
@@ -112,6 +212,12 @@ export class PostgresLedger implements Ledger {
   async credit(userId: string, amount: number): Promise<void> {
     assertAmount(amount, 'amount');
     await this.db.query(this.sql.credit, [encodeKey(userId), amount]);
+  }
+
+  async openAccount(userId: string, balance: number): Promise<boolean> {
+    assertAmount(balance, 'balance');
+    const { rowCount } = await this.db.query(this.sql.openAccount, [encodeKey(userId), balance]);
+    return rowCount === 1;
   }
 
   async account(userId: string): Promise<AccountSnapshot> {
@@ -130,6 +236,11 @@ export class PostgresLedger implements Ledger {
       createdAt: num(r.created_at),
     }));
   }
+}
+
+/** Internal signal to roll back a reserve whose key window is at its limit. */
+class OverBudget extends Error {
+  override readonly name = 'OverBudget' as const;
 }
 
 /** Internal signal to roll back a reserve whose debit found too little balance. */

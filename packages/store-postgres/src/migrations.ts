@@ -199,6 +199,64 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX generations_owner_unfinished_idx ON ${s}.generations (owner_id) WHERE finished_at IS NULL`,
     ],
   },
+  // Version 3 is the generation store's rewrite (issue 22); this one touches only keys and the ledger.
+  {
+    version: 4,
+    name: 'keys as objects, key budgets, usage rollup, audit log',
+    up: (s) => [
+      // scopes and models are JSON in text (not jsonb): jsonb refuses \u0000, which JSON text carries escaped.
+      // Keys of earlier versions may do everything, as they could before.
+      `ALTER TABLE ${s}.api_keys
+        ADD COLUMN key_id text,
+        ADD COLUMN name text NOT NULL DEFAULT 'default',
+        ADD COLUMN scopes text NOT NULL DEFAULT '["generate","read"]',
+        ADD COLUMN models text,
+        ADD COLUMN budget_amount numeric,
+        ADD COLUMN budget_period text CHECK (budget_period IN ('day', 'month')),
+        ADD COLUMN expires_at bigint,
+        ADD COLUMN last_used_at bigint,
+        ADD COLUMN ord bigserial`,
+      `UPDATE ${s}.api_keys SET key_id = 'key_' || replace(gen_random_uuid()::text, '-', '') WHERE key_id IS NULL`,
+      `ALTER TABLE ${s}.api_keys ALTER COLUMN key_id SET NOT NULL`,
+      `CREATE UNIQUE INDEX api_keys_key_id_idx ON ${s}.api_keys (key_id)`,
+      `CREATE INDEX api_keys_user_idx ON ${s}.api_keys (user_id, created_at, ord)`,
+      // What a reserve was for (usage) and the key window it holds spend in (given back at settle).
+      `ALTER TABLE ${s}.reserves ADD COLUMN model_id text, ADD COLUMN key_id text, ADD COLUMN window_start bigint`,
+      // Held plus charged per key and budget window; the reserve's upsert ... WHERE spent + amount <= limit is the check.
+      `CREATE TABLE ${s}.key_spend (
+        key_id text NOT NULL,
+        window_start bigint NOT NULL,
+        spent numeric NOT NULL,
+        PRIMARY KEY (key_id, window_start)
+      )`,
+      // Settled spend per user, UTC day (days since the epoch), model and key ('' for none), written by settle:
+      // usage reads at most days x models x keys rows, however many generations there were.
+      `CREATE TABLE ${s}.usage_daily (
+        user_id text NOT NULL,
+        day integer NOT NULL,
+        model_id text NOT NULL,
+        key_id text NOT NULL,
+        count bigint NOT NULL,
+        tokens numeric NOT NULL,
+        PRIMARY KEY (user_id, day, model_id, key_id)
+      )`,
+      // Earlier versions' settled reserves, so the report starts complete.
+      `INSERT INTO ${s}.usage_daily (user_id, day, model_id, key_id, count, tokens)
+        SELECT user_id, (settled_at / 86400000)::integer, '', '', count(*), sum(charged)
+          FROM ${s}.reserves WHERE state = 'settled' AND settled_at IS NOT NULL
+         GROUP BY user_id, (settled_at / 86400000)::integer`,
+      // Every admin action, newest first by seq. Text, not jsonb, for details: jsonb refuses \u0000.
+      `CREATE TABLE ${s}.audit_log (
+        seq bigserial PRIMARY KEY,
+        at bigint NOT NULL,
+        actor text NOT NULL,
+        action text NOT NULL,
+        user_id text,
+        key_id text,
+        details text
+      )`,
+    ],
+  },
 ];
 
 /**

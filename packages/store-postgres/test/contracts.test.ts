@@ -1,6 +1,6 @@
 import { afterAll, beforeAll } from 'vitest';
 import pg from 'pg';
-import { runPortContracts } from '@genservice/testing';
+import { runAuditLogContract, runPortContracts } from '@genservice/testing';
 import { createPostgresStores } from '../src/index.js';
 import { createTestDatabase, randomName, type TestDatabase } from './helpers.js';
 
@@ -29,4 +29,9 @@ runPortContracts('postgres', async () => {
     idempotency: stores.idempotency,
     close: () => stores.close(),
   };
+});
+
+runAuditLogContract('postgres', async () => {
+  const stores = await createPostgresStores({ pool, schema: randomName('audit') });
+  return { auditLog: stores.auditLog, close: () => stores.close() };
 });

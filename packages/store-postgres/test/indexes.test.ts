@@ -132,9 +132,18 @@ describe(`query plans over ${ROWS} generations`, () => {
   });
 
   it('settles one reserve through the primary keys', async () => {
-    const plan = await planOf(l.settle, ['gen-7', 5, T0]);
+    const plan = await planOf(l.settle, ['gen-7', 5, T0, Math.floor(T0 / 86_400_000)]);
     expectIndexUse(plan, 'reserves_pkey');
     expect(plan.map((n) => n['Index Name'])).toContain('accounts_pkey');
+    expect(plan.map((n) => n['Index Name'])).toContain('key_spend_pkey');
+  });
+
+  it("reads a user's usage from the daily rollup's primary key, never the reserves", async () => {
+    for (const sql of [l.usageByDay, l.usageByModel, l.usageByKey]) {
+      const plan = await planOf(sql, ['user-345', 20_000, 20_366]);
+      expectIndexUse(plan, 'usage_daily_pkey');
+      expect(plan.map((n) => n['Relation Name'])).not.toContain('reserves');
+    }
   });
 
   it("pages a user's list through an owner index, with each filter and cursor, without sorting", async () => {

@@ -48,7 +48,22 @@ describe('a database made by the release before issue 22', () => {
     const old = oldGenerationSql(S);
     const ledger = new PostgresLedger(pool, { schema: SCHEMA });
     await ledger.credit('alice', 100);
-    for (const g of ['g1', 'g2', 'g3', 'g4']) expect(await ledger.reserve('alice', g, 10, T0)).toBe('ok');
+    // Reserves and settles as the old release wrote them (no model, key or window yet).
+    for (const g of ['g1', 'g2', 'g3', 'g4']) {
+      await pool.query(`INSERT INTO ${S}.reserves (generation_id, user_id, amount, created_at) VALUES ($1, 'alice', 10, $2)`, [g, T0]);
+      await pool.query(`UPDATE ${S}.accounts SET balance = balance - 10, reserved = reserved + 10 WHERE user_id = 'alice'`);
+    }
+    const oldSettle = (g: string, amount: number) =>
+      pool.query(
+        `WITH r AS (
+           UPDATE ${S}.reserves SET state = 'settled', charged = LEAST(amount, $2::numeric), settled_at = $3
+           WHERE generation_id = $1 AND state = 'open' RETURNING user_id, amount, charged
+         )
+         UPDATE ${S}.accounts acc SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
+           balance = acc.balance + (r.amount - r.charged)
+         FROM r WHERE acc.user_id = r.user_id`,
+        [g, amount, T0 + 9],
+      );
     const insert = (id: string, at: number, webhook: unknown = null) =>
       pool.query(old.insert, [id, 'alice', 'm', '{"prompt":"p"}', 10, at, null, null, webhook === null ? null : JSON.stringify(webhook)]);
     // The global numbers these statements hand out, in order: the events of several generations interleave.
@@ -61,8 +76,8 @@ describe('a database made by the release before issue 22', () => {
     await pool.query(old.complete, ['g1', 'w-old', T0 + 6, 7, 'done', null]); // 7
     await insert('g4', T0 + 7); // 8
     await pool.query(old.failOther, ['g4', T0 + 8, 0, 'cancelled by its owner', false, 0, 'cancelled', 'The generation was cancelled by its owner.']); // 9
-    await ledger.settle('g1', 7);
-    await ledger.settle('g4', 0);
+    await oldSettle('g1', 7);
+    await oldSettle('g4', 0);
     // The old outbox had written the deliveries up to global number 5 (g1's processing: number 3) and tried one.
     const oldId = deliveryId('g1', 3, URL_A);
     const hooks = new PostgresWebhookStore(pool, { schema: SCHEMA });
@@ -77,7 +92,7 @@ describe('a database made by the release before issue 22', () => {
     const accountBefore = await ledger.account('alice');
 
     // ---- The new code opens it.
-    expect(await runMigrations(pool, SCHEMA)).toEqual([3]);
+    expect(await runMigrations(pool, SCHEMA)).toEqual([3, 4]);
     const stores = await createPostgresStores({ pool, schema: SCHEMA });
     const { store } = stores;
     expect(await store.getById('g1')).toMatchObject({ status: 'completed', claims: 1, price: 7, resultText: 'done', progress: { fraction: 0.5, message: 'half' } });

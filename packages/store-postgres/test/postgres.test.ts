@@ -40,7 +40,7 @@ const newGen = newGeneration;
 /** Runs the reserve race fixture in a separate Node process, as another host instance would. */
 function runChild(env: Record<string, string>): Promise<{ ok: number; total: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/reserve-child.ts'], {
+    const child = spawn(process.execPath, ['--conditions=@genservice/source', '--import', 'tsx', 'test/fixtures/reserve-child.ts'], {
       cwd: pkgDir,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -317,7 +317,7 @@ describe('api keys', () => {
     expect(rows[0].key_hash).toBe(hashApiKey('sk-live-secret'));
     expect(JSON.stringify(rows)).not.toContain('sk-live-secret');
 
-    expect(await stores.apiKeys.resolve('sk-live-secret')).toEqual({ userId: 'u1' });
+    expect(await stores.apiKeys.resolve('sk-live-secret')).toMatchObject({ userId: 'u1' });
     await stores.apiKeys.revokeKey('sk-live-secret');
     expect(await stores.apiKeys.resolve('sk-live-secret')).toBeNull();
   });
@@ -360,7 +360,7 @@ describe('durability and failures', () => {
       expect(await second.ledger.openReserves(5)).toEqual([
         { generationId: 'g1', userId: 'u1', amount: 10, createdAt: T0 },
       ]);
-      expect(await second.apiKeys.resolve('key-1')).toEqual({ userId: 'u1' });
+      expect(await second.apiKeys.resolve('key-1')).toMatchObject({ userId: 'u1' });
       expect(await second.idempotency.begin('u1', 'idem', 'hash', T0 + 1, 'g2')).toEqual({
         state: 'done',
         generationId: 'g1',

@@ -1,10 +1,28 @@
 import { retryMethodsWhileBusy } from './busy.js';
-import { hashApiKey } from '@genservice/core/ports';
-import type { ApiKeyStore, Principal } from '@genservice/core/ports';
+import { hashApiKey, newKeyId } from '@genservice/core/ports';
+import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 
 type Statement = Database.Statement;
+
+/** How often a key's `last_used_at` is written at most: a write per request would cost more than the request. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+interface KeyRow {
+  key_id: string;
+  user_id: string;
+  name: string;
+  scopes: string;
+  models: string | null;
+  budget_amount: number | null;
+  budget_period: 'day' | 'month' | null;
+  expires_at: number | null;
+  created_at: number;
+  last_used_at: number | null;
+}
+
+const KEY_COLUMNS = 'key_id, user_id, name, scopes, models, budget_amount, budget_period, expires_at, created_at, last_used_at';
 
 /**
  * API keys on SQLite, held only as SHA-256 hex digests.
@@ -15,19 +33,35 @@ type Statement = Database.Statement;
  */
 export class SqliteApiKeyStore implements ApiKeyStore {
   private readonly findStmt: Statement;
+  private readonly resolveStmt: Statement;
+  private readonly touchStmt: Statement;
   private readonly insertStmt: Statement;
+  private readonly createStmt: Statement;
   private readonly deleteStmt: Statement;
+  private readonly deleteByIdStmt: Statement;
+  private readonly listStmt: Statement;
+  private readonly getStmt: Statement;
   private readonly addTx: (digest: string, userId: string) => void;
 
   constructor(db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
     this.findStmt = db.prepare('SELECT user_id FROM api_keys WHERE digest = ?');
+    this.resolveStmt = db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE digest = ?`);
+    this.touchStmt = db.prepare('UPDATE api_keys SET last_used_at = ? WHERE key_id = ?');
     this.insertStmt = db.prepare(
-      'INSERT INTO api_keys (digest, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT (digest) DO NOTHING',
+      'INSERT INTO api_keys (digest, user_id, created_at, key_id) VALUES (?, ?, ?, ?) ON CONFLICT (digest) DO NOTHING',
+    );
+    // No ON CONFLICT: a taken digest or key id fails the insert, and nothing is written.
+    this.createStmt = db.prepare(
+      `INSERT INTO api_keys (digest, ${KEY_COLUMNS})
+       VALUES (@digest, @keyId, @userId, @name, @scopes, @models, @budgetAmount, @budgetPeriod, @expiresAt, @createdAt, NULL)`,
     );
     this.deleteStmt = db.prepare('DELETE FROM api_keys WHERE digest = ?');
+    this.deleteByIdStmt = db.prepare('DELETE FROM api_keys WHERE key_id = ?');
+    this.listStmt = db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE user_id = ? ORDER BY created_at, rowid`);
+    this.getStmt = db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_id = ?`);
     this.addTx = db.transaction((digest: string, userId: string): void => {
-      if (this.insertStmt.run(digest, userId, Date.now()).changes === 1) return;
+      if (this.insertStmt.run(digest, userId, Date.now(), newKeyId()).changes === 1) return;
       const owner = (this.findStmt.get(digest) as { user_id: string } | undefined)?.user_id;
       if (owner !== undefined && owner !== userId) {
         // Re-pointing a key would hand one user's credential to another.
@@ -36,10 +70,23 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     }).immediate;
   }
 
-  async resolve(apiKey: string): Promise<Principal | null> {
+  async resolve(apiKey: string, now: number = Date.now()): Promise<Principal | null> {
     if (typeof apiKey !== 'string' || apiKey.length === 0) return null;
-    const row = this.findStmt.get(hashApiKey(apiKey)) as { user_id: string } | undefined;
-    return row ? { userId: row.user_id } : null;
+    const row = this.resolveStmt.get(hashApiKey(apiKey)) as KeyRow | undefined;
+    if (!row) return null;
+    if (row.expires_at !== null && row.expires_at <= now) return null;
+    if (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS) {
+      try {
+        this.touchStmt.run(now, row.key_id);
+      } catch {
+        // Best effort: a busy database must not turn a valid key into a failed request; the next use records it.
+      }
+    }
+    const key = keyOf(row);
+    const p: Principal = { userId: key.userId, keyId: key.keyId, scopes: key.scopes };
+    if (key.models !== undefined) p.models = key.models;
+    if (key.budget !== undefined) p.budget = key.budget;
+    return p;
   }
 
   async addKey(apiKey: string, userId: string): Promise<void> {
@@ -47,8 +94,52 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     this.addTx(hashApiKey(apiKey), userId);
   }
 
+  async createKey(apiKey: string, key: NewApiKey): Promise<void> {
+    if (typeof apiKey !== 'string' || apiKey.length === 0) throw new RangeError('An API key must be a non-empty string');
+    this.createStmt.run({
+      digest: hashApiKey(apiKey),
+      keyId: key.keyId,
+      userId: key.userId,
+      name: key.name,
+      scopes: JSON.stringify(key.scopes),
+      models: key.models !== undefined ? JSON.stringify(key.models) : null,
+      budgetAmount: key.budget?.amount ?? null,
+      budgetPeriod: key.budget?.period ?? null,
+      expiresAt: key.expiresAt ?? null,
+      createdAt: key.createdAt,
+    });
+  }
+
+  async listKeys(userId: string): Promise<ApiKeyInfo[]> {
+    return (this.listStmt.all(userId) as KeyRow[]).map(keyOf);
+  }
+
+  async getKey(keyId: string): Promise<ApiKeyInfo | null> {
+    const row = this.getStmt.get(keyId) as KeyRow | undefined;
+    return row ? keyOf(row) : null;
+  }
+
   async revokeKey(apiKey: string): Promise<void> {
     if (typeof apiKey !== 'string' || apiKey.length === 0) return;
     this.deleteStmt.run(hashApiKey(apiKey));
   }
+
+  async revokeKeyById(keyId: string): Promise<boolean> {
+    return this.deleteByIdStmt.run(keyId).changes === 1;
+  }
+}
+
+function keyOf(row: KeyRow): ApiKeyInfo {
+  const key: ApiKeyInfo = {
+    keyId: row.key_id,
+    userId: row.user_id,
+    name: row.name,
+    scopes: JSON.parse(row.scopes) as KeyScope[],
+    createdAt: row.created_at,
+  };
+  if (row.models !== null) key.models = JSON.parse(row.models) as string[];
+  if (row.budget_amount !== null && row.budget_period !== null) key.budget = { amount: row.budget_amount, period: row.budget_period };
+  if (row.expires_at !== null) key.expiresAt = row.expires_at;
+  if (row.last_used_at !== null) key.lastUsedAt = row.last_used_at;
+  return key;
 }

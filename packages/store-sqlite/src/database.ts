@@ -298,6 +298,66 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE cursors_v5 RENAME TO cursors;
     `,
   },
+  // Version 5 is the generation store's rewrite (issue 22); this one touches only keys and the ledger.
+  {
+    version: 6,
+    name: 'keys as objects, key budgets, usage rollup, audit log',
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN key_id        TEXT;
+      ALTER TABLE api_keys ADD COLUMN name          TEXT NOT NULL DEFAULT 'default';
+      -- JSON arrays. Keys of earlier versions may do everything, as they could before.
+      ALTER TABLE api_keys ADD COLUMN scopes        TEXT NOT NULL DEFAULT '["generate","read"]';
+      ALTER TABLE api_keys ADD COLUMN models        TEXT;
+      ALTER TABLE api_keys ADD COLUMN budget_amount REAL;
+      ALTER TABLE api_keys ADD COLUMN budget_period TEXT CHECK (budget_period IN ('day', 'month'));
+      ALTER TABLE api_keys ADD COLUMN expires_at    INTEGER;
+      ALTER TABLE api_keys ADD COLUMN last_used_at  INTEGER;
+      UPDATE api_keys SET key_id = 'key_' || lower(hex(randomblob(16))) WHERE key_id IS NULL;
+      CREATE UNIQUE INDEX api_keys_key_id ON api_keys (key_id);
+      CREATE INDEX api_keys_user ON api_keys (user_id, created_at);
+
+      -- What a reserve was for (usage) and the key window it holds spend in (given back at settle).
+      ALTER TABLE reserves ADD COLUMN model_id     TEXT;
+      ALTER TABLE reserves ADD COLUMN key_id       TEXT;
+      ALTER TABLE reserves ADD COLUMN window_start INTEGER;
+
+      -- Held plus charged per key and budget window; the reserve's UPDATE ... WHERE spent + amount <= limit is the check.
+      CREATE TABLE key_spend (
+        key_id       TEXT    NOT NULL,
+        window_start INTEGER NOT NULL,
+        spent        REAL    NOT NULL,
+        PRIMARY KEY (key_id, window_start)
+      ) WITHOUT ROWID;
+
+      -- Settled spend per user, UTC day (days since the epoch), model and key ('' for none), written by settle:
+      -- usage reads at most days x models x keys rows, however many generations there were.
+      CREATE TABLE usage_daily (
+        user_id  TEXT    NOT NULL,
+        day      INTEGER NOT NULL,
+        model_id TEXT    NOT NULL,
+        key_id   TEXT    NOT NULL,
+        count    INTEGER NOT NULL,
+        tokens   REAL    NOT NULL,
+        PRIMARY KEY (user_id, day, model_id, key_id)
+      ) WITHOUT ROWID;
+      -- Usage of earlier versions' settled reserves, so the report starts complete.
+      INSERT INTO usage_daily (user_id, day, model_id, key_id, count, tokens)
+        SELECT user_id, CAST(settled_at / 86400000 AS INTEGER), '', '', count(*), total(charged)
+          FROM reserves WHERE state = 'settled' AND settled_at IS NOT NULL
+         GROUP BY user_id, CAST(settled_at / 86400000 AS INTEGER);
+
+      -- Every admin action, newest first by seq (AUTOINCREMENT: a seq is never handed out twice).
+      CREATE TABLE audit_log (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        at      INTEGER NOT NULL,
+        actor   TEXT    NOT NULL,
+        action  TEXT    NOT NULL,
+        user_id TEXT,
+        key_id  TEXT,
+        details TEXT -- JSON
+      );
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

@@ -19,12 +19,14 @@ import { openSqliteDatabase, type SqliteDatabase, type SqliteOptions } from './d
 import { SqliteGenerationStore } from './generation-store.js';
 import { SqliteLedger } from './ledger.js';
 import { SqliteApiKeyStore } from './api-keys.js';
+import { SqliteAuditLog } from './audit-log.js';
 import { SqliteIdempotencyStore } from './idempotency.js';
 import { SqliteWebhookStore } from './webhook-store.js';
 
 export { SqliteGenerationStore } from './generation-store.js';
 export { SqliteLedger } from './ledger.js';
 export { SqliteApiKeyStore } from './api-keys.js';
+export { SqliteAuditLog } from './audit-log.js';
 export { SqliteIdempotencyStore } from './idempotency.js';
 export { SqliteWebhookStore } from './webhook-store.js';
 export {
@@ -44,6 +46,8 @@ export interface SqliteStores {
   idempotency: SqliteIdempotencyStore;
   /** Webhook secrets and the delivery outbox (the service option of the same name). */
   webhookStore: SqliteWebhookStore;
+  /** Every admin action on users, credits and keys (the service option of the same name). */
+  auditLog: SqliteAuditLog;
   /** The shared connection, for operators' queries and backups (`db.backup(path)`). */
   db: SqliteDatabase;
   /** Closes the connection. Call it after the service has stopped; calling it again does nothing. */
@@ -62,6 +66,7 @@ export function createSqliteStores(options: SqliteOptions): SqliteStores {
     apiKeys: new SqliteApiKeyStore(db),
     idempotency: new SqliteIdempotencyStore(db),
     webhookStore: new SqliteWebhookStore(db),
+    auditLog: new SqliteAuditLog(db),
     db,
     async close(): Promise<void> {
       if (!db.open) return;

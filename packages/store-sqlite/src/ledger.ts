@@ -1,5 +1,14 @@
 import { retryMethodsWhileBusy } from './busy.js';
-import type { AccountSnapshot, Ledger, OpenReserve, ReserveResult } from '@genservice/core/ports';
+import type {
+  AccountSnapshot,
+  Ledger,
+  OpenReserve,
+  ReserveOptions,
+  ReserveResult,
+  UsageQuery,
+  UsageReport,
+} from '@genservice/core/ports';
+import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 
@@ -10,6 +19,14 @@ interface ReserveRow {
   amount: number;
   state: 'open' | 'settled';
   charged: number | null;
+  model_id: string | null;
+  key_id: string | null;
+  window_start: number | null;
+}
+
+/** Thrown inside a reserve's transaction to roll back its balance hold when the key's budget refuses it. */
+class OverBudget extends Error {
+  override readonly name = 'OverBudget' as const;
 }
 
 /** Same condition as the partial index `reserves_open`, so only open reserves are ever visited. */
@@ -17,6 +34,13 @@ export const OPEN_RESERVES_SQL = `SELECT generation_id, user_id, amount, created
   WHERE state = 'open'
   ORDER BY created_at, rowid
   LIMIT ?`;
+
+/** A user's usage on days `?` to `?` from the daily rollup (exported for the query-plan test). */
+export function usageSql(groupBy: UsageQuery['groupBy']): string {
+  const column = groupBy === 'day' ? 'day' : groupBy === 'model' ? 'model_id' : 'key_id';
+  return `SELECT ${column} AS g, sum(count) AS count, total(tokens) AS tokens FROM usage_daily
+    WHERE user_id = ? AND day BETWEEN ? AND ? GROUP BY ${column}`;
+}
 
 /**
  * Ledger on SQLite, safe to share between processes.
@@ -36,13 +60,25 @@ export class SqliteLedger implements Ledger {
   private readonly creditStmt: Statement;
   private readonly accountStmt: Statement;
   private readonly openReservesStmt: Statement;
-  private readonly reserveTx: (userId: string, generationId: string, amount: number, now: number) => ReserveResult;
-  private readonly settleTx: (generationId: string, amount: number) => number | null;
+  private readonly openAccountStmt: Statement;
+  private readonly holdKeyStmt: Statement;
+  private readonly releaseKeyStmt: Statement;
+  private readonly keySpendStmt: Statement;
+  private readonly addUsageStmt: Statement;
+  private readonly usageStmts: Record<UsageQuery['groupBy'], Statement>;
+  private readonly reserveTx: (
+    userId: string,
+    generationId: string,
+    amount: number,
+    now: number,
+    options: ReserveOptions,
+  ) => ReserveResult;
+  private readonly settleTx: (generationId: string, amount: number, now: number) => number | null;
 
   constructor(db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
     this.findReserveStmt = db.prepare(
-      'SELECT user_id, amount, state, charged FROM reserves WHERE generation_id = ?',
+      'SELECT user_id, amount, state, charged, model_id, key_id, window_start FROM reserves WHERE generation_id = ?',
     );
     this.ensureAccountStmt = db.prepare('INSERT INTO accounts (user_id) VALUES (?) ON CONFLICT (user_id) DO NOTHING');
     this.holdStmt = db.prepare(
@@ -50,8 +86,8 @@ export class SqliteLedger implements Ledger {
         WHERE user_id = @userId AND balance >= @amount`,
     );
     this.insertReserveStmt = db.prepare(
-      `INSERT INTO reserves (generation_id, user_id, amount, state, created_at)
-       VALUES (@generationId, @userId, @amount, 'open', @now)`,
+      `INSERT INTO reserves (generation_id, user_id, amount, state, created_at, model_id, key_id, window_start)
+       VALUES (@generationId, @userId, @amount, 'open', @now, @modelId, @keyId, @windowStart)`,
     );
     this.closeReserveStmt = db.prepare(
       `UPDATE reserves SET state = 'settled', charged = @charged, settled_at = @now
@@ -66,11 +102,30 @@ export class SqliteLedger implements Ledger {
       `INSERT INTO accounts (user_id, balance) VALUES (@userId, @amount)
        ON CONFLICT (user_id) DO UPDATE SET balance = balance + excluded.balance`,
     );
+    this.openAccountStmt = db.prepare('INSERT INTO accounts (user_id, balance) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING');
     this.accountStmt = db.prepare('SELECT balance, reserved, settled FROM accounts WHERE user_id = ?');
     this.openReservesStmt = db.prepare(OPEN_RESERVES_SQL);
+    // The limit test is in the upsert's WHERE: a window already at its limit is left as it is (no row changed).
+    this.holdKeyStmt = db.prepare(
+      `INSERT INTO key_spend (key_id, window_start, spent) VALUES (@keyId, @windowStart, @amount)
+       ON CONFLICT (key_id, window_start) DO UPDATE SET spent = spent + excluded.spent WHERE spent + excluded.spent <= @limit`,
+    );
+    this.releaseKeyStmt = db.prepare(
+      'UPDATE key_spend SET spent = spent - @back WHERE key_id = @keyId AND window_start = @windowStart',
+    );
+    this.keySpendStmt = db.prepare('SELECT spent FROM key_spend WHERE key_id = ? AND window_start = ?');
+    this.addUsageStmt = db.prepare(
+      `INSERT INTO usage_daily (user_id, day, model_id, key_id, count, tokens) VALUES (@userId, @day, @modelId, @keyId, 1, @charged)
+       ON CONFLICT (user_id, day, model_id, key_id) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
+    );
+    this.usageStmts = {
+      day: db.prepare(usageSql('day')),
+      model: db.prepare(usageSql('model')),
+      key: db.prepare(usageSql('key')),
+    };
 
     this.reserveTx = db
-      .transaction((userId: string, generationId: string, amount: number, now: number): ReserveResult => {
+      .transaction((userId: string, generationId: string, amount: number, now: number, options: ReserveOptions): ReserveResult => {
         const existing = this.findReserveStmt.get(generationId) as ReserveRow | undefined;
         if (existing) {
           if (existing.user_id !== userId) {
@@ -83,37 +138,94 @@ export class SqliteLedger implements Ledger {
         // A free generation still needs an account row for the reserve's foreign key.
         if (amount === 0) this.ensureAccountStmt.run(userId);
         if (this.holdStmt.run({ userId, amount }).changes === 0) return 'insufficient';
-        this.insertReserveStmt.run({ generationId, userId, amount, now });
+        const keyId = options.keyId ?? null;
+        const limit = keyId !== null ? options.keyLimit : undefined;
+        if (limit) {
+          const held = amount <= limit.amount && this.holdKeyStmt.run({ keyId, windowStart: limit.windowStart, amount, limit: limit.amount }).changes === 1;
+          // Undoes the balance hold above with the whole transaction.
+          if (!held) throw new OverBudget();
+        }
+        this.insertReserveStmt.run({
+          generationId,
+          userId,
+          amount,
+          now,
+          modelId: options.modelId ?? null,
+          keyId,
+          windowStart: limit ? limit.windowStart : null,
+        });
         return 'ok';
       })
       .immediate;
 
     this.settleTx = db
-      .transaction((generationId: string, amount: number): number | null => {
+      .transaction((generationId: string, amount: number, now: number): number | null => {
         const reserve = this.findReserveStmt.get(generationId) as ReserveRow | undefined;
         if (!reserve) return null;
         // Settled before (a retry after a crash): report the first charge, change nothing.
         if (reserve.state === 'settled') return reserve.charged ?? 0;
         const charged = Math.min(Math.max(amount, 0), reserve.amount);
-        this.closeReserveStmt.run({ generationId, charged, now: Date.now() });
+        this.closeReserveStmt.run({ generationId, charged, now });
         this.applySettleStmt.run({ userId: reserve.user_id, amount: reserve.amount, charged });
+        if (reserve.key_id !== null && reserve.window_start !== null) {
+          this.releaseKeyStmt.run({ keyId: reserve.key_id, windowStart: reserve.window_start, back: reserve.amount - charged });
+        }
+        this.addUsageStmt.run({
+          userId: reserve.user_id,
+          day: usageDayIndex(now),
+          modelId: reserve.model_id ?? '',
+          keyId: reserve.key_id ?? '',
+          charged,
+        });
         return charged;
       })
       .immediate;
   }
 
-  async reserve(userId: string, generationId: string, amount: number, now: number = Date.now()): Promise<ReserveResult> {
+  async reserve(
+    userId: string,
+    generationId: string,
+    amount: number,
+    now: number = Date.now(),
+    options: ReserveOptions = {},
+  ): Promise<ReserveResult> {
     assertAmount(amount, 'reserve amount');
-    return this.reserveTx(userId, generationId, amount, now);
+    if (options.keyLimit) assertAmount(options.keyLimit.amount, 'key limit');
+    try {
+      return this.reserveTx(userId, generationId, amount, now, options);
+    } catch (err) {
+      if (err instanceof OverBudget) return 'budget_exceeded';
+      throw err;
+    }
   }
 
-  async settle(generationId: string, amount: number): Promise<number | null> {
+  async settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
     if (!Number.isFinite(amount)) throw new RangeError(`settle amount must be a finite number, got ${amount}`);
-    return this.settleTx(generationId, amount);
+    return this.settleTx(generationId, amount, now);
   }
 
-  async release(generationId: string): Promise<number | null> {
-    return this.settle(generationId, 0);
+  async release(generationId: string, now?: number): Promise<number | null> {
+    return this.settle(generationId, 0, now);
+  }
+
+  async keySpend(keyId: string, windowStart: number): Promise<number> {
+    return (this.keySpendStmt.get(keyId, windowStart) as { spent: number } | undefined)?.spent ?? 0;
+  }
+
+  async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
+    const rows = this.usageStmts[query.groupBy].all(userId, dayIndexOf(query.from), dayIndexOf(query.to)) as Array<{
+      g: string | number;
+      count: number;
+      tokens: number;
+    }>;
+    return groupUsage(
+      rows.map((r) => ({
+        group: query.groupBy === 'day' ? usageDayOfIndex(Number(r.g)) : r.g === '' ? null : String(r.g),
+        count: r.count,
+        tokens: r.tokens,
+      })),
+      query.groupBy,
+    );
   }
 
   async balance(userId: string): Promise<number> {
@@ -123,6 +235,11 @@ export class SqliteLedger implements Ledger {
   async credit(userId: string, amount: number): Promise<void> {
     assertAmount(amount, 'credit amount');
     this.creditStmt.run({ userId, amount });
+  }
+
+  async openAccount(userId: string, balance: number): Promise<boolean> {
+    assertAmount(balance, 'balance');
+    return this.openAccountStmt.run(userId, balance).changes === 1;
   }
 
   async account(userId: string): Promise<AccountSnapshot> {

@@ -1,4 +1,4 @@
-import { runPortContracts } from '@genservice/testing';
+import { runAuditLogContract, runPortContracts } from '@genservice/testing';
 import { createSqliteStores } from '../src/index.js';
 import { tempDir } from './helpers.js';
 
@@ -8,6 +8,18 @@ runPortContracts('sqlite', async () => {
   const stores = createSqliteStores({ filename: tmp.file() });
   return {
     ...stores,
+    async close(): Promise<void> {
+      await stores.close();
+      await tmp.remove();
+    },
+  };
+});
+
+runAuditLogContract('sqlite', async () => {
+  const tmp = await tempDir();
+  const stores = createSqliteStores({ filename: tmp.file() });
+  return {
+    auditLog: stores.auditLog,
     async close(): Promise<void> {
       await stores.close();
       await tmp.remove();

@@ -28,7 +28,7 @@ export function killFixtures(): void {
 /** Starts `test/fixtures/<script>` in a plain Node process (TypeScript through tsx), as a second host would run. */
 export function spawnFixture(script: string, args: string[]): ChildProcess {
   const path = fileURLToPath(new URL(`./fixtures/${script}`, import.meta.url));
-  const child = spawn(process.execPath, ['--import', tsxLoader, path, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--conditions=@genservice/source', '--import', tsxLoader, path, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
   running.add(child);
   child.once('exit', () => running.delete(child));
   return child;

@@ -2,7 +2,6 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createGenerationService, type GenerationRecord } from '@genservice/core';
 import { MIGRATIONS, appliedMigrations, createSqliteStores, runMigrations, type SqliteStores } from '../src/index.js';
-import { SqliteLedger } from '../src/ledger.js';
 import { LEGACY_MIGRATIONS, legacyStore } from './fixtures/legacy-v4.js';
 import { tempDir } from './helpers.js';
 
@@ -33,13 +32,36 @@ interface OldEvent {
 
 const CURSOR = 'webhooks';
 
+/** The old release's ledger statements: credit, reserve and settle on the version 4 schema. */
+function legacyLedger(db: Database.Database) {
+  return {
+    async credit(userId: string, amount: number): Promise<void> {
+      db.prepare('INSERT INTO accounts (user_id, balance) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET balance = balance + excluded.balance').run(userId, amount);
+    },
+    async reserve(userId: string, generationId: string, amount: number, now: number): Promise<void> {
+      db.transaction(() => {
+        db.prepare('UPDATE accounts SET balance = balance - ?, reserved = reserved + ? WHERE user_id = ? AND balance >= ?').run(amount, amount, userId, amount);
+        db.prepare(`INSERT INTO reserves (generation_id, user_id, amount, state, created_at) VALUES (?, ?, ?, 'open', ?)`).run(generationId, userId, amount, now);
+      })();
+    },
+    async settle(generationId: string, charged: number): Promise<void> {
+      db.transaction(() => {
+        const r = db.prepare('SELECT user_id, amount FROM reserves WHERE generation_id = ?').get(generationId) as { user_id: string; amount: number };
+        db.prepare(`UPDATE reserves SET state = 'settled', charged = ?, settled_at = ? WHERE generation_id = ?`).run(charged, Date.now(), generationId);
+        db.prepare('UPDATE accounts SET reserved = reserved - ?, settled = settled + ?, balance = balance + (? - ?) WHERE user_id = ?').run(r.amount, charged, r.amount, charged, r.user_id);
+      })();
+    },
+  };
+}
+
 /** Writes the old database the way the old release did, and answers what it wrote. */
 async function writeOldDatabase(file: string) {
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   expect(runMigrations(db, LEGACY_MIGRATIONS)).toEqual([1, 2, 3, 4]);
   const old = legacyStore(db);
-  const ledger = new SqliteLedger(db);
+  // The ledger as the old release wrote it (its reserves had no model, key or window yet).
+  const ledger = legacyLedger(db);
   await ledger.credit('u1', 100);
   await ledger.credit('u2', 50);
   for (const [id, owner] of [['done', 'u1'], ['waiting', 'u1'], ['lost', 'u2'], ['parked', 'u1'], ['cancelled', 'u2'], ['swept', 'u1']]) {
@@ -111,7 +133,7 @@ describe('migration 5 on a database written by the release before it', () => {
     open.push(stores);
     const { db, store, ledger, webhookStore } = stores;
     expect(appliedMigrations(db)).toEqual(MIGRATIONS.map((m) => m.version));
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5]);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6]);
 
     // Generations: every row, every field, attempts now called claims, rowid order kept.
     const byId = Object.fromEntries(before.generations.map((g) => [g.id, g]));
@@ -173,7 +195,10 @@ describe('migration 5 on a database written by the release before it', () => {
 
     // Balances and reserves, unchanged.
     expect(db.prepare('SELECT * FROM accounts ORDER BY user_id').all()).toEqual(before.accounts);
-    expect(db.prepare('SELECT * FROM reserves ORDER BY generation_id').all()).toEqual(before.reserves);
+    // Version 6 adds model, key and window to reserves: empty for the old ones.
+    expect(db.prepare('SELECT * FROM reserves ORDER BY generation_id').all()).toEqual(
+      (before.reserves as object[]).map((r) => ({ ...r, model_id: null, key_id: null, window_start: null })),
+    );
     expect(await ledger.account('u1')).toEqual({ balance: 100 - 40 + 3 + 8, reserved: 20, settled: 9 });
     expect(await ledger.account('u2')).toEqual({ balance: 50 - 20 + 10, reserved: 10, settled: 0 });
 

@@ -42,6 +42,30 @@ describe('several processes on one file', () => {
     }
   });
 
+  it('4 processes racing 10 reserves of 3 each on a key limited to 10 a day: exactly 3 succeed', async () => {
+    const setup = createSqliteStores({ filename: tmp.file() });
+    await setup.ledger.credit('u1', 1_000);
+    await setup.close();
+    const window = String(Date.UTC(2026, 0, 1));
+
+    const children = Array.from({ length: 4 }, (_, i) => spawnFixture('reserve-child.ts', [tmp.file(), String(i), '10', '3', 'key-1', '10', window]));
+    await Promise.all(children.map((c) => nextJsonLine<{ ready: true }>(c)));
+    const reports = children.map((c) => nextJsonLine<{ ok: number; insufficient: number; overBudget: number }>(c));
+    for (const child of children) child.stdin!.write('go\n');
+    const results = await Promise.all(reports);
+    await Promise.all(children.map(exited));
+
+    expect(results.reduce((sum, r) => sum + r.ok, 0)).toBe(3);
+    expect(results.reduce((sum, r) => sum + r.overBudget, 0)).toBe(37);
+    const check = createSqliteStores({ filename: tmp.file() });
+    try {
+      expect(await check.ledger.keySpend('key-1', Number(window))).toBe(9);
+      expect(await check.ledger.account('u1')).toEqual({ balance: 991, reserved: 9, settled: 0 });
+    } finally {
+      await check.close();
+    }
+  });
+
   it('8 processes opening a fresh file at once: all succeed, the schema is migrated exactly once', async () => {
     // Several rounds: the race (switching a fresh file to WAL while another process holds a lock) is timing-dependent.
     for (let round = 0; round < 3; round++) {

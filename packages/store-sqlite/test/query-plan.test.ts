@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqliteStores, type SqliteStores } from '../src/index.js';
 import { GENERATION_SQL, listSql, updateSql } from '../src/generation-store.js';
 import { change } from './changes.js';
-import { OPEN_RESERVES_SQL } from '../src/ledger.js';
+import { OPEN_RESERVES_SQL, usageSql } from '../src/ledger.js';
 import { tempDir } from './helpers.js';
 
 // "Independent of how many generations are stored" is checked here structurally: every hot query must reach its
@@ -163,6 +163,14 @@ describe('query plans', () => {
     expect(fullScans(steps)).toEqual([]);
     expect(steps.join('\n')).toContain('USING INDEX reserves_open');
     expect(steps.join('\n')).not.toContain('TEMP B-TREE');
+  });
+
+  it("reads a user's usage from the daily rollup's primary key, never the reserves", () => {
+    for (const groupBy of ['day', 'model', 'key'] as const) {
+      const steps = plan(usageSql(groupBy), 'u1', 20_000, 20_366);
+      expect(fullScans(steps)).toEqual([]);
+      expect(steps.join('\n')).toMatch(/usage_daily USING PRIMARY KEY/);
+    }
   });
 
   it('answers the ported calls correctly on the same data', async () => {

@@ -162,7 +162,7 @@ describe('durability', () => {
     // Settling again after the restart still charges nothing more.
     expect(await second.ledger.settle('g1', 30)).toBe(25);
     expect(await second.ledger.account('u1')).toEqual({ balance: 75, reserved: 0, settled: 25 });
-    expect(await second.apiKeys.resolve('secret-key')).toEqual({ userId: 'u1' });
+    expect(await second.apiKeys.resolve('secret-key')).toMatchObject({ userId: 'u1' });
     expect(await second.idempotency.begin('u1', 'idem', 'other', 6, 'g2')).toEqual({ state: 'done', generationId: 'g1', requestHash: 'hash' });
   });
 
@@ -230,7 +230,7 @@ describe('storage format', () => {
     const a = openStores();
     const b = openStores();
     await a.apiKeys.addKey('k1', 'u1');
-    expect(await b.apiKeys.resolve('k1')).toEqual({ userId: 'u1' });
+    expect(await b.apiKeys.resolve('k1')).toMatchObject({ userId: 'u1' });
     await a.apiKeys.revokeKey('k1');
     expect(await b.apiKeys.resolve('k1')).toBeNull();
   });

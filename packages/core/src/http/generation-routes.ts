@@ -5,8 +5,10 @@ import { Generations, isGenerationStatus, type ListRequest } from '../generation
 import { LiveStatus } from '../push/live-status.js';
 import { Webhooks } from '../push/webhooks.js';
 import { ModelRegistry } from '../registry.js';
+import type { Principal } from '../ports/api-keys.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
+import { AccountRoutes } from './accounts-routes.js';
 import { createBody } from './request-body.js';
 import { decodeSegment, fail, header, json, viewJson } from './respond.js';
 import type { Route } from './routes.js';
@@ -14,7 +16,7 @@ import { LIST_LIMITS } from './schemas.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
 /** The routes that need a user: what an authenticated request of the API is answered. */
-export type UserRoute = Exclude<Route, { name: 'file' | 'openapi' | 'playground' }>;
+export type UserRoute = Exclude<Route, { name: 'file' | 'openapi' | 'playground' | 'admin' }>;
 
 function badQuery(field: string, message: string): DomainError {
   return new DomainError('invalid_request', `${field} ${message}.`, { details: [{ field, code: 'invalid_value', message }] });
@@ -79,16 +81,24 @@ export class GenerationRoutes {
     @inject(Webhooks) private readonly webhooks: Webhooks,
     @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(AccountRoutes) private readonly accountRoutes: AccountRoutes,
   ) {}
 
   /**
    * The answer to an authenticated request. Not an async function: each route's own promise is the answer, and a
    * throw here reaches the caller's try as a rejection would.
    */
-  answer(route: UserRoute, req: HttpRequest, userId: string, query: string): Promise<HttpResponse> {
+  answer(route: UserRoute, req: HttpRequest, principal: Principal, query: string): Promise<HttpResponse> {
+    const userId = principal.userId;
     switch (route.name) {
-      case 'models':
-        return Promise.resolve(json(200, this.registry.listJson));
+      case 'models': {
+        // A key's allow-list: the other models are not there for it.
+        const allowed = principal.models;
+        if (allowed === undefined) return Promise.resolve(json(200, this.registry.listJson));
+        return Promise.resolve(json(200, JSON.stringify({ models: this.registry.list.filter((m) => allowed.includes(m.modelId)) })));
+      }
+      case 'usage':
+        return this.accountRoutes.usage(userId, query).then((a) => json(a.status, JSON.stringify(a.body)));
       case 'balance':
         return this.generations.balance(userId).then((balance) => json(200, JSON.stringify({ balance })));
       case 'get':
@@ -112,11 +122,11 @@ export class GenerationRoutes {
         return this.generations.cancel(userId, id, req.baseUrl).then(({ cancelled, generation }) => json(200, JSON.stringify({ ...generation, cancelled })));
       }
       case 'create':
-        return this.create(req, userId);
+        return this.create(req, principal);
       case 'quote': {
         const body = createBody(req, this.options.limits.bodyBytes);
         if ('res' in body) return Promise.resolve(body.res);
-        return this.generations.quote(userId, body.value).then((quote) => json(200, JSON.stringify(quote)));
+        return this.generations.quote(principal, body.value).then((quote) => json(200, JSON.stringify(quote)));
       }
     }
   }
@@ -159,7 +169,7 @@ export class GenerationRoutes {
     };
   }
 
-  async create(req: HttpRequest, userId: string): Promise<HttpResponse> {
+  async create(req: HttpRequest, principal: Principal): Promise<HttpResponse> {
     const body = createBody(req, this.options.limits.bodyBytes);
     if ('res' in body) return body.res;
     const keyHeader = req.headers['idempotency-key'];
@@ -173,7 +183,7 @@ export class GenerationRoutes {
       }
       idempotencyKey = k;
     }
-    const created = await this.generations.create(userId, body.value, idempotencyKey);
+    const created = await this.generations.create(principal, body.value, idempotencyKey);
     return json(201, `{"generationId":${JSON.stringify(created.generationId)}}`);
   }
 }

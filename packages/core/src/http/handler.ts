@@ -6,13 +6,15 @@ import type { Logger } from '../ports/logger.js';
 import { ModelRegistry } from '../registry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
+import { AccountRoutes, type AdminRoute, scopeRefusal } from './accounts-routes.js';
 import { headOf, isPreflight, preflight, withCors } from './cors.js';
 import { FilesRoute } from './files-route.js';
 import { GenerationRoutes } from './generation-routes.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { PlaygroundRoute } from './playground.js';
 import { RateLimits, type RateLimitClass, type RateLimitVerdict } from './rate-limits.js';
-import { UNAUTHORIZED, fail, header, isThenable, json } from './respond.js';
+import { readBody } from './request-body.js';
+import { UNAUTHORIZED, decodeSegment, fail, header, isThenable, json } from './respond.js';
 import { matchRoute } from './routes.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
@@ -36,6 +38,7 @@ export class HttpHandler {
     @inject(TOKENS.ApiKeys) private readonly apiKeys: ApiKeyResolver,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(RateLimits) private readonly limits: RateLimits,
+    @inject(AccountRoutes) private readonly accountRoutes: AccountRoutes,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'http' });
@@ -101,26 +104,33 @@ export class HttpHandler {
       if (route.name === 'file') return await this.files.serve(req, route.key, query);
       if (route.name === 'openapi') return this.openapi();
       if (route.name === 'playground') return await this.playground.serve(route.asset, query);
+      if (route.name === 'admin') return await this.admin(req, route, query);
 
       const resolving = this.authenticate(header(req, 'authorization'));
       // The resolver may answer at once (the port allows it): only a thenable is awaited, here and nowhere else.
       const principal = isThenable(resolving) ? await resolving : resolving;
       const userId = principal?.userId;
-      if (!userId) {
+      // An admin key is never a user's, even where a user's store knows the same string.
+      if (!userId || (this.accountRoutes.adminEnabled && this.accountRoutes.isAdminKey(header(req, 'authorization')))) {
         // Bad keys are limited by address, after the key was looked at: a valid key is never refused for what other
         // requests from its address (a NAT, an office, a proxy) did.
         const verdict = await this.limits.badKey(req.remoteAddress ?? 'unknown');
         return verdict.allowed === true ? { ...UNAUTHORIZED } : this.limited(verdict);
       }
+      // Keys of a host's own resolver carry no scopes: nothing to check for them.
+      if (principal!.scopes !== undefined) {
+        const refused = scopeRefusal(principal!, route.name);
+        if (refused) return this.fromError(refused);
+      }
       const cls: RateLimitClass =
         route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
       // `return await` inside the try: a rejection must become its error answer here.
-      if (!this.limits.has(cls)) return await this.routes.answer(route, req, userId, query);
+      if (!this.limits.has(cls)) return await this.routes.answer(route, req, principal!, query);
       const verdict = await this.limits.consume(cls, userId);
       if (verdict.allowed !== true) return this.limited(verdict);
       let res: HttpResponse;
       try {
-        res = await this.routes.answer(route, req, userId, query);
+        res = await this.routes.answer(route, req, principal!, query);
       } catch (err) {
         res = this.fromError(err);
       }
@@ -128,6 +138,30 @@ export class HttpHandler {
     } catch (err) {
       return this.fromError(err);
     }
+  }
+
+  /** The admin routes: 404 unless `admin` is configured, 401 for anything but an admin key. */
+  private async admin(req: HttpRequest, route: AdminRoute, query: string): Promise<HttpResponse> {
+    if (!this.accountRoutes.adminEnabled) return fail('not_found', 'The admin API is not enabled on this service (the admin option).');
+    const actor = this.accountRoutes.adminActor(header(req, 'authorization'));
+    if (actor === null) {
+      // Limited by address like any bad key.
+      const verdict = await this.limits.badKey(req.remoteAddress ?? 'unknown');
+      return verdict.allowed === true ? { ...UNAUTHORIZED } : this.limited(verdict);
+    }
+    const decoded = route.op === 'revokeKey' ? decodeSegment(route.keyId) : route.op === 'createUser' || route.op === 'audit' ? '' : decodeSegment(route.userId);
+    if (decoded === null) return fail('not_found', 'No such user or key.');
+    const target: AdminRoute =
+      route.op === 'revokeKey' ? { ...route, keyId: decoded } : route.op === 'createUser' || route.op === 'audit' ? route : { ...route, userId: decoded };
+    let body: unknown;
+    if (route.op === 'createUser' || route.op === 'credit' || route.op === 'createKey') {
+      const read = readBody(req, this.options.limits.bodyBytes);
+      if (!read.ok) return read.res;
+      body = read.value;
+    }
+    const answer = await this.accountRoutes.admin(target, actor, () => body, query);
+    if (answer.status === 204) return { status: 204, headers: { 'cache-control': 'no-store' }, body: '' };
+    return json(answer.status, JSON.stringify(answer.body), { 'cache-control': 'no-store' });
   }
 
   private limited(verdict: Exclude<RateLimitVerdict, { allowed: true }>): HttpResponse {

@@ -2,6 +2,13 @@ import { z } from 'zod';
 import type { ModelRegistry } from '../registry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import {
+  adminAuditSchema,
+  adminCreatedKeySchema,
+  adminCreditSchema,
+  adminKeySchema,
+  adminNewKeySchema,
+  adminNewUserSchema,
+  adminUserSchema,
   balanceResponseSchema,
   cancelResponseSchema,
   createRequestSchema,
@@ -13,6 +20,7 @@ import {
   metadataSchema,
   modelsResponseSchema,
   quoteResponseSchema,
+  usageResponseSchema,
   webhookDeliveriesSchema,
   webhookRequestSchema,
   webhookSecretSchema,
@@ -38,14 +46,15 @@ const ERROR_STATUSES: Record<number, { description: string; headers?: Json }> = 
     description: 'Missing, malformed or unknown API key',
     headers: { 'WWW-Authenticate': { description: 'Always `Bearer`', schema: { type: 'string' } } },
   },
-  402: { description: 'The balance has too few tokens for the price' },
+  402: { description: 'The balance has too few tokens for the price (`insufficient_funds`), or the key\u2019s budget for its period would be passed (`budget_exceeded`, naming the period and when it resets)' },
+  403: { description: 'The API key lacks the scope this request needs (`forbidden`)' },
   404: { description: 'Not found, or another user\u2019s (answered alike)' },
   405: { description: 'Method not allowed here', headers: { Allow: { description: 'The methods this path serves', schema: { type: 'string' } } } },
   408: {
     description: 'The request body did not arrive within the time limit (limits.bodyTimeoutMs); the connection is closed',
     headers: { Connection: { description: 'Always `close`', schema: { type: 'string' } } },
   },
-  409: { description: 'A request with the same Idempotency-Key is still in progress' },
+  409: { description: 'A request with the same Idempotency-Key is still in progress, or (admin) the user already exists' },
   413: { description: 'The body is larger than the limit' },
   415: { description: 'The body is not declared JSON, or is compressed (Content-Encoding)' },
   422: { description: 'The Idempotency-Key was used with a different body' },
@@ -69,6 +78,9 @@ function errors(...statuses: number[]): Json {
     }),
   );
 }
+
+const ADMIN = [{ adminBearer: [] }];
+const USER_PARAM = { name: 'userId', in: 'path', required: true, description: 'The host\u2019s user id', schema: { type: 'string' } };
 
 /** Statuses every authenticated operation can answer (408: any request whose body is too slow). */
 const COMMON = [401, 405, 408, 429, 500, 503];
@@ -166,9 +178,13 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
       { name: 'Account', description: 'Your balance and prices' },
       { name: 'Files', description: 'Result files at signed, expiring URLs' },
       { name: 'Meta', description: 'This document' },
+      { name: 'Admin', description: 'Users, credits, keys and the audit log, for the host\u2019s admin (served only with the `admin` option)' },
     ],
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Your API key' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'Your API key' },
+        adminBearer: { type: 'http', scheme: 'bearer', description: 'An admin key (the `admin.apiKeys` option); a user\u2019s key is refused here' },
+      },
       schemas: {
         Error: { ...errorSchema, description: `Every error. \`error.code\` is one of: ${ERROR_CODES.join(', ')}.` },
         Generation: {
@@ -236,7 +252,7 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
           requestBody: { required: true, content: json(createBody) },
           responses: {
             '201': { description: 'Started', content: json(schema(createResponseSchema)) },
-            ...errors(400, 402, 404, 409, 413, 415, 422, ...COMMON),
+            ...errors(400, 402, 403, 404, 409, 413, 415, 422, ...COMMON),
           },
         }),
         get: op({
@@ -353,6 +369,89 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
           description: 'Spendable tokens (reserved ones are not included).',
           tag: 'Account',
           responses: { '200': { description: 'Spendable tokens', content: json(schema(balanceResponseSchema)) }, ...errors(...COMMON) },
+        }),
+      },
+      '/v1/usage': {
+        get: op({
+          operationId: 'getUsage',
+          summary: 'Your usage',
+          description: `Settled spend and counts per UTC day, model or key, read from the ledger. \`from\` and \`to\` are days (both counted), at most 366 apart; by default the last 30 days.`,
+          tag: 'Account',
+          parameters: [
+            { name: 'from', in: 'query', required: false, description: 'First day, YYYY-MM-DD', schema: { type: 'string', format: 'date' } },
+            { name: 'to', in: 'query', required: false, description: 'Last day, YYYY-MM-DD (default today, UTC)', schema: { type: 'string', format: 'date' } },
+            { name: 'groupBy', in: 'query', required: false, description: 'How to group', schema: { type: 'string', enum: ['day', 'model', 'key'], default: 'day' } },
+          ],
+          responses: { '200': { description: 'Usage', content: json(schema(usageResponseSchema)) }, ...errors(400, 403, ...COMMON) },
+        }),
+      },
+      '/v1/admin/users': {
+        post: op({
+          operationId: 'adminCreateUser',
+          summary: 'Create a user',
+          description: 'Opens the user\u2019s account with a starting balance (default 0). Audited.',
+          tag: 'Admin',
+          security: ADMIN,
+          requestBody: { required: true, content: json(schema(adminNewUserSchema, 'input')) },
+          responses: { '201': { description: 'Created', content: json(schema(adminUserSchema)) }, ...errors(400, 404, 409, 413, 415, ...COMMON) },
+        }),
+      },
+      '/v1/admin/users/{userId}/credits': {
+        post: op({
+          operationId: 'adminCredit',
+          summary: 'Add credits to a user',
+          description: 'Adds tokens to the balance, with a reason for the audit log.',
+          tag: 'Admin',
+          security: ADMIN,
+          parameters: [USER_PARAM],
+          requestBody: { required: true, content: json(schema(adminCreditSchema, 'input')) },
+          responses: { '200': { description: 'The new balance', content: json(schema(balanceResponseSchema)) }, ...errors(400, 404, 413, 415, ...COMMON) },
+        }),
+      },
+      '/v1/admin/users/{userId}/keys': {
+        post: op({
+          operationId: 'adminCreateKey',
+          summary: 'Issue an API key',
+          description: 'A key with a name, scopes, an optional model allow-list, budget and expiry. Its secret is in this answer only.',
+          tag: 'Admin',
+          security: ADMIN,
+          parameters: [USER_PARAM],
+          requestBody: { required: true, content: json(schema(adminNewKeySchema, 'input')) },
+          responses: { '201': { description: 'The key and its secret', content: json(schema(adminCreatedKeySchema)) }, ...errors(400, 404, 413, 415, ...COMMON) },
+        }),
+        get: op({
+          operationId: 'adminListKeys',
+          summary: 'List a user\u2019s keys',
+          description: 'Oldest first; never a secret.',
+          tag: 'Admin',
+          security: ADMIN,
+          parameters: [USER_PARAM],
+          responses: { '200': { description: 'The keys', content: json(schema(z.object({ data: z.array(adminKeySchema) }))) }, ...errors(400, 404, ...COMMON) },
+        }),
+      },
+      '/v1/admin/keys/{keyId}': {
+        delete: op({
+          operationId: 'adminRevokeKey',
+          summary: 'Revoke a key',
+          description: 'Its next request is 401 on every instance (with `apiKeyCache` on, other instances within its `ttlMs`).',
+          tag: 'Admin',
+          security: ADMIN,
+          parameters: [{ name: 'keyId', in: 'path', required: true, description: 'The keyId', schema: { type: 'string' } }],
+          responses: { '204': { description: 'Revoked' }, ...errors(404, ...COMMON) },
+        }),
+      },
+      '/v1/admin/audit': {
+        get: op({
+          operationId: 'adminAudit',
+          summary: 'The audit log',
+          description: 'Every admin action: who, what, when; newest first, a page at a time.',
+          tag: 'Admin',
+          security: ADMIN,
+          parameters: [
+            { name: 'limit', in: 'query', required: false, description: 'Entries per page', schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
+            { name: 'cursor', in: 'query', required: false, description: 'The nextCursor of the previous page', schema: { type: 'string' } },
+          ],
+          responses: { '200': { description: 'A page', content: json(schema(adminAuditSchema)) }, ...errors(400, 404, ...COMMON) },
         }),
       },
       '/v1/openapi.json': {

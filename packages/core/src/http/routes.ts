@@ -1,3 +1,4 @@
+import type { AdminRoute } from './accounts-routes.js';
 import { fail } from './respond.js';
 import type { HttpResponse } from './types.js';
 
@@ -13,6 +14,8 @@ export type Route =
   | { name: 'rotateWebhookSecret' }
   | { name: 'cancel'; id: string }
   | { name: 'balance' }
+  | { name: 'usage' }
+  | AdminRoute
   | { name: 'openapi' }
   | { name: 'playground'; asset: string }
   | { name: 'file'; key: string };
@@ -61,6 +64,24 @@ const ROUTES: RouteEntry[] = [
     methods: { POST: (m) => ({ name: 'cancel', id: m[1]! }) },
   },
   { template: '/v1/balance', pattern: /^\/v1\/balance\/?$/, methods: { GET: () => ({ name: 'balance' }) } },
+  { template: '/v1/usage', pattern: /^\/v1\/usage\/?$/, methods: { GET: () => ({ name: 'usage' }) } },
+  { template: '/v1/admin/users', pattern: /^\/v1\/admin\/users\/?$/, methods: { POST: () => ({ name: 'admin', op: 'createUser' }) } },
+  {
+    template: '/v1/admin/users/{userId}/credits',
+    pattern: /^\/v1\/admin\/users\/([^/]+)\/credits\/?$/,
+    methods: { POST: (m) => ({ name: 'admin', op: 'credit', userId: m[1]! }) },
+  },
+  {
+    template: '/v1/admin/users/{userId}/keys',
+    pattern: /^\/v1\/admin\/users\/([^/]+)\/keys\/?$/,
+    methods: { POST: (m) => ({ name: 'admin', op: 'createKey', userId: m[1]! }), GET: (m) => ({ name: 'admin', op: 'listKeys', userId: m[1]! }) },
+  },
+  {
+    template: '/v1/admin/keys/{keyId}',
+    pattern: /^\/v1\/admin\/keys\/([^/]+)\/?$/,
+    methods: { DELETE: (m) => ({ name: 'admin', op: 'revokeKey', keyId: m[1]! }) },
+  },
+  { template: '/v1/admin/audit', pattern: /^\/v1\/admin\/audit\/?$/, methods: { GET: () => ({ name: 'admin', op: 'audit' }) } },
   { template: '/v1/openapi.json', pattern: /^\/v1\/openapi\.json$/, methods: { GET: () => ({ name: 'openapi' }) } },
   {
     template: '/playground/{asset}',

@@ -180,6 +180,7 @@ export const ERROR_CODES = [
   'invalid_settings',
   'unauthorized',
   'insufficient_funds',
+  'budget_exceeded',
   'model_not_found',
   'not_found',
   'payload_too_large',
@@ -187,6 +188,7 @@ export const ERROR_CODES = [
   'unsupported_media_type',
   'method_not_allowed',
   'idempotency_conflict',
+  'conflict',
   'idempotency_mismatch',
   'forbidden',
   'rate_limited',
@@ -205,4 +207,58 @@ export const errorResponseSchema = z.object({
       .array(z.object({ field: z.string().describe('Where: a body field such as `settings.size`, or a header'), code: z.enum(ERROR_DETAIL_CODES), message: z.string() }))
       .optional(),
   }),
+});
+
+const keyBudgetSchema = z
+  .object({ amount: z.number().positive(), period: z.enum(['day', 'month']) })
+  .describe('At most `amount` tokens reserved or charged per UTC day or UTC month');
+
+export const usageResponseSchema = z.object({
+  data: z.array(
+    z.object({
+      period: z.string().optional().describe('groupBy=day: the UTC day, YYYY-MM-DD'),
+      modelId: z.string().nullable().optional().describe('groupBy=model'),
+      keyId: z.string().nullable().optional().describe('groupBy=key; null for spend made without a managed key'),
+      count: z.number().int().describe('Generations that finished (settled) in the group'),
+      tokens: z.number().describe('Tokens charged'),
+    }),
+  ),
+  total: z.object({ count: z.number().int(), tokens: z.number() }),
+});
+
+export const adminNewUserSchema = z.object({ userId: z.string().min(1).max(200), balance: z.number().nonnegative().optional() });
+export const adminUserSchema = z.object({ userId: z.string(), balance: z.number() });
+export const adminCreditSchema = z.object({ amount: z.number().positive(), reason: z.string().min(1).max(500) });
+export const adminNewKeySchema = z.object({
+  name: z.string().min(1).max(100),
+  scopes: z.array(z.enum(['generate', 'read'])).min(1).optional().describe('Default both'),
+  models: z.array(z.string()).min(1).max(100).optional().describe('Model allow-list; default every model'),
+  budget: keyBudgetSchema.optional(),
+  expiresAt: z.string().optional().describe('ISO 8601, in the future'),
+});
+export const adminKeySchema = z.object({
+  keyId: z.string(),
+  userId: z.string(),
+  name: z.string(),
+  scopes: z.array(z.enum(['generate', 'read'])),
+  models: z.array(z.string()).optional(),
+  budget: keyBudgetSchema.optional(),
+  expiresAt: z.string().optional(),
+  createdAt: z.string(),
+  lastUsedAt: z.string().optional(),
+});
+export const adminCreatedKeySchema = adminKeySchema.extend({ apiKey: z.string().describe('The secret: shown this once, never again') });
+export const adminAuditSchema = z.object({
+  data: z.array(
+    z.object({
+      id: z.string(),
+      at: z.string().describe('ISO 8601'),
+      actor: z.string().describe('The admin key’s name'),
+      action: z.enum(['user.create', 'credits.add', 'key.create', 'key.revoke']),
+      userId: z.string().optional(),
+      keyId: z.string().optional(),
+      details: z.record(z.string(), z.unknown()).optional(),
+    }),
+  ),
+  nextCursor: z.string().nullable(),
 });

@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
-import type { ApiKeyStore, Principal } from '../ports/api-keys.js';
+import { newKeyId } from '../ids.js';
+import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '../ports/api-keys.js';
 
 /** Hex SHA-256 of an API key: the only form in which any store keeps a key. */
 export function hashApiKey(apiKey: string): string {
@@ -11,41 +12,109 @@ export interface MemoryApiKeyStoreOptions {
   keys?: Array<{ apiKey: string; userId: string }>;
 }
 
+/** How often a key's `lastUsedAt` is written at most: a write per request would cost more than the request. */
+export const LAST_USED_RESOLUTION_MS = 60_000;
+
 /**
  * API keys held as SHA-256 digests in a Map. A lookup by digest reveals nothing about how much of a key matched:
  * the digest of a near-miss shares no prefix with the real one.
  */
 export class MemoryApiKeyStore implements ApiKeyStore {
-  // Not a #private field on purpose: the contract suite walks reachable state to check no plain key is held.
-  private readonly userByDigest = new Map<string, string>();
+  // Not #private fields on purpose: the contract suite walks reachable state to check no plain key is held.
+  private readonly keyByDigest = new Map<string, ApiKeyInfo>();
+  private readonly digestById = new Map<string, string>();
 
   constructor(options: MemoryApiKeyStoreOptions = {}) {
     for (const { apiKey, userId } of options.keys ?? []) this.add(apiKey, userId);
   }
 
   /** Answers at once (the port allows it); typed as the port is, so a subclass may answer with a promise. */
-  resolve(apiKey: string): Principal | null | PromiseLike<Principal | null> {
+  resolve(apiKey: string, now: number = Date.now()): Principal | null | PromiseLike<Principal | null> {
     if (typeof apiKey !== 'string' || apiKey.length === 0) return null;
-    const userId = this.userByDigest.get(hashApiKey(apiKey));
-    return userId === undefined ? null : { userId };
+    const key = this.keyByDigest.get(hashApiKey(apiKey));
+    if (key === undefined) return null;
+    if (key.expiresAt !== undefined && key.expiresAt <= now) return null;
+    if (key.lastUsedAt === undefined || now - key.lastUsedAt >= LAST_USED_RESOLUTION_MS) key.lastUsedAt = now;
+    return principalOf(key);
   }
 
   async addKey(apiKey: string, userId: string): Promise<void> {
     this.add(apiKey, userId);
   }
 
+  async createKey(apiKey: string, key: NewApiKey): Promise<void> {
+    assertKey(apiKey);
+    const digest = hashApiKey(apiKey);
+    if (this.keyByDigest.has(digest)) throw new Error('This API key is already stored');
+    if (this.digestById.has(key.keyId)) throw new Error(`Key id ${key.keyId} is already taken`);
+    this.keyByDigest.set(digest, copyKey(key));
+    this.digestById.set(key.keyId, digest);
+  }
+
+  async listKeys(userId: string): Promise<ApiKeyInfo[]> {
+    // A Map keeps insertion order: oldest first.
+    return [...this.keyByDigest.values()].filter((k) => k.userId === userId).map(copyKey);
+  }
+
+  async getKey(keyId: string): Promise<ApiKeyInfo | null> {
+    const digest = this.digestById.get(keyId);
+    const key = digest === undefined ? undefined : this.keyByDigest.get(digest);
+    return key ? copyKey(key) : null;
+  }
+
   async revokeKey(apiKey: string): Promise<void> {
-    this.userByDigest.delete(hashApiKey(apiKey));
+    if (typeof apiKey !== 'string') return;
+    const digest = hashApiKey(apiKey);
+    const key = this.keyByDigest.get(digest);
+    if (!key) return;
+    this.keyByDigest.delete(digest);
+    this.digestById.delete(key.keyId);
+  }
+
+  async revokeKeyById(keyId: string): Promise<boolean> {
+    const digest = this.digestById.get(keyId);
+    if (digest === undefined) return false;
+    this.digestById.delete(keyId);
+    this.keyByDigest.delete(digest);
+    return true;
   }
 
   private add(apiKey: string, userId: string): void {
-    if (typeof apiKey !== 'string' || apiKey.length === 0) throw new RangeError('An API key must be a non-empty string');
+    assertKey(apiKey);
     const digest = hashApiKey(apiKey);
-    const owner = this.userByDigest.get(digest);
-    if (owner !== undefined && owner !== userId) {
+    const owner = this.keyByDigest.get(digest)?.userId;
+    if (owner !== undefined) {
       // Re-pointing a key would hand one user's credential to another.
-      throw new Error('This API key already belongs to another user');
+      if (owner !== userId) throw new Error('This API key already belongs to another user');
+      return;
     }
-    this.userByDigest.set(digest, userId);
+    const keyId = newKeyId();
+    this.keyByDigest.set(digest, { keyId, userId, name: 'default', scopes: [...ALL_SCOPES], createdAt: Date.now() });
+    this.digestById.set(keyId, digest);
   }
 }
+
+/** Every scope: what a key made by the host's own code (`addKey`) may do. */
+export const ALL_SCOPES: readonly KeyScope[] = ['generate', 'read'];
+
+/** The principal a stored key resolves to; every store answers the same shape. */
+export function principalOf(key: ApiKeyInfo): Principal {
+  const p: Principal = { userId: key.userId, keyId: key.keyId, scopes: key.scopes };
+  if (key.models !== undefined) p.models = key.models;
+  if (key.budget !== undefined) p.budget = key.budget;
+  return p;
+}
+
+function copyKey(key: ApiKeyInfo): ApiKeyInfo {
+  const out: ApiKeyInfo = { keyId: key.keyId, userId: key.userId, name: key.name, scopes: [...key.scopes], createdAt: key.createdAt };
+  if (key.models !== undefined) out.models = [...key.models];
+  if (key.budget !== undefined) out.budget = { amount: key.budget.amount, period: key.budget.period };
+  if (key.expiresAt !== undefined) out.expiresAt = key.expiresAt;
+  if (key.lastUsedAt !== undefined) out.lastUsedAt = key.lastUsedAt;
+  return out;
+}
+
+function assertKey(apiKey: string): void {
+  if (typeof apiKey !== 'string' || apiKey.length === 0) throw new RangeError('An API key must be a non-empty string');
+}
+

@@ -4,3 +4,4 @@ export { MemoryApiKeyStore, hashApiKey, type MemoryApiKeyStoreOptions } from './
 export { MemoryIdempotencyStore } from './idempotency.js';
 export { MemoryBlobStore } from './blob-store.js';
 export { MemoryWebhookStore } from './webhook-store.js';
+export { MemoryAuditLog } from './audit-log.js';

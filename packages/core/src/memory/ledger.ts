@@ -1,4 +1,13 @@
-import type { AccountSnapshot, Ledger, OpenReserve, ReserveResult } from '../ports/ledger.js';
+import type {
+  AccountSnapshot,
+  Ledger,
+  OpenReserve,
+  ReserveOptions,
+  ReserveResult,
+  UsageQuery,
+  UsageReport,
+} from '../ports/ledger.js';
+import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '../usage.js';
 
 export interface MemoryLedgerOptions {
   /** Starting balances by user id. */
@@ -15,6 +24,10 @@ interface Reserve {
    */
   charged: number | undefined;
   sequence: number;
+  modelId: string | undefined;
+  keyId: string | undefined;
+  /** The key window the reserve was held in (with keyId and a key limit). */
+  window: string | undefined;
 }
 
 /**
@@ -24,6 +37,10 @@ interface Reserve {
 export class MemoryLedger implements Ledger {
   private readonly accounts = new Map<string, AccountSnapshot>();
   private readonly reserves = new Map<string, Reserve>();
+  /** Held plus charged, by key and window start. */
+  private readonly keySpent = new Map<string, number>();
+  /** Settled spend by user, then by day, then by `model\u0000key`: what `usage` reads, never the reserves. */
+  private readonly rollup = new Map<string, Map<number, Map<string, { modelId?: string; keyId?: string; count: number; tokens: number }>>>();
   private sequence = 0;
 
   constructor(options: MemoryLedgerOptions = {}) {
@@ -33,8 +50,16 @@ export class MemoryLedger implements Ledger {
     }
   }
 
-  async reserve(userId: string, generationId: string, amount: number, now: number = Date.now()): Promise<ReserveResult> {
+  async reserve(
+    userId: string,
+    generationId: string,
+    amount: number,
+    now: number = Date.now(),
+    options: ReserveOptions = {},
+  ): Promise<ReserveResult> {
     assertAmount(amount, 'reserve amount');
+    const limit = options.keyId !== undefined ? options.keyLimit : undefined;
+    if (limit) assertAmount(limit.amount, 'key limit');
     const existing = this.reserves.get(generationId);
     if (existing) {
       if (existing.userId !== userId) {
@@ -45,13 +70,29 @@ export class MemoryLedger implements Ledger {
     }
     const account = this.accountOf(userId);
     if (account.balance < amount) return 'insufficient';
+    let window: string | undefined;
+    if (limit) {
+      window = windowKey(options.keyId!, limit.windowStart);
+      const spent = this.keySpent.get(window) ?? 0;
+      if (spent + amount > limit.amount) return 'budget_exceeded';
+      this.keySpent.set(window, spent + amount);
+    }
     account.balance -= amount;
     account.reserved += amount;
-    this.reserves.set(generationId, { userId, amount, createdAt: now, charged: undefined, sequence: this.sequence++ });
+    this.reserves.set(generationId, {
+      userId,
+      amount,
+      createdAt: now,
+      charged: undefined,
+      sequence: this.sequence++,
+      modelId: options.modelId,
+      keyId: options.keyId,
+      window,
+    });
     return 'ok';
   }
 
-  async settle(generationId: string, amount: number): Promise<number | null> {
+  async settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
     if (!Number.isFinite(amount)) throw new RangeError(`settle amount must be a finite number, got ${amount}`);
     const reserve = this.reserves.get(generationId);
     if (!reserve) return null;
@@ -61,12 +102,61 @@ export class MemoryLedger implements Ledger {
     account.reserved -= reserve.amount;
     account.settled += charged;
     account.balance += reserve.amount - charged;
+    if (reserve.window !== undefined) {
+      this.keySpent.set(reserve.window, (this.keySpent.get(reserve.window) ?? 0) - (reserve.amount - charged));
+    }
     reserve.charged = charged;
+    this.addUsage(reserve, charged, now);
     return charged;
   }
 
-  async release(generationId: string): Promise<number | null> {
-    return this.settle(generationId, 0);
+  async release(generationId: string, now?: number): Promise<number | null> {
+    return this.settle(generationId, 0, now);
+  }
+
+  async keySpend(keyId: string, windowStart: number): Promise<number> {
+    return this.keySpent.get(windowKey(keyId, windowStart)) ?? 0;
+  }
+
+  async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
+    // Summed per group here, so the report is built from one row per group, not one per cell.
+    const byGroup = new Map<string | null, { group: string | null; count: number; tokens: number }>();
+    const days = this.rollup.get(userId);
+    const [from, to] = [dayIndexOf(query.from), dayIndexOf(query.to)];
+    for (const [day, cells] of days ?? []) {
+      if (day < from || day > to) continue;
+      const dayGroup = query.groupBy === 'day' ? usageDayOfIndex(day) : undefined;
+      for (const c of cells.values()) {
+        const group = dayGroup ?? ((query.groupBy === 'model' ? c.modelId : c.keyId) ?? null);
+        const row = byGroup.get(group);
+        if (row) {
+          row.count += c.count;
+          row.tokens += c.tokens;
+        } else byGroup.set(group, { group, count: c.count, tokens: c.tokens });
+      }
+    }
+    return groupUsage([...byGroup.values()], query.groupBy);
+  }
+
+  private addUsage(reserve: Reserve, charged: number, now: number): void {
+    let days = this.rollup.get(reserve.userId);
+    if (!days) this.rollup.set(reserve.userId, (days = new Map()));
+    const day = usageDayIndex(now);
+    let cells = days.get(day);
+    if (!cells) days.set(day, (cells = new Map()));
+    const cellKey = `${reserve.modelId ?? ''}\u0000${reserve.keyId ?? ''}`;
+    const cell = cells.get(cellKey);
+    if (cell) {
+      cell.count += 1;
+      cell.tokens += charged;
+    } else {
+      cells.set(cellKey, {
+        ...(reserve.modelId !== undefined ? { modelId: reserve.modelId } : {}),
+        ...(reserve.keyId !== undefined ? { keyId: reserve.keyId } : {}),
+        count: 1,
+        tokens: charged,
+      });
+    }
   }
 
   async balance(userId: string): Promise<number> {
@@ -76,6 +166,13 @@ export class MemoryLedger implements Ledger {
   async credit(userId: string, amount: number): Promise<void> {
     assertAmount(amount, 'credit amount');
     this.accountOf(userId).balance += amount;
+  }
+
+  async openAccount(userId: string, balance: number): Promise<boolean> {
+    assertAmount(balance, 'balance');
+    if (this.accounts.has(userId)) return false;
+    this.accountOf(userId).balance = balance;
+    return true;
   }
 
   async account(userId: string): Promise<AccountSnapshot> {
@@ -99,6 +196,10 @@ export class MemoryLedger implements Ledger {
     }
     return account;
   }
+}
+
+function windowKey(keyId: string, windowStart: number): string {
+  return `${keyId}\u0000${windowStart}`;
 }
 
 function assertAmount(amount: number, what: string): void {

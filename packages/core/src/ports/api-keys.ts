@@ -1,7 +1,43 @@
-/** Who a request acts for. */
+/** What a key may do: `generate` creates and cancels generations, `read` reads them, the models and usage. */
+export type KeyScope = 'generate' | 'read';
+
+/** A key's spend limit: at most `amount` tokens reserved or charged per UTC day or UTC month. */
+export interface KeyBudget {
+  amount: number;
+  period: 'day' | 'month';
+}
+
+/** Who a request acts for, and through which key. */
 export interface Principal {
   userId: string;
+  /**
+   * The managed key the request came with. A host's own resolver may leave the key fields out: such a principal may
+   * do everything its user may, with no key budget.
+   */
+  keyId?: string;
+  scopes?: readonly KeyScope[];
+  /** Model allow-list: the only models this key lists and creates with. Absent: every model. */
+  models?: readonly string[];
+  budget?: KeyBudget;
 }
+
+/** A key as its owner and the host see it: never the secret, nor its digest. */
+export interface ApiKeyInfo {
+  keyId: string;
+  userId: string;
+  name: string;
+  scopes: KeyScope[];
+  models?: string[];
+  budget?: KeyBudget;
+  /** Epoch ms after which the key resolves to null. */
+  expiresAt?: number;
+  createdAt: number;
+  /** Epoch ms of a recent use, recorded at most about once a minute per key. */
+  lastUsedAt?: number;
+}
+
+/** A key to store; core validates it (scopes, budget, expiry) before a store sees it. */
+export type NewApiKey = Omit<ApiKeyInfo, 'lastUsedAt'>;
 
 /**
  * Turns an API key into its user.
@@ -20,10 +56,32 @@ export interface ApiKeyResolver {
   resolve(apiKey: string): Principal | null | PromiseLike<Principal | null>;
 }
 
-/** An ApiKeyResolver whose keys can be managed (the stores ship one). */
+/**
+ * An ApiKeyResolver whose keys are objects that can be managed (the stores ship one).
+ *
+ * Guarantees, beyond the resolver's (the contract suite checks each):
+ * - `resolve(apiKey, now)` answers the key's principal with its id, scopes, allow-list and budget; an expired key
+ *   (`expiresAt <= now`) resolves to null, as a revoked one does.
+ * - `createKey` stores the digest and the key's fields in one write; it throws, storing nothing, when the key id or
+ *   the key itself is already stored (for any user).
+ * - `listKeys` never returns a secret or a digest; revoked keys are gone from it.
+ * - `revokeKeyById` answers whether a key was revoked; on every instance the key's next `resolve` is null.
+ */
 export interface ApiKeyStore extends ApiKeyResolver {
-  /** Adds a key for a user. Adding the same key again for the same user is a no-op. */
+  resolve(apiKey: string, now?: number): Principal | null | PromiseLike<Principal | null>;
+  /**
+   * Adds a key for a user with every scope and no limits (a key made by the host's own code). Adding the same key
+   * again for the same user is a no-op.
+   */
   addKey(apiKey: string, userId: string): Promise<void>;
+  /** Stores a managed key under its digest; throws when the key or its id is already stored. */
+  createKey(apiKey: string, key: NewApiKey): Promise<void>;
+  /** A user's keys, oldest first. */
+  listKeys(userId: string): Promise<ApiKeyInfo[]>;
+  /** One key by id, or null. */
+  getKey(keyId: string): Promise<ApiKeyInfo | null>;
   /** Revokes a key; the next `resolve` of it returns null. Revoking an unknown key is a no-op. */
   revokeKey(apiKey: string): Promise<void>;
+  /** Revokes a key by its id; true when there was one to revoke. */
+  revokeKeyById(keyId: string): Promise<boolean>;
 }

@@ -8,3 +8,4 @@ export type * from './idempotency.js';
 export type * from './provider.js';
 export type * from './webhooks.js';
 export type * from './notifier.js';
+export type * from './audit.js';

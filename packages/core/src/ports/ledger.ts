@@ -1,4 +1,5 @@
-export type ReserveResult = 'ok' | 'insufficient';
+/** `budget_exceeded`: the key's limit for the window would be passed (the balance was enough). */
+export type ReserveResult = 'ok' | 'insufficient' | 'budget_exceeded';
 
 export interface AccountSnapshot {
   /** Spendable tokens. */
@@ -16,6 +17,41 @@ export interface OpenReserve {
   createdAt: number;
 }
 
+/** What a reserve is for, recorded with it for usage, and the key limit it must stay within. */
+export interface ReserveOptions {
+  modelId?: string;
+  keyId?: string;
+  /**
+   * With `keyId`: the key's spend (held plus charged) in the window that starts at `windowStart` may reach at most
+   * `amount` with this reserve. Which window applies is the caller's rule; the ledger only keeps it.
+   */
+  keyLimit?: { amount: number; windowStart: number };
+}
+
+export type UsageGroupBy = 'day' | 'model' | 'key';
+
+export interface UsageQuery {
+  /** First UTC day counted, `YYYY-MM-DD`. */
+  from: string;
+  /** Last UTC day counted (inclusive), `YYYY-MM-DD`. */
+  to: string;
+  groupBy: UsageGroupBy;
+}
+
+export interface UsageRow {
+  /** `day`: the UTC day as `YYYY-MM-DD`; `model` / `key`: the id, or null for reserves made without one. */
+  group: string | null;
+  /** Settled reserves (finished generations, charged or not). */
+  count: number;
+  /** Tokens charged. */
+  tokens: number;
+}
+
+export interface UsageReport {
+  rows: UsageRow[];
+  total: { count: number; tokens: number };
+}
+
 /**
  * Token billing.
  *
@@ -23,21 +59,34 @@ export interface OpenReserve {
  * - `reserve` is atomic: under any number of concurrent calls (and processes) the balance never goes below
  *   zero; it either holds the whole amount or nothing. Calling it again for the same generationId returns
  *   `ok` without holding more.
+ * - With `options.keyLimit`, the key's spend in that window is held in the same atomic step as the balance: however
+ *   many reserves race, it never passes the limit, and a refused reserve holds nothing on either.
  * - `settle(generationId, amount)` charges `amount` (clamped to the reserve) and returns the rest of the reserve
- *   to the balance; `release(generationId)` is `settle(generationId, 0)`. Both are idempotent: a second call
- *   (a retry after a crash) changes nothing and returns the amount charged the first time. Settling an unknown
- *   generation returns null.
+ *   to the balance and to the key's window it was held in; `release(generationId)` is `settle(generationId, 0)`. Both
+ *   are idempotent: a second call (a retry after a crash) changes nothing and returns the amount charged the first
+ *   time. Settling an unknown generation returns null.
  * - For every user, `balance + reserved + settled` only changes through `credit`.
+ * - `usage` counts settled reserves by the UTC day they settled (the `now` of settle), from a rollup kept in the
+ *   settle's own step, so its cost follows the days, models and keys asked about, never the number of generations.
  */
 export interface Ledger {
-  reserve(userId: string, generationId: string, amount: number, now?: number): Promise<ReserveResult>;
+  reserve(userId: string, generationId: string, amount: number, now?: number, options?: ReserveOptions): Promise<ReserveResult>;
   /** Returns the amount actually charged, or null when there is no reserve for that generation. */
-  settle(generationId: string, amount: number): Promise<number | null>;
-  release(generationId: string): Promise<number | null>;
+  settle(generationId: string, amount: number, now?: number): Promise<number | null>;
+  release(generationId: string, now?: number): Promise<number | null>;
   balance(userId: string): Promise<number>;
   /** Adds tokens to a user's balance (creating the account). Amount must be >= 0. */
   credit(userId: string, amount: number): Promise<void>;
+  /**
+   * Creates the account with `balance` when the user has none, atomically: true when it did, false (changing
+   * nothing) when the account exists. Amount must be >= 0.
+   */
+  openAccount(userId: string, balance: number): Promise<boolean>;
   account(userId: string): Promise<AccountSnapshot>;
   /** Reserves neither settled nor released, oldest first (for recovery). */
   openReserves(limit: number): Promise<OpenReserve[]>;
+  /** A key's spend (held plus charged) in the window starting at `windowStart`. */
+  keySpend(keyId: string, windowStart: number): Promise<number>;
+  /** A user's settled spend on the days `from` to `to`, grouped. */
+  usage(userId: string, query: UsageQuery): Promise<UsageReport>;
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { ApiKeyStore } from '@genservice/core/ports';
+import type { ApiKeyStore, NewApiKey } from '@genservice/core/ports';
+import { settleAll } from './harness.js';
 import { holdsString, uid, useFresh } from './harness.js';
 
 /** The ApiKeyStore half of `runPortContracts`. */
@@ -14,7 +15,7 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
       const user = uid('user');
       expect(await keys().resolve(key)).toBeNull();
       await keys().addKey(key, user);
-      expect(await keys().resolve(key)).toEqual({ userId: user });
+      expect(await keys().resolve(key)).toMatchObject({ userId: user });
       expect(await keys().resolve(newKey())).toBeNull();
     });
 
@@ -25,12 +26,12 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
       await keys().addKey(a1, alice);
       await keys().addKey(a2, alice);
       await keys().addKey(b1, bob);
-      expect(await keys().resolve(a1)).toEqual({ userId: alice });
-      expect(await keys().resolve(a2)).toEqual({ userId: alice });
-      expect(await keys().resolve(b1)).toEqual({ userId: bob });
+      expect(await keys().resolve(a1)).toMatchObject({ userId: alice });
+      expect(await keys().resolve(a2)).toMatchObject({ userId: alice });
+      expect(await keys().resolve(b1)).toMatchObject({ userId: bob });
       await keys().revokeKey(a1);
       expect(await keys().resolve(a1)).toBeNull();
-      expect(await keys().resolve(a2)).toEqual({ userId: alice });
+      expect(await keys().resolve(a2)).toMatchObject({ userId: alice });
     });
 
     it('matches only the exact key: prefixes, extensions, case and whitespace variants are unknown', async () => {
@@ -59,10 +60,10 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
       const user = uid('user');
       await keys().addKey(long, user);
       await keys().addKey(unicode, user);
-      expect(await keys().resolve(long)).toEqual({ userId: user });
+      expect(await keys().resolve(long)).toMatchObject({ userId: user });
       expect(await keys().resolve(`${long}x`)).toBeNull();
       expect(await keys().resolve(long.slice(0, -1))).toBeNull();
-      expect(await keys().resolve(unicode)).toEqual({ userId: user });
+      expect(await keys().resolve(unicode)).toMatchObject({ userId: user });
       expect(await keys().resolve('x'.repeat(1_000_000))).toBeNull();
     });
 
@@ -70,7 +71,7 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
       const key = newKey();
       const user = uid('user');
       await keys().addKey(key, user);
-      expect(await keys().resolve(key)).toEqual({ userId: user });
+      expect(await keys().resolve(key)).toMatchObject({ userId: user });
       await keys().revokeKey(key);
       expect(await keys().resolve(key)).toBeNull();
       await keys().revokeKey(key);
@@ -85,7 +86,7 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
       await keys().addKey(key, user);
       await keys().addKey(key, user);
       await Promise.all([keys().addKey(key, user), keys().addKey(key, user)]);
-      expect(await keys().resolve(key)).toEqual({ userId: user });
+      expect(await keys().resolve(key)).toMatchObject({ userId: user });
       await keys().revokeKey(key);
       expect(await keys().resolve(key)).toBeNull();
     });
@@ -96,7 +97,7 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
       await keys().addKey(key, user);
       await keys().revokeKey(key);
       await keys().addKey(key, user);
-      expect(await keys().resolve(key)).toEqual({ userId: user });
+      expect(await keys().resolve(key)).toMatchObject({ userId: user });
     });
 
     it('never silently moves a key to another user', async () => {
@@ -104,7 +105,7 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
       const alice = uid('alice');
       await keys().addKey(key, alice);
       await keys().addKey(key, uid('mallory')).catch(() => undefined);
-      expect(await keys().resolve(key)).toEqual({ userId: alice });
+      expect(await keys().resolve(key)).toMatchObject({ userId: alice });
     });
 
     it('does not hold the plain key anywhere reachable from the store object', async () => {
@@ -115,6 +116,117 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
       // The key's hex or base64 digest is fine; the key itself in any common encoding is not.
       expect(holdsString(keys(), Buffer.from(key).toString('base64'))).toBe(false);
       expect(holdsString(keys(), Buffer.from(key).toString('hex'))).toBe(false);
+    });
+
+    describe('keys as objects', () => {
+      const T = 1_790_000_000_000;
+      const spec = (userId: string, extra: Partial<NewApiKey> = {}): NewApiKey => ({
+        keyId: uid('key'),
+        userId,
+        name: 'ci',
+        scopes: ['read'],
+        createdAt: T,
+        ...extra,
+      });
+
+      it('resolves a created key to its principal with scopes, allow-list and budget', async () => {
+        const user = uid('user');
+        const secret = newKey();
+        const key = spec(user, { scopes: ['generate', 'read'], models: ['a', 'b'], budget: { amount: 10, period: 'day' } });
+        await keys().createKey(secret, key);
+        expect(await keys().resolve(secret, T)).toEqual({
+          userId: user,
+          keyId: key.keyId,
+          scopes: ['generate', 'read'],
+          models: ['a', 'b'],
+          budget: { amount: 10, period: 'day' },
+        });
+        const plain = spec(user);
+        const plainSecret = newKey();
+        await keys().createKey(plainSecret, plain);
+        expect(await keys().resolve(plainSecret, T)).toEqual({ userId: user, keyId: plain.keyId, scopes: ['read'] });
+      });
+
+      it('lists a user\'s keys oldest first without secret or digest, and finds one by id', async () => {
+        const user = uid('user');
+        const first = spec(user, { name: 'first', expiresAt: T + 1_000 });
+        const second = spec(user, { name: 'second', createdAt: T + 1, models: ['m'], budget: { amount: 2.5, period: 'month' } });
+        const s1 = newKey();
+        await keys().createKey(s1, first);
+        await keys().createKey(newKey(), second);
+        await keys().createKey(newKey(), spec(uid('other')));
+        const listed = await keys().listKeys(user);
+        expect(listed).toEqual([first, second]);
+        expect(JSON.stringify(listed)).not.toContain(s1);
+        expect(await keys().getKey(second.keyId)).toEqual(second);
+        expect(await keys().getKey(uid('key'))).toBeNull();
+        expect(await keys().listKeys(uid('nobody'))).toEqual([]);
+      });
+
+      it('records when a key was last used, at most about once a minute', async () => {
+        const user = uid('user');
+        const secret = newKey();
+        const key = spec(user);
+        await keys().createKey(secret, key);
+        expect((await keys().getKey(key.keyId))?.lastUsedAt).toBeUndefined();
+        await keys().resolve(secret, T + 1_000);
+        expect((await keys().getKey(key.keyId))?.lastUsedAt).toBe(T + 1_000);
+        await keys().resolve(secret, T + 2_000);
+        expect((await keys().getKey(key.keyId))?.lastUsedAt).toBe(T + 1_000);
+        await keys().resolve(secret, T + 61_000);
+        expect((await keys().getKey(key.keyId))?.lastUsedAt).toBe(T + 61_000);
+      });
+
+      it('fails an expired key as if it were revoked', async () => {
+        const secret = newKey();
+        const key = spec(uid('user'), { expiresAt: T + 1_000 });
+        await keys().createKey(secret, key);
+        expect(await keys().resolve(secret, T + 999)).not.toBeNull();
+        expect(await keys().resolve(secret, T + 1_000)).toBeNull();
+        expect(await keys().resolve(secret, T + 5_000)).toBeNull();
+      });
+
+      it('revokes by id: the next resolve is null, the list forgets it, and an unknown id answers false', async () => {
+        const user = uid('user');
+        const secret = newKey();
+        const key = spec(user);
+        await keys().createKey(secret, key);
+        expect(await keys().revokeKeyById(key.keyId)).toBe(true);
+        expect(await keys().resolve(secret, T)).toBeNull();
+        expect(await keys().listKeys(user)).toEqual([]);
+        expect(await keys().getKey(key.keyId)).toBeNull();
+        expect(await keys().revokeKeyById(key.keyId)).toBe(false);
+        expect(await keys().revokeKeyById(uid('key'))).toBe(false);
+      });
+
+      it('refuses a key or id already stored, storing nothing, also under 20 racing creates', async () => {
+        const user = uid('user');
+        const secret = newKey();
+        const key = spec(user);
+        await keys().createKey(secret, key);
+        await expect(keys().createKey(secret, spec(uid('mallory')))).rejects.toThrow();
+        await expect(keys().createKey(newKey(), { ...spec(user), keyId: key.keyId })).rejects.toThrow();
+        expect(await keys().resolve(secret, T)).toMatchObject({ userId: user, keyId: key.keyId });
+        expect(await keys().listKeys(user)).toHaveLength(1);
+
+        const raced = newKey();
+        const results = await settleAll(Array.from({ length: 20 }, (_, i) => keys().createKey(raced, spec(uid(`u${i}`)))));
+        expect(results.filter((r) => r.ok)).toHaveLength(1);
+        expect(await keys().resolve(raced, T)).not.toBeNull();
+      });
+
+      it('gives a key added by the host\'s code an id and every scope', async () => {
+        const user = uid('user');
+        const secret = newKey();
+        await keys().addKey(secret, user);
+        const p = await keys().resolve(secret, T);
+        expect(p).toMatchObject({ userId: user, scopes: ['generate', 'read'] });
+        expect(typeof p?.keyId).toBe('string');
+        const [listed] = await keys().listKeys(user);
+        expect(listed?.keyId).toBe(p?.keyId);
+        expect(await keys().revokeKeyById(p!.keyId!)).toBe(true);
+        expect(await keys().resolve(secret, T)).toBeNull();
+      });
     });
   });
 }

@@ -2,10 +2,12 @@ import { describe } from 'vitest';
 import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
 import { describeApiKeyContract } from './api-keys.js';
 import { describeIdempotencyContract } from './idempotency.js';
+import { describeKeyScenarios } from './keys-scenarios.js';
 import { describeLedgerContract } from './ledger.js';
 import { describeServiceScenarios } from './scenarios.js';
 import { describeStoreContract } from './store.js';
 
+export { runAuditLogContract, type AuditLogUnderTest } from './audit.js';
 export { runBlobStoreContract } from './blob.js';
 export { runQueueContract, type QueueUnderTest } from './queue.js';
 export { runWebhookStoreContract, type WebhookStoreUnderTest } from './webhooks.js';
@@ -36,5 +38,6 @@ export function runPortContracts(name: string, make: () => Promise<PortsUnderTes
     describeApiKeyContract(make);
     describeIdempotencyContract(make);
     describeServiceScenarios(make);
+    describeKeyScenarios(make);
   });
 }

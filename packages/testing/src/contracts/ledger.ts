@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { AccountSnapshot, Ledger } from '@genservice/core/ports';
+import type { AccountSnapshot, Ledger, ReserveResult } from '@genservice/core/ports';
 import { T0, uid, useFresh } from './harness.js';
 
 /** The Ledger half of `runPortContracts`. */
@@ -31,6 +31,23 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
       await ledger().credit(user, 7);
       await ledger().credit(user, 0);
       await expectAccount(user, { balance: 12, reserved: 0, settled: 0 });
+    });
+
+    it('opens an account once: exactly one of 20 racing opens creates it, the others change nothing', async () => {
+      const user = uid('user');
+      const results = await Promise.all(Array.from({ length: 20 }, (_, i) => ledger().openAccount(user, 10 + i)));
+      expect(results.filter((r) => r)).toHaveLength(1);
+      const balance = await ledger().balance(user);
+      expect(balance).toBe(10 + results.indexOf(true));
+      expect(await ledger().openAccount(user, 0)).toBe(false);
+      await expectAccount(user, { balance, reserved: 0, settled: 0 });
+      const credited = await userWith(5);
+      expect(await ledger().openAccount(credited, 100)).toBe(false);
+      await expectAccount(credited, { balance: 5, reserved: 0, settled: 0 });
+      const empty = uid('user');
+      expect(await ledger().openAccount(empty, 0)).toBe(true);
+      await expect(ledger().openAccount(uid('user'), -1)).rejects.toThrow();
+      await expect(ledger().openAccount(uid('user'), Number.NaN)).rejects.toThrow();
     });
 
     it('never lets a negative credit drain a balance', async () => {
@@ -228,6 +245,153 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
           expect(a.balance + a.reserved + a.settled).toBe(credits.get(user));
         }
       }
+    });
+
+    describe('key budgets', () => {
+      const DAY = 86_400_000;
+      const W0 = Date.UTC(2026, 0, 10);
+
+      it('lets exactly 3 of 40 racing reserves of 3 through on a key limited to 10, holding nothing for the rest', async () => {
+        const user = await userWith(1_000);
+        const key = uid('key');
+        const results = await Promise.all(
+          Array.from({ length: 40 }, () =>
+            ledger().reserve(user, uid('gen'), 3, W0 + 5, { keyId: key, modelId: 'm', keyLimit: { amount: 10, windowStart: W0 } }),
+          ),
+        );
+        expect(results.filter((r) => r === 'ok')).toHaveLength(3);
+        expect(results.filter((r) => r === 'budget_exceeded')).toHaveLength(37);
+        expect(await ledger().keySpend(key, W0)).toBe(9);
+        await expectAccount(user, { balance: 991, reserved: 9, settled: 0 });
+      });
+
+      it('holds on neither when the balance is short, and on neither when the key is over', async () => {
+        const user = await userWith(5);
+        const key = uid('key');
+        const limit = { amount: 4, windowStart: W0 };
+        expect(await ledger().reserve(user, uid('gen'), 6, W0, { keyId: key, keyLimit: { amount: 100, windowStart: W0 } })).toBe('insufficient');
+        expect(await ledger().keySpend(key, W0)).toBe(0);
+        expect(await ledger().reserve(user, uid('gen'), 5, W0, { keyId: key, keyLimit: limit })).toBe('budget_exceeded');
+        await expectAccount(user, { balance: 5, reserved: 0, settled: 0 });
+        expect(await ledger().keySpend(key, W0)).toBe(0);
+        expect(await ledger().reserve(user, uid('gen'), 4, W0, { keyId: key, keyLimit: limit })).toBe('ok');
+        expect(await ledger().keySpend(key, W0)).toBe(4);
+      });
+
+      it('gives the unspent part of a settled or released reserve back to the key window it was held in', async () => {
+        const user = await userWith(100);
+        const key = uid('key');
+        const limit = { amount: 10, windowStart: W0 };
+        const [a, b, c] = [uid('gen'), uid('gen'), uid('gen')];
+        expect(await ledger().reserve(user, a, 4, W0, { keyId: key, keyLimit: limit })).toBe('ok');
+        expect(await ledger().reserve(user, b, 4, W0, { keyId: key, keyLimit: limit })).toBe('ok');
+        expect(await ledger().reserve(user, c, 4, W0, { keyId: key, keyLimit: limit })).toBe('budget_exceeded');
+        expect(await ledger().settle(a, 1, W0 + 10)).toBe(1);
+        expect(await ledger().keySpend(key, W0)).toBe(5);
+        expect(await ledger().release(b, W0 + 10)).toBe(0);
+        expect(await ledger().keySpend(key, W0)).toBe(1);
+        // A retried settle gives nothing back twice.
+        expect(await ledger().release(b, W0 + 10)).toBe(0);
+        expect(await ledger().settle(a, 0, W0 + 10)).toBe(1);
+        expect(await ledger().keySpend(key, W0)).toBe(1);
+        expect(await ledger().reserve(user, c, 9, W0, { keyId: key, keyLimit: limit })).toBe('ok');
+        expect(await ledger().keySpend(key, W0)).toBe(10);
+        // Settled in the next window: the spend is given back to the window it was held in.
+        expect(await ledger().release(c, W0 + DAY + 1)).toBe(0);
+        expect(await ledger().keySpend(key, W0)).toBe(1);
+        expect(await ledger().keySpend(key, W0 + DAY)).toBe(0);
+      });
+
+      it('keeps windows and keys apart, and a retried reserve holds once on the key', async () => {
+        const user = await userWith(100);
+        const [k1, k2] = [uid('key'), uid('key')];
+        const gen = uid('gen');
+        expect(await ledger().reserve(user, gen, 10, W0, { keyId: k1, keyLimit: { amount: 10, windowStart: W0 } })).toBe('ok');
+        expect(await ledger().reserve(user, gen, 10, W0, { keyId: k1, keyLimit: { amount: 10, windowStart: W0 } })).toBe('ok');
+        expect(await ledger().keySpend(k1, W0)).toBe(10);
+        expect(await ledger().reserve(user, uid('gen'), 10, W0 + DAY, { keyId: k1, keyLimit: { amount: 10, windowStart: W0 + DAY } })).toBe('ok');
+        expect(await ledger().reserve(user, uid('gen'), 10, W0, { keyId: k2, keyLimit: { amount: 10, windowStart: W0 } })).toBe('ok');
+        expect(await ledger().keySpend(k1, W0)).toBe(10);
+        expect(await ledger().keySpend(k1, W0 + DAY)).toBe(10);
+        expect(await ledger().keySpend(k2, W0)).toBe(10);
+        await expectAccount(user, { balance: 70, reserved: 30, settled: 0 });
+      });
+
+      it('never passes the limit while reserves, settles and releases race', async () => {
+        const user = await userWith(10_000);
+        const key = uid('key');
+        const limit = { amount: 20, windowStart: W0 };
+        const held: string[] = [];
+        const reserveOne = async (): Promise<ReserveResult> => {
+          const gen = uid('gen');
+          const r = await ledger().reserve(user, gen, 3, W0, { keyId: key, keyLimit: limit });
+          if (r === 'ok') held.push(gen);
+          return r;
+        };
+        for (let round = 0; round < 5; round++) {
+          const ends = held.splice(0, 3).map((gen, i) => (i % 2 === 0 ? ledger().release(gen, W0) : ledger().settle(gen, 1, W0)));
+          await Promise.all([...Array.from({ length: 12 }, reserveOne), ...ends]);
+          expect(await ledger().keySpend(key, W0)).toBeLessThanOrEqual(20);
+        }
+        const account = await ledger().account(user);
+        expect(await ledger().keySpend(key, W0)).toBe(account.reserved + account.settled);
+      });
+
+      it('answers 0 spend for a key or window never used', async () => {
+        expect(await ledger().keySpend(uid('key'), W0)).toBe(0);
+      });
+    });
+
+    describe('usage', () => {
+      const D = Date.UTC(2026, 2, 1);
+      const DAY = 86_400_000;
+
+      async function spend(user: string, modelId: string, keyId: string | undefined, price: number, charge: number, settledAt: number): Promise<void> {
+        const gen = uid('gen');
+        expect(await ledger().reserve(user, gen, price, settledAt - 1, { modelId, ...(keyId !== undefined ? { keyId } : {}) })).toBe('ok');
+        await ledger().settle(gen, charge, settledAt);
+      }
+
+      it('counts settled reserves on the days from..to by day, model and key, and only the caller\'s', async () => {
+        const user = await userWith(1_000);
+        const other = await userWith(1_000);
+        const [k1, k2] = [uid('key'), uid('key')];
+        await spend(user, 'image', k1, 10, 10, D + 1);
+        await spend(user, 'image', k2, 10, 4, D + DAY + 5);
+        await spend(user, 'video', k1, 20, 20, D + DAY + 6);
+        await spend(user, 'text', undefined, 5, 0, D + 2 * DAY);
+        await spend(user, 'image', k1, 10, 10, D - 1); // the day before from
+        await spend(user, 'image', k1, 10, 10, D + 3 * DAY); // the day after to
+        await spend(other, 'image', k1, 10, 10, D + 1);
+        // Open: not usage yet.
+        await ledger().reserve(user, uid('gen'), 7, D + 1, { modelId: 'image', keyId: k1 });
+
+        const q = { from: '2026-03-01', to: '2026-03-03' };
+        expect(await ledger().usage(user, { ...q, groupBy: 'day' })).toEqual({
+          rows: [
+            { group: '2026-03-01', count: 1, tokens: 10 },
+            { group: '2026-03-02', count: 2, tokens: 24 },
+            { group: '2026-03-03', count: 1, tokens: 0 },
+          ],
+          total: { count: 4, tokens: 34 },
+        });
+        expect(await ledger().usage(user, { ...q, groupBy: 'model' })).toEqual({
+          rows: [
+            { group: 'video', count: 1, tokens: 20 },
+            { group: 'image', count: 2, tokens: 14 },
+            { group: 'text', count: 1, tokens: 0 },
+          ],
+          total: { count: 4, tokens: 34 },
+        });
+        const byKey = await ledger().usage(user, { ...q, groupBy: 'key' });
+        expect(byKey.total).toEqual({ count: 4, tokens: 34 });
+        expect(byKey.rows).toEqual([
+          { group: k1, count: 2, tokens: 30 },
+          { group: k2, count: 1, tokens: 4 },
+          { group: null, count: 1, tokens: 0 },
+        ]);
+        expect(await ledger().usage(uid('nobody'), { ...q, groupBy: 'day' })).toEqual({ rows: [], total: { count: 0, tokens: 0 } });
+      });
     });
   });
 }

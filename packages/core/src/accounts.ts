@@ -1,0 +1,253 @@
+import { randomBytes } from 'node:crypto';
+import { inject, injectable } from 'tsyringe';
+import { z } from 'zod';
+import { DomainError, type ErrorDetail } from './errors.js';
+import { newKeyId } from './ids.js';
+import type { ApiKeyInfo, ApiKeyResolver, ApiKeyStore, KeyBudget, KeyScope } from './ports/api-keys.js';
+import type { AuditEntry, AuditLog } from './ports/audit.js';
+import type { Ledger, UsageGroupBy } from './ports/ledger.js';
+import { TOKENS } from './tokens.js';
+
+/** The longest span `usage` answers for, in days (a leap year). */
+export const USAGE_MAX_DAYS = 366;
+/** The days `usage` covers when `from` is not given: the last 30, today included. */
+export const USAGE_DEFAULT_DAYS = 30;
+
+const DAY_MS = 86_400_000;
+const SCOPES = ['generate', 'read'] as const satisfies readonly KeyScope[];
+/** No control characters: ids and names end up in logs, headers of tools and the audit log. */
+const PRINTABLE = /^[^\u0000-\u001f\u007f]+$/;
+
+const userIdSchema = z.string().min(1).max(200).regex(PRINTABLE);
+const amountSchema = z.number().finite().nonnegative();
+
+const newUserSchema = z.strictObject({ userId: userIdSchema, balance: amountSchema.optional() });
+const creditSchema = z.strictObject({
+  amount: z.number().finite().positive(),
+  reason: z.string().min(1).max(500).regex(PRINTABLE),
+});
+const newKeySchema = z.strictObject({
+  name: z.string().min(1).max(100).regex(PRINTABLE),
+  scopes: z
+    .array(z.enum(SCOPES))
+    .min(1)
+    .max(SCOPES.length)
+    .refine((s) => new Set(s).size === s.length, 'must not repeat a scope')
+    .optional(),
+  models: z.array(z.string().min(1).max(200).regex(PRINTABLE)).min(1).max(100).optional(),
+  budget: z.strictObject({ amount: z.number().finite().positive(), period: z.enum(['day', 'month']) }).optional(),
+  expiresAt: z.iso.datetime({ offset: true }).optional(),
+});
+const usageSchema = z.strictObject({
+  from: z.iso.date().optional(),
+  to: z.iso.date().optional(),
+  groupBy: z.enum(['day', 'model', 'key']).optional(),
+});
+
+export type NewUserInput = z.input<typeof newUserSchema>;
+export type CreditInput = z.input<typeof creditSchema>;
+export type NewKeyInput = z.input<typeof newKeySchema>;
+export type UsageInput = z.input<typeof usageSchema>;
+
+/** A key as its owner and the host read it (never the secret): times are ISO 8601. */
+export interface KeyView {
+  keyId: string;
+  userId: string;
+  name: string;
+  scopes: KeyScope[];
+  models?: string[];
+  budget?: KeyBudget;
+  expiresAt?: string;
+  createdAt: string;
+  lastUsedAt?: string;
+}
+
+export interface UsageReportView {
+  data: Array<({ period: string } | { modelId: string | null } | { keyId: string | null }) & { count: number; tokens: number }>;
+  total: { count: number; tokens: number };
+}
+
+export interface AuditView {
+  data: Array<Omit<AuditEntry, 'at'> & { at: string }>;
+  nextCursor: string | null;
+}
+
+/** Who performs an admin action, for the audit log. Default `host` (the host's own code). */
+export interface ActorOption {
+  actor?: string;
+}
+
+/**
+ * Users, credits and keys: what a host (or its admin over HTTP) manages, each action audited. Every input is checked
+ * whole before anything is written, and a bad one is a 400 naming its fields.
+ */
+@injectable()
+export class Accounts {
+  constructor(
+    @inject(TOKENS.Ledger) private readonly ledger: Ledger,
+    @inject(TOKENS.KeyStore) private readonly keys: ApiKeyResolver,
+    @inject(TOKENS.ApiKeys) private readonly resolver: ApiKeyResolver,
+    @inject(TOKENS.AuditLog) private readonly audit: AuditLog,
+  ) {}
+
+  /** Opens a user's account with a starting balance (default 0); 409 when the user already has one. */
+  async createUser(input: NewUserInput, options: ActorOption = {}): Promise<{ userId: string; balance: number }> {
+    const { userId, balance = 0 } = check(newUserSchema, input);
+    if (!(await this.ledger.openAccount(userId, balance))) {
+      throw new DomainError('conflict', `User "${userId}" already exists.`, {
+        details: [{ field: 'userId', code: 'invalid_value', message: 'a user with this id already exists' }],
+      });
+    }
+    await this.record(options, 'user.create', { userId, details: { balance } });
+    return { userId, balance };
+  }
+
+  /** Adds tokens to a user's balance (opening the account when needed); answers the new balance. */
+  async credit(userId: string, input: CreditInput, options: ActorOption = {}): Promise<{ balance: number }> {
+    const id = checkUserId(userId);
+    const { amount, reason } = check(creditSchema, input);
+    await this.ledger.credit(id, amount);
+    await this.record(options, 'credits.add', { userId: id, details: { amount, reason } });
+    return { balance: await this.ledger.balance(id) };
+  }
+
+  /** Issues a key; the answer is the only time its secret (`apiKey`) is shown. */
+  async createKey(userId: string, input: NewKeyInput, options: ActorOption & { now?: number } = {}): Promise<KeyView & { apiKey: string }> {
+    const id = checkUserId(userId);
+    const spec = check(newKeySchema, input);
+    const now = options.now ?? Date.now();
+    const expiresAt = spec.expiresAt !== undefined ? Date.parse(spec.expiresAt) : undefined;
+    if (expiresAt !== undefined && expiresAt <= now) {
+      throw invalid([{ field: 'expiresAt', code: 'invalid_value', message: 'expiresAt must be in the future' }]);
+    }
+    const store = this.keyStore();
+    const key = {
+      keyId: newKeyId(),
+      userId: id,
+      name: spec.name,
+      scopes: spec.scopes ?? [...SCOPES],
+      createdAt: now,
+      ...(spec.models !== undefined ? { models: [...new Set(spec.models)] } : {}),
+      ...(spec.budget !== undefined ? { budget: spec.budget } : {}),
+      ...(expiresAt !== undefined ? { expiresAt } : {}),
+    } satisfies ApiKeyInfo;
+    // 256 random bits: guessing one is hopeless, so a digest lookup needs no salt or slow hash.
+    const apiKey = `gs_${randomBytes(32).toString('base64url')}`;
+    await store.createKey(apiKey, key);
+    await this.record(options, 'key.create', {
+      userId: id,
+      keyId: key.keyId,
+      details: { name: key.name, scopes: key.scopes, models: key.models ?? null, budget: key.budget ?? null, expiresAt: spec.expiresAt ?? null },
+    });
+    return { ...keyView(key), apiKey };
+  }
+
+  /** A user's keys, oldest first, never their secrets. */
+  async listKeys(userId: string): Promise<KeyView[]> {
+    const id = checkUserId(userId);
+    return (await this.keyStore().listKeys(id)).map(keyView);
+  }
+
+  /**
+   * Revokes a key: 404 when there is none with that id. Its next request fails on every instance; with `apiKeyCache`
+   * on, other instances may accept it until their cached entry expires (`ttlMs`).
+   */
+  async revokeKey(keyId: string, options: ActorOption = {}): Promise<void> {
+    if (typeof keyId !== 'string' || keyId.length === 0 || keyId.length > 200) throw new DomainError('not_found', 'No such key.');
+    const store = this.keyStore();
+    const key = await store.getKey(keyId);
+    if (!key || !(await store.revokeKeyById(keyId))) throw new DomainError('not_found', 'No such key.');
+    (this.resolver as { forgetKeyId?: (keyId: string) => void }).forgetKeyId?.(keyId);
+    await this.record(options, 'key.revoke', { userId: key.userId, keyId, details: { name: key.name } });
+  }
+
+  /**
+   * A user's settled spend by UTC day, model or key, from the ledger. `from` and `to` are `YYYY-MM-DD` days, both
+   * counted; by default the last 30 days to today.
+   */
+  async usage(userId: string, input: UsageInput = {}, now: number = Date.now()): Promise<UsageReportView> {
+    const q = check(usageSchema, input);
+    const today = new Date(Math.floor(now / DAY_MS) * DAY_MS).toISOString().slice(0, 10);
+    const to = q.to ?? today;
+    const from = q.from ?? new Date(Date.parse(to) - (USAGE_DEFAULT_DAYS - 1) * DAY_MS).toISOString().slice(0, 10);
+    const span = (Date.parse(to) - Date.parse(from)) / DAY_MS + 1;
+    if (span < 1) throw invalid([{ field: 'from', code: 'invalid_value', message: 'from must not be after to' }]);
+    if (span > USAGE_MAX_DAYS) {
+      throw invalid([{ field: 'from', code: 'invalid_value', message: `from and to may be at most ${USAGE_MAX_DAYS} days apart` }]);
+    }
+    const groupBy: UsageGroupBy = q.groupBy ?? 'day';
+    const report = await this.ledger.usage(userId, { from, to, groupBy });
+    const name = groupBy === 'day' ? 'period' : groupBy === 'model' ? 'modelId' : 'keyId';
+    return {
+      data: report.rows.map((r) => ({ [name]: r.group, count: r.count, tokens: r.tokens }) as UsageReportView['data'][number]),
+      total: report.total,
+    };
+  }
+
+  /** The audit log, newest first; `cursor` is a previous page's `nextCursor`. */
+  async auditLog(options: { cursor?: string; limit?: number } = {}): Promise<AuditView> {
+    const limit = options.limit ?? 50;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 200) {
+      throw invalid([{ field: 'limit', code: 'invalid_value', message: 'limit must be an integer from 1 to 200' }]);
+    }
+    if (options.cursor !== undefined && !/^[0-9]{1,16}$/.test(options.cursor)) {
+      throw invalid([{ field: 'cursor', code: 'invalid_value', message: 'cursor must be a nextCursor this endpoint gave' }]);
+    }
+    const page = await this.audit.list({ limit, ...(options.cursor !== undefined ? { before: options.cursor } : {}) });
+    return { data: page.entries.map((e) => ({ ...e, at: new Date(e.at).toISOString() })), nextCursor: page.nextCursor };
+  }
+
+  private keyStore(): ApiKeyStore {
+    const store = this.keys as Partial<ApiKeyStore>;
+    if (typeof store.createKey !== 'function' || typeof store.listKeys !== 'function' || typeof store.revokeKeyById !== 'function') {
+      throw new Error('Managing keys needs `apiKeys` to be an ApiKeyStore (createKey, listKeys, getKey, revokeKeyById)');
+    }
+    return store as ApiKeyStore;
+  }
+
+  private record(
+    options: ActorOption,
+    action: AuditEntry['action'],
+    fields: { userId?: string; keyId?: string; details?: Record<string, unknown> },
+  ): Promise<void> {
+    return this.audit.append({ at: Date.now(), actor: options.actor ?? 'host', action, ...fields });
+  }
+}
+
+function keyView(key: ApiKeyInfo): KeyView {
+  const view: KeyView = { keyId: key.keyId, userId: key.userId, name: key.name, scopes: key.scopes, createdAt: new Date(key.createdAt).toISOString() };
+  if (key.models !== undefined) view.models = key.models;
+  if (key.budget !== undefined) view.budget = key.budget;
+  if (key.expiresAt !== undefined) view.expiresAt = new Date(key.expiresAt).toISOString();
+  if (key.lastUsedAt !== undefined) view.lastUsedAt = new Date(key.lastUsedAt).toISOString();
+  return view;
+}
+
+function checkUserId(userId: string): string {
+  const parsed = userIdSchema.safeParse(userId);
+  if (!parsed.success) throw invalid([{ field: 'userId', code: 'invalid_value', message: 'userId must be 1 to 200 printable characters' }]);
+  return parsed.data;
+}
+
+function invalid(details: ErrorDetail[]): DomainError {
+  return new DomainError('invalid_request', `The request is not valid: ${details.map((d) => d.message).join('; ')}.`, { details });
+}
+
+/** Parses `input` or throws a 400 naming every bad field (its dotted path). */
+function check<T extends z.ZodType>(schema: T, input: unknown): z.output<T> {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) {
+    throw invalid([{ field: 'body', code: 'invalid_type', message: 'the body must be a JSON object' }]);
+  }
+  const parsed = schema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const all = parsed.error.issues.slice(0, 50).map((i): ErrorDetail => {
+    const field = i.path.length > 0 ? i.path.map(String).join('.') : 'body';
+    const missing = i.code === 'invalid_type' && i.input === undefined;
+    if (i.code === 'unrecognized_keys') {
+      return { field: i.keys.join(','), code: 'invalid_value', message: `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.join(', ')}` };
+    }
+    return { field, code: missing ? 'required' : 'invalid_value', message: missing ? `${field} is required` : `${field}: ${i.message}` };
+  });
+  // One detail per field (a string that is empty and has a bad character is one mistake to its sender).
+  throw invalid(all.filter((d, i) => all.findIndex((e) => e.field === d.field) === i));
+}

@@ -1,0 +1,34 @@
+/** What an admin did. */
+export type AuditAction = 'user.create' | 'credits.add' | 'key.create' | 'key.revoke';
+
+export interface AuditEntry {
+  /** Opaque, increasing with the order entries were appended in this log. */
+  id: string;
+  /** Epoch ms. */
+  at: number;
+  /** Who: the admin key's name, or what the host's code said it was. */
+  actor: string;
+  action: AuditAction;
+  userId?: string;
+  keyId?: string;
+  /** What was asked, without secrets (amounts, reasons, a key's name, scopes and limits). */
+  details?: Record<string, unknown>;
+}
+
+export interface AuditPage {
+  entries: AuditEntry[];
+  /** Pass as `before` for the next (older) page; null on the last page. */
+  nextCursor: string | null;
+}
+
+/**
+ * Every admin action on users, credits and keys, newest first.
+ *
+ * Guarantees (the contract suite checks each): `append` stores the entry whole or not at all and never changes or
+ * drops an earlier one; `list` pages from the newest backwards, each entry once, however many are appended meanwhile.
+ */
+export interface AuditLog {
+  append(entry: Omit<AuditEntry, 'id'>): Promise<void>;
+  /** Newest first; `before` is a `nextCursor`. */
+  list(options: { before?: string; limit: number }): Promise<AuditPage>;
+}
