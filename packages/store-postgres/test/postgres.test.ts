@@ -386,15 +386,35 @@ describe('durability and failures', () => {
   });
 
   it('reports a connection killed mid-session as UnavailableError, then recovers', async () => {
-    const stores = await createPostgresStores({ connectionString: db.url, schema: randomName('kill'), poolSize: 1 });
+    const schema = randomName('kill');
+    const stores = await createPostgresStores({ connectionString: db.url, schema, poolSize: 1 });
+    const blocker = await pool.connect();
     try {
       await stores.ledger.credit('u', 1);
-      const { rows } = await stores.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-      await pool.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
-      await expect(stores.ledger.balance('u')).rejects.toBeInstanceOf(UnavailableError);
+      // Hold the ledger's query on a lock, so its connection is killed while the query runs (an idle one may be
+      // dropped by the pool before the next query, which would then simply use a new connection).
+      await blocker.query('BEGIN');
+      await blocker.query(`LOCK TABLE "${schema}".accounts IN ACCESS EXCLUSIVE MODE`);
+      const waiting = stores.ledger.balance('u');
+      let pid: number | undefined;
+      for (let i = 0; i < 1000 && pid === undefined; i++) {
+        const { rows } = await pool.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND query LIKE '%' || $1 || '%'`,
+          [schema],
+        );
+        pid = rows[0]?.pid;
+        if (pid === undefined) await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(pid).toBeDefined();
+      await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+      await expect(waiting).rejects.toBeInstanceOf(UnavailableError);
+      await blocker.query('ROLLBACK');
       expect(await stores.ledger.balance('u')).toBe(1);
     } finally {
+      await blocker.query('ROLLBACK').catch(() => undefined);
+      blocker.release();
       await stores.close();
     }
   });
+
 });
