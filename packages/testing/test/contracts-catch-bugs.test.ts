@@ -105,6 +105,9 @@ const MUTANTS: Record<string, string> = {
   'blobs: get shares the stored bytes': `
     class M extends MemoryBlobStore { async get(k) { return this.blobs.get(k) ?? null; } }
     runBlobStoreContract(NAME, async () => ({ blobs: new M(), close: async () => undefined }));`,
+  'blobs: deleteMany stops after one batch of 1000': `
+    class M extends MemoryBlobStore { async deleteMany(keys) { for (const k of keys.slice(0, 1000)) this.blobs.delete(k); } }
+    runBlobStoreContract(NAME, async () => ({ blobs: new M(), close: async () => undefined }));`,
   'blobs: disk store joins the key into a path': `
     class M extends DiskBlobStore {
       constructor(d) { super({ directory: d }); this.d = d; }
@@ -147,6 +150,7 @@ const CAUGHT_BY: Record<string, string[]> = {
   'idempotency: begin is not atomic': ['IdempotencyStore'],
   'idempotency: user and key joined with a colon': ['IdempotencyStore'],
   'blobs: get shares the stored bytes': ['BlobStore'],
+  'blobs: deleteMany stops after one batch of 1000': ['BlobStore contract deletes many at once'],
   'blobs: disk store joins the key into a path': ['BlobStore'],
   'queue: no de-duplication of waiting jobs': ['JobQueue'],
   'queue: stop never aborts': ['JobQueue'],
