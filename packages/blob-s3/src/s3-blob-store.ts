@@ -131,7 +131,7 @@ export class S3BlobStore implements BlobStore {
       const command = new GetObjectCommand({
         Bucket: this.bucket,
         Key: objectKey,
-        ResponseContentDisposition: `inline; filename="${request.fileName}"`,
+        ResponseContentDisposition: request.contentDisposition(head.ContentType ?? 'application/octet-stream'),
         ResponseCacheControl: `private, max-age=${expiresIn}`,
       });
       const url = await this.call('get', () => getSignedUrl(this.client, command, { expiresIn }));

@@ -5,8 +5,8 @@ export interface StoredBlob {
 
 /** What the files route asks a store that can serve a file itself (see `BlobStore.serve`). */
 export interface ServeRequest {
-  /** The name the client should save the file as (already safe for a header); the store sets `Content-Disposition`. */
-  fileName: string;
+  /** The `Content-Disposition` the file must be answered with, given its type (core decides it; the store sets it). */
+  contentDisposition(mimeType: string): string;
   /** Seconds the service's own signed URL is still valid: a URL of the store's should not outlive it. */
   expiresInSeconds: number;
 }

@@ -42,7 +42,7 @@ function hostileKeys(real: string): string[] {
   ];
 }
 
-const SERVE = { fileName: 'result.png', expiresInSeconds: 600 };
+const SERVE = { contentDisposition: (mimeType: string) => `inline; filename="result.${mimeType.replace('/', '-')}"`, expiresInSeconds: 600 };
 
 async function putMany(blobs: BlobStore, n: number): Promise<string[]> {
   const keys: string[] = [];
@@ -146,7 +146,7 @@ export function runBlobStoreContract(name: string, make: () => Promise<{ blobs: 
         expect(res.status).toBe(206);
         expect(res.headers.get('content-type')).toBe('image/png');
         expect(res.headers.get('content-range')).toBe('bytes 0-15/64');
-        expect(res.headers.get('content-disposition')).toBe(`inline; filename="${SERVE.fileName}"`);
+        expect(res.headers.get('content-disposition')).toBe('inline; filename="result.image-png"');
         expect(Array.from(new Uint8Array(await res.arrayBuffer()))).toEqual(Array.from(bytes.subarray(0, 16)));
       } else {
         expect(served.size).toBe(64);
