@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import S3rver from 's3rver';
 
 /** s3rver's fixed credentials; it accepts any signature, so these only have to be present. */
@@ -12,6 +12,8 @@ export interface LocalS3 {
   /** A client on the server, for the tests' own look at the bucket. */
   client: S3Client;
   createBucket(name: string): Promise<void>;
+  /** The keys of every object in a bucket (up to 1000). */
+  keys(bucket: string): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -27,6 +29,10 @@ export async function startS3(): Promise<LocalS3> {
     client,
     createBucket: async (name) => {
       await client.send(new CreateBucketCommand({ Bucket: name }));
+    },
+    keys: async (bucket) => {
+      const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket }));
+      return (listed.Contents ?? []).map((o) => o.Key!);
     },
     close: async () => {
       client.destroy();
