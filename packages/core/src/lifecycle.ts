@@ -3,12 +3,14 @@ import { isTerminal, type FailureCode, type FailureInfo, type GenerationRecord, 
 import { DomainError, UnavailableError } from './errors.js';
 import { newGenerationId } from './ids.js';
 import { childLogger, silentLogger } from './logger.js';
+import type { BlobStore } from './ports/blob.js';
 import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { JobQueue } from './ports/queue.js';
 import type { Expectation, GenerationChange, GenerationPatch, GenerationStore } from './ports/store.js';
 import { EventFeed } from './push/event-feed.js';
 import { isRemoteJobProvider, ModelRegistry } from './registry.js';
+import type { WebhookStore } from './ports/webhooks.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 
@@ -79,6 +81,8 @@ export class Lifecycle {
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
     @inject(TOKENS.Feed) private readonly feed: EventFeed,
     @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
+    @inject(TOKENS.WebhookStore) private readonly webhookStore: WebhookStore,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'lifecycle' });
@@ -357,6 +361,33 @@ export class Lifecycle {
     // cancel stops it itself (its setRemoteHandle is refused).
     if (cancelled.remoteHandle !== undefined) await this.cancelUpstream(cancelled.modelId, generationId, cancelled.remoteHandle);
     return cancelled;
+  }
+
+  /**
+   * Deletes one of its owner's generations: an unfinished one is cancelled first (charged as a cancel), then its
+   * files are deleted, then its record and events, then its webhook deliveries. The ledger keeps the charge.
+   *
+   * Files go first, so a blob store that cannot be reached (`UnavailableError`, answered 503) leaves the generation
+   * as it was, and the client's retry finishes the job. Answers the generation as it was before it went and the
+   * `seq` its deletion takes in its log (for `generation.deleted`), or null when there is none (another user's, or
+   * already deleted).
+   */
+  async delete(ownerId: string, generationId: string): Promise<{ deleted: GenerationRecord; seq: number } | null> {
+    let rec = await this.store.get(generationId, ownerId);
+    // A cancel can lose a race (a worker claims, or completes, at that moment): read again and act on what is there.
+    for (let tries = 0; rec && !isTerminal(rec.status) && tries < 5; tries++) {
+      await this.cancel(generationId);
+      rec = await this.store.get(generationId, ownerId);
+    }
+    if (!rec) return null;
+    if (!isTerminal(rec.status)) throw new UnavailableError('the generation kept changing while it was being deleted');
+    const events = await this.store.eventsOf(generationId);
+    if (rec.resultKey !== undefined) await this.blobs.deleteMany([rec.resultKey]);
+    if (!(await this.store.remove(generationId, { status: ['completed', 'failed'] }))) return null;
+    this.feed.committed();
+    await this.webhookStore.deleteForGenerations([generationId]);
+    if (this.logs) this.logger.info({ generationId, status: rec.status }, 'generation deleted');
+    return { deleted: rec, seq: (events[events.length - 1]?.seq ?? 0) + 1 };
   }
 
   /** Best effort: an upstream job nobody will check any more is told to stop. */

@@ -45,6 +45,7 @@ type Route =
   | { name: 'webhookSecret' }
   | { name: 'rotateWebhookSecret' }
   | { name: 'cancel'; id: string }
+  | { name: 'delete'; id: string }
   | { name: 'balance' }
   | { name: 'openapi' }
   | { name: 'playground'; asset: string }
@@ -58,7 +59,7 @@ const ROUTES: Array<{ template: string; pattern: RegExp; methods: Record<string,
     methods: { GET: () => ({ name: 'list' }), POST: () => ({ name: 'create' }) },
   },
   { template: '/v1/quotes', pattern: /^\/v1\/quotes\/?$/, methods: { POST: () => ({ name: 'quote' }) } },
-  { template: '/v1/generations/{id}', pattern: /^\/v1\/generations\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'get', id: m[1]! }) } },
+  { template: '/v1/generations/{id}', pattern: /^\/v1\/generations\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'get', id: m[1]! }), DELETE: (m) => ({ name: 'delete', id: m[1]! }) } },
   {
     template: '/v1/generations/{id}/events',
     pattern: /^\/v1\/generations\/([^/]+)\/events\/?$/,
@@ -207,6 +208,14 @@ function preferredWait(prefer: string | undefined, max: number): number | undefi
     if (m) return Math.min(Number(m[1]), max);
   }
   return undefined;
+}
+
+/** Whether the request came with a body (declared, streamed, or read), whatever its type. */
+function hasBody(req: HttpRequest): boolean {
+  if (req.bodyError !== undefined) return true;
+  if (Number(header(req, 'content-length')) > 0 || header(req, 'transfer-encoding') !== undefined) return true;
+  if (req.body !== undefined) return (typeof req.body === 'string' ? req.body.length : req.body.byteLength) > 0;
+  return false;
 }
 
 function decodeSegment(s: string): string | null {
@@ -473,6 +482,14 @@ export class HttpHandler {
         if (id === null) return fail('not_found', 'Generation not found.');
         const { cancelled, generation } = await this.generations.cancel(userId, id, req.baseUrl);
         return json(200, JSON.stringify({ ...generation, cancelled }));
+      }
+      case 'delete': {
+        // Nothing to send with a delete: a body is a client mistake, refused before anything is deleted.
+        if (hasBody(req)) return fail('invalid_request', 'A DELETE request takes no body.', [{ field: 'body', code: 'unexpected', message: 'must be empty' }]);
+        const id = decodeSegment(route.id);
+        if (id === null) return fail('not_found', 'Generation not found.');
+        await this.generations.delete(userId, id);
+        return { status: 204, headers: { 'cache-control': 'no-store' }, body: '' };
       }
       case 'create':
         return await this.create(req, userId);

@@ -175,6 +175,19 @@ export class MemoryGenerationStore implements GenerationStore {
     return { deleted: victims.length, resultKeys, ids: [...gone] };
   }
 
+  async remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean> {
+    const entry = this.entries.get(id);
+    if (!entry || !expect.status.includes(entry.record.status)) return false;
+    const { record } = entry;
+    this.entries.delete(id);
+    this.byOwner.get(record.ownerId)?.delete(id);
+    if (record.finishedAt === undefined) this.finished(record.ownerId);
+    let w = 0;
+    for (const f of this.log) if (f.event.generationId !== id) this.log[w++] = f;
+    this.log.length = w;
+    return true;
+  }
+
   async countByStatus(): Promise<Record<GenerationStatus, number>> {
     const counts = Object.fromEntries(GENERATION_STATUSES.map((s) => [s, 0])) as Record<GenerationStatus, number>;
     for (const { record } of this.entries.values()) counts[record.status] += 1;

@@ -139,6 +139,8 @@ export interface FeedPage {
  *   generation shares to give this (a single-writer database such as SQLite gives it by being one).
  * - `listUnfinished` returns records without `finishedAt` (for recovery), oldest first.
  * - `deleteFinishedBefore` deletes records whose `finishedAt` is before a time (retention), with their events.
+ * - `remove(id, expect)` deletes one record and all its events in one atomic step, only if its status is one of
+ *   `expect.status` at that moment; it answers whether it deleted. Afterwards every read treats the id as unknown.
  */
 export interface GenerationStore {
   insert(gen: NewGeneration, event: NewEvent, options?: InsertOptions): Promise<'inserted' | 'limit_reached'>;
@@ -173,6 +175,11 @@ export interface GenerationStore {
    * time. Returns the deleted records' ids and result keys so their files and webhook deliveries can go too.
    */
   deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }>;
+  /**
+   * Deletes one generation and its events, all or nothing, if its status is one of `expect.status` (the Lifecycle
+   * deletes only finished ones). True when it deleted; false when it was missing or in another status.
+   */
+  remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean>;
   /** Counts by status; for tests and operators. */
   countByStatus?(): Promise<Record<GenerationStatus, number>>;
 }

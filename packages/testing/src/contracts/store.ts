@@ -668,6 +668,51 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
       });
     });
 
+    describe('remove', () => {
+      it('deletes one generation and all its events when its status matches, and only then', async () => {
+        const start = await store().feedHead();
+        const { gen } = await claimed('w');
+        await store().update(gen.id, complete('w', T0 + 1500, 1, { resultKey: 'key-1' }));
+        const other = await inserted({ ownerId: gen.ownerId });
+        expect(await store().remove(gen.id, { status: ['pending', 'processing'] })).toBe(false);
+        expect(await store().getById(gen.id)).not.toBeNull();
+        expect(await store().remove(gen.id, { status: ['completed', 'failed'] })).toBe(true);
+        expect(await store().getById(gen.id)).toBeNull();
+        expect(await store().get(gen.id, gen.ownerId)).toBeNull();
+        expect(await store().eventsOf(gen.id)).toEqual([]);
+        expect((await store().list(gen.ownerId, { limit: 10 })).map((r) => r.id)).toEqual([other.id]);
+        expect((await drain(start)).events.map((e) => e.generationId)).not.toContain(gen.id);
+        expect(await store().update(gen.id, failFrom({ status: ['completed'] }, T0 + 2000))).toBeNull();
+        // Idempotent: the second remove finds nothing.
+        expect(await store().remove(gen.id, { status: ['completed', 'failed'] })).toBe(false);
+        expect(await store().getById(other.id)).not.toBeNull();
+        expect(await store().eventsOf(other.id)).toHaveLength(1);
+      });
+
+      it('frees a place under the in-flight cap when it removes an unfinished one', async () => {
+        const owner = uid('owner');
+        const a = newGen({ ownerId: owner });
+        expect(await store().insert(a, CREATED, { maxUnfinishedPerOwner: 1 })).toBe('inserted');
+        expect(await store().insert(newGen({ ownerId: owner }), CREATED, { maxUnfinishedPerOwner: 1 })).toBe('limit_reached');
+        expect(await store().remove(a.id, { status: ['pending'] })).toBe(true);
+        expect(await store().insert(newGen({ ownerId: owner }), CREATED, { maxUnfinishedPerOwner: 1 })).toBe('inserted');
+      });
+
+      it('of racing removes and changes exactly one wins', async () => {
+        const gen = await inserted();
+        const results = await Promise.all([
+          store().remove(gen.id, { status: ['pending'] }),
+          store().remove(gen.id, { status: ['pending'] }),
+          store().update(gen.id, failFrom(PENDING, T0 + 10)),
+        ]);
+        const removed = results.filter((r) => r === true).length;
+        const failed = results[2] !== null;
+        expect(removed + (failed ? 1 : 0)).toBe(1);
+        if (failed) expect(await store().getById(gen.id)).toMatchObject({ status: 'failed' });
+        else expect(await store().getById(gen.id)).toBeNull();
+      });
+    });
+
     describe('countByStatus (optional)', () => {
       it('counts every status when implemented', async () => {
         const s = store();
