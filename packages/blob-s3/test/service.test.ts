@@ -167,6 +167,24 @@ describe('a service whose files are in S3', () => {
   });
 });
 
+describe('DELETE of a generation whose file is in S3', () => {
+  const auth = { authorization: 'Bearer ka' };
+
+  it('removes the object; the result URL and every read answer 404', async () => {
+    const bucket = await newBucket();
+    const service = serviceOn(s3Store(bucket));
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'img' });
+    const done = await settled(service, generationId);
+    expect(await s3.keys(bucket)).toHaveLength(1);
+    const res = await service.handle({ method: 'DELETE', path: `/v1/generations/${generationId}`, headers: auth });
+    expect(res.status).toBe(204);
+    expect(await s3.keys(bucket)).toEqual([]);
+    expect((await get(service, done.result!)).status).toBe(404);
+    expect((await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: auth })).status).toBe(404);
+  });
+});
+
 describe('S3 outages', () => {
   const down = async (): Promise<S3BlobStore> =>
     s3Store('any-bucket', { client: new S3Client({ region: 'us-east-1', endpoint: await deadEndpoint(), forcePathStyle: true, credentials: S3RVER_CREDENTIALS, maxAttempts: 1 }) });
@@ -207,5 +225,32 @@ describe('S3 outages', () => {
     expect(res.status).toBe(503);
     expect(res.headers['retry-after']).toMatch(/^\d+$/);
     expect(JSON.parse(res.body as string).error.code).toBe('unavailable');
+  });
+
+  it('a DELETE while S3 is down answers 503 with Retry-After and leaves the generation as it was, for a retry', async () => {
+    const bucket = await newBucket();
+    const blobs = s3Store(bucket);
+    const service = serviceOn(blobs);
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'img' });
+    const done = await settled(service, generationId);
+    const dead = await down();
+    const deleteMany = blobs.deleteMany.bind(blobs);
+    blobs.deleteMany = (keys) => dead.deleteMany(keys);
+    const path = `/v1/generations/${generationId}`;
+    const auth = { authorization: 'Bearer ka' };
+
+    const refused = await service.handle({ method: 'DELETE', path, headers: auth });
+    expect(refused.status).toBe(503);
+    expect(refused.headers['retry-after']).toMatch(/^\d+$/);
+    expect(JSON.parse(refused.body as string).error.code).toBe('unavailable');
+    const still = await service.handle({ method: 'GET', path, headers: auth });
+    expect(JSON.parse(still.body as string)).toEqual({ status: 'completed', result: done.result, price: 5 });
+    expect((await get(service, done.result!)).status).toBe(302);
+    expect(await s3.keys(bucket)).toHaveLength(1);
+
+    blobs.deleteMany = deleteMany;
+    expect((await service.handle({ method: 'DELETE', path, headers: auth })).status).toBe(204);
+    expect(await s3.keys(bucket)).toEqual([]);
   });
 });
