@@ -314,6 +314,53 @@ describe('history', () => {
   });
 });
 
+describe('deleting from the history', () => {
+  it('asks first; a dismissed question deletes nothing, a confirmed one deletes the generation and its entry', async () => {
+    const made: string[] = [];
+    for (const prompt of ['keep me', 'delete me']) {
+      const res = await fetch(`${host.api}/v1/generations`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${BUSY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ modelId: 'demo-text', settings: { prompt } }),
+      });
+      made.push(((await res.json()) as { generationId: string }).generationId);
+    }
+    const [kept, doomed] = made as [string, string];
+    const read = async (id: string): Promise<number> => (await fetch(`${host.api}/v1/generations/${id}`, { headers: { authorization: `Bearer ${BUSY}` } })).status;
+
+    const { page, problems } = await newPage();
+    await connect(page, host.api, BUSY);
+    const entry = page.locator(`#history > li[data-id="${doomed}"]`);
+    await expect.poll(() => entry.count()).toBe(1);
+    const questions: string[] = [];
+    let answer = false;
+    page.on('dialog', (d) => {
+      questions.push(d.message());
+      void (answer ? d.accept() : d.dismiss());
+    });
+    const remove = entry.getByRole('button', { name: /^Delete / });
+    await remove.click();
+    await expect.poll(() => questions.length).toBe(1);
+    expect(questions[0]).toMatch(/^Delete .*\?/);
+    expect(await entry.count()).toBe(1);
+    expect(await read(doomed)).toBe(200);
+
+    answer = true;
+    await remove.click();
+    await expect.poll(() => entry.count()).toBe(0);
+    expect(questions).toHaveLength(2);
+    expect(await read(doomed)).toBe(404);
+    expect(await read(kept)).toBe(200);
+    expect(await page.locator(`#history > li[data-id="${kept}"]`).count()).toBe(1);
+    // After a refresh it stays gone: the service deleted it, not just the page.
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await expect.poll(() => page.locator(`#history > li[data-id="${kept}"]`).count()).toBe(1);
+    expect(await entry.count()).toBe(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+});
+
 describe('usable without a mouse and on a phone', () => {
   it('keeps a sensible focus order and generates from the keyboard alone', async () => {
     const { page, problems } = await newPage();
