@@ -305,7 +305,7 @@ describe('history', () => {
       await more.click();
       await expect.poll(() => entries.count()).toBeGreaterThan(n);
     }
-    await page.locator(`#history > li[data-id="${image.generationId}"] button`).click();
+    await page.locator(`#history > li[data-id="${image.generationId}"] button.entry`).click();
     const img = page.locator('#result img');
     await expect.poll(() => img.evaluate((el: HTMLImageElement) => el.complete && el.naturalWidth)).toBe(256);
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('result-heading');
