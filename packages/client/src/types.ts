@@ -62,6 +62,8 @@ export interface GenerationItem {
   error?: FailureReason;
   progress?: { fraction: number; message?: string };
   metadata?: Record<string, string>;
+  /** ISO 8601; when the service has a retention: when this finished generation is deleted. */
+  expiresAt?: string;
 }
 
 export interface ListOptions {

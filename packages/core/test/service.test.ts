@@ -272,7 +272,7 @@ describe('retention', () => {
     const blobs = new MemoryBlobStore();
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const { service } = make(
+    const { service, store } = make(
       provider([textModel({ modelId: 'img', resultType: 'image' }), textModel({ modelId: 'slow' })], async (input) => {
         if (input.model.modelId === 'slow') {
           await gate;
@@ -285,15 +285,43 @@ describe('retention', () => {
     await service.start();
     const done = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
     const slow = await service.create('alice', { modelId: 'slow', settings: { prompt: 'x' } });
-    const completed = await until(() => service.get('alice', done.generationId), (g) => g.status === 'completed');
-    const key = decodeURIComponent(/\/v1\/files\/([^?]+)/.exec(completed.result!)![1]!);
-    expect(await blobs.get(key)).not.toBeNull();
-    await until(async () => service.get('alice', done.generationId).then(() => 'there', () => 'gone'), (s) => s === 'gone');
+    // The store itself, not the client's view: an expired generation reads as deleted before the sweep removes it.
+    const completed = await until(() => store.getById(done.generationId), (g) => g?.status === 'completed');
+    const key = completed!.resultKey!;
+    await until(() => store.getById(done.generationId), (g) => g === null);
     expect(await blobs.get(key)).toBeNull();
     // The unfinished one is never swept, and finishes normally later.
     expect((await service.get('alice', slow.generationId)).status).toBe('processing');
     release();
     await until(() => service.get('alice', slow.generationId), (g) => g.status === 'completed');
+  });
+
+  it('shows expiresAt; an expired generation reads exactly like a deleted one before the sweep comes by', async () => {
+    const ttl = 300;
+    const { service, store } = make(provider([textModel({ modelId: 'img', resultType: 'image' })], async () => ({ bytes: new Uint8Array([9]), mimeType: 'image/png' })), {
+      // A sweep that never runs during the test: what is asserted is the reads, not the deletion.
+      retention: { finishedTtlMs: ttl, sweepIntervalMs: 3_600_000 },
+    });
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
+    const rec = (await until(() => store.getById(generationId), (g) => g?.status === 'completed'))!;
+    const item = await service.details('alice', generationId).catch(() => null);
+    // Read before it expired (or, on a slow machine, already gone: then the rest still holds).
+    if (item) {
+      expect(item.expiresAt).toBe(new Date(rec.finishedAt! + ttl).toISOString());
+      const exp = Number(new URL(item.result!).searchParams.get('exp'));
+      expect(exp * 1000).toBeLessThanOrEqual(rec.finishedAt! + ttl);
+      expect((await service.list('alice', {})).data.map((g) => g.expiresAt)).toEqual([item.expiresAt]);
+    }
+    await until(() => service.get('alice', generationId).then(() => 'there', () => 'gone'), (s) => s === 'gone');
+    const gone = await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: { authorization: 'Bearer ka' } });
+    const missing = await service.handle({ method: 'GET', path: `/v1/generations/${'A'.repeat(22)}`, headers: { authorization: 'Bearer ka' } });
+    expect(gone.status).toBe(404);
+    expect(gone.body).toBe(missing.body);
+    expect((await service.list('alice', {})).data).toEqual([]);
+    expect((await service.handle({ method: 'DELETE', path: `/v1/generations/${generationId}`, headers: { authorization: 'Bearer ka' } })).status).toBe(404);
+    // Still stored: the sweep has not run, yet nobody can read it.
+    expect(await store.getById(generationId)).not.toBeNull();
   });
 });
 

@@ -65,6 +65,7 @@ export const generationItemSchema = z.object({
   error: failureSchema.optional(),
   progress: progressSchema.optional(),
   metadata: z.record(z.string(), z.string()).optional(),
+  expiresAt: z.string().optional().describe('ISO 8601; with the service\'s retention, when this finished generation is deleted'),
 });
 
 export const webhookSecretSchema = z.object({ key: z.string().describe('whsec_...: verify deliveries with it (Standard Webhooks)') });
