@@ -60,8 +60,8 @@ export class ExpiringReads implements GenerationStore {
   feedHead(): Promise<string> {
     return this.store.feedHead();
   }
-  deleteFinishedBefore(...args: Parameters<GenerationStore['deleteFinishedBefore']>): ReturnType<GenerationStore['deleteFinishedBefore']> {
-    return this.store.deleteFinishedBefore(...args);
+  listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    return this.store.listFinishedBefore(before, limit);
   }
   remove(...args: Parameters<GenerationStore['remove']>): ReturnType<GenerationStore['remove']> {
     return this.store.remove(...args);

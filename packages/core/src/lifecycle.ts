@@ -382,12 +382,25 @@ export class Lifecycle {
     if (!rec) return null;
     if (!isTerminal(rec.status)) throw new UnavailableError('the generation kept changing while it was being deleted');
     const events = await this.store.eventsOf(generationId);
-    if (rec.resultKey !== undefined) await this.blobs.deleteMany([rec.resultKey]);
-    if (!(await this.store.remove(generationId, { status: ['completed', 'failed'] }))) return null;
-    this.feed.committed();
-    await this.webhookStore.deleteForGenerations([generationId]);
+    if ((await this.purge([rec])) === 0) return null;
     if (this.logs) this.logger.info({ generationId, status: rec.status }, 'generation deleted');
     return { deleted: rec, seq: (events[events.length - 1]?.seq ?? 0) + 1 };
+  }
+
+  /**
+   * Deletes finished generations for good (a DELETE, or retention): their files first, in one batched call, then
+   * each record with its events, then their webhook deliveries. Files go first so that a blob store that cannot be
+   * reached (the call throws) leaves every record as it was, to be tried again. Answers how many records it removed.
+   */
+  async purge(recs: readonly GenerationRecord[]): Promise<number> {
+    const keys = recs.flatMap((r) => (r.resultKey === undefined ? [] : [r.resultKey]));
+    if (keys.length > 0) await this.blobs.deleteMany(keys);
+    const removed: string[] = [];
+    for (const r of recs) if (await this.store.remove(r.id, { status: ['completed', 'failed'] })) removed.push(r.id);
+    if (removed.length === 0) return 0;
+    this.feed.committed();
+    await this.webhookStore.deleteForGenerations(removed);
+    return removed.length;
   }
 
   /** Best effort: an upstream job nobody will check any more is told to stop. */

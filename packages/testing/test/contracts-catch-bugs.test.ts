@@ -78,8 +78,14 @@ const MUTANTS: Record<string, string> = {
   'store: listUnfinished newest first': `
     class M extends MemoryGenerationStore { async listUnfinished(l) { return (await super.listUnfinished(1e6)).reverse().slice(0, l); } }
     runPortContracts(NAME, ports({ store: () => new M() }));`,
-  'store: deleteFinishedBefore includes the cutoff': `
-    class M extends MemoryGenerationStore { async deleteFinishedBefore(b, l) { return super.deleteFinishedBefore(b + 1, l); } }
+  'store: remove leaves the events': `
+    class M extends MemoryGenerationStore {
+      async remove(id, expect) { const events = await this.eventsOf(id); const ok = await super.remove(id, expect); if (ok) this.kept = events; return ok; }
+      async eventsOf(id, after) { const own = await super.eventsOf(id, after); return own.length > 0 ? own : (this.kept ?? []).filter((e) => e.generationId === id); }
+    }
+    runPortContracts(NAME, ports({ store: () => new M() }));`,
+  'store: listFinishedBefore includes the cutoff': `
+    class M extends MemoryGenerationStore { async listFinishedBefore(b, l) { return super.listFinishedBefore(b + 1, l); } }
     runPortContracts(NAME, ports({ store: () => new M() }));`,
   'api keys: plain key kept': `
     class M extends MemoryApiKeyStore { plain = new Set(); async addKey(k, u) { this.plain.add(k); return super.addKey(k, u); } }
@@ -143,7 +149,8 @@ const CAUGHT_BY: Record<string, string[]> = {
   'store: the feed drops the last event of a full page': ['GenerationStore the feed across generations'],
   'store: insert ignores the in-flight cap': ['GenerationStore in-flight cap on insert'],
   'store: listUnfinished newest first': ['GenerationStore listUnfinished'],
-  'store: deleteFinishedBefore includes the cutoff': ['GenerationStore deleteFinishedBefore'],
+  'store: listFinishedBefore includes the cutoff': ['GenerationStore listFinishedBefore'],
+  'store: remove leaves the events': ['GenerationStore remove'],
   'api keys: plain key kept': ['ApiKeyStore'],
   'api keys: resolve cached past a revoke': ['ApiKeyStore'],
   'api keys: whitespace-trimmed match': ['ApiKeyStore'],

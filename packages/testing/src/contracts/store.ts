@@ -624,47 +624,45 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
       });
     });
 
-    describe('deleteFinishedBefore', () => {
-      it('deletes only records finished before the time, with their events, and returns their result keys', async () => {
+    describe('listFinishedBefore', () => {
+      it('answers only records finished before the time, oldest first, and changes nothing', async () => {
         const done = async (finishedAt: number, resultKey?: string): Promise<NewGeneration> => {
           const gen = await inserted();
           await store().update(gen.id, claimFromPending('w', T0, 10_000_000));
           expect(await store().update(gen.id, complete('w', finishedAt, 1, resultKey ? { resultKey } : { resultText: 'text' }))).not.toBeNull();
           return gen;
         };
-        const start = await store().feedHead();
-        const oldWithFile = await done(T0 + 100, 'key-old');
         const oldText = await done(T0 + 200);
+        const oldWithFile = await done(T0 + 100, 'key-old');
         const oldFailed = await inserted();
         await store().update(oldFailed.id, failFrom(PENDING, T0 + 300));
-        const atCutoff = await done(T0 + 1000, 'key-at-cutoff');
-        const recent = await done(T0 + 5000, 'key-recent');
-        const ancientPending = await inserted({ createdAt: T0 - 1_000_000 });
+        await done(T0 + 1000, 'key-at-cutoff');
+        await done(T0 + 5000, 'key-recent');
+        await inserted({ createdAt: T0 - 1_000_000 });
         const ancientProcessing = await inserted({ createdAt: T0 - 1_000_000 });
         await store().update(ancientProcessing.id, claimFromPending('w', T0 - 999_999, 1));
 
-        const result = await store().deleteFinishedBefore(T0 + 1000, 100);
-        expect(result.deleted).toBe(3);
-        expect(result.resultKeys).toEqual(['key-old']);
-        expect([...result.ids].sort()).toEqual([oldWithFile.id, oldText.id, oldFailed.id].sort());
-        for (const gone of [oldWithFile, oldText, oldFailed]) {
-          expect(await store().getById(gone.id)).toBeNull();
-          expect(await store().eventsOf(gone.id)).toEqual([]);
-        }
-        const left = (await drain(start)).events.map((e) => e.generationId);
-        for (const gone of [oldWithFile, oldText, oldFailed]) expect(left).not.toContain(gone.id);
-        for (const kept of [atCutoff, recent, ancientPending, ancientProcessing]) expect(await store().getById(kept.id)).not.toBeNull();
-        expect(await store().deleteFinishedBefore(T0 + 1000, 100)).toEqual({ deleted: 0, resultKeys: [], ids: [] });
+        const found = await store().listFinishedBefore(T0 + 1000, 100);
+        expect(found.map((r) => r.id)).toEqual([oldWithFile.id, oldText.id, oldFailed.id]);
+        expect(found[0]).toMatchObject({ status: 'completed', resultKey: 'key-old', finishedAt: T0 + 100 });
+        expect(found[2]).toMatchObject({ status: 'failed', finishedAt: T0 + 300 });
+        // A read: asking again answers the same.
+        expect((await store().listFinishedBefore(T0 + 1000, 100)).map((r) => r.id)).toEqual(found.map((r) => r.id));
+        expect(await store().eventsOf(oldWithFile.id)).not.toEqual([]);
       });
 
-      it('deletes at most `limit` at a time', async () => {
+      it('answers at most `limit`, and what remains once the first ones are removed', async () => {
+        const ids: string[] = [];
         for (let i = 0; i < 5; i++) {
           const gen = await inserted();
           await store().update(gen.id, failFrom(PENDING, T0 + i));
+          ids.push(gen.id);
         }
-        expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(2);
-        expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(2);
-        expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(1);
+        const first = await store().listFinishedBefore(T0 + 100, 2);
+        expect(first.map((r) => r.id)).toEqual(ids.slice(0, 2));
+        for (const r of first) expect(await store().remove(r.id, { status: ['failed'] })).toBe(true);
+        expect((await store().listFinishedBefore(T0 + 100, 2)).map((r) => r.id)).toEqual(ids.slice(2, 4));
+        expect(await store().listFinishedBefore(T0 + 100, 0)).toEqual([]);
       });
     });
 
