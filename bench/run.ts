@@ -24,6 +24,7 @@ import type { HttpCaseResult, ProfileSummary, Row } from './lib/types.js';
 import type { CaseName, Framework, HttpResults } from './http/load.js';
 import { oursRunner, rawRunner, CONCURRENCY } from './sections/runner.js';
 import { oursSqliteE2E, rawSqliteE2E } from './sections/sqlite-e2e.js';
+import { oursPgE2E, rawPgE2E, PG_E2E_POOL, PG_E2E_RUNNER, PG_E2E_USERS, type E2EResult } from './sections/pg-e2e.js';
 import {
   cleanRedisPrefix,
   oursBullmq,
@@ -86,6 +87,7 @@ const S = {
   sqliteE2E: { n: Q ? 5_000 : 20_000, warm: Q ? 1_000 : 3_000, rounds: Q ? 1 : 3 },
   sqlite: { n: Q ? 5_000 : 20_000, warm: Q ? 1_000 : 3_000, rounds: Q ? 1 : 3 },
   pg: { n: Q ? 1_000 : 5_000, warm: Q ? 200 : 1_000, rounds: Q ? 1 : 3 },
+  pgE2E: { n: Q ? 1_000 : 4_000, warm: Q ? 200 : 500, rounds: Q ? 1 : 3, clients: [1, 32] as const },
   bull: { n: Q ? 1_000 : 3_000, warm: Q ? 200 : 500, rounds: Q ? 1 : 3 },
   scale: { small: 1_000, large: Q ? 100_000 : 1_000_000, gets: Q ? 5_000 : 20_000, creates: Q ? 2_000 : 5_000, mem: Q ? 20_000 : 100_000 },
   profileSeconds: Q ? 2 : 4,
@@ -295,6 +297,74 @@ async function alternate(
 
 const storeProfiles: Record<string, () => Promise<unknown>> = {};
 
+/**
+ * Issue 22: Postgres end to end through the public API (`service.create` to completed) at 1 and 32 clients, against
+ * hand-written pg doing the same transactions. Targets: at 32 clients ours / hand-written >= 0.60, and from 1 to 32
+ * clients ours gains at least 0.8 of what the hand-written side gains. Every round gets fresh schemas.
+ */
+async function pgEndToEnd(url: string): Promise<Row[]> {
+  let schemas = 0;
+  const fresh = (side: string): string => `e2e_${side}_${schemas++}`;
+  const at: Record<number, { ours: E2EResult; raw: E2EResult }> = {};
+  for (const clients of S.pgE2E.clients) {
+    log(`[stores] Postgres end to end warm-up, ${clients} client(s)`);
+    await oursPgE2E(url, fresh('ours'), S.pgE2E.warm, clients);
+    await rawPgE2E(url, fresh('raw'), S.pgE2E.warm, clients);
+    const o: E2EResult[] = [];
+    const r: E2EResult[] = [];
+    for (let round = 0; round < S.pgE2E.rounds; round++) {
+      for (const side of round % 2 === 0 ? (['ours', 'raw'] as const) : (['raw', 'ours'] as const)) {
+        const v = side === 'ours' ? await oursPgE2E(url, fresh('ours'), S.pgE2E.n, clients) : await rawPgE2E(url, fresh('raw'), S.pgE2E.n, clients);
+        (side === 'ours' ? o : r).push(v);
+        log(`[stores] Postgres e2e ${clients} client(s) round ${round + 1} ${side}: ${Math.round(v.rate)} gen/s, ${v.cpuUs.toFixed(0)} µs node CPU/generation`);
+      }
+    }
+    const bestOf = (xs: E2EResult[]): E2EResult => xs.reduce((a, b) => (b.rate > a.rate ? b : a));
+    at[clients] = { ours: bestOf(o), raw: bestOf(r) };
+  }
+  const one = at[1]!;
+  const many = at[32]!;
+  const what = `${S.pgE2E.n / 1000}k generations, ${PG_E2E_USERS} users, runner ${PG_E2E_RUNNER}, pool ${PG_E2E_POOL}`;
+  const measure = (x: E2EResult) => ({ value: x.rate, unit: 'gen/s' as const, extra: `(node CPU ${x.cpuUs.toFixed(0)} µs/gen)` });
+  const oursGain = many.ours.rate - one.ours.rate;
+  const rawGain = many.raw.rate - one.raw.rate;
+  return [
+    evaluate({
+      id: 'stores.postgres-e2e.c1',
+      section: 'stores',
+      name: `Postgres end to end, public API, 1 client (${what})`,
+      ours: measure(one.ours),
+      oursLabel: 'service.create',
+      base: measure(one.raw),
+      baseLabel: 'hand-written pg',
+      ratio: one.ours.rate / one.raw.rate,
+    }),
+    evaluate({
+      id: 'stores.postgres-e2e.c32',
+      section: 'stores',
+      name: `Postgres end to end, public API, 32 clients (${what})`,
+      ours: measure(many.ours),
+      oursLabel: 'service.create',
+      base: measure(many.raw),
+      baseLabel: 'hand-written pg',
+      ratio: many.ours.rate / many.raw.rate,
+      target: { kind: 'min', bound: 0.6 },
+    }),
+    evaluate({
+      id: 'stores.postgres-e2e.scaling',
+      section: 'stores',
+      name: 'Postgres end to end, public API: gain from 1 to 32 clients',
+      ours: { value: oursGain, unit: 'gen/s', extra: `(${Math.round(one.ours.rate)} -> ${Math.round(many.ours.rate)})` },
+      oursLabel: 'service.create',
+      base: { value: rawGain, unit: 'gen/s', extra: `(${Math.round(one.raw.rate)} -> ${Math.round(many.raw.rate)})` },
+      baseLabel: 'hand-written pg',
+      // A side that gains nothing has ratio 0; if the hand-written side gains nothing, ours meets it by not losing.
+      ratio: rawGain > 0 ? oursGain / rawGain : oursGain >= 0 ? 1 : 0,
+      target: { kind: 'min', bound: 0.8 },
+    }),
+  ];
+}
+
 async function runStores(): Promise<Row[]> {
   const rows: Row[] = [];
   const { dir, cleanup } = tempDir();
@@ -372,6 +442,7 @@ async function runStores(): Promise<Row[]> {
     } finally {
       await b.close();
     }
+    rows.push(...(await pgEndToEnd(db.url)));
   } finally {
     await db.drop();
   }

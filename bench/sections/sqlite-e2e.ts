@@ -55,7 +55,8 @@ export async function oursSqliteE2E(dir: string, n: number, tag: string): Promis
   }
 }
 
-// Copied from packages/store-sqlite/src/ledger.ts and generation-store.ts (GENERATION_SQL).
+// Copied from packages/store-sqlite/src/ledger.ts and generation-store.ts (GENERATION_SQL.insert, and the UPDATE its
+// updateSql builds for the Lifecycle's claim from pending and complete, each bumping last_seq for its event's seq).
 const SQL = {
   findReserve: 'SELECT user_id, amount, state, charged FROM reserves WHERE generation_id = ?',
   hold: `UPDATE accounts SET balance = balance - @amount, reserved = reserved + @amount
@@ -70,25 +71,23 @@ const SQL = {
   credit: `INSERT INTO accounts (user_id, balance) VALUES (@userId, @amount)
        ON CONFLICT (user_id) DO UPDATE SET balance = balance + excluded.balance`,
   countUnfinished: `SELECT count(*) AS n FROM
-     (SELECT 1 FROM generations WHERE owner_id = ? AND status IN ('pending', 'processing') LIMIT ?)`,
-  insert: `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, attempts, metadata, webhook,
-                                    created_at, updated_at)
-    VALUES (@id, @ownerId, @modelId, @settings, 'pending', @reserved, 0, @metadata, @webhook, @createdAt, @createdAt)`,
-  parkedOf: 'SELECT parked_until FROM generations WHERE id = ?',
+     (SELECT 1 FROM generations WHERE owner_id = ? AND finished_at IS NULL LIMIT ?)`,
+  insert: `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, claims, metadata, webhook,
+                                    last_seq, created_at, updated_at)
+    VALUES (@id, @ownerId, @modelId, @settings, 'pending', @reserved, 0, @metadata, @webhook, 1, @createdAt, @createdAt)`,
   claim: `UPDATE generations
-       SET status = 'processing', attempts = attempts + CASE WHEN parked_until IS NULL THEN 1 ELSE 0 END,
-           parked_until = NULL, lease_owner = @workerId,
-           lease_expires_at = @expiresAt, updated_at = @now, started_at = coalesce(started_at, @now)
-     WHERE id = @id AND (status = 'pending' OR (status = 'processing' AND (lease_expires_at IS NULL OR lease_expires_at <= @now)))
+       SET status = 'processing', claims = 1, lease_owner = @workerId,
+           lease_expires_at = @expiresAt, updated_at = @now, started_at = @now, last_seq = last_seq + 1
+     WHERE id = @id AND status = 'pending'
     RETURNING id, owner_id, model_id, settings, status, reserved, price, result_text, result_key, failure_reason,
-  error_code, error_message, metadata, webhook, progress_fraction, progress_message,
-  attempts, lease_owner, lease_expires_at, created_at, updated_at, started_at, finished_at, remote_handle, parked_until`,
+  error_code, error_message, metadata, webhook, progress_fraction, progress_message, remote_handle, parked_until,
+  claims, lease_owner, lease_expires_at, last_seq, created_at, updated_at, started_at, finished_at`,
   complete: `UPDATE generations
        SET status = 'completed', price = @price, result_text = coalesce(@resultText, result_text),
-           result_key = coalesce(@resultKey, result_key), finished_at = @now, updated_at = @now
+           result_key = coalesce(@resultKey, result_key), finished_at = @now, updated_at = @now, last_seq = last_seq + 1
      WHERE id = @id AND status = 'processing' AND lease_owner = @workerId AND lease_expires_at > @now
-    RETURNING owner_id, price`,
-  appendEvent: 'INSERT INTO events (generation_id, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?)',
+    RETURNING owner_id, price, last_seq`,
+  appendEvent: 'INSERT INTO events (generation_id, seq, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?, ?)',
   count: 'SELECT status, count(*) AS n FROM generations GROUP BY status',
 };
 
@@ -106,8 +105,8 @@ export async function rawSqliteE2E(dir: string, n: number, tag: string): Promise
   const db: Database.Database = rawSqlite(path.join(dir, `e2e-raw-${tag}.db`));
   const s = Object.fromEntries(Object.entries(SQL).map(([k, sql]) => [k, db.prepare(sql)])) as Record<keyof typeof SQL, Database.Statement>;
   s.credit.run({ userId: USER_ID, amount: BALANCE });
-  const append = (id: string, owner: string, type: string, at: number, data: unknown): void => {
-    s.appendEvent.run(id, owner, type, at, JSON.stringify(data));
+  const append = (id: string, owner: string, seq: number, type: string, at: number, data: unknown): void => {
+    s.appendEvent.run(id, seq, owner, type, at, JSON.stringify(data));
   };
   const reserve = db.transaction((userId: string, generationId: string, amount: number, now: number): boolean => {
     if (s.findReserve.get(generationId)) return true;
@@ -118,19 +117,18 @@ export async function rawSqliteE2E(dir: string, n: number, tag: string): Promise
   const insert = db.transaction((id: string, settings: Record<string, unknown>, now: number): boolean => {
     if ((s.countUnfinished.get(USER_ID, IN_FLIGHT) as { n: number }).n >= IN_FLIGHT) return false;
     s.insert.run({ id, ownerId: USER_ID, modelId: MODEL_ID, settings: JSON.stringify(settings), reserved: 1, metadata: null, webhook: null, createdAt: now });
-    append(id, USER_ID, 'created', now, { modelId: MODEL_ID });
+    append(id, USER_ID, 1, 'created', now, { modelId: MODEL_ID });
     return true;
   }).immediate;
   const claim = db.transaction((id: string, now: number) => {
-    const resumed = (s.parkedOf.get(id) as { parked_until: number | null } | undefined)?.parked_until != null;
-    const row = s.claim.get({ id, workerId: 'raw', expiresAt: now + LEASE_MS, now }) as { owner_id: string; settings: string; attempts: number } | undefined;
-    if (row && !resumed) append(id, row.owner_id, 'processing', now, { attempt: row.attempts });
+    const row = s.claim.get({ id, workerId: 'raw', expiresAt: now + LEASE_MS, now }) as { owner_id: string; settings: string; last_seq: number } | undefined;
+    if (row) append(id, row.owner_id, row.last_seq, 'processing', now, { claim: 1 });
     return row;
   }).immediate;
   const complete = db.transaction((id: string, price: number, text: string, now: number): boolean => {
-    const row = s.complete.get({ id, workerId: 'raw', price, resultText: text, resultKey: null, now }) as { owner_id: string; price: number } | undefined;
+    const row = s.complete.get({ id, workerId: 'raw', price, resultText: text, resultKey: null, now }) as { owner_id: string; price: number; last_seq: number } | undefined;
     if (!row) return false;
-    append(id, row.owner_id, 'completed', now, { price: row.price });
+    append(id, row.owner_id, row.last_seq, 'completed', now, { price: row.price });
     return true;
   }).immediate;
   const settle = db.transaction((generationId: string, amount: number): number | null => {

@@ -24,10 +24,10 @@ export function tempDir(): { dir: string; cleanup: () => void } {
 
 
 const SQLITE_COLUMNS = `id, owner_id, model_id, settings, status, reserved, price, result_text, result_key, failure_reason,
-  attempts, lease_owner, lease_expires_at, created_at, updated_at, finished_at`;
+  claims, lease_owner, lease_expires_at, created_at, updated_at, finished_at`;
 /** Copied from GENERATION_SQL in packages/store-sqlite/src/generation-store.ts. */
-export const SQLITE_INSERT = `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, attempts, created_at, updated_at)
-    VALUES (@id, @ownerId, @modelId, @settings, 'pending', @reserved, 0, @createdAt, @createdAt)`;
+export const SQLITE_INSERT = `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, claims, last_seq, created_at, updated_at)
+    VALUES (@id, @ownerId, @modelId, @settings, 'pending', @reserved, 0, 1, @createdAt, @createdAt)`;
 export const SQLITE_GET = `SELECT ${SQLITE_COLUMNS} FROM generations WHERE id = ? AND owner_id = ?`;
 
 /**
@@ -46,11 +46,14 @@ export function rawSqlite(filename: string): Database.Database {
   return db;
 }
 
+/** The first event of a generation, as the Lifecycle appends it. */
+const CREATED = { type: 'created' as const, data: { modelId: MODEL_ID } };
+
 async function storeLoop(store: GenerationStore, n: number): Promise<number> {
   const t0 = performance.now();
   for (let i = 0; i < n; i++) {
     const id = newGenerationId();
-    await store.insert({ id, ownerId: USER_ID, modelId: MODEL_ID, settings: SETTINGS, reserved: 1, createdAt: Date.now() });
+    await store.insert({ id, ownerId: USER_ID, modelId: MODEL_ID, settings: SETTINGS, status: 'pending', reserved: 1, createdAt: Date.now() }, CREATED);
     const rec = await store.get(id, USER_ID);
     if (!rec) throw new Error('store lost a generation');
   }
@@ -67,7 +70,7 @@ export async function oursSqlite(dir: string, n: number, tag: string): Promise<n
 }
 
 /** Copied from GENERATION_SQL.appendEvent: a create writes the generation and its `created` event in one transaction. */
-export const SQLITE_APPEND_EVENT = `INSERT INTO events (generation_id, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?)`;
+export const SQLITE_APPEND_EVENT = `INSERT INTO events (generation_id, seq, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?, ?)`;
 
 /** better-sqlite3 alone, synchronous as its users call it; settings go through JSON both ways, as they must. */
 export function rawSqliteRun(dir: string, n: number, tag: string): number {
@@ -78,7 +81,7 @@ export function rawSqliteRun(dir: string, n: number, tag: string): number {
     // The same work as the store's insert: the row and its event, one IMMEDIATE transaction.
     const insert = db.transaction((row: { id: string; ownerId: string; modelId: string; settings: string; reserved: number; createdAt: number }) => {
       insertRow.run(row);
-      appendEvent.run(row.id, row.ownerId, 'created', row.createdAt, JSON.stringify({ modelId: row.modelId }));
+      appendEvent.run(row.id, 1, row.ownerId, 'created', row.createdAt, JSON.stringify({ modelId: row.modelId }));
     }).immediate;
     const get = db.prepare(SQLITE_GET);
     const t0 = performance.now();
@@ -125,22 +128,18 @@ export async function throwawayDatabase(): Promise<{ url: string; drop: () => Pr
   };
 }
 
-/** The store's events lock (EVENTS_LOCK_KEY in packages/store-postgres/src/generation-store.ts). */
-const PG_EVENTS_LOCK_KEY = '7340512846113202';
-
 /**
  * Copied from generationSql().insert in packages/store-postgres/src/generation-store.ts (no in-flight cap, no
- * metadata or webhook): the row and its `created` event in one statement, the event appended under the store's
- * transaction-scoped events lock, so events commit in `seq` order. The same work as the store, as the bench requires.
+ * metadata or webhook): the row and its `created` event (number 1 of the generation) in one statement. The same work
+ * as the store, as the bench requires.
  */
 export const PG_INSERT = (s: string): string => `WITH ins AS (
         INSERT INTO ${s}.generations
-          (id, owner_id, model_id, settings, status, reserved, attempts, created_at, updated_at)
-        VALUES ($1, $2, $3, $4::json, 'pending', $5, 0, $6, $6)
+          (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, last_seq)
+        VALUES ($1, $2, $3, $4::json, 'pending', $5, 0, $6, $6, 1)
         RETURNING id, owner_id, model_id),
-      ev AS (INSERT INTO ${s}.events (generation_id, owner_id, type, at, data)
-        SELECT m.id, m.owner_id, 'created', $6, jsonb_build_object('modelId', m.model_id)
-        FROM ins m, LATERAL (SELECT pg_advisory_xact_lock(${PG_EVENTS_LOCK_KEY})) l)
+      ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data)
+        SELECT m.id, 1, m.owner_id, 'created', $6, jsonb_build_object('modelId', m.model_id) FROM ins m)
       SELECT count(*)::int AS inserted FROM ins`;
 export const PG_GET = (s: string): string => `SELECT * FROM ${s}.generations WHERE id = $1 AND owner_id = $2`;
 
@@ -185,7 +184,7 @@ export async function pgBench(url: string): Promise<PgBench> {
     ours: (n) =>
       concurrently(n, PG_CONCURRENCY, async () => {
         const id = newGenerationId();
-        await stores.store.insert({ id, ownerId: USER_ID, modelId: MODEL_ID, settings: SETTINGS, reserved: 1, createdAt: Date.now() });
+        await stores.store.insert({ id, ownerId: USER_ID, modelId: MODEL_ID, settings: SETTINGS, status: 'pending', reserved: 1, createdAt: Date.now() }, CREATED);
         if (!(await stores.store.get(id, USER_ID))) throw new Error('pg store lost a generation');
       }),
     raw: (n) =>

@@ -209,10 +209,10 @@ export async function createOn(baseUrl: string, apiKey: string, prompt: string, 
 /** Per-generation rows of the store and the ledger, read straight from the schema. */
 export async function generationRows(
   stores: FreshStores,
-): Promise<Array<{ id: string; ownerId: string; status: string; price: number | null; attempts: number; resultText: string | null; reserveState: string | null; charged: number | null; amount: number | null }>> {
+): Promise<Array<{ id: string; ownerId: string; status: string; price: number | null; claims: number; resultText: string | null; reserveState: string | null; charged: number | null; amount: number | null }>> {
   const s = `"${stores.schema}"`;
   const { rows } = await stores.pool.query(
-    `SELECT g.id, g.owner_id, g.status, g.price, g.attempts, g.result_text, r.state, r.charged, r.amount
+    `SELECT g.id, g.owner_id, g.status, g.price, g.claims, g.result_text, r.state, r.charged, r.amount
        FROM ${s}.generations g LEFT JOIN ${s}.reserves r ON r.generation_id = g.id`,
   );
   return rows.map((r: Record<string, unknown>) => ({
@@ -220,7 +220,7 @@ export async function generationRows(
     ownerId: String(r.owner_id),
     status: String(r.status),
     price: r.price === null ? null : Number(r.price),
-    attempts: Number(r.attempts),
+    claims: Number(r.claims),
     resultText: r.result_text === null ? null : String(r.result_text),
     reserveState: r.state === null ? null : String(r.state),
     charged: r.charged === null ? null : Number(r.charged),

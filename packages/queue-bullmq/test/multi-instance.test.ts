@@ -177,7 +177,7 @@ describe('BullMQQueue across host processes', () => {
       expect(rows.length).toBeGreaterThanOrEqual(accepted.length);
       expect(rows.length).toBeLessThanOrEqual(accepted.length + lost.length);
       // A's running jobs were taken over by another instance: a second claim, still one completion.
-      const takenOver = rows.filter((r) => r.attempts >= 2);
+      const takenOver = rows.filter((r) => r.claims >= 2);
       expect(takenOver.length).toBeGreaterThan(0);
       await expectBilledOnce(c.stores, initial);
     },
@@ -203,7 +203,7 @@ describe('BullMQQueue across host processes', () => {
 
       const [row] = await generationRows(c.stores);
       expect(row!.status).toBe('completed');
-      expect(row!.attempts).toBe(2);
+      expect(row!.claims).toBe(2);
       const refused = refusals([a, b], id)[0]!;
       const winner = refused === a ? 'B' : 'A';
       expect(row!.resultText).toBe(`done by ${winner} on attempt 2`);
@@ -256,8 +256,8 @@ describe('BullMQQueue across host processes', () => {
       expect(bad.charged).toBe(FAILURE_FEE);
       // Each of the first maxClaims claims ran the provider (and died); a later claim, if any, gave up at once.
       expect(deaths).toBe(MAX_CLAIMS);
-      expect(bad.attempts).toBeGreaterThanOrEqual(MAX_CLAIMS);
-      expect(bad.attempts).toBeLessThanOrEqual(MAX_CLAIMS + 1);
+      expect(bad.claims).toBeGreaterThanOrEqual(MAX_CLAIMS);
+      expect(bad.claims).toBeLessThanOrEqual(MAX_CLAIMS + 1);
       for (const id of others) expect(rows.find((r) => r.id === id)?.status).toBe('completed');
       expect(await c.stores.ledger.account('poison')).toEqual({ balance: 29, reserved: 0, settled: 1 });
       await expectBilledOnce(c.stores, { poison: 30, other: 100 });

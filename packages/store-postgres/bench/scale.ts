@@ -42,6 +42,9 @@ function stats(samplesMs: number[]): Stats {
   return { p50: at(0.5), p99: at(0.99) };
 }
 
+/** The event a create appends (as core's Lifecycle writes it). */
+const CREATED = { type: 'created' as const, data: { modelId: 'model-a' } };
+
 async function time(n: number, fn: (i: number) => Promise<unknown>): Promise<Stats> {
   for (let i = 0; i < Math.min(200, n); i++) await fn(i); // warm the pool, plan cache and buffers
   const out: number[] = [];
@@ -60,7 +63,7 @@ async function fill(pool: pg.Pool, from: number, total: number): Promise<void> {
   for (let lo = from; lo <= total; lo += chunk) {
     const hi = Math.min(total, lo + chunk - 1);
     await pool.query(
-      `INSERT INTO ${s}.generations (id, owner_id, model_id, settings, status, reserved, price, attempts,
+      `INSERT INTO ${s}.generations (id, owner_id, model_id, settings, status, reserved, price, claims,
          created_at, updated_at, finished_at, result_key)
        SELECT substr(md5(i::text), 1, 22), 'user-' || (i % $4), 'model-a', '{"prompt":"a cat on a mat"}',
          CASE WHEN i % 10 = 0 THEN 'failed' ELSE 'completed' END, 10, 10, 1,
@@ -92,20 +95,24 @@ async function measure(stores: PostgresStores, size: number): Promise<Record<str
 
   const get = await time(SAMPLES, (k) => stores.store.get(idOf.get(ids[k]!)!, owners.get(ids[k]!)!));
   const insert = await time(SAMPLES, () =>
-    stores.store.insert({
-      id: randomBytes(16).toString('base64url'),
-      ownerId: `user-${Math.floor(Math.random() * USERS)}`,
-      modelId: 'model-a',
-      settings: { prompt: 'a cat on a mat' },
-      reserved: 10,
-      createdAt: Date.now(),
-    }),
+    stores.store.insert(
+      {
+        id: randomBytes(16).toString('base64url'),
+        ownerId: `user-${Math.floor(Math.random() * USERS)}`,
+        modelId: 'model-a',
+        settings: { prompt: 'a cat on a mat' },
+        status: 'pending',
+        reserved: 10,
+        createdAt: Date.now(),
+      },
+      CREATED,
+    ),
   );
   const create = await time(SAMPLES, async () => {
     const id = randomBytes(16).toString('base64url');
     const user = `user-${Math.floor(Math.random() * USERS)}`;
     if ((await stores.ledger.reserve(user, id, 1)) !== 'ok') throw new Error('bench account ran dry');
-    await stores.store.insert({ id, ownerId: user, modelId: 'model-a', settings: { prompt: 'p' }, reserved: 1, createdAt: Date.now() });
+    await stores.store.insert({ id, ownerId: user, modelId: 'model-a', settings: { prompt: 'p' }, status: 'pending', reserved: 1, createdAt: Date.now() }, CREATED);
   });
   const recovery = await time(Math.min(SAMPLES, 500), async () => {
     const list = await stores.store.listUnfinished(BACKLOG);
@@ -131,7 +138,7 @@ async function main(): Promise<void> {
       [USERS],
     );
     for (let i = 0; i < BACKLOG; i++) {
-      await stores.store.insert({ id: `backlog-${i}`, ownerId: 'user-0', modelId: 'model-a', settings: {}, reserved: 1, createdAt: T0 - 1000 + i });
+      await stores.store.insert({ id: `backlog-${i}`, ownerId: 'user-0', modelId: 'model-a', settings: {}, status: 'pending', reserved: 1, createdAt: T0 - 1000 + i }, CREATED);
     }
 
     const results: Array<{ size: number; r: Record<string, Stats> }> = [];

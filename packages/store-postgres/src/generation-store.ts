@@ -1,156 +1,71 @@
-import type {
-  ClaimOptions,
-  CompleteInput,
-  FailInput,
-  FailureCode,
-  GenerationEvent,
-  GenerationRecord,
-  GenerationStatus,
-  GenerationStore,
-  InsertOptions,
-  ListQuery,
-  NewGeneration,
-  ProgressInput,
+import {
+  GENERATION_STATUSES,
+  type Expectation,
+  type FailureCode,
+  type FeedPage,
+  type GenerationChange,
+  type GenerationEvent,
+  type GenerationPatch,
+  type GenerationRecord,
+  type GenerationStatus,
+  type GenerationStore,
+  type InsertOptions,
+  type ListQuery,
+  type NewEvent,
+  type NewGeneration,
 } from '@genservice/core';
 import type { Pool } from 'pg';
 import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
 
-export type GenerationSqlName =
-  | 'insert'
-  | 'get'
-  | 'getById'
-  | 'claim'
-  | 'renew'
-  | 'progress'
-  | 'complete'
-  | 'failByWorker'
-  | 'failOther'
-  | 'setRemoteHandle'
-  | 'park'
-  | 'listUnfinished'
-  | 'listUnfinishedAfter'
-  | 'deleteFinished'
-  | 'readEvents'
-  | 'eventsOf'
-  | 'lastSeq'
-  | 'countByStatus';
-
 /**
- * Taken (transaction-scoped) by every statement that appends to the event log, right before the append: seq numbers
- * are then handed out and committed in the same order, so a reader walking the log forward from a cursor never skips
- * an event that commits late with a smaller seq. The lock is held from the append to the commit of one statement.
- */
-export const EVENTS_LOCK_KEY = 7_340_512_846_113_202;
-
-/** Appends one event per row of `moved` (a CTE of updated generations), under the events lock. */
-function appendEvents(s: string, from: string, type: string, at: string, data: string, where = 'true'): string {
-  return `INSERT INTO ${s}.events (generation_id, owner_id, type, at, data)
-    SELECT m.id, m.owner_id, '${type}', ${at}, ${data}
-    FROM ${from} m, LATERAL (SELECT pg_advisory_xact_lock(${EVENTS_LOCK_KEY})) l
-    WHERE ${where}`;
-}
-
-/**
- * The statements, given the quoted schema. Exported so the index tests EXPLAIN exactly what the store runs.
+ * The fixed statements, given the quoted schema. Exported so the index tests EXPLAIN exactly what the store runs
+ * (`update` is built per shape by `updateSql`).
  *
- * "Holds the lease" means `lease_owner = worker AND now < lease_expires_at`; "expired" is its complement
- * `lease_expires_at <= now` (the in-memory store's rule), so at any instant exactly one of a stale worker and a
- * re-claimer can act. Each transition and its event are one statement (a data-modifying CTE): one transaction, and
- * no event when no row moved.
+ * "Unfinished" is `finished_at IS NULL`: the store knows no status names. No statement here takes a lock that every
+ * generation shares: a change locks its generation's row, an insert with a cap its owner's advisory lock.
  */
-export function generationSql(s: string): Record<GenerationSqlName, string> {
-  const holds = `status = 'processing' AND lease_owner = $2 AND lease_expires_at > $3`;
+export function generationSql(s: string) {
+  // Not `AS tx`: an ORDER BY tx would then sort by the text, and '10' < '9'.
+  const feedRow = `generation_id, seq, owner_id, type, at, data, tx::text AS tx_text, pos`;
   return {
     // $8 is the in-flight cap (null: none); the caller holds the owner's advisory lock, so the count is exact. It
     // counts at most $8 rows, so its cost is bounded by the cap, not by how many rows the owner has.
     insert: `WITH ins AS (
         INSERT INTO ${s}.generations
-          (id, owner_id, model_id, settings, status, reserved, attempts, created_at, updated_at, metadata, webhook)
-        SELECT $1, $2, $3, $4::json, 'pending', $5, 0, $6, $6, $7::jsonb, $9::jsonb
+          (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, metadata, webhook, last_seq)
+        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1
         WHERE $8::int IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM ${s}.generations
-          WHERE owner_id = $2 AND status IN ('pending', 'processing') LIMIT $8::int) capped) < $8::int
-        RETURNING id, owner_id, model_id),
-      ev AS (${appendEvents(s, 'ins', 'created', '$6', "jsonb_build_object('modelId', m.model_id)")})
+          WHERE owner_id = $2 AND finished_at IS NULL LIMIT $8::int) capped) < $8::int
+        RETURNING id, owner_id),
+      ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data)
+        SELECT id, 1, owner_id, $11, $6, $12::jsonb FROM ins)
       SELECT count(*)::int AS inserted FROM ins`,
     get: `SELECT * FROM ${s}.generations WHERE id = $1 AND owner_id = $2`,
     getById: `SELECT * FROM ${s}.generations WHERE id = $1`,
-    // A parked remote job's claim is a planned check: no attempt, no event (the SET side sees the old row).
-    claim: `WITH moved AS (
-        UPDATE ${s}.generations
-        SET status = 'processing', attempts = attempts + CASE WHEN parked_until IS NULL THEN 1 ELSE 0 END,
-            claim_resumed = (parked_until IS NOT NULL), parked_until = NULL,
-            lease_owner = $2, lease_expires_at = $3 + $4::bigint, updated_at = $3, started_at = coalesce(started_at, $3)
-        WHERE id = $1 AND (status = 'pending'
-          OR (status = 'processing' AND (lease_expires_at IS NULL OR lease_expires_at <= $3)))
-        RETURNING *),
-      ev AS (${appendEvents(s, 'moved', 'processing', '$3', "jsonb_build_object('attempt', m.attempts)", 'NOT m.claim_resumed')})
-      SELECT * FROM moved`,
-    renew: `UPDATE ${s}.generations SET lease_expires_at = $3 + $4::bigint, updated_at = $3
-      WHERE id = $1 AND ${holds}`,
-    progress: `WITH moved AS (
-        UPDATE ${s}.generations SET progress_fraction = $4, progress_message = $5, updated_at = $3
-        WHERE id = $1 AND ${holds}
-        RETURNING id, owner_id, progress_fraction, progress_message),
-      ev AS (${appendEvents(
-        s,
-        'moved',
-        'progress',
-        '$3',
-        "CASE WHEN m.progress_message IS NULL THEN jsonb_build_object('fraction', m.progress_fraction) ELSE jsonb_build_object('fraction', m.progress_fraction, 'message', m.progress_message) END",
-      )})
-      SELECT count(*)::int AS n FROM moved`,
-    complete: `WITH moved AS (
-        UPDATE ${s}.generations
-        SET status = 'completed', price = $4, result_text = $5, result_key = $6, finished_at = $3, updated_at = $3
-        WHERE id = $1 AND ${holds}
-        RETURNING id, owner_id, price),
-      ev AS (${appendEvents(s, 'moved', 'completed', '$3', "jsonb_build_object('price', m.price)")})
-      SELECT count(*)::int AS n FROM moved`,
-    // A worker fails only what it claimed (never a pending one); `force` (cancellation) overrides the lease. The price
-    // follows the state the row moves from ($7: the price from pending, when given).
-    failByWorker: `WITH moved AS (
-        UPDATE ${s}.generations
-        SET status = 'failed', price = CASE WHEN status = 'pending' AND $7::numeric IS NOT NULL THEN $7::numeric ELSE $4 END,
-            failure_reason = $5, error_code = $8, error_message = $9, parked_until = NULL, finished_at = $3, updated_at = $3
-        WHERE id = $1 AND status = 'processing' AND ($6::boolean OR (lease_owner = $2 AND lease_expires_at > $3))
-        RETURNING id, owner_id, price, error_code, error_message),
-      ev AS (${appendEvents(s, 'moved', 'failed', '$3', "jsonb_build_object('price', m.price, 'error', jsonb_build_object('code', m.error_code, 'message', m.error_message))")})
-      SELECT count(*)::int AS n FROM moved`,
-    // Not a worker's failure: from pending, or from processing once nobody holds it (or when forced).
-    failOther: `WITH moved AS (
-        UPDATE ${s}.generations
-        SET status = 'failed', price = CASE WHEN status = 'pending' AND $6::numeric IS NOT NULL THEN $6::numeric ELSE $3 END,
-            failure_reason = $4, error_code = $7, error_message = $8, parked_until = NULL, finished_at = $2, updated_at = $2
-        WHERE id = $1 AND (status = 'pending'
-          OR (status = 'processing' AND (lease_expires_at IS NULL OR lease_expires_at <= $2 OR $5::boolean)))
-        RETURNING id, owner_id, price, error_code, error_message),
-      ev AS (${appendEvents(s, 'moved', 'failed', '$2', "jsonb_build_object('price', m.price, 'error', jsonb_build_object('code', m.error_code, 'message', m.error_message))")})
-      SELECT count(*)::int AS n FROM moved`,
-    setRemoteHandle: `UPDATE ${s}.generations SET remote_handle = $4::jsonb, updated_at = $3
-      WHERE id = $1 AND ${holds} AND remote_handle IS NULL`,
-    park: `UPDATE ${s}.generations SET lease_owner = NULL, lease_expires_at = NULL, parked_until = $4, updated_at = $3
-      WHERE id = $1 AND ${holds}`,
+    renewLeases: `UPDATE ${s}.generations SET lease_expires_at = $3, updated_at = $4
+      WHERE id = ANY($1::text[]) AND finished_at IS NULL AND lease_owner = $2 AND lease_expires_at > $4 RETURNING id`,
     // Ties on created_at fall back to id: stable across instances, which insertion order would not be.
-    listUnfinished: `SELECT * FROM ${s}.generations WHERE status IN ('pending', 'processing')
-      ORDER BY created_at, id LIMIT $1`,
-    // The page after a given generation, resumed from that row's (created_at, id).
-    listUnfinishedAfter: `SELECT * FROM ${s}.generations WHERE status IN ('pending', 'processing')
+    listUnfinished: `SELECT * FROM ${s}.generations WHERE finished_at IS NULL ORDER BY created_at, id LIMIT $1`,
+    // The page after a given generation, resumed from that row's (created_at, id); a vanished anchor gives none.
+    listUnfinishedAfter: `SELECT * FROM ${s}.generations WHERE finished_at IS NULL
       AND (created_at, id) > (SELECT created_at, id FROM ${s}.generations WHERE id = $2)
       ORDER BY created_at, id LIMIT $1`,
-    // SKIP LOCKED lets several instances sweep at once without waiting on each other's batches. `= ANY(ARRAY(...))`
-    // rather than `IN (...)`: with IN the planner may hash-join against a scan of the whole table. The events of the
-    // deleted rows go in the same statement.
-    deleteFinished: `WITH gone AS (
-        DELETE FROM ${s}.generations WHERE id = ANY(ARRAY(
-          SELECT id FROM ${s}.generations
-          WHERE status IN ('completed', 'failed') AND finished_at < $1
-          ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED))
-        RETURNING id, result_key),
+    // Ties on finished_at fall back to id, so a page is the same whichever instance reads it.
+    listFinished: `SELECT * FROM ${s}.generations WHERE finished_at < $1 ORDER BY finished_at, id LIMIT $2`,
+    // One statement: the row and its events go together or not at all; the row lock orders it against any change.
+    remove: `WITH gone AS (
+        DELETE FROM ${s}.generations WHERE id = $1 AND status = ANY($2::text[]) RETURNING id),
       ev AS (DELETE FROM ${s}.events WHERE generation_id = ANY(ARRAY(SELECT id FROM gone)))
-      SELECT id, result_key FROM gone`,
-    readEvents: `SELECT * FROM ${s}.events WHERE seq > $1 ORDER BY seq LIMIT $2`,
-    eventsOf: `SELECT * FROM ${s}.events WHERE generation_id = $1 AND seq > $2 ORDER BY seq`,
-    lastSeq: `SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS seq FROM ${s}.events_seq_seq`,
+      SELECT count(*)::int AS removed FROM gone`,
+    eventsOf: `SELECT ${feedRow} FROM ${s}.events WHERE generation_id = $1 AND seq > $2 ORDER BY seq`,
+    // `tx >= $1` repeats the row comparison's lower bound in a form the planner can estimate from the histogram.
+    // Only below the oldest transaction still running: everything there has committed or never will, so a reader
+    // that walks (tx, pos) forward never passes an event that commits later.
+    readFeed: `SELECT ${feedRow} FROM ${s}.events
+      WHERE (tx, pos) > ($1::xid8, $2::bigint) AND tx >= $1::xid8 AND tx < pg_snapshot_xmin(pg_current_snapshot())
+      ORDER BY tx, pos LIMIT $3`,
+    // Just below the oldest running transaction: everything before it is final, everything after it is not yet read.
+    feedHead: `SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::numeric - 1)::text AS tx`,
     countByStatus: `SELECT status, count(*)::int AS n FROM ${s}.generations GROUP BY status`,
   };
 }
@@ -168,15 +83,96 @@ export function listSql(s: string, q: { status: boolean; modelId: boolean; befor
   return `SELECT * FROM ${s}.generations WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT $${n}`;
 }
 
-type GenerationRow = Record<string, unknown>;
+/** Each patch field's columns and how its value is stored (`null` clears every column of the field). */
+const COLUMNS: { [K in keyof GenerationPatch]-?: [string[], (v: NonNullable<GenerationPatch[K]>) => unknown[]] } = {
+  status: [['status'], (v) => [v]],
+  price: [['price'], (v) => [v]],
+  resultText: [['result_text'], (v) => [storableText(v)]],
+  resultKey: [['result_key'], (v) => [encodeKey(v)]],
+  failureReason: [['failure_reason'], (v) => [storableText(v)]],
+  error: [['error_code', 'error_message'], (v) => [v.code, storableText(v.message)]],
+  progress: [['progress_fraction', 'progress_message'], (v) => [v.fraction, v.message === undefined ? null : storableText(v.message)]],
+  startedAt: [['started_at'], (v) => [v]],
+  remoteHandle: [['remote_handle'], (v) => [jsonb(v)]],
+  parkedUntil: [['parked_until'], (v) => [v]],
+  claims: [['claims'], (v) => [v]],
+  leaseOwner: [['lease_owner'], (v) => [encodeKey(v)]],
+  leaseExpiresAt: [['lease_expires_at'], (v) => [v]],
+  finishedAt: [['finished_at'], (v) => [v]],
+};
+
+const TYPES: Record<string, string> = { remote_handle: '::jsonb', price: '::numeric', progress_fraction: '::float8' };
+
+/**
+ * One compare-and-set as one statement: the row lock decides races (a concurrent change re-checks the WHERE clause
+ * against the winner's row and updates nothing), and the event is numbered from the row's own counter, so only that
+ * row is locked. Its text depends only on the change's shape, so it is built once per shape.
+ */
+export function updateSql(s: string, change: GenerationChange): { text: string; values: (change: GenerationChange) => unknown[] } {
+  const { expect, set, event } = change;
+  const sets: string[] = ['updated_at = $2'];
+  const where: string[] = ['id = $1', 'status = ANY($3::text[])'];
+  const pick: Array<(c: GenerationChange) => unknown[]> = [(c) => [c.now, [...c.expect.status]]];
+  let n = 4;
+  const keys = (Object.keys(set) as Array<keyof GenerationPatch>).filter((k) => set[k] !== undefined).sort();
+  for (const key of keys) {
+    const [cols, encode] = COLUMNS[key];
+    if (set[key] === null) {
+      for (const c of cols) sets.push(`${c} = NULL`);
+      continue;
+    }
+    for (const c of cols) sets.push(`${c} = $${n++}${TYPES[c] ?? ''}`);
+    pick.push((c) => (encode as (v: unknown) => unknown[])(c.set[key]));
+  }
+  if (expect.lease === 'free') where.push('(lease_expires_at IS NULL OR lease_expires_at <= $2)');
+  else if (expect.lease !== undefined) {
+    where.push(`lease_owner = $${n++} AND lease_expires_at > $2`);
+    pick.push((c) => [encodeKey((c.expect.lease as { heldBy: string }).heldBy)]);
+  }
+  if (expect.parked !== undefined) where.push(`parked_until IS ${expect.parked ? 'NOT ' : ''}NULL`);
+  if (expect.claims !== undefined) {
+    where.push(`claims = $${n++}`);
+    pick.push((c) => [c.expect.claims]);
+  }
+  if (expect.noRemoteHandle) where.push('remote_handle IS NULL');
+  let text = `UPDATE ${s}.generations SET ${sets.join(', ')}${event ? ', last_seq = last_seq + 1' : ''}
+    WHERE ${where.join(' AND ')} RETURNING *`;
+  if (event) {
+    text = `WITH moved AS (${text}),
+      ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data)
+        SELECT id, last_seq, owner_id, $${n}, $2, $${n + 1}::jsonb FROM moved)
+      SELECT * FROM moved`;
+    pick.push((c) => [c.event!.type, jsonb(c.event!.data)]);
+  }
+  return { text, values: (c) => [encodeKey(''), ...pick.flatMap((p) => p(c))] };
+}
+
+/** The shape of a change: what decides its statement's text. */
+function shapeOf(change: GenerationChange): string {
+  const e = change.expect;
+  const lease = e.lease === undefined ? '' : e.lease === 'free' ? 'f' : 'h';
+  const set = Object.keys(change.set)
+    .filter((k) => change.set[k as keyof GenerationPatch] !== undefined)
+    .sort()
+    .map((k) => (change.set[k as keyof GenerationPatch] === null ? `-${k}` : k))
+    .join(',');
+  return `${lease}|${e.parked ?? ''}|${e.claims !== undefined}|${e.noRemoteHandle === true}|${change.event !== undefined}|${set}`;
+}
+
+/** jsonb cannot hold U+0000 in a string: those become U+FFFD (free text only; identifiers never reach jsonb). */
+function jsonb(value: unknown): string {
+  const text = JSON.stringify(value ?? null);
+  return text.includes('\\u0000') ? JSON.stringify(value, (_k, v: unknown) => (typeof v === 'string' ? v.replace(/\u0000/g, '\ufffd') : v)) : text;
+}
+
+type Row = Record<string, unknown>;
 
 function optKey(value: unknown): string | undefined {
   const s = optStr(value);
   return s === undefined ? undefined : decodeKey(s);
 }
 
-
-function toRecord(row: GenerationRow): GenerationRecord {
+function toRecord(row: Row): GenerationRecord {
   const rec: GenerationRecord = {
     id: decodeKey(String(row.id)),
     ownerId: decodeKey(String(row.owner_id)),
@@ -184,7 +180,7 @@ function toRecord(row: GenerationRow): GenerationRecord {
     settings: (row.settings ?? {}) as GenerationRecord['settings'],
     status: row.status as GenerationStatus,
     reserved: num(row.reserved),
-    attempts: num(row.attempts),
+    claims: num(row.claims),
     createdAt: num(row.created_at),
     updatedAt: num(row.updated_at),
   };
@@ -221,7 +217,7 @@ function toRecord(row: GenerationRow): GenerationRecord {
   return rec;
 }
 
-function toEvent(row: Record<string, unknown>): GenerationEvent {
+function toEvent(row: Row): GenerationEvent {
   return {
     seq: num(row.seq),
     generationId: decodeKey(String(row.generation_id)),
@@ -232,25 +228,37 @@ function toEvent(row: Record<string, unknown>): GenerationEvent {
   };
 }
 
+/** Past any position in a transaction's events. */
+const MAX_POS = '9223372036854775807';
+
+/** A feed cursor is `<tx>:<pos>` of the last event read; `''` is the start. */
+function parseCursor(cursor: string): [string, string] | null {
+  if (cursor === '') return ['0', '0'];
+  const m = /^(\d{1,20}):(\d{1,19})$/.exec(cursor);
+  return m ? [m[1]!, m[2]!] : null;
+}
+
 /** A stable 64-bit advisory-lock key per owner (Postgres hashes the text), for the in-flight count. */
-const OWNER_LOCK = `SELECT pg_advisory_xact_lock(hashtextextended($1, ${EVENTS_LOCK_KEY}))`;
+const OWNER_LOCK = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 7340512846113202))';
 
 /**
- * GenerationStore on PostgreSQL. Every transition is one conditional UPDATE, so the row lock decides races:
- * concurrent callers re-check the WHERE clause against the winner's row and get no row back.
+ * GenerationStore on PostgreSQL. Each change is one conditional statement with its event; the store applies what
+ * core's Lifecycle decided and holds no rule of its own.
  *
  * Does not migrate; `createPostgresStores` does (or call `runMigrations` yourself).
  */
 export class PostgresGenerationStore implements GenerationStore {
   private readonly db: PgDatabase;
-  private readonly sql: Record<GenerationSqlName, string>;
+  private readonly sql: ReturnType<typeof generationSql>;
+  private readonly shapes = new Map<string, ReturnType<typeof updateSql>>();
 
   constructor(pool: Pool, options: { schema?: string } = {}) {
     this.db = new PgDatabase(pool, options.schema ?? 'genservice');
     this.sql = generationSql(this.db.s);
   }
 
-  async insert(gen: NewGeneration, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {
+  async insert(gen: NewGeneration, event: NewEvent, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {
+    const cap = options.maxUnfinishedPerOwner;
     const params = [
       encodeKey(gen.id),
       encodeKey(gen.ownerId),
@@ -258,11 +266,14 @@ export class PostgresGenerationStore implements GenerationStore {
       JSON.stringify(gen.settings ?? {}),
       gen.reserved,
       gen.createdAt,
-      gen.metadata === undefined ? null : JSON.stringify(gen.metadata),
-      options.maxUnfinishedPerOwner ?? null,
-      gen.webhook === undefined ? null : JSON.stringify(gen.webhook),
+      gen.metadata === undefined ? null : jsonb(gen.metadata),
+      cap ?? null,
+      gen.webhook === undefined ? null : jsonb(gen.webhook),
+      gen.status,
+      event.type,
+      jsonb(event.data),
     ];
-    if (options.maxUnfinishedPerOwner === undefined) {
+    if (cap === undefined) {
       const { rows } = await this.db.query<{ inserted: number }>(this.sql.insert, params);
       return rows[0]!.inserted === 1 ? 'inserted' : 'limit_reached';
     }
@@ -285,67 +296,29 @@ export class PostgresGenerationStore implements GenerationStore {
     return rows[0] ? toRecord(rows[0]) : null;
   }
 
-  async claim(id: string, opts: ClaimOptions): Promise<GenerationRecord | null> {
-    const { rows } = await this.db.query(this.sql.claim, [encodeKey(id), encodeKey(opts.workerId), opts.now, opts.leaseMs]);
+  async update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
+    if (change.expect.status.length === 0) return null;
+    const shape = shapeOf(change);
+    let stmt = this.shapes.get(shape);
+    if (!stmt) this.shapes.set(shape, (stmt = updateSql(this.db.s, change)));
+    const values = stmt.values(change);
+    values[0] = encodeKey(id);
+    const { rows } = await this.db.query(stmt.text, values);
     return rows[0] ? toRecord(rows[0]) : null;
   }
 
-  async renewLease(id: string, workerId: string, leaseMs: number, now: number): Promise<boolean> {
-    const res = await this.db.query(this.sql.renew, [encodeKey(id), encodeKey(workerId), now, leaseMs]);
-    return res.rowCount === 1;
-  }
-
-  async progress(id: string, input: ProgressInput): Promise<boolean> {
-    const { rows } = await this.db.query<{ n: number }>(this.sql.progress, [
-      encodeKey(id),
-      encodeKey(input.workerId),
-      input.now,
-      input.fraction,
-      input.message === undefined ? null : storableText(input.message),
-    ]);
-    return rows[0]!.n === 1;
-  }
-
-  async setRemoteHandle(id: string, workerId: string, handle: unknown, now: number): Promise<boolean> {
-    const res = await this.db.query(this.sql.setRemoteHandle, [encodeKey(id), encodeKey(workerId), now, JSON.stringify(handle ?? null)]);
-    return res.rowCount === 1;
-  }
-
-  async park(id: string, workerId: string, until: number, now: number): Promise<boolean> {
-    const res = await this.db.query(this.sql.park, [encodeKey(id), encodeKey(workerId), now, until]);
-    return res.rowCount === 1;
-  }
-
-  async complete(id: string, input: CompleteInput): Promise<boolean> {
-    const { rows } = await this.db.query<{ n: number }>(this.sql.complete, [
-      encodeKey(id),
-      encodeKey(input.workerId),
-      input.now,
-      input.price,
-      storableText(input.resultText),
-      input.resultKey === undefined ? null : encodeKey(input.resultKey),
-    ]);
-    return rows[0]!.n === 1;
-  }
-
-  async fail(id: string, input: FailInput): Promise<boolean> {
-    const force = input.force === true;
-    const reason = storableText(input.reason);
-    const pending = input.pendingPrice ?? null;
-    const code = input.error.code;
-    const message = storableText(input.error.message);
-    const { rows } =
-      input.workerId !== undefined
-        ? await this.db.query<{ n: number }>(this.sql.failByWorker, [encodeKey(id), encodeKey(input.workerId), input.now, input.price, reason, force, pending, code, message])
-        : await this.db.query<{ n: number }>(this.sql.failOther, [encodeKey(id), input.now, input.price, reason, force, pending, code, message]);
-    return rows[0]!.n === 1;
+  async renewLeases(ids: readonly string[], holder: string, until: number, now: number): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const { rows } = await this.db.query<{ id: string }>(this.sql.renewLeases, [ids.map(encodeKey), encodeKey(holder), until, now]);
+    return rows.map((r) => decodeKey(r.id));
   }
 
   async listUnfinished(limit: number, after?: string): Promise<GenerationRecord[]> {
+    const n = Math.max(0, Math.floor(limit));
     const { rows } =
       after === undefined
-        ? await this.db.query(this.sql.listUnfinished, [limit])
-        : await this.db.query(this.sql.listUnfinishedAfter, [limit, encodeKey(after)]);
+        ? await this.db.query(this.sql.listUnfinished, [n])
+        : await this.db.query(this.sql.listUnfinishedAfter, [n, encodeKey(after)]);
     return rows.map(toRecord);
   }
 
@@ -361,30 +334,36 @@ export class PostgresGenerationStore implements GenerationStore {
     return rows.map(toRecord);
   }
 
-  async readEvents(after: number, limit: number): Promise<GenerationEvent[]> {
-    if (!(limit > 0)) return [];
-    const { rows } = await this.db.query(this.sql.readEvents, [after, Math.floor(limit)]);
-    return rows.map(toEvent);
-  }
-
   async eventsOf(generationId: string, after = 0): Promise<GenerationEvent[]> {
     const { rows } = await this.db.query(this.sql.eventsOf, [encodeKey(generationId), after]);
     return rows.map(toEvent);
   }
 
-  async lastSeq(): Promise<number> {
-    const { rows } = await this.db.query<{ seq: string | number }>(this.sql.lastSeq);
-    return num(rows[0]?.seq ?? 0);
+  async readFeed(after: string, limit: number): Promise<FeedPage> {
+    const from = parseCursor(after);
+    if (!from || !(limit > 0)) return { events: [], cursor: after };
+    const { rows } = await this.db.query(this.sql.readFeed, [from[0], from[1], Math.floor(limit)]);
+    const last = rows[rows.length - 1];
+    return { events: rows.map(toEvent), cursor: last ? `${last.tx_text}:${last.pos}` : after };
   }
 
-  async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }> {
-    const { rows } = await this.db.query<{ id: string; result_key: string | null }>(this.sql.deleteFinished, [before, limit]);
-    const resultKeys = rows.flatMap((r) => (r.result_key === null ? [] : [decodeKey(r.result_key)]));
-    return { deleted: rows.length, resultKeys, ids: rows.map((r) => decodeKey(r.id)) };
+  async feedHead(): Promise<string> {
+    const { rows } = await this.db.query<{ tx: string }>(this.sql.feedHead);
+    return `${rows[0]!.tx}:${MAX_POS}`;
+  }
+
+  async listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    const { rows } = await this.db.query(this.sql.listFinished, [before, Math.max(0, Math.floor(limit))]);
+    return rows.map((r) => toRecord(r));
+  }
+
+  async remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean> {
+    const { rows } = await this.db.query<{ removed: number }>(this.sql.remove, [encodeKey(id), [...expect.status]]);
+    return rows[0]!.removed > 0;
   }
 
   async countByStatus(): Promise<Record<GenerationStatus, number>> {
-    const counts: Record<GenerationStatus, number> = { pending: 0, processing: 0, completed: 0, failed: 0 };
+    const counts = Object.fromEntries(GENERATION_STATUSES.map((s) => [s, 0])) as Record<GenerationStatus, number>;
     const { rows } = await this.db.query<{ status: GenerationStatus; n: number }>(this.sql.countByStatus);
     for (const r of rows) counts[r.status] = r.n;
     return counts;

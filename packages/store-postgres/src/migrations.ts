@@ -16,6 +16,13 @@ export interface Migration {
  */
 export const MIGRATION_LOCK_KEY = 7_340_512_846_113_201;
 
+/** Migration 3: each delivery's old id, its event's number within the generation, and the id the outbox now gives it. */
+function deliveryIds(s: string): string {
+  return `SELECT d.id AS old_id, e.seq, 'msg_' || left(translate(encode(sha256(convert_to(
+      d.generation_id || chr(10) || e.seq || chr(10) || d.url, 'UTF8')), 'base64'), '+/', '-_'), 24) AS new_id
+    FROM ${s}.webhook_deliveries d JOIN ${s}.events e ON e.generation_id = d.generation_id AND e.pos = d.seq`;
+}
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -145,6 +152,49 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (delivery_id, n)
       )`,
       `CREATE TABLE ${s}.cursors (name text PRIMARY KEY, value bigint NOT NULL)`,
+    ],
+  },
+  {
+    version: 3,
+    name: 'per-generation event numbers, a feed without a global lock, claims, unfinished = finished_at IS NULL',
+    up: (s) => [
+      `ALTER TABLE ${s}.generations RENAME COLUMN attempts TO claims`,
+      // Each generation numbers its own events from this counter, so appending one locks only its row.
+      `ALTER TABLE ${s}.generations ADD COLUMN last_seq integer NOT NULL DEFAULT 0`,
+      // The old global number becomes the feed position (same order); seq becomes the number within the generation.
+      `ALTER TABLE ${s}.events RENAME COLUMN seq TO pos`,
+      `ALTER TABLE ${s}.events ADD COLUMN seq integer`,
+      `UPDATE ${s}.events e SET seq = n.seq
+        FROM (SELECT pos, row_number() OVER (PARTITION BY generation_id ORDER BY pos) AS seq FROM ${s}.events) n
+        WHERE e.pos = n.pos`,
+      `ALTER TABLE ${s}.events ALTER COLUMN seq SET NOT NULL`,
+      `UPDATE ${s}.generations g SET last_seq = c.n
+        FROM (SELECT generation_id, max(seq) AS n FROM ${s}.events GROUP BY generation_id) c WHERE g.id = c.generation_id`,
+      // Every event carries the transaction that wrote it; the existing ones all get this migration's, and readers
+      // read only below the oldest running transaction (see generationSql().readFeed).
+      `ALTER TABLE ${s}.events ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id()`,
+      `ALTER TABLE ${s}.events DROP CONSTRAINT events_pkey`,
+      `ALTER TABLE ${s}.events ADD PRIMARY KEY (generation_id, seq)`,
+      `DROP INDEX ${s}.events_generation_idx`,
+      `CREATE INDEX events_feed_idx ON ${s}.events (tx, pos)`,
+      // A delivery names its event by the generation's number now, and its id is derived from that number as the
+      // outbox derives it (sha256 of "generation \n seq \n url", base64url, 24 characters): an id left from the old
+      // numbering could equal the id of a later event of the same generation, which would then never be delivered.
+      // Keys dropped while they are rewritten: a new id may equal another row's old one until both are rewritten.
+      `ALTER TABLE ${s}.webhook_attempts DROP CONSTRAINT webhook_attempts_pkey`,
+      `ALTER TABLE ${s}.webhook_deliveries DROP CONSTRAINT webhook_deliveries_pkey`,
+      `UPDATE ${s}.webhook_attempts a SET delivery_id = m.new_id FROM (${deliveryIds(s)}) m WHERE a.delivery_id = m.old_id`,
+      `UPDATE ${s}.webhook_deliveries d SET id = m.new_id, seq = m.seq FROM (${deliveryIds(s)}) m WHERE d.id = m.old_id`,
+      `ALTER TABLE ${s}.webhook_attempts ADD PRIMARY KEY (delivery_id, n)`,
+      `ALTER TABLE ${s}.webhook_deliveries ADD PRIMARY KEY (id)`,
+      // A cursor was the last global number read; it is now "<tx>:<pos>", and every old event has this tx.
+      `ALTER TABLE ${s}.cursors ALTER COLUMN value TYPE text USING (pg_current_xact_id()::text || ':' || value::text)`,
+      // "Unfinished" is finished_at IS NULL: the store's statements name no status.
+      `DROP INDEX ${s}.generations_unfinished_idx`,
+      `CREATE INDEX generations_unfinished_idx ON ${s}.generations (created_at, id) WHERE finished_at IS NULL`,
+      `DROP INDEX ${s}.generations_finished_idx`,
+      `CREATE INDEX generations_finished_idx ON ${s}.generations (finished_at) WHERE finished_at IS NOT NULL`,
+      `CREATE INDEX generations_owner_unfinished_idx ON ${s}.generations (owner_id) WHERE finished_at IS NULL`,
     ],
   },
 ];

@@ -34,7 +34,7 @@ function toDelivery(r: Row): Delivery {
 }
 
 /**
- * Webhook secrets and the delivery outbox on PostgreSQL (tables from migration 2). Claims use `FOR UPDATE SKIP LOCKED`
+ * Webhook secrets and the delivery outbox on PostgreSQL (tables from migration 2; cursors are text since migration 3). Claims use `FOR UPDATE SKIP LOCKED`
  * inside one UPDATE, so instances claiming at once each get different deliveries without waiting on each other; every
  * other change is one conditional statement.
  */
@@ -169,17 +169,17 @@ export class PostgresWebhookStore implements WebhookStore {
     return rows.map((r) => ({ ...toDelivery(r), history: byDelivery.get(String(r.id)) ?? [] }));
   }
 
-  async getCursor(name: string): Promise<number> {
+  async getCursor(name: string): Promise<string> {
     const { rows } = await this.db.query(`SELECT value FROM ${this.db.s}.cursors WHERE name = $1`, [encodeKey(name)]);
-    return rows[0] ? num(rows[0].value) : 0;
+    return rows[0] ? String(rows[0].value) : '';
   }
 
-  async advanceCursor(name: string, from: number, to: number): Promise<boolean> {
+  async advanceCursor(name: string, from: string, to: string): Promise<boolean> {
     const s = this.db.s;
     const moved = await this.db.query(`UPDATE ${s}.cursors SET value = $3 WHERE name = $1 AND value = $2`, [encodeKey(name), from, to]);
     if (moved.rowCount === 1) return true;
-    if (from !== 0) return false;
-    // Never set: it reads 0, so a move from 0 creates it (one of racing creators wins).
+    if (from !== '') return false;
+    // Never set: it reads '', so a move from '' creates it (one of racing creators wins).
     const made = await this.db.query(`INSERT INTO ${s}.cursors (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, [encodeKey(name), to]);
     return made.rowCount === 1;
   }

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import type { Expectation, GenerationPatch, GenerationRecord, GenerationStore, NewEvent, NewGeneration } from '@genservice/core';
 
 /**
  * The database tests connect to in order to create their own: `DATABASE_URL` when set, else the local server
@@ -49,4 +50,51 @@ export async function createTestDatabase(prefix = 'genservice_test'): Promise<Te
       }
     },
   };
+}
+
+/**
+ * The changes core's Lifecycle hands a store (packages/core/src/lifecycle.ts), with the clock given: what these tests
+ * ask the store through `update`, as the Lifecycle would.
+ */
+export function lifecycleOps(store: GenerationStore) {
+  const held = (workerId: string): Expectation => ({ status: ['processing'], lease: { heldBy: workerId } });
+  return {
+    /** From pending, or a lost (expired) lease with one more claim; null when neither applies. */
+    async claim(id: string, o: { workerId: string; leaseMs: number; now: number }): Promise<GenerationRecord | null> {
+      const lease = { leaseOwner: o.workerId, leaseExpiresAt: o.now + o.leaseMs };
+      const fresh = await store.update(id, {
+        expect: { status: ['pending'] },
+        set: { status: 'processing', claims: 1, startedAt: o.now, ...lease },
+        event: { type: 'processing', data: { claim: 1 } },
+        now: o.now,
+      });
+      if (fresh) return fresh;
+      const rec = await store.getById(id);
+      if (!rec || rec.status !== 'processing') return null;
+      return store.update(id, {
+        expect: { status: ['processing'], lease: 'free', parked: false, claims: rec.claims },
+        set: { claims: rec.claims + 1, ...lease },
+        event: { type: 'processing', data: { claim: rec.claims + 1 } },
+        now: o.now,
+      });
+    },
+    async progress(id: string, o: { workerId: string; fraction: number; message?: string; now: number }): Promise<boolean> {
+      const progress = o.message === undefined ? { fraction: o.fraction } : { fraction: o.fraction, message: o.message };
+      return (await store.update(id, { expect: held(o.workerId), set: { progress }, event: { type: 'progress', data: { ...progress } }, now: o.now })) !== null;
+    },
+    async complete(id: string, o: { workerId: string; price: number; resultText?: string; now: number }): Promise<boolean> {
+      const set: GenerationPatch = { status: 'completed', price: o.price, finishedAt: o.now };
+      if (o.resultText !== undefined) set.resultText = o.resultText;
+      return (await store.update(id, { expect: held(o.workerId), set, event: { type: 'completed', data: { price: o.price } }, now: o.now })) !== null;
+    },
+    async renew(id: string, workerId: string, leaseMs: number, now: number): Promise<boolean> {
+      return (await store.renewLeases([id], workerId, now + leaseMs, now)).length === 1;
+    },
+  };
+}
+
+/** A new generation as the Lifecycle inserts it, with its `created` event. */
+export function newGeneration(id: string, overrides: Partial<NewGeneration> = {}): [NewGeneration, NewEvent] {
+  const gen: NewGeneration = { id, ownerId: 'u1', modelId: 'm', settings: { prompt: 'p' }, status: 'pending', reserved: 10, createdAt: 1_700_000_000_000, ...overrides };
+  return [gen, { type: 'created', data: { modelId: gen.modelId } }];
 }

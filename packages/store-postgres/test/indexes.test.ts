@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { createPostgresStores } from '../src/index.js';
-import { generationSql, listSql } from '../src/generation-store.js';
+import { generationSql, listSql, updateSql } from '../src/generation-store.js';
 import { ledgerSql } from '../src/ledger.js';
 import { createTestDatabase, type TestDatabase } from './helpers.js';
 
@@ -45,12 +45,12 @@ beforeAll(async () => {
   // Mostly finished history with a small backlog, the shape a long-running service has: realistic statistics,
   // not `enable_seqscan = off`, decide the plans below.
   await pool.query(
-    `INSERT INTO ${s}.generations (id, owner_id, model_id, settings, status, reserved, price, attempts,
-       created_at, updated_at, finished_at, result_key)
+    `INSERT INTO ${s}.generations (id, owner_id, model_id, settings, status, reserved, price, claims,
+       created_at, updated_at, finished_at, result_key, last_seq)
      SELECT 'gen-' || i, 'user-' || (i % 500), 'model', '{"prompt":"p"}',
        CASE WHEN i <= $2 THEN 'pending' WHEN i % 7 = 0 THEN 'failed' ELSE 'completed' END,
        10, CASE WHEN i <= $2 THEN NULL ELSE 10 END, 1, $1::bigint + i, $1::bigint + i,
-       CASE WHEN i <= $2 THEN NULL ELSE $1::bigint + i + 100 END, 'key-' || i
+       CASE WHEN i <= $2 THEN NULL ELSE $1::bigint + i + 100 END, 'key-' || i, 3
      FROM generate_series(1, $3) AS i`,
     [T0, UNFINISHED, ROWS],
   );
@@ -63,9 +63,11 @@ beforeAll(async () => {
   );
   // An event log three times the size of the table: the readers' queries must not scan it.
   await pool.query(
-    `INSERT INTO ${s}.events (generation_id, owner_id, type, at, data)
-     SELECT 'gen-' || (i % $2 + 1), 'user-' || ((i % $2 + 1) % 500), 'progress', $1::bigint + i, '{"fraction":0.5}'
-     FROM generate_series(1, $2 * 3) AS i`,
+    // One transaction per event, as the service writes them (old transaction ids: all committed).
+    `INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data, tx)
+     SELECT 'gen-' || (i % $2 + 1), i / $2 + 1, 'user-' || ((i % $2 + 1) % 500), 'progress', $1::bigint + i, '{"fraction":0.5}',
+       (i + 3)::text::xid8
+     FROM generate_series(0, $2 * 3 - 1) AS i`,
     [T0, ROWS],
   );
   await pool.query(`ANALYZE ${s}.events`);
@@ -87,9 +89,32 @@ describe(`query plans over ${ROWS} generations`, () => {
     expectIndexUse(await planOf(g.getById, ['gen-12345']), 'generations_pkey');
   });
 
-  it('transitions one generation through the primary key', async () => {
-    expectIndexUse(await planOf(g.claim, ['gen-5', 'w', T0, 1000]), 'generations_pkey');
-    expectIndexUse(await planOf(g.complete, ['gen-5', 'w', T0, 1, null, null]), 'generations_pkey');
+  it('changes one generation, and appends its event, through the primary key', async () => {
+    const now = T0 + 50;
+    const changes = [
+      // The Lifecycle's claim from pending, a claim after a lost lease, a completion, a failure from pending.
+      { expect: { status: ['pending'] }, set: { status: 'processing', claims: 1, startedAt: now, leaseOwner: 'w', leaseExpiresAt: now + 1 }, event: { type: 'processing', data: { claim: 1 } }, now },
+      { expect: { status: ['processing'], lease: 'free', parked: false, claims: 1 }, set: { claims: 2, leaseOwner: 'w', leaseExpiresAt: now + 1 }, event: { type: 'processing', data: { claim: 2 } }, now },
+      { expect: { status: ['processing'], lease: { heldBy: 'w' } }, set: { status: 'completed', price: 1, finishedAt: now, resultText: 'x' }, event: { type: 'completed', data: { price: 1 } }, now },
+      { expect: { status: ['pending'] }, set: { status: 'failed', price: 0, failureReason: 'r', error: { code: 'cancelled', message: 'm' }, parkedUntil: null, finishedAt: now }, event: { type: 'failed', data: {} }, now },
+      { expect: { status: ['processing'], lease: { heldBy: 'w' }, noRemoteHandle: true }, set: { remoteHandle: { job: 1 } }, now },
+    ] as const;
+    for (const change of changes) {
+      const stmt = updateSql(s, change as never);
+      const values = stmt.values(change as never);
+      values[0] = 'gen-5';
+      expectIndexUse(await planOf(stmt.text, values), 'generations_pkey');
+    }
+    // Renewal looks up unfinished rows by id: the primary key, or the partial index of unfinished rows while that
+    // backlog is small (as here: 100 rows), never a scan of the table.
+    const renew = await planOf(g.renewLeases, [['gen-5', 'gen-6'], 'w', now + 1000, now]);
+    expect(renew.filter((n) => n['Node Type'] === 'Seq Scan')).toEqual([]);
+    expect(renew.map((n) => n['Index Name']).some((i) => i === 'generations_pkey' || i === 'generations_unfinished_idx')).toBe(true);
+  });
+
+  it('counts an owner\u2019s unfinished generations for the in-flight cap through the partial owner index', async () => {
+    const values = ['gen-new', 'user-3', 'model', '{}', 1, T0, null, 10, null, 'pending', 'created', '{}'];
+    expectIndexUse(await planOf(g.insert, values), 'generations_owner_unfinished_idx');
   });
 
   it('finds unfinished work through the partial index', async () => {
@@ -101,7 +126,7 @@ describe(`query plans over ${ROWS} generations`, () => {
   });
 
   it('finds finished work to delete through the retention index', async () => {
-    expectIndexUse(await planOf(g.deleteFinished, [T0 + 1000, 100]), 'generations_finished_idx');
+    expectIndexUse(await planOf(g.listFinished, [T0 + 1000, 100]), 'generations_finished_idx');
   });
 
   it('finds open reserves through the partial index', async () => {
@@ -136,8 +161,12 @@ describe(`query plans over ${ROWS} generations`, () => {
   });
 
   it('reads the event log forward and one generation\u2019s events through indexes', async () => {
-    expectIndexUse(await planOf(g.readEvents, [ROWS, 500]), 'events_pkey');
-    expectIndexUse(await planOf(g.eventsOf, ['gen-12345', 0]), 'events_generation_idx');
+    // A reader is near the head of the log: a cursor 2,000 events from its end.
+    const { rows } = await pool.query(`SELECT tx::text AS tx, pos FROM ${s}.events ORDER BY tx, pos OFFSET ${ROWS * 3 - 2000} LIMIT 1`);
+    expectIndexUse(await planOf(g.readFeed, [rows[0].tx, rows[0].pos, 500]), 'events_feed_idx');
+    // The head reads no table at all.
+    expect((await planOf(g.feedHead, [])).filter((n) => n['Relation Name'] !== undefined)).toEqual([]);
+    expectIndexUse(await planOf(g.eventsOf, ['gen-12345', 0]), 'events_pkey');
   });
 
   it('returns what the plans promise', async () => {

@@ -10,7 +10,7 @@ import {
   runMigrations,
   type PostgresStores,
 } from '../src/index.js';
-import { createTestDatabase, randomName, type TestDatabase } from './helpers.js';
+import { createTestDatabase, lifecycleOps, newGeneration, randomName, type TestDatabase } from './helpers.js';
 
 const T0 = 1_700_000_000_000;
 const pkgDir = fileURLToPath(new URL('..', import.meta.url));
@@ -35,9 +35,7 @@ async function fresh(): Promise<PostgresStores & { schema: string }> {
   return { ...(await createPostgresStores({ pool, schema })), schema };
 }
 
-function newGen(id: string, overrides: Record<string, unknown> = {}) {
-  return { id, ownerId: 'u1', modelId: 'm', settings: { prompt: 'p' }, reserved: 10, createdAt: T0, ...overrides };
-}
+const newGen = newGeneration;
 
 /** Runs the reserve race fixture in a separate Node process, as another host instance would. */
 function runChild(env: Record<string, string>): Promise<{ ok: number; total: number }> {
@@ -227,24 +225,32 @@ describe('ledger', () => {
 describe('generation store', () => {
   it('refuses a stale worker once another claimed the expired lease', async () => {
     const { store } = await fresh();
-    await store.insert(newGen('g'));
-    expect(await store.claim('g', { workerId: 'w1', leaseMs: 1000, now: T0 })).toMatchObject({ attempts: 1 });
-    expect(await store.claim('g', { workerId: 'w2', leaseMs: 1000, now: T0 + 999 })).toBeNull();
-    expect(await store.claim('g', { workerId: 'w2', leaseMs: 1000, now: T0 + 1000 })).toMatchObject({
-      attempts: 2,
+    const ops = lifecycleOps(store);
+    await store.insert(...newGen('g'));
+    expect(await ops.claim('g', { workerId: 'w1', leaseMs: 1000, now: T0 })).toMatchObject({ claims: 1 });
+    expect(await ops.claim('g', { workerId: 'w2', leaseMs: 1000, now: T0 + 999 })).toBeNull();
+    expect(await ops.claim('g', { workerId: 'w2', leaseMs: 1000, now: T0 + 1000 })).toMatchObject({
+      claims: 2,
       leaseOwner: 'w2',
     });
-    expect(await store.complete('g', { workerId: 'w1', price: 1, resultText: 'late', now: T0 + 1001 })).toBe(false);
-    expect(await store.renewLease('g', 'w1', 1000, T0 + 1001)).toBe(false);
-    expect(await store.complete('g', { workerId: 'w2', price: 2, resultText: 'ok', now: T0 + 1001 })).toBe(true);
-    expect(await store.getById('g')).toMatchObject({ status: 'completed', price: 2, resultText: 'ok', attempts: 2 });
+    expect(await ops.complete('g', { workerId: 'w1', price: 1, resultText: 'late', now: T0 + 1001 })).toBe(false);
+    expect(await ops.renew('g', 'w1', 1000, T0 + 1001)).toBe(false);
+    expect(await ops.complete('g', { workerId: 'w2', price: 2, resultText: 'ok', now: T0 + 1001 })).toBe(true);
+    expect(await store.getById('g')).toMatchObject({ status: 'completed', price: 2, resultText: 'ok', claims: 2 });
+    expect((await store.eventsOf('g')).map((e) => [e.seq, e.type, e.data])).toEqual([
+      [1, 'created', { modelId: 'm' }],
+      [2, 'processing', { claim: 1 }],
+      [3, 'processing', { claim: 2 }],
+      [4, 'completed', { price: 2 }],
+    ]);
   });
 
   it('refuses a late completion even when nobody re-claimed', async () => {
     const { store } = await fresh();
-    await store.insert(newGen('g'));
-    await store.claim('g', { workerId: 'w1', leaseMs: 1000, now: T0 });
-    expect(await store.complete('g', { workerId: 'w1', price: 1, now: T0 + 1000 })).toBe(false);
+    const ops = lifecycleOps(store);
+    await store.insert(...newGen('g'));
+    await ops.claim('g', { workerId: 'w1', leaseMs: 1000, now: T0 });
+    expect(await ops.complete('g', { workerId: 'w1', price: 1, now: T0 + 1000 })).toBe(false);
     expect((await store.getById('g'))?.status).toBe('processing');
   });
 
@@ -254,14 +260,15 @@ describe('generation store', () => {
       Array.from({ length: 4 }, () => createPostgresStores({ connectionString: db.url, schema, poolSize: 4 })),
     );
     try {
-      await instances[0]!.store.insert(newGen('g'));
+      await instances[0]!.store.insert(...newGen('g'));
       const results = await Promise.all(
         instances.flatMap((s, i) =>
-          Array.from({ length: 10 }, (_, j) => s.store.claim('g', { workerId: `w${i}-${j}`, leaseMs: 1000, now: T0 })),
+          Array.from({ length: 10 }, (_, j) => lifecycleOps(s.store).claim('g', { workerId: `w${i}-${j}`, leaseMs: 1000, now: T0 })),
         ),
       );
       expect(results.filter((r) => r !== null)).toHaveLength(1);
-      expect(await instances[1]!.store.getById('g')).toMatchObject({ attempts: 1, status: 'processing' });
+      expect(await instances[1]!.store.getById('g')).toMatchObject({ claims: 1, status: 'processing' });
+      expect(await instances[2]!.store.eventsOf('g')).toHaveLength(2);
     } finally {
       await Promise.all(instances.map((s) => s.close()));
     }
@@ -270,9 +277,32 @@ describe('generation store', () => {
   it('keeps settings exactly, including characters jsonb would refuse', async () => {
     const { store } = await fresh();
     const settings = { prompt: 'nul \u0000 and \ud83d\ude00', list: [1, 'two', { three: null }], b: true, a: 0.1 };
-    await store.insert(newGen('g', { settings }));
+    await store.insert(...newGen('g', { settings }));
     expect((await store.getById('g'))?.settings).toEqual(settings);
     expect(await store.getById('g\u0000')).toBeNull();
+  });
+
+  it('stores a NUL in free text and event data as U+FFFD instead of failing the change', async () => {
+    const { store } = await fresh();
+    const ops = lifecycleOps(store);
+    await store.insert(...newGen('g'));
+    await ops.claim('g', { workerId: 'w', leaseMs: 1000, now: T0 });
+    expect(await ops.progress('g', { workerId: 'w', fraction: 0.5, message: 'a\u0000b', now: T0 + 1 })).toBe(true);
+    expect((await store.getById('g'))?.progress).toEqual({ fraction: 0.5, message: 'a\ufffdb' });
+    expect((await store.eventsOf('g', 2))[0]!.data).toEqual({ fraction: 0.5, message: 'a\ufffdb' });
+  });
+
+  it('renews, in one call, only the leases the holder still holds', async () => {
+    const { store } = await fresh();
+    const ops = lifecycleOps(store);
+    for (const id of ['a', 'b', 'c']) await store.insert(...newGen(id));
+    await ops.claim('a', { workerId: 'w', leaseMs: 1000, now: T0 });
+    await ops.claim('b', { workerId: 'w', leaseMs: 10, now: T0 });
+    await ops.claim('c', { workerId: 'other', leaseMs: 1000, now: T0 });
+    expect(await store.renewLeases(['a', 'b', 'c', 'missing'], 'w', T0 + 5000, T0 + 100)).toEqual(['a']);
+    expect(await store.getById('a')).toMatchObject({ leaseExpiresAt: T0 + 5000, updatedAt: T0 + 100 });
+    expect(await store.getById('b')).toMatchObject({ leaseExpiresAt: T0 + 10 });
+    expect(await store.eventsOf('a')).toHaveLength(2);
   });
 });
 
@@ -297,14 +327,14 @@ describe('durability and failures', () => {
   it('keeps every kind of data across a pool close and reopen', async () => {
     const schema = randomName('reopen');
     const first = await createPostgresStores({ connectionString: db.url, schema });
-    await first.store.insert(newGen('g1'));
+    await first.store.insert(...newGen('g1'));
     await first.ledger.credit('u1', 50);
     await first.ledger.reserve('u1', 'g1', 10, T0);
     await first.apiKeys.addKey('key-1', 'u1');
     await first.idempotency.begin('u1', 'idem', 'hash', T0, 'g1');
     await first.idempotency.finish('u1', 'idem', 'g1');
-    await first.store.claim('g1', { workerId: 'w', leaseMs: 1000, now: T0 + 1 });
-    await first.store.progress('g1', { workerId: 'w', fraction: 0.5, now: T0 + 2 });
+    await lifecycleOps(first.store).claim('g1', { workerId: 'w', leaseMs: 1000, now: T0 + 1 });
+    await lifecycleOps(first.store).progress('g1', { workerId: 'w', fraction: 0.5, now: T0 + 2 });
     await first.close();
     await expect(first.ledger.balance('u1')).rejects.toBeInstanceOf(UnavailableError);
 
@@ -313,8 +343,20 @@ describe('durability and failures', () => {
       expect(await second.store.get('g1', 'u1')).toMatchObject({ id: 'g1', status: 'processing', reserved: 10, progress: { fraction: 0.5 } });
       // The event log survives too, and a new event continues its sequence.
       const events = await second.store.eventsOf('g1');
-      expect(events.map((e) => e.type)).toEqual(['created', 'processing', 'progress']);
-      expect(await second.store.lastSeq()).toBe(events[2]!.seq);
+      expect(events.map((e) => [e.seq, e.type])).toEqual([[1, 'created'], [2, 'processing'], [3, 'progress']]);
+      const head = await second.store.feedHead();
+      expect(await lifecycleOps(second.store).progress('g1', { workerId: 'w', fraction: 0.75, now: T0 + 3 })).toBe(true);
+      // The feed shows an event once every older transaction of the server has ended (another test's may be running),
+      // and from feedHead it may also show events committed shortly before it: the new one is among them, once.
+      const seen: Array<{ generationId: string; seq: number; type: string }> = [];
+      let cursor = head;
+      for (let i = 0; i < 3000 && !seen.some((e) => e.seq === 4); i++) {
+        const page = await second.store.readFeed(cursor, 10);
+        seen.push(...page.events);
+        cursor = page.cursor;
+        if (page.events.length === 0) await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(seen.filter((e) => e.generationId === 'g1' && e.seq === 4)).toMatchObject([{ type: 'progress' }]);
       expect(await second.ledger.account('u1')).toEqual({ balance: 40, reserved: 10, settled: 0 });
       expect(await second.ledger.openReserves(5)).toEqual([
         { generationId: 'g1', userId: 'u1', amount: 10, createdAt: T0 },

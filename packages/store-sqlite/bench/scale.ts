@@ -1,10 +1,9 @@
 // How get-by-id, create and the recovery scan behave as the table grows from 1k to 1M generations.
-// Run: npx tsx packages/store-sqlite/bench/scale.ts [--cache-mib N]
+// Run: npx tsx packages/store-sqlite/bench/scale.ts [--cache-mib N] [--quick (20k rows instead of 1M)]
 //   from the repo root; about half a minute and ~250 MB of temp disk. --cache-mib sets SQLite's page cache
 //   (default 2 MiB) to show how much of the 1M-row cost is pages missing from it rather than tree depth.
 //
-// Imports the modules directly, not the package entry, so it runs under plain tsx without building
-// @genservice/core (these modules have no runtime import of it).
+// Imports the modules directly, not the package entry (core resolves from source through the repo's tsconfig paths).
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +11,7 @@ import { join } from 'node:path';
 import { openSqliteDatabase } from '../src/database.js';
 import { SqliteGenerationStore } from '../src/generation-store.js';
 
-const SIZES = [1_000, 1_000_000];
+const SIZES = process.argv.includes("--quick") ? [1_000, 20_000] : [1_000, 1_000_000];
 const BATCH = 10_000;
 const GET_SAMPLES = 5_000;
 const CREATE_SAMPLES = 2_000;
@@ -26,6 +25,7 @@ interface Stats {
 }
 
 const newId = (): string => randomBytes(16).toString('base64url');
+const CREATED = { type: 'created', data: { modelId: 'demo-image' } } as const;
 
 function percentiles(samplesNs: bigint[]): Stats {
   const us = samplesNs.map((n) => Number(n) / 1000).sort((a, b) => a - b);
@@ -55,7 +55,7 @@ async function main(): Promise<void> {
   const store = new SqliteGenerationStore(db);
   // Bulk rows go in finished: a real table is mostly history. A fixed set stays pending for the recovery scan.
   const bulk = db.prepare(
-    `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, price, result_key, attempts,
+    `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, price, result_key, claims,
                               created_at, updated_at, finished_at)
      VALUES (?, ?, 'demo-image', ?, 'completed', 10, 10, ?, 1, ?, ?, ?)`,
   );
@@ -72,7 +72,7 @@ async function main(): Promise<void> {
   const ids: string[] = [];
   let stored = 0;
   for (let i = 0; i < UNFINISHED; i++) {
-    await store.insert({ id: newId(), ownerId: 'u', modelId: 'm', settings: {}, reserved: 1, createdAt: i });
+    await store.insert({ id: newId(), ownerId: 'u', modelId: 'm', settings: {}, status: 'pending', reserved: 1, createdAt: i }, CREATED);
   }
   const rows: Array<Record<string, string | number>> = [];
   for (const size of SIZES) {
@@ -86,7 +86,7 @@ async function main(): Promise<void> {
     const measuredAt = stored + UNFINISHED;
     const get = await time(GET_SAMPLES, (i) => store.getById(ids[(i * 7919) % ids.length]!));
     const create = await time(CREATE_SAMPLES, (i) =>
-      store.insert({ id: newId(), ownerId: `user-${i % 1000}`, modelId: 'demo-image', settings: { prompt: 'bench' }, reserved: 10, createdAt: Date.now() }),
+      store.insert({ id: newId(), ownerId: `user-${i % 1000}`, modelId: 'demo-image', settings: { prompt: 'bench' }, status: 'pending', reserved: 10, createdAt: Date.now() }, CREATED),
     );
     // The created rows are pending; finish them so the recovery scan keeps seeing the same UNFINISHED rows.
     db.prepare(`UPDATE generations SET status = 'completed', finished_at = updated_at WHERE status = 'pending' AND model_id = 'demo-image'`).run();
@@ -113,7 +113,7 @@ async function main(): Promise<void> {
   const [small, large] = rows as [Record<string, number | string>, Record<string, number | string>];
   const ratio = (key: string): string => (Number(large[key]) / Number(small[key])).toFixed(2);
   console.log(
-    `ratio 1M/1k: get p50 ${ratio('get p50 µs')}, get p99 ${ratio('get p99 µs')}, ` +
+    `ratio ${SIZES[1]! / 1000}k/${SIZES[0]! / 1000}k: get p50 ${ratio('get p50 µs')}, get p99 ${ratio('get p99 µs')}, ` +
       `create p50 ${ratio('create p50 µs')}, create p99 ${ratio('create p99 µs')}, ` +
       `listUnfinished p50 ${ratio('listUnfinished(100) p50 µs')}, p99 ${ratio('listUnfinished(100) p99 µs')}`,
   );

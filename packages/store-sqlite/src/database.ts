@@ -33,9 +33,10 @@ export interface Migration {
   version: number;
   name: string;
   /**
-   * Additive DDL only: a migration never drops a table or column, nor rewrites data a previous version stored
-   * correctly. The one exception is repairing rows a previous version left broken, said in the migration itself
-   * (version 2 forgets idempotency keys that a crash left unfinished).
+   * A migration never loses data a previous version stored. It adds tables, columns and indexes; where SQLite
+   * cannot change a table in place it rebuilds it with every row (version 5); where a previous version left rows
+   * broken it repairs them, said in the migration itself (version 2 forgets idempotency keys a crash left
+   * unfinished).
    */
   sql: string;
 }
@@ -199,6 +200,102 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (delivery_id, n)
       );
       CREATE TABLE cursors (name TEXT NOT NULL PRIMARY KEY, value INTEGER NOT NULL);
+    `,
+  },
+  {
+    version: 5,
+    name: 'compare-and-set port: claims, per-generation event numbers, feed positions, text cursors',
+    // Rebuilds generations, events and cursors (every row kept): SQLite can neither drop a CHECK nor change a
+    // column's type or primary key in place. The old checks named the statuses and event types, which are the
+    // Lifecycle's to decide, not the schema's. This migration is the one place that still knows the old statuses:
+    // it repairs a finished row without finished_at (none should exist), since "unfinished" now means exactly that.
+    sql: `
+      -- The event's old global seq becomes its feed position (the rowid, still AUTOINCREMENT so retention never
+      -- lets a position be handed out twice); seq becomes the number within its generation, in the old order.
+      CREATE TABLE events_v5 (
+        position      INTEGER PRIMARY KEY AUTOINCREMENT,
+        generation_id TEXT    NOT NULL,
+        seq           INTEGER NOT NULL,
+        owner_id      TEXT    NOT NULL,
+        type          TEXT    NOT NULL,
+        at            INTEGER NOT NULL,
+        data          TEXT    NOT NULL -- JSON
+      );
+      INSERT INTO events_v5 (position, generation_id, seq, owner_id, type, at, data)
+        SELECT seq, generation_id, row_number() OVER (PARTITION BY generation_id ORDER BY seq), owner_id, type, at, data
+          FROM events;
+      CREATE UNIQUE INDEX events_of_generation ON events_v5 (generation_id, seq);
+      -- The largest position ever handed out, counting events retention already deleted.
+      DELETE FROM sqlite_sequence WHERE name = 'events_v5';
+      INSERT INTO sqlite_sequence (name, seq)
+        SELECT 'events_v5', coalesce(max(n), 0) FROM (
+          SELECT seq AS n FROM sqlite_sequence WHERE name = 'events'
+          UNION ALL SELECT max(position) FROM events_v5);
+
+      -- A delivery names its event by the generation's number now (the outbox cursor keeps the position).
+      UPDATE webhook_deliveries
+         SET seq = coalesce((SELECT e.seq FROM events_v5 e WHERE e.position = webhook_deliveries.seq), seq);
+
+      CREATE TABLE generations_v5 (
+        id                TEXT    NOT NULL PRIMARY KEY,
+        owner_id          TEXT    NOT NULL,
+        model_id          TEXT    NOT NULL,
+        settings          TEXT    NOT NULL, -- JSON
+        status            TEXT    NOT NULL,
+        reserved          REAL    NOT NULL,
+        price             REAL,
+        result_text       TEXT,
+        result_key        TEXT,
+        failure_reason    TEXT,
+        error_code        TEXT,
+        error_message     TEXT,
+        metadata          TEXT,             -- JSON
+        webhook           TEXT,             -- JSON
+        progress_fraction REAL,
+        progress_message  TEXT,
+        remote_handle     TEXT,             -- JSON
+        parked_until      INTEGER,
+        claims            INTEGER NOT NULL DEFAULT 0,
+        lease_owner       TEXT,
+        lease_expires_at  INTEGER,
+        last_seq          INTEGER NOT NULL DEFAULT 0, -- seq of its last event: the next one takes last_seq + 1
+        created_at        INTEGER NOT NULL,
+        updated_at        INTEGER NOT NULL,
+        started_at        INTEGER,
+        finished_at       INTEGER
+      );
+      -- rowid kept: it breaks created_at ties in recovery's "oldest first".
+      INSERT INTO generations_v5 (rowid, id, owner_id, model_id, settings, status, reserved, price, result_text,
+          result_key, failure_reason, error_code, error_message, metadata, webhook, progress_fraction,
+          progress_message, remote_handle, parked_until, claims, lease_owner, lease_expires_at, last_seq,
+          created_at, updated_at, started_at, finished_at)
+        SELECT g.rowid, g.id, g.owner_id, g.model_id, g.settings, g.status, g.reserved, g.price, g.result_text,
+          g.result_key, g.failure_reason, g.error_code, g.error_message, g.metadata, g.webhook, g.progress_fraction,
+          g.progress_message, g.remote_handle, g.parked_until, g.attempts, g.lease_owner, g.lease_expires_at,
+          coalesce((SELECT max(e.seq) FROM events_v5 e WHERE e.generation_id = g.id), 0),
+          g.created_at, g.updated_at, g.started_at,
+          CASE WHEN g.finished_at IS NULL AND g.status IN ('completed', 'failed') THEN g.updated_at ELSE g.finished_at END
+          FROM generations g;
+
+      DROP TABLE events;
+      ALTER TABLE events_v5 RENAME TO events;
+      DROP TABLE generations;
+      ALTER TABLE generations_v5 RENAME TO generations;
+      -- Partial on finished_at IS NULL: recovery and the in-flight count read only unfinished rows, however many
+      -- finished ones pile up.
+      CREATE INDEX generations_unfinished       ON generations (created_at) WHERE finished_at IS NULL;
+      CREATE INDEX generations_owner_unfinished ON generations (owner_id)   WHERE finished_at IS NULL;
+      CREATE INDEX generations_finished         ON generations (finished_at) WHERE finished_at IS NOT NULL;
+      CREATE INDEX generations_owner_list       ON generations (owner_id, created_at DESC, id DESC);
+      CREATE INDEX generations_owner_status     ON generations (owner_id, status, created_at, id);
+      CREATE INDEX generations_owner_model      ON generations (owner_id, model_id, created_at, id);
+
+      -- Cursors are opaque text (a feed position here, written as its decimal digits): TEXT affinity keeps '010'
+      -- and '10' apart, where INTEGER affinity would have compared them equal.
+      CREATE TABLE cursors_v5 (name TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL);
+      INSERT INTO cursors_v5 (name, value) SELECT name, CAST(value AS TEXT) FROM cursors;
+      DROP TABLE cursors;
+      ALTER TABLE cursors_v5 RENAME TO cursors;
     `,
   },
 ];

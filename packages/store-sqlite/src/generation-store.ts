@@ -1,18 +1,19 @@
 import { retryMethodsWhileBusy } from './busy.js';
-import type {
-  ClaimOptions,
-  CompleteInput,
-  FailInput,
-  FailureInfo,
-  GenerationEvent,
-  GenerationEventType,
-  GenerationRecord,
-  GenerationStatus,
-  GenerationStore,
-  InsertOptions,
-  ListQuery,
-  NewGeneration,
-  ProgressInput,
+import {
+  GENERATION_STATUSES,
+  type FailureInfo,
+  type FeedPage,
+  type GenerationChange,
+  type GenerationEvent,
+  type GenerationEventType,
+  type GenerationPatch,
+  type GenerationRecord,
+  type GenerationStatus,
+  type GenerationStore,
+  type InsertOptions,
+  type ListQuery,
+  type NewEvent,
+  type NewGeneration,
 } from '@genservice/core';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
@@ -36,18 +37,20 @@ interface GenerationRow {
   webhook: string | null;
   progress_fraction: number | null;
   progress_message: string | null;
-  attempts: number;
+  remote_handle: string | null;
+  parked_until: number | null;
+  claims: number;
   lease_owner: string | null;
   lease_expires_at: number | null;
+  last_seq: number;
   created_at: number;
   updated_at: number;
   started_at: number | null;
   finished_at: number | null;
-  remote_handle: string | null;
-  parked_until: number | null;
 }
 
 interface EventRow {
+  position: number;
   seq: number;
   generation_id: string;
   owner_id: string;
@@ -57,27 +60,33 @@ interface EventRow {
 }
 
 const COLUMNS = `id, owner_id, model_id, settings, status, reserved, price, result_text, result_key, failure_reason,
-  error_code, error_message, metadata, webhook, progress_fraction, progress_message,
-  attempts, lease_owner, lease_expires_at, created_at, updated_at, started_at, finished_at, remote_handle, parked_until`;
+  error_code, error_message, metadata, webhook, progress_fraction, progress_message, remote_handle, parked_until,
+  claims, lease_owner, lease_expires_at, last_seq, created_at, updated_at, started_at, finished_at`;
 
-const EVENT_COLUMNS = 'seq, generation_id, owner_id, type, at, data';
+const EVENT_COLUMNS = 'position, seq, generation_id, owner_id, type, at, data';
 
-/**
- * The lease rule, the same as the in-memory store's: a worker holds its lease while `lease_owner` is its id and
- * `now < lease_expires_at`; from `now >= lease_expires_at` on the lease has expired.
- */
-const HOLDS_LEASE = `status = 'processing' AND lease_owner = @workerId AND lease_expires_at > @now`;
-const LEASE_EXPIRED = `(lease_expires_at IS NULL OR lease_expires_at <= @now)`;
+type SqlValue = string | number | null;
 
 /**
- * SET clause of both fails. SQLite evaluates every SET expression against the row as it was before the UPDATE,
- * so `status` in the CASE is the state the generation is leaving: the fee follows the state the transition really
- * moved from, even when a claim committed between the caller's read and this statement.
+ * Each patch field, the columns it is stored in, and how a value becomes those columns (`null` clears them all).
+ * Only these names ever reach the SQL text: a patch key outside this table is refused, never interpolated.
  */
-const FAIL_SET = `status = 'failed',
-           price = CASE WHEN status = 'pending' THEN coalesce(@pendingPrice, @price) ELSE @price END,
-           failure_reason = @reason, error_code = @errorCode, error_message = @errorMessage,
-           parked_until = NULL, finished_at = @now, updated_at = @now`;
+const PATCH_COLUMNS: { [K in keyof GenerationPatch]-?: [columns: string[], encode: (v: NonNullable<GenerationPatch[K]>) => SqlValue[]] } = {
+  status: [['status'], (v) => [v]],
+  price: [['price'], (v) => [v]],
+  resultText: [['result_text'], (v) => [v]],
+  resultKey: [['result_key'], (v) => [v]],
+  failureReason: [['failure_reason'], (v) => [v]],
+  error: [['error_code', 'error_message'], (v) => [v.code, v.message]],
+  progress: [['progress_fraction', 'progress_message'], (v) => [v.fraction, v.message ?? null]],
+  startedAt: [['started_at'], (v) => [v]],
+  remoteHandle: [['remote_handle'], (v) => [JSON.stringify(v)]],
+  parkedUntil: [['parked_until'], (v) => [v]],
+  claims: [['claims'], (v) => [v]],
+  leaseOwner: [['lease_owner'], (v) => [v]],
+  leaseExpiresAt: [['lease_expires_at'], (v) => [v]],
+  finishedAt: [['finished_at'], (v) => [v]],
+};
 
 /** Which optional parts a list query has; each combination is its own statement, so each can use its index. */
 export interface ListShape {
@@ -102,225 +111,168 @@ export function listSql(shape: ListShape): string {
      LIMIT @limit`;
 }
 
-/** Every statement the store runs. Exported from this module (not the package) so tests can EXPLAIN them. */
+/**
+ * The compare-and-set of one change: its SET from the patch's keys, its WHERE from the expectation's parts. Values
+ * are bound parameters (`@s0..` statuses, `@holder`, `@claims`, `@now`, `@p_<column>`); only the shape is text.
+ */
+export function updateSql(change: GenerationChange): string {
+  const set = ['updated_at = @now'];
+  for (const key of Object.keys(change.set) as Array<keyof GenerationPatch>) {
+    if (change.set[key] === undefined) continue;
+    if (!Object.hasOwn(PATCH_COLUMNS, key)) throw new TypeError(`Unknown generation field in a change: ${String(key)}`);
+    for (const column of PATCH_COLUMNS[key][0]) set.push(`${column} = @p_${column}`);
+  }
+  if (change.event) set.push('last_seq = last_seq + 1');
+  const { status, lease, parked, claims, noRemoteHandle } = change.expect;
+  const where = ['id = @id', `status IN (${status.length === 0 ? 'NULL' : status.map((_, i) => `@s${i}`).join(', ')})`];
+  if (lease === 'free') where.push('(lease_expires_at IS NULL OR lease_expires_at <= @now)');
+  else if (lease !== undefined) where.push('lease_owner = @holder AND lease_expires_at > @now');
+  if (parked !== undefined) where.push(parked ? 'parked_until IS NOT NULL' : 'parked_until IS NULL');
+  if (claims !== undefined) where.push('claims = @claims');
+  if (noRemoteHandle) where.push('remote_handle IS NULL');
+  return `UPDATE generations SET ${set.join(', ')} WHERE ${where.join(' AND ')} RETURNING ${COLUMNS}`;
+}
+
+function updateParams(id: string, change: GenerationChange): Record<string, SqlValue> {
+  const params: Record<string, SqlValue> = { id, now: change.now };
+  change.expect.status.forEach((s, i) => (params[`s${i}`] = s));
+  const { lease, claims } = change.expect;
+  if (lease !== undefined && lease !== 'free') params.holder = lease.heldBy;
+  if (claims !== undefined) params.claims = claims;
+  for (const key of Object.keys(change.set) as Array<keyof GenerationPatch>) {
+    const value = change.set[key];
+    if (value === undefined) continue;
+    const [columns, encode] = PATCH_COLUMNS[key] as [string[], (v: unknown) => SqlValue[]];
+    const values = value === null ? columns.map(() => null) : encode(value);
+    columns.forEach((column, i) => (params[`p_${column}`] = values[i]!));
+  }
+  return params;
+}
+
+const EXPECTATIONS = new Set(['status', 'lease', 'parked', 'claims', 'noRemoteHandle']);
+
+/**
+ * What the statement text of a change depends on (never a value): the key of its cached prepared statement. An
+ * expectation this store does not know is refused: skipping it would apply a change whose condition was not checked.
+ */
+function shapeOf(change: GenerationChange): string {
+  for (const key of Object.keys(change.expect)) {
+    if (!EXPECTATIONS.has(key)) throw new TypeError(`Unknown expectation in a change: ${key}`);
+  }
+  const { status, lease, parked, claims, noRemoteHandle } = change.expect;
+  const keys = Object.keys(change.set).filter((k) => change.set[k as keyof GenerationPatch] !== undefined);
+  return [status.length, lease === undefined ? '' : lease === 'free' ? 'f' : 'h', parked ?? '', claims === undefined ? '' : 'c', noRemoteHandle ? 'r' : '', change.event ? 'e' : '', keys.sort().join(',')].join('|');
+}
+
+/** Every fixed statement the store runs. Exported from this module (not the package) so tests can EXPLAIN them. */
 export const GENERATION_SQL = {
-  insert: `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, attempts, metadata, webhook,
-                                    created_at, updated_at)
-    VALUES (@id, @ownerId, @modelId, @settings, 'pending', @reserved, 0, @metadata, @webhook, @createdAt, @createdAt)`,
+  insert: `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, claims, metadata, webhook,
+                                    last_seq, created_at, updated_at)
+    VALUES (@id, @ownerId, @modelId, @settings, @status, @reserved, 0, @metadata, @webhook, 1, @createdAt, @createdAt)`,
   get: `SELECT ${COLUMNS} FROM generations WHERE id = ? AND owner_id = ?`,
   getById: `SELECT ${COLUMNS} FROM generations WHERE id = ?`,
-  // A parked remote job's claim is a planned check: no attempt (SET sees the row as it was). The caller reads
-  // parked_until first, in the same transaction, to know whether to append the event.
-  claim: `UPDATE generations
-       SET status = 'processing', attempts = attempts + CASE WHEN parked_until IS NULL THEN 1 ELSE 0 END,
-           parked_until = NULL, lease_owner = @workerId,
-           lease_expires_at = @expiresAt, updated_at = @now, started_at = coalesce(started_at, @now)
-     WHERE id = @id AND (status = 'pending' OR (status = 'processing' AND ${LEASE_EXPIRED}))
-    RETURNING ${COLUMNS}`,
-  parkedOf: `SELECT parked_until FROM generations WHERE id = ?`,
   // Counts at most the cap (the second parameter): the cost stays bounded by the cap, however many rows the owner has.
   countUnfinished: `SELECT count(*) AS n FROM
-     (SELECT 1 FROM generations WHERE owner_id = ? AND status IN ('pending', 'processing') LIMIT ?)`,
-  setRemoteHandle: `UPDATE generations SET remote_handle = @handle, updated_at = @now
-     WHERE id = @id AND ${HOLDS_LEASE} AND remote_handle IS NULL`,
-  park: `UPDATE generations SET lease_owner = NULL, lease_expires_at = NULL, parked_until = @until, updated_at = @now
-     WHERE id = @id AND ${HOLDS_LEASE}`,
-  renew: `UPDATE generations SET lease_expires_at = @expiresAt, updated_at = @now WHERE id = @id AND ${HOLDS_LEASE}`,
-  progress: `UPDATE generations
-       SET progress_fraction = @fraction, progress_message = @message, updated_at = @now
-     WHERE id = @id AND ${HOLDS_LEASE}
-    RETURNING owner_id`,
-  // coalesce keeps an earlier value when the input leaves a result field out, as the in-memory store does.
-  complete: `UPDATE generations
-       SET status = 'completed', price = @price, result_text = coalesce(@resultText, result_text),
-           result_key = coalesce(@resultKey, result_key), finished_at = @now, updated_at = @now
-     WHERE id = @id AND ${HOLDS_LEASE}
-    RETURNING owner_id, price`,
-  failByWorker: `UPDATE generations
-       SET ${FAIL_SET}
-     WHERE id = @id AND (${HOLDS_LEASE} OR (@force = 1 AND status = 'processing'))
-    RETURNING owner_id, price`,
-  fail: `UPDATE generations
-       SET ${FAIL_SET}
-     WHERE id = @id AND (status = 'pending' OR (status = 'processing' AND (@force = 1 OR ${LEASE_EXPIRED})))
-    RETURNING owner_id, price`,
+     (SELECT 1 FROM generations WHERE owner_id = ? AND finished_at IS NULL LIMIT ?)`,
+  // One statement for every lease an instance holds; the ids come as one JSON array, each seeking the primary key.
+  renew: `UPDATE generations SET lease_expires_at = @until, updated_at = @now
+     WHERE id IN (SELECT value FROM json_each(@ids)) AND finished_at IS NULL
+       AND lease_owner = @holder AND lease_expires_at > @now
+    RETURNING id`,
   // The WHERE repeats the partial index's condition word for word: that is what lets SQLite use the index.
   listUnfinished: `SELECT ${COLUMNS} FROM generations
-     WHERE status IN ('pending', 'processing')
+     WHERE finished_at IS NULL
      ORDER BY created_at, rowid
      LIMIT ?`,
   // The page after a given generation: the same order, resumed from that row's (created_at, rowid).
   listUnfinishedAfter: `SELECT ${COLUMNS} FROM generations
-     WHERE status IN ('pending', 'processing')
+     WHERE finished_at IS NULL
        AND (created_at, rowid) > (SELECT created_at, rowid FROM generations WHERE id = @after)
      ORDER BY created_at, rowid
      LIMIT @limit`,
   list: listSql({ status: false, modelId: false, before: false }),
-  // One statement, so the rows whose keys are returned are exactly the rows deleted, even with other writers.
-  deleteFinished: `DELETE FROM generations
-     WHERE id IN (
-       SELECT id FROM generations
-        WHERE finished_at IS NOT NULL AND finished_at < ? AND status IN ('completed', 'failed')
-        ORDER BY finished_at, rowid
-        LIMIT ?)
-    RETURNING id, result_key`,
-  // The ids come as one JSON array: one statement whatever the batch size, each id seeking events_generation.
+  listFinished: `SELECT ${COLUMNS} FROM generations
+     WHERE finished_at IS NOT NULL AND finished_at < ?
+     ORDER BY finished_at, rowid
+     LIMIT ?`,
+  removeOne: `DELETE FROM generations WHERE id = ? AND status IN (SELECT value FROM json_each(?)) RETURNING id`,
+  // The ids come as one JSON array: one statement whatever the batch size, each id seeking events_of_generation.
   deleteEvents: `DELETE FROM events WHERE generation_id IN (SELECT value FROM json_each(?))`,
-  appendEvent: `INSERT INTO events (generation_id, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?)`,
-  readEvents: `SELECT ${EVENT_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?`,
+  appendEvent: `INSERT INTO events (generation_id, seq, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?, ?)`,
+  readFeed: `SELECT ${EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?`,
   eventsOf: `SELECT ${EVENT_COLUMNS} FROM events WHERE generation_id = ? AND seq > ? ORDER BY seq`,
-  // sqlite_sequence keeps the largest seq ever handed out, so events deleted by retention still count.
-  lastSeq: `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS seq`,
+  // sqlite_sequence keeps the largest position ever handed out, so events deleted by retention still count.
+  feedHead: `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS position`,
   count: 'SELECT status, count(*) AS n FROM generations GROUP BY status',
 } as const;
 
 type Tx<A extends unknown[], R> = (...args: A) => R;
 
 /**
- * GenerationStore and its event log on SQLite.
+ * GenerationStore and its event log on SQLite. It holds no rule of the generation's life: the Lifecycle hands it
+ * one compare-and-set at a time, and it applies each as one `UPDATE ... WHERE <expectation> RETURNING` plus, when
+ * the change carries one, the append of its event, in one IMMEDIATE transaction.
  *
- * Every transition is a conditional `UPDATE ... WHERE status = ...` (plus the lease for worker transitions) and
- * the append of its event, together in one IMMEDIATE transaction: SQLite serialises writers, across processes
- * too, so of racing callers exactly one sees a changed row, and only that one appends. A crash leaves both or
- * neither. Because writers are serialised and `seq` is taken inside the transaction, events commit in `seq`
- * order: a reader walking forward from a cursor never skips one that commits late.
+ * SQLite has one writer at a time, across processes too, so of racing changes whose expectations exclude each
+ * other exactly one finds its row, and only that one appends. The event's feed position (the events table's
+ * AUTOINCREMENT rowid) is taken inside the writing transaction, so positions commit in order: a reader walking the
+ * feed forward from a cursor never skips an event that was still being written. The generation's own number
+ * (`seq`) is its row's `last_seq`, bumped by the same UPDATE.
  */
 export class SqliteGenerationStore implements GenerationStore {
-  private readonly getStmt: Statement;
-  private readonly getByIdStmt: Statement;
-  private readonly renewStmt: Statement;
-  private readonly listUnfinishedStmt: Statement;
-  private readonly listUnfinishedAfterStmt: Statement;
-  private readonly readEventsStmt: Statement;
-  private readonly eventsOfStmt: Statement;
-  private readonly lastSeqStmt: Statement;
-  private readonly countStmt: Statement;
-  /** Prepared on first use, one per shape (status / model / cursor present or not). */
-  private readonly listStmts = new Map<string, Statement>();
+  /** Every fixed statement, prepared once. */
+  private readonly sql: { [K in keyof typeof GENERATION_SQL]: Statement };
+  /** Prepared on first use, one per shape (list: status / model / cursor; update: the change's shape). */
+  private readonly statements = new Map<string, Statement>();
 
-  private readonly insertTx: Tx<[NewGeneration, number | undefined], 'inserted' | 'limit_reached'>;
-  private readonly setRemoteHandleStmt: Statement;
-  private readonly parkStmt: Statement;
-  private readonly claimTx: Tx<[string, ClaimOptions], GenerationRow | undefined>;
-  private readonly progressTx: Tx<[string, ProgressInput], boolean>;
-  private readonly completeTx: Tx<[string, CompleteInput], boolean>;
-  private readonly failTx: Tx<[string, FailInput], boolean>;
-  private readonly deleteFinishedTx: Tx<[number, number], { deleted: number; resultKeys: string[]; ids: string[] }>;
+  private readonly insertTx: Tx<[NewGeneration, NewEvent, number | undefined], 'inserted' | 'limit_reached'>;
+  private readonly updateTx: Tx<[Statement, Record<string, SqlValue>, NewEvent, number], GenerationRow | undefined>;
+  private readonly removeTx: Tx<[string, string], boolean>;
 
   constructor(private readonly db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
-    this.getStmt = db.prepare(GENERATION_SQL.get);
-    this.getByIdStmt = db.prepare(GENERATION_SQL.getById);
-    this.renewStmt = db.prepare(GENERATION_SQL.renew);
-    this.listUnfinishedStmt = db.prepare(GENERATION_SQL.listUnfinished);
-    this.listUnfinishedAfterStmt = db.prepare(GENERATION_SQL.listUnfinishedAfter);
-    this.readEventsStmt = db.prepare(GENERATION_SQL.readEvents);
-    this.eventsOfStmt = db.prepare(GENERATION_SQL.eventsOf);
-    this.lastSeqStmt = db.prepare(GENERATION_SQL.lastSeq);
-    this.countStmt = db.prepare(GENERATION_SQL.count);
-
-    const insertStmt = db.prepare(GENERATION_SQL.insert);
-    const countUnfinishedStmt = db.prepare(GENERATION_SQL.countUnfinished);
-    const parkedOfStmt = db.prepare(GENERATION_SQL.parkedOf);
-    this.setRemoteHandleStmt = db.prepare(GENERATION_SQL.setRemoteHandle);
-    this.parkStmt = db.prepare(GENERATION_SQL.park);
-    const claimStmt = db.prepare(GENERATION_SQL.claim);
-    const progressStmt = db.prepare(GENERATION_SQL.progress);
-    const completeStmt = db.prepare(GENERATION_SQL.complete);
-    const failStmt = db.prepare(GENERATION_SQL.fail);
-    const failByWorkerStmt = db.prepare(GENERATION_SQL.failByWorker);
-    const deleteFinishedStmt = db.prepare(GENERATION_SQL.deleteFinished);
-    const deleteEventsStmt = db.prepare(GENERATION_SQL.deleteEvents);
-    const appendStmt = db.prepare(GENERATION_SQL.appendEvent);
-    const append = (generationId: string, ownerId: string, type: GenerationEventType, at: number, data: Record<string, unknown>): void => {
-      appendStmt.run(generationId, ownerId, type, at, JSON.stringify(data));
+    const sql = Object.fromEntries(Object.entries(GENERATION_SQL).map(([name, text]) => [name, db.prepare(text)])) as SqliteGenerationStore['sql'];
+    this.sql = sql;
+    const append = (row: { id: string; owner_id: string }, seq: number, event: NewEvent, at: number): void => {
+      sql.appendEvent.run(row.id, seq, row.owner_id, event.type, at, JSON.stringify(event.data));
     };
 
     // IMMEDIATE: each takes the write lock before its first statement, so a transaction never has to upgrade a
-    // read snapshot (which, in WAL mode, fails at once with SQLITE_BUSY_SNAPSHOT instead of waiting).
-    // IMMEDIATE: the write lock is held from the count to the insert, across processes, so the cap is exact.
-    this.insertTx = db.transaction((gen: NewGeneration, max: number | undefined) => {
-      if (max !== undefined && (countUnfinishedStmt.get(gen.ownerId, max) as { n: number }).n >= max) return 'limit_reached' as const;
-      insertStmt.run({
+    // read snapshot (which, in WAL mode, fails at once with SQLITE_BUSY_SNAPSHOT instead of waiting). For the
+    // insert, the lock is held from the count to the insert, across processes, so the cap is exact.
+    this.insertTx = db.transaction((gen: NewGeneration, event: NewEvent, max: number | undefined) => {
+      if (max !== undefined && (sql.countUnfinished.get(gen.ownerId, max) as { n: number }).n >= max) return 'limit_reached' as const;
+      sql.insert.run({
         id: gen.id,
         ownerId: gen.ownerId,
         modelId: gen.modelId,
         settings: JSON.stringify(gen.settings ?? {}),
+        status: gen.status,
         reserved: gen.reserved,
         metadata: gen.metadata === undefined ? null : JSON.stringify(gen.metadata),
         webhook: gen.webhook === undefined ? null : JSON.stringify({ url: gen.webhook.url, events: gen.webhook.events }),
         createdAt: gen.createdAt,
       });
-      append(gen.id, gen.ownerId, 'created', gen.createdAt, { modelId: gen.modelId });
+      append({ id: gen.id, owner_id: gen.ownerId }, 1, event, gen.createdAt);
       return 'inserted' as const;
     }).immediate;
 
-    this.claimTx = db.transaction((id: string, opts: ClaimOptions) => {
-      const resumed = (parkedOfStmt.get(id) as { parked_until: number | null } | undefined)?.parked_until != null;
-      const row = claimStmt.get({ id, workerId: opts.workerId, expiresAt: opts.now + opts.leaseMs, now: opts.now }) as
-        | GenerationRow
-        | undefined;
-      if (row && !resumed) append(id, row.owner_id, 'processing', opts.now, { attempt: row.attempts });
+    this.updateTx = db.transaction((stmt: Statement, params: Record<string, SqlValue>, event: NewEvent, now: number) => {
+      const row = stmt.get(params) as GenerationRow | undefined;
+      if (row) append(row, row.last_seq, event, now);
       return row;
     }).immediate;
 
-    this.progressTx = db.transaction((id: string, input: ProgressInput) => {
-      const message = input.message ?? null;
-      const row = progressStmt.get({ id, workerId: input.workerId, fraction: input.fraction, message, now: input.now }) as
-        | { owner_id: string }
-        | undefined;
-      if (!row) return false;
-      append(id, row.owner_id, 'progress', input.now, message === null ? { fraction: input.fraction } : { fraction: input.fraction, message });
+    this.removeTx = db.transaction((id: string, statuses: string) => {
+      if (sql.removeOne.get(id, statuses) === undefined) return false;
+      sql.deleteEvents.run(JSON.stringify([id]));
       return true;
-    }).immediate;
-
-    this.completeTx = db.transaction((id: string, input: CompleteInput) => {
-      const row = completeStmt.get({
-        id,
-        workerId: input.workerId,
-        price: input.price,
-        resultText: input.resultText ?? null,
-        resultKey: input.resultKey ?? null,
-        now: input.now,
-      }) as { owner_id: string; price: number } | undefined;
-      if (!row) return false;
-      append(id, row.owner_id, 'completed', input.now, { price: row.price });
-      return true;
-    }).immediate;
-
-    this.failTx = db.transaction((id: string, input: FailInput) => {
-      const params = {
-        id,
-        price: input.price,
-        pendingPrice: input.pendingPrice ?? null,
-        reason: input.reason,
-        errorCode: input.error.code,
-        errorMessage: input.error.message,
-        now: input.now,
-        force: input.force === true ? 1 : 0,
-      };
-      // A worker can only fail what it claimed; a pending generation is failed by cancellation or recovery.
-      const row = (
-        input.workerId === undefined ? failStmt.get(params) : failByWorkerStmt.get({ ...params, workerId: input.workerId })
-      ) as { owner_id: string; price: number } | undefined;
-      if (!row) return false;
-      // The price the UPDATE actually set (RETURNING), not the caller's guess of which one applies.
-      append(id, row.owner_id, 'failed', input.now, { price: row.price, error: { code: input.error.code, message: input.error.message } });
-      return true;
-    }).immediate;
-
-    this.deleteFinishedTx = db.transaction((before: number, limit: number) => {
-      const rows = deleteFinishedStmt.all(before, limit) as Array<{ id: string; result_key: string | null }>;
-      const ids = rows.map((r) => r.id);
-      if (ids.length > 0) deleteEventsStmt.run(JSON.stringify(ids));
-      const resultKeys = rows.flatMap((r) => (r.result_key === null ? [] : [r.result_key]));
-      return { deleted: rows.length, resultKeys, ids };
     }).immediate;
   }
 
-  async insert(gen: NewGeneration, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {
+  async insert(gen: NewGeneration, event: NewEvent, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {
     try {
-      return this.insertTx(gen, options.maxUnfinishedPerOwner);
+      return this.insertTx(gen, event, options.maxUnfinishedPerOwner);
     } catch (error) {
       if (isConstraint(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) {
         throw new Error(`Generation ${gen.id} already exists`, { cause: error });
@@ -330,41 +282,28 @@ export class SqliteGenerationStore implements GenerationStore {
   }
 
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
-    return toRecord(this.getStmt.get(id, ownerId) as GenerationRow | undefined);
+    return toRecord(this.sql.get.get(id, ownerId) as GenerationRow | undefined);
   }
 
   async getById(id: string): Promise<GenerationRecord | null> {
-    return toRecord(this.getByIdStmt.get(id) as GenerationRow | undefined);
+    return toRecord(this.sql.getById.get(id) as GenerationRow | undefined);
   }
 
-  async claim(id: string, opts: ClaimOptions): Promise<GenerationRecord | null> {
-    return toRecord(this.claimTx(id, opts));
+  async update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
+    const shape = shapeOf(change);
+    let stmt = this.statements.get(shape);
+    if (!stmt) this.statements.set(shape, (stmt = this.db.prepare(updateSql(change))));
+    const params = updateParams(id, change);
+    // Without an event the UPDATE alone is the whole change, and one statement is atomic by itself.
+    const row = change.event ? this.updateTx(stmt, params, change.event, change.now) : (stmt.get(params) as GenerationRow | undefined);
+    return toRecord(row);
   }
 
-  /** Appends no event: a renewal is the runner keeping its claim, not a change a client could see. */
-  async renewLease(id: string, workerId: string, leaseMs: number, now: number): Promise<boolean> {
-    return this.renewStmt.run({ id, workerId, expiresAt: now + leaseMs, now }).changes === 1;
-  }
-
-  async progress(id: string, input: ProgressInput): Promise<boolean> {
-    return this.progressTx(id, input);
-  }
-
-  /** No event: the handle is the runner's bookkeeping, not a change a client sees. */
-  async setRemoteHandle(id: string, workerId: string, handle: unknown, now: number): Promise<boolean> {
-    return this.setRemoteHandleStmt.run({ id, workerId, handle: JSON.stringify(handle ?? null), now }).changes === 1;
-  }
-
-  async park(id: string, workerId: string, until: number, now: number): Promise<boolean> {
-    return this.parkStmt.run({ id, workerId, until, now }).changes === 1;
-  }
-
-  async complete(id: string, input: CompleteInput): Promise<boolean> {
-    return this.completeTx(id, input);
-  }
-
-  async fail(id: string, input: FailInput): Promise<boolean> {
-    return this.failTx(id, input);
+  /** Appends no event: a renewal is an instance keeping its claims, not a change a client could see. */
+  async renewLeases(ids: readonly string[], holder: string, until: number, now: number): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = this.sql.renew.all({ ids: JSON.stringify(ids), holder, until, now }) as Array<{ id: string }>;
+    return rows.map((r) => r.id);
   }
 
   async listUnfinished(limit: number, after?: string): Promise<GenerationRecord[]> {
@@ -372,8 +311,8 @@ export class SqliteGenerationStore implements GenerationStore {
     if (!(limit > 0)) return [];
     const rows =
       after === undefined
-        ? this.listUnfinishedStmt.all(Math.floor(limit))
-        : this.listUnfinishedAfterStmt.all({ after, limit: Math.floor(limit) });
+        ? this.sql.listUnfinished.all(Math.floor(limit))
+        : this.sql.listUnfinishedAfter.all({ after, limit: Math.floor(limit) });
     return (rows as GenerationRow[]).map((row) => toRecord(row)!);
   }
 
@@ -391,42 +330,42 @@ export class SqliteGenerationStore implements GenerationStore {
       params.beforeCreatedAt = query.before.createdAt;
       params.beforeId = query.before.id;
     }
-    return (this.listStatement(shape).all(params) as GenerationRow[]).map((row) => toRecord(row)!);
-  }
-
-  async readEvents(after: number, limit: number): Promise<GenerationEvent[]> {
-    if (!(limit > 0)) return [];
-    return (this.readEventsStmt.all(after, Math.floor(limit)) as EventRow[]).map(toEvent);
+    const key = `list|${+shape.status}${+shape.modelId}${+shape.before}`;
+    let stmt = this.statements.get(key);
+    if (!stmt) this.statements.set(key, (stmt = this.db.prepare(listSql(shape))));
+    return (stmt.all(params) as GenerationRow[]).map((row) => toRecord(row)!);
   }
 
   async eventsOf(generationId: string, after = 0): Promise<GenerationEvent[]> {
-    return (this.eventsOfStmt.all(generationId, after) as EventRow[]).map(toEvent);
+    return (this.sql.eventsOf.all(generationId, after) as EventRow[]).map(toEvent);
   }
 
-  async lastSeq(): Promise<number> {
-    return (this.lastSeqStmt.get() as { seq: number }).seq;
+  /** The cursor is the decimal feed position of the last event read (`''` or `'0'`: from the start). */
+  async readFeed(after: string, limit: number): Promise<FeedPage> {
+    const from = after === '' ? 0 : /^\d{1,15}$/.test(after) ? Number(after) : Number.NaN;
+    if (!(limit > 0) || Number.isNaN(from)) return { events: [], cursor: after };
+    const rows = this.sql.readFeed.all(from, Math.floor(limit)) as EventRow[];
+    return { events: rows.map(toEvent), cursor: rows.length > 0 ? String(rows[rows.length - 1]!.position) : after };
   }
 
-  async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }> {
-    if (!(limit > 0)) return { deleted: 0, resultKeys: [], ids: [] };
-    return this.deleteFinishedTx(before, Math.floor(limit));
+  async feedHead(): Promise<string> {
+    return String((this.sql.feedHead.get() as { position: number }).position);
+  }
+
+  async listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    if (!(limit > 0)) return [];
+    return (this.sql.listFinished.all(before, Math.floor(limit)) as GenerationRow[]).map((r) => toRecord(r)!);
+  }
+
+  async remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean> {
+    return this.removeTx(id, JSON.stringify(expect.status));
   }
 
   /** A full scan of the table: meant for tests and operators, not for a request path. */
   async countByStatus(): Promise<Record<GenerationStatus, number>> {
-    const counts: Record<GenerationStatus, number> = { pending: 0, processing: 0, completed: 0, failed: 0 };
-    for (const row of this.countStmt.all() as Array<{ status: GenerationStatus; n: number }>) counts[row.status] = row.n;
+    const counts = Object.fromEntries(GENERATION_STATUSES.map((s) => [s, 0])) as Record<GenerationStatus, number>;
+    for (const row of this.sql.count.all() as Array<{ status: GenerationStatus; n: number }>) counts[row.status] = row.n;
     return counts;
-  }
-
-  private listStatement(shape: ListShape): Statement {
-    const key = `${+shape.status}${+shape.modelId}${+shape.before}`;
-    let stmt = this.listStmts.get(key);
-    if (!stmt) {
-      stmt = this.db.prepare(listSql(shape));
-      this.listStmts.set(key, stmt);
-    }
-    return stmt;
   }
 }
 
@@ -439,7 +378,7 @@ function toRecord(row: GenerationRow | undefined): GenerationRecord | null {
     settings: JSON.parse(row.settings) as GenerationRecord['settings'],
     status: row.status,
     reserved: row.reserved,
-    attempts: row.attempts,
+    claims: row.claims,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };

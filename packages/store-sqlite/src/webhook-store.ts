@@ -168,14 +168,15 @@ export class SqliteWebhookStore implements WebhookStore {
     }));
   }
 
-  async getCursor(name: string): Promise<number> {
-    const r = this.stmt(`SELECT value FROM cursors WHERE name = ?`).get(name) as { value: number } | undefined;
-    return r?.value ?? 0;
+  async getCursor(name: string): Promise<string> {
+    const r = this.stmt(`SELECT value FROM cursors WHERE name = ?`).get(name) as { value: string } | undefined;
+    return r?.value ?? '';
   }
 
-  async advanceCursor(name: string, from: number, to: number): Promise<boolean> {
+  /** `value` is TEXT (migration 5): the cursor is compared as the exact string it was written as. */
+  async advanceCursor(name: string, from: string, to: string): Promise<boolean> {
     if (this.stmt(`UPDATE cursors SET value = ? WHERE name = ? AND value = ?`).run(to, name, from).changes === 1) return true;
-    if (from !== 0) return false;
+    if (from !== '') return false;
     return this.stmt(`INSERT INTO cursors (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`).run(name, to).changes === 1;
   }
 

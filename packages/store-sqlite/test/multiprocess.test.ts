@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS, appliedMigrations, createSqliteStores } from '../src/index.js';
+import { newGeneration } from './changes.js';
 import { exited, killFixtures, nextJsonLine, spawnFixture, tempDir } from './helpers.js';
 
 // Separate Node processes on one file, the way several hosts on one machine share a SQLite database.
@@ -63,11 +64,11 @@ describe('several processes on one file', () => {
     }
   }, 120_000);
 
-  it('4 processes racing every transition on 40 generations: one event per winning transition, seq strictly increasing', async () => {
+  it('4 processes racing every transition on 40 generations: one event per winning transition, feed positions strictly increasing', async () => {
     const setup = createSqliteStores({ filename: tmp.file() });
     const ids = Array.from({ length: 40 }, (_, i) => `race-${i}`);
     for (const [i, id] of ids.entries()) {
-      await setup.store.insert({ id, ownerId: `u${i % 3}`, modelId: 'm', settings: {}, reserved: 5, createdAt: i });
+      await setup.store.insert(...newGeneration({ id, ownerId: `u${i % 3}`, modelId: 'm', settings: {}, reserved: 5, createdAt: i }));
     }
     await setup.close();
 
@@ -80,17 +81,29 @@ describe('several processes on one file', () => {
 
     const check = createSqliteStores({ filename: tmp.file() });
     try {
-      const events = await check.store.readEvents(0, 100_000);
+      const all = await check.store.readFeed('', 100_000);
+      const events = all.events;
       expect(events).toHaveLength(ids.length + wins.length);
-      const seqs = events.map((e) => e.seq);
-      for (let i = 1; i < seqs.length; i++) expect(seqs[i]).toBeGreaterThan(seqs[i - 1]!);
-      expect(await check.store.lastSeq()).toBe(seqs[seqs.length - 1]);
+      // Page by page, the cursor only moves forward and the pages together are the whole feed.
+      const paged: typeof events = [];
+      for (let cursor = ''; ; ) {
+        const page = await check.store.readFeed(cursor, 7);
+        if (page.events.length === 0) break;
+        if (cursor !== '') expect(Number(page.cursor)).toBeGreaterThan(Number(cursor));
+        paged.push(...page.events);
+        cursor = page.cursor;
+      }
+      expect(paged).toEqual(events);
+      expect(await check.store.feedHead()).toBe(all.cursor);
       // Every generation was finished by exactly one process, and the races had more than one kind of winner.
       expect(wins.filter(([type]) => type === 'completed' || type === 'failed')).toHaveLength(ids.length);
       expect(new Set(wins.map(([type]) => type))).toEqual(new Set(['processing', 'progress', 'completed', 'failed']));
 
       for (const id of ids) {
         const mine = events.filter((e) => e.generationId === id);
+        // Numbered 1, 2, ... within the generation, in feed order.
+        expect(mine.map((e) => e.seq)).toEqual(mine.map((_, i) => i + 1));
+        expect(await check.store.eventsOf(id)).toEqual(mine);
         const won = wins.filter(([, w]) => w === id).map(([type]) => type);
         const count = (types: string[]): Record<string, number> =>
           types.reduce<Record<string, number>>((acc, t) => ({ ...acc, [t]: (acc[t] ?? 0) + 1 }), {});
@@ -99,13 +112,13 @@ describe('several processes on one file', () => {
         const record = (await check.store.getById(id))!;
         expect(mine[0]!.type).toBe('created');
         expect(mine[mine.length - 1]!.type).toBe(record.status);
-        const attempts = mine.filter((e) => e.type === 'processing').map((e) => e.data.attempt);
-        expect(attempts).toEqual(attempts.map((_, i) => i + 1));
-        expect(record.attempts).toBe(attempts.length);
+        const claims = mine.filter((e) => e.type === 'processing').map((e) => e.data.claim);
+        expect(claims).toEqual(claims.map((_, i) => i + 1));
+        expect(record.claims).toBe(claims.length);
         // The fee follows the state the generation left: a cancel of a never-claimed one is free.
         const last = mine[mine.length - 1]!;
         expect(last.data.price).toBe(record.price);
-        if (record.status === 'failed' && attempts.length === 0) expect(record.price).toBe(0);
+        if (record.status === 'failed' && claims.length === 0) expect(record.price).toBe(0);
         else expect(record.price).toBeGreaterThan(0);
       }
     } finally {

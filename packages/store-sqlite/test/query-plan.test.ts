@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqliteStores, type SqliteStores } from '../src/index.js';
-import { GENERATION_SQL, listSql } from '../src/generation-store.js';
+import { GENERATION_SQL, listSql, updateSql } from '../src/generation-store.js';
+import { change } from './changes.js';
 import { OPEN_RESERVES_SQL } from '../src/ledger.js';
 import { tempDir } from './helpers.js';
 
@@ -19,10 +20,10 @@ beforeAll(async () => {
   const { db } = stores;
   // Enough mixed rows, with statistics gathered, that the planner decides on real numbers, not on defaults.
   const insert = db.prepare(
-    `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, attempts, created_at, updated_at, finished_at)
+    `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, finished_at)
      VALUES (?, ?, ?, '{}', ?, 1, 1, ?, ?, ?)`,
   );
-  const event = db.prepare(`INSERT INTO events (generation_id, owner_id, type, at, data) VALUES (?, ?, ?, ?, '{}')`);
+  const event = db.prepare(`INSERT INTO events (generation_id, seq, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?, '{}')`);
   const reserve = db.prepare(`INSERT INTO reserves (generation_id, user_id, amount, state, created_at) VALUES (?, 'u', 1, ?, ?)`);
   db.prepare(`INSERT INTO accounts (user_id, balance) VALUES ('u', 0)`).run();
   db.transaction(() => {
@@ -30,8 +31,8 @@ beforeAll(async () => {
       const finished = i % 10 !== 0;
       insert.run(`g${i}`, `u${i % 50}`, `m${i % 3}`, finished ? 'completed' : 'pending', i, i, finished ? i + 5 : null);
       reserve.run(`g${i}`, finished ? 'settled' : 'open', i);
-      event.run(`g${i}`, `u${i % 50}`, 'created', i);
-      if (finished) event.run(`g${i}`, `u${i % 50}`, 'completed', i + 5);
+      event.run(`g${i}`, 1, `u${i % 50}`, 'created', i);
+      if (finished) event.run(`g${i}`, 2, `u${i % 50}`, 'completed', i + 5);
     }
   })();
   db.exec('ANALYZE');
@@ -56,37 +57,47 @@ function fullScans(steps: string[]): string[] {
   return steps.filter((s) => /^SCAN \w+/.test(s) && !/USING (COVERING )?INDEX|USING (INTEGER )?PRIMARY KEY/.test(s));
 }
 
-const named = {
-  id: 'g1',
-  workerId: 'w',
-  now: 1,
-  expiresAt: 2,
-  price: 1,
-  pendingPrice: 0,
-  reason: 'r',
-  errorCode: 'provider_error',
-  errorMessage: 'm',
-  force: 0,
-  resultText: null,
-  resultKey: null,
-  fraction: 0.5,
-  message: null,
-};
+/** The SQL of a change with placeholders bound to dummies (EXPLAIN only needs them bound). */
+function planChange(c: Parameters<typeof updateSql>[0]): string[] {
+  const sql = updateSql(c);
+  const params = Object.fromEntries([...sql.matchAll(/@(\w+)/g)].map((m) => [m[1], 1]));
+  return plan(sql, params);
+}
+
+const FAILURE = { code: 'provider_error', message: 'm' } as const;
 
 describe('query plans', () => {
   it.each([
     ['get', () => plan(GENERATION_SQL.get, 'g1', 'u1')],
     ['getById', () => plan(GENERATION_SQL.getById, 'g1')],
-    ['claim', () => plan(GENERATION_SQL.claim, named)],
-    ['complete', () => plan(GENERATION_SQL.complete, named)],
-    ['fail', () => plan(GENERATION_SQL.fail, named)],
-    ['fail by a worker', () => plan(GENERATION_SQL.failByWorker, named)],
-    ['progress', () => plan(GENERATION_SQL.progress, named)],
-    ['renewLease', () => plan(GENERATION_SQL.renew, named)],
+    ['update: claim', () => planChange(change.claim('w', 1000, 1))],
+    ['update: re-claim', () => planChange(change.reclaim(1, 'w', 1000, 1))],
+    ['update: complete', () => planChange(change.complete('w', 1, 1))],
+    ['update: fail (nobody holds it)', () => planChange(change.fail({ status: ['pending', 'processing'], lease: 'free' }, 1, 'r', FAILURE, 1))],
+    ['update: fail by a worker', () => planChange(change.fail(change.held('w'), 1, 'r', FAILURE, 1))],
+    ['update: progress', () => planChange(change.progress('w', 0.5, 1))],
+    ['update: remote handle', () => planChange({ expect: { ...change.held('w'), noRemoteHandle: true }, set: { remoteHandle: 1 }, now: 1 })],
+    ['update: resume a parked job', () => planChange({ expect: { status: ['processing'], lease: 'free', parked: true }, set: { parkedUntil: null, leaseOwner: 'w' }, now: 1 })],
   ])('%s finds the row through the primary-key index', (_name, explain) => {
     const steps = explain();
     expect(fullScans(steps)).toEqual([]);
     expect(steps.join('\n')).toMatch(/SEARCH generations USING (COVERING )?INDEX sqlite_autoindex_generations_1 \(id=\?\)/);
+  });
+
+  it('renewLeases seeks each id of its JSON array in the primary-key index', () => {
+    const steps = plan(GENERATION_SQL.renew, { ids: '["g1","g2"]', holder: 'w', until: 2, now: 1 });
+    // The only scan is of the JSON array of ids (the instance's leases), never of a table.
+    expect(fullScans(steps)).toEqual(['SCAN json_each VIRTUAL TABLE INDEX 1:']);
+    expect(steps.join('\n')).toMatch(/SEARCH generations USING INDEX sqlite_autoindex_generations_1 \(id=\?\)/);
+  });
+
+  it("the in-flight count seeks one owner's unfinished rows in a partial index", () => {
+    for (const on of [stores, fresh]) {
+      const steps = planOn(on, GENERATION_SQL.countUnfinished, 'u1', 10);
+      expect(fullScans(steps)).toEqual([]);
+      // At most `cap` rows of it are read (the subquery's LIMIT), each a lookup by rowid.
+      expect(steps.join('\n')).toMatch(/SEARCH generations USING (COVERING )?INDEX generations_owner_unfinished \(owner_id=\?\)/);
+    }
   });
 
   it('listUnfinished walks only the partial index of unfinished rows, already in order', () => {
@@ -104,8 +115,8 @@ describe('query plans', () => {
     expect(steps.join('\n')).not.toContain('TEMP B-TREE');
   });
 
-  it('deleteFinishedBefore seeks the finished_at index and deletes by primary key', () => {
-    const steps = plan(GENERATION_SQL.deleteFinished, 1000, 100);
+  it('listFinishedBefore seeks the finished_at index in its order', () => {
+    const steps = plan(GENERATION_SQL.listFinished, 1000, 100);
     expect(fullScans(steps)).toEqual([]);
     expect(steps.join('\n')).toContain('USING INDEX generations_finished (finished_at>? AND finished_at<?)');
     expect(steps.join('\n')).not.toContain('TEMP B-TREE');
@@ -130,21 +141,21 @@ describe('query plans', () => {
     }
   });
 
-  it('readEvents seeks the log by seq (the primary key), already in order', () => {
-    const steps = plan(GENERATION_SQL.readEvents, 100, 50);
+  it('readFeed seeks the log by position (the primary key), already in order', () => {
+    const steps = plan(GENERATION_SQL.readFeed, 100, 50);
     expect(steps).toEqual(['SEARCH events USING INTEGER PRIMARY KEY (rowid>?)']);
   });
 
   it("eventsOf seeks one generation's events in the (generation_id, seq) index, already in order", () => {
     const steps = plan(GENERATION_SQL.eventsOf, 'g1', 0);
-    expect(steps).toEqual(['SEARCH events USING INDEX events_generation (generation_id=? AND seq>?)']);
+    expect(steps).toEqual(['SEARCH events USING INDEX events_of_generation (generation_id=? AND seq>?)']);
   });
 
   it("retention deletes the deleted generations' events through the same index", () => {
     const steps = plan(GENERATION_SQL.deleteEvents, '["g1","g2"]');
     // The only scan is of the JSON array of deleted ids (the batch), never of a table.
     expect(fullScans(steps)).toEqual(['SCAN json_each VIRTUAL TABLE INDEX 1:']);
-    expect(steps.join('\n')).toContain('SEARCH events USING COVERING INDEX events_generation (generation_id=?)');
+    expect(steps.join('\n')).toContain('SEARCH events USING COVERING INDEX events_of_generation (generation_id=?)');
   });
 
   it('openReserves walks only the partial index of open reserves, already in order', () => {
@@ -162,8 +173,9 @@ describe('query plans', () => {
     // u1 owns g1, g51, g101...; of those, model m1 are i % 3 == 1: g2401, g2251, g2101.
     expect(page.map((g) => g.id)).toEqual(['g2401', 'g2251', 'g2101']);
     expect((await stores.store.eventsOf('g1')).map((e) => e.type)).toEqual(['created', 'completed']);
-    const swept = await stores.store.deleteFinishedBefore(10, 100);
-    expect(swept.deleted).toBe(4); // g1..g4 finished at 6..9; g0 is unfinished
+    const swept = await stores.store.listFinishedBefore(10, 100);
+    expect(swept.map((r) => r.id)).toEqual(['g1', 'g2', 'g3', 'g4']); // finished at 6..9; g0 is unfinished
+    for (const r of swept) expect(await stores.store.remove(r.id, { status: ['completed', 'failed'] })).toBe(true);
     expect(await stores.store.eventsOf('g1')).toEqual([]);
     expect(await stores.store.getById('g1')).toBeNull();
     expect(await stores.store.getById('g0')).not.toBeNull();

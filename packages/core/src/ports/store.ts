@@ -134,9 +134,10 @@ export interface FeedPage {
  *   only if the change that carried it applied. `eventsOf` reads one generation's.
  * - The feed across generations: `readFeed(after)` answers events in an order where each generation's events are
  *   in `seq` order, and a reader that walks it forward from cursor to cursor receives every event exactly once,
- *   including an event that commits after others that were appended later. `feedHead()` is a cursor past every
- *   event committed so far (where a reader that only wants new events starts). No write may take a lock that every
- *   generation shares to give this (a single-writer database such as SQLite gives it by being one).
+ *   including an event that commits after others that were appended later. An event may become readable some time
+ *   after its commit (never before it). `feedHead()` is where a reader that only wants new events starts: it receives
+ *   every event committed after the call (and possibly some committed shortly before it). No write may take a lock
+ *   that every generation shares to give this (a single-writer database such as SQLite gives it by being one).
  * - `listUnfinished` returns records without `finishedAt` (for recovery), oldest first.
  * - `listFinishedBefore` answers records whose `finishedAt` is before a time (retention), oldest first; the sweep
  *   deletes their files and then removes each with `remove`.
@@ -169,7 +170,7 @@ export interface GenerationStore {
   eventsOf(generationId: string, after?: number): Promise<GenerationEvent[]>;
   /** Events of every generation past `after` (see the feed guarantee), at most `limit`. */
   readFeed(after: string, limit: number): Promise<FeedPage>;
-  /** A feed cursor past every event committed so far. */
+  /** A feed cursor from which every event committed after this call is read. */
   feedHead(): Promise<string>;
   /**
    * At most `limit` records whose `finishedAt` is before `before` (retention), oldest `finishedAt` first. Reads

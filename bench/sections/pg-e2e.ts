@@ -1,0 +1,212 @@
+/**
+ * Postgres end to end, public API (issue 22): N generations created through `service.create` by C concurrent
+ * clients for 64 users, on the Postgres stores, run to completed by the in-process runner with the no-op provider;
+ * against hand-written `pg` doing the same rows, events, reserve and settle in the same transactions (reserve: the
+ * reserve row and the debit; create: the in-flight count under the user's lock, the row and its `created` event;
+ * claim and complete: the row and its event; settle), with per-user locks only, on p-queue at the same concurrency.
+ * The figure is generations per second until the last one is settled; the same database server, the same run.
+ */
+import pg from 'pg';
+import PQueue from 'p-queue';
+import { randomUUID } from 'node:crypto';
+import { createGenerationService, type GenerationContext } from '@genservice/core';
+import { createPostgresStores, runMigrations } from '@genservice/store-postgres';
+import { MODEL, MODEL_ID, SETTINGS, noopProvider } from '../lib/fixture.js';
+
+export const PG_E2E_USERS = 64;
+/** Connections per side (the server allows 100 in all, shared with whatever else runs). */
+export const PG_E2E_POOL = 34;
+/** The runner's concurrency on both sides: enough that 32 clients' generations do not wait for a lane. */
+export const PG_E2E_RUNNER = 32;
+const IN_FLIGHT = 10_000_000;
+const LEASE_MS = 30_000;
+const BALANCE = 1e12;
+const users = Array.from({ length: PG_E2E_USERS }, (_, i) => `user-${i}`);
+
+export interface E2EResult {
+  /** Generations per second, created to settled. */
+  rate: number;
+  /** Node CPU (user + system) of this process per generation, µs. */
+  cpuUs: number;
+}
+
+/** `clients` loops, each creating the next generation as soon as its previous create returned. */
+async function clientsCreate(n: number, clients: number, create: (user: string) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < n) {
+        const i = next++;
+        await create(users[i % users.length]!);
+      }
+    }),
+  );
+}
+
+/** Counts calls; resolves when `n` were made. */
+function countdown(n: number): { hit: () => void; done: Promise<void> } {
+  let left = n;
+  let resolve!: () => void;
+  const done = new Promise<void>((r) => (resolve = r));
+  return {
+    hit: () => {
+      if (--left === 0) resolve();
+    },
+    done,
+  };
+}
+
+/** Ours: `service.create` on the Postgres stores, as the README wires them. */
+export async function oursPgE2E(url: string, schema: string, n: number, clients: number): Promise<E2EResult> {
+  const stores = await createPostgresStores({ connectionString: url, schema, poolSize: PG_E2E_POOL });
+  for (const u of users) await stores.ledger.credit(u, BALANCE);
+  const ledger = stores.ledger;
+  const settle = ledger.settle.bind(ledger);
+  let settled: ReturnType<typeof countdown> | undefined;
+  ledger.settle = async (id: string, amount: number) => {
+    const r = await settle(id, amount);
+    settled?.hit();
+    return r;
+  };
+  const service = createGenerationService({
+    store: stores.store,
+    ledger,
+    apiKeys: stores.apiKeys,
+    idempotency: stores.idempotency,
+    providers: [noopProvider],
+    limits: { inFlightPerUser: IN_FLIGHT },
+    runner: { concurrency: PG_E2E_RUNNER, leaseMs: LEASE_MS },
+    recovery: { onStart: false, intervalMs: 0 },
+  });
+  await service.start();
+  try {
+    settled = countdown(n);
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    await clientsCreate(n, clients, (user) => service.create(user, { modelId: MODEL_ID, settings: SETTINGS }));
+    await settled.done;
+    const seconds = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    const counts = await stores.store.countByStatus!();
+    if (counts.completed < n) throw new Error(`pg e2e: expected ${n} completed, got ${JSON.stringify(counts)}`);
+    return { rate: n / seconds, cpuUs: (cpu.user + cpu.system) / n };
+  } finally {
+    await service.stop({ timeoutMs: 5000 });
+    await stores.close();
+  }
+}
+
+/** The hand-written statements (on the store's schema: the schema is not what is measured, the statements are). */
+export const PG_E2E_SQL = (s: string) => ({
+  insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at) VALUES ($1, $2, $3, $4)`,
+  debit: `UPDATE ${s}.accounts SET balance = balance - $2, reserved = reserved + $2 WHERE user_id = $1 AND balance >= $2`,
+  lockUser: `SELECT 1 FROM ${s}.accounts WHERE user_id = $1 FOR UPDATE`,
+  insert: `WITH ins AS (
+      INSERT INTO ${s}.generations (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, last_seq)
+      SELECT $1, $2, $3, $4::json, 'pending', $5, 0, $6, $6, 1
+      WHERE (SELECT count(*) FROM (SELECT 1 FROM ${s}.generations WHERE owner_id = $2 AND finished_at IS NULL LIMIT $7::int) c) < $7::int
+      RETURNING id, owner_id),
+    ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data)
+      SELECT id, 1, owner_id, 'created', $6, jsonb_build_object('modelId', $3::text) FROM ins)
+    SELECT count(*)::int AS n FROM ins`,
+  claim: `WITH m AS (
+      UPDATE ${s}.generations SET status = 'processing', claims = 1, started_at = $2, lease_owner = $3, lease_expires_at = $4,
+        updated_at = $2, last_seq = last_seq + 1
+      WHERE id = $1 AND status = 'pending' RETURNING *),
+    ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data)
+      SELECT id, last_seq, owner_id, 'processing', $2, '{"claim":1}' FROM m)
+    SELECT * FROM m`,
+  complete: `WITH m AS (
+      UPDATE ${s}.generations SET status = 'completed', price = $4, result_text = $5, finished_at = $2, updated_at = $2,
+        last_seq = last_seq + 1
+      WHERE id = $1 AND status = 'processing' AND lease_owner = $3 AND lease_expires_at > $2 RETURNING *),
+    ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data)
+      SELECT id, last_seq, owner_id, 'completed', $2, jsonb_build_object('price', $4::numeric) FROM m)
+    SELECT * FROM m`,
+  settle: `WITH r AS (
+      UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, $2::numeric), settled_at = $3
+      WHERE generation_id = $1 AND state = 'open' RETURNING user_id, amount, charged),
+    a AS (UPDATE ${s}.accounts acc SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
+        balance = acc.balance + (r.amount - r.charged)
+      FROM r WHERE acc.user_id = r.user_id RETURNING 1)
+    SELECT r.charged FROM r`,
+  credit: `INSERT INTO ${s}.accounts (user_id, balance) VALUES ($1, $2)`,
+  count: `SELECT status, count(*)::int AS n FROM ${s}.generations GROUP BY status`,
+});
+
+/** The settings check a hand-written service would do for the bench model. */
+function validSettings(settings: Record<string, unknown>): boolean {
+  for (const [name, v] of Object.entries(settings)) {
+    const def = MODEL.settings.find((x) => x.name === name);
+    if (!def || typeof v !== 'string' || (def.fieldType === 'select' && !def.options!.includes(v))) return false;
+  }
+  return MODEL.settings.every((x) => !x.required || settings[x.name] !== undefined);
+}
+
+async function inTransaction<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    const r = await fn(c);
+    await c.query('COMMIT');
+    return r;
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    c.release();
+  }
+}
+
+/** Hand-written `pg` and p-queue doing the same work. */
+export async function rawPgE2E(url: string, schema: string, n: number, clients: number): Promise<E2EResult> {
+  const pool = new pg.Pool({ connectionString: url, max: PG_E2E_POOL, connectionTimeoutMillis: 5000 });
+  pool.on('error', () => {});
+  await runMigrations(pool, schema);
+  const sql = PG_E2E_SQL(`"${schema}"`);
+  for (const u of users) await pool.query(sql.credit, [u, BALANCE]);
+  const queue = new PQueue({ concurrency: PG_E2E_RUNNER });
+  const ctx = {} as GenerationContext;
+  const settled = countdown(n);
+  const run = async (id: string): Promise<void> => {
+    const now = Date.now();
+    const { rows } = await pool.query(sql.claim, [id, now, 'raw', now + LEASE_MS]);
+    if (!rows[0]) return;
+    const out = await noopProvider.generate({ model: MODEL, settings: rows[0].settings as Record<string, string> }, ctx);
+    const done = await pool.query(sql.complete, [id, Date.now(), 'raw', 1, 'text' in out ? out.text : null]);
+    if (done.rowCount !== 1) return;
+    await pool.query(sql.settle, [id, 1, Date.now()]);
+    settled.hit();
+  };
+  const create = async (user: string): Promise<string> => {
+    if (!validSettings(SETTINGS)) throw new Error('invalid settings');
+    const id = randomUUID();
+    const now = Date.now();
+    await inTransaction(pool, async (c) => {
+      await c.query(sql.insertReserve, [id, user, 1, now]);
+      if ((await c.query(sql.debit, [user, 1])).rowCount !== 1) throw new Error('insufficient');
+    });
+    const inserted = await inTransaction(pool, async (c) => {
+      await c.query(sql.lockUser, [user]);
+      return (await c.query<{ n: number }>(sql.insert, [id, user, MODEL_ID, JSON.stringify(SETTINGS), 1, now, IN_FLIGHT])).rows[0]!.n;
+    });
+    if (inserted !== 1) throw new Error('limit');
+    void queue.add(() => run(id));
+    return id;
+  };
+  try {
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    await clientsCreate(n, clients, create);
+    await settled.done;
+    const seconds = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    const { rows } = await pool.query<{ status: string; n: number }>(sql.count);
+    const completed = rows.find((r) => r.status === 'completed')?.n ?? 0;
+    if (completed < n) throw new Error(`raw pg e2e: ${completed}/${n} completed`);
+    return { rate: n / seconds, cpuUs: (cpu.user + cpu.system) / n };
+  } finally {
+    await queue.onIdle();
+    await pool.end();
+  }
+}

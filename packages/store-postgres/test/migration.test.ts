@@ -1,0 +1,184 @@
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGenerationService } from '@genservice/core';
+import { createPostgresStores, PostgresLedger, PostgresWebhookStore, runMigrations } from '../src/index.js';
+import { runMigrations as runOldMigrations } from './fixtures/v0/migrations.js';
+import { generationSql as oldGenerationSql } from './fixtures/v0/generation-sql.js';
+import { createTestDatabase, lifecycleOps, newGeneration, type TestDatabase } from './helpers.js';
+
+const T0 = 1_700_000_000_000;
+const SCHEMA = 'upgraded';
+const S = `"${SCHEMA}"`;
+const URL_A = 'https://hooks.example/a';
+
+let db: TestDatabase;
+let pool: pg.Pool;
+
+beforeAll(async () => {
+  db = await createTestDatabase('genservice_mig');
+  pool = new pg.Pool({ connectionString: db.url, max: 6 });
+  pool.on('error', () => {});
+}, 60_000);
+
+afterAll(async () => {
+  await pool?.end();
+  await db?.drop();
+});
+
+/** The id the outbox gives a delivery (packages/core/src/push/webhooks.ts). */
+function deliveryId(generationId: string, seq: number, url: string): string {
+  return `msg_${createHash('sha256').update(`${generationId}\n${seq}\n${url}`).digest('base64url').slice(0, 24)}`;
+}
+
+/** Reads until `done` holds; the work it waits for runs in the background (the service's runner and outbox). */
+async function until<T>(read: () => Promise<T>, done: (v: T) => boolean): Promise<T> {
+  let v = await read();
+  for (let i = 0; i < 1000 && !done(v); i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    v = await read();
+  }
+  return v;
+}
+
+describe('a database made by the release before issue 22', () => {
+  it('opens with the new code and keeps its generations, events, deliveries, outbox cursor and balances', { timeout: 60_000 }, async () => {
+    // ---- The old schema, written by the old code.
+    expect(await runOldMigrations(pool, SCHEMA)).toEqual([1, 2]);
+    const old = oldGenerationSql(S);
+    const ledger = new PostgresLedger(pool, { schema: SCHEMA });
+    await ledger.credit('alice', 100);
+    for (const g of ['g1', 'g2', 'g3', 'g4']) expect(await ledger.reserve('alice', g, 10, T0)).toBe('ok');
+    const insert = (id: string, at: number, webhook: unknown = null) =>
+      pool.query(old.insert, [id, 'alice', 'm', '{"prompt":"p"}', 10, at, null, null, webhook === null ? null : JSON.stringify(webhook)]);
+    // The global numbers these statements hand out, in order: the events of several generations interleave.
+    await insert('g1', T0, { url: URL_A, events: ['generation.processing', 'generation.progress', 'generation.completed'] }); // 1
+    await insert('g2', T0 + 1); // 2
+    await pool.query(old.claim, ['g1', 'w-old', T0 + 2, 60_000]); // 3
+    await insert('g3', T0 + 3); // 4
+    await pool.query(old.claim, ['g2', 'w-old', T0 + 4, 60_000]); // 5
+    await pool.query(old.progress, ['g1', 'w-old', T0 + 5, 0.5, 'half']); // 6
+    await pool.query(old.complete, ['g1', 'w-old', T0 + 6, 7, 'done', null]); // 7
+    await insert('g4', T0 + 7); // 8
+    await pool.query(old.failOther, ['g4', T0 + 8, 0, 'cancelled by its owner', false, 0, 'cancelled', 'The generation was cancelled by its owner.']); // 9
+    await ledger.settle('g1', 7);
+    await ledger.settle('g4', 0);
+    // The old outbox had written the deliveries up to global number 5 (g1's processing: number 3) and tried one.
+    const oldId = deliveryId('g1', 3, URL_A);
+    const hooks = new PostgresWebhookStore(pool, { schema: SCHEMA });
+    await pool.query(
+      `INSERT INTO ${S}.webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at)
+       VALUES ($1, 'g1', 'alice', 3, 'generation.processing', $2, '{}', $3, $3)`,
+      [oldId, URL_A, T0 + 3],
+    );
+    expect(await hooks.claimDue(T0 + 3, 10, 'sender', 1000)).toHaveLength(1);
+    expect(await hooks.recordAttempt(oldId, 'sender', { at: T0 + 3, status: 200, durationMs: 5 }, { state: 'delivered' })).toBe(true);
+    await pool.query(`INSERT INTO ${S}.cursors (name, value) VALUES ('webhooks', 5)`);
+    const accountBefore = await ledger.account('alice');
+
+    // ---- The new code opens it.
+    expect(await runMigrations(pool, SCHEMA)).toEqual([3]);
+    const stores = await createPostgresStores({ pool, schema: SCHEMA });
+    const { store } = stores;
+    expect(await store.getById('g1')).toMatchObject({ status: 'completed', claims: 1, price: 7, resultText: 'done', progress: { fraction: 0.5, message: 'half' } });
+    expect(await store.getById('g2')).toMatchObject({ status: 'processing', claims: 1, leaseOwner: 'w-old' });
+    expect(await store.getById('g3')).toMatchObject({ status: 'pending', claims: 0 });
+    expect(await store.getById('g4')).toMatchObject({ status: 'failed', price: 0, error: { code: 'cancelled' } });
+    // Each generation's events numbered 1, 2, ... in their old order, with their data.
+    const numbered = async (id: string) => (await store.eventsOf(id)).map((e) => [e.seq, e.type, e.at]);
+    expect(await numbered('g1')).toEqual([
+      [1, 'created', T0],
+      [2, 'processing', T0 + 2],
+      [3, 'progress', T0 + 5],
+      [4, 'completed', T0 + 6],
+    ]);
+    expect(await numbered('g2')).toEqual([
+      [1, 'created', T0 + 1],
+      [2, 'processing', T0 + 4],
+    ]);
+    expect(await numbered('g3')).toEqual([[1, 'created', T0 + 3]]);
+    expect(await numbered('g4')).toEqual([
+      [1, 'created', T0 + 7],
+      [2, 'failed', T0 + 8],
+    ]);
+    expect((await store.eventsOf('g1', 2))[0]!.data).toEqual({ fraction: 0.5, message: 'half' });
+    // The delivery names its event by the generation's number, under the id the outbox now derives from it, with its history.
+    const [migrated, ...others] = await hooks.deliveriesOf('g1');
+    expect(others).toEqual([]);
+    expect(migrated).toMatchObject({ id: deliveryId('g1', 2, URL_A), seq: 2, type: 'generation.processing', state: 'delivered', attempts: 1 });
+    expect(migrated!.history).toEqual([{ at: T0 + 3, status: 200, durationMs: 5 }]);
+    // The outbox cursor continues exactly after global number 5: the old events 6..9, then new ones.
+    const cursor = await hooks.getCursor('webhooks');
+    // Readable once every older transaction of the server has ended (another test's may be running).
+    let page = await store.readFeed(cursor, 100);
+    for (let i = 0; i < 3000 && page.events.length < 4; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      page = await store.readFeed(cursor, 100);
+    }
+    expect(page.events.map((e) => [e.generationId, e.seq, e.type])).toEqual([
+      ['g1', 3, 'progress'],
+      ['g1', 4, 'completed'],
+      ['g4', 1, 'created'],
+      ['g4', 2, 'failed'],
+    ]);
+    expect(await ledger.account('alice')).toEqual(accountBefore);
+    expect(await ledger.openReserves(10)).toEqual([
+      { generationId: 'g2', userId: 'alice', amount: 10, createdAt: T0 },
+      { generationId: 'g3', userId: 'alice', amount: 10, createdAt: T0 },
+    ]);
+
+    // ---- And generations run through the new code: the service recovers g2 (its old lease long expired) and g3,
+    // and its outbox writes g1's deliveries from the mapped cursor: each event once, none of those sent before.
+    const service = createGenerationService({
+      store,
+      ledger: stores.ledger,
+      apiKeys: stores.apiKeys,
+      idempotency: stores.idempotency,
+      webhookStore: stores.webhookStore,
+      providers: [{ models: [{ modelId: 'm', title: 'M', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 10 }], generate: async () => ({ text: 'new' }) }],
+      webhooks: { deliver: false, pollIntervalMs: 20 },
+    });
+    await service.start();
+    try {
+      const done = await until(
+        async () => [await store.getById('g2'), await store.getById('g3')],
+        (recs) => recs.every((r) => r?.status === 'completed'),
+      );
+      expect(done).toMatchObject([
+        { status: 'completed', claims: 2, resultText: 'new' },
+        { status: 'completed', claims: 1, resultText: 'new' },
+      ]);
+      expect((await numbered('g2')).map(([seq, type]) => [seq, type])).toEqual([
+        [1, 'created'],
+        [2, 'processing'],
+        [3, 'processing'],
+        [4, 'completed'],
+      ]);
+      const { generationId } = await service.create('alice', { modelId: 'm' });
+      await until(() => store.getById(generationId), (r) => r?.status === 'completed');
+      const deliveries = await until(
+        () => hooks.deliveriesOf('g1'),
+        (d) => d.length >= 3,
+      );
+      // Outbox passes after it add nothing more.
+      const head = await store.feedHead();
+      await until(() => hooks.getCursor('webhooks'), (c) => c === head);
+      expect((await hooks.deliveriesOf('g1')).map((d) => [d.id, d.seq, d.type])).toEqual([
+        [deliveryId('g1', 2, URL_A), 2, 'generation.processing'],
+        [deliveryId('g1', 3, URL_A), 3, 'generation.progress'],
+        [deliveryId('g1', 4, URL_A), 4, 'generation.completed'],
+      ]);
+      expect(deliveries).toHaveLength(3);
+      expect(await ledger.account('alice')).toEqual({ balance: 100 - 7 - 30, reserved: 0, settled: 37 });
+    } finally {
+      await service.stop({ timeoutMs: 1000 });
+    }
+    // The store's own changes continue each generation's numbering.
+    await store.insert(...newGeneration('g5', { ownerId: 'alice' }));
+    expect(await lifecycleOps(store).claim('g5', { workerId: 'w', leaseMs: 1000, now: T0 })).toMatchObject({ claims: 1 });
+    expect((await numbered('g5')).map(([seq, type]) => [seq, type])).toEqual([
+      [1, 'created'],
+      [2, 'processing'],
+    ]);
+  });
+});
