@@ -82,7 +82,7 @@ describe('express-host with S3_BUCKET', () => {
     data?.cleanup();
   });
 
-  it('makes an image whose object is in the bucket; its result URL with Range gives 206 from S3', async () => {
+  it('makes an image whose object is in the bucket; its result URL with Range gives 206 from S3; DELETE removes the object and every read answers 404', async () => {
     const id = await createImage(host.api);
     const done = await completed(host.api, id);
     expect(done.status).toBe('completed');
@@ -102,6 +102,20 @@ describe('express-host with S3_BUCKET', () => {
     const bytes = new Uint8Array(await ranged.arrayBuffer());
     expect(bytes.byteLength).toBe(16);
     expect([...bytes.slice(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+
+    // DELETE removes the object from the bucket, and every read of the generation answers 404.
+    const deleted = await fetch(`${host.api}/v1/generations/${id}`, { method: 'DELETE', headers: auth });
+    expect(deleted.status).toBe(204);
+    expect(await s3.keys('host-results')).not.toContain(`results/${key}`);
+    const reads = [
+      `${host.api}/v1/generations/${id}`,
+      `${host.api}/v1/generations/${id}?include=details`,
+      `${host.api}/v1/generations/${id}/events`,
+      `${host.api}/v1/generations/${id}/webhook-deliveries`,
+    ];
+    for (const url of reads) expect((await fetch(url, { headers: auth })).status, url).toBe(404);
+    expect((await fetch(done.result!, { redirect: 'manual' })).status).toBe(404);
+    expect((await fetch(`${host.api}/v1/generations/${id}`, { method: 'DELETE', headers: auth })).status).toBe(404);
   });
 });
 
