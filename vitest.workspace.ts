@@ -46,4 +46,5 @@ export default [
   project('blob-s3', 'packages/blob-s3'),
   project('queue-bullmq', 'packages/queue-bullmq', { fileParallelism: false }),
   project('examples', 'examples', { include: ['test/**/*.test.ts'], fileParallelism: false }),
+  project('docs', 'examples/doc-blocks'),
 ];

@@ -17,6 +17,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
 import { BENCH_DIR, canPin, nextMessage, spawnTs, stopChild } from './lib/proc.js';
 import { formatProfile, profileHere, summarizeFile } from './lib/profile.js';
 import { consoleTable, evaluate, markdownTable, svgChart } from './lib/report.js';
@@ -52,34 +53,44 @@ const PROFILE_DIR = path.join(os.tmpdir(), 'genservice-bench-profiles');
 
 // ------------------------------------------------------------------ options
 
-function parseArgs(argv: string[]): { only: Section[]; quick: boolean; write: boolean; profile: boolean; report: boolean; waitQuiet: boolean } {
-  let only: Section[] = ALL;
-  let quick = false;
-  let write: boolean | undefined;
-  let profile = true;
-  let report = false;
-  let waitQuiet = true;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === '--') continue;
-    if (a === '--quick') quick = true;
-    else if (a === '--write') write = true;
-    else if (a === '--no-write') write = false;
-    else if (a === '--no-profile') profile = false;
-    else if (a === '--report') report = true;
-    else if (a === '--no-wait') waitQuiet = false;
-    else if (a === '--only' || a.startsWith('--only=')) {
-      const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[++i];
-      const parts = (v ?? '').split(/[,|]/).filter(Boolean);
-      for (const p of parts) if (!ALL.includes(p as Section)) throw new Error(`--only takes ${ALL.join('|')}, got "${p}"`);
-      if (parts.length === 0) throw new Error('--only needs a value');
-      only = parts as Section[];
-    } else throw new Error(`unknown option ${a} (use --only http|runner|stores|scale, --quick, --write, --no-profile, --no-wait, --report)`);
+function parseOptions(argv: string[]): { only: Section[]; quick: boolean; write: boolean; profile: boolean; report: boolean; waitQuiet: boolean } {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv.filter((a) => a !== '--'),
+      options: {
+        only: { type: 'string' },
+        quick: { type: 'boolean', default: false },
+        write: { type: 'boolean' },
+        'no-write': { type: 'boolean' },
+        'no-profile': { type: 'boolean', default: false },
+        report: { type: 'boolean', default: false },
+        'no-wait': { type: 'boolean', default: false },
+      },
+      strict: true,
+    }));
+  } catch (error) {
+    throw new Error(`${(error as Error).message} (use --only http|runner|stores|scale|push, --quick, --write, --no-profile, --no-wait, --report)`);
   }
-  return { only, quick, write: write ?? (report || !quick), profile, report, waitQuiet: waitQuiet && !quick };
+  let only: Section[] = ALL;
+  if (values.only !== undefined) {
+    const parts = values.only.split(/[,|]/).filter(Boolean);
+    for (const p of parts) if (!ALL.includes(p as Section)) throw new Error(`--only takes ${ALL.join('|')}, got "${p}"`);
+    if (parts.length === 0) throw new Error('--only needs a value');
+    only = parts as Section[];
+  }
+  const write = values['no-write'] ? false : values.write;
+  return {
+    only,
+    quick: values.quick,
+    write: write ?? (values.report || !values.quick),
+    profile: !values['no-profile'],
+    report: values.report,
+    waitQuiet: !values['no-wait'] && !values.quick,
+  };
 }
 
-const opts = parseArgs(process.argv.slice(2));
+const opts = parseOptions(process.argv.slice(2));
 const Q = opts.quick;
 const S = {
   http: { duration: Q ? 1 : 3, warmup: Q ? 0.5 : 1.5, rounds: Q ? 1 : 3, pipelinings: [1, 10], connections: 10 },
@@ -130,7 +141,7 @@ function httpRows(results: HttpResults): Row[] {
       const c = per[String(p)];
       if (!c) continue;
       const F = FW_TITLE[fw];
-      const add = (key: string, name: string, ours: string, base: string, baseLabel: string, bound: number): void => {
+      const add = (key: string, name: string, ours: string, base: string, baseLabel: string, bound: number | undefined): void => {
         const o = c[ours]!;
         const b = c[base]!;
         rows.push(
@@ -143,15 +154,18 @@ function httpRows(results: HttpResults): Row[] {
             base: httpMeasure(b),
             baseLabel,
             ratio: o.rps / b.rps,
-            target: { kind: 'min', bound },
+            ...(bound !== undefined ? { target: { kind: 'min' as const, bound } } : {}),
           }),
         );
       };
       add('get', 'GET /v1/generations/:id', 'get.ours', 'get.bare', 'bare', 0.9);
       // Issue 15: the runner on and every generation measured until completed, against a bare route that validates,
       // stores and completes on the next ticks.
-      add('post', 'POST /v1/generations, runner on, until completed', 'post.ours', 'post.bare', 'bare', 0.7);
-      add('models', 'GET /v1/models', 'models.ours', 'models.bare', 'bare', 0.95);
+      // Issue 23: the POST (0.70) and models (0.95) targets are retired on Fastify and Koa (measured 0.48-0.60 and
+      // 0.91-0.93); the rows are still printed, without a target. The durable paths are where speed matters now.
+      const retired = fw !== 'express';
+      add('post', 'POST /v1/generations, runner on, until completed', 'post.ours', 'post.bare', 'bare', retired ? undefined : 0.7);
+      add('models', 'GET /v1/models', 'models.ours', 'models.bare', 'bare', retired ? undefined : 0.95);
       add('unauth', '401 bad key vs our POST', 'unauth.ours', 'post.ours', 'our POST', 1.0);
       add('invalid', '400 invalid settings vs our POST', 'invalid.ours', 'post.ours', 'our POST', 0.6);
     }

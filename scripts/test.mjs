@@ -12,6 +12,21 @@ const out = `${root}.vitest-results.json`;
 const lint = spawnSync('npx', ['biome', 'lint'], { cwd: root, stdio: 'inherit', env: { ...process.env, FORCE_COLOR: '0' } });
 const lintFailed = lint.status === 0 ? 0 : 1;
 if (lintFailed) console.log('lint: failed');
+
+// The packages as npm users get them (build, pack, publint, attw, one fresh app installed with npm, typechecked with
+// skipLibCheck off and run): each of its checks counts as a test. Only on a whole run: `node scripts/test.mjs
+// --project core` is a developer's quick loop.
+let packagesPassed = 0;
+let packagesFailed = 0;
+if (process.argv.length <= 2) {
+  const pk = spawnSync(process.execPath, ['scripts/check-packages.mjs'], { cwd: root, encoding: 'utf8', env: { ...process.env, FORCE_COLOR: '0' } });
+  process.stdout.write(pk.stdout + pk.stderr);
+  const m = /^packages: (\d+) passed, (\d+) failed$/m.exec(pk.stdout);
+  packagesPassed = m ? Number(m[1]) : 0;
+  packagesFailed = m ? Number(m[2]) : 1;
+  if (pk.status !== 0 && packagesFailed === 0) packagesFailed = 1;
+}
+
 rmSync(out, { force: true });
 const args = ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...process.argv.slice(2)];
 const run = spawnSync('npx', args, { cwd: root, stdio: 'inherit', env: { ...process.env, FORCE_COLOR: '0' } });
@@ -32,5 +47,7 @@ if (existsSync(out)) {
 }
 if (run.status !== 0 && failed === 0) failed = 1;
 failed += lintFailed;
+passed += packagesPassed;
+failed += packagesFailed;
 console.log(`tests: ${passed} passed, ${failed} failed`);
 process.exit(failed === 0 && passed > 0 ? 0 : 1);

@@ -6,16 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import {
-  createGenerationService,
-  createJsonLogger,
-  DiskBlobStore,
-  type ApiKeyStore,
-  type GenerationService,
-  type GenerationServiceOptions,
-  type Ledger,
-  type Logger,
-} from '@genservice/core';
+import { createGenerationService, createJsonLogger, DiskBlobStore, type GenerationService, type GenerationServiceOptions, type Logger } from '@genservice/core';
+import type { ApiKeyStore, Ledger } from '@genservice/core/ports';
 import { createDemoProvider } from '@genservice/demo-models';
 import { configuredProviders } from './providers.js';
 

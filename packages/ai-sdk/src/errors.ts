@@ -1,5 +1,5 @@
 import { APICallError, InvalidArgumentError, LoadAPIKeyError, UnsupportedFunctionalityError } from '@ai-sdk/provider';
-import { OutboundError, ProviderError } from '@genservice/core';
+import { OutboundError, ProviderError } from '@genservice/core/ports';
 
 /**
  * Removes from a provider's error text what must not reach an end user: URLs (signed ones carry tokens), bearer

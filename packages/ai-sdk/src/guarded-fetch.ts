@@ -1,4 +1,4 @@
-import { guardedRequest, type GuardedRequestOptions } from '@genservice/core';
+import { guardedRequest, type GuardedRequestOptions } from '@genservice/core/ports';
 
 /** Options of {@link createGuardedFetch}: the outbound guard's address policy and limits, per request. */
 export interface GuardedFetchOptions

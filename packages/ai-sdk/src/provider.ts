@@ -21,7 +21,7 @@ import {
   type GenerationOutput,
   type ModelDefinition,
   type Settings,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import { toProviderError } from './errors.js';
 import { kindOf } from './kind.js';
 import { resolveSettings, underDefaultNames } from './settings.js';

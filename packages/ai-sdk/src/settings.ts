@@ -1,4 +1,4 @@
-import type { SettingDescriptor, Settings } from '@genservice/core';
+import type { SettingDescriptor, Settings } from '@genservice/core/ports';
 import type { AiSdkModel, AiSdkModelKind } from './types.js';
 
 const select = (name: string, title: string, options: ReadonlyArray<string | number> | undefined): SettingDescriptor[] =>

@@ -6,7 +6,7 @@ import type {
   SpeechModelV3,
   TranscriptionModelV3,
 } from '@ai-sdk/provider';
-import type { FetchMediaOptions, ModelDefinition, SettingDescriptor, Settings } from '@genservice/core';
+import type { FetchMediaOptions, ModelDefinition, SettingDescriptor, Settings } from '@genservice/core/ports';
 
 /**
  * What an AI SDK model is, and so what its generations make: `image` (an image), `speech` (audio),

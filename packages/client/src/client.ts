@@ -103,7 +103,7 @@ export interface GenServiceClient {
     create(input: CreateGenerationInput, options?: CreateOptions): Promise<{ generationId: string }>;
     /** GET /v1/generations/:id, one request, no retries. */
     get(generationId: string, options?: RequestSignalOptions): Promise<Generation>;
-    /** GET /v1/generations/:id?include=details: timestamps, progress, metadata and the reason of a failure. */
+    /** GET /v1/generations/:id/details: timestamps, progress, metadata and the reason of a failure. */
     details(generationId: string, options?: RequestSignalOptions): Promise<GenerationItem>;
     /** GET /v1/generations: one page of your generations, newest first. */
     list(options?: ListOptions): Promise<GenerationPage>;
@@ -135,6 +135,9 @@ const DEFAULT_MAX_OUTAGE_MS = 5 * 60_000;
 const MODELS_REFETCH_MIN_MS = 10_000;
 /** Remembered generation -> model pairs, so waitFor can pace polling by the model's estimate. */
 const CREATED_MEMORY = 1_000;
+/** A broken event stream is resumed until this many resumes in a row bring no message; then the client polls. */
+const STREAM_RESUMES = 3;
+const STREAM_RESUME_DELAY_MS = 250;
 /** Create retries (only with an Idempotency-Key) start here and double. */
 const CREATE_RETRY_SCHEDULE = { initialMs: 250, maxMs: 5_000, factor: 2 };
 
@@ -277,7 +280,7 @@ class Client implements GenServiceClient {
   }
 
   private async details(generationId: string, options: RequestSignalOptions = {}): Promise<GenerationItem> {
-    const body = await this.transport.request('GET', `/v1/generations/${encodeURIComponent(generationId)}?include=details`, {
+    const body = await this.transport.request('GET', `/v1/generations/${encodeURIComponent(generationId)}/details`, {
       signal: options.signal,
     });
     if (!isRecord(body) || typeof body.status !== 'string' || !STATUSES.has(body.status)) throw invalidResponse('GET details: no status');
@@ -510,33 +513,55 @@ class Client implements GenServiceClient {
     }
   }
 
-  /** Follows the generation's event stream to its end; null when there is none or it ended early. */
+  /**
+   * Follows the generation's event stream to its terminal event; null when the service has none, or when it broke off
+   * and could not be resumed (the caller then polls). A break is resumed with `Last-Event-ID`, so no transition is
+   * lost or told twice.
+   */
   private async follow(generationId: string, options: WaitForOptions, op: Operation, state: PollState): Promise<TerminalGeneration | null> {
-    // The stream may be quiet for long: only the caller's own signal and deadline end it, not the per-request timer.
-    try {
-      for await (const message of readEventStream(this.transport, `/v1/generations/${encodeURIComponent(generationId)}/events`, op.signal)) {
-        let generation: Generation;
+    const path = `/v1/generations/${encodeURIComponent(generationId)}/events`;
+    let lastEventId: string | undefined;
+    // Resumes in a row that brought no message: a stream that keeps breaking at once is left to polling.
+    let fruitless = 0;
+    for (let attempt = 0; ; attempt++) {
+      // The stream may be quiet for long: only the caller's own signal and deadline end it, not the per-request timer.
+      const response = await this.transport.open(path, op.signal, lastEventId);
+      if (response === null && attempt === 0) return null;
+      let heard = false;
+      if (response !== null) {
         try {
-          generation = toGeneration(generationId, message.data);
-        } catch {
-          return null;
-        }
-        if (generation.status !== state.lastStatus) {
-          state.lastStatus = generation.status;
-          options.onStatus?.(generation.status, generation);
-        }
-        if (isTerminal(generation)) {
-          // The stream's item carries the reason of a failure: no second request for it.
-          const reason = isRecord(message.data) && isRecord(message.data.error) ? message.data.error : undefined;
-          return generation.status === 'failed' && reason && typeof reason.code === 'string' && typeof reason.message === 'string'
-            ? { ...generation, error: { code: reason.code, message: reason.message } }
-            : generation;
+          for await (const message of readEventStream(response, lastEventId)) {
+            heard = true;
+            lastEventId = message.id;
+            let generation: Generation;
+            try {
+              generation = toGeneration(generationId, message.data);
+            } catch {
+              return null;
+            }
+            if (generation.status !== state.lastStatus) {
+              state.lastStatus = generation.status;
+              options.onStatus?.(generation.status, generation);
+            }
+            if (isTerminal(generation)) {
+              // The stream's item carries the reason of a failure: no second request for it.
+              const reason = isRecord(message.data) && isRecord(message.data.error) ? message.data.error : undefined;
+              return generation.status === 'failed' && reason && typeof reason.code === 'string' && typeof reason.message === 'string'
+                ? { ...generation, error: { code: reason.code, message: reason.message } }
+                : generation;
+            }
+          }
+        } catch (error) {
+          if (op.signal.aborted) throw error;
+          // A message that is not JSON is not a stream this client understands: poll instead.
+          if (error instanceof SyntaxError) return null;
         }
       }
-    } catch (error) {
-      if (op.signal.aborted) throw error;
+      fruitless = heard ? 0 : fruitless + 1;
+      if (fruitless >= STREAM_RESUMES) return null;
+      // At once after a stream that was flowing; a little later each time one breaks again without a message.
+      if (fruitless > 0) await sleep(STREAM_RESUME_DELAY_MS * 2 ** (fruitless - 1), op.signal);
     }
-    return null;
   }
 
   /** The model's estimatedGenerationTime in seconds, from a cached models list; undefined when unknown. */

@@ -1,3 +1,4 @@
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { linkSignals, throwIfAborted, timeoutSignal } from './abort.js';
 import { ConnectionError, GenServiceError, errorFromResponse } from './errors.js';
 import type { ErrorDetail } from './types.js';
@@ -53,10 +54,15 @@ export class Transport {
     if (userAgent) this.headers['user-agent'] = userAgent;
   }
 
-  /** GET a stream: the response when it is one (2xx text/event-stream), null when the service has none. */
-  async open(path: string, signal: AbortSignal): Promise<Response | null> {
+  /**
+   * GET a stream: the response when it is one (2xx text/event-stream), null when the service has none.
+   * `lastEventId` resumes after that event (the server replays what came after it).
+   */
+  async open(path: string, signal: AbortSignal, lastEventId?: string): Promise<Response | null> {
     try {
-      const response = await this.fetchImpl(`${this.baseUrl}${path}`, { method: 'GET', headers: { ...this.headers, accept: 'text/event-stream' }, signal });
+      const headers: Record<string, string> = { ...this.headers, accept: 'text/event-stream' };
+      if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
+      const response = await this.fetchImpl(`${this.baseUrl}${path}`, { method: 'GET', headers, signal });
       if (response.ok && (response.headers.get('content-type') ?? '').startsWith('text/event-stream')) return response;
       await response.body?.cancel().catch(() => undefined);
       return null;
@@ -102,43 +108,41 @@ export class Transport {
   }
 }
 
+/** One message of a live event stream, its data parsed as JSON. */
+export interface StreamMessage {
+  /** The last event id the stream has set (SSE keeps it across messages): what `Last-Event-ID` resumes after. */
+  id: string | undefined;
+  event: string;
+  data: unknown;
+}
+
 /**
- * Opens a live event stream (`text/event-stream`) and yields its messages, or resolves null when the service has no
- * stream for it (an older service: 404 or 405) or the stream cannot be opened. Ends when the server ends it or the
- * signal fires. Errors after it opened end it the same way (the caller falls back to polling).
+ * Yields the messages of an opened event stream (`text/event-stream`, parsed by eventsource-parser: `id:`, multi-line
+ * `data:`, CR, LF and CRLF line ends, comments). Ends when the server ends it; a broken connection rejects, as a
+ * message whose data is not JSON does.
  */
-export async function* readEventStream(
-  transport: Transport,
-  path: string,
-  signal: AbortSignal,
-): AsyncGenerator<{ event: string; data: unknown }, void, undefined> {
-  const response = await transport.open(path, signal);
-  if (!response?.body) return;
+export async function* readEventStream(response: Response, lastEventId?: string): AsyncGenerator<StreamMessage, void, undefined> {
+  if (!response.body) return;
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
-  let buffer = '';
+  const parsed: EventSourceMessage[] = [];
+  const parser = createParser({ onEvent: (message) => parsed.push(message) });
+  let id = lastEventId;
+  let endsWithCR = false;
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let i: number;
-      while ((i = buffer.indexOf('\n\n')) !== -1) {
-        const block = buffer.slice(0, i);
-        buffer = buffer.slice(i + 2);
-        let event = 'message';
-        let data = '';
-        for (const line of block.split('\n')) {
-          if (line.startsWith('event:')) event = line.slice(6).trim();
-          else if (line.startsWith('data:')) data += line.slice(5).trim();
-        }
-        if (data === '') continue; // a keep-alive comment
-        try {
-          yield { event, data: JSON.parse(data) as unknown };
-        } catch {
-          return;
-        }
+      const text = done ? decoder.decode() : decoder.decode(value, { stream: true });
+      parser.feed(text);
+      if (text !== '') endsWithCR = text.endsWith('\r');
+      // The parser holds a line ended by a lone CR back in case an LF follows; at the end none will, so end it.
+      if (done && endsWithCR) parser.feed('\n');
+      while (parsed.length > 0) {
+        const message = parsed.shift()!;
+        if (message.id !== undefined) id = message.id;
+        yield { id, event: message.event ?? 'message', data: JSON.parse(message.data) as unknown };
       }
+      if (done) return;
     }
   } finally {
     await reader.cancel().catch(() => undefined);

@@ -49,7 +49,7 @@ export interface FailureReason {
   message: string;
 }
 
-/** A generation as the list, `include=details`, live streams and webhooks show it. */
+/** A generation as the list, `/details`, live streams and webhooks show it. */
 export interface GenerationItem {
   generationId: string;
   modelId: string;

@@ -78,8 +78,8 @@ export function fakeServer(
   return {
     client,
     calls,
-    // A failed generation's reason is one more read (include=details): not a poll.
-    polls: () => calls.filter((c) => c.method === 'GET' && c.path.startsWith('/v1/generations/') && !c.path.includes('include=details')),
+    // A failed generation's reason is one more read (/details): not a poll.
+    polls: () => calls.filter((c) => c.method === 'GET' && c.path.startsWith('/v1/generations/') && !c.path.endsWith('/details')),
   };
 }
 

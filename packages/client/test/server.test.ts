@@ -32,6 +32,8 @@ const prompt = { name: 'prompt', title: 'Prompt', fieldType: 'text', required: t
 
 /** Generations whose prompt is `hold` run until released (by prompt suffix) or aborted. */
 const held = new Map<string, () => void>();
+/** Prompts of the held runs whose signal fired (a cancel that reached the model). */
+const aborted = new Set<string>();
 
 const provider: ModelProvider = {
   models: [
@@ -63,7 +65,14 @@ const provider: ModelProvider = {
     if (input.model.modelId === 'slow') {
       await new Promise<void>((resolve, reject) => {
         held.set(text, resolve);
-        ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
+        ctx.signal.addEventListener(
+          'abort',
+          () => {
+            aborted.add(text);
+            reject(ctx.signal.reason);
+          },
+          { once: true },
+        );
       });
     }
     return { text: `echo: ${text}` };
@@ -74,7 +83,9 @@ let service: GenerationService;
 let server: Server;
 let baseUrl: string;
 /** GETs of a generation to fail before they reach genservice: 503s, then dropped connections. */
-const flaky = { unavailable: 0, dropped: 0 };
+const flaky = { unavailable: 0, dropped: 0, cutStreams: 0 };
+/** The Last-Event-ID of every event stream opened (null: none). */
+const streamOpens: Array<string | null> = [];
 
 function client(apiKey = 'alice-key', extra: Partial<Parameters<typeof createClient>[0]> = {}): GenServiceClient {
   return createClient({ baseUrl, apiKey, ...extra });
@@ -102,6 +113,18 @@ beforeAll(async () => {
   await service.start();
   const app = express();
   app.use((req, res, next) => {
+    if (req.method === 'GET' && /^\/api\/v1\/generations\/[^/]+\/events$/.test(req.path)) {
+      streamOpens.push(req.get('last-event-id') ?? null);
+      if (flaky.cutStreams > 0) {
+        flaky.cutStreams -= 1;
+        // The connection dies right after the first message went out: mid-run, as a proxy or a network would cut it.
+        const write = res.write.bind(res) as (chunk: unknown, done?: () => void) => boolean;
+        res.write = ((chunk: unknown) =>
+          String(chunk).includes('id:') ? write(chunk, () => req.socket.destroy()) : write(chunk)) as typeof res.write;
+        next();
+        return;
+      }
+    }
     if (req.method === 'GET' && req.path.startsWith('/api/v1/generations/')) {
       if (flaky.unavailable > 0) {
         flaky.unavailable -= 1;
@@ -263,12 +286,12 @@ describe('client against core on Express', () => {
 
   it('times out, naming the generation, while it is still running', async () => {
     const c = client();
-    const started = Date.now();
     const error = (await c.generations
       .run({ modelId: 'slow', settings: { prompt: 'hold-timeout' } }, { timeoutMs: 400 })
       .catch((e: unknown) => e)) as TimeoutError;
     expect(error).toBeInstanceOf(TimeoutError);
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // Given up on while the model still holds the job: the timeout ended the wait, not the generation.
+    expect(['pending', 'processing']).toContain((await c.generations.get(error.generationId!)).status);
     expect(error.generationId).toEqual(expect.any(String));
     expect(['pending', 'processing']).toContain(error.lastStatus);
     held.get('hold-timeout')?.();
@@ -284,11 +307,11 @@ describe('client against core on Express', () => {
       { signal: controller.signal, cancelOnAbort: true, onCreated: (generationId) => (id = generationId) },
     );
     await until(() => id !== undefined && held.has('hold-abort'));
-    const abortedAt = Date.now();
     controller.abort();
     const error = await running.catch((e: unknown) => e);
     expect((error as Error).name).toBe('AbortError');
-    expect(Date.now() - abortedAt).toBeLessThan(250);
+    // The cancel reached the model: its run's signal fired.
+    await until(() => aborted.has('hold-abort'));
     await until(async () => (await c.generations.get(id!)).status === 'failed');
     await expect(c.generations.get(id!)).resolves.toMatchObject({ status: 'failed', price: 2 });
   });
@@ -300,7 +323,7 @@ describe('client against core on Express', () => {
     flaky.dropped = 2;
     const done = await c.generations.waitFor(generationId, { timeoutMs: 20_000, pollIntervalMs: 50 });
     expect(done).toMatchObject({ status: 'completed', result: 'echo: flaky' });
-    expect(flaky).toEqual({ unavailable: 0, dropped: 0 });
+    expect(flaky).toEqual({ unavailable: 0, dropped: 0, cutStreams: 0 });
   });
 
   it('a one-shot request reports a dropped connection as ConnectionError and a 503 as typed', async () => {
@@ -383,6 +406,31 @@ describe('client: lists, details, quotes, metadata, reasons, live status, webhoo
     const reads = seen.filter((s) => s.startsWith('GET /v1/generations/'));
     // One stream, no polls while it ran.
     expect(reads).toEqual([`GET /v1/generations/${done.generationId}/events`]);
+  });
+
+  it('resumes a stream cut mid-run with Last-Event-ID: every transition told once, no poll', async () => {
+    const seen: string[] = [];
+    const counting = (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+      seen.push(`${init?.method ?? 'GET'} ${String(input).replace(baseUrl, '')}`);
+      return fetch(input, init);
+    };
+    const c = client('bob-key', { fetch: counting });
+    const statuses: GenerationStatus[] = [];
+    streamOpens.length = 0;
+    flaky.cutStreams = 1;
+    const running = c.generations.run({ modelId: 'slow', settings: { prompt: 'cut-me' } }, { onStatus: (s) => statuses.push(s), timeoutMs: 10_000 });
+    await until(() => held.has('cut-me') && streamOpens.length === 2);
+    held.get('cut-me')!();
+    const done = await running;
+    expect(done).toMatchObject({ status: 'completed', result: 'echo: cut-me' });
+    // The second stream asked for what came after the last event the first one delivered.
+    expect(streamOpens).toHaveLength(2);
+    expect(streamOpens[0]).toBeNull();
+    expect(streamOpens[1]).toMatch(/^\d+$/);
+    const reads = seen.filter((s) => s.startsWith('GET /v1/generations/'));
+    expect(reads).toEqual([`GET /v1/generations/${done.generationId}/events`, `GET /v1/generations/${done.generationId}/events`]);
+    expect(statuses).toEqual([...new Set(statuses)]);
+    expect(statuses.at(-1)).toBe('completed');
   });
 
   it('verifies webhook deliveries with Web Crypto, and refuses forged, altered and stale ones', async () => {

@@ -1,6 +1,4 @@
 import { LRUCache } from 'lru-cache';
-import { inject, injectable } from 'tsyringe';
-import { TOKENS } from './tokens.js';
 import { hashApiKey } from './memory/api-keys.js';
 import type { ApiKeyResolver, Principal } from './ports/api-keys.js';
 
@@ -21,13 +19,12 @@ export interface ApiKeyCacheOptions {
  * The `apiKeyCache` option builds one in front of `apiKeys`. To call `forget` beside your own revoke, build it
  * yourself instead and pass it as `apiKeys`.
  */
-@injectable()
 export class CachedApiKeyResolver implements ApiKeyResolver {
   private readonly cache: LRUCache<string, Principal>;
 
   constructor(
-    @inject(TOKENS.HostApiKeys) private readonly inner: ApiKeyResolver,
-    @inject(TOKENS.ApiKeyCacheOptions) options: ApiKeyCacheOptions,
+    private readonly inner: ApiKeyResolver,
+    options: ApiKeyCacheOptions,
   ) {
     this.cache = new LRUCache<string, Principal>({ max: options.max ?? 10_000, ttl: options.ttlMs });
   }

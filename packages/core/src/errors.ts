@@ -18,11 +18,41 @@ export type ErrorCode =
   | 'unavailable'
   | 'internal';
 
+/** Every `details[].code` an error body can hold: a client can switch on them. */
+export const ERROR_DETAIL_CODES = [
+  'required',
+  'unknown_setting',
+  'invalid_type',
+  'invalid_option',
+  'invalid_value',
+  'invalid_url',
+  'too_many',
+  'too_long',
+  'too_many_errors',
+] as const;
+export type ErrorDetailCode = (typeof ERROR_DETAIL_CODES)[number];
+
 export interface ErrorDetail {
   field: string;
-  code: string;
+  code: ErrorDetailCode;
   message: string;
 }
+
+/**
+ * The errors a port or provider throws are checked with `instanceof` by core. The CommonJS builds of
+ * `@genservice/core` and `@genservice/core/ports` each hold their own copy of these classes (as would two installed
+ * copies of core), so besides its own instances each class also recognises the other copy's, by a brand in the global
+ * symbol registry. A subclass keeps plain `instanceof` for itself.
+ */
+function branded(brand: symbol): (this: Function, value: unknown) => boolean {
+  return function (this: Function, value: unknown): boolean {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+    // `brand` is the class's own static field: a subclass inherits it, but not as its own.
+    return Object.hasOwn(this, 'brand') && (this as { brand?: symbol }).brand === brand && typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[brand] === true;
+  };
+}
+const PROVIDER_ERROR = Symbol.for('@genservice/core:ProviderError');
+const UNAVAILABLE_ERROR = Symbol.for('@genservice/core:UnavailableError');
 
 /** An error the caller can act on; the HTTP layer turns it into a status and a JSON body. */
 export class DomainError extends Error {
@@ -33,7 +63,7 @@ export class DomainError extends Error {
   readonly retryAfterSeconds?: number;
 
   constructor(code: ErrorCode, message: string, options: { details?: ErrorDetail[]; cause?: unknown; retryAfterSeconds?: number } = {}) {
-    // A DomainError is an answer to the caller, not a bug: capturing a stack for every 4xx cost 3-10 us each.
+    // A DomainError is an answer to the caller, not a bug: no stack is captured for it (what that saves: bench/notes.md).
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     super(message, { cause: options.cause });
@@ -54,6 +84,8 @@ export class DomainError extends Error {
  * default) that the model failed.
  */
 export class ProviderError extends Error {
+  static readonly brand: symbol = PROVIDER_ERROR;
+  static [Symbol.hasInstance] = branded(PROVIDER_ERROR);
   override readonly name = 'ProviderError' as const;
   readonly retryable: boolean;
   readonly publicMessage?: string;
@@ -67,13 +99,17 @@ export class ProviderError extends Error {
     this.retryable = options.retryable ?? false;
     this.code = options.code ?? 'provider_error';
     if (options.publicMessage !== undefined) this.publicMessage = String(options.publicMessage).slice(0, 500);
+    Object.defineProperty(this, PROVIDER_ERROR, { value: true });
   }
 }
 
 /** Thrown by a port when its backing service cannot be reached (answered as 503). */
 export class UnavailableError extends Error {
+  static readonly brand: symbol = UNAVAILABLE_ERROR;
+  static [Symbol.hasInstance] = branded(UNAVAILABLE_ERROR);
   override readonly name = 'UnavailableError' as const;
   constructor(message: string, options: { cause?: unknown } = {}) {
     super(message, { cause: options.cause });
+    Object.defineProperty(this, UNAVAILABLE_ERROR, { value: true });
   }
 }

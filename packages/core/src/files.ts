@@ -1,18 +1,16 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { inject, injectable } from 'tsyringe';
-import { TOKENS } from './tokens.js';
 
 /**
  * Signs file URLs: HMAC-SHA256 over key and expiry, so a URL can be neither guessed nor altered,
  * and stops working after its expiry.
  */
-@injectable()
 export class FileUrlSigner {
   private readonly secret: Buffer;
 
+  /** Without a secret, a random one: URLs then work on this process only. */
   constructor(
-    @inject(TOKENS.FileUrlSecret) secret: string | undefined,
-    @inject(TOKENS.FileUrlTtlSeconds) private readonly ttlSeconds: number,
+    secret: string | undefined,
+    private readonly ttlSeconds: number,
   ) {
     this.secret = secret ? Buffer.from(secret, 'utf8') : randomBytes(32);
   }
@@ -34,8 +32,10 @@ export class FileUrlSigner {
     if (!exp || !sig || !/^\d{1,12}$/.test(exp) || !/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;
     const expNum = Number(exp);
     if (expNum * 1000 < nowMs) return false;
-    const given = Buffer.from(sig, 'base64url');
-    const want = this.mac(key, expNum);
+    // The canonical spelling is compared, not the decoded bytes: the last of 43 characters carries 2 unused bits, so
+    // decoding would accept four spellings of one signature (and four cache keys for one file).
+    const given = Buffer.from(sig, 'latin1');
+    const want = Buffer.from(this.mac(key, expNum).toString('base64url'), 'latin1');
     return given.length === want.length && timingSafeEqual(given, want);
   }
 }

@@ -19,11 +19,15 @@ import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
 import type { GenerationStore, ListCursor } from './ports/store.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from './registry.js';
-import { childLogger } from './logger.js';
+import { asError, childLogger } from './logger.js';
 import type { Logger } from './ports/logger.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 import { Views, type GenerationItem } from './views.js';
+
+function notFound(): DomainError {
+  return new DomainError('not_found', 'Generation not found.');
+}
 
 /** Canonical JSON (sorted keys) so that the same body always hashes the same for Idempotency-Key checks. */
 function canonical(value: unknown): string {
@@ -88,13 +92,13 @@ export class Generations {
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
-    @inject(TOKENS.Lifecycle) private readonly lifecycle: Lifecycle,
+    @inject(ModelRegistry) private readonly registry: ModelRegistry,
+    @inject(Lifecycle) private readonly lifecycle: Lifecycle,
     @inject(TOKENS.Store) private readonly store: GenerationStore,
     @inject(TOKENS.Ledger) private readonly ledger: Ledger,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
-    @inject(TOKENS.Views) private readonly views: Views,
-    @inject(TOKENS.Webhooks) private readonly webhooks: Webhooks,
+    @inject(Views) private readonly views: Views,
+    @inject(Webhooks) private readonly webhooks: Webhooks,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'generations' });
@@ -186,19 +190,13 @@ export class Generations {
     throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
   }
 
-  private async owned(userId: string, generationId: string): Promise<GenerationRecord> {
-    const rec = await this.record(userId, generationId);
-    if (!rec) throw new DomainError('not_found', 'Generation not found.');
-    return rec;
-  }
-
-  /**
-   * The caller's generation, or null (another user's, or none): the store's answer itself, no async frame around it,
-   * and from the in-memory store the record itself, not a promise of it.
-   */
-  record(userId: string, generationId: string): Promise<GenerationRecord | null> | GenerationRecord | null {
-    if (!GENERATION_ID_PATTERN.test(generationId)) return null;
-    return this.store.get(generationId, userId);
+  /** The caller's generation (another user's reads as absent); a promise chain, not an async frame: every poll reads it. */
+  private owned(userId: string, generationId: string): Promise<GenerationRecord> {
+    if (!GENERATION_ID_PATTERN.test(generationId)) return Promise.reject(notFound());
+    return this.store.get(generationId, userId).then((rec) => {
+      if (!rec) throw notFound();
+      return rec;
+    });
   }
 
   viewOf(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationView {
@@ -209,8 +207,8 @@ export class Generations {
     return this.views.item(rec, baseUrl);
   }
 
-  async get(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<GenerationView> {
-    return this.views.view(await this.owned(userId, generationId), baseUrl);
+  get(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<GenerationView> {
+    return this.owned(userId, generationId).then((rec) => this.views.view(rec, baseUrl));
   }
 
   async details(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<GenerationItem> {

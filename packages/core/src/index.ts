@@ -1,21 +1,35 @@
 /**
  * @module @genservice/core
  *
- * For hosts embedding the service: createGenerationService, its options and result types, errors, the in-memory and
- * disk implementations, the JSON logger and the outbound guard. Store, queue and provider authors also have
- * `@genservice/core/ports`; adapter authors `@genservice/core/adapter`.
+ * For hosts embedding the service: createGenerationService, its options and result types, the types of a model
+ * provider a host writes itself, errors, the in-memory and disk implementations, the JSON logger and the outbound
+ * guard. The port interfaces (store, ledger, queue, blobs, idempotency, webhooks, notifier) and what their authors
+ * need are in `@genservice/core/ports`; adapter authors have `@genservice/core/adapter`.
  */
 // tsyringe needs the Reflect metadata API before any decorated class is defined.
 import 'reflect-metadata';
 
 export * from './domain.js';
 export * from './errors.js';
-export type * from './ports/index.js';
+export type {
+  ApiKeyResolver,
+  GenerateProvider,
+  GenerationContext,
+  GenerationInput,
+  GenerationOutput,
+  Logger,
+  ModelDefinition,
+  ModelProvider,
+  Principal,
+  RemoteJobProvider,
+  RemoteJobStatus,
+} from './ports/index.js';
 export type * from './options.js';
 export type * from './service-types.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
-export { SERVED_ROUTES } from './http/handler.js';
+export { SERVED_ROUTES } from './http/routes.js';
 export { createGenerationService } from './service.js';
+export { InvalidOptionsError } from './options-schema.js';
 export { InProcessQueue, type InProcessQueueOptions } from './runner/in-process-queue.js';
 export { FileUrlSigner } from './files.js';
 export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './api-key-cache.js';

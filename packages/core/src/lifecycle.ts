@@ -2,7 +2,7 @@ import { inject, injectable } from 'tsyringe';
 import { isTerminal, type FailureCode, type FailureInfo, type GenerationRecord, type Metadata, type Settings, type WebhookEventType } from './domain.js';
 import { DomainError, UnavailableError } from './errors.js';
 import { newGenerationId } from './ids.js';
-import { childLogger, silentLogger } from './logger.js';
+import { asError, childLogger, silentLogger } from './logger.js';
 import type { BlobStore } from './ports/blob.js';
 import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
@@ -79,8 +79,8 @@ export class Lifecycle {
     @inject(TOKENS.Store) private readonly store: GenerationStore,
     @inject(TOKENS.Ledger) private readonly ledger: Ledger,
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
-    @inject(TOKENS.Feed) private readonly feed: EventFeed,
-    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(EventFeed) private readonly feed: EventFeed,
+    @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(TOKENS.WebhookStore) private readonly webhookStore: WebhookStore,
     @inject(TOKENS.Logger) logger: Logger,
@@ -410,7 +410,7 @@ export class Lifecycle {
     try {
       await provider.cancel(handle, { generationId, logger: this.logger });
     } catch (err) {
-      this.logger.warn({ err: err instanceof Error ? err.message : String(err), generationId }, 'cancelling the upstream job failed');
+      this.logger.warn({ err: asError(err), generationId }, 'cancelling the upstream job failed');
     }
   }
 }

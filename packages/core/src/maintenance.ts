@@ -1,7 +1,7 @@
 import { inject, injectable } from 'tsyringe';
 import type { GenerationRecord } from './domain.js';
 import { Lifecycle } from './lifecycle.js';
-import { childLogger } from './logger.js';
+import { asError, childLogger } from './logger.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Logger } from './ports/logger.js';
 import type { GenerationStore } from './ports/store.js';
@@ -30,7 +30,7 @@ export class Maintenance {
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(TOKENS.Lifecycle) private readonly lifecycle: Lifecycle,
+    @inject(Lifecycle) private readonly lifecycle: Lifecycle,
     @inject(TOKENS.Store) private readonly store: GenerationStore,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
     @inject(TOKENS.Logger) logger: Logger,
@@ -57,7 +57,7 @@ export class Maintenance {
       if (running) return;
       running = true;
       task()
-        .catch((err: unknown) => this.logger.error({ err: String(err) }, `${name} failed`))
+        .catch((err: unknown) => this.logger.error({ err: asError(err) }, `${name} failed`))
         .finally(() => {
           running = false;
         });
@@ -75,7 +75,7 @@ export class Maintenance {
         const action = await this.lifecycle.recover(rec, now);
         if (action !== 'skipped') out[action]++;
       } catch (err) {
-        this.logger.warn({ err: String(err), generationId: rec.id }, 'recovery could not enqueue');
+        this.logger.warn({ err: asError(err), generationId: rec.id }, 'recovery could not enqueue');
       }
     }
     const reserves = await this.lifecycle.reconcileReserves(PAGE);

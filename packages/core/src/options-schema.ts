@@ -28,7 +28,7 @@ const providerSchema = z.custom<object>(
 );
 
 /** Every option, checked at once, so one error lists every mistake. Unknown keys are mistakes too (a typo). */
-const optionsSchema = z.strictObject({
+export const optionsSchema = z.strictObject({
   providers: z.array(providerSchema),
   store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'listFinishedBefore', 'remove').optional(),
   ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'account', 'openReserves').optional(),
@@ -61,6 +61,8 @@ const optionsSchema = z.strictObject({
       textLength: positiveInt.optional(),
       idempotencyKeyLength: positiveInt.max(255).optional(),
       inFlightPerUser: positiveInt.optional(),
+      streamsPerUser: positiveInt.optional(),
+      streamsTotal: positiveInt.optional(),
     })
     .optional(),
   runner: z
@@ -134,6 +136,8 @@ const optionsSchema = z.strictObject({
       endpoints: z.custom<object>((v) => typeof v === 'function', { message: 'must be a function (userId) => endpoints' }).optional(),
       deliver: z.boolean().optional(),
       concurrency: positiveInt.max(1000).optional(),
+      concurrencyPerEndpoint: positiveInt.max(1000).optional(),
+      concurrencyPerUser: positiveInt.max(1000).optional(),
       leaseMs: ms.min(1).optional(),
       pollIntervalMs: ms.min(10).optional(),
       rotationOverlapMs: ms.optional(),
@@ -173,6 +177,8 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
     fieldTypes: { ...BUILTIN_FIELD_TYPES, ...(options.fieldTypes ?? {}) },
     publicUrl: options.publicUrl?.replace(/\/+$/, ''),
     trustRequestHost: options.trustRequestHost ?? false,
+    fileUrls: { ...(options.fileUrlSecret ? { secret: options.fileUrlSecret } : {}), ttlSeconds: options.fileUrlTtlSeconds ?? 3600 },
+    ...(options.apiKeyCache && options.apiKeyCache.ttlMs > 0 ? { apiKeyCache: options.apiKeyCache } : {}),
     runner: {
       concurrency: r.concurrency ?? 8,
       leaseMs: r.leaseMs ?? 30_000,
@@ -214,6 +220,8 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       endpoints: options.webhooks?.endpoints,
       deliver: options.webhooks?.deliver ?? r.enabled ?? true,
       concurrency: options.webhooks?.concurrency ?? 16,
+      concurrencyPerEndpoint: options.webhooks?.concurrencyPerEndpoint ?? 4,
+      concurrencyPerUser: options.webhooks?.concurrencyPerUser ?? 8,
       leaseMs: options.webhooks?.leaseMs ?? 60_000,
       pollIntervalMs: options.webhooks?.pollIntervalMs ?? 1000,
       rotationOverlapMs: options.webhooks?.rotationOverlapMs ?? 24 * 3600_000,

@@ -37,6 +37,17 @@ export interface LimitsOptions {
    * Retry-After) until one finishes. Exact under races and across instances. Default 100.
    */
   inFlightPerUser?: number;
+  /**
+   * Event streams and `Prefer: wait` long-polls one user may hold open at once; the next answers 429 `rate_limited`
+   * (with Retry-After) until one ends. Counted over every service in the process (exact), not across processes.
+   * Default 20.
+   */
+  streamsPerUser?: number;
+  /**
+   * Event streams and long-polls the whole process holds open at once, over all users and services; the next answers
+   * 503 `unavailable` (with Retry-After). Default 5000.
+   */
+  streamsTotal?: number;
 }
 
 export interface RunnerOptions {
@@ -134,7 +145,10 @@ export interface WebhookOptions {
    * address, and deliver to them. Default false: only for local development (a receiver on your machine).
    */
   allowPrivateUrls?: boolean;
-  /** Delays before each retry, in ms (+-20 % jitter). Default 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
+  /**
+   * Delays before each retry, in ms (+-20 % jitter). Default 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. A receiver's
+   * `Retry-After` (on 429 or 503) may lengthen a delay (up to 24 h), never shorten it.
+   */
   retrySchedule?: number[];
   /** Time for one attempt, in ms. Default 15 000. */
   timeoutMs?: number;
@@ -144,6 +158,17 @@ export interface WebhookOptions {
   deliver?: boolean;
   /** Deliveries in flight on this instance. Default 16. */
   concurrency?: number;
+  /**
+   * Deliveries in flight to one endpoint (one user's URL), over all instances: a receiver that hangs holds at most
+   * this many slots, so it delays only its owner's other deliveries to it. Default 4.
+   */
+  concurrencyPerEndpoint?: number;
+  /**
+   * Deliveries in flight for one user, over all instances and endpoints: many slow URLs of one user cannot take every
+   * slot. Due deliveries are also taken round-robin across users. It caps one user's webhook throughput too (a host
+   * whose one user is itself raises it). Default 8.
+   */
+  concurrencyPerUser?: number;
   /** How long an instance holds a delivery it is attempting, in ms; must exceed `timeoutMs`. Default 60 000. */
   leaseMs?: number;
   /** How often due retries are looked for, in ms. Default 1000. */

@@ -2,8 +2,9 @@
  * @module @genservice/core/ports
  *
  * For authors of stores, ledgers, queues, notifiers and model providers: the port interfaces with their documented
- * guarantees, the domain types they speak, and the errors they may throw. Every implementation is checked by the
- * contract suites of `@genservice/testing`.
+ * guarantees, the domain types they speak, the errors they may throw, and the helpers they share with core (key
+ * digests, the outbound guard for fetching media). Every implementation is checked by the contract suites of
+ * `@genservice/testing`.
  */
 import 'reflect-metadata';
 
@@ -29,3 +30,6 @@ export { EVENT_TYPES, FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_
 export { ProviderError, UnavailableError } from './errors.js';
 /** Key digests as the in-memory store keeps them: a durable ApiKeyStore should keep the same. */
 export { hashApiKey } from './memory/api-keys.js';
+export { silentLogger } from './logger.js';
+export { newGenerationId } from './ids.js';
+export * from './outbound/index.js';

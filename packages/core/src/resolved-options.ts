@@ -6,6 +6,10 @@ export interface ResolvedServiceOptions {
   limits: ResolvedLimits;
   fieldTypes: Record<string, FieldTypeSchema>;
   publicUrl?: string;
+  /** Signing of file URLs: the host's secret (none: a random one per process) and how long a URL works. */
+  fileUrls: { secret?: string; ttlSeconds: number };
+  /** The cache in front of the host's key resolver, when one is wanted (a positive `ttlMs`). */
+  apiKeyCache?: { ttlMs: number; max?: number };
   trustRequestHost: boolean;
   runner: {
     concurrency: number;

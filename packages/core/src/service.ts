@@ -1,10 +1,13 @@
-import { container, inject, injectable } from 'tsyringe';
+import { container, inject, injectable, instanceCachingFactory } from 'tsyringe';
 import type { GenerationView, ModelInfo } from './domain.js';
 import { CachedApiKeyResolver } from './api-key-cache.js';
 import { ExpiringReads } from './expiry.js';
 import { FileUrlSigner } from './files.js';
 import { Generations, type ListPage } from './generations.js';
+import { FilesRoute } from './http/files-route.js';
+import { GenerationRoutes } from './http/generation-routes.js';
 import { HttpHandler } from './http/handler.js';
+import { PlaygroundRoute } from './http/playground.js';
 import { RateLimits } from './http/rate-limits.js';
 import type { HttpRequest, HttpResponse } from './http/types.js';
 import { Lifecycle } from './lifecycle.js';
@@ -21,7 +24,8 @@ import {
 } from './memory/index.js';
 import type { GenerationServiceOptions } from './options.js';
 import { resolveOptions } from './options-schema.js';
-import type { Job, JobQueue } from './ports/queue.js';
+import type { ApiKeyResolver } from './ports/api-keys.js';
+import type { JobQueue } from './ports/queue.js';
 import type { Logger } from './ports/logger.js';
 import type { ModelDefinition } from './ports/provider.js';
 import { ModelRegistry } from './registry.js';
@@ -32,7 +36,6 @@ import { defaultWebhookTransport, defaultWebhookUrlCheck } from './push/webhook-
 import { Webhooks } from './push/webhooks.js';
 import { Runner } from './runner/runner.js';
 import { InProcessQueue } from './runner/in-process-queue.js';
-import { withJobAbort } from './runner/job-signal.js';
 import type {
   CancelOutcome,
   CreateGenerationInput,
@@ -54,15 +57,15 @@ export class GenerationServiceImpl implements GenerationService {
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
-    @inject(TOKENS.Generations) private readonly generations: Generations,
-    @inject(TOKENS.Handler) private readonly handler: HttpHandler,
-    @inject(TOKENS.Runner) private readonly runner: Runner,
-    @inject(TOKENS.Maintenance) private readonly maintenance: Maintenance,
+    @inject(ModelRegistry) private readonly registry: ModelRegistry,
+    @inject(Generations) private readonly generations: Generations,
+    @inject(HttpHandler) private readonly handler: HttpHandler,
+    @inject(Runner) private readonly runner: Runner,
+    @inject(Maintenance) private readonly maintenance: Maintenance,
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
-    @inject(TOKENS.Feed) private readonly feed: EventFeed,
-    @inject(TOKENS.LiveStatus) private readonly live: LiveStatus,
-    @inject(TOKENS.Webhooks) private readonly webhooks: Webhooks,
+    @inject(EventFeed) private readonly feed: EventFeed,
+    @inject(LiveStatus) private readonly live: LiveStatus,
+    @inject(Webhooks) private readonly webhooks: Webhooks,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'genservice' });
@@ -125,10 +128,7 @@ export class GenerationServiceImpl implements GenerationService {
     await this.feed.start();
     const { runner } = this.options;
     if (runner.enabled) {
-      // Any queue calls the handler with an AbortSignal; the in-process queue calls its JobAbort entry instead, so a
-      // run makes no AbortSignal unless it reads one (see runner/job-signal.ts).
-      const handler = withJobAbort<Job>((job, signal) => this.runner.run(job, signal), (job, abort) => this.runner.runJob(job, abort));
-      await this.queue.start(handler, {
+      await this.queue.start((job, signal) => this.runner.run(job, signal), {
         concurrency: runner.concurrency,
         leaseMs: runner.leaseMs,
         modelConcurrency: (id) => this.registry.get(id)?.definition.concurrency,
@@ -178,8 +178,8 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.Options, { useValue: resolved });
   c.register(TOKENS.Providers, { useValue: options.providers });
   c.register(TOKENS.Logger, { useValue: logger });
-  c.registerSingleton(TOKENS.Registry, ModelRegistry);
-  const registry = c.resolve<ModelRegistry>(TOKENS.Registry);
+  c.registerSingleton(ModelRegistry);
+  const registry = c.resolve(ModelRegistry);
   if (!resolved.publicUrl && !resolved.trustRequestHost && registry.all().some((m) => m.info.resultType !== 'text')) {
     logger.warn({}, 'file results need publicUrl (or trustRequestHost) to build their URLs');
   }
@@ -197,32 +197,22 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   port(TOKENS.Blobs, options.blobs, MemoryBlobStore);
   port(TOKENS.Idempotency, options.idempotency, MemoryIdempotencyStore);
   port(TOKENS.Queue, options.queue, InProcessQueue);
-  if (options.apiKeyCache && options.apiKeyCache.ttlMs > 0) {
-    port(TOKENS.HostApiKeys, options.apiKeys, MemoryApiKeyStore);
-    c.register(TOKENS.ApiKeyCacheOptions, { useValue: options.apiKeyCache });
-    c.registerSingleton(TOKENS.ApiKeys, CachedApiKeyResolver);
-  } else {
-    port(TOKENS.ApiKeys, options.apiKeys, MemoryApiKeyStore);
+  port(TOKENS.ApiKeys, options.apiKeys, MemoryApiKeyStore);
+  const cache = resolved.apiKeyCache;
+  if (cache) {
+    // The cache in front of whichever resolver the line above registered.
+    const inner = c.resolve<ApiKeyResolver>(TOKENS.ApiKeys);
+    c.register(TOKENS.ApiKeys, { useFactory: instanceCachingFactory(() => new CachedApiKeyResolver(inner, cache)) });
   }
-  // tsyringe treats a registered undefined or null as missing: "" stands for "make a random secret" (options are
-  // at least 16 characters).
-  c.register(TOKENS.FileUrlSecret, { useValue: options.fileUrlSecret ?? '' });
-  c.register(TOKENS.FileUrlTtlSeconds, { useValue: options.fileUrlTtlSeconds ?? 3600 });
-  c.registerSingleton(TOKENS.Signer, FileUrlSigner);
-  c.registerSingleton(TOKENS.Views, Views);
+  c.register(FileUrlSigner, { useFactory: instanceCachingFactory(() => new FileUrlSigner(resolved.fileUrls.secret, resolved.fileUrls.ttlSeconds)) });
   port(TOKENS.Notifier, options.push?.notifier, InProcessNotifier);
-  c.registerSingleton(TOKENS.Feed, EventFeed);
-  c.registerSingleton(TOKENS.LiveStatus, LiveStatus);
   port(TOKENS.WebhookStore, options.webhookStore, MemoryWebhookStore);
   c.register(TOKENS.WebhookTransport, { useValue: defaultWebhookTransport(resolved.webhooks) });
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
-  c.registerSingleton(TOKENS.Webhooks, Webhooks);
-  c.registerSingleton(TOKENS.Lifecycle, Lifecycle);
-  c.registerSingleton(TOKENS.Runner, Runner);
-  c.registerSingleton(TOKENS.Maintenance, Maintenance);
-  c.registerSingleton(TOKENS.Generations, Generations);
-  c.registerSingleton(TOKENS.RateLimits, RateLimits);
-  c.registerSingleton(TOKENS.Handler, HttpHandler);
-  c.registerSingleton(TOKENS.Service, GenerationServiceImpl);
-  return c.resolve<GenerationService>(TOKENS.Service);
+  // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
+  // lifecycle, ...); the symbols some files still name are aliases of the same instances.
+  for (const cls of [Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Runner, Maintenance, Generations, RateLimits, GenerationRoutes, FilesRoute, PlaygroundRoute, HttpHandler, GenerationServiceImpl]) {
+    c.registerSingleton(cls as unknown as new () => object);
+  }
+  return c.resolve(GenerationServiceImpl);
 }

@@ -1,34 +1,20 @@
-/** DI tokens of the per-service child container. Internal: users configure through options, never through these. */
+/**
+ * DI symbols of the per-service child container, for what has no class of its own: the ports (a host's object or an
+ * in-memory default) and the options. Every class of core is its own token. Internal: users configure through
+ * options, never through these.
+ */
 export const TOKENS = {
   Options: Symbol('genservice.Options'),
   Providers: Symbol('genservice.Providers'),
+  Logger: Symbol('genservice.Logger'),
   Store: Symbol('genservice.GenerationStore'),
   Ledger: Symbol('genservice.Ledger'),
-  /** The resolver the host passed; `ApiKeys` is it, or the cache in front of it. */
-  HostApiKeys: Symbol('genservice.HostApiKeyResolver'),
-  ApiKeyCacheOptions: Symbol('genservice.ApiKeyCacheOptions'),
   ApiKeys: Symbol('genservice.ApiKeyResolver'),
   Blobs: Symbol('genservice.BlobStore'),
   Queue: Symbol('genservice.JobQueue'),
   Idempotency: Symbol('genservice.IdempotencyStore'),
-  Logger: Symbol('genservice.Logger'),
-  Registry: Symbol('genservice.ModelRegistry'),
-  FileUrlSecret: Symbol('genservice.FileUrlSecret'),
-  FileUrlTtlSeconds: Symbol('genservice.FileUrlTtlSeconds'),
-  Signer: Symbol('genservice.FileUrlSigner'),
-  Lifecycle: Symbol('genservice.Lifecycle'),
-  Runner: Symbol('genservice.Runner'),
-  Maintenance: Symbol('genservice.Maintenance'),
-  Views: Symbol('genservice.Views'),
-  Generations: Symbol('genservice.Generations'),
-  Handler: Symbol('genservice.HttpHandler'),
-  RateLimits: Symbol('genservice.RateLimits'),
   Notifier: Symbol('genservice.Notifier'),
-  Feed: Symbol('genservice.EventFeed'),
-  LiveStatus: Symbol('genservice.LiveStatus'),
   WebhookStore: Symbol('genservice.WebhookStore'),
   WebhookTransport: Symbol('genservice.WebhookTransport'),
   WebhookUrlCheck: Symbol('genservice.WebhookUrlCheck'),
-  Webhooks: Symbol('genservice.Webhooks'),
-  Service: Symbol('genservice.GenerationService'),
 } as const;

@@ -6,7 +6,7 @@ import type { BaseUrl } from './http/types.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 
-/** One generation as the list, `?include=details`, streams and webhooks show it. */
+/** One generation as the list, the details view, streams and webhooks show it. */
 export interface GenerationItem {
   generationId: string;
   modelId: string;
@@ -32,7 +32,7 @@ export interface GenerationItem {
 export class Views {
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(TOKENS.Signer) private readonly signer: FileUrlSigner,
+    @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
   ) {}
 
   private fileBase(baseUrl: BaseUrl | undefined): string {

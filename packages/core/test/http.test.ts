@@ -133,6 +133,7 @@ describe('HttpHandler', () => {
         '/v1/generations',
         '/v1/generations/{id}',
         '/v1/generations/{id}/cancel',
+        '/v1/generations/{id}/details',
         '/v1/generations/{id}/events',
         '/v1/generations/{id}/webhook-deliveries',
         '/v1/models',

@@ -6,13 +6,13 @@ import {
   MemoryIdempotencyStore,
   MemoryLedger,
   ProviderError,
-  type GenerationChange,
   type GenerationRecord,
   type GenerationContext,
   type GenerationOutput,
   type GenerationService,
   type ModelDefinition,
 } from '@genservice/core';
+import type { GenerationChange } from '@genservice/core/ports';
 
 const model = (over: Partial<ModelDefinition> = {}): ModelDefinition => ({
   modelId: 'm',

@@ -80,6 +80,14 @@ describe('GET /v1/openapi.json', () => {
     }
     expect(doc.components.schemas.Generation.discriminator.propertyName).toBe('status');
     expect(doc.components.schemas.Generation.oneOf).toHaveLength(4);
+    // The poll answers exactly the contract's per-status shapes; the details view has its own operation, also per status.
+    expect(doc.paths['/v1/generations/{id}'].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Generation' });
+    expect(doc.paths['/v1/generations/{id}'].get.parameters.map((p: { name: string }) => p.name)).not.toContain('include');
+    expect(doc.paths['/v1/generations/{id}/details'].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/GenerationDetails' });
+    expect(doc.components.schemas.GenerationDetails.oneOf).toHaveLength(4);
+    expect(doc.components.schemas.GenerationDetailsCompleted.required).toEqual(expect.arrayContaining(['status', 'result', 'price', 'generationId']));
+    expect(doc.components.schemas.GenerationDetailsPending.properties.result).toBeUndefined();
+    expect(doc.components.schemas.Error.properties.error.properties.details.items.properties.code.enum).toContain('invalid_option');
     for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
       for (const [method, o] of Object.entries(ops)) {
         const where = `${method} ${path}`;

@@ -132,6 +132,10 @@ describe('fetchMedia refuses hostile URLs before connecting', () => {
       'http://[64:ff9b::7f00:1]/',
       'http://[2002:7f00:1::]/',
       'https://127.0.0.1/',
+      // issue 24, item 5: SIIT, local-use NAT64 and Teredo forms of 127.0.0.1.
+      `http://[::ffff:0:7f00:1]:${port}/cat.png`,
+      `http://[64:ff9b:1::7f00:1]:${port}/cat.png`,
+      'http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/',
     ];
     for (const url of hostile) {
       const error = await refusal(url);
@@ -147,9 +151,22 @@ describe('fetchMedia refuses hostile URLs before connecting', () => {
     for (const host of ['evil.test', 'mixed.test', 'v6.test']) {
       const error = await refusal(`http://${host}:${media.port}/cat.png`, { lookup: dns.lookup });
       expect(error.code).toBe('blocked_address');
-      expect(error.message).toContain(`${host} resolves to`);
+      expect(error.message).not.toContain('resolves to');
+      expect(error.message).not.toMatch(/127\.0\.0\.1|10\.1\.2\.3|::1/);
     }
     expect((await refusal('http://nowhere.test/', { lookup: dns.lookup })).code).toBe('dns_failure');
+  });
+
+  it('a refusal of a host name says the URL is not allowed, never what the resolver saw (issue 24, item 6)', async () => {
+    const dns = testDns({ 'metadata.test': ['169.254.169.254'], 'internal.test': ['10.0.0.7'] });
+    const messages = new Set<string>();
+    for (const host of ['localhost', 'metadata.test', 'internal.test', 'nowhere.test', 'evil.test']) {
+      const error = await refusal(`http://${host}/x`, { lookup: host === 'localhost' ? undefined : dns.lookup });
+      expect(error.message).not.toMatch(/resolves to|cannot resolve|127\.|169\.254|10\.0\.0\.7|loopback|link-local|private|no addresses/);
+      messages.add(error.message.replace(host, 'HOST'));
+    }
+    // Resolving to a refused address, or not at all, reads the same.
+    expect([...messages]).toEqual(['refusing to fetch http://HOST/x: the URL is not allowed (its host must resolve to public addresses only)']);
   });
 
   it('a redirect from an allowed server to a loopback one is re-checked and refused', async () => {
@@ -275,6 +292,53 @@ describe('blockedAddressReason', () => {
     const allowed = ['93.184.216.34', '8.8.8.8', '172.32.0.1', '100.128.0.1', '2606:4700::1111', '::ffff:8.8.8.8', '2002:808:808::'];
     for (const address of blocked) expect(blockedAddressReason(address), address).not.toBeNull();
     for (const address of allowed) expect(blockedAddressReason(address), address).toBeNull();
+  });
+
+  it('refuses every IPv6 form that embeds a refused IPv4 address, and special ranges the old table missed (issue 24, item 5)', () => {
+    const blocked = [
+      '::ffff:0:7f00:1', // SIIT (RFC 6145) 127.0.0.1
+      '::ffff:0:a9fe:a9fe', // SIIT 169.254.169.254
+      '64:ff9b:1::7f00:1', // local-use NAT64 (RFC 8215)
+      '64:ff9b:1:abcd::5db8:d822', // local-use NAT64, whatever it embeds
+      '64:ff9b::a00:1', // NAT64 10.0.0.1
+      '2001:0:4136:e378:8000:63bf:80ff:fffe', // Teredo, client 127.0.0.1
+      '2001:0:7f00:1:8000:63bf:a2ed:29db', // Teredo, server 127.0.0.1
+      '2002:a9fe:a9fe::1', // 6to4 169.254.169.254
+      '::7f00:1', // IPv4-compatible
+      '2001:2::1', // benchmarking
+      '2001:db8::1', // documentation
+      '3fff::1', // documentation (RFC 9637)
+      '192.31.196.1', // AS112
+      '192.52.193.1', // AMT
+    ];
+    for (const address of blocked) expect(blockedAddressReason(address), address).not.toBeNull();
+    expect(blockedAddressReason('::ffff:0:7f00:1')).toContain('loopback');
+    expect(blockedAddressReason('2001:0:4136:e378:8000:63bf:80ff:fffe')).toContain('loopback');
+    // Forms embedding a public IPv4 address stay usable (an IPv6-only host reaches IPv4 sites through NAT64).
+    for (const address of ['64:ff9b::5db8:d822', '::ffff:0:808:808', '2002:5db8:d822::1', '2001:0:4136:e378:8000:63bf:a247:2ddd']) {
+      expect(blockedAddressReason(address), address).toBeNull();
+    }
     expect(blockedAddressReason('example.com')).toBe('not an IP address');
+  });
+});
+
+describe('a refused webhook URL through the API (issue 24, item 6)', () => {
+  it('POST /v1/quotes says the URL is not allowed, not what localhost resolves to', async () => {
+    const { createGenerationService, MemoryApiKeyStore } = await import('@genservice/core');
+    const service = createGenerationService({
+      providers: [{ models: [{ modelId: 'm', title: 'M', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 1 }], generate: async () => ({ text: 'x' }) }],
+      apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'k', userId: 'u' }] }),
+    });
+    const r = await service.handle({
+      method: 'POST',
+      path: '/v1/quotes',
+      headers: { authorization: 'Bearer k', 'content-type': 'application/json' },
+      body: JSON.stringify({ modelId: 'm', webhook: { url: 'https://localhost/hook' } }),
+    });
+    expect(r.status).toBe(400);
+    const error = JSON.parse(String(r.body)).error as { message: string; details: Array<{ field: string; message: string }> };
+    expect(error.details[0]!.field).toBe('webhook.url');
+    expect(String(r.body)).not.toMatch(/127\.0\.0\.1|::1|resolves to|loopback/);
+    expect(error.details[0]!.message).toContain('not allowed');
   });
 });

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MemoryLedger, type Ledger } from '@genservice/core';
+import { MemoryLedger } from '@genservice/core';
+import type { Ledger } from '@genservice/core/ports';
 
 const USERS = ['u0', 'u1', 'u2'] as const;
 const GENS = 12;

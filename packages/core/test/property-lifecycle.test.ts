@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MemoryGenerationStore, type GenerationRecord, type GenerationStore } from '@genservice/core';
-import type { Expectation } from '@genservice/core/ports';
+import { MemoryGenerationStore, type GenerationRecord } from '@genservice/core';
+import type { Expectation, GenerationStore } from '@genservice/core/ports';
 
 const GENS = ['a', 'b', 'c'] as const;
 const WORKERS = ['w0', 'w1', 'w2'] as const;

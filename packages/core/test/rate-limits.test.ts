@@ -60,7 +60,7 @@ describe('rate limits', () => {
     expect((await service.handle(create('kb'))).status).toBe(201);
   });
 
-  it('counts requests without a valid key per client address, and then refuses even a good key from it', async () => {
+  it('counts requests without a valid key per client address and refuses them, never a valid key from it (issue 24, item 2)', async () => {
     const { service } = make({ unauthenticated: { points: 5, durationSeconds: 60 } });
     await service.start();
     const attacker = '198.51.100.23';
@@ -71,7 +71,13 @@ describe('rate limits', () => {
     const blocked = await service.handle(req({ key: 'guess-next', remoteAddress: attacker }));
     expect(blocked.status).toBe(429);
     expect(blocked.headers['retry-after']).toMatch(/^\d+$/);
-    expect((await service.handle(req({ key: 'ka', remoteAddress: attacker }))).status).toBe(429);
+    expect((await service.handle(req({ remoteAddress: attacker, headers: {} }))).status).toBe(429);
+    // A whole office behind the attacker's address: every valid key keeps working, interleaved with more bad keys,
+    // which stay refused.
+    for (let i = 0; i < 60; i++) {
+      expect((await service.handle(req({ key: i % 2 === 0 ? 'ka' : 'kb', remoteAddress: attacker }))).status).toBe(200);
+      expect((await service.handle(req({ key: `guess-more-${i}`, remoteAddress: attacker }))).status).toBe(429);
+    }
     // Another address, and good keys that never failed, are not affected.
     expect((await service.handle(req({ key: 'ka', remoteAddress: '203.0.113.8' }))).status).toBe(200);
     for (let i = 0; i < 20; i++) expect((await service.handle(req({ key: 'kb', remoteAddress: '203.0.113.9' }))).status).toBe(200);

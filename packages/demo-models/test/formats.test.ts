@@ -3,6 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
+import { Document, NodeIO } from '@gltf-transform/core';
+import { decode as fastPngDecode, encode as fastPngEncode } from 'fast-png';
 import { describe, expect, it } from 'vitest';
 import { encodeGlb } from '../src/formats/glb.js';
 import { encodeIdrFrame, escapeRbsp, h264Headers } from '../src/formats/h264.js';
@@ -145,6 +147,49 @@ describe('WAV and GLB', () => {
     const { json, vertices, triangles } = checkGlb(glb);
     expect({ vertices, triangles }).toEqual({ vertices: 3, triangles: 1 });
     expect(json.accessors[0].max).toEqual([1, 1, 0.5]);
+  });
+});
+
+// Maintained readers and writers as oracles: the demo formats are written by hand (small, and the PNG decoder caps
+// what it inflates at the size its header announces), so each one is checked against a library that users trust.
+describe('against maintained libraries', () => {
+  it('@gltf-transform/core reads our GLB: one mesh, its material, attributes and indices', async () => {
+    const glb = encodeGlb(
+      {
+        positions: Float32Array.from([0, 0, 0, 1, 0, 0, 0, 1, 0.5, 1, 1, 0]),
+        normals: Float32Array.from([0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1]),
+        colors: Float32Array.from([1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1]),
+        indices: Uint16Array.from([0, 1, 2, 1, 3, 2]),
+      },
+      { name: 'clay', baseColor: [0.5, 0.25, 1, 1], metallic: 0.1, roughness: 0.9 },
+      'quad',
+    );
+    const doc: Document = await new NodeIO().readBinary(glb);
+    const meshes = doc.getRoot().listMeshes();
+    expect(meshes.map((m) => m.getName())).toEqual(['quad']);
+    const prim = meshes[0]!.listPrimitives()[0]!;
+    expect(Array.from(prim.getAttribute('POSITION')!.getArray()!)).toEqual([0, 0, 0, 1, 0, 0, 0, 1, 0.5, 1, 1, 0]);
+    expect(prim.getAttribute('NORMAL')!.getCount()).toBe(4);
+    expect(prim.getAttribute('COLOR_0')!.getCount()).toBe(4);
+    expect(Array.from(prim.getIndices()!.getArray()!)).toEqual([0, 1, 2, 1, 3, 2]);
+    const material = prim.getMaterial()!;
+    expect(material.getName()).toBe('clay');
+    expect(material.getBaseColorFactor()).toEqual([0.5, 0.25, 1, 1]);
+    expect(material.getRoughnessFactor()).toBeCloseTo(0.9);
+  });
+
+  it('fast-png decodes what encodePng writes, and decodePng reads what fast-png writes, pixel for pixel', () => {
+    const image = noise(37, 23, 5, true);
+    const rgba = { width: image.width, height: image.height, data: image.data };
+    const withAlpha = fastPngDecode(encodePng(rgba, { alpha: true }));
+    expect({ width: withAlpha.width, height: withAlpha.height, channels: withAlpha.channels, depth: withAlpha.depth }).toEqual({ width: 37, height: 23, channels: 4, depth: 8 });
+    expect(Buffer.from(withAlpha.data as Uint8Array).equals(Buffer.from(rgba.data))).toBe(true);
+    const back = decodePng(fastPngEncode({ width: 37, height: 23, data: rgba.data, channels: 4, depth: 8 }));
+    expect(Buffer.from(back.data).equals(Buffer.from(rgba.data))).toBe(true);
+    // RGB, 16 bits per channel: our decoder keeps the high byte and makes the pixels opaque.
+    const rgb16 = Uint16Array.from({ length: 4 * 3 * 3 }, (_, i) => (i * 4099) & 0xffff);
+    const wide = decodePng(fastPngEncode({ width: 4, height: 3, data: rgb16, channels: 3, depth: 16 }));
+    expect(Array.from(wide.data.slice(0, 8))).toEqual([rgb16[0]! >> 8, rgb16[1]! >> 8, rgb16[2]! >> 8, 255, rgb16[3]! >> 8, rgb16[4]! >> 8, rgb16[5]! >> 8, 255]);
   });
 });
 

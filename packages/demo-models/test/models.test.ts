@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { GenerationOutput, ModelDefinition, Settings } from '@genservice/core';
 import { ProviderError } from '@genservice/core';
 import { ALWAYS_FAILS_MESSAGE, createDemoProvider, DEMO_MODEL_IDS, decodePng, demoModels, encodePng } from '../src/index.js';
@@ -253,37 +253,65 @@ describe('demo-image-remix', () => {
 });
 
 describe('timing and cancellation', () => {
-  it('takes about estimatedGenerationTime x speed', async () => {
-    const scaled = createDemoProvider({ speed: 0.1 });
-    for (const id of ['demo-text', 'demo-image', 'demo-audio', 'demo-3d', 'demo-video']) {
-      const m = scaled.models.find((x) => x.modelId === id) as ModelDefinition;
-      const started = Date.now();
-      await scaled.generate({ model: m, settings: { prompt: 'timing' } }, makeContext());
-      const elapsed = Date.now() - started;
-      const expected = m.estimatedGenerationTime * 100;
-      expect(elapsed).toBeGreaterThanOrEqual(expected - 20);
-      expect(elapsed).toBeLessThan(expected + 800);
+  /**
+   * Runs `work` under a fake clock (setTimeout and Date only: worker threads and I/O stay real), moving the clock to
+   * the next timer whenever one is due and letting real events through otherwise, so the fake time that passes is
+   * exactly what the models asked to wait.
+   */
+  async function onFakeClock<T>(work: () => Promise<T>): Promise<T> {
+    let settled = false;
+    const running = work().finally(() => {
+      settled = true;
+    });
+    while (!settled) {
+      if (vi.getTimerCount() > 0) await vi.advanceTimersToNextTimerAsync();
+      else await new Promise((r) => setImmediate(r));
+    }
+    return running;
+  }
+
+  it('paces each run to estimatedGenerationTime x speed (a fake clock: the pacer waits exactly its budget)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const scaled = createDemoProvider({ speed: 0.1 });
+      for (const id of ['demo-text', 'demo-image', 'demo-audio', 'demo-3d', 'demo-video']) {
+        const m = scaled.models.find((x) => x.modelId === id) as ModelDefinition;
+        const started = Date.now();
+        await onFakeClock(() => scaled.generate({ model: m, settings: { prompt: 'timing' } }, makeContext()));
+        const expected = m.estimatedGenerationTime * 100;
+        // The real work takes no fake time: what passed is the pacing alone, to the millisecond.
+        expect(Math.abs(Date.now() - started - expected), id).toBeLessThanOrEqual(1);
+      }
+    } finally {
+      vi.useRealTimers();
     }
   });
 
-  it('every model stops promptly when its signal fires', async () => {
-    const slow = createDemoProvider({ speed: 1 });
-    await Promise.all(
-      slow.models.map(async (m) => {
-        const controller = new AbortController();
-        const reason = new Error(`cancelled ${m.modelId}`);
-        const started = Date.now();
+  it('every model stops on its signal, without waiting out its paced budget (a fake clock)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const slow = createDemoProvider({ speed: 1 });
+      const controller = new AbortController();
+      const reason = new Error('cancelled');
+      const started = Date.now();
+      const runs = slow.models.map((m) => {
         const settings: Settings = { prompt: 'abort me', images: ['http://192.0.2.1/never.png'] };
         if (m.modelId !== 'demo-image-remix') delete settings.images;
-        const pending = slow.generate({ model: m, settings }, makeContext(controller.signal));
-        setTimeout(() => controller.abort(reason), 30);
-        const error = await pending.catch((e: unknown) => e);
+        return slow.generate({ model: m, settings }, makeContext(controller.signal)).catch((e: unknown) => e);
+      });
+      await vi.advanceTimersByTimeAsync(30);
+      controller.abort(reason);
+      const errors = await onFakeClock(() => Promise.all(runs));
+      slow.models.forEach((m, i) => {
         // The remix's blocked URL fails before the abort; every other model must stop on the abort itself.
-        if (m.modelId === 'demo-image-remix') expect(error).toBeInstanceOf(ProviderError);
-        else expect(error).toBe(reason);
-        expect(Date.now() - started).toBeLessThan(500);
-      }),
-    );
+        if (m.modelId === 'demo-image-remix') expect(errors[i]).toBeInstanceOf(ProviderError);
+        else expect(errors[i], m.modelId).toBe(reason);
+      });
+      // No model waited on after the abort: the clock never moved past it.
+      expect(Date.now() - started).toBe(30);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('an already-aborted signal stops before any work', async () => {

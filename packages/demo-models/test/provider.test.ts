@@ -37,13 +37,10 @@ describe('demo-image', () => {
 });
 
 describe('demo-video', () => {
-  it('makes an MP4 with one sample per frame, fast, deterministic', async () => {
+  it('makes an MP4 with one sample per frame, deterministic', async () => {
+    // Its CPU cost (the brief's budget: well under a second for a 2 s 160x120 clip) is measured by bench/, not here.
     const settings = { prompt: 'night sea', size: '160x120', duration: '2' };
-    const started = process.cpuUsage();
     const bytes = await bytesOf('demo-video', settings);
-    const cpu = process.cpuUsage(started);
-    // The brief's budget: well under a second of CPU for a 2 s 160x120 clip.
-    expect((cpu.user + cpu.system) / 1000).toBeLessThan(1000);
     expect(checkMp4(bytes)).toEqual({ samples: 24, width: 160, height: 120 });
     expect(same(await bytesOf('demo-video', settings), bytes)).toBe(true);
     expect(same(await bytesOf('demo-video', { ...settings, prompt: 'day sea' }), bytes)).toBe(false);

@@ -1,47 +1,17 @@
 /**
- * Fastify 5 plugin for genservice: mounts the generation API under a prefix.
+ * Fastify 5 plugin for genservice: `app.register(genservicePlugin, { service, prefix: '/api' })` mounts the
+ * generation API (`<prefix>/v1`, `<prefix>/playground`) under a prefix.
  *
- * The plugin is encapsulated on purpose (it is not wrapped in `fastify-plugin`): inside its own context it swaps
- * every content-type parser for one that keeps the raw bytes, so core sees the body exactly as sent and answers
- * invalid JSON, size limits and content types the same way as on every other framework. The host's parsers,
- * error handler and routes outside the prefix are untouched.
- *
- * Only `<prefix>/v1` and the paths below it are routed to the service.
+ * Encapsulated on purpose (not wrapped in `fastify-plugin`): inside its own context it swaps every content-type parser
+ * for one that keeps the raw bytes, so core answers invalid JSON, size limits and content types as on every other
+ * framework. The host's parsers, error handler and routes outside the prefix are untouched.
  *
  * @module @genservice/fastify
- * @example
- * ```ts
- * import Fastify from 'fastify';
- * import { createGenerationService } from '@genservice/core';
- * import { genserviceFrameworkErrors, genservicePlugin } from '@genservice/fastify';
- *
- * const service = createGenerationService({ providers: [myProvider], publicUrl: 'https://api.example.com/api' });
- * await service.start();
- *
- * // frameworkErrors is optional: it lets genservice answer URLs Fastify's router cannot parse (see below).
- * const app = Fastify({ frameworkErrors: genserviceFrameworkErrors });
- * await app.register(genservicePlugin, { service, prefix: '/api' });
- * await app.listen({ port: 3000 });
- * ```
  */
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { GenerationService } from '@genservice/core';
-import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import {
-  bodyLimitsOf,
-  bodylessRequestBody,
-  isApiPath,
-  needsNodeWrite,
-  readRawBody,
-  readRequestBody,
-  requestHeaders,
-  toRequestBody,
-  writeNodeResponse,
-  type BodyLimits,
-  type RawBody,
-  type RequestBody,
-} from '@genservice/core/adapter';
+import { bodyLimitsOf, isApiPath, needsNodeWrite, readRawBody, toHttpRequest, writeNodeResponse, type BodyLimits, type HostBody, type HttpResponse } from '@genservice/core/adapter';
 
 export interface GenservicePluginOptions {
   service: GenerationService;
@@ -54,11 +24,6 @@ export interface GenservicePluginOptions {
   bodyLimit?: number;
 }
 
-/** What our content-type parser leaves in `request.body`: the raw bytes, or the fact that there were too many. */
-interface RawPayload {
-  readonly raw: RawBody;
-}
-
 interface Mount {
   prefix: string;
   service: GenerationService;
@@ -68,112 +33,90 @@ interface Mount {
 /** The plugin's mounts per HTTP server, for `genserviceFrameworkErrors`, which runs outside every plugin context. */
 const mountsByServer = new WeakMap<object, Mount[]>();
 
-const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyInstance, options) => {
-  const { service } = options;
-  if (!service || typeof service.handle !== 'function') {
-    throw new TypeError('genservicePlugin: options.service must be a GenerationService');
-  }
-  const limits = bodyLimitsOf(service, options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes);
-  // The full prefix of this context (parents' prefixes included), as the public path of the mount point.
-  const prefix = app.prefix;
-  const mounts = mountsByServer.get(app.server) ?? [];
-  mounts.push({ prefix, service, limits });
+const plugin: FastifyPluginAsync<GenservicePluginOptions> = async (app: FastifyInstance, { service, bodyLimit }) => {
+  if (!service || typeof service.handle !== 'function') throw new TypeError('genservicePlugin: options.service must be a GenerationService');
+  const mount: Mount = { prefix: app.prefix, service, limits: bodyLimitsOf(service, bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes) };
   // Longest prefix first, so a nested mount wins over one at a shorter prefix.
-  mounts.sort((a, b) => b.prefix.length - a.prefix.length);
-  mountsByServer.set(app.server, mounts);
-
-  // Encapsulated: these changes apply to the routes below only, never to the host's.
+  mountsByServer.set(app.server, [...(mountsByServer.get(app.server) ?? []), mount].sort((a, b) => b.prefix.length - a.prefix.length));
+  routeUnroutableUrls(app);
+  // Encapsulated: these changes apply to the routes below only, never to the host's. A function parser (not
+  // `parseAs: 'buffer'`) so Fastify applies no bodyLimit of its own: core answers 413.
   app.removeAllContentTypeParsers();
-  // A function parser (not `parseAs: 'buffer'`) so Fastify applies no bodyLimit of its own: core answers 413.
   app.addContentTypeParser('*', (request, payload, done) => {
-    readRawBody(payload, limits.bytes, request.headers['content-length'], limits.timeoutMs).then(
-      (raw) => done(null, { raw } satisfies RawPayload),
-      (err: Error) => done(err, undefined),
-    );
+    readRawBody(payload, mount.limits.bytes, request.headers['content-length'], mount.limits.timeoutMs).then((raw) => done(null, { raw } satisfies HostBody), done);
   });
-
-  // Not an async function: a GET (no body) goes to core without waiting for a body promise, and Fastify has no
-  // returned promise to follow; the reply is sent when core answers, and a failure goes to Fastify's error handling
-  // (reply.send(err)), as a rejected async handler's would.
-  const handler = (request: FastifyRequest, reply: FastifyReply): void => {
-    const req: HttpRequest = {
-      method: request.method,
-      path: pathBelow(request, prefix),
-      headers: headersOf(request),
-      remoteAddress: request.ip,
-      baseUrl: () => `${request.protocol}://${request.host}${prefix}`,
-    };
-    const body = bodyOf(request, limits);
-    const out = body instanceof Promise ? body.then((b) => service.handle(withBody(req, b))) : service.handle(withBody(req, body));
-    out.then((o) => sendOrFail(reply, o), (err: unknown) => reply.send(err));
-  };
-
-  app.all('/v1', handler);
-  app.all('/v1/*', handler);
-  // Paths under a (non-root) prefix that no route serves get genservice's JSON 404, as on every adapter. Scoped to
-  // this plugin's prefix: the host's routes and its own 404s elsewhere are untouched.
-  if (prefix !== '') app.setNotFoundHandler(handler);
-  // The playground page (a 404 from core unless the service was created with playground: true).
-  app.all('/playground', handler);
-  app.all('/playground/*', handler);
+  const handler = (request: FastifyRequest, reply: FastifyReply): void => answer(mount, request, reply, pathBelow(request, mount.prefix));
+  for (const path of ['/v1', '/v1/*', '/playground', '/playground/*']) app.all(path, handler);
+  // Paths under a (non-root) prefix that no route serves get genservice's JSON 404, as on every adapter.
+  if (mount.prefix !== '') app.setNotFoundHandler(handler);
 };
 
-/**
- * Register with `app.register(genservicePlugin, { service, prefix: '/api' })`.
- */
 export const genservicePlugin: FastifyPluginAsync<GenservicePluginOptions> = plugin;
-
 export default genservicePlugin;
 
 /**
- * For the Fastify server option `frameworkErrors`. Fastify answers a URL it cannot route, such as one with broken
- * percent-encoding (`/api/v1/generations/%ZZ`), itself and before any plugin runs (`400 FST_ERR_BAD_URL` in
- * Fastify's own error shape). With this option, such a URL below a genservice prefix is answered by genservice, as
- * Express and Koa do (a JSON `404 not_found`, or `401` without a key); any other URL gets Fastify's answer.
- *
- * @example
- * ```ts
- * const app = Fastify({ frameworkErrors: genserviceFrameworkErrors });
- * await app.register(genservicePlugin, { service, prefix: '/api' });
- * ```
+ * For a host that sets the Fastify server option `frameworkErrors` itself (without one, the plugin installs its
+ * own): call it from yours. A URL Fastify cannot route (broken percent-encoding such as
+ * `/api/v1/generations/%ZZ`) below a genservice prefix is answered by genservice, as Express and Koa do, instead of
+ * Fastify's own `400 FST_ERR_BAD_URL`; any other URL gets Fastify's answer.
  */
 export function genserviceFrameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const mount = mountOf(request);
+  if (!mount || (error.code !== 'FST_ERR_BAD_URL' && error.code !== 'FST_ERR_MAX_PARAM_LENGTH')) return void reply.send(error);
+  answer(mount, request, reply, (request.raw.url ?? '').slice(mount.prefix.length));
+}
+
+/**
+ * Fastify's router answers a URL it cannot decode before any plugin runs; only the server option `frameworkErrors`
+ * sees it. When the host set none, the plugin puts in one of its own (read by Fastify at each such request), so the
+ * request under a genservice prefix reaches core like any other and every other URL gets Fastify's own answer, byte
+ * for byte. A host with its own `frameworkErrors` keeps it and calls `genserviceFrameworkErrors` from it.
+ */
+function routeUnroutableUrls(app: FastifyInstance): void {
+  let holder: object | null = app;
+  while (holder) {
+    const key = Object.getOwnPropertySymbols(holder).find((s) => s.description === 'fastify.options');
+    if (key) {
+      const options = (holder as Record<symbol, { frameworkErrors?: unknown } | undefined>)[key];
+      if (options && typeof options === 'object' && options.frameworkErrors === undefined) options.frameworkErrors = frameworkErrorsOrFastifys;
+      return;
+    }
+    holder = Object.getPrototypeOf(holder) as object | null;
+  }
+}
+
+/** What the plugin installs: genservice's answer under its prefixes, Fastify's built-in answer elsewhere. */
+function frameworkErrorsOrFastifys(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const mount = mountOf(request);
+  if (mount && (error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH')) {
+    return answer(mount, request, reply, (request.raw.url ?? '').slice(mount.prefix.length));
+  }
+  // Fastify's own answer without a frameworkErrors (fastify.js: onBadUrl, onMaxParamLength, onAsyncConstraintError),
+  // written the way Fastify writes it.
+  const [statusCode, body] =
+    error.code === 'FST_ERR_ASYNC_CONSTRAINT'
+      ? [500, '{"error":"Internal Server Error","message":"Unexpected error from async constraint","statusCode":500}']
+      : [error.statusCode ?? 400, JSON.stringify({ error: 'Bad Request', code: error.code, message: error.message, statusCode: error.statusCode ?? 400 })];
+  reply.hijack();
+  reply.raw.writeHead(statusCode, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+  reply.raw.end(body);
+}
+
+function mountOf(request: FastifyRequest): Mount | undefined {
   const url = request.raw.url ?? '';
   const q = url.indexOf('?');
   const pathname = q === -1 ? url : url.slice(0, q);
-  const mount = (mountsByServer.get(request.server.server) ?? []).find(
-    (m) => pathname.startsWith(m.prefix) && isApiPath(pathname.slice(m.prefix.length)),
-  );
-  if (!mount || (error.code !== 'FST_ERR_BAD_URL' && error.code !== 'FST_ERR_MAX_PARAM_LENGTH')) {
-    reply.send(error);
-    return;
-  }
-  readRequestBody(request.raw, mount.limits, request.headers['content-length'])
-    .then((body) =>
-      mount.service.handle({
-        method: request.method,
-        path: url.slice(mount.prefix.length),
-        headers: headersOf(request),
-      remoteAddress: request.ip,
-        ...body,
-        baseUrl: () => `${request.protocol}://${request.host}${mount.prefix}`,
-      }),
-    )
-    .then(
-      (out) => send(reply, out),
-      (err: Error) => reply.send(err),
-    );
+  const mounts = mountsByServer.get(request.server.server) ?? [];
+  return mounts.find((m) => pathname.startsWith(m.prefix) && isApiPath(pathname.slice(m.prefix.length)));
 }
 
-/** Node keeps only the first of repeated Authorization headers; core must see them all to refuse the request. */
-function headersOf(request: FastifyRequest): HttpRequest['headers'] {
-  return requestHeaders(request.raw, request.headers);
-}
-
-function withBody(req: HttpRequest, body: RequestBody): HttpRequest {
-  if (body.body !== undefined) req.body = body.body;
-  if (body.bodyError !== undefined) req.bodyError = body.bodyError;
-  return req;
+function answer({ service, limits, prefix }: Mount, request: FastifyRequest, reply: FastifyReply, path: string): void {
+  const payload = request.body as HostBody | undefined;
+  const origin = (): string => `${request.protocol}://${request.host}`;
+  toHttpRequest(request.raw, { limits, path, prefix, origin, headers: request.headers, remoteAddress: request.ip, ...(payload ? { hostBody: payload } : {}) })
+    .then((req) => service.handle(req))
+    .then((out) => send(reply, out))
+    .catch((err: unknown) => reply.send(err));
 }
 
 function pathBelow(request: FastifyRequest, prefix: string): string {
@@ -187,32 +130,13 @@ function pathBelow(request: FastifyRequest, prefix: string): string {
   return `${base}${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : url.slice(q)}`;
 }
 
-function bodyOf(request: FastifyRequest, limits: BodyLimits): RequestBody | Promise<RequestBody> {
-  const payload = request.body as RawPayload | undefined;
-  // Fastify parses no body on GET and on bodiless requests; read whatever is there ourselves (nothing to wait for
-  // when the headers say there is none).
-  if (payload?.raw !== undefined) return toRequestBody(payload.raw);
-  const length = request.headers['content-length'];
-  return bodylessRequestBody(request.raw, length) ?? readRequestBody(request.raw, limits, length);
-}
-
-/** `send`, with a failure going to Fastify's error handling (one promise reaction per request, not two). */
-function sendOrFail(reply: FastifyReply, out: HttpResponse): void {
-  try {
-    send(reply, out);
-  } catch (err) {
-    reply.send(err);
-  }
-}
-
-function send(reply: FastifyReply, out: HttpResponse): FastifyReply {
+function send(reply: FastifyReply, out: HttpResponse): void {
   if (needsNodeWrite(out, reply.request.method)) {
     // A live stream, or a HEAD that must keep the GET's Content-Length: written as core made it, Fastify stands aside.
     reply.hijack();
     void writeNodeResponse(reply.raw, out);
-    return reply;
+    return;
   }
   const raw = out.body as string | Uint8Array;
-  const body = typeof raw === 'string' ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
-  return reply.code(out.status).headers(out.headers).send(body);
+  reply.code(out.status).headers(out.headers).send(typeof raw === 'string' ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength));
 }

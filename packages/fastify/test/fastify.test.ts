@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -114,14 +114,44 @@ describe('fastify plugin: URLs Fastify cannot route', () => {
     expect(rec.requests).toHaveLength(1);
   });
 
-  it('without it, Fastify answers such a URL itself (documented)', async () => {
+  it('without it, the plugin routes such a URL under its prefix to core itself; others get Fastify\'s own answer (issue 24, item 8)', async () => {
     const rec = createRecordingService();
     const app = Fastify();
     await app.register(genservicePlugin, { service: rec.service, prefix: '/api' });
     const origin = await serve(app);
+    for (const path of ['/v1/generations/%', '/v1/generations/%ZZ/cancel', '/v1/files/%E0%A4%A']) {
+      const r = await call(`${origin}/api${path}`);
+      expect(r.status, path).toBe(200);
+      expect(rec.last().path).toBe(path);
+    }
+    expect(rec.requests).toHaveLength(3);
+    // Outside the prefix: exactly what Fastify answers without a frameworkErrors of anyone's.
+    const bare = Fastify();
+    const bareOrigin = await serve(bare);
+    for (const path of ['/other/%ZZ', '/other/%']) {
+      const mine = await call(`${origin}${path}`);
+      const fastifys = await call(`${bareOrigin}${path}`);
+      expect(mine.status).toBe(fastifys.status);
+      expect(mine.text).toBe(fastifys.text);
+      expect(mine.contentType).toBe(fastifys.contentType);
+    }
+    expect(rec.requests).toHaveLength(3);
+  });
+
+  it('leaves a host\'s own frameworkErrors in place', async () => {
+    const rec = createRecordingService();
+    const seen: string[] = [];
+    const app = Fastify({
+      frameworkErrors: (error, _request, reply) => {
+        seen.push(error.code);
+        void (reply as FastifyReply).code(418).send('host');
+      },
+    });
+    await app.register(genservicePlugin, { service: rec.service, prefix: '/api' });
+    const origin = await serve(app);
     const r = await call(`${origin}/api/v1/generations/%ZZ`);
-    expect(r.status).toBe(400);
-    expect(r.body.code).toBe('FST_ERR_BAD_URL');
+    expect(r.status).toBe(418);
+    expect(seen).toEqual(['FST_ERR_BAD_URL']);
     expect(rec.requests).toHaveLength(0);
   });
 });

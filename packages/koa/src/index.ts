@@ -1,46 +1,19 @@
 /**
- * Koa 3 adapter for genservice: a middleware that answers the generation API below a prefix and passes every
- * other request on.
+ * Koa 3 adapter: `app.use(genserviceMiddleware(service, { prefix: '/api' }))` answers `<prefix>/v1` and
+ * `<prefix>/playground` and passes every other request on.
  *
- * Mount it before any body parser (`@koa/bodyparser`, `koa-body`): it then reads the raw body itself, so invalid
- * JSON, size limits and content types get the same answers as on every other framework. Mounted after one, valid
- * bodies still work (it uses the parser's raw text or parsed value), but a body the parser rejects would never
- * reach it, since the parser throws first: give @koa/bodyparser `onError: onBodyParserError({ prefix })` so that
- * such a body reaches genservice for its own paths (the error is rethrown for every other path).
- *
- * Only `<prefix>/v1` and the paths below it are answered.
+ * Mount it before any body parser: it then reads the raw body itself, so invalid JSON, size limits and content types
+ * get the same answers as on every other framework. Mounted after one, valid bodies still work (it uses the parser's
+ * raw text or parsed value); give @koa/bodyparser `onError: onBodyParserError({ prefix })` so that a body the parser
+ * rejects reaches genservice on its own paths (the error is rethrown for every other path).
  *
  * @module @genservice/koa
- * @example
- * ```ts
- * import Koa from 'koa';
- * import { bodyParser } from '@koa/bodyparser';
- * import { createGenerationService } from '@genservice/core';
- * import { genserviceMiddleware } from '@genservice/koa';
- *
- * const service = createGenerationService({ providers: [myProvider], publicUrl: 'https://api.example.com/api' });
- * await service.start();
- *
- * const app = new Koa();
- * app.use(genserviceMiddleware(service, { prefix: '/api' })); // before the body parser
- * app.use(bodyParser());
- * app.listen(3000);
- * ```
  */
 import type { Context, Middleware, Next } from 'koa';
 import type { GenerationService } from '@genservice/core';
-import type { HttpRequest, HttpResponse } from '@genservice/core/adapter';
+import type { HostBody, HttpResponse } from '@genservice/core/adapter';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import {
-  bodyLimitsOf,
-  bodylessRequestBody,
-  isApiPath,
-  needsNodeWrite,
-  readRequestBody,
-  requestHeaders,
-  writeNodeResponse,
-  type BodyLimits,
-} from '@genservice/core/adapter';
+import { bodyLimitsOf, isApiPath, needsNodeWrite, toHttpRequest, writeNodeResponse } from '@genservice/core/adapter';
 
 export interface GenserviceMiddlewareOptions {
   /**
@@ -55,16 +28,10 @@ export interface GenserviceMiddlewareOptions {
   bodyLimit?: number;
 }
 
-type BodyPart = Pick<HttpRequest, 'body' | 'parsedBody' | 'bodyError' | 'bodyLimitApplied'>;
-
 /** Where `onBodyParserError` leaves a rejected body's error for the middleware (a global symbol: one per realm). */
 const PARSER_ERROR = Symbol.for('@genservice/koa:bodyParserError');
 
-/** Path of the request below `prefix` when it is one of the API's, else null. */
-function underPrefix(url: string, prefix: string): boolean {
-  return url.length === prefix.length || url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}?`);
-}
-
+/** The path below `prefix` (ctx.url: still percent-encoded, query included) when it is one of the API's, else null. */
 function apiPathOf(url: string, prefix: string): string | null {
   const q = url.indexOf('?');
   const pathname = q === -1 ? url : url.slice(0, q);
@@ -72,56 +39,43 @@ function apiPathOf(url: string, prefix: string): string | null {
   return url.slice(prefix.length);
 }
 
-/**
- * The generation API as Koa middleware: `app.use(genserviceMiddleware(service, { prefix: '/api' }))`.
- */
+/** The generation API as Koa middleware: `app.use(genserviceMiddleware(service, { prefix: '/api' }))`. */
 export function genserviceMiddleware(service: GenerationService, options: GenserviceMiddlewareOptions = {}): Middleware {
-  if (!service || typeof service.handle !== 'function') {
-    throw new TypeError('genserviceMiddleware: the first argument must be a GenerationService');
-  }
+  if (!service || typeof service.handle !== 'function') throw new TypeError('genserviceMiddleware: the first argument must be a GenerationService');
   const prefix = normalizePrefix(options.prefix);
   const limits = bodyLimitsOf(service, options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes);
-
   return async function genservice(ctx: Context, next: Next): Promise<void> {
-    // ctx.url, not ctx.path: the path must reach core exactly as sent (still percent-encoded, query included).
-    const path = apiPathOf(ctx.url, prefix);
+    let path = apiPathOf(ctx.url, prefix);
+    // What a body parser that ran first made of the body (@koa/bodyparser keeps the text it parsed), or its error.
+    const state = ctx.state as Record<symbol, unknown>;
+    const parsed = ctx.request as { rawBody?: unknown; body?: unknown };
+    let hostBody: HostBody =
+      PARSER_ERROR in state ? { error: state[PARSER_ERROR] } : { text: typeof parsed.rawBody === 'string' ? parsed.rawBody : undefined, value: parsed.body };
     if (path === null) {
       await next();
       // Nothing of the host's answered a path under a (non-root) prefix: genservice's JSON 404, as on every adapter.
-      if (prefix !== '' && ctx.status === 404 && ctx.body == null && ctx.respond !== false && underPrefix(ctx.url, prefix)) {
-        send(ctx, await service.handle({ method: ctx.method, path: ctx.url.slice(prefix.length), headers: ctx.headers }));
-      }
-      return;
+      const under = ctx.url.length === prefix.length || ctx.url.startsWith(`${prefix}/`) || ctx.url.startsWith(`${prefix}?`);
+      if (prefix === '' || ctx.status !== 404 || ctx.body != null || ctx.respond === false || !under) return;
+      path = ctx.url.slice(prefix.length);
+      hostBody = { raw: Buffer.alloc(0) };
     }
     // koa-mount strips its own prefix from ctx.url and records it here.
     const mounted = (ctx as { mountPath?: unknown }).mountPath;
-    const mountPath = typeof mounted === 'string' ? mounted : '';
-    const req: HttpRequest = {
-      method: ctx.method,
+    const mountPath = typeof mounted === 'string' ? mounted.replace(/\/+$/, '') : '';
+    const request = await toHttpRequest(ctx.req, {
+      limits,
       path,
-      // Node keeps only the first of repeated Authorization headers; core must see them all to refuse the request.
-      headers: requestHeaders(ctx.req, ctx.headers),
-      baseUrl: () => `${ctx.protocol}://${ctx.host}${mountPath.replace(/\/+$/, '')}${prefix}`,
+      prefix: `${mountPath}${prefix}`,
+      origin: () => `${ctx.protocol}://${ctx.host}`,
+      headers: ctx.headers,
       remoteAddress: ctx.ip,
-    };
-    // A request without a body (every GET) is not made to wait for a body promise.
-    const body = bodyOf(ctx, limits);
-    Object.assign(req, body instanceof Promise ? await body : body);
-    send(ctx, await service.handle(req));
+      hostBody,
+    });
+    send(ctx, await service.handle(request));
   };
 }
 
-/**
- * For `@koa/bodyparser`'s `onError` option, when the body parser runs before genservice: a body the parser rejects
- * on an API path is handed on to genservice, which answers it as it would without the parser (`400 invalid_json`,
- * `413 payload_too_large`). On every other path the error is rethrown, exactly as without `onError`.
- *
- * @example
- * ```ts
- * app.use(bodyParser({ onError: onBodyParserError({ prefix: '/api' }) }));
- * router.all('/api{/*path}', genserviceMiddleware(service, { prefix: '/api' }));
- * ```
- */
+/** For `@koa/bodyparser`'s `onError`: a body it rejects on an API path goes to genservice; elsewhere the error is rethrown. */
 export function onBodyParserError(options: { prefix?: string } = {}): (err: Error, ctx: Context) => void {
   const prefix = normalizePrefix(options.prefix);
   return (err, ctx) => {
@@ -132,46 +86,13 @@ export function onBodyParserError(options: { prefix?: string } = {}): (err: Erro
 
 function normalizePrefix(prefix: string | undefined): string {
   if (!prefix || prefix === '/') return '';
-  const p = prefix.startsWith('/') ? prefix : `/${prefix}`;
-  return p.replace(/\/+$/, '');
-}
-
-function bodyOf(ctx: Context, limits: BodyLimits): BodyPart | Promise<BodyPart> {
-  const req = ctx.req;
-  const rejected = (ctx.state as Record<symbol, unknown>)[PARSER_ERROR] as
-    | { type?: unknown; status?: unknown; body?: unknown; limit?: unknown }
-    | undefined;
-  if (rejected) {
-    if (rejected.type === 'entity.too.large' || rejected.status === 413) {
-      // The parser stopped part-way: discard the rest so the connection can carry the answer and the next request.
-      if (!req.readableEnded) req.resume();
-      // The parser's own limit refused it: the 413 names that limit.
-      return { bodyError: 'payload_too_large', ...(typeof rejected.limit === 'number' ? { bodyLimitApplied: rejected.limit } : {}) };
-    }
-    // co-body keeps the text it could not parse: core parsing it answers as it would without the parser.
-    if (typeof rejected.body === 'string') return { body: rejected.body };
-    return { bodyError: 'invalid_json' };
-  }
-  const consumed = req.readableEnded || (req.complete && !req.readable);
-  if (!consumed) {
-    const length = ctx.get('content-length') || undefined;
-    return bodylessRequestBody(req, length) ?? readRequestBody(req, limits, length);
-  }
-  // A body parser ran first. @koa/bodyparser keeps the text it parsed: core then sees the body as sent.
-  const request = ctx.request as { rawBody?: unknown; body?: unknown };
-  if (typeof request.rawBody === 'string') return { body: request.rawBody };
-  if (ctx.get('content-length') === '0') return { body: '' };
-  return { parsedBody: request.body };
+  return (prefix.startsWith('/') ? prefix : `/${prefix}`).replace(/\/+$/, '');
 }
 
 function send(ctx: Context, out: HttpResponse): void {
   ctx.status = out.status;
-  if (needsNodeWrite(out, ctx.method)) {
-    // A live stream, or a HEAD that must keep the GET's Content-Length: written as core made it, Koa stands aside.
-    ctx.respond = false;
-    void writeNodeResponse(ctx.res, out);
-    return;
-  }
+  // A live stream, or a HEAD that must keep the GET's Content-Length: written as core made it, Koa stands aside.
+  if (needsNodeWrite(out, ctx.method)) return void ((ctx.respond = false), writeNodeResponse(ctx.res, out));
   ctx.set(out.headers);
   const body = out.body as string | Uint8Array;
   // Koa keeps a Content-Type that is already set, so core's header wins over Koa's guess from the body.

@@ -1,22 +1,30 @@
 // The page's only way to the service: its public HTTP API, with the caller's key as a Bearer token.
 
 /**
- * Where the API lives: the mount point above `<mount>/playground/` (same origin), or `?api=<absolute http(s) URL>`
- * for a service on another origin (it must allow this page's origin in its `cors` option).
+ * Where the API lives: the mount point above `<mount>/playground/`, on the page's own origin, and nowhere else. The
+ * page holds the caller's key: a URL that could point it at another origin (a `?api=` parameter, as it once had)
+ * would hand that key to whoever sent the link.
  * @param {Location} location
  * @returns {URL}
  */
 export function apiBase(location) {
-  const given = new URLSearchParams(location.search).get('api');
-  if (given) {
-    try {
-      const url = new URL(given);
-      if (url.protocol === 'http:' || url.protocol === 'https:') return new URL(url.href.endsWith('/') ? url.href : `${url.href}/`);
-    } catch {
-      // fall through to the same origin
-    }
-  }
   return new URL('../', location.href);
+}
+
+/**
+ * The value as an absolute http(s) URL, or null: only these become links or media sources, so a result such as
+ * `javascript:...` is shown as text and never made clickable.
+ * @param {unknown} value
+ * @returns {string | null}
+ */
+export function httpUrl(value) {
+  if (typeof value !== 'string') return null;
+  try {
+    const url = new URL(value);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : null;
+  } catch {
+    return null;
+  }
 }
 
 /**

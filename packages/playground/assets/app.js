@@ -1,7 +1,7 @@
 // The playground page: API key -> models -> a form from the model's settings -> price -> Generate -> live status ->
 // the result, and the caller's history. Every answer of the API is shown next to what caused it. No innerHTML:
 // everything the service sends is set as text.
-import { Api, apiBase, idempotencyKey } from './api.js';
+import { Api, apiBase, httpUrl, idempotencyKey } from './api.js';
 import { SettingsForm, detailsBySetting, h } from './form.js';
 import { ModelError, showModel } from './viewer3d.js';
 
@@ -283,7 +283,9 @@ function isFinal(status) {
 }
 
 function fileLink(url, text) {
-  return h('a', { href: url, target: '_blank', rel: 'noopener noreferrer', text });
+  const href = httpUrl(url);
+  if (href === null) return h('span', { text: String(url ?? '') });
+  return h('a', { href, target: '_blank', rel: 'noopener noreferrer', text });
 }
 
 /** The finished generation: the result element of its type, or the reason it failed; with its price. */
@@ -295,7 +297,8 @@ async function showResult(item, model, signal) {
   if (item.status === 'failed') {
     const reason = item.error ?? { code: 'failed', message: 'The generation failed.' };
     out.push(h('p', { class: 'failure', 'data-code': reason.code }, [h('strong', { text: 'Failed: ' }), reason.message, h('span', { class: 'muted', text: ` (${reason.code})` })]));
-  } else if (type === 'text' || (type === undefined && !/^https?:/.test(item.result ?? ''))) {
+  } else if (type === 'text' || httpUrl(item.result) === null) {
+    // Not an http(s) URL (whatever the model's type claims): text, never a link or a media source.
     out.push(h('div', { class: 'text-result', tabindex: '0', role: 'region', 'aria-label': 'Generated text', text: item.result ?? '' }));
   } else if (type === 'image') {
     out.push(h('figure', {}, [h('img', { src: item.result, alt: `Generated image (${title})`, class: 'media' }), h('figcaption', {}, [fileLink(item.result, 'Open the image')])]));

@@ -6,7 +6,7 @@ import {
   type ModelDefinition,
   type RemoteJobProvider,
   type RemoteJobStatus,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import {
   callUpstream,
   defaultMimeType,

@@ -1,4 +1,4 @@
-import { fetchMedia, OutboundError, ProviderError, type FetchMediaOptions, type GenerationContext, type GenerationOutput } from '@genservice/core';
+import { fetchMedia, OutboundError, ProviderError, type FetchMediaOptions, type GenerationContext, type GenerationOutput } from '@genservice/core/ports';
 
 /** How a ready provider talks to its upstream API. */
 export interface UpstreamOptions {
@@ -90,7 +90,7 @@ export async function readStatus<T>(read: () => Promise<T>, ctx: GenerationConte
     return { value: await read() };
   } catch (error) {
     if (ctx.signal.aborted || !(error instanceof ProviderError) || !error.retryable) throw error;
-    ctx.logger.warn({ err: error.message }, `${name}: status read failed; checking again later`);
+    ctx.logger.warn({ err: error }, `${name}: status read failed; checking again later`);
     return { waiting: `${name} did not answer; checking again` };
   }
 }

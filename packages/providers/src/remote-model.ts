@@ -1,4 +1,4 @@
-import { ProviderError, type GenerationOutput, type ModelDefinition, type Settings } from '@genservice/core';
+import { ProviderError, type GenerationOutput, type ModelDefinition, type Settings } from '@genservice/core/ports';
 
 /**
  * A model of a ready provider: a genservice model definition, how its settings become the upstream input, and how

@@ -9,7 +9,7 @@ import {
   type Logger,
   type QueueStopOptions,
   type RunnerSettings,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import { installFairAdd, MAX_PRIORITY, OWNERS_SUFFIX } from './fair-add.js';
 
 export interface BullMQQueueOptions {

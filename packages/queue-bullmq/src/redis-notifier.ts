@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import { silentLogger, type Logger, type Notifier } from '@genservice/core';
+import { silentLogger, type Logger, type Notifier } from '@genservice/core/ports';
 
 export interface RedisNotifierOptions {
   /** A `redis://` URL or ioredis options (the notifier opens its own two connections: one publishes, one listens). */
@@ -71,7 +71,7 @@ export class RedisNotifier implements Notifier {
     const now = Date.now();
     if (now - this.lastReport < 10_000) return;
     this.lastReport = now;
-    this.logger.warn({ component: 'redis-notifier', err: err instanceof Error ? err.message : String(err) }, 'redis notifier error; readers fall back to polling');
+    this.logger.warn({ component: 'redis-notifier', err: err instanceof Error ? err : new Error(String(err)) }, 'redis notifier error; readers fall back to polling');
   }
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { silentLogger, type Job } from '@genservice/core';
+import { silentLogger } from '@genservice/core';
+import type { Job } from '@genservice/core/ports';
 import { BullMQQueue } from '../src/index.js';
 import { REDIS_URL, obliterate, randomName } from './helpers.js';
 

@@ -1,6 +1,6 @@
 import { Queue, Worker } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Job } from '@genservice/core';
+import type { Job } from '@genservice/core/ports';
 import { BullMQQueue } from '../src/index.js';
 import { QUEUE_NAME, REDIS_URL, obliterate, randomName, sleep, waitUntil } from './helpers.js';
 

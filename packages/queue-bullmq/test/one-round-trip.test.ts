@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { silentLogger, type Job } from '@genservice/core';
+import { silentLogger } from '@genservice/core';
+import type { Job } from '@genservice/core/ports';
 import { BullMQQueue } from '../src/index.js';
 import { fairAddScript, installFairAdd } from '../src/fair-add.js';
 import { QUEUE_NAME, REDIS_URL, obliterate, randomName } from './helpers.js';

@@ -90,30 +90,27 @@ afterEach(async () => {
 });
 
 describe('BullMQQueue while Redis is unreachable', () => {
-  it('enqueue rejects with UnavailableError, fast', async () => {
+  it('enqueue rejects with UnavailableError, and once a connection attempt failed, without waiting for its timeout', async () => {
     const queue = new BullMQQueue({ connection: 'redis://127.0.0.1:1', prefix: randomName('gsq') });
     cleanups.push(() => queue.stop({ timeoutMs: 100 }));
-    const started = Date.now();
-    await expect(queue.enqueue({ generationId: 'g1', modelId: 'fake' })).rejects.toBeInstanceOf(UnavailableError);
-    // Once the first connection attempt failed, the answer does not wait for the timeout.
-    await sleep(100);
-    const again = Date.now();
-    await expect(queue.enqueue({ generationId: 'g2', modelId: 'fake' })).rejects.toBeInstanceOf(UnavailableError);
-    expect(Date.now() - again).toBeLessThan(500);
-    expect(Date.now() - started).toBeLessThan(5000);
+    // Once the first connection attempt failed, the answer comes from the fail-fast branch, which names the unreachable
+    // Redis, not from the enqueue timeout ("no answer from Redis within ..."): the mechanism, not a stopwatch.
+    let n = 0;
+    await waitUntil(async () => {
+      const error = await queue.enqueue({ generationId: `g${n++}`, modelId: 'fake' }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(UnavailableError);
+      return /Redis is unreachable/.test((error as Error).message);
+    }, 'the fail-fast answer', 10_000);
   });
 
   it('a create answers 503 unavailable and reserves nothing; the same service shape works against a reachable Redis', async () => {
     const down = await build('redis://127.0.0.1:1', randomName('gsq'));
     cleanups.push(() => down.service.stop({ timeoutMs: 100 }));
     await down.service.start(); // must not hang or throw while Redis is down
-    const started = Date.now();
     const res = await post(down.service);
-    const took = Date.now() - started;
     expect(res.status).toBe(503);
     expect(res.body.error?.code).toBe('unavailable');
     expect(typeof res.body.error?.message).toBe('string');
-    expect(took).toBeLessThan(5000); // about a second at most; loose so a loaded machine does not fail it
     expect(await down.ledger.account('u')).toEqual({ balance: 100, reserved: 0, settled: 0 });
 
     const prefix = randomName('gsq');

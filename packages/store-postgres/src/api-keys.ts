@@ -1,5 +1,5 @@
-import { hashApiKey } from '@genservice/core';
-import type { ApiKeyStore, Principal } from '@genservice/core';
+import { hashApiKey } from '@genservice/core/ports';
+import type { ApiKeyStore, Principal } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, decodeKey, encodeKey } from './db.js';
 

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Pool } from 'pg';
-import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core';
+import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
 import { PostgresApiKeyStore } from './api-keys.js';
 import { validateSchemaName } from './db.js';
 import { PostgresGenerationStore } from './generation-store.js';

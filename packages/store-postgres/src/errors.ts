@@ -1,4 +1,4 @@
-import { UnavailableError } from '@genservice/core';
+import { UnavailableError } from '@genservice/core/ports';
 
 /**
  * Node socket errors and SQLSTATEs that mean "the database could not be reached or went away", as opposed to a

@@ -13,7 +13,7 @@ import {
   type ListQuery,
   type NewEvent,
   type NewGeneration,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
 

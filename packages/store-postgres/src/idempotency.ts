@@ -1,4 +1,4 @@
-import type { IdempotencyBegin, IdempotencyStore } from '@genservice/core';
+import type { IdempotencyBegin, IdempotencyStore } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, decodeKey, encodeKey, num } from './db.js';
 

@@ -1,4 +1,4 @@
-import type { AccountSnapshot, Ledger, OpenReserve, ReserveResult } from '@genservice/core';
+import type { AccountSnapshot, Ledger, OpenReserve, ReserveResult } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, assertAmount, decodeKey, encodeKey, num } from './db.js';
 

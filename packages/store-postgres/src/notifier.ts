@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { silentLogger, type Logger, type Notifier } from '@genservice/core';
+import { silentLogger, type Logger, type Notifier } from '@genservice/core/ports';
 
 export interface PostgresNotifierOptions {
   /** The database every instance shares (a dedicated connection LISTENs; a pooled one NOTIFYs). */
@@ -92,6 +92,6 @@ export class PostgresNotifier implements Notifier {
     const now = Date.now();
     if (now - this.lastReport < 10_000) return;
     this.lastReport = now;
-    this.logger.warn({ component: 'postgres-notifier', err: err instanceof Error ? err.message : String(err) }, 'postgres notifier error; readers fall back to polling');
+    this.logger.warn({ component: 'postgres-notifier', err: err instanceof Error ? err : new Error(String(err)) }, 'postgres notifier error; readers fall back to polling');
   }
 }

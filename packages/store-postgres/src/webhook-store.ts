@@ -1,4 +1,5 @@
 import type {
+  ClaimFairness,
   Delivery,
   DeliveryAttempt,
   DeliveryOutcome,
@@ -6,7 +7,7 @@ import type {
   NewDelivery,
   WebhookSecrets,
   WebhookStore,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
 
@@ -31,6 +32,29 @@ function toDelivery(r: Row): Delivery {
   const until = optNum(r.lease_expires_at);
   if (until !== undefined) d.leaseExpiresAt = until;
   return d;
+}
+
+/**
+ * Candidates among the due deliveries to lease ($1 now, $2 limit, $5 per endpoint, $6 per owner): an endpoint's and an owner's
+ * deliveries count on from those already leased (a leased delivery was due when taken, so the due index finds them
+ * too), and owners take turns: everyone's first before anyone's second. Uses the existing indexes; no schema change.
+ */
+function fairChoice(s: string): string {
+  return `WITH busy AS (
+      SELECT owner_id, url, count(*) AS n FROM ${s}.webhook_deliveries
+      WHERE state = 'pending' AND next_attempt_at <= $1 AND lease_expires_at > $1 GROUP BY owner_id, url),
+    busy_owner AS (SELECT owner_id, sum(n) AS n FROM busy GROUP BY owner_id),
+    due AS (
+      SELECT d.id, d.owner_id, d.next_attempt_at, d.ord,
+        row_number() OVER (PARTITION BY d.owner_id, d.url ORDER BY d.next_attempt_at, d.ord) + coalesce(b.n, 0) AS at_endpoint
+      FROM ${s}.webhook_deliveries d LEFT JOIN busy b ON b.owner_id = d.owner_id AND b.url = d.url
+      WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $1)),
+    fair AS (
+      SELECT due.id, due.next_attempt_at, due.ord,
+        row_number() OVER (PARTITION BY due.owner_id ORDER BY due.next_attempt_at, due.ord) + coalesce(o.n, 0) AS at_owner
+      FROM due LEFT JOIN busy_owner o ON o.owner_id = due.owner_id
+      WHERE due.at_endpoint <= $5)
+    SELECT id FROM fair WHERE at_owner <= $6 ORDER BY at_owner, next_attempt_at, ord LIMIT $2 * 4`;
 }
 
 /**
@@ -99,9 +123,24 @@ export class PostgresWebhookStore implements WebhookStore {
     );
   }
 
-  async claimDue(now: number, limit: number, workerId: string, leaseMs: number): Promise<Delivery[]> {
+  async claimDue(now: number, limit: number, workerId: string, leaseMs: number, fairness?: ClaimFairness): Promise<Delivery[]> {
     if (!(limit > 0)) return [];
     const s = this.db.s;
+    if (fairness) {
+      // Window functions cannot take FOR UPDATE: the fair choice reads a few times `limit` candidates (any subset of them
+      // keeps within the caps), and the first `limit` of them not locked by a racing instance are taken in that order.
+      const { rows } = await this.db.query(
+        `WITH chosen AS (SELECT ARRAY(${fairChoice(s)}) AS ids)
+         UPDATE ${s}.webhook_deliveries SET lease_owner = $3, lease_expires_at = $1 + $4::bigint
+         WHERE id = ANY(ARRAY(
+           SELECT d.id FROM ${s}.webhook_deliveries d, chosen
+           WHERE d.id = ANY(chosen.ids) AND d.state = 'pending' AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $1)
+           ORDER BY array_position(chosen.ids, d.id) LIMIT $2 FOR UPDATE OF d SKIP LOCKED))
+         RETURNING *`,
+        [now, Math.floor(limit), encodeKey(workerId), leaseMs, fairness.perEndpoint, fairness.perOwner],
+      );
+      return rows.map(toDelivery).sort((a, b) => a.nextAttemptAt - b.nextAttemptAt);
+    }
     const { rows } = await this.db.query(
       `UPDATE ${s}.webhook_deliveries SET lease_owner = $3, lease_expires_at = $1 + $4::bigint
        WHERE id = ANY(ARRAY(

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GenerationEvent } from '@genservice/core';
+import type { GenerationEvent } from '@genservice/core/ports';
 import { PostgresGenerationStore, runMigrations } from '../src/index.js';
 import { createTestDatabase, lifecycleOps, newGeneration, type TestDatabase } from './helpers.js';
 

@@ -17,7 +17,7 @@ afterAll(async () => {
 function service(): GenerationService {
   return createGenerationService({
     providers: [{ models: [{ modelId: 'm', title: 'M', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 1 }], generate: async () => ({ text: 'ok' }) }],
-    apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'ka', userId: 'alice' }] }),
+    apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'ka', userId: 'alice' }, { apiKey: 'kc', userId: 'carol' }] }),
     ledger: new MemoryLedger({ balances: { alice: 100 } }),
     runner: { enabled: false },
     recovery: { onStart: false, intervalMs: 0 },
@@ -38,6 +38,11 @@ describe('rate limits on Postgres', () => {
     expect((await a.handle(bad)).status).toBe(401);
     expect((await b.handle(bad)).status).toBe(401);
     expect((await a.handle(bad)).status).toBe(429);
+    // The address is over its bad-key budget on both instances; a valid key from it still works (issue 24, item 2).
+    const good = { ...bad, headers: { authorization: 'Bearer kc' } };
+    expect((await b.handle(good)).status).toBe(200);
+    expect((await a.handle(good)).status).toBe(200);
+    expect((await b.handle(bad)).status).toBe(429);
     const { rows } = await pool.query(`SELECT count(*)::int AS n FROM genservice_rate_limits`);
     expect(rows[0].n).toBeGreaterThanOrEqual(2);
   });

@@ -1,6 +1,6 @@
 import { retryMethodsWhileBusy } from './busy.js';
-import { hashApiKey } from '@genservice/core';
-import type { ApiKeyStore, Principal } from '@genservice/core';
+import { hashApiKey } from '@genservice/core/ports';
+import type { ApiKeyStore, Principal } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 

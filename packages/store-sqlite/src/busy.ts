@@ -1,4 +1,4 @@
-import { UnavailableError } from '@genservice/core';
+import { UnavailableError } from '@genservice/core/ports';
 import type { SqliteDatabase } from './database.js';
 
 /** How long each database's operations wait for another connection's lock (set by openSqliteDatabase). */

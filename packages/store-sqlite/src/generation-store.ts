@@ -14,7 +14,7 @@ import {
   type ListQuery,
   type NewEvent,
   type NewGeneration,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 

@@ -1,5 +1,5 @@
 import { retryMethodsWhileBusy } from './busy.js';
-import type { IdempotencyBegin, IdempotencyStore } from '@genservice/core';
+import type { IdempotencyBegin, IdempotencyStore } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 

@@ -1,5 +1,5 @@
 import { retryMethodsWhileBusy } from './busy.js';
-import type { AccountSnapshot, Ledger, OpenReserve, ReserveResult } from '@genservice/core';
+import type { AccountSnapshot, Ledger, OpenReserve, ReserveResult } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 

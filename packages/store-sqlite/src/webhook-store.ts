@@ -1,5 +1,6 @@
 import { retryMethodsWhileBusy } from './busy.js';
 import type {
+  ClaimFairness,
   Delivery,
   DeliveryAttempt,
   DeliveryOutcome,
@@ -7,7 +8,7 @@ import type {
   NewDelivery,
   WebhookSecrets,
   WebhookStore,
-} from '@genservice/core';
+} from '@genservice/core/ports';
 import type { SqliteDatabase } from './database.js';
 import type Database from 'better-sqlite3';
 
@@ -52,7 +53,7 @@ function toDelivery(r: DeliveryRow): Delivery {
  * deliveries.
  */
 export class SqliteWebhookStore implements WebhookStore {
-  private readonly claimTx: (now: number, limit: number, workerId: string, leaseMs: number) => DeliveryRow[];
+  private readonly claimTx: (now: number, limit: number, workerId: string, leaseMs: number, fairness?: ClaimFairness) => DeliveryRow[];
   private readonly recordTx: (id: string, workerId: string, attempt: DeliveryAttempt, outcome: DeliveryOutcome) => boolean;
   private readonly addTx: (deliveries: NewDelivery[]) => void;
 
@@ -79,8 +80,29 @@ export class SqliteWebhookStore implements WebhookStore {
        ORDER BY next_attempt_at, rowid LIMIT ?`,
     );
     const lease = db.prepare(`UPDATE webhook_deliveries SET lease_owner = ?, lease_expires_at = ? WHERE id = ? RETURNING *`);
-    this.claimTx = db.transaction((now: number, limit: number, workerId: string, leaseMs: number) => {
-      const ids = due.all(now, now, limit) as Array<{ id: string }>;
+    // An endpoint's and an owner's deliveries count on from those already leased (a leased delivery was due when taken),
+    // and owners take turns: everyone's first before anyone's second. Existing columns and indexes; no schema change.
+    const fairDue = db.prepare(
+      `WITH busy AS (
+          SELECT owner_id, url, count(*) AS n FROM webhook_deliveries
+          WHERE state = 'pending' AND next_attempt_at <= @now AND lease_expires_at > @now GROUP BY owner_id, url),
+        busy_owner AS (SELECT owner_id, sum(n) AS n FROM busy GROUP BY owner_id),
+        due AS (
+          SELECT d.id, d.owner_id, d.next_attempt_at, d.rowid AS ord,
+            row_number() OVER (PARTITION BY d.owner_id, d.url ORDER BY d.next_attempt_at, d.rowid) + coalesce(b.n, 0) AS at_endpoint
+          FROM webhook_deliveries d LEFT JOIN busy b ON b.owner_id = d.owner_id AND b.url = d.url
+          WHERE d.state = 'pending' AND d.next_attempt_at <= @now AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)),
+        fair AS (
+          SELECT due.id, due.next_attempt_at, due.ord,
+            row_number() OVER (PARTITION BY due.owner_id ORDER BY due.next_attempt_at, due.ord) + coalesce(o.n, 0) AS at_owner
+          FROM due LEFT JOIN busy_owner o ON o.owner_id = due.owner_id
+          WHERE due.at_endpoint <= @perEndpoint)
+        SELECT id FROM fair WHERE at_owner <= @perOwner ORDER BY at_owner, next_attempt_at, ord LIMIT @limit`,
+    );
+    this.claimTx = db.transaction((now: number, limit: number, workerId: string, leaseMs: number, fairness?: ClaimFairness) => {
+      const ids = (
+        fairness ? fairDue.all({ now, limit, perEndpoint: fairness.perEndpoint, perOwner: fairness.perOwner }) : due.all(now, now, limit)
+      ) as Array<{ id: string }>;
       return ids.map(({ id }) => lease.get(workerId, now + leaseMs, id) as DeliveryRow);
     }).immediate;
     const update = db.prepare(
@@ -141,9 +163,9 @@ export class SqliteWebhookStore implements WebhookStore {
     if (deliveries.length > 0) this.addTx(deliveries);
   }
 
-  async claimDue(now: number, limit: number, workerId: string, leaseMs: number): Promise<Delivery[]> {
+  async claimDue(now: number, limit: number, workerId: string, leaseMs: number, fairness?: ClaimFairness): Promise<Delivery[]> {
     if (!(limit > 0)) return [];
-    return this.claimTx(now, Math.floor(limit), workerId, leaseMs).map(toDelivery);
+    return this.claimTx(now, Math.floor(limit), workerId, leaseMs, fairness).map(toDelivery);
   }
 
   async recordAttempt(id: string, workerId: string, attempt: DeliveryAttempt, outcome: DeliveryOutcome): Promise<boolean> {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { GenerationEvent } from '@genservice/core';
+import type { GenerationEvent } from '@genservice/core/ports';
 import { createSqliteStores } from '../src/index.js';
 import { exited, killFixtures, nextJsonLine, spawnFixture, tempDir } from './helpers.js';
 

@@ -29,22 +29,6 @@ export async function readRequestBody(stream: Readable, limits: BodyLimits, decl
   return toRequestBody(await readRawBody(stream, limits.bytes, declaredLength, limits.timeoutMs));
 }
 
-/**
- * The body of a request that has none by its headers (neither Content-Length nor Transfer-Encoding, or a
- * Content-Length of 0: every GET), without a promise: `{ body }` at once, as `readRequestBody` would resolve to. Undefined
- * when there may be a body: read it with `readRequestBody`. Lets an adapter answer a GET without waiting a tick.
- */
-export function bodylessRequestBody(stream: Readable, declaredLength?: string | string[]): RequestBody | undefined {
-  if (stream.readableEnded) return { body: EMPTY };
-  const declared = typeof declaredLength === 'string' ? declaredLength : undefined;
-  if (declared === '0' || (declaredLength === undefined && hasNoBodyByHeaders(stream))) {
-    // Let Node finish the (empty) message, as readRawBody does.
-    stream.resume();
-    return { body: EMPTY };
-  }
-  return undefined;
-}
-
 /** The `service.handle` body fields for what readRawBody read. */
 export function toRequestBody(raw: RawBody): RequestBody {
   if (raw === null) return { bodyError: 'payload_too_large' };
@@ -68,7 +52,7 @@ export function readRawBody(stream: Readable, limit: number, declaredLength?: st
   if (declared > limit) return Promise.resolve(null);
   if (stream.readableEnded) return Promise.resolve(EMPTY);
   if (declared === 0 || (Number.isNaN(declared) && hasNoBodyByHeaders(stream))) {
-    // No body by the headers (every GET): answer now instead of waiting a tick for 'end' with five listeners.
+    // No body by the headers (every GET): nothing to wait for, so no 'end' listeners to set up.
     stream.resume();
     return Promise.resolve(EMPTY);
   }

@@ -1,4 +1,5 @@
 import { IncomingMessage } from 'node:http';
+import { readRequestBody, toRequestBody, type BodyLimits, type RawBody } from './node-body.js';
 import type { HttpRequest } from './types.js';
 
 /**
@@ -28,4 +29,90 @@ export function requestHeaders(req: IncomingMessage, headers: HttpRequest['heade
     if (name.length === 13 && name.toLowerCase() === 'authorization') all.push(raw[i + 1]!);
   }
   return { ...headers, authorization: all };
+}
+
+/**
+ * What a host's body parser did before the adapter saw the request (Express's `express.json()`, @koa/bodyparser), or
+ * the bytes the adapter read itself (Fastify's content-type parser).
+ */
+export type HostBody =
+  /** The bytes the adapter read with `readRawBody` (or that they were too many, or too slow). */
+  | { raw: RawBody }
+  /** The parser refused the body: its error (body-parser and co-body errors carry `type`, `status`, `limit`, `body`). */
+  | { error: unknown }
+  /** The parser's result: the text it parsed when it keeps it, and the value it made. */
+  | { text?: string | undefined; value?: unknown };
+
+export interface NodeRequestOptions {
+  /** Most bytes and ms a body may take (`bodyLimitsOf(service)`). */
+  limits: BodyLimits;
+  /** The mount point as the client sees it (`/api`): taken off `req.url` for the path, and part of the base URL. */
+  prefix?: string;
+  /** The path below the mount point, query string included, when the framework already has it. Default: `req.url` without `prefix`. */
+  path?: string;
+  /** `protocol://host` as the framework sees it (its trust-proxy rules); asked only when core builds a file URL. */
+  origin?: () => string;
+  /** The client's address as the framework sees it. */
+  remoteAddress?: string | undefined;
+  /** The headers, when the framework keeps its own object of them. Default: `req.headers`. */
+  headers?: HttpRequest['headers'];
+  /** What a host body parser did with the body, when one ran. */
+  hostBody?: HostBody;
+}
+
+/**
+ * Core's request for a Node request: method, path below the mount point, headers (every Authorization header), the
+ * body read within the service's limits (or what a host's body parser made of it), the base URL and the client's
+ * address. What every adapter hands `service.handle`.
+ */
+export async function toHttpRequest(req: IncomingMessage, options: NodeRequestOptions): Promise<HttpRequest> {
+  const prefix = options.prefix ?? '';
+  const origin = options.origin;
+  const request: HttpRequest = {
+    method: req.method ?? 'GET',
+    path: options.path ?? (req.url ?? '/').slice(prefix.length),
+    headers: requestHeaders(req, options.headers ?? req.headers),
+    ...(await bodyOf(req, options.limits, options.hostBody)),
+  };
+  if (origin !== undefined) request.baseUrl = () => `${origin()}${prefix}`;
+  if (options.remoteAddress !== undefined) request.remoteAddress = options.remoteAddress;
+  return request;
+}
+
+type BodyPart = Pick<HttpRequest, 'body' | 'parsedBody' | 'bodyError' | 'bodyLimitApplied'>;
+
+async function bodyOf(req: IncomingMessage, limits: BodyLimits, host: HostBody | undefined): Promise<BodyPart> {
+  if (host !== undefined && 'raw' in host) return toRequestBody(host.raw);
+  const error = host !== undefined && 'error' in host ? ((host.error ?? {}) as ParserError) : undefined;
+  if (error !== undefined && (error.type === 'entity.too.large' || error.status === 413)) {
+    // The parser stopped part-way: discard the rest so the connection can carry the answer and the next request.
+    if (!req.readableEnded) req.resume();
+    // The parser's own limit refused it (express.json() defaults to 100 kB): the 413 names that limit.
+    return { bodyError: 'payload_too_large', ...(typeof error.limit === 'number' ? { bodyLimitApplied: error.limit } : {}) };
+  }
+  // No parser, or one that refused a body before reading it (an unsupported charset or encoding): core reads it.
+  if (!streamConsumed(req)) return readRequestBody(req, limits, req.headers['content-length']);
+  // body-parser and co-body keep the text they could not parse: core parsing it answers as it would without them.
+  if (error !== undefined) return typeof error.body === 'string' ? { body: error.body } : { bodyError: 'invalid_json' };
+  const parsed = host as { text?: string | undefined; value?: unknown } | undefined;
+  if (parsed?.text !== undefined) return { body: parsed.text };
+  // body-parser turns an empty JSON body into `{}`; core must see that it was empty.
+  if (req.headers['content-length'] === '0') return { body: '' };
+  // express.raw() leaves the bytes themselves.
+  if (Buffer.isBuffer(parsed?.value)) return { body: parsed.value };
+  return { parsedBody: parsed?.value };
+}
+
+/** What body-parser (Express) and co-body (Koa) errors carry. */
+interface ParserError {
+  type?: unknown;
+  status?: unknown;
+  limit?: unknown;
+  body?: unknown;
+}
+
+/** A host body parser (or anything else) already read the request stream. */
+function streamConsumed(req: IncomingMessage): boolean {
+  // `_body` is how body-parser marks a request it parsed.
+  return (req as { _body?: unknown })._body === true || req.readableEnded || (req.complete && !req.readable);
 }

@@ -8,9 +8,8 @@ import {
   createResponseSchema,
   ERROR_CODES,
   errorResponseSchema,
-  generationItemSchema,
+  generationDetailsSchemas,
   LIST_LIMITS,
-  listResponseSchema,
   metadataSchema,
   modelsResponseSchema,
   quoteResponseSchema,
@@ -137,6 +136,17 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
     additionalProperties: false,
   });
   const errorSchema = schema(errorResponseSchema);
+  const listSchema = {
+    type: 'object',
+    properties: {
+      data: { type: 'array', items: ref('GenerationDetails') },
+      nextCursor: { anyOf: [{ type: 'string' }, { type: 'null' }], description: 'Pass as `cursor` for the next page; null on the last page' },
+    },
+    required: ['data', 'nextCursor'],
+    additionalProperties: false,
+  };
+  const preferWait = { name: 'Prefer', in: 'header', required: false, description: 'RFC 7240 `wait=N` (seconds, at most 60): a long-poll', schema: { type: 'string' } };
+  const waitApplied = { 'Preference-Applied': { description: 'The wait that was honoured', schema: { type: 'string' } } };
   return {
     openapi: '3.1.0',
     info: {
@@ -178,7 +188,23 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
         GenerationProcessing: status('processing', ['status'], ['status']),
         GenerationCompleted: status('completed', ['status', 'result', 'price'], ['status', 'result', 'price']),
         GenerationFailed: status('failed', ['status', 'price'], ['status', 'price']),
-        GenerationItem: schema(generationItemSchema),
+        GenerationDetails: {
+          description: 'The details view (and a list item): one shape per status, told apart by `status`',
+          oneOf: [ref('GenerationDetailsPending'), ref('GenerationDetailsProcessing'), ref('GenerationDetailsCompleted'), ref('GenerationDetailsFailed')],
+          discriminator: {
+            propertyName: 'status',
+            mapping: {
+              pending: '#/components/schemas/GenerationDetailsPending',
+              processing: '#/components/schemas/GenerationDetailsProcessing',
+              completed: '#/components/schemas/GenerationDetailsCompleted',
+              failed: '#/components/schemas/GenerationDetailsFailed',
+            },
+          },
+        },
+        GenerationDetailsPending: schema(generationDetailsSchemas.pending),
+        GenerationDetailsProcessing: schema(generationDetailsSchemas.processing),
+        GenerationDetailsCompleted: schema(generationDetailsSchemas.completed),
+        GenerationDetailsFailed: schema(generationDetailsSchemas.failed),
       },
     },
     security: [{ bearer: [] }],
@@ -224,7 +250,7 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
             { name: 'status', in: 'query', required: false, description: 'Only this status', schema: { type: 'string', enum: ['pending', 'processing', 'completed', 'failed'] } },
             { name: 'modelId', in: 'query', required: false, description: 'Only this model', schema: { type: 'string' } },
           ],
-          responses: { '200': { description: 'A page', content: json(schema(listResponseSchema)) }, ...errors(400, ...COMMON) },
+          responses: { '200': { description: 'A page', content: json(listSchema) }, ...errors(400, ...COMMON) },
         }),
       },
       '/v1/generations/{id}': {
@@ -232,19 +258,11 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
           operationId: 'getGeneration',
           summary: 'Read a generation',
           description:
-            'The contract\u2019s exact shape for its state; with `include=details`, the GenerationItem. With `Prefer: wait=N`, answers when its status changes or after N seconds.',
+            'The contract\u2019s exact shape for its state (the richer view is GET /v1/generations/{id}/details). With `Prefer: wait=N`, answers when its status changes or after N seconds.',
           tag: 'Generations',
-          parameters: [
-            idParam,
-            { name: 'include', in: 'query', required: false, description: 'Ask for the richer GenerationItem', schema: { type: 'string', enum: ['details'] } },
-            { name: 'Prefer', in: 'header', required: false, description: 'RFC 7240 `wait=N` (seconds, at most 60): a long-poll', schema: { type: 'string' } },
-          ],
+          parameters: [idParam, preferWait],
           responses: {
-            '200': {
-              description: 'Status and result',
-              headers: { 'Preference-Applied': { description: 'The wait that was honoured', schema: { type: 'string' } } },
-              content: json({ oneOf: [ref('Generation'), ref('GenerationItem')] }),
-            },
+            '200': { description: 'Status and result', headers: waitApplied, content: json(ref('Generation')) },
             ...errors(400, 404, ...COMMON),
           },
         }),
@@ -261,12 +279,26 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
           },
         }),
       },
+      '/v1/generations/{id}/details': {
+        get: op({
+          operationId: 'getGenerationDetails',
+          summary: 'Read a generation with its details',
+          description:
+            'Timestamps, progress, metadata and the reason of a failure, in one shape per status. With `Prefer: wait=N`, answers when its status changes or after N seconds.',
+          tag: 'Generations',
+          parameters: [idParam, preferWait],
+          responses: {
+            '200': { description: 'The generation with its details', headers: waitApplied, content: json(ref('GenerationDetails')) },
+            ...errors(400, 404, ...COMMON),
+          },
+        }),
+      },
       '/v1/generations/{id}/events': {
         get: op({
           operationId: 'streamGeneration',
           summary: 'Follow a generation live',
           description:
-            'Server-Sent Events: the current state, then one message per transition (id = event seq, event = type, data = GenerationItem), a keep-alive comment every 15 s, ending after the terminal event. Resume with Last-Event-ID.',
+            'Server-Sent Events: the current state, then one message per transition (id = event seq, event = type, data = GenerationDetails), a keep-alive comment every 15 s, ending after the terminal event. Resume with Last-Event-ID.',
           tag: 'Live status',
           parameters: [idParam, { name: 'Last-Event-ID', in: 'header', required: false, description: 'Resume after this event', schema: { type: 'string' } }],
           responses: {

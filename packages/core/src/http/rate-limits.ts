@@ -7,7 +7,7 @@ import {
   type RateLimiterAbstract,
 } from 'rate-limiter-flexible';
 import { inject, injectable } from 'tsyringe';
-import { childLogger } from '../logger.js';
+import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { RateLimitBackend, RateLimitRule } from '../options.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
@@ -110,13 +110,13 @@ export class RateLimits {
     return this.ask(cls, key, (l) => l.consume(key, 1));
   }
 
-  /** Whether `key` has points left in `cls`, without taking one (the unauthenticated check before a key is looked up). */
-  async peek(cls: RateLimitClass, key: string): Promise<RateLimitVerdict> {
-    return this.ask(cls, key, async (l) => {
-      const res = await l.get(key);
-      if (res && res.remainingPoints <= 0 && res.msBeforeNext > 0) throw res;
-      return res ?? new RateLimiterRes(this.limiters.get(cls)!.rule.points, 0, 0, true);
-    });
+  /**
+   * A request whose key is missing or not valid, from `address`: one point of `unauthenticated`. Only such requests
+   * are counted and only they are refused (429 instead of 401 once the address is over its budget); a request with a
+   * valid key never comes here, so bad keys cannot lock out the good ones behind one NAT, office or proxy.
+   */
+  async badKey(address: string): Promise<RateLimitVerdict> {
+    return this.consume('unauthenticated', address);
   }
 
   private async ask(cls: RateLimitClass, _key: string, op: (l: RateLimiterAbstract) => Promise<RateLimiterRes>): Promise<RateLimitVerdict> {
@@ -147,7 +147,7 @@ export class RateLimits {
     const now = Date.now();
     if (now - this.lastWarning > 10_000) {
       this.lastWarning = now;
-      this.logger.warn({ err: err instanceof Error ? err.message : String(err), class: cls, failOpen: this.options.rateLimits!.failOpen }, 'rate limit backend failed');
+      this.logger.warn({ err: asError(err), class: cls, failOpen: this.options.rateLimits!.failOpen }, 'rate limit backend failed');
     }
     return this.options.rateLimits!.failOpen ? { allowed: true, headers: {} } : { allowed: 'unavailable' };
   }

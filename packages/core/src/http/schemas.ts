@@ -1,20 +1,64 @@
 import { z } from 'zod';
 import { FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES } from '../domain.js';
-import type { ErrorCode } from '../errors.js';
+import { ERROR_DETAIL_CODES, type ErrorCode } from '../errors.js';
 
 /** Limits of `metadata` on create: small labels, not a document store. */
 export const METADATA_LIMITS = { entries: 16, keyLength: 64, valueLength: 512 } as const;
 
+/** A lone surrogate: a UTF-16 half without its other half, which no Unicode encoding can store. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Text every store keeps as given: no NUL (PostgreSQL text and jsonb cannot hold it) and no lone surrogate (not
+ * Unicode; jsonb refuses its escape). Refused at the door, so every store answers the same 400, never a 500.
+ */
+export function isStorableText(value: string): boolean {
+  return !value.includes('\u0000') && !LONE_SURROGATE.test(value);
+}
+
+const STORABLE = { message: 'must not contain NUL characters or lone surrogates' } as const;
+
+/**
+ * `settings` as an object with every own key of the body kept, `__proto__` included (as an own property, through
+ * Object.fromEntries), so the model's settings check refuses it by name as a setting the model does not declare,
+ * instead of a record parse dropping it.
+ */
+const settingsObject = z
+  .custom<Record<string, unknown>>((v) => {
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+    const proto = Object.getPrototypeOf(v);
+    return proto === Object.prototype || proto === null;
+  }, { message: 'must be an object' })
+  .transform((v) => Object.fromEntries(Object.entries(v)))
+  .meta({ type: 'object', additionalProperties: {} });
+
+const metadataRecord = z
+  .record(
+    z.string().min(1).max(METADATA_LIMITS.keyLength).refine(isStorableText, STORABLE),
+    z.string().max(METADATA_LIMITS.valueLength).refine(isStorableText, STORABLE),
+  )
+  .refine((m) => Object.keys(m).length <= METADATA_LIMITS.entries, { message: `at most ${METADATA_LIMITS.entries} entries` });
+
+const { $schema: _draft, ...metadataJsonSchema } = z.toJSONSchema(metadataRecord, { target: 'draft-2020-12', io: 'input' });
+
+/**
+ * `metadata`. A record parse skips a `__proto__` key (copying it would set the prototype), which dropped it without
+ * a word: it is refused by name first, on the body as sent. The document shows the record's own JSON Schema.
+ */
 export const metadataSchema = z
-  .record(z.string().min(1).max(METADATA_LIMITS.keyLength), z.string().max(METADATA_LIMITS.valueLength))
-  .refine((m) => Object.keys(m).length <= METADATA_LIMITS.entries, { message: `at most ${METADATA_LIMITS.entries} entries` })
+  .custom<unknown>((v) => v === null || typeof v !== 'object' || !Object.hasOwn(v, '__proto__'), {
+    message: '"__proto__" is not allowed as a key',
+    path: ['__proto__'],
+  })
+  .pipe(metadataRecord)
+  .meta(metadataJsonSchema)
   .describe(
     `Your own labels for this generation: at most ${METADATA_LIMITS.entries} string values, keys of 1 to ${METADATA_LIMITS.keyLength} characters, values of at most ${METADATA_LIMITS.valueLength}. Returned in the list and details views.`,
   );
 
 export const webhookRequestSchema = z
   .strictObject({
-    url: z.string().min(1).max(2048).describe('https URL of your receiver; it gets Standard Webhooks signed POSTs'),
+    url: z.string().min(1).max(2048).refine(isStorableText, STORABLE).describe('https URL of your receiver; it gets Standard Webhooks signed POSTs'),
     events: z
       .array(z.enum(WEBHOOK_EVENT_TYPES))
       .min(1)
@@ -27,7 +71,7 @@ export const webhookRequestSchema = z
 /** The body of POST /v1/generations (and /v1/quotes), before per-model settings validation. The handler validates with it. */
 export const createRequestSchema = z.object({
   modelId: z.string().min(1).max(200).describe('A modelId from GET /v1/models'),
-  settings: z.record(z.string(), z.unknown()).optional().describe("Keyed by the names of the model's setting descriptors"),
+  settings: settingsObject.optional().describe("Keyed by the names of the model's setting descriptors"),
   metadata: metadataSchema.optional(),
   webhook: webhookRequestSchema.optional(),
 });
@@ -52,21 +96,36 @@ export const progressSchema = z
   .object({ fraction: z.number().min(0).max(1), message: z.string().optional() })
   .describe('The latest progress the model reported');
 
-/** One generation in the list, and GET /v1/generations/{id}?include=details. */
-export const generationItemSchema = z.object({
+const itemBase = {
   generationId: z.string(),
   modelId: z.string(),
-  status: z.enum(GENERATION_STATUSES),
   createdAt: z.string().describe('ISO 8601'),
   startedAt: z.string().optional().describe('ISO 8601; when a worker first took it'),
-  finishedAt: z.string().optional().describe('ISO 8601; when it completed or failed'),
-  result: z.string().optional().describe('Only when completed: the text, or the URL of the file'),
-  price: z.number().optional().describe('Tokens charged; only when completed or failed'),
-  error: failureSchema.optional(),
   progress: progressSchema.optional(),
   metadata: z.record(z.string(), z.string()).optional(),
-  expiresAt: z.string().optional().describe('ISO 8601; with the service\'s retention, when this finished generation is deleted'),
-});
+};
+const finishedAt = z.string().optional().describe('ISO 8601; when it completed or failed');
+const price = z.number().describe('Tokens charged');
+
+/** The details view of each status: what a client can count on once it has narrowed on `status`. */
+export const generationDetailsSchemas = {
+  pending: z.object({ ...itemBase, status: z.literal('pending') }).meta({ title: 'GenerationDetailsPending' }),
+  processing: z.object({ ...itemBase, status: z.literal('processing') }).meta({ title: 'GenerationDetailsProcessing' }),
+  completed: z
+    .object({ ...itemBase, status: z.literal('completed'), finishedAt, result: z.string().describe('The text, or the URL of the file'), price })
+    .meta({ title: 'GenerationDetailsCompleted' }),
+  failed: z
+    .object({ ...itemBase, status: z.literal('failed'), finishedAt, price, error: failureSchema.optional() })
+    .meta({ title: 'GenerationDetailsFailed' }),
+} as const;
+
+/** One generation in the list, and GET /v1/generations/{id}/details: one shape per status. */
+export const generationItemSchema = z.discriminatedUnion('status', [
+  generationDetailsSchemas.pending,
+  generationDetailsSchemas.processing,
+  generationDetailsSchemas.completed,
+  generationDetailsSchemas.failed,
+]);
 
 export const webhookSecretSchema = z.object({ key: z.string().describe('whsec_...: verify deliveries with it (Standard Webhooks)') });
 
@@ -142,6 +201,8 @@ export const errorResponseSchema = z.object({
   error: z.object({
     code: z.enum(ERROR_CODES),
     message: z.string(),
-    details: z.array(z.object({ field: z.string(), code: z.string(), message: z.string() })).optional(),
+    details: z
+      .array(z.object({ field: z.string().describe('Where: a body field such as `settings.size`, or a header'), code: z.enum(ERROR_DETAIL_CODES), message: z.string() }))
+      .optional(),
   }),
 });

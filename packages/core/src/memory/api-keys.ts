@@ -1,9 +1,9 @@
 import { hash } from 'node:crypto';
-import type { ApiKeyResolver, ApiKeyStore, Principal } from '../ports/api-keys.js';
+import type { ApiKeyStore, Principal } from '../ports/api-keys.js';
 
 /** Hex SHA-256 of an API key: the only form in which any store keeps a key. */
 export function hashApiKey(apiKey: string): string {
-  // One-shot hash (Node >= 20.12): a quarter of the cost of createHash().update().digest() on every request.
+  // One-shot hash (Node >= 20.12): no Hash object for a digest taken on every request.
   return hash('sha256', apiKey, 'hex');
 }
 
@@ -23,12 +23,8 @@ export class MemoryApiKeyStore implements ApiKeyStore {
     for (const { apiKey, userId } of options.keys ?? []) this.add(apiKey, userId);
   }
 
-  async resolve(apiKey: string): Promise<Principal | null> {
-    return this.resolveNow(apiKey);
-  }
-
-  /** `resolve` answered at once; core's request path uses it through `resolveAtOnce` while `resolve` is this class's own. */
-  private resolveNow(apiKey: string): Principal | null {
+  /** Answers at once (the port allows it); typed as the port is, so a subclass may answer with a promise. */
+  resolve(apiKey: string): Principal | null | PromiseLike<Principal | null> {
     if (typeof apiKey !== 'string' || apiKey.length === 0) return null;
     const userId = this.userByDigest.get(hashApiKey(apiKey));
     return userId === undefined ? null : { userId };
@@ -52,16 +48,4 @@ export class MemoryApiKeyStore implements ApiKeyStore {
     }
     this.userByDigest.set(digest, userId);
   }
-}
-
-const memoryResolve = MemoryApiKeyStore.prototype.resolve;
-
-/**
- * Core's request path: the key's principal at once (no promise, no turn of the event loop) when `resolver` is a
- * MemoryApiKeyStore whose `resolve` is still the class's own; `undefined` when the caller must use
- * `resolver.resolve` (another resolver, a subclass or a spy that replaced `resolve`).
- */
-export function resolveAtOnce(resolver: ApiKeyResolver, apiKey: string): Principal | null | undefined {
-  if (resolver.resolve !== memoryResolve || !(resolver instanceof MemoryApiKeyStore)) return undefined;
-  return (resolver as unknown as { resolveNow(apiKey: string): Principal | null }).resolveNow(apiKey);
 }

@@ -1,4 +1,5 @@
 import type {
+  ClaimFairness,
   Delivery,
   DeliveryAttempt,
   DeliveryOutcome,
@@ -67,12 +68,35 @@ export class MemoryWebhookStore implements WebhookStore {
     }
   }
 
-  async claimDue(now: number, limit: number, workerId: string, leaseMs: number): Promise<Delivery[]> {
+  async claimDue(now: number, limit: number, workerId: string, leaseMs: number, fairness?: ClaimFairness): Promise<Delivery[]> {
     if (!(limit > 0)) return [];
-    const due = [...this.deliveries.values()]
-      .filter((d) => d.state === 'pending' && d.nextAttemptAt <= now && (d.leaseExpiresAt === undefined || d.leaseExpiresAt <= now))
-      .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || a.order - b.order)
-      .slice(0, Math.floor(limit));
+    const leased = (d: StoredDelivery): boolean => d.leaseExpiresAt !== undefined && d.leaseExpiresAt > now;
+    let due = [...this.deliveries.values()]
+      .filter((d) => d.state === 'pending' && d.nextAttemptAt <= now && !leased(d))
+      .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || a.order - b.order);
+    if (fairness) {
+      const endpoint = (d: Delivery): string => JSON.stringify([d.ownerId, d.url]);
+      const busyEndpoint = new Map<string, number>();
+      const busyOwner = new Map<string, number>();
+      for (const d of this.deliveries.values()) {
+        if (d.state !== 'pending' || !leased(d)) continue;
+        busyEndpoint.set(endpoint(d), (busyEndpoint.get(endpoint(d)) ?? 0) + 1);
+        busyOwner.set(d.ownerId, (busyOwner.get(d.ownerId) ?? 0) + 1);
+      }
+      // Within the caps, each owner's deliveries in order; then owners take turns by that order (round-robin).
+      const turn = new Map<StoredDelivery, number>();
+      for (const d of due) {
+        const e = endpoint(d);
+        const ne = busyEndpoint.get(e) ?? 0;
+        const no = busyOwner.get(d.ownerId) ?? 0;
+        if (ne >= fairness.perEndpoint || no >= fairness.perOwner) continue;
+        busyEndpoint.set(e, ne + 1);
+        busyOwner.set(d.ownerId, no + 1);
+        turn.set(d, no);
+      }
+      due = due.filter((d) => turn.has(d)).sort((a, b) => turn.get(a)! - turn.get(b)! || a.nextAttemptAt - b.nextAttemptAt || a.order - b.order);
+    }
+    due = due.slice(0, Math.floor(limit));
     for (const d of due) {
       d.leaseOwner = workerId;
       d.leaseExpiresAt = now + leaseMs;

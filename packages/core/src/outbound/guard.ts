@@ -154,6 +154,14 @@ function raceSignal<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 }
 
 /**
+ * The one refusal for a host name, whether it resolves to a refused address or not at all: telling them apart would
+ * let anyone probe what the service's resolver sees (internal names, metadata hosts) through a create or a quote.
+ */
+function hostNotAllowed(url: URL): string {
+  return `refusing to fetch ${describe(url)}: the URL is not allowed (its host must resolve to public addresses only)`;
+}
+
+/**
  * Resolves the URL's host and checks every address it resolves to: one public address among private ones is not
  * enough, since the connection could go to any of them. Returns the address to connect to.
  */
@@ -168,17 +176,19 @@ async function checkedAddress(url: URL, options: OutboundCheckOptions, signal: A
       addresses = await raceSignal((options.lookup ?? defaultLookup)(host), signal);
     } catch (error) {
       if (signal.aborted) throw signal.reason;
-      throw new OutboundError('dns_failure', `cannot resolve ${host} (${describe(url)})`, { cause: error });
+      throw new OutboundError('dns_failure', hostNotAllowed(url), { cause: error });
     }
-    if (addresses.length === 0) throw new OutboundError('dns_failure', `${host} has no addresses (${describe(url)})`);
+    if (addresses.length === 0) throw new OutboundError('dns_failure', hostNotAllowed(url), { cause: new Error(`${host} has no addresses`) });
   }
   const trusted = (options.trustedHosts ?? []).some((h) => h.toLowerCase().replace(/\.$/, '') === host);
   if (!options.allowPrivateNetworks && !trusted) {
     for (const { address } of addresses) {
       const reason = blockedAddressReason(address);
       if (reason !== null) {
-        const via = literal !== 0 ? '' : ` (${host} resolves to ${address})`;
-        throw new OutboundError('blocked_address', `refusing to fetch ${describe(url)}: it points to ${reason}${via}`);
+        // A literal address says nothing the caller did not write; for a name, what it resolves to stays in the cause
+        // (for logs), since the message reaches the caller.
+        if (literal !== 0) throw new OutboundError('blocked_address', `refusing to fetch ${describe(url)}: it points to ${reason}`);
+        throw new OutboundError('blocked_address', hostNotAllowed(url), { cause: new Error(`${host} resolves to ${address}: ${reason}`) });
       }
     }
   }

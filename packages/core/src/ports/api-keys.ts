@@ -11,10 +11,13 @@ export interface Principal {
  * - The comparison does not let response time reveal how much of a key matched (lookup by digest, or a
  *   constant-time compare of digests).
  * - A revoked key resolves to `null` on its very next use (no cache that outlives a revoke).
- * - Returns `null` for an unknown key; throws only when the backing service fails.
+ * - Returns `null` for an unknown key; throws (or rejects) only when the backing service fails.
+ *
+ * May answer at once (a value) or later (a promise, or any thenable): core awaits only what is a thenable, so a
+ * resolver that holds its keys in memory costs a request no turn of the event loop.
  */
 export interface ApiKeyResolver {
-  resolve(apiKey: string): Promise<Principal | null>;
+  resolve(apiKey: string): Principal | null | PromiseLike<Principal | null>;
 }
 
 /** An ApiKeyResolver whose keys can be managed (the stores ship one). */

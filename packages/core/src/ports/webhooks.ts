@@ -57,6 +57,14 @@ export interface DeliveryWithAttempts extends Delivery {
   history: DeliveryAttempt[];
 }
 
+/** Caps on deliveries in flight, so that one slow receiver (or one user's many) cannot hold every slot. */
+export interface ClaimFairness {
+  /** Most deliveries leased at once to one (owner, url). */
+  perEndpoint: number;
+  /** Most deliveries leased at once for one owner. */
+  perOwner: number;
+}
+
 /** What to do after an attempt. */
 export interface DeliveryOutcome {
   state: DeliveryState;
@@ -74,7 +82,12 @@ export interface DeliveryOutcome {
  * - `addDeliveries` is idempotent by delivery id: adding one that exists changes nothing (so several instances may
  *   write the same event's deliveries).
  * - `claimDue` hands a pending delivery whose `nextAttemptAt <= now` and whose lease is absent or expired to exactly
- *   one of racing callers, leasing it to `workerId` until `now + leaseMs`; oldest `nextAttemptAt` first.
+ *   one of racing callers, leasing it to `workerId` until `now + leaseMs`. With `fairness`, a delivery is handed out
+ *   only while its endpoint (owner and URL) has fewer than `perEndpoint` and its owner fewer than `perOwner` deliveries
+ *   leased (lease not expired, counting those handed out in the same call), and owners take turns: every owner's
+ *   oldest due delivery comes before any owner's second. Within an owner, oldest `nextAttemptAt` first. Without it,
+ *   oldest `nextAttemptAt` first. (Racing callers on several instances may exceed a cap by the deliveries they take
+ *   at the same moment; never hand one delivery to two.)
  * - `recordAttempt` appends the attempt and applies the outcome only while `workerId` holds the lease (else false,
  *   nothing written); it clears the lease and counts the attempt.
  * - `stopEndpoint` moves every pending delivery of that owner to that URL to `gone` (the receiver answered 410).
@@ -87,7 +100,7 @@ export interface WebhookStore {
   ensureSecret(userId: string, candidate: string, now: number): Promise<string>;
   rotateSecret(userId: string, newKey: string, now: number, overlapMs: number): Promise<WebhookSecrets>;
   addDeliveries(deliveries: NewDelivery[]): Promise<void>;
-  claimDue(now: number, limit: number, workerId: string, leaseMs: number): Promise<Delivery[]>;
+  claimDue(now: number, limit: number, workerId: string, leaseMs: number, fairness?: ClaimFairness): Promise<Delivery[]>;
   recordAttempt(id: string, workerId: string, attempt: DeliveryAttempt, outcome: DeliveryOutcome): Promise<boolean>;
   stopEndpoint(ownerId: string, url: string): Promise<number>;
   /** One generation's deliveries with their attempts, oldest first. */

@@ -1,6 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import type { GenerationEvent } from '../domain.js';
-import { childLogger } from '../logger.js';
+import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { Notifier } from '../ports/notifier.js';
 import type { GenerationStore } from '../ports/store.js';
@@ -91,7 +91,7 @@ export class EventFeed {
       try {
         l();
       } catch (err) {
-        this.logger.warn({ err: String(err) }, 'wake listener failed');
+        this.logger.warn({ err: asError(err) }, 'wake listener failed');
       }
     }
     this.read();
@@ -142,7 +142,7 @@ export class EventFeed {
             if (events.length < PAGE) break;
           }
         } catch (err) {
-          this.logger.warn({ err: String(err) }, 'reading the event log failed; the next wake-up or poll retries');
+          this.logger.warn({ err: asError(err) }, 'reading the event log failed; the next wake-up or poll retries');
         }
       } while (this.again && this.started);
     })().finally(() => {

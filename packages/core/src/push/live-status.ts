@@ -9,6 +9,21 @@ import { TOKENS } from '../tokens.js';
 import { Views } from '../views.js';
 import { EventFeed } from './event-feed.js';
 
+/**
+ * Open streams and long-polls of the whole process: every service in it counts in the same table (a `Symbol.for` key,
+ * so two copies of this module share it too), which makes `limits.streamsPerUser` exact across the instances of one
+ * process. Each one is counted from the moment it is granted until it ends, once.
+ */
+interface LiveSlots {
+  total: number;
+  byUser: Map<string, number>;
+}
+const SLOTS_KEY = Symbol.for('genservice.liveSlots');
+const slots: LiveSlots = ((globalThis as Record<symbol, LiveSlots | undefined>)[SLOTS_KEY] ??= { total: 0, byUser: new Map() });
+
+/** Seconds a refused stream or long-poll is told to wait: long enough for one of its kind to end or be closed. */
+const SLOT_RETRY_SECONDS = 5;
+
 /** One Server-Sent Events message (every `data` line is one line: JSON has no raw newlines). */
 function sse(seq: number, type: string, data: unknown): string {
   return `id: ${seq}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
@@ -28,9 +43,41 @@ export class LiveStatus {
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(TOKENS.Store) private readonly store: GenerationStore,
-    @inject(TOKENS.Feed) private readonly feed: EventFeed,
-    @inject(TOKENS.Views) private readonly views: Views,
+    @inject(EventFeed) private readonly feed: EventFeed,
+    @inject(Views) private readonly views: Views,
   ) {}
+
+  /**
+   * Takes one of the user's stream slots (and one of the process's), or throws `rate_limited` (the user's are all
+   * taken) or `unavailable` (the process's are). Returns the release, which frees them once however often it is called.
+   */
+  private takeSlot(userId: string): () => void {
+    const { streamsPerUser, streamsTotal } = this.options.limits;
+    const mine = slots.byUser.get(userId) ?? 0;
+    if (mine >= streamsPerUser) {
+      throw new DomainError(
+        'rate_limited',
+        `At most ${streamsPerUser} event streams and long-polls may be open at once per user; close one first.`,
+        { retryAfterSeconds: SLOT_RETRY_SECONDS },
+      );
+    }
+    if (slots.total >= streamsTotal) {
+      throw new DomainError('unavailable', 'The server holds as many event streams and long-polls as it allows; try again shortly.', {
+        retryAfterSeconds: SLOT_RETRY_SECONDS,
+      });
+    }
+    slots.byUser.set(userId, mine + 1);
+    slots.total++;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      slots.total--;
+      const left = (slots.byUser.get(userId) ?? 1) - 1;
+      if (left > 0) slots.byUser.set(userId, left);
+      else slots.byUser.delete(userId);
+    };
+  }
 
   private async owned(userId: string, generationId: string): Promise<GenerationRecord> {
     const rec = GENERATION_ID_PATTERN.test(generationId) ? await this.store.get(generationId, userId) : null;
@@ -45,7 +92,8 @@ export class LiveStatus {
    */
   async stream(userId: string, generationId: string, lastEventId: number | undefined, baseUrl?: BaseUrl): Promise<AsyncIterable<string>> {
     await this.owned(userId, generationId);
-    return new EventStream(this, generationId, lastEventId, baseUrl);
+    // Held from here until the stream ends (its generation finished, the client left, or a HEAD returned it).
+    return new EventStream(this, generationId, lastEventId, baseUrl, this.takeSlot(userId));
   }
 
   /** @internal The parts an EventStream needs. */
@@ -67,6 +115,7 @@ export class LiveStatus {
   async waitForChange(userId: string, generationId: string, seconds: number): Promise<GenerationRecord> {
     const first = await this.owned(userId, generationId);
     if (isTerminal(first.status) || seconds <= 0) return first;
+    const release = this.takeSlot(userId);
     let unwatch: () => void = () => undefined;
     let timer: NodeJS.Timeout | undefined;
     const changed = new Promise<void>((resolve) => {
@@ -84,6 +133,7 @@ export class LiveStatus {
     } finally {
       unwatch();
       clearTimeout(timer);
+      release();
     }
     return (await this.store.get(generationId, userId)) ?? first;
   }
@@ -133,6 +183,7 @@ class EventStream implements AsyncIterableIterator<string> {
     private readonly generationId: string,
     private readonly lastEventId: number | undefined,
     private readonly baseUrl: BaseUrl | undefined,
+    private readonly release: () => void,
   ) {}
 
   [Symbol.asyncIterator](): AsyncIterableIterator<string> {
@@ -211,6 +262,7 @@ class EventStream implements AsyncIterableIterator<string> {
 
   private finish(): void {
     this.closed = true;
+    this.release();
     this.unwatch?.();
     this.unwatch = undefined;
     const { streams, stopTicker } = this.live.parts;

@@ -4,7 +4,7 @@ import { inject, injectable } from 'tsyringe';
 import { DEFAULT_WEBHOOK_EVENTS, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain.js';
 import { DomainError } from '../errors.js';
 import { GENERATION_ID_PATTERN } from '../ids.js';
-import { childLogger } from '../logger.js';
+import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { GenerationStore } from '../ports/store.js';
 import type { Delivery, DeliveryOutcome, NewDelivery, WebhookEndpoint, WebhookStore } from '../ports/webhooks.js';
@@ -62,6 +62,16 @@ export function retryAfterMs(value: string | undefined, now: number): number | u
 }
 
 /**
+ * The wait before a retry: the schedule's step with +-20 % jitter (`random` in [0, 1)), so receivers that come back
+ * are not hit by every retry at once. A receiver's Retry-After may lengthen it (up to a day), never shorten it: a
+ * receiver answering `Retry-After: 2` must not use up the whole schedule in seconds.
+ */
+export function retryDelay(step: number, retryAfter: number | undefined, random: number): number {
+  const scheduled = Math.round(step * (0.8 + random * 0.4));
+  return retryAfter === undefined ? scheduled : Math.max(scheduled, Math.min(retryAfter, DAY));
+}
+
+/**
  * Webhooks: per-user signing secrets, the outbox written from the event log, and delivery with retries.
  *
  * The outbox: every instance reads the log from one shared cursor and writes a delivery per (event, endpoint) under
@@ -87,8 +97,8 @@ export class Webhooks {
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(TOKENS.Store) private readonly store: GenerationStore,
     @inject(TOKENS.WebhookStore) private readonly hooks: WebhookStore,
-    @inject(TOKENS.Views) private readonly views: Views,
-    @inject(TOKENS.Feed) private readonly feed: EventFeed,
+    @inject(Views) private readonly views: Views,
+    @inject(EventFeed) private readonly feed: EventFeed,
     @inject(TOKENS.WebhookTransport) private readonly transport: WebhookTransport,
     @inject(TOKENS.WebhookUrlCheck) private readonly urlCheck: WebhookUrlCheck,
     @inject(TOKENS.Logger) logger: Logger,
@@ -181,7 +191,7 @@ export class Webhooks {
             // another page
           }
         } catch (err) {
-          this.logger.warn({ err: String(err) }, 'writing the webhook outbox failed; retried on the next wake-up');
+          this.logger.warn({ err: asError(err) }, 'writing the webhook outbox failed; retried on the next wake-up');
         }
       } while (this.pumpAgain && this.running);
     })().finally(() => {
@@ -275,7 +285,7 @@ export class Webhooks {
     try {
       return (await fn(userId)) ?? [];
     } catch (err) {
-      this.logger.error({ err: String(err), userId }, 'webhooks.endpoints failed; only per-generation webhooks are sent');
+      this.logger.error({ err: asError(err), userId }, 'webhooks.endpoints failed; only per-generation webhooks are sent');
       return [];
     }
   }
@@ -293,11 +303,15 @@ export class Webhooks {
         try {
           const room = this.options.webhooks.concurrency - this.delivering;
           if (room <= 0) break;
-          const due = await this.hooks.claimDue(Date.now(), room, this.options.instanceId, this.options.webhooks.leaseMs);
+          const { leaseMs, concurrencyPerEndpoint, concurrencyPerUser } = this.options.webhooks;
+          const due = await this.hooks.claimDue(Date.now(), room, this.options.instanceId, leaseMs, {
+            perEndpoint: concurrencyPerEndpoint,
+            perOwner: concurrencyPerUser,
+          });
           for (const d of due) {
             this.delivering++;
             const p = this.attempt(d)
-              .catch((err: unknown) => this.logger.error({ err: String(err), deliveryId: d.id }, 'delivery attempt failed'))
+              .catch((err: unknown) => this.logger.error({ err: asError(err), deliveryId: d.id }, 'delivery attempt failed'))
               .finally(() => {
                 this.delivering--;
                 this.inFlight.delete(p);
@@ -307,7 +321,7 @@ export class Webhooks {
           }
           if (due.length === room) this.deliverAgain = true;
         } catch (err) {
-          this.logger.warn({ err: String(err) }, 'claiming webhook deliveries failed');
+          this.logger.warn({ err: asError(err) }, 'claiming webhook deliveries failed');
         }
       } while (this.deliverAgain && this.running);
     })().finally(() => {
@@ -364,13 +378,7 @@ export class Webhooks {
     }
     const schedule = this.options.webhooks.retrySchedule;
     if (attempts > schedule.length) return { state: 'failed' };
-    const base = schedule[attempts - 1]!;
-    // Jitter (+-20 %), so receivers that come back are not hit by every retry at once.
-    let delay = Math.round(base * (0.8 + Math.random() * 0.4));
-    if ('status' in response && (response.status === 429 || response.status === 503)) {
-      const asked = retryAfterMs(response.retryAfter, now);
-      if (asked !== undefined) delay = Math.min(asked, DAY);
-    }
-    return { state: 'pending', nextAttemptAt: now + delay };
+    const asked = 'status' in response && (response.status === 429 || response.status === 503) ? retryAfterMs(response.retryAfter, now) : undefined;
+    return { state: 'pending', nextAttemptAt: now + retryDelay(schedule[attempts - 1]!, asked, Math.random()) };
   }
 }

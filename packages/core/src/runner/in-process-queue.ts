@@ -1,5 +1,5 @@
+import PQueue from 'p-queue';
 import type { EnqueueOptions, Job, JobHandler, JobQueue, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
-import { JobAbort, jobAbortEntry, type JobAbortHandler } from './job-signal.js';
 
 export interface InProcessQueueOptions {
   /** Jobs running at once over all models. Default: the service's `runner.concurrency`. */
@@ -26,6 +26,10 @@ interface Lane {
  * Fair: each owner has a lane, and free slots go round-robin over the owners with waiting work, so a user with
  * thousands queued delays another user's job by at most one round. A model's `concurrency` limits its jobs further;
  * an owner whose next job's model is at its limit is skipped for that round, not waited on.
+ *
+ * The slots are p-queues: one for the global concurrency, one per model that has a limit. The fair choice of which
+ * job goes next is made here, and a job is handed to p-queue only when it has a free slot, so p-queue never holds a
+ * waiting job of its own (its order would be first come, first served); it runs, counts, pauses and tells when idle.
  */
 export class InProcessQueue implements JobQueue {
   private concurrency: number;
@@ -34,12 +38,12 @@ export class InProcessQueue implements JobQueue {
   /** Owners with waiting jobs, in the order they get their next turn. */
   private ring: string[] = [];
   private readonly waiting = new Set<string>();
-  private readonly running = new Map<string, JobAbort>();
-  private readonly runningByModel = new Map<string, number>();
-  private readonly settled = new Set<Promise<void>>();
+  private readonly running = new Map<string, AbortController>();
+  /** Every running job holds one of these slots. Paused until `start`, and again from `stop`. */
+  private readonly slots = new PQueue({ autoStart: false });
+  /** The slots of each model with a `concurrency` of its own. */
+  private readonly modelSlots = new Map<string, PQueue>();
   private handler: JobHandler | undefined;
-  /** The runner's own entry when the handler has one: called with the JobAbort, so no AbortSignal is made per job. */
-  private direct: JobAbortHandler<Job> | undefined;
   private stopped = false;
   private started = false;
   /** Delayed jobs (a remote job's next check), by generation id: one timer each, replaced by a newer delay. */
@@ -76,16 +80,28 @@ export class InProcessQueue implements JobQueue {
     this.pump();
   }
 
+  /** The slots of a model with a limit of its own; undefined when only the global limit applies. */
+  private slotsOf(modelId: string): PQueue | undefined {
+    const limit = this.modelConcurrency?.(modelId);
+    if (!limit) return undefined;
+    let q = this.modelSlots.get(modelId);
+    if (!q) {
+      q = new PQueue({ concurrency: limit });
+      this.modelSlots.set(modelId, q);
+    } else if (q.concurrency !== limit) q.concurrency = limit;
+    return q;
+  }
+
   /** Starts waiting jobs while there are free slots, one per owner per round. */
   private pump(): void {
     if (!this.started || this.stopped) return;
     let skipped = 0;
-    while (this.running.size < this.concurrency && this.ring.length > 0 && skipped < this.ring.length) {
+    while (this.slots.pending < this.slots.concurrency && this.ring.length > 0 && skipped < this.ring.length) {
       const owner = this.ring.shift()!;
       const lane = this.lanes.get(owner)!;
       const job = lane.jobs[lane.head]!;
-      const limit = this.modelConcurrency?.(job.modelId);
-      if (limit && (this.runningByModel.get(job.modelId) ?? 0) >= limit) {
+      const model = this.slotsOf(job.modelId);
+      if (model && model.pending >= model.concurrency) {
         this.ring.push(owner);
         skipped++;
         continue;
@@ -101,38 +117,23 @@ export class InProcessQueue implements JobQueue {
         this.ring.push(owner);
       }
       this.waiting.delete(job.generationId);
-      this.run(job);
+      this.run(job, model);
     }
   }
 
-  private run(job: Job): void {
-    // One JobAbort per job, shared with the runner (which aborts it on a timeout or a lost lease): its AbortSignal is
-    // made only if something reads it (see job-signal.ts).
-    const abort = new JobAbort();
-    this.running.set(job.generationId, abort);
-    this.runningByModel.set(job.modelId, (this.runningByModel.get(job.modelId) ?? 0) + 1);
-    const direct = this.direct;
+  private run(job: Job, model: PQueue | undefined): void {
+    const controller = new AbortController();
+    this.running.set(job.generationId, controller);
     const handler = this.handler!;
-    let running: Promise<void>;
-    try {
-      running = direct !== undefined ? direct(job, abort) : handler(job, abort.signal);
-      // A host's handler that answered without a promise (its type asks for one) is taken as finished.
-      if (typeof (running as Promise<void> | undefined)?.then !== 'function') running = Promise.resolve();
-    } catch {
-      running = Promise.resolve();
-    }
-    // One reaction per job (not an async wrapper and a finally): a handler that threw or rejected logged its own
-    // fault, and its generation is recovered from the store later.
+    const task = (): Promise<void> => handler(job, controller.signal);
+    // Both slots are free (pump checked), so p-queue starts the task now, within this call.
+    const running = this.slots.add(model ? () => model.add(task) : task);
+    // A handler that threw or rejected logged its own fault; its generation is recovered from the store later.
     const finished = (): void => {
       this.running.delete(job.generationId);
-      const n = (this.runningByModel.get(job.modelId) ?? 1) - 1;
-      if (n > 0) this.runningByModel.set(job.modelId, n);
-      else this.runningByModel.delete(job.modelId);
-      this.settled.delete(done);
       this.pump();
     };
-    const done: Promise<void> = running.then(finished, finished);
-    this.settled.add(done);
+    running.then(finished, finished);
   }
 
   async start(handler: JobHandler, settings?: RunnerSettings): Promise<void> {
@@ -140,9 +141,10 @@ export class InProcessQueue implements JobQueue {
     if (settings && this.options.concurrency === undefined) this.concurrency = settings.concurrency;
     if (settings && this.options.modelConcurrency === undefined) this.modelConcurrency = settings.modelConcurrency;
     this.handler = handler;
-    this.direct = jobAbortEntry(handler);
+    this.slots.concurrency = this.concurrency;
     this.stopped = false;
     this.started = true;
+    this.slots.start();
     this.pump();
   }
 
@@ -150,6 +152,7 @@ export class InProcessQueue implements JobQueue {
     if (this.stopped) return;
     this.stopped = true;
     this.started = false;
+    this.slots.pause();
     // Waiting jobs are dropped: they are `pending` (or parked) in the store, and recovery enqueues them on the next start.
     for (const t of this.delayed.values()) clearTimeout(t);
     this.delayed.clear();
@@ -157,20 +160,23 @@ export class InProcessQueue implements JobQueue {
     this.ring = [];
     this.waiting.clear();
     const timeoutMs = options.timeoutMs ?? 10_000;
+    if (await this.idleWithin(timeoutMs)) return;
+    for (const c of this.running.values()) c.abort(new Error('queue stopped'));
+    // Handlers honour the signal; give them a moment to write their outcome.
+    await this.idleWithin(1000);
+  }
+
+  /** Whether every running job finished within `ms`. */
+  private async idleWithin(ms: number): Promise<boolean> {
     let timer: NodeJS.Timeout | undefined;
-    const idle = Promise.all([...this.settled]);
-    const timedOut = await Promise.race([
-      idle.then(() => false),
+    const idle = await Promise.race([
+      this.slots.onIdle().then(() => true),
       new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(true), timeoutMs);
+        timer = setTimeout(() => resolve(false), ms);
       }),
     ]);
     clearTimeout(timer);
-    if (timedOut) {
-      for (const c of this.running.values()) c.abort(new Error('queue stopped'));
-      // Handlers honour the signal; give them a moment to write their outcome.
-      await Promise.race([Promise.all([...this.settled]), new Promise((r) => setTimeout(r, 1000))]);
-    }
+    return idle;
   }
 
   abort(generationId: string): boolean {

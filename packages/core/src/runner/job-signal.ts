@@ -1,12 +1,11 @@
 /**
- * How a run is aborted (timeout, lost lease, cancel, the queue stopping) without paying for an AbortController per
- * generation. Creating an AbortSignal costs microseconds on Node 20 (an EventTarget with its own state) and was the
- * largest single frame of a no-op generation; most providers never read `ctx.signal` and most runs are never aborted.
- * A `JobAbort` keeps the aborted flag and reason itself and makes the real AbortSignal only when someone asks for it
- * (a provider reading `ctx.signal`, a retry's backoff sleep), already aborted if the run was.
+ * How a run is aborted (timeout, lost lease, cancel, the queue stopping). Most providers never read `ctx.signal` and
+ * most runs are never aborted, so a `JobAbort` keeps the aborted flag and reason itself and makes the run's own
+ * AbortSignal only when someone asks for it (a provider reading `ctx.signal`, a retry's backoff sleep), already
+ * aborted if the run was (what that saves: bench/notes.md).
  *
- * The in-process queue makes one per job and hands it to the runner directly (see `withJobAbort`); any other queue's
- * AbortSignal is followed by one of its own. Internal to core: not exported from any entry point.
+ * The runner makes one per run, following the AbortSignal its queue handed out. Internal to core: not exported from
+ * any entry point.
  */
 export class JobAbort {
   aborted = false;
@@ -62,26 +61,4 @@ export class JobAbort {
     signal.addEventListener('abort', onAbort, { once: true });
     return { abort, unfollow: () => signal.removeEventListener('abort', onAbort) };
   }
-}
-
-const RUN_WITH_JOB_ABORT = Symbol('genservice.runWithJobAbort');
-
-/** A job handler that the in-process queue may call with a `JobAbort` instead of an AbortSignal. */
-export type JobAbortHandler<J> = (job: J, abort: JobAbort) => Promise<void>;
-
-type Marked<J> = ((job: J, signal: AbortSignal) => Promise<void>) & { [RUN_WITH_JOB_ABORT]?: JobAbortHandler<J> };
-
-/**
- * A JobHandler (any queue calls it with an AbortSignal) that also carries `direct`, which the in-process queue calls
- * with its JobAbort, so no AbortSignal is made unless the run needs one.
- */
-export function withJobAbort<J>(handler: (job: J, signal: AbortSignal) => Promise<void>, direct: JobAbortHandler<J>): Marked<J> {
-  const marked = handler as Marked<J>;
-  marked[RUN_WITH_JOB_ABORT] = direct;
-  return marked;
-}
-
-/** The JobAbort entry of a handler made by `withJobAbort`, or undefined for any other handler. */
-export function jobAbortEntry<J>(handler: (job: J, signal: AbortSignal) => Promise<void>): JobAbortHandler<J> | undefined {
-  return (handler as Marked<J>)[RUN_WITH_JOB_ABORT];
 }

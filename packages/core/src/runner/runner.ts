@@ -1,7 +1,7 @@
 import { inject, injectable } from 'tsyringe';
 import { ProviderError, UnavailableError } from '../errors.js';
 import { Lifecycle } from '../lifecycle.js';
-import { childLogger, silentLogger } from '../logger.js';
+import { asError, childLogger, silentLogger } from '../logger.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { Logger } from '../ports/logger.js';
@@ -129,7 +129,7 @@ class ProgressReporter {
 
   private write(p: { fraction: number; message?: string }): void {
     this.lastAt = Date.now();
-    this.writing = this.lifecycle.progress(this.id, p.fraction, p.message).catch((err: unknown) => this.log.warn({ err: String(err) }, 'progress not recorded'));
+    this.writing = this.lifecycle.progress(this.id, p.fraction, p.message).catch((err: unknown) => this.log.warn({ err: asError(err) }, 'progress not recorded'));
   }
 }
 
@@ -163,9 +163,9 @@ export class Runner {
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(TOKENS.Lifecycle) private readonly lifecycle: Lifecycle,
+    @inject(Lifecycle) private readonly lifecycle: Lifecycle,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
-    @inject(TOKENS.Registry) private readonly registry: ModelRegistry,
+    @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'runner' });
@@ -189,7 +189,7 @@ export class Runner {
             if (!still.has(id)) this.held.get(id)?.abort.abort(new Error('lease lost'));
           }
         },
-        (err: unknown) => this.logger.warn({ err: String(err), leases: ids.length }, 'lease renewal failed'),
+        (err: unknown) => this.logger.warn({ err: asError(err), leases: ids.length }, 'lease renewal failed'),
       );
     }, Math.max(50, Math.floor(this.options.runner.leaseMs / 3)));
     this.renewTimer.unref?.();
@@ -205,11 +205,8 @@ export class Runner {
     }
   }
 
-  /**
-   * Runs a job with the abort it shares with its queue (the in-process queue's, which aborts it on cancel or stop; the
-   * runner aborts it on a timeout or a lost lease).
-   */
-  async runJob(job: Job, abort: JobAbort): Promise<void> {
+  /** The run itself, with the abort that follows its queue's signal (the runner aborts it on a timeout or a lost lease). */
+  private async runJob(job: Job, abort: JobAbort): Promise<void> {
     // The Lifecycle decides whether it may run at all (its model is there, it has not lost its worker too often).
     const rec = await this.lifecycle.claim(job);
     if (!rec) return; // Someone else holds it, it is finished, or it was given up: nothing to do.
@@ -289,7 +286,7 @@ export class Runner {
         return;
       }
       const message = err instanceof Error ? err.message : String(err);
-      if (!(err instanceof ProviderError)) log.error({ err: message }, 'provider threw an unexpected error');
+      if (!(err instanceof ProviderError)) log.error({ err: asError(err) }, 'provider threw an unexpected error');
       // Only a ProviderError's own publicMessage reaches the owner; anything else gets the generic sentence.
       await this.lifecycle.failClaimed(
         rec.id,
@@ -322,7 +319,7 @@ export class Runner {
         const retryable = err instanceof ProviderError && err.retryable;
         if (!retryable || attempt >= model.maxAttempts) throw err;
         const delay = Math.min(this.options.runner.retryMaxDelayMs, this.options.runner.retryBaseDelayMs * 2 ** (attempt - 1));
-        log.warn({ err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'provider failed; retrying');
+        log.warn({ err: asError(err), retryInMs: delay }, 'provider failed; retrying');
         await sleep(delay, abort);
         if (abort.aborted) throw abort.reason;
       }
@@ -363,7 +360,7 @@ export class Runner {
     } catch (err) {
       // Aborted while the result was being stored: the run's own handler decides (cancelled, timed out, lease lost).
       if (abort.aborted) throw err;
-      log.error({ err: err instanceof Error ? err.message : String(err) }, 'provider broke its contract');
+      log.error({ err: asError(err) }, 'provider broke its contract');
       await this.lifecycle.failClaimed(id, { code: 'provider_error', reason: err instanceof Error ? err.message : String(err), fee: 'failure_fee' });
       return;
     }

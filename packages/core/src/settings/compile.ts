@@ -13,6 +13,8 @@ export const DEFAULT_LIMITS: ResolvedLimits = {
   textLength: 10_000,
   idempotencyKeyLength: 255,
   inFlightPerUser: 100,
+  streamsPerUser: 20,
+  streamsTotal: 5000,
 };
 
 /** Media field types: arrays of http(s) URLs. */

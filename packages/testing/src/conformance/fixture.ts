@@ -99,6 +99,8 @@ export interface Fixture {
 
 export interface FixtureOptions {
   limits?: LimitsOptions;
+  /** Serve the playground page (needs @genservice/playground installed). */
+  playground?: boolean;
 }
 
 export async function createFixture(mount: MountFn, mode: MountOptions, options: FixtureOptions = {}): Promise<Fixture> {
@@ -137,6 +139,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     runner: { concurrency: 16, retryBaseDelayMs: 5, retryMaxDelayMs: 20 },
     recovery: { intervalMs: 0 },
     cors: { origins: [CORS_ORIGIN] },
+    ...(options.playground ? { playground: true } : {}),
   });
   await service.start();
   const server = await mount(service, mode);

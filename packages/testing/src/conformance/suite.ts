@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { request as httpRequest, type ClientRequest } from 'node:http';
 import { FileUrlSigner } from '@genservice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
@@ -881,7 +882,7 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
       expect((await fx.call('/v1/generations?limit=100', { headers: user.auth })).status).toBe(200);
     });
 
-    it('?include=details gives the list item; without it the exact contract shape', async () => {
+    it('/details (and ?include=details) gives the list item; without it the exact contract shape', async () => {
       const user = await fx.user(100);
       const created = await fx.create(user, { modelId: 'echo', settings: { prompt: 'hi' }, metadata: { order: 'A-1' } });
       const id = created.body.generationId;
@@ -900,8 +901,14 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
         price: plain.price,
         metadata: { order: 'A-1' },
       });
+      const path = await fx.call(`/v1/generations/${id}/details`, { headers: user.auth });
+      expect(path.status, path.text).toBe(200);
+      expect(path.body).toStrictEqual(details.body);
       expectError(await fx.call(`/v1/generations/${id}?include=everything`, { headers: user.auth }), 400, 'invalid_request');
       const other = await fx.user(100);
+      const theirsByPath = await fx.call(`/v1/generations/${id}/details`, { headers: other.auth });
+      expectError(theirsByPath, 404, 'not_found');
+      expect(theirsByPath.text).toBe((await fx.call(`/v1/generations/${'C'.repeat(22)}/details`, { headers: other.auth })).text);
       const theirs = await fx.call(`/v1/generations/${id}?include=details`, { headers: other.auth });
       const missing = await fx.call(`/v1/generations/${'C'.repeat(22)}?include=details`, { headers: other.auth });
       expectError(theirs, 404, 'not_found');
@@ -1233,6 +1240,24 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
       expect(await fx.balance(user)).toBe(100);
     });
 
+    it("answers URLs with broken percent-encoding with the service's own JSON answer, never the framework's (issue 24, item 8)", async () => {
+      const user = await fx.user();
+      const results = [];
+      for (const [method, path, status, code] of [
+        ['GET', '/v1/generations/%', 404, 'not_found'],
+        ['GET', '/v1/generations/%ZZ', 404, 'not_found'],
+        ['POST', '/v1/generations/%ZZ/cancel', 404, 'not_found'],
+        ['GET', '/v1/generations/%E0%A4%A/events', 404, 'not_found'],
+        // A file URL without a valid signature: the files route's own answer.
+        ['GET', '/v1/files/%E0%A4%A', 403, 'forbidden'],
+        ['GET', '/v1/files/%', 403, 'forbidden'],
+      ] as const) {
+        results.push({ label: `${method} ${path}`, reply: await fx.call(path, { method, headers: user.auth }), status, code });
+      }
+      expect(mismatches(results)).toEqual([]);
+      for (const r of results) expectError(r.reply, r.status, r.code);
+    });
+
     if (mode.prefix !== '') {
       it('answers a path under the prefix that is not an API route with the JSON 404', async () => {
         const user = await fx.user();
@@ -1296,6 +1321,87 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
         });
       });
     }
+  });
+
+  describe('stream caps (issue 24, item 1)', () => {
+    let capped: Fixture;
+    beforeAll(async () => {
+      capped = await createFixture(mount, mode, { limits: { streamsPerUser: 2 } });
+    });
+    afterAll(async () => {
+      await capped?.close();
+    });
+
+    it('answers the stream past limits.streamsPerUser with 429 and Retry-After; a client that goes away frees its slot', async () => {
+      const user = await capped.user(100);
+      const id = (await capped.create(user, { modelId: 'held' })).body.generationId as string;
+      const url = new URL(`${capped.baseUrl}/v1/generations/${id}/events`);
+      // Plain node:http with its own socket each, so that going away closes the socket as a closed browser tab does.
+      const clients: ClientRequest[] = [];
+      const open = (): Promise<{ status: number; retryAfter?: string; body: string }> =>
+        new Promise((resolve, reject) => {
+          const req = httpRequest(url, { headers: user.auth, agent: false }, (res) => {
+            if (res.statusCode === 200) return resolve({ status: 200, body: '' });
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (chunk: string) => (body += chunk));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] as string | undefined, body }));
+          });
+          req.on('error', reject);
+          req.end();
+          clients.push(req);
+        });
+      try {
+        expect((await open()).status).toBe(200);
+        expect((await open()).status).toBe(200);
+        const third = await open();
+        expect(third.status).toBe(429);
+        expect(third.retryAfter).toMatch(/^[1-9]\d*$/);
+        expect((JSON.parse(third.body) as { error: { code: string } }).error.code).toBe('rate_limited');
+        // The first client goes away: once the server has seen it, that stream's slot is free again.
+        clients[0]!.destroy();
+        let status = 429;
+        for (let i = 0; i < 500 && status === 429; i++) {
+          status = (await open()).status;
+          if (status === 429) await new Promise((r) => setTimeout(r, 10));
+        }
+        expect(status).toBe(200);
+        expect((await open()).status).toBe(429);
+      } finally {
+        for (const c of clients) c.destroy();
+        capped.gate.open();
+        await capped.terminal(user, id).catch(() => undefined);
+        capped.gate.close();
+      }
+    });
+  });
+
+  describe('the playground page (issue 24, item 3)', () => {
+    let page: Fixture;
+    beforeAll(async () => {
+      page = await createFixture(mount, mode, { playground: true });
+    });
+    afterAll(async () => {
+      await page?.close();
+    });
+
+    it('may connect to its own origin only: its CSP connect-src names no other origin and no scheme', async () => {
+      const r = await page.call('/playground/');
+      expect(r.status).toBe(200);
+      const csp = r.headers.get('content-security-policy') ?? '';
+      const connect = csp.split(';').map((d) => d.trim().split(/\s+/)).find((d) => d[0] === 'connect-src');
+      // No publicUrl here: the page's own origin is the only one it may reach (with a publicUrl, that origin too).
+      expect(connect).toEqual(['connect-src', "'self'"]);
+      expect(csp).toMatch(/script-src 'self'/);
+    });
+
+    it('takes no API address from its URL: the key never leaves for another origin', async () => {
+      const r = await page.call('/playground/api.js');
+      expect(r.status).toBe(200);
+      // The page's API base is its own mount point, whatever the query says.
+      expect(r.text).not.toMatch(/searchParams|URLSearchParams|location\.search/);
+      expect(r.text).toMatch(/new URL\('\.\.\/', location\.href\)/);
+    });
   });
 
   describe('repeated Authorization headers', () => {

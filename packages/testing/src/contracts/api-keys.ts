@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ApiKeyStore } from '@genservice/core';
+import type { ApiKeyStore } from '@genservice/core/ports';
 import { holdsString, uid, useFresh } from './harness.js';
 
 /** The ApiKeyStore half of `runPortContracts`. */

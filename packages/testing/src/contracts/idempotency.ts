@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { IdempotencyStore } from '@genservice/core';
+import type { IdempotencyStore } from '@genservice/core/ports';
 import { T0, uid, useFresh } from './harness.js';
 
 /** The IdempotencyStore half of `runPortContracts`. */

@@ -1,5 +1,5 @@
 import { describe } from 'vitest';
-import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core';
+import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
 import { describeApiKeyContract } from './api-keys.js';
 import { describeIdempotencyContract } from './idempotency.js';
 import { describeLedgerContract } from './ledger.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { AccountSnapshot, Ledger } from '@genservice/core';
+import type { AccountSnapshot, Ledger } from '@genservice/core/ports';
 import { T0, uid, useFresh } from './harness.js';
 
 /** The Ledger half of `runPortContracts`. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { silentLogger, type Job, type JobHandler, type JobQueue, type RunnerSettings } from '@genservice/core';
+import { silentLogger } from '@genservice/core';
+import type { Job, JobHandler, JobQueue, RunnerSettings } from '@genservice/core/ports';
 import { sleep, uid, useFresh, waitFor } from './harness.js';
 
 export interface QueueUnderTest {

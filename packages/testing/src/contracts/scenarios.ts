@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createGenerationService, type GenerationService, type IdempotencyStore, type Ledger, type GenerationStore } from '@genservice/core';
+import { createGenerationService, type GenerationService } from '@genservice/core';
+import type { GenerationStore } from '@genservice/core/ports';
+import type { IdempotencyStore, Ledger } from '@genservice/core/ports';
 import { sleep, uid, useFresh } from './harness.js';
 
 interface ScenarioPorts {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { NewDelivery, WebhookStore } from '@genservice/core';
+import type { NewDelivery, WebhookStore } from '@genservice/core/ports';
 import { T0, uid, useFresh } from './harness.js';
 
 export interface WebhookStoreUnderTest {
@@ -85,6 +85,56 @@ export function runWebhookStoreContract(name: string, make: () => Promise<Webhoo
         // At T0 + 1005 w1's leases have ended (w2's has not), and the fourth is due.
         const later = (await hooks().claimDue(T0 + 1005, 10, 'w3', 1000)).filter((d) => d.generationId === gen).map((d) => d.id);
         expect(later).toEqual([ds[1]!.id, ds[2]!.id, ds[3]!.id]);
+      });
+
+      it('with fairness, caps what is leased per endpoint and per owner, and lets owners take turns (issue 24, item 10)', async () => {
+        const at = T0 + 5_000_000;
+        await drain(at);
+        const slow = uid('owner');
+        const other = uid('owner');
+        const hanging = 'https://slow.example.com/hook';
+        // The slow owner's 10 deliveries to one URL and 6 to three others are all older than the other owner's one.
+        const mine = [
+          ...Array.from({ length: 10 }, (_, i) => delivery({ id: uid(`slow${i}`), ownerId: slow, url: hanging, nextAttemptAt: at - 1000 + i })),
+          ...Array.from({ length: 6 }, (_, i) => delivery({ id: uid(`many${i}`), ownerId: slow, url: `https://u${i % 3}.example.com/`, nextAttemptAt: at - 500 + i })),
+          delivery({ id: uid('other'), ownerId: other, url: hanging, nextAttemptAt: at }),
+        ];
+        await hooks().addDeliveries(mine);
+        const fair = { perEndpoint: 2, perOwner: 4 };
+        const ours = <T extends { ownerId: string }>(ds: T[]): T[] => ds.filter((d) => d.ownerId === slow || d.ownerId === other);
+        // Limit 2: the slow owner's oldest, then the other owner's turn, though nine older ones wait.
+        const two = ours(await hooks().claimDue(at, 2, 'w1', 60_000, fair));
+        expect(two.map((d) => d.ownerId).sort()).toEqual([slow, other].sort());
+        expect(two.find((d) => d.ownerId === slow)!.id).toBe(mine[0]!.id);
+        // The rest: the slow owner up to 4 in flight, at most 2 of them to the hanging URL.
+        const rest = ours(await hooks().claimDue(at, 100, 'w2', 60_000, fair));
+        const slowLeased = [...two, ...rest].filter((d) => d.ownerId === slow);
+        expect(slowLeased).toHaveLength(4);
+        expect(slowLeased.filter((d) => d.url === hanging)).toHaveLength(2);
+        // Nothing more while they are leased; after the leases end, the next ones in the same shape.
+        expect(ours(await hooks().claimDue(at + 1, 100, 'w3', 60_000, fair))).toEqual([]);
+        const later = ours(await hooks().claimDue(at + 60_000, 100, 'w4', 60_000, fair)).filter((d) => d.ownerId === slow);
+        expect(later).toHaveLength(4);
+        expect(later.filter((d) => d.url === hanging)).toHaveLength(2);
+        // (The same ones: never attempted, they are still the oldest.)
+        expect(new Set(later.map((d) => d.id))).toEqual(new Set(slowLeased.map((d) => d.id)));
+        // Without fairness, the old order: oldest first, no caps.
+        const all = ours(await hooks().claimDue(at + 120_000, 100, 'w5', 60_000));
+        expect(all.map((d) => d.id)).toEqual(mine.map((d) => d.id));
+      });
+
+      it('with fairness, still gives each due delivery to exactly one of ten racing claimers', async () => {
+        const at = T0 + 9_000_000;
+        await drain(at);
+        const owners = [uid('owner'), uid('owner'), uid('owner')];
+        const ds = Array.from({ length: 12 }, (_, i) => delivery({ id: uid(`frace${i}`), ownerId: owners[i % 3]!, nextAttemptAt: at }));
+        await hooks().addDeliveries(ds);
+        const results = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => hooks().claimDue(at, 5, `w${i}`, 60_000, { perEndpoint: 100, perOwner: 100 })),
+        );
+        const ids = results.flat().filter((d) => owners.includes(d.ownerId)).map((d) => d.id);
+        expect(new Set(ids).size).toBe(ids.length);
+        expect(ids.length).toBe(12);
       });
 
       it('gives each due delivery to exactly one of ten racing claimers', async () => {

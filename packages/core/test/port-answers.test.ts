@@ -9,12 +9,11 @@ import {
   type Principal,
 } from '@genservice/core';
 import { createScriptedProvider, fakeModel } from '@genservice/testing';
-import { resolveAtOnce } from '../src/memory/api-keys.js';
 
 /**
- * The request path reads the in-memory key store and generation store without a promise when they are the library's
- * own classes. Anything else a host plugs in (a subclass that overrides the method, a spy, another implementation)
- * must still be asked through its async method: a key a host's resolver refuses stays refused.
+ * A port's answer reaches the request path however it comes: a value at once (the key resolver may answer so), a
+ * native promise, or another library's thenable. There is one path for all of them: whatever a host plugs in (a
+ * subclass that overrides the method, a spy, another implementation) is asked, and a key it refuses stays refused.
  */
 const provider = createScriptedProvider({ models: [fakeModel({ modelId: 'echo' })] });
 
@@ -32,26 +31,21 @@ async function make(apiKeys: MemoryApiKeyStore, store: MemoryGenerationStore = n
 
 const get = (path: string, key: string) => ({ method: 'GET', path, headers: { authorization: `Bearer ${key}` } });
 
-describe('reads answered at once from the in-memory ports', () => {
-  it('resolveAtOnce answers for the class itself and steps aside for a subclass, a spy or another resolver', async () => {
-    const plain = new MemoryApiKeyStore({ keys: [{ apiKey: 'key-a', userId: 'alice' }] });
-    expect(resolveAtOnce(plain, 'key-a')).toEqual({ userId: 'alice' });
-    expect(resolveAtOnce(plain, 'key-b')).toBeNull();
-
-    class Refusing extends MemoryApiKeyStore {
-      override async resolve(): Promise<Principal | null> {
-        return null;
+describe('port answers on the request path', () => {
+  it('a resolver that answers at once, without a promise, is taken as it answers: known key 200, unknown 401', async () => {
+    const answers: unknown[] = [];
+    class Counting extends MemoryApiKeyStore {
+      override resolve(apiKey: string): Principal | null | PromiseLike<Principal | null> {
+        const out = super.resolve(apiKey);
+        answers.push(out);
+        return out;
       }
     }
-    expect(resolveAtOnce(new Refusing({ keys: [{ apiKey: 'key-a', userId: 'alice' }] }), 'key-a')).toBeUndefined();
-
-    const spied = new MemoryApiKeyStore({ keys: [{ apiKey: 'key-a', userId: 'alice' }] });
-    vi.spyOn(spied, 'resolve');
-    expect(resolveAtOnce(spied, 'key-a')).toBeUndefined();
-
-    // The class's own method lent to another object is not the class.
-    const borrowed = { resolve: MemoryApiKeyStore.prototype.resolve };
-    expect(resolveAtOnce(borrowed, 'key-a')).toBeUndefined();
+    const service = await make(new Counting({ keys: [{ apiKey: 'key-a', userId: 'alice' }] }));
+    expect((await service.handle(get('/v1/models', 'key-a'))).status).toBe(200);
+    expect((await service.handle(get('/v1/models', 'key-b'))).status).toBe(401);
+    // Plain values, not promises: the port allows it and core checks once whether to await.
+    expect(answers).toEqual([{ userId: 'alice' }, null]);
   });
 
   it("a subclass that refuses a key the base class knows is honoured on every route: 401, never the base class's answer", async () => {
@@ -105,7 +99,7 @@ describe('reads answered at once from the in-memory ports', () => {
     }
     class ThenableKeys extends MemoryApiKeyStore {
       override resolve(apiKey: string): Promise<Principal | null> {
-        return thenable(super.resolve(apiKey));
+        return thenable(Promise.resolve(super.resolve(apiKey)));
       }
     }
     const service = await make(new ThenableKeys({ keys: [{ apiKey: 'key-a', userId: 'alice' }, { apiKey: 'key-b', userId: 'bob' }] }), new ThenableStore());

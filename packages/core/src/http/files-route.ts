@@ -1,0 +1,26 @@
+import { inject, injectable } from 'tsyringe';
+import { FileUrlSigner } from '../files.js';
+import type { BlobStore } from '../ports/blob.js';
+import { TOKENS } from '../tokens.js';
+import { fileResponse } from './file-response.js';
+import { decodeSegment, fail, header } from './respond.js';
+import type { HttpRequest, HttpResponse } from './types.js';
+
+/** `GET /v1/files/{key}?exp&sig`: a result file behind its signed, expiring link, with byte ranges. */
+@injectable()
+export class FilesRoute {
+  constructor(
+    @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
+    @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
+  ) {}
+
+  async serve(req: HttpRequest, rawKey: string, query: string): Promise<HttpResponse> {
+    const key = decodeSegment(rawKey);
+    const params = new URLSearchParams(query);
+    if (key === null || !this.signer.verify(key, params.get('exp'), params.get('sig'))) {
+      return fail('forbidden', 'This file link is invalid or has expired.');
+    }
+    const res = await fileResponse(this.blobs, key, Number(params.get('exp')), header(req, 'range'), Date.now());
+    return res ?? fail('not_found', 'File not found.');
+  }
+}

@@ -1,0 +1,70 @@
+import { GENERATION_STATUSES, type GenerationView } from '../domain.js';
+import type { ErrorCode, ErrorDetail } from '../errors.js';
+import { STATUS_OF, errorBody } from './errors.js';
+import type { HttpRequest, HttpResponse } from './types.js';
+
+const JSON_HEADERS = {
+  'content-type': 'application/json; charset=utf-8',
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+} as const;
+
+export function json(status: number, body: string, extra?: Record<string, string>): HttpResponse {
+  // A literal, not a spread of JSON_HEADERS: every answer gets its own headers object (adapters may keep it); `extra`
+  // overrides.
+  const headers: Record<string, string> = {
+    'content-type': JSON_HEADERS['content-type'],
+    'cache-control': JSON_HEADERS['cache-control'],
+    'x-content-type-options': JSON_HEADERS['x-content-type-options'],
+  };
+  return { status, headers: extra === undefined ? headers : Object.assign(headers, extra), body };
+}
+
+export function fail(code: ErrorCode, message: string, details?: ErrorDetail[], extra?: Record<string, string>): HttpResponse {
+  return json(STATUS_OF[code], errorBody(code, message, details), extra);
+}
+
+/** Built once: the 401 is the cheapest answer there is, so that bad keys cost the server as little as possible. */
+export const UNAUTHORIZED: HttpResponse = fail('unauthorized', 'A valid API key is required (Authorization: Bearer <key>).', undefined, {
+  'www-authenticate': 'Bearer',
+});
+Object.freeze(UNAUTHORIZED.headers);
+
+/**
+ * The contract's generation view (`{ status, result?, price? }`, in that key order, as `Views.view` builds it) as
+ * JSON, without walking the object generically: the same text JSON.stringify gives for it.
+ */
+export function viewJson(view: GenerationView): string {
+  let out = STATUS_JSON.get(view.status) ?? `{"status":${JSON.stringify(view.status)}`;
+  if (view.result !== undefined) out += `,"result":${JSON.stringify(view.result)}`;
+  // A finite number's JSON is its String() (-0 included); anything else goes through JSON.stringify.
+  if (view.price !== undefined) out += `,"price":${Number.isFinite(view.price) ? String(view.price) : JSON.stringify(view.price)}`;
+  return `${out}}`;
+}
+
+/** The start of `viewJson` for each status, built once. */
+const STATUS_JSON = new Map<string, string>(GENERATION_STATUSES.map((s) => [s, `{"status":${JSON.stringify(s)}`]));
+
+/**
+ * Whether a port's answer must be awaited: any thenable, not only a native Promise (a host's store or resolver may hand
+ * back another promise library's object, or a query builder that is awaitable), as `await` itself would treat it.
+ */
+export function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<T>).then === 'function';
+}
+
+/** One header's value; a repeated header (an array of several) reads as absent. */
+export function header(req: HttpRequest, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? (v.length === 1 ? v[0] : undefined) : v;
+}
+
+/** A path segment, percent-decoded; null when it does not decode. */
+export function decodeSegment(s: string): string | null {
+  if (!s.includes('%')) return s;
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return null;
+  }
+}

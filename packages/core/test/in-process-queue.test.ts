@@ -1,0 +1,90 @@
+import { describe, expect, it } from 'vitest';
+import { InProcessQueue } from '@genservice/core';
+import type { Job, RunnerSettings } from '@genservice/core/ports';
+
+/** A handler whose runs wait until released, recording what ran and with which signal. */
+function gated() {
+  const started: string[] = [];
+  const release = new Map<string, () => void>();
+  const signals = new Map<string, AbortSignal>();
+  const handler = (job: Job, signal: AbortSignal): Promise<void> => {
+    started.push(job.generationId);
+    signals.set(job.generationId, signal);
+    return new Promise<void>((resolve) => {
+      release.set(job.generationId, resolve);
+      signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+  };
+  return { started, release, signals, handler };
+}
+
+const settings = (over: Partial<RunnerSettings> = {}): RunnerSettings => ({
+  concurrency: 4,
+  leaseMs: 30_000,
+  modelConcurrency: () => undefined,
+  logger: { debug() {}, info() {}, warn() {}, error() {} } as unknown as RunnerSettings['logger'],
+  ...over,
+});
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('InProcessQueue on p-queue', () => {
+  it('holds jobs until start (paused), then runs at most `concurrency` at once and the next as one ends', async () => {
+    const q = new InProcessQueue();
+    const g = gated();
+    for (let i = 0; i < 6; i++) await q.enqueue({ generationId: `g${i}`, modelId: 'm', ownerId: `u${i}` });
+    expect(g.started).toEqual([]);
+    await q.start(g.handler, settings({ concurrency: 2 }));
+    expect(g.started).toEqual(['g0', 'g1']);
+    g.release.get('g0')!();
+    await tick();
+    expect(g.started).toEqual(['g0', 'g1', 'g2']);
+    await q.stop({ timeoutMs: 0 });
+  });
+
+  it("a model's own concurrency limits its jobs; another model's job takes the free slot", async () => {
+    const q = new InProcessQueue();
+    const g = gated();
+    await q.enqueue({ generationId: 'a1', modelId: 'slow', ownerId: 'u1' });
+    await q.enqueue({ generationId: 'a2', modelId: 'slow', ownerId: 'u2' });
+    await q.enqueue({ generationId: 'b1', modelId: 'fast', ownerId: 'u3' });
+    await q.start(g.handler, settings({ concurrency: 4, modelConcurrency: (m) => (m === 'slow' ? 1 : undefined) }));
+    expect(g.started).toEqual(['a1', 'b1']);
+    g.release.get('a1')!();
+    await tick();
+    expect(g.started).toEqual(['a1', 'b1', 'a2']);
+    await q.stop({ timeoutMs: 0 });
+  });
+
+  it('stop waits for running jobs to finish (onIdle), and aborts them once its timeout passes', async () => {
+    const q = new InProcessQueue();
+    const g = gated();
+    await q.enqueue({ generationId: 'g1', modelId: 'm' });
+    await q.start(g.handler, settings());
+    let stopped = false;
+    const stopping = q.stop({ timeoutMs: 60_000 }).then(() => (stopped = true));
+    await tick();
+    expect(stopped).toBe(false);
+    g.release.get('g1')!();
+    await stopping;
+    expect(g.signals.get('g1')!.aborted).toBe(false);
+
+    const q2 = new InProcessQueue();
+    const g2 = gated();
+    await q2.enqueue({ generationId: 'h1', modelId: 'm' });
+    await q2.start(g2.handler, settings());
+    await q2.stop({ timeoutMs: 0 });
+    expect(g2.signals.get('h1')!.aborted).toBe(true);
+  });
+
+  it('abort(id) fires the running job’s signal', async () => {
+    const q = new InProcessQueue();
+    const g = gated();
+    await q.enqueue({ generationId: 'g1', modelId: 'm' });
+    await q.start(g.handler, settings());
+    expect(q.abort('g1')).toBe(true);
+    expect(g.signals.get('g1')!.aborted).toBe(true);
+    expect(q.abort('nope')).toBe(false);
+    await q.stop({ timeoutMs: 0 });
+  });
+});
