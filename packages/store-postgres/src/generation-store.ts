@@ -61,15 +61,13 @@ export function generationSql(s: string) {
     listUnfinishedAfter: `SELECT * FROM ${s}.generations WHERE finished_at IS NULL
       AND (created_at, id) > (SELECT created_at, id FROM ${s}.generations WHERE id = $2)
       ORDER BY created_at, id LIMIT $1`,
-    // SKIP LOCKED lets several instances sweep at once without waiting on each other's batches. `= ANY(ARRAY(...))`
-    // rather than `IN (...)`: with IN the planner may hash-join against a scan of the whole table.
-    deleteFinished: `WITH gone AS (
-        DELETE FROM ${s}.generations WHERE id = ANY(ARRAY(
-          SELECT id FROM ${s}.generations WHERE finished_at < $1
-          ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED))
-        RETURNING id, result_key),
+    // Ties on finished_at fall back to id, so a page is the same whichever instance reads it.
+    listFinished: `SELECT * FROM ${s}.generations WHERE finished_at < $1 ORDER BY finished_at, id LIMIT $2`,
+    // One statement: the row and its events go together or not at all; the row lock orders it against any change.
+    remove: `WITH gone AS (
+        DELETE FROM ${s}.generations WHERE id = $1 AND status = ANY($2::text[]) RETURNING id),
       ev AS (DELETE FROM ${s}.events WHERE generation_id = ANY(ARRAY(SELECT id FROM gone)))
-      SELECT id, result_key FROM gone`,
+      SELECT count(*)::int AS removed FROM gone`,
     eventsOf: `SELECT ${feedRow} FROM ${s}.events WHERE generation_id = $1 AND seq > $2 ORDER BY seq`,
     // Only below the oldest transaction still running that could have written here: everything there has committed
     // or never will, so a reader that walks (tx, pos) forward never passes an event that commits later. One
@@ -368,10 +366,14 @@ export class PostgresGenerationStore implements GenerationStore {
     return `${rows[0]!.tx}:${MAX_POS}`;
   }
 
-  async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }> {
-    const { rows } = await this.db.query<{ id: string; result_key: string | null }>(this.sql.deleteFinished, [before, Math.max(0, Math.floor(limit))]);
-    const resultKeys = rows.flatMap((r) => (r.result_key === null ? [] : [decodeKey(r.result_key)]));
-    return { deleted: rows.length, resultKeys, ids: rows.map((r) => decodeKey(r.id)) };
+  async listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    const { rows } = await this.db.query(this.sql.listFinished, [before, Math.max(0, Math.floor(limit))]);
+    return rows.map((r) => toRecord(r));
+  }
+
+  async remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean> {
+    const { rows } = await this.db.query<{ removed: number }>(this.sql.remove, [encodeKey(id), [...expect.status]]);
+    return rows[0]!.removed > 0;
   }
 
   async countByStatus(): Promise<Record<GenerationStatus, number>> {

@@ -124,7 +124,7 @@ describe(`query plans over ${ROWS} generations`, () => {
   });
 
   it('finds finished work to delete through the retention index', async () => {
-    expectIndexUse(await planOf(g.deleteFinished, [T0 + 1000, 100]), 'generations_finished_idx');
+    expectIndexUse(await planOf(g.listFinished, [T0 + 1000, 100]), 'generations_finished_idx');
   });
 
   it('finds open reserves through the partial index', async () => {
