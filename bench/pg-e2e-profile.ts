@@ -69,13 +69,11 @@ try {
   await explain('insert with the in-flight cap (after the owner lock)', g.insert, ['x-ins', 'user-1', 'bench-text', '{}', 1, now, null, 10_000_000, null, 'pending', 'created', '{"modelId":"bench-text"}']);
   const claim = { expect: { status: ['pending'] }, set: { status: 'processing', claims: 1, startedAt: now, leaseOwner: 'i', leaseExpiresAt: now + 30_000 }, event: { type: 'processing', data: { claim: 1 } }, now } as const;
   const cs = updateSql(s, claim as never);
-  const cv = cs.values(claim as never);
-  cv[0] = 'x-new';
+  const cv = cs.values('x-new', claim as never);
   await explain('claim from pending (update)', cs.text, cv, setup);
   const complete = { expect: { status: ['processing'], lease: { heldBy: 'i' } }, set: { status: 'completed', price: 1, finishedAt: now, resultText: 'r' }, event: { type: 'completed', data: { price: 1 } }, now } as const;
   const ps = updateSql(s, complete as never);
-  const pv = ps.values(complete as never);
-  pv[0] = 'x-new';
+  const pv = ps.values('x-new', complete as never);
   await explain('complete (update)', ps.text, pv, [...setup, `UPDATE ${s}.generations SET status = 'processing', lease_owner = 'i', lease_expires_at = ${now + 30_000} WHERE id = 'x-new'`]);
   await explain('settle', l.settle, ['x-new', 1, now], setup);
   await explain('readFeed (a page of 1000 from the start)', g.readFeed, ['0', '0', 1000]);

@@ -6,7 +6,8 @@
 #     examples/multi-instance/start.sh
 #
 # Optional: INSTANCES (2), BASE_PORT (3001; instance i listens on BASE_PORT+i), HOST_APP (express-host; or
-# fastify-host, koa-host), DATA_DIR (examples/multi-instance/data), and anything the host reads (USERS_FILE,
+# fastify-host, koa-host), DATA_DIR (examples/multi-instance/data), S3_BUCKET (result files in S3: no directory is
+# shared; with S3_ENDPOINT, S3_REGION, S3_FORCE_PATH_STYLE=1, AWS_ACCESS_KEY_ID, ...), and anything the host reads (USERS_FILE,
 # CONCURRENCY, LEASE_MS, RECOVERY_INTERVAL_MS, LOG_LEVEL, DEMO_SPEED, ...). Ctrl-C or SIGTERM stops every instance
 # gracefully (each finishes its running generations; waiting ones stay in Redis).
 set -euo pipefail
@@ -20,9 +21,17 @@ BASE_PORT="${BASE_PORT:-3001}"
 : "${DATABASE_URL:?set DATABASE_URL, e.g. postgres://postgres@127.0.0.1:5432/genservice}"
 : "${REDIS_URL:?set REDIS_URL, e.g. redis://127.0.0.1:6379}"
 export DATABASE_URL REDIS_URL
-# One data directory for all instances: a file result written by one is served by whichever the client reaches, the
-# file-URL secret kept there is the same for all, and so is the demo user.
-export DATA_DIR="${DATA_DIR:-$ROOT/examples/multi-instance/data}"
+# Without S3_BUCKET, one data directory for all instances: a file result written by one is served by whichever the
+# client reaches, the file-URL secret kept there is the same for all, and so is the demo user. With S3_BUCKET the files
+# are in the bucket and each instance has a directory of its own (DATA_DIR/instance-N): nothing on disk is shared, so
+# the file-URL secret is handed to all of them here.
+DATA_DIR="${DATA_DIR:-$ROOT/examples/multi-instance/data}"
+if [ -n "${S3_BUCKET:-}" ]; then
+  export FILE_URL_SECRET="${FILE_URL_SECRET:-$(node -p "require('node:crypto').randomBytes(32).toString('base64url')")}"
+fi
+instance_dir() {
+  if [ -n "${S3_BUCKET:-}" ]; then echo "$DATA_DIR/instance-$1"; else echo "$DATA_DIR"; fi
+}
 # tsx compiles the workspace packages' sources with the tsconfig it is given; the root one covers all of them (core
 # needs its decorator setting).
 export TSX_TSCONFIG_PATH="${TSX_TSCONFIG_PATH:-$ROOT/tsconfig.json}"
@@ -63,11 +72,12 @@ wait_until_listening() {
   return 1
 }
 
-mkdir -p "$DATA_DIR"
 for i in $(seq 0 $((INSTANCES - 1))); do
   port=$((BASE_PORT + i))
+  dir="$(instance_dir "$i")"
+  mkdir -p "$dir"
   # A session of its own: Ctrl-C reaches this script only, which sends each instance one SIGTERM.
-  (cd "$HOST_DIR" && PORT=$port exec setsid $START_CMD) &
+  (cd "$HOST_DIR" && DATA_DIR="$dir" PORT=$port exec setsid $START_CMD) &
   pids+=("$!")
   # One at a time: the first creates the schema, the data directory's secret and the demo user (and credits it once);
   # the others find them ready.
@@ -75,8 +85,11 @@ for i in $(seq 0 $((INSTANCES - 1))); do
   echo "instance $((i + 1)) of $INSTANCES: http://127.0.0.1:$port (pid ${pids[-1]})"
 done
 
-echo "all $INSTANCES instances share one Postgres and one Redis; each serves the API at http://127.0.0.1:<port>/api/v1"
-if [ -f "$DATA_DIR/demo-user.json" ] && [ -z "${USERS_FILE:-}" ]; then
-  echo "demo API key: $(node -p "require(process.argv[1]).users[0].apiKey" "$DATA_DIR/demo-user.json")"
+echo "all $INSTANCES instances share one Postgres and one Redis${S3_BUCKET:+ and the bucket $S3_BUCKET}; each serves the API at http://127.0.0.1:<port>/api/v1"
+# Each instance made by itself keeps the demo user's key in its own directory; the keys live in Postgres, so the first
+# instance's works on all of them.
+first="$(instance_dir 0)"
+if [ -f "$first/demo-user.json" ] && [ -z "${USERS_FILE:-}" ]; then
+  echo "demo API key: $(node -p "require(process.argv[1]).users[0].apiKey" "$first/demo-user.json")"
 fi
 wait

@@ -6,6 +6,7 @@ import {
   createGenerationService,
   MemoryApiKeyStore,
   MemoryLedger,
+  MemoryWebhookStore,
   type GenerationService,
   type HttpRequest,
 } from '@genservice/core';
@@ -125,6 +126,28 @@ describe('webhooks', () => {
     expect(hook.verified.every((v) => v.type === 'generation.completed' && v.data.status === 'completed' && v.data.result === 'hello')).toBe(true);
     // Exactly once each here (at least once in general): no message id twice.
     expect(new Set(hook.received.map((r) => r.id)).size).toBe(hook.received.length);
+  });
+
+  it('sends generation.deleted, signed, to a webhook that lists it, and never to one that took the default events', async () => {
+    const webhookStore = new MemoryWebhookStore();
+    const service = make({ webhookStore });
+    await service.start();
+    const secret = (await call(service, { path: '/v1/webhooks/secret' })).body.key as string;
+    const hook = await receiver(async () => secret);
+    cleanups.push(hook.close);
+    const asked = (await call(service, { path: '/v1/generations', json: { modelId: 'ok', webhook: { url: hook.url, events: ['generation.completed', 'generation.deleted'] } } })).body.generationId as string;
+    const plain = (await call(service, { path: '/v1/generations', json: { modelId: 'ok', webhook: { url: hook.url } } })).body.generationId as string;
+    await until(() => hook.verified.filter((v) => v.type === 'generation.completed').length === 2, 'both completions');
+    for (const id of [asked, plain]) expect((await call(service, { method: 'DELETE', path: `/v1/generations/${id}` })).status).toBe(204);
+    // The DELETE itself writes the message (the log it would be read from is gone): what the outbox holds now is all
+    // there will ever be.
+    expect((await webhookStore.deliveriesOf(asked)).map((d) => d.type)).toEqual(['generation.deleted']);
+    expect(await webhookStore.deliveriesOf(plain)).toEqual([]);
+    await until(() => hook.verified.some((v) => v.type === 'generation.deleted'), 'the deleted message');
+    expect(hook.verified.filter((v) => v.type === 'generation.deleted').map((v) => v.data)).toEqual([{ generationId: asked, modelId: 'ok', status: 'deleted' }]);
+    expect(hook.failures).toEqual([]);
+    // The owner reads the deleted generation's deliveries no more than the rest of it.
+    expect((await call(service, { path: `/v1/generations/${asked}/webhook-deliveries` })).status).toBe(404);
   });
 
   it('retries a receiver that answers 500 twice, with the same webhook-id, and shows every attempt to the owner', async () => {

@@ -44,6 +44,8 @@ export interface HostConfig {
   webhookLeaseMs?: number;
   /** The admin key for `<mount>/v1/admin/` (users, credits, keys, audit); without it the admin routes are off. */
   adminApiKey?: string;
+  /** Result files in this S3 (or S3-compatible) bucket instead of `DATA_DIR/files`: instances need no shared directory. */
+  s3?: { bucket: string; prefix?: string; region: string; endpoint?: string; forcePathStyle: boolean; serve?: 'redirect' | 'stream' };
 }
 
 const envSchema = z.object({
@@ -67,6 +69,12 @@ const envSchema = z.object({
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().optional(),
   WEBHOOK_LEASE_MS: z.coerce.number().int().positive().optional(),
   ADMIN_API_KEY: z.string().min(32, 'must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'must be visible ASCII').optional(),
+  S3_BUCKET: z.string().min(3).max(63).optional(),
+  S3_PREFIX: z.string().max(512).optional(),
+  S3_REGION: z.string().min(1).default('us-east-1'),
+  S3_ENDPOINT: z.url().optional(),
+  S3_FORCE_PATH_STYLE: z.enum(['0', '1', 'true', 'false']).default('0'),
+  S3_SERVE: z.enum(['redirect', 'stream']).optional(),
 });
 
 /** Reads the host's configuration from the environment; exits with a clear message when it is invalid. */
@@ -99,6 +107,17 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): HostConfig {
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     webhookLeaseMs: e.WEBHOOK_LEASE_MS,
     adminApiKey: e.ADMIN_API_KEY,
+    // Credentials are the AWS SDK's own business: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, a profile, or a role.
+    s3: e.S3_BUCKET
+      ? {
+          bucket: e.S3_BUCKET,
+          prefix: e.S3_PREFIX,
+          region: e.S3_REGION,
+          endpoint: e.S3_ENDPOINT,
+          forcePathStyle: e.S3_FORCE_PATH_STYLE === '1' || e.S3_FORCE_PATH_STYLE === 'true',
+          serve: e.S3_SERVE,
+        }
+      : undefined,
   };
 }
 
@@ -129,6 +148,20 @@ async function openStores(config: HostConfig): Promise<DurableParts> {
   const { createSqliteStores } = await import('@genservice/store-sqlite');
   const s = createSqliteStores({ filename: join(config.dataDir, 'genservice.db') });
   return { ...s, describe: `sqlite ${join(config.dataDir, 'genservice.db')}` };
+}
+
+async function openBlobs(config: HostConfig): Promise<NonNullable<GenerationServiceOptions['blobs']>> {
+  if (!config.s3) return new DiskBlobStore({ directory: join(config.dataDir, 'files') });
+  const { S3BlobStore } = await import('@genservice/blob-s3');
+  const { bucket, prefix, region, endpoint, forcePathStyle, serve } = config.s3;
+  return new S3BlobStore({
+    bucket,
+    region,
+    forcePathStyle,
+    ...(prefix !== undefined ? { prefix } : {}),
+    ...(endpoint !== undefined ? { endpoint } : {}),
+    ...(serve !== undefined ? { serve } : {}),
+  });
 }
 
 /** A secret kept in the data directory, so file URLs stay valid across restarts. */
@@ -245,7 +278,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
       ...(config.webhookTimeoutMs ? { timeoutMs: config.webhookTimeoutMs } : {}),
       ...(config.webhookLeaseMs ? { leaseMs: config.webhookLeaseMs } : {}),
     },
-    blobs: new DiskBlobStore({ directory: join(config.dataDir, 'files') }),
+    blobs: await openBlobs(config),
     queue,
     publicUrl: `${config.publicUrl}${config.mountPath}`,
     fileUrlSecret: persistentSecret(config.dataDir),
@@ -267,7 +300,15 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     playground: true,
     logger,
   });
-  logger.info({ store: stores.describe, queue: config.redisUrl ? 'bullmq' : 'in-process', users: users.length }, 'genservice configured');
+  logger.info(
+    {
+      store: stores.describe,
+      files: config.s3 ? `s3 ${config.s3.bucket}` : join(config.dataDir, 'files'),
+      queue: config.redisUrl ? 'bullmq' : 'in-process',
+      users: users.length,
+    },
+    'genservice configured',
+  );
   let closing: Promise<void> | undefined;
   return {
     service,

@@ -113,6 +113,11 @@ export interface GenServiceClient {
     quote(input: CreateGenerationInput, options?: RequestSignalOptions): Promise<Quote>;
     /** POST /v1/generations/:id/cancel. A finished generation is returned unchanged. */
     cancel(generationId: string, options?: RequestSignalOptions): Promise<CancelResult>;
+    /**
+     * DELETE /v1/generations/:id: cancels it if it is still running (charged as a cancel), then deletes its files,
+     * result and events; every read of it then answers 404 (NotFoundError), and so does a second delete.
+     */
+    delete(generationId: string, options?: RequestSignalOptions): Promise<void>;
     /** Polls until `completed` or `failed` and returns that generation; a failed one is returned, not thrown. */
     waitFor(generationId: string, options?: WaitForOptions): Promise<TerminalGeneration>;
     /** create + waitFor. Returns the completed generation; throws GenerationFailedError for a failed one. */
@@ -235,6 +240,7 @@ class Client implements GenServiceClient {
       create: (input, opts) => this.create(input, opts),
       get: (id, opts) => this.get(id, opts),
       cancel: (id, opts) => this.cancel(id, opts),
+      delete: (id, opts) => this.delete(id, opts),
       details: (id, opts) => this.details(id, opts),
       list: (opts) => this.list(opts),
       listAll: (opts) => this.listAll(opts),
@@ -335,6 +341,10 @@ class Client implements GenServiceClient {
     // A server that does not say counts as not cancelled: claiming a stop that may not have happened is worse.
     const cancelled = isRecord(body) && typeof body.cancelled === 'boolean' ? body.cancelled : false;
     return { ...generation, cancelled };
+  }
+
+  private async delete(generationId: string, options: RequestSignalOptions = {}): Promise<void> {
+    await this.transport.request('DELETE', `/v1/generations/${encodeURIComponent(generationId)}`, { signal: options.signal });
   }
 
   private async waitFor(generationId: string, options: WaitForOptions = {}): Promise<TerminalGeneration> {

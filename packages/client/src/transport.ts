@@ -72,7 +72,7 @@ export class Transport {
     }
   }
 
-  async request(method: 'GET' | 'POST', path: string, options: RequestOptions = {}): Promise<unknown> {
+  async request(method: 'GET' | 'POST' | 'DELETE', path: string, options: RequestOptions = {}): Promise<unknown> {
     throwIfAborted(options.signal);
     const timeout = this.requestTimeoutMs > 0 ? timeoutSignal(this.requestTimeoutMs, new RequestTimeout()) : undefined;
     const linked = linkSignals([options.signal, timeout?.signal]);

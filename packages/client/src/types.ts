@@ -40,7 +40,8 @@ export interface CreateGenerationInput {
   webhook?: { url: string; events?: WebhookEventType[] };
 }
 
-export type WebhookEventType = 'generation.processing' | 'generation.progress' | 'generation.completed' | 'generation.failed';
+/** `generation.deleted` is sent only to webhooks that list it. */
+export type WebhookEventType = 'generation.processing' | 'generation.progress' | 'generation.completed' | 'generation.failed' | 'generation.deleted';
 
 /** Why a generation failed, in words safe to show its owner. */
 export interface FailureReason {
@@ -62,6 +63,8 @@ export interface GenerationItem {
   error?: FailureReason;
   progress?: { fraction: number; message?: string };
   metadata?: Record<string, string>;
+  /** ISO 8601; when the service has a retention: when this finished generation is deleted. */
+  expiresAt?: string;
 }
 
 export interface ListOptions {
@@ -89,12 +92,19 @@ export interface Quote {
 }
 
 /** A verified webhook delivery's body. */
-export interface WebhookEvent {
-  type: WebhookEventType;
-  /** ISO 8601 of the event. */
-  timestamp: string;
-  data: GenerationItem;
-}
+export type WebhookEvent =
+  | {
+      type: Exclude<WebhookEventType, 'generation.deleted'>;
+      /** ISO 8601 of the event. */
+      timestamp: string;
+      data: GenerationItem;
+    }
+  | {
+      type: 'generation.deleted';
+      timestamp: string;
+      /** Only what identifies it: the rest was deleted with it. */
+      data: { generationId: string; modelId: string; status: 'deleted' };
+    };
 
 /** Still running: no result and no price yet. */
 export interface InProgressGeneration {

@@ -261,6 +261,16 @@ describe('client against core on Express', () => {
     await expect(c.generations.cancel(generationId)).resolves.toMatchObject({ cancelled: false, status: 'failed', price: 2 });
   });
 
+  it('deletes a generation: reads of it then throw NotFoundError, and so does a second delete', async () => {
+    const c = client();
+    const done = await c.generations.run({ modelId: 'echo', settings: { prompt: 'to delete' } });
+    await expect(c.generations.delete(done.generationId)).resolves.toBeUndefined();
+    await expect(c.generations.get(done.generationId)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(c.generations.details(done.generationId)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(c.generations.delete(done.generationId)).rejects.toBeInstanceOf(NotFoundError);
+    expect((await c.generations.list()).data.map((g) => g.generationId)).not.toContain(done.generationId);
+  });
+
   it('reports pending/processing/completed in order as the generation moves', async () => {
     const c = client();
     const statuses: GenerationStatus[] = [];

@@ -126,9 +126,14 @@ export interface GenerationEvent {
   data: Record<string, unknown>;
 }
 
-/** The webhook events a client can subscribe to (`generation.` + the event log type; `created` is not sent). */
-export const WEBHOOK_EVENT_TYPES = ['generation.processing', 'generation.progress', 'generation.completed', 'generation.failed'] as const;
+/**
+ * The webhook events a client can subscribe to: `generation.` + the event log type (`created` is not sent), and
+ * `generation.deleted` when the generation was deleted (only to endpoints that list it: the owner asked for it).
+ */
+export const WEBHOOK_EVENT_TYPES = ['generation.processing', 'generation.progress', 'generation.completed', 'generation.failed', 'generation.deleted'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+/** What a webhook without an `events` list gets: every change of the generation's state, not its deletion. */
+export const DEFAULT_WEBHOOK_EVENTS: readonly WebhookEventType[] = ['generation.processing', 'generation.progress', 'generation.completed', 'generation.failed'];
 
 /** What a client reads from GET /v1/generations/:id. */
 export interface GenerationView {

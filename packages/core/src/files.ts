@@ -20,9 +20,11 @@ export class FileUrlSigner {
   }
 
   /** The path and query below the mount point, e.g. `/v1/files/KEY?exp=...&sig=...`. */
-  sign(key: string, nowMs: number = Date.now()): string {
-    // Expiry is rounded up to the minute so that repeated reads within a minute give the same URL (cacheable).
-    const exp = Math.ceil((nowMs / 1000 + this.ttlSeconds) / 60) * 60;
+  sign(key: string, nowMs: number = Date.now(), notAfterMs?: number): string {
+    // Expiry is rounded up to the minute so that repeated reads within a minute give the same URL (cacheable), but
+    // never past `notAfterMs` (the generation's own expiry).
+    const rounded = Math.ceil((nowMs / 1000 + this.ttlSeconds) / 60) * 60;
+    const exp = notAfterMs === undefined ? rounded : Math.min(rounded, Math.floor(notAfterMs / 1000));
     return `/v1/files/${encodeURIComponent(key)}?exp=${exp}&sig=${this.mac(key, exp).toString('base64url')}`;
   }
 

@@ -250,6 +250,13 @@ export class Generations {
     return { cancelled: cancelled !== null, generation: this.views.view(now, baseUrl) };
   }
 
+  /** Deletes the caller's generation (see `Lifecycle.delete`); not_found when there is none to delete. */
+  async delete(userId: string, generationId: string): Promise<void> {
+    const gone = GENERATION_ID_PATTERN.test(generationId) ? await this.lifecycle.delete(userId, generationId) : null;
+    if (!gone) throw new DomainError('not_found', 'Generation not found.');
+    await this.webhooks.deleted(gone.deleted, gone.seq, Date.now());
+  }
+
   balance(userId: string): Promise<number> {
     return this.ledger.balance(userId);
   }

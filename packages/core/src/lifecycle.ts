@@ -4,12 +4,14 @@ import { DomainError, UnavailableError } from './errors.js';
 import { newGenerationId } from './ids.js';
 import { asError, childLogger, silentLogger } from './logger.js';
 import type { KeyBudget } from './ports/api-keys.js';
+import type { BlobStore } from './ports/blob.js';
 import type { Ledger, ReserveOptions } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { JobQueue } from './ports/queue.js';
 import type { Expectation, GenerationChange, GenerationPatch, GenerationStore } from './ports/store.js';
 import { EventFeed } from './push/event-feed.js';
 import { isRemoteJobProvider, ModelRegistry } from './registry.js';
+import type { WebhookStore } from './ports/webhooks.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 
@@ -93,6 +95,8 @@ export class Lifecycle {
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
     @inject(EventFeed) private readonly feed: EventFeed,
     @inject(ModelRegistry) private readonly registry: ModelRegistry,
+    @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
+    @inject(TOKENS.WebhookStore) private readonly webhookStore: WebhookStore,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'lifecycle' });
@@ -384,6 +388,46 @@ export class Lifecycle {
     // cancel stops it itself (its setRemoteHandle is refused).
     if (cancelled.remoteHandle !== undefined) await this.cancelUpstream(cancelled.modelId, generationId, cancelled.remoteHandle);
     return cancelled;
+  }
+
+  /**
+   * Deletes one of its owner's generations: an unfinished one is cancelled first (charged as a cancel), then its
+   * files are deleted, then its record and events, then its webhook deliveries. The ledger keeps the charge.
+   *
+   * Files go first, so a blob store that cannot be reached (`UnavailableError`, answered 503) leaves the generation
+   * as it was, and the client's retry finishes the job. Answers the generation as it was before it went and the
+   * `seq` its deletion takes in its log (for `generation.deleted`), or null when there is none (another user's, or
+   * already deleted).
+   */
+  async delete(ownerId: string, generationId: string): Promise<{ deleted: GenerationRecord; seq: number } | null> {
+    let rec = await this.store.get(generationId, ownerId);
+    // A cancel can lose a race (a worker claims, or completes, at that moment): read again and act on what is there.
+    for (let tries = 0; rec && !isTerminal(rec.status) && tries < 5; tries++) {
+      await this.cancel(generationId);
+      rec = await this.store.get(generationId, ownerId);
+    }
+    if (!rec) return null;
+    if (!isTerminal(rec.status)) throw new UnavailableError('the generation kept changing while it was being deleted');
+    const events = await this.store.eventsOf(generationId);
+    if ((await this.purge([rec])) === 0) return null;
+    if (this.logs) this.logger.info({ generationId, status: rec.status }, 'generation deleted');
+    return { deleted: rec, seq: (events[events.length - 1]?.seq ?? 0) + 1 };
+  }
+
+  /**
+   * Deletes finished generations for good (a DELETE, or retention): their files first, in one batched call, then
+   * each record with its events, then their webhook deliveries. Files go first so that a blob store that cannot be
+   * reached (the call throws) leaves every record as it was, to be tried again. Answers how many records it removed.
+   */
+  async purge(recs: readonly GenerationRecord[]): Promise<number> {
+    const keys = recs.flatMap((r) => (r.resultKey === undefined ? [] : [r.resultKey]));
+    if (keys.length > 0) await this.blobs.deleteMany(keys);
+    const removed: string[] = [];
+    for (const r of recs) if (await this.store.remove(r.id, { status: ['completed', 'failed'] })) removed.push(r.id);
+    if (removed.length === 0) return 0;
+    this.feed.committed();
+    await this.webhookStore.deleteForGenerations(removed);
+    return removed.length;
   }
 
   /** Best effort: an upstream job nobody will check any more is told to stop. */

@@ -2,11 +2,9 @@ import { inject, injectable } from 'tsyringe';
 import type { GenerationRecord } from './domain.js';
 import { Lifecycle } from './lifecycle.js';
 import { asError, childLogger } from './logger.js';
-import type { BlobStore } from './ports/blob.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Logger } from './ports/logger.js';
 import type { GenerationStore } from './ports/store.js';
-import type { WebhookStore } from './ports/webhooks.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 
@@ -15,6 +13,10 @@ import type { RecoveryReport } from './service-types.js';
 export type { RecoveryReport };
 
 const PAGE = 500;
+/** Records per retention batch: one batched file delete, then one remove each. */
+const SWEEP_BATCH = 200;
+/** The idempotency store's "user" under which instances elect the sweeper of each interval. */
+const SWEEPER = 'genservice:maintenance';
 
 /**
  * Background upkeep with its timers: recovery (re-enqueue unfinished work, give up on work that lost its worker too
@@ -30,9 +32,7 @@ export class Maintenance {
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(Lifecycle) private readonly lifecycle: Lifecycle,
     @inject(TOKENS.Store) private readonly store: GenerationStore,
-    @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
-    @inject(TOKENS.WebhookStore) private readonly webhookStore: WebhookStore,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'maintenance' });
@@ -42,7 +42,7 @@ export class Maintenance {
     const { recovery, retention, idempotencyTtlMs } = this.options;
     if (recovery.onStart) await this.recover();
     if (recovery.intervalMs > 0) this.every(recovery.intervalMs, () => this.recover(), 'recovery');
-    if (retention.finishedTtlMs !== undefined) this.every(retention.sweepIntervalMs, () => this.sweep(), 'retention sweep');
+    if (retention.finishedTtlMs !== undefined) this.every(retention.sweepIntervalMs, () => this.scheduledSweep(), 'retention sweep');
     this.every(Math.min(idempotencyTtlMs, 3600_000), () => this.idempotency.purgeBefore(Date.now() - idempotencyTtlMs), 'idempotency purge');
   }
 
@@ -95,17 +95,35 @@ export class Maintenance {
     }
   }
 
-  /** Deletes finished generations past retention, their events and their files, in small batches. */
-  async sweep(): Promise<number> {
+  /**
+   * The timer's sweep: once per sweep interval across all instances. The idempotency store's atomic `begin` elects
+   * the instance that sweeps this interval; the others skip it. Answers what `sweep` removed (0 when not elected).
+   */
+  async scheduledSweep(now: number = Date.now()): Promise<number> {
+    const window = `sweep:${Math.floor(now / this.options.retention.sweepIntervalMs)}`;
+    const elected = await this.idempotency.begin(SWEEPER, window, 'sweep', now, window);
+    if (elected.state !== 'new') return 0;
+    const removed = await this.sweep(now);
+    await this.idempotency.finish(SWEEPER, window, window);
+    return removed;
+  }
+
+  /**
+   * Deletes finished generations past retention (files, then records with their events, then deliveries: the
+   * Lifecycle's purge), `SWEEP_BATCH` at a time. A blob store outage ends the pass with every remaining record in
+   * place; the next sweep tries again.
+   */
+  async sweep(now: number = Date.now()): Promise<number> {
     const ttl = this.options.retention.finishedTtlMs;
     if (ttl === undefined) return 0;
     let total = 0;
     for (;;) {
-      const { deleted, resultKeys, ids } = await this.store.deleteFinishedBefore(Date.now() - ttl, 200);
-      for (const key of resultKeys) await this.blobs.delete(key).catch(() => undefined);
-      if (ids.length > 0) await this.webhookStore.deleteForGenerations(ids);
-      total += deleted;
-      if (deleted < 200) break;
+      const batch = await this.store.listFinishedBefore(now - ttl, SWEEP_BATCH);
+      if (batch.length === 0) break;
+      const removed = await this.lifecycle.purge(batch);
+      total += removed;
+      // Nothing removed from a full batch means others are removing the same rows: stop rather than spin on them.
+      if (batch.length < SWEEP_BATCH || removed === 0) break;
       // Yield between batches so a long sweep never holds up requests.
       await new Promise((r) => setImmediate(r));
     }

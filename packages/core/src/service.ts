@@ -2,6 +2,7 @@ import { container, inject, injectable, instanceCachingFactory } from 'tsyringe'
 import type { GenerationView, ModelInfo } from './domain.js';
 import { Accounts } from './accounts.js';
 import { CachedApiKeyResolver } from './api-key-cache.js';
+import { ExpiringReads } from './expiry.js';
 import { FileUrlSigner } from './files.js';
 import { Generations, type ListPage } from './generations.js';
 import { AccountRoutes } from './http/accounts-routes.js';
@@ -14,6 +15,7 @@ import type { HttpRequest, HttpResponse } from './http/types.js';
 import { Lifecycle } from './lifecycle.js';
 import { childLogger, silentLogger } from './logger.js';
 import { Maintenance, type RecoveryReport } from './maintenance.js';
+import type { GenerationStore } from './ports/store.js';
 import {
   MemoryApiKeyStore,
   MemoryAuditLog,
@@ -191,6 +193,10 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     else c.registerSingleton(token, fallback as new () => object);
   };
   port(TOKENS.Store, options.store, MemoryGenerationStore);
+  const ttl = resolved.retention.finishedTtlMs;
+  // Under retention every client-facing read goes through the expiry check, so an expired generation reads as
+  // deleted before the sweep has removed it.
+  if (ttl !== undefined) c.register(TOKENS.Store, { useValue: new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), ttl) });
   port(TOKENS.Ledger, options.ledger, MemoryLedger);
   port(TOKENS.Blobs, options.blobs, MemoryBlobStore);
   port(TOKENS.Idempotency, options.idempotency, MemoryIdempotencyStore);

@@ -1,5 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import type { GenerationRecord, GenerationView } from './domain.js';
+import { expiresAt } from './expiry.js';
 import { FileUrlSigner } from './files.js';
 import type { BaseUrl } from './http/types.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
@@ -19,6 +20,8 @@ export interface GenerationItem {
   error?: { code: string; message: string };
   progress?: { fraction: number; message?: string };
   metadata?: Record<string, string>;
+  /** ISO 8601, with `retention`: when a finished generation is deleted (its result URL stops working then too). */
+  expiresAt?: string;
 }
 
 /**
@@ -40,7 +43,9 @@ export class Views {
   }
 
   private result(rec: GenerationRecord, baseUrl: BaseUrl | undefined): string {
-    return rec.resultText !== undefined ? rec.resultText : this.fileBase(baseUrl) + this.signer.sign(rec.resultKey!);
+    if (rec.resultText !== undefined) return rec.resultText;
+    // A file link never outlives its generation: it stops working when the generation expires.
+    return this.fileBase(baseUrl) + this.signer.sign(rec.resultKey!, Date.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
   }
 
   /** The contract's shape for the record's state, field for field. */
@@ -76,6 +81,8 @@ export class Views {
     if (rec.status === 'failed' && rec.error) out.error = { code: rec.error.code, message: rec.error.message };
     if (rec.progress) out.progress = rec.progress.message === undefined ? { fraction: rec.progress.fraction } : { ...rec.progress };
     if (rec.metadata && Object.keys(rec.metadata).length > 0) out.metadata = { ...rec.metadata };
+    const expires = expiresAt(rec, this.options.retention.finishedTtlMs);
+    if (expires !== undefined) out.expiresAt = new Date(expires).toISOString();
     return out;
   }
 }

@@ -272,7 +272,7 @@ describe('retention', () => {
     const blobs = new MemoryBlobStore();
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const { service } = make(
+    const { service, store } = make(
       provider([textModel({ modelId: 'img', resultType: 'image' }), textModel({ modelId: 'slow' })], async (input) => {
         if (input.model.modelId === 'slow') {
           await gate;
@@ -285,15 +285,128 @@ describe('retention', () => {
     await service.start();
     const done = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
     const slow = await service.create('alice', { modelId: 'slow', settings: { prompt: 'x' } });
-    const completed = await until(() => service.get('alice', done.generationId), (g) => g.status === 'completed');
-    const key = decodeURIComponent(/\/v1\/files\/([^?]+)/.exec(completed.result!)![1]!);
-    expect(await blobs.get(key)).not.toBeNull();
-    await until(async () => service.get('alice', done.generationId).then(() => 'there', () => 'gone'), (s) => s === 'gone');
+    // The store itself, not the client's view: an expired generation reads as deleted before the sweep removes it.
+    const completed = await until(() => store.getById(done.generationId), (g) => g?.status === 'completed');
+    const key = completed!.resultKey!;
+    await until(() => store.getById(done.generationId), (g) => g === null);
     expect(await blobs.get(key)).toBeNull();
     // The unfinished one is never swept, and finishes normally later.
     expect((await service.get('alice', slow.generationId)).status).toBe('processing');
     release();
     await until(() => service.get('alice', slow.generationId), (g) => g.status === 'completed');
+  });
+
+  it('shows expiresAt; an expired generation reads exactly like a deleted one before the sweep comes by', async () => {
+    const ttl = 300;
+    const { service, store } = make(provider([textModel({ modelId: 'img', resultType: 'image' })], async () => ({ bytes: new Uint8Array([9]), mimeType: 'image/png' })), {
+      // A sweep that never runs during the test: what is asserted is the reads, not the deletion.
+      retention: { finishedTtlMs: ttl, sweepIntervalMs: 3_600_000 },
+    });
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
+    const rec = (await until(() => store.getById(generationId), (g) => g?.status === 'completed'))!;
+    const item = await service.details('alice', generationId).catch(() => null);
+    // Read before it expired (or, on a slow machine, already gone: then the rest still holds).
+    if (item) {
+      expect(item.expiresAt).toBe(new Date(rec.finishedAt! + ttl).toISOString());
+      const exp = Number(new URL(item.result!).searchParams.get('exp'));
+      expect(exp * 1000).toBeLessThanOrEqual(rec.finishedAt! + ttl);
+      expect((await service.list('alice', {})).data.map((g) => g.expiresAt)).toEqual([item.expiresAt]);
+    }
+    await until(() => service.get('alice', generationId).then(() => 'there', () => 'gone'), (s) => s === 'gone');
+    const gone = await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: { authorization: 'Bearer ka' } });
+    const missing = await service.handle({ method: 'GET', path: `/v1/generations/${'A'.repeat(22)}`, headers: { authorization: 'Bearer ka' } });
+    expect(gone.status).toBe(404);
+    expect(gone.body).toBe(missing.body);
+    expect((await service.list('alice', {})).data).toEqual([]);
+    expect((await service.handle({ method: 'DELETE', path: `/v1/generations/${generationId}`, headers: { authorization: 'Bearer ka' } })).status).toBe(404);
+    // Still stored: the sweep has not run, yet nobody can read it.
+    expect(await store.getById(generationId)).not.toBeNull();
+  });
+});
+
+describe('retention sweep', () => {
+  /** Until every one of these (finished with `finishedTtlMs: 1`) is past its expiry, so a sweep now sees them all. */
+  const pastExpiry = (finishedAt: number[]): Promise<number> => until(async () => Date.now(), (now) => now > Math.max(...finishedAt) + 1);
+  const imageProvider = (price = 10): ModelProvider =>
+    provider([textModel({ modelId: 'img', resultType: 'image', price })], async () => ({ bytes: new Uint8Array([9]), mimeType: 'image/png' }));
+
+  it('deletes files before rows: a blob store outage leaves every expired record for the next sweep', async () => {
+    const { MemoryBlobStore, UnavailableError } = await import('@genservice/core');
+    const blobs = new MemoryBlobStore();
+    const { service, store } = make(imageProvider(), { blobs, retention: { finishedTtlMs: 1, sweepIntervalMs: 3_600_000 } });
+    await service.start();
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } })).generationId);
+    const recs = await Promise.all(ids.map((id) => until(() => store.getById(id), (g) => g?.status === 'completed')));
+    await pastExpiry(recs.map((r) => r!.finishedAt!));
+    const deleteMany = blobs.deleteMany.bind(blobs);
+    blobs.deleteMany = async () => {
+      throw new UnavailableError('blob store down');
+    };
+    await expect(service.sweep()).rejects.toThrow('blob store down');
+    for (const r of recs) {
+      expect(await store.getById(r!.id)).not.toBeNull();
+      expect(await blobs.get(r!.resultKey!)).not.toBeNull();
+    }
+    blobs.deleteMany = deleteMany;
+    expect(await service.sweep()).toBe(3);
+    for (const r of recs) {
+      expect(await store.getById(r!.id)).toBeNull();
+      expect(await blobs.get(r!.resultKey!)).toBeNull();
+    }
+  });
+
+  it('works in bounded batches: one batched file delete per batch of 200', async () => {
+    const { MemoryBlobStore } = await import('@genservice/core');
+    const blobs = new MemoryBlobStore();
+    const { service, store } = make(imageProvider(0), { blobs, retention: { finishedTtlMs: 1, sweepIntervalMs: 3_600_000 }, limits: { inFlightPerUser: 1000 } });
+    await service.start();
+    const ids: string[] = [];
+    for (let i = 0; i < 450; i++) ids.push((await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } })).generationId);
+    const finished: number[] = [];
+    for (const id of ids) finished.push((await until(() => store.getById(id), (g) => g?.status === 'completed'))!.finishedAt!);
+    await pastExpiry(finished);
+    const batches: number[] = [];
+    const deleteMany = blobs.deleteMany.bind(blobs);
+    blobs.deleteMany = async (keys) => {
+      batches.push(keys.length);
+      return deleteMany(keys);
+    };
+    expect(await service.sweep()).toBe(450);
+    expect(batches).toEqual([200, 200, 50]);
+  });
+
+  it('the timer sweeps once per interval across instances that share the stores', async () => {
+    const { MemoryIdempotencyStore } = await import('@genservice/core');
+    const shared = { idempotency: new MemoryIdempotencyStore() };
+    const elections: Array<{ key: string; state: string }> = [];
+    const begin = shared.idempotency.begin.bind(shared.idempotency);
+    shared.idempotency.begin = async (user, key, hash, now, gen) => {
+      const out = await begin(user, key, hash, now, gen);
+      if (user === 'genservice:maintenance') elections.push({ key, state: out.state });
+      return out;
+    };
+    let lists = 0;
+    class Counted extends MemoryGenerationStore {
+      override listFinishedBefore(before: number, limit: number) {
+        lists++;
+        return super.listFinishedBefore(before, limit);
+      }
+    }
+    const counted = new Counted();
+    for (let i = 0; i < 2; i++) {
+      const { service } = make(imageProvider(), { store: counted, idempotency: shared.idempotency, retention: { finishedTtlMs: 60_000, sweepIntervalMs: 20 } });
+      await service.start();
+    }
+    await until(async () => elections.filter((e) => e.state === 'new').length, (n) => n >= 4);
+    const won = elections.filter((e) => e.state === 'new').map((e) => e.key);
+    // Each interval elected one sweeper, and only elected sweepers read the store (once each: nothing to delete).
+    expect(new Set(won).size).toBe(won.length);
+    expect(elections.length).toBeGreaterThan(won.length);
+    await until(async () => lists, (n) => n >= won.length);
+    const electedNow = elections.filter((e) => e.state === 'new').length;
+    expect(lists).toBeLessThanOrEqual(electedNow);
   });
 });
 

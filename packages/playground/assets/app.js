@@ -378,7 +378,39 @@ function historyEntry(item) {
     h('time', { datetime: item.createdAt, text: Number.isNaN(when.getTime()) ? item.createdAt : when.toLocaleString() }),
   ]);
   button.addEventListener('click', () => void open(item.generationId));
-  return h('li', { 'data-id': item.generationId }, [button]);
+  const title = `${model?.title ?? item.modelId}, ${Number.isNaN(when.getTime()) ? item.createdAt : when.toLocaleString()}`;
+  const remove = h('button', { type: 'button', class: 'delete', 'aria-label': `Delete ${title}`, text: 'Delete' });
+  remove.addEventListener('click', () => void deleteEntry(item, title, remove));
+  return h('li', { 'data-id': item.generationId }, [button, remove]);
+}
+
+/**
+ * Deletes a generation of the history after the owner confirmed it (a running one is cancelled first, and charged
+ * as a cancel). The entry goes only once the service said so.
+ */
+async function deleteEntry(item, title, button) {
+  const running = !isFinal(item.status);
+  const question = `Delete ${title}?${running ? ' It is still running: it will be cancelled and charged as a cancel.' : ''} Its result and files are deleted for good.`;
+  if (!window.confirm(question)) return;
+  button.disabled = true;
+  const answer = await api.request('DELETE', `v1/generations/${encodeURIComponent(item.generationId)}`);
+  // 404: it was already gone (deleted elsewhere, or expired): the entry goes all the same.
+  if (!answer.ok && answer.status !== 404) {
+    button.disabled = false;
+    showError(ui.historyError, answer.error.message);
+    return;
+  }
+  showError(ui.historyError, '');
+  const li = button.closest('li');
+  const next = li?.nextElementSibling ?? li?.previousElementSibling;
+  li?.remove();
+  if (ui.status.dataset.generation === item.generationId) {
+    watching?.abort();
+    ui.result.replaceChildren();
+  }
+  ui.historyEmpty.hidden = ui.history.children.length > 0;
+  // Keyboard users stay in the list instead of falling back to the top of the page.
+  next?.querySelector('button.entry')?.focus();
 }
 
 /** Opens a generation of the history: its result again, or its live status while it runs. */

@@ -307,7 +307,7 @@ describe('history', () => {
       await more.click();
       await expect.poll(() => entries.count()).toBeGreaterThan(n);
     }
-    await page.locator(`#history > li[data-id="${image.generationId}"] button`).click();
+    await page.locator(`#history > li[data-id="${image.generationId}"] button.entry`).click();
     const img = page.locator('#result img');
     await expect.poll(() => img.evaluate((el: HTMLImageElement) => el.complete && el.naturalWidth)).toBe(256);
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('result-heading');
@@ -350,6 +350,53 @@ describe('usage', () => {
     expect(widths[0]).toBe(Math.max(...widths));
     expect(await page.locator('#usage-caption').textContent()).toBe(`Last 30 days: ${api.total.tokens} tokens over 3 generations.`);
     expect(await page.locator('#usage svg').getAttribute('role')).toBe('img');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+});
+
+describe('deleting from the history', () => {
+  it('asks first; a dismissed question deletes nothing, a confirmed one deletes the generation and its entry', async () => {
+    const made: string[] = [];
+    for (const prompt of ['keep me', 'delete me']) {
+      const res = await fetch(`${host.api}/v1/generations`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${BUSY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ modelId: 'demo-text', settings: { prompt } }),
+      });
+      made.push(((await res.json()) as { generationId: string }).generationId);
+    }
+    const [kept, doomed] = made as [string, string];
+    const read = async (id: string): Promise<number> => (await fetch(`${host.api}/v1/generations/${id}`, { headers: { authorization: `Bearer ${BUSY}` } })).status;
+
+    const { page, problems } = await newPage();
+    await connect(page, host.api, BUSY);
+    const entry = page.locator(`#history > li[data-id="${doomed}"]`);
+    await expect.poll(() => entry.count()).toBe(1);
+    const questions: string[] = [];
+    let answer = false;
+    page.on('dialog', (d) => {
+      questions.push(d.message());
+      void (answer ? d.accept() : d.dismiss());
+    });
+    const remove = entry.getByRole('button', { name: /^Delete / });
+    await remove.click();
+    await expect.poll(() => questions.length).toBe(1);
+    expect(questions[0]).toMatch(/^Delete .*\?/);
+    expect(await entry.count()).toBe(1);
+    expect(await read(doomed)).toBe(200);
+
+    answer = true;
+    await remove.click();
+    await expect.poll(() => entry.count()).toBe(0);
+    expect(questions).toHaveLength(2);
+    expect(await read(doomed)).toBe(404);
+    expect(await read(kept)).toBe(200);
+    expect(await page.locator(`#history > li[data-id="${kept}"]`).count()).toBe(1);
+    // After a refresh it stays gone: the service deleted it, not just the page.
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await expect.poll(() => page.locator(`#history > li[data-id="${kept}"]`).count()).toBe(1);
+    expect(await entry.count()).toBe(0);
     expect(problems).toEqual([]);
     await page.close();
   });

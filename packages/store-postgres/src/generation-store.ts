@@ -18,6 +18,17 @@ import type { Pool } from 'pg';
 import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
 
 /**
+ * The oldest transaction id, in the statement's snapshot, that is still running and may belong to this database (or
+ * the next id to be handed out). Ids of the snapshot's running transactions that `pg_stat_activity` shows in another
+ * database are left out: a transaction writes in one database only, so a long one elsewhere on the server does not
+ * hold this feed back. An id not shown there (ended since, or hidden from this role) counts, which only delays.
+ */
+const RUNNING = `SELECT coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
+      FROM pg_snapshot_xip(pg_current_snapshot()) AS x
+      WHERE xid(x) NOT IN (SELECT backend_xid FROM pg_stat_activity
+        WHERE backend_xid IS NOT NULL AND datname IS DISTINCT FROM current_database())`;
+
+/**
  * The fixed statements, given the quoted schema. Exported so the index tests EXPLAIN exactly what the store runs
  * (`update` is built per shape by `updateSql`).
  *
@@ -32,8 +43,8 @@ export function generationSql(s: string) {
     // counts at most $8 rows, so its cost is bounded by the cap, not by how many rows the owner has.
     insert: `WITH ins AS (
         INSERT INTO ${s}.generations
-          (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, metadata, webhook, last_seq)
-        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1
+          (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, metadata, webhook, last_seq, last_tx)
+        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1, pg_current_xact_id()
         WHERE $8::int IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM ${s}.generations
           WHERE owner_id = $2 AND finished_at IS NULL LIMIT $8::int) capped) < $8::int
         RETURNING id, owner_id),
@@ -50,24 +61,23 @@ export function generationSql(s: string) {
     listUnfinishedAfter: `SELECT * FROM ${s}.generations WHERE finished_at IS NULL
       AND (created_at, id) > (SELECT created_at, id FROM ${s}.generations WHERE id = $2)
       ORDER BY created_at, id LIMIT $1`,
-    // SKIP LOCKED lets several instances sweep at once without waiting on each other's batches. `= ANY(ARRAY(...))`
-    // rather than `IN (...)`: with IN the planner may hash-join against a scan of the whole table.
-    deleteFinished: `WITH gone AS (
-        DELETE FROM ${s}.generations WHERE id = ANY(ARRAY(
-          SELECT id FROM ${s}.generations WHERE finished_at < $1
-          ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED))
-        RETURNING id, result_key),
+    // Ties on finished_at fall back to id, so a page is the same whichever instance reads it.
+    listFinished: `SELECT * FROM ${s}.generations WHERE finished_at < $1 ORDER BY finished_at, id LIMIT $2`,
+    // One statement: the row and its events go together or not at all; the row lock orders it against any change.
+    remove: `WITH gone AS (
+        DELETE FROM ${s}.generations WHERE id = $1 AND status = ANY($2::text[]) RETURNING id),
       ev AS (DELETE FROM ${s}.events WHERE generation_id = ANY(ARRAY(SELECT id FROM gone)))
-      SELECT id, result_key FROM gone`,
+      SELECT count(*)::int AS removed FROM gone`,
     eventsOf: `SELECT ${feedRow} FROM ${s}.events WHERE generation_id = $1 AND seq > $2 ORDER BY seq`,
-    // `tx >= $1` repeats the row comparison's lower bound in a form the planner can estimate from the histogram.
-    // Only below the oldest transaction still running: everything there has committed or never will, so a reader
-    // that walks (tx, pos) forward never passes an event that commits later.
+    // Only below the oldest transaction still running that could have written here: everything there has committed
+    // or never will, so a reader that walks (tx, pos) forward never passes an event that commits later. One
+    // generation's events are in seq order in (tx, pos) too (see updateSql). `tx >= $1` repeats the row comparison's
+    // lower bound in a form the planner can estimate from the histogram.
     readFeed: `SELECT ${feedRow} FROM ${s}.events
-      WHERE (tx, pos) > ($1::xid8, $2::bigint) AND tx >= $1::xid8 AND tx < pg_snapshot_xmin(pg_current_snapshot())
+      WHERE (tx, pos) > ($1::xid8, $2::bigint) AND tx >= $1::xid8 AND tx < (${RUNNING})
       ORDER BY tx, pos LIMIT $3`,
-    // Just below the oldest running transaction: everything before it is final, everything after it is not yet read.
-    feedHead: `SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::numeric - 1)::text AS tx`,
+    // Just below that transaction: everything before it is final, everything after it is not yet read.
+    feedHead: `SELECT ((${RUNNING})::text::numeric - 1)::text AS tx`,
     countByStatus: `SELECT status, count(*)::int AS n FROM ${s}.generations GROUP BY status`,
   };
 }
@@ -110,7 +120,7 @@ const TYPES: Record<string, string> = { remote_handle: '::jsonb', price: '::nume
  * against the winner's row and updates nothing), and the event is numbered from the row's own counter, so only that
  * row is locked. Its text depends only on the change's shape, so it is built once per shape.
  */
-export function updateSql(s: string, change: GenerationChange): { text: string; values: (change: GenerationChange) => unknown[] } {
+export function updateSql(s: string, change: GenerationChange): { text: string; values: (id: string, change: GenerationChange) => unknown[] } {
   const { expect, set, event } = change;
   const sets: string[] = ['updated_at = $2'];
   const where: string[] = ['id = $1', 'status = ANY($3::text[])'];
@@ -137,16 +147,20 @@ export function updateSql(s: string, change: GenerationChange): { text: string; 
     pick.push((c) => [c.expect.claims]);
   }
   if (expect.noRemoteHandle) where.push('remote_handle IS NULL');
-  let text = `UPDATE ${s}.generations SET ${sets.join(', ')}${event ? ', last_seq = last_seq + 1' : ''}
+  // The event's feed position is this transaction's id, or its generation's previous event's when that is larger: a
+  // transaction may get its id before another that then takes the row lock first and appends first. Still safe for
+  // readers: while this transaction runs, the oldest running id is at most its own, so none has read past either.
+  const append = ', last_seq = last_seq + 1, last_tx = GREATEST(last_tx, pg_current_xact_id())';
+  let text = `UPDATE ${s}.generations SET ${sets.join(', ')}${event ? append : ''}
     WHERE ${where.join(' AND ')} RETURNING *`;
   if (event) {
     text = `WITH moved AS (${text}),
-      ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data)
-        SELECT id, last_seq, owner_id, $${n}, $2, $${n + 1}::jsonb FROM moved)
+      ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data, tx)
+        SELECT id, last_seq, owner_id, $${n}, $2, $${n + 1}::jsonb, last_tx FROM moved)
       SELECT * FROM moved`;
     pick.push((c) => [c.event!.type, jsonb(c.event!.data)]);
   }
-  return { text, values: (c) => [encodeKey(''), ...pick.flatMap((p) => p(c))] };
+  return { text, values: (id, c) => [encodeKey(id), ...pick.flatMap((p) => p(c))] };
 }
 
 /** The shape of a change: what decides its statement's text. */
@@ -303,9 +317,7 @@ export class PostgresGenerationStore implements GenerationStore {
     const shape = shapeOf(change);
     let stmt = this.shapes.get(shape);
     if (!stmt) this.shapes.set(shape, (stmt = updateSql(this.db.s, change)));
-    const values = stmt.values(change);
-    values[0] = encodeKey(id);
-    const { rows } = await this.db.query(stmt.text, values);
+    const { rows } = await this.db.query(stmt.text, stmt.values(id, change));
     return rows[0] ? toRecord(rows[0]) : null;
   }
 
@@ -354,10 +366,14 @@ export class PostgresGenerationStore implements GenerationStore {
     return `${rows[0]!.tx}:${MAX_POS}`;
   }
 
-  async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }> {
-    const { rows } = await this.db.query<{ id: string; result_key: string | null }>(this.sql.deleteFinished, [before, Math.max(0, Math.floor(limit))]);
-    const resultKeys = rows.flatMap((r) => (r.result_key === null ? [] : [decodeKey(r.result_key)]));
-    return { deleted: rows.length, resultKeys, ids: rows.map((r) => decodeKey(r.id)) };
+  async listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    const { rows } = await this.db.query(this.sql.listFinished, [before, Math.max(0, Math.floor(limit))]);
+    return rows.map((r) => toRecord(r));
+  }
+
+  async remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean> {
+    const { rows } = await this.db.query<{ removed: number }>(this.sql.remove, [encodeKey(id), [...expect.status]]);
+    return rows[0]!.removed > 0;
   }
 
   async countByStatus(): Promise<Record<GenerationStatus, number>> {

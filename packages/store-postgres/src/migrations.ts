@@ -161,6 +161,8 @@ export const MIGRATIONS: readonly Migration[] = [
       `ALTER TABLE ${s}.generations RENAME COLUMN attempts TO claims`,
       // Each generation numbers its own events from this counter, so appending one locks only its row.
       `ALTER TABLE ${s}.generations ADD COLUMN last_seq integer NOT NULL DEFAULT 0`,
+      // The feed position of its last event: the next one never sorts before it (see updateSql).
+      `ALTER TABLE ${s}.generations ADD COLUMN last_tx xid8 NOT NULL DEFAULT '0'`,
       // The old global number becomes the feed position (same order); seq becomes the number within the generation.
       `ALTER TABLE ${s}.events RENAME COLUMN seq TO pos`,
       `ALTER TABLE ${s}.events ADD COLUMN seq integer`,

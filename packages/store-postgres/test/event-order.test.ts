@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GenerationEvent } from '@genservice/core/ports';
 import { PostgresGenerationStore, runMigrations } from '../src/index.js';
-import { createTestDatabase, lifecycleOps, newGeneration, type TestDatabase } from './helpers.js';
+import { createTestDatabase, lifecycleOps, newGeneration, readFeedUntil, type TestDatabase } from './helpers.js';
 
 const WRITERS = 32;
 const PER_WRITER = 6;
@@ -96,7 +96,9 @@ describe('the event feed under concurrent writers with random commit delays', ()
     await reading;
     // Until the feed is drained: the server's other transactions (other tests') may hold its horizon back a moment.
     const total = WRITERS * PER_WRITER * 4;
-    for (let i = 0; i < 2000 && seen.length < total; i++) await walk();
+    for (let i = 0; i < 2000 && seen.length < total; i++) {
+      if ((await walk()) === 0) await new Promise((r) => setTimeout(r, 10));
+    }
 
     expect(pages).toBeGreaterThan(10);
     expect(seen).toHaveLength(total);
@@ -132,5 +134,39 @@ describe('the event feed under concurrent writers with random commit delays', ()
     }
     expect(seen).toEqual(['a1', 'b1', 'a2']);
     expect(cursor).toBe(all.cursor);
+  });
+
+  it("keeps a generation's events in seq order when the later change's transaction has the smaller id", async () => {
+    await runMigrations(readerPool, 'race');
+    const reader = new PostgresGenerationStore(readerPool, { schema: 'race' });
+    await reader.insert(...newGeneration('g'));
+    const a = await writerPool.connect();
+    const b = await writerPool.connect();
+    const on = (c: pg.PoolClient) => new PostgresGenerationStore({ query: (t: string, v?: unknown[]) => c.query(t, v) } as unknown as pg.Pool, { schema: 'race' });
+    try {
+      // B has its transaction id first; A then changes the generation and holds its row lock; B's change waits for it.
+      await b.query('BEGIN');
+      await b.query('SELECT pg_current_xact_id()');
+      await a.query('BEGIN');
+      const now = T0 + 1;
+      expect(await on(a).update('g', { expect: { status: ['pending'] }, set: { status: 'processing' }, event: { type: 'processing', data: { claim: 1 } }, now })).not.toBeNull();
+      const bPid = (await b.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      // (Expecting either status, so B's statement matches the row it sees and waits, instead of skipping it.)
+      const later = on(b).update('g', { expect: { status: ['pending', 'processing'] }, set: { progress: { fraction: 0.5 } }, event: { type: 'progress', data: { fraction: 0.5 } }, now });
+      let waiting = false;
+      for (let i = 0; i < 500 && !waiting; i++) {
+        const { rows } = await readerPool.query(`SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, [bPid]);
+        waiting = rows[0]?.wait_event_type === 'Lock';
+      }
+      expect(waiting).toBe(true);
+      await a.query('COMMIT');
+      expect(await later).not.toBeNull();
+      await b.query('COMMIT');
+    } finally {
+      a.release();
+      b.release();
+    }
+    const page = await readFeedUntil(reader, '', 3);
+    expect(page.events.map((e) => `${e.seq}:${e.type}`)).toEqual(['1:created', '2:processing', '3:progress']);
   });
 });

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import type { Expectation, GenerationPatch, GenerationRecord, GenerationStore, NewEvent, NewGeneration } from '@genservice/core/ports';
+import type { Expectation, FeedPage, GenerationPatch, GenerationRecord, GenerationStore, NewEvent, NewGeneration } from '@genservice/core/ports';
 
 /**
  * The database tests connect to in order to create their own: `DATABASE_URL` when set, else the local server
@@ -97,4 +97,17 @@ export function lifecycleOps(store: GenerationStore) {
 export function newGeneration(id: string, overrides: Partial<NewGeneration> = {}): [NewGeneration, NewEvent] {
   const gen: NewGeneration = { id, ownerId: 'u1', modelId: 'm', settings: { prompt: 'p' }, status: 'pending', reserved: 10, createdAt: 1_700_000_000_000, ...overrides };
   return [gen, { type: 'created', data: { modelId: gen.modelId } }];
+}
+
+/**
+ * Reads the feed from `cursor` until `count` events came back (or ~20 s of tries): an event reaches the feed once every
+ * older transaction of the whole server has ended, and other tests' transactions may be running.
+ */
+export async function readFeedUntil(store: GenerationStore, cursor: string, count: number): Promise<FeedPage> {
+  let page = await store.readFeed(cursor, 1000);
+  for (let i = 0; i < 2000 && page.events.length < count; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    page = await store.readFeed(cursor, 1000);
+  }
+  return page;
 }

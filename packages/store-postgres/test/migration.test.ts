@@ -5,7 +5,7 @@ import { createGenerationService } from '@genservice/core';
 import { createPostgresStores, PostgresLedger, PostgresWebhookStore, runMigrations } from '../src/index.js';
 import { runMigrations as runOldMigrations } from './fixtures/v0/migrations.js';
 import { generationSql as oldGenerationSql } from './fixtures/v0/generation-sql.js';
-import { createTestDatabase, lifecycleOps, newGeneration, type TestDatabase } from './helpers.js';
+import { createTestDatabase, lifecycleOps, newGeneration, readFeedUntil, type TestDatabase } from './helpers.js';
 
 const T0 = 1_700_000_000_000;
 const SCHEMA = 'upgraded';
@@ -124,12 +124,7 @@ describe('a database made by the release before issue 22', () => {
     expect(migrated!.history).toEqual([{ at: T0 + 3, status: 200, durationMs: 5 }]);
     // The outbox cursor continues exactly after global number 5: the old events 6..9, then new ones.
     const cursor = await hooks.getCursor('webhooks');
-    // Readable once every older transaction of the server has ended (another test's may be running).
-    let page = await store.readFeed(cursor, 100);
-    for (let i = 0; i < 3000 && page.events.length < 4; i++) {
-      await new Promise((r) => setTimeout(r, 10));
-      page = await store.readFeed(cursor, 100);
-    }
+    const page = await readFeedUntil(store, cursor, 4);
     expect(page.events.map((e) => [e.generationId, e.seq, e.type])).toEqual([
       ['g1', 3, 'progress'],
       ['g1', 4, 'completed'],
@@ -175,9 +170,11 @@ describe('a database made by the release before issue 22', () => {
         () => hooks.deliveriesOf('g1'),
         (d) => d.length >= 3,
       );
-      // Outbox passes after it add nothing more.
-      const head = await store.feedHead();
-      await until(() => hooks.getCursor('webhooks'), (c) => c === head);
+      // Until the outbox has read the whole feed: the passes after it add nothing more.
+      await until(
+        async () => (await store.readFeed(await hooks.getCursor('webhooks'), 1)).events.length,
+        (left) => left === 0,
+      );
       expect((await hooks.deliveriesOf('g1')).map((d) => [d.id, d.seq, d.type])).toEqual([
         [deliveryId('g1', 2, URL_A), 2, 'generation.processing'],
         [deliveryId('g1', 3, URL_A), 3, 'generation.progress'],

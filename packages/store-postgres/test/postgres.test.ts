@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { UnavailableError, hashApiKey } from '@genservice/core';
+import { UnavailableError, hashApiKey, type GenerationEvent } from '@genservice/core';
 import {
   MIGRATIONS,
   PostgresLedger,
@@ -10,7 +10,7 @@ import {
   runMigrations,
   type PostgresStores,
 } from '../src/index.js';
-import { createTestDatabase, lifecycleOps, newGeneration, randomName, type TestDatabase } from './helpers.js';
+import { createTestDatabase, lifecycleOps, newGeneration, randomName, readFeedUntil, type TestDatabase } from './helpers.js';
 
 const T0 = 1_700_000_000_000;
 const pkgDir = fileURLToPath(new URL('..', import.meta.url));
@@ -344,19 +344,18 @@ describe('durability and failures', () => {
       // The event log survives too, and a new event continues its sequence.
       const events = await second.store.eventsOf('g1');
       expect(events.map((e) => [e.seq, e.type])).toEqual([[1, 'created'], [2, 'processing'], [3, 'progress']]);
+      // A reader from the head gets the next event, numbered after the three (and maybe events committed shortly
+      // before the head, while an older transaction of this database was still running).
       const head = await second.store.feedHead();
       expect(await lifecycleOps(second.store).progress('g1', { workerId: 'w', fraction: 0.75, now: T0 + 3 })).toBe(true);
-      // The feed shows an event once every older transaction of the server has ended (another test's may be running),
-      // and from feedHead it may also show events committed shortly before it: the new one is among them, once.
-      const seen: Array<{ generationId: string; seq: number; type: string }> = [];
-      let cursor = head;
-      for (let i = 0; i < 3000 && !seen.some((e) => e.seq === 4); i++) {
-        const page = await second.store.readFeed(cursor, 10);
-        seen.push(...page.events);
-        cursor = page.cursor;
-        if (page.events.length === 0) await new Promise((r) => setTimeout(r, 10));
+      const page = { events: [] as GenerationEvent[], cursor: head };
+      for (let i = 0; i < 2000 && !page.events.some((e) => e.seq === 4); i++) {
+        const more = await readFeedUntil(second.store, page.cursor, 1);
+        page.events.push(...more.events);
+        page.cursor = more.cursor;
       }
-      expect(seen.filter((e) => e.generationId === 'g1' && e.seq === 4)).toMatchObject([{ type: 'progress' }]);
+      expect(page.events.at(-1)).toMatchObject({ generationId: 'g1', seq: 4, type: 'progress', data: { fraction: 0.75 } });
+      expect(page.events.map((e) => e.seq)).toEqual([...page.events.map((e) => e.seq)].sort((a, b) => a - b));
       expect(await second.ledger.account('u1')).toEqual({ balance: 40, reserved: 10, settled: 0 });
       expect(await second.ledger.openReserves(5)).toEqual([
         { generationId: 'g1', userId: 'u1', amount: 10, createdAt: T0 },
@@ -387,15 +386,35 @@ describe('durability and failures', () => {
   });
 
   it('reports a connection killed mid-session as UnavailableError, then recovers', async () => {
-    const stores = await createPostgresStores({ connectionString: db.url, schema: randomName('kill'), poolSize: 1 });
+    const schema = randomName('kill');
+    const stores = await createPostgresStores({ connectionString: db.url, schema, poolSize: 1 });
+    const blocker = await pool.connect();
     try {
       await stores.ledger.credit('u', 1);
-      const { rows } = await stores.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-      await pool.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
-      await expect(stores.ledger.balance('u')).rejects.toBeInstanceOf(UnavailableError);
+      // Hold the ledger's query on a lock, so its connection is killed while the query runs (an idle one may be
+      // dropped by the pool before the next query, which would then simply use a new connection).
+      await blocker.query('BEGIN');
+      await blocker.query(`LOCK TABLE "${schema}".accounts IN ACCESS EXCLUSIVE MODE`);
+      const waiting = stores.ledger.balance('u');
+      let pid: number | undefined;
+      for (let i = 0; i < 1000 && pid === undefined; i++) {
+        const { rows } = await pool.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND query LIKE '%' || $1 || '%'`,
+          [schema],
+        );
+        pid = rows[0]?.pid;
+        if (pid === undefined) await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(pid).toBeDefined();
+      await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+      await expect(waiting).rejects.toBeInstanceOf(UnavailableError);
+      await blocker.query('ROLLBACK');
       expect(await stores.ledger.balance('u')).toBe(1);
     } finally {
+      await blocker.query('ROLLBACK').catch(() => undefined);
+      blocker.release();
       await stores.close();
     }
   });
+
 });

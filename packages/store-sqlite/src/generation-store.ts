@@ -191,14 +191,11 @@ export const GENERATION_SQL = {
      ORDER BY created_at, rowid
      LIMIT @limit`,
   list: listSql({ status: false, modelId: false, before: false }),
-  // One statement, so the rows whose keys are returned are exactly the rows deleted, even with other writers.
-  deleteFinished: `DELETE FROM generations
-     WHERE id IN (
-       SELECT id FROM generations
-        WHERE finished_at IS NOT NULL AND finished_at < ?
-        ORDER BY finished_at, rowid
-        LIMIT ?)
-    RETURNING id, result_key`,
+  listFinished: `SELECT ${COLUMNS} FROM generations
+     WHERE finished_at IS NOT NULL AND finished_at < ?
+     ORDER BY finished_at, rowid
+     LIMIT ?`,
+  removeOne: `DELETE FROM generations WHERE id = ? AND status IN (SELECT value FROM json_each(?)) RETURNING id`,
   // The ids come as one JSON array: one statement whatever the batch size, each id seeking events_of_generation.
   deleteEvents: `DELETE FROM events WHERE generation_id IN (SELECT value FROM json_each(?))`,
   appendEvent: `INSERT INTO events (generation_id, seq, owner_id, type, at, data) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -230,7 +227,7 @@ export class SqliteGenerationStore implements GenerationStore {
 
   private readonly insertTx: Tx<[NewGeneration, NewEvent, number | undefined], 'inserted' | 'limit_reached'>;
   private readonly updateTx: Tx<[Statement, Record<string, SqlValue>, NewEvent, number], GenerationRow | undefined>;
-  private readonly deleteFinishedTx: Tx<[number, number], { deleted: number; resultKeys: string[]; ids: string[] }>;
+  private readonly removeTx: Tx<[string, string], boolean>;
 
   constructor(private readonly db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
@@ -266,12 +263,10 @@ export class SqliteGenerationStore implements GenerationStore {
       return row;
     }).immediate;
 
-    this.deleteFinishedTx = db.transaction((before: number, limit: number) => {
-      const rows = sql.deleteFinished.all(before, limit) as Array<{ id: string; result_key: string | null }>;
-      const ids = rows.map((r) => r.id);
-      if (ids.length > 0) sql.deleteEvents.run(JSON.stringify(ids));
-      const resultKeys = rows.flatMap((r) => (r.result_key === null ? [] : [r.result_key]));
-      return { deleted: rows.length, resultKeys, ids };
+    this.removeTx = db.transaction((id: string, statuses: string) => {
+      if (sql.removeOne.get(id, statuses) === undefined) return false;
+      sql.deleteEvents.run(JSON.stringify([id]));
+      return true;
     }).immediate;
   }
 
@@ -357,9 +352,13 @@ export class SqliteGenerationStore implements GenerationStore {
     return String((this.sql.feedHead.get() as { position: number }).position);
   }
 
-  async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }> {
-    if (!(limit > 0)) return { deleted: 0, resultKeys: [], ids: [] };
-    return this.deleteFinishedTx(before, Math.floor(limit));
+  async listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    if (!(limit > 0)) return [];
+    return (this.sql.listFinished.all(before, Math.floor(limit)) as GenerationRow[]).map((r) => toRecord(r)!);
+  }
+
+  async remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean> {
+    return this.removeTx(id, JSON.stringify(expect.status));
   }
 
   /** A full scan of the table: meant for tests and operators, not for a request path. */

@@ -115,8 +115,8 @@ describe('query plans', () => {
     expect(steps.join('\n')).not.toContain('TEMP B-TREE');
   });
 
-  it('deleteFinishedBefore seeks the finished_at index and deletes by primary key', () => {
-    const steps = plan(GENERATION_SQL.deleteFinished, 1000, 100);
+  it('listFinishedBefore seeks the finished_at index in its order', () => {
+    const steps = plan(GENERATION_SQL.listFinished, 1000, 100);
     expect(fullScans(steps)).toEqual([]);
     expect(steps.join('\n')).toContain('USING INDEX generations_finished (finished_at>? AND finished_at<?)');
     expect(steps.join('\n')).not.toContain('TEMP B-TREE');
@@ -181,8 +181,9 @@ describe('query plans', () => {
     // u1 owns g1, g51, g101...; of those, model m1 are i % 3 == 1: g2401, g2251, g2101.
     expect(page.map((g) => g.id)).toEqual(['g2401', 'g2251', 'g2101']);
     expect((await stores.store.eventsOf('g1')).map((e) => e.type)).toEqual(['created', 'completed']);
-    const swept = await stores.store.deleteFinishedBefore(10, 100);
-    expect(swept.deleted).toBe(4); // g1..g4 finished at 6..9; g0 is unfinished
+    const swept = await stores.store.listFinishedBefore(10, 100);
+    expect(swept.map((r) => r.id)).toEqual(['g1', 'g2', 'g3', 'g4']); // finished at 6..9; g0 is unfinished
+    for (const r of swept) expect(await stores.store.remove(r.id, { status: ['completed', 'failed'] })).toBe(true);
     expect(await stores.store.eventsOf('g1')).toEqual([]);
     expect(await stores.store.getById('g1')).toBeNull();
     expect(await stores.store.getById('g0')).not.toBeNull();

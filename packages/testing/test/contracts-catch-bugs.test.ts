@@ -78,8 +78,14 @@ const MUTANTS: Record<string, string> = {
   'store: listUnfinished newest first': `
     class M extends MemoryGenerationStore { async listUnfinished(l) { return (await super.listUnfinished(1e6)).reverse().slice(0, l); } }
     runPortContracts(NAME, ports({ store: () => new M() }));`,
-  'store: deleteFinishedBefore includes the cutoff': `
-    class M extends MemoryGenerationStore { async deleteFinishedBefore(b, l) { return super.deleteFinishedBefore(b + 1, l); } }
+  'store: remove leaves the events': `
+    class M extends MemoryGenerationStore {
+      async remove(id, expect) { const events = await this.eventsOf(id); const ok = await super.remove(id, expect); if (ok) this.kept = events; return ok; }
+      async eventsOf(id, after) { const own = await super.eventsOf(id, after); return own.length > 0 ? own : (this.kept ?? []).filter((e) => e.generationId === id); }
+    }
+    runPortContracts(NAME, ports({ store: () => new M() }));`,
+  'store: listFinishedBefore includes the cutoff': `
+    class M extends MemoryGenerationStore { async listFinishedBefore(b, l) { return super.listFinishedBefore(b + 1, l); } }
     runPortContracts(NAME, ports({ store: () => new M() }));`,
   'api keys: plain key kept': `
     class M extends MemoryApiKeyStore { plain = new Set(); async addKey(k, u) { this.plain.add(k); return super.addKey(k, u); } }
@@ -104,6 +110,9 @@ const MUTANTS: Record<string, string> = {
     runPortContracts(NAME, ports({ idempotency: () => new M() }));`,
   'blobs: get shares the stored bytes': `
     class M extends MemoryBlobStore { async get(k) { return this.blobs.get(k) ?? null; } }
+    runBlobStoreContract(NAME, async () => ({ blobs: new M(), close: async () => undefined }));`,
+  'blobs: deleteMany stops after one batch of 1000': `
+    class M extends MemoryBlobStore { async deleteMany(keys) { for (const k of keys.slice(0, 1000)) this.blobs.delete(k); } }
     runBlobStoreContract(NAME, async () => ({ blobs: new M(), close: async () => undefined }));`,
   'blobs: disk store joins the key into a path': `
     class M extends DiskBlobStore {
@@ -140,13 +149,15 @@ const CAUGHT_BY: Record<string, string[]> = {
   'store: the feed drops the last event of a full page': ['GenerationStore the feed across generations'],
   'store: insert ignores the in-flight cap': ['GenerationStore in-flight cap on insert'],
   'store: listUnfinished newest first': ['GenerationStore listUnfinished'],
-  'store: deleteFinishedBefore includes the cutoff': ['GenerationStore deleteFinishedBefore'],
+  'store: listFinishedBefore includes the cutoff': ['GenerationStore listFinishedBefore'],
+  'store: remove leaves the events': ['GenerationStore remove'],
   'api keys: plain key kept': ['ApiKeyStore'],
   'api keys: resolve cached past a revoke': ['ApiKeyStore'],
   'api keys: whitespace-trimmed match': ['ApiKeyStore'],
   'idempotency: begin is not atomic': ['IdempotencyStore'],
   'idempotency: user and key joined with a colon': ['IdempotencyStore'],
   'blobs: get shares the stored bytes': ['BlobStore'],
+  'blobs: deleteMany stops after one batch of 1000': ['BlobStore contract deletes many at once'],
   'blobs: disk store joins the key into a path': ['BlobStore'],
   'queue: no de-duplication of waiting jobs': ['JobQueue'],
   'queue: stop never aborts': ['JobQueue'],

@@ -64,6 +64,14 @@ function preferredWait(prefer: string | undefined, max: number): number | undefi
   return undefined;
 }
 
+/** Whether the request came with a body (declared, streamed, or read), whatever its type. */
+function hasBody(req: HttpRequest): boolean {
+  if (req.bodyError !== undefined) return true;
+  if (Number(header(req, 'content-length')) > 0 || header(req, 'transfer-encoding') !== undefined) return true;
+  if (req.body !== undefined) return (typeof req.body === 'string' ? req.body.length : req.body.byteLength) > 0;
+  return false;
+}
+
 function notFound(): HttpResponse {
   return fail('not_found', 'Generation not found.');
 }
@@ -120,6 +128,13 @@ export class GenerationRoutes {
         const id = decodeSegment(route.id);
         if (id === null) return Promise.resolve(notFound());
         return this.generations.cancel(userId, id, req.baseUrl).then(({ cancelled, generation }) => json(200, JSON.stringify({ ...generation, cancelled })));
+      }
+      case 'delete': {
+        // Nothing to send with a delete: a body is a client mistake, refused before anything is deleted.
+        if (hasBody(req)) return Promise.resolve(fail('invalid_request', 'A DELETE request takes no body.', [{ field: 'body', code: 'invalid_value', message: 'must be empty' }]));
+        const id = decodeSegment(route.id);
+        if (id === null) return Promise.resolve(notFound());
+        return this.generations.delete(userId, id).then(() => ({ status: 204, headers: { 'cache-control': 'no-store' }, body: '' }));
       }
       case 'create':
         return this.create(req, principal);

@@ -172,7 +172,7 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
     servers: [{ url: options.publicUrl ?? '/', description: options.publicUrl ? 'This service' : 'Relative to where this document was served' }],
     tags: [
       { name: 'Models', description: 'What can be generated, and with which settings' },
-      { name: 'Generations', description: 'Starting, reading, listing and cancelling generations' },
+      { name: 'Generations', description: 'Starting, reading, listing, cancelling and deleting generations' },
       { name: 'Live status', description: 'Following a generation without polling' },
       { name: 'Webhooks', description: 'Signed notifications to your own receiver' },
       { name: 'Account', description: 'Your balance and prices' },
@@ -279,6 +279,18 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
           parameters: [idParam, preferWait],
           responses: {
             '200': { description: 'Status and result', headers: waitApplied, content: json(ref('Generation')) },
+            ...errors(400, 404, ...COMMON),
+          },
+        }),
+        delete: op({
+          operationId: 'deleteGeneration',
+          summary: 'Delete a generation',
+          description:
+            'A pending or processing generation is cancelled first (charged as a cancel). Its result files, settings, result, metadata, events and webhook deliveries are deleted; the charge stays in the ledger. Afterwards every read of it answers 404. Sends `generation.deleted` to webhooks that list it. No body.',
+          tag: 'Generations',
+          parameters: [idParam],
+          responses: {
+            '204': { description: 'Deleted' },
             ...errors(400, 404, ...COMMON),
           },
         }),

@@ -13,6 +13,7 @@ export type Route =
   | { name: 'webhookSecret' }
   | { name: 'rotateWebhookSecret' }
   | { name: 'cancel'; id: string }
+  | { name: 'delete'; id: string }
   | { name: 'balance' }
   | { name: 'usage' }
   | AdminRoute
@@ -34,7 +35,7 @@ const ROUTES: RouteEntry[] = [
     methods: { GET: () => ({ name: 'list' }), POST: () => ({ name: 'create' }) },
   },
   { template: '/v1/quotes', pattern: /^\/v1\/quotes\/?$/, methods: { POST: () => ({ name: 'quote' }) } },
-  { template: '/v1/generations/{id}', pattern: /^\/v1\/generations\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'get', id: m[1]! }) } },
+  { template: '/v1/generations/{id}', pattern: /^\/v1\/generations\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'get', id: m[1]! }), DELETE: (m) => ({ name: 'delete', id: m[1]! }) } },
   // The details view has a path of its own (also `?include=details` on the poll): a generated client types the poll's
   // answer as exactly the contract's per-status shapes only when no other shape shares its operation.
   {

@@ -64,7 +64,7 @@ export const webhookRequestSchema = z
       .min(1)
       .max(WEBHOOK_EVENT_TYPES.length)
       .optional()
-      .describe('Which events to send; default all four'),
+      .describe('Which events to send; default the four state changes (generation.deleted only when listed)'),
   })
   .describe('Where to send this generation\'s events');
 

@@ -24,4 +24,8 @@ export class MemoryBlobStore implements BlobStore {
   async delete(key: string): Promise<void> {
     this.blobs.delete(key);
   }
+
+  async deleteMany(keys: readonly string[]): Promise<void> {
+    for (const key of keys) this.blobs.delete(key);
+  }
 }

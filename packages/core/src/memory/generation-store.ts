@@ -154,25 +154,22 @@ export class MemoryGenerationStore implements GenerationStore {
     return String(this.position);
   }
 
-  async deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }> {
-    const victims = this.sorted((r) => r.finishedAt !== undefined && r.finishedAt < before, (a, b) => a.record.finishedAt! - b.record.finishedAt!).slice(
-      0,
-      Math.max(0, limit),
-    );
-    const resultKeys: string[] = [];
-    const gone = new Set<string>();
-    for (const { record } of victims) {
-      this.entries.delete(record.id);
-      this.byOwner.get(record.ownerId)?.delete(record.id);
-      gone.add(record.id);
-      if (record.resultKey !== undefined) resultKeys.push(record.resultKey);
-    }
-    if (gone.size > 0) {
-      let w = 0;
-      for (const f of this.log) if (!gone.has(f.event.generationId)) this.log[w++] = f;
-      this.log.length = w;
-    }
-    return { deleted: victims.length, resultKeys, ids: [...gone] };
+  async listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    const finished = this.sorted((r) => r.finishedAt !== undefined && r.finishedAt < before, (a, b) => a.record.finishedAt! - b.record.finishedAt!);
+    return finished.slice(0, Math.max(0, limit)).map((e) => copy(e.record));
+  }
+
+  async remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean> {
+    const entry = this.entries.get(id);
+    if (!entry || !expect.status.includes(entry.record.status)) return false;
+    const { record } = entry;
+    this.entries.delete(id);
+    this.byOwner.get(record.ownerId)?.delete(id);
+    if (record.finishedAt === undefined) this.finished(record.ownerId);
+    let w = 0;
+    for (const f of this.log) if (f.event.generationId !== id) this.log[w++] = f;
+    this.log.length = w;
+    return true;
   }
 
   async countByStatus(): Promise<Record<GenerationStatus, number>> {

@@ -139,7 +139,10 @@ export interface FeedPage {
  *   every event committed after the call (and possibly some committed shortly before it). No write may take a lock
  *   that every generation shares to give this (a single-writer database such as SQLite gives it by being one).
  * - `listUnfinished` returns records without `finishedAt` (for recovery), oldest first.
- * - `deleteFinishedBefore` deletes records whose `finishedAt` is before a time (retention), with their events.
+ * - `listFinishedBefore` answers records whose `finishedAt` is before a time (retention), oldest first; the sweep
+ *   deletes their files and then removes each with `remove`.
+ * - `remove(id, expect)` deletes one record and all its events in one atomic step, only if its status is one of
+ *   `expect.status` at that moment; it answers whether it deleted. Afterwards every read treats the id as unknown.
  */
 export interface GenerationStore {
   insert(gen: NewGeneration, event: NewEvent, options?: InsertOptions): Promise<'inserted' | 'limit_reached'>;
@@ -170,10 +173,16 @@ export interface GenerationStore {
   /** A feed cursor from which every event committed after this call is read. */
   feedHead(): Promise<string>;
   /**
-   * Deletes records whose `finishedAt` is before `before` (retention), and their events, at most `limit` at a
-   * time. Returns the deleted records' ids and result keys so their files and webhook deliveries can go too.
+   * At most `limit` records whose `finishedAt` is before `before` (retention), oldest `finishedAt` first. Reads
+   * only: the sweep deletes their files first and then each record with `remove`, so an unreachable blob store
+   * leaves every record in place for the next sweep. Index-backed.
    */
-  deleteFinishedBefore(before: number, limit: number): Promise<{ deleted: number; resultKeys: string[]; ids: string[] }>;
+  listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]>;
+  /**
+   * Deletes one generation and its events, all or nothing, if its status is one of `expect.status` (the Lifecycle
+   * deletes only finished ones). True when it deleted; false when it was missing or in another status.
+   */
+  remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean>;
   /** Counts by status; for tests and operators. */
   countByStatus?(): Promise<Record<GenerationStatus, number>>;
 }

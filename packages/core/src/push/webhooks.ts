@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { inject, injectable } from 'tsyringe';
-import { WEBHOOK_EVENT_TYPES, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain.js';
+import { DEFAULT_WEBHOOK_EVENTS, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain.js';
 import { DomainError } from '../errors.js';
 import { GENERATION_ID_PATTERN } from '../ids.js';
 import { asError, childLogger } from '../logger.js';
@@ -130,7 +130,7 @@ export class Webhooks {
         details: [{ field: 'webhook.url', code: 'invalid_url', message: why }],
       });
     }
-    return { url: webhook.url, events: webhook.events ? [...new Set(webhook.events)] : [...WEBHOOK_EVENT_TYPES] };
+    return { url: webhook.url, events: webhook.events ? [...new Set(webhook.events)] : [...DEFAULT_WEBHOOK_EVENTS] };
   }
 
   /** Every attempt at delivering this generation's webhooks, for its owner. */
@@ -244,6 +244,35 @@ export class Webhooks {
       }
     }
     return out;
+  }
+
+  /**
+   * Writes `generation.deleted` for a generation that was just deleted (its record and log are gone, so the outbox
+   * cannot read it from the log): to its own webhook and the owner's default endpoints that list the event. `seq` is
+   * the number its deletion would have had in the log, so it is delivered after the generation's other messages.
+   */
+  async deleted(rec: GenerationRecord, seq: number, at: number): Promise<void> {
+    const type = 'generation.deleted';
+    const urls = new Set<string>();
+    if (rec.webhook?.events.includes(type)) urls.add(rec.webhook.url);
+    for (const ep of await this.defaultEndpoints(rec.ownerId)) if (ep.events.includes(type)) urls.add(ep.url);
+    if (urls.size === 0) return;
+    // Only what identifies it: its settings, result and labels were deleted with it.
+    const payload = JSON.stringify({ type, timestamp: new Date(at).toISOString(), data: { generationId: rec.id, modelId: rec.modelId, status: 'deleted' } });
+    await this.hooks.addDeliveries(
+      [...urls].map((url) => ({
+        id: `msg_${createHash('sha256').update(`${rec.id}\n${seq}\n${url}`).digest('base64url').slice(0, 24)}`,
+        generationId: rec.id,
+        ownerId: rec.ownerId,
+        seq,
+        type,
+        url,
+        payload,
+        nextAttemptAt: at,
+        createdAt: at,
+      })),
+    );
+    this.deliver();
   }
 
   private item(rec: GenerationRecord): unknown {

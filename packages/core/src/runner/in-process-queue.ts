@@ -1,5 +1,14 @@
-import PQueue from 'p-queue';
+import type PQueueClass from 'p-queue';
+import * as pQueueModule from 'p-queue';
 import type { EnqueueOptions, Job, JobHandler, JobQueue, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
+
+/**
+ * p-queue is ESM only. In this package's CommonJS build, Node's `require` of it yields its module namespace, which the
+ * bundler's interop wraps once more: the class is `default` in ESM and `default.default` there.
+ */
+const PQueue: typeof PQueueClass = ((m: { default: unknown }) =>
+  (typeof m.default === 'function' ? m.default : (m.default as { default: unknown }).default) as typeof PQueueClass)(pQueueModule as unknown as { default: unknown });
+type PQueue = PQueueClass;
 
 export interface InProcessQueueOptions {
   /** Jobs running at once over all models. Default: the service's `runner.concurrency`. */

@@ -1,5 +1,5 @@
 import { inject, injectable } from 'tsyringe';
-import { ProviderError } from '../errors.js';
+import { ProviderError, UnavailableError } from '../errors.js';
 import { Lifecycle } from '../lifecycle.js';
 import { asError, childLogger, silentLogger } from '../logger.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
@@ -17,6 +17,17 @@ class TimeoutAbort extends Error {
 
 /** A provider's result that breaks the provider contract; fails the generation like a non-retryable error. */
 class BadOutput extends ProviderError {}
+
+/** The blob store could not be reached: worth trying again, and never the owner's or the model's fault. */
+class StorageUnavailable extends ProviderError {
+  constructor(cause: unknown) {
+    super(`the blob store is unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, {
+      retryable: true,
+      publicMessage: 'The result could not be stored. Please try again.',
+      cause,
+    });
+  }
+}
 
 /** At most one progress event per generation per this many ms; the latest value in between is written at its end. */
 export const PROGRESS_INTERVAL_MS = 1000;
@@ -139,7 +150,16 @@ export class Runner {
   private readonly held = new Map<string, HeldRun>();
   private renewTimer: NodeJS.Timeout | undefined;
   /** `ctx.files` of every run: one object for all of them. */
-  private readonly files: GenerationContext['files'] = { put: (bytes, mimeType) => this.blobs.put(bytes, mimeType) };
+  private readonly files: GenerationContext['files'] = { put: (bytes, mimeType) => this.upload(bytes, mimeType) };
+
+  /** `blobs.put`, with an outage turned into a retryable failure (the runner's backoff applies). */
+  private async upload(bytes: Uint8Array, mimeType: string): Promise<string> {
+    try {
+      return await this.blobs.put(bytes, mimeType);
+    } catch (err) {
+      throw err instanceof UnavailableError ? new StorageUnavailable(err) : err;
+    }
+  }
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
@@ -218,7 +238,7 @@ export class Runner {
       if (!remote) {
         const output = await this.withRetries(() => (model.provider as GenerateProvider).generate(input, ctx), model, abort, log);
         progress.stop();
-        await this.finishCompleted(rec.id, rec.reserved, model, output, log);
+        await this.finishCompleted(rec.id, rec.reserved, model, output, abort, log);
         return;
       }
       if (handle === undefined) {
@@ -242,7 +262,7 @@ export class Runner {
       }
       progress.stop();
       if (status.status === 'done') {
-        await this.finishCompleted(rec.id, rec.reserved, model, status.output, log);
+        await this.finishCompleted(rec.id, rec.reserved, model, status.output, abort, log);
         return;
       }
       throw status.error;
@@ -274,7 +294,7 @@ export class Runner {
           code: err instanceof ProviderError ? err.code : 'provider_error',
           ...(err instanceof ProviderError && err.publicMessage !== undefined ? { publicMessage: err.publicMessage } : {}),
           reason: message,
-          fee: 'failure_fee',
+          fee: err instanceof StorageUnavailable ? 'free' : 'failure_fee',
         },
       );
     } finally {
@@ -306,7 +326,7 @@ export class Runner {
     }
   }
 
-  private async finishCompleted(id: string, reserved: number, model: RegisteredModel, output: GenerationOutput, log: Logger): Promise<void> {
+  private async finishCompleted(id: string, reserved: number, model: RegisteredModel, output: GenerationOutput, abort: JobAbort, log: Logger): Promise<void> {
     let resultText: string | undefined;
     let resultKey: string | undefined;
     let stored = false;
@@ -319,7 +339,17 @@ export class Runner {
         resultText = output.text;
       } else if ('bytes' in output && output.bytes instanceof Uint8Array) {
         if (model.info.resultType === 'text') throw new BadOutput('a text model must return { text }');
-        resultKey = await this.blobs.put(output.bytes, output.mimeType);
+        const bytes = output.bytes;
+        const mimeType = output.mimeType;
+        try {
+          resultKey = await this.withRetries(() => this.upload(bytes, mimeType), model, abort, log);
+        } catch (err) {
+          if (!(err instanceof StorageUnavailable)) throw err;
+          // The model did its work and our storage failed it: the owner pays nothing and may simply try again.
+          log.error({ err: err.message }, 'the result could not be stored');
+          await this.lifecycle.failClaimed(id, { code: 'provider_error', publicMessage: err.publicMessage, reason: err.message, fee: 'free' });
+          return;
+        }
         stored = true;
       } else if ('file' in output && typeof output.file === 'string') {
         if (model.info.resultType === 'text') throw new BadOutput('a text model must return { text }');
@@ -328,6 +358,8 @@ export class Runner {
         throw new BadOutput('the provider returned no result');
       }
     } catch (err) {
+      // Aborted while the result was being stored: the run's own handler decides (cancelled, timed out, lease lost).
+      if (abort.aborted) throw err;
       log.error({ err: asError(err) }, 'provider broke its contract');
       await this.lifecycle.failClaimed(id, { code: 'provider_error', reason: err instanceof Error ? err.message : String(err), fee: 'failure_fee' });
       return;

@@ -725,6 +725,89 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
     });
   });
 
+  describe('DELETE /v1/generations/:id', () => {
+    const del = (user: User, id: string, options: { body?: string; headers?: Record<string, string> } = {}): Promise<Reply> =>
+      fx.call(`/v1/generations/${id}`, { method: 'DELETE', headers: { ...user.auth, ...options.headers }, ...(options.body !== undefined ? { body: options.body } : {}) });
+
+    it('answers 204 and removes everything a client could read; the charge stays; a second DELETE is 404', async () => {
+      const user = await fx.user(100);
+      const kept = await fx.create(user, { modelId: 'noop' });
+      const r = await fx.create(user, { modelId: 'image', metadata: { project: 'x' } });
+      const id = r.body.generationId as string;
+      const view = await fx.terminal(user, id);
+      await fx.terminal(user, kept.body.generationId);
+      expect((await call(view.result!)).status).toBe(200);
+
+      const deleted = await del(user, id);
+      expect(deleted.status, deleted.text).toBe(204);
+      expect(deleted.text).toBe('');
+
+      const reads: Array<[string, Promise<Reply>]> = [
+        ['poll', fx.get(user, id)],
+        ['details', fx.call(`/v1/generations/${id}?include=details`, { headers: user.auth })],
+        ['stream', fx.call(`/v1/generations/${id}/events`, { headers: user.auth })],
+        ['deliveries', fx.call(`/v1/generations/${id}/webhook-deliveries`, { headers: user.auth })],
+        ['cancel', fx.call(`/v1/generations/${id}/cancel`, { method: 'POST', headers: user.auth })],
+        ['file', call(view.result!)],
+        ['again', del(user, id)],
+      ];
+      const problems: string[] = [];
+      for (const [label, reply] of reads) {
+        const got = await reply;
+        if (got.status !== 404 || got.body?.error?.code !== 'not_found') problems.push(`${label}: ${got.status} ${got.text.slice(0, 120)}`);
+      }
+      expect(problems).toEqual([]);
+      const list = await fx.call('/v1/generations', { headers: user.auth });
+      expect(list.body.data.map((g: { generationId: string }) => g.generationId)).toEqual([kept.body.generationId]);
+      // Money records are never deleted: the image's 5 and the noop's 1 stay charged.
+      expect(await fx.balance(user)).toBe(94);
+      expect((await fx.get(user, kept.body.generationId)).status).toBe(200);
+    });
+
+    it('cancels a running generation first, charged as a cancel', async () => {
+      const user = await fx.user(100);
+      const ids: string[] = [];
+      await withHeld(
+        user,
+        async () => {
+          const before = fx.gate.total;
+          const r = await fx.create(user, { modelId: 'held' });
+          ids.push(r.body.generationId);
+          await fx.gate.reached(before + 1);
+          const deleted = await del(user, r.body.generationId);
+          expect(deleted.status, deleted.text).toBe(204);
+          expectError(await fx.get(user, r.body.generationId), 404, 'not_found');
+          // The held model's failure fee, as a cancel of a running generation costs.
+          expect(await fx.balance(user)).toBe(99);
+        },
+        [],
+      );
+    });
+
+    it("another user's, a missing or a malformed id answers the GET's 404; a body is 400; neither deletes", async () => {
+      const alice = await fx.user(100);
+      const bob = await fx.user(100);
+      const created = await fx.create(alice, { modelId: 'noop' });
+      const id = created.body.generationId as string;
+      await fx.terminal(alice, id);
+      const missing = await fx.get(bob, 'B'.repeat(22));
+      const theirs = await del(bob, id);
+      expectError(theirs, 404, 'not_found');
+      expect(theirs.text).toBe(missing.text);
+      for (const bad of ['x', 'a'.repeat(300), '..%2F..%2Fv1%2Fbalance', '%00', '%ZZ', 'B'.repeat(22)]) {
+        const reply = await del(alice, bad);
+        expectError(reply, 404, 'not_found');
+        expect(reply.text, bad).toBe(missing.text);
+      }
+      expect((await fx.call(`/v1/generations/${id}`, { method: 'DELETE' })).status).toBe(401);
+      for (const body of ['{}', '{"force":true}', 'not json']) {
+        expectError(await del(alice, id, { body, headers: { 'content-type': 'application/json' } }), 400, 'invalid_request');
+      }
+      expect((await fx.get(alice, id)).status).toBe(200);
+      expect((await del(alice, id)).status).toBe(204);
+    });
+  });
+
   describe('list, details, quotes and metadata', () => {
     const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 

@@ -128,6 +128,11 @@ export function describeKeyScenarios(make: () => Promise<KeyScenarioPorts>): voi
             await sleep(10);
           }
         }
+        // The Lifecycle settles right after the completed change: a poll may see `completed` a moment before the ledger does.
+        for (let i = 0; i < 500; i++) {
+          if ((await call(s, 'GET', '/v1/usage', apiKey)).json.total?.count === 3) break;
+          await sleep(10);
+        }
         const today = new Date().toISOString().slice(0, 10);
         expect((await call(s, 'GET', '/v1/usage', apiKey)).json).toEqual({ data: [{ period: today, count: 3, tokens: 9 }], total: { count: 3, tokens: 9 } });
         expect((await call(s, 'GET', '/v1/usage?groupBy=model', apiKey)).json.data).toEqual([

@@ -633,47 +633,90 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
       });
     });
 
-    describe('deleteFinishedBefore', () => {
-      it('deletes only records finished before the time, with their events, and returns their result keys', async () => {
+    describe('listFinishedBefore', () => {
+      it('answers only records finished before the time, oldest first, and changes nothing', async () => {
         const done = async (finishedAt: number, resultKey?: string): Promise<NewGeneration> => {
           const gen = await inserted();
           await store().update(gen.id, claimFromPending('w', T0, 10_000_000));
           expect(await store().update(gen.id, complete('w', finishedAt, 1, resultKey ? { resultKey } : { resultText: 'text' }))).not.toBeNull();
           return gen;
         };
-        const start = await store().feedHead();
-        const oldWithFile = await done(T0 + 100, 'key-old');
         const oldText = await done(T0 + 200);
+        const oldWithFile = await done(T0 + 100, 'key-old');
         const oldFailed = await inserted();
         await store().update(oldFailed.id, failFrom(PENDING, T0 + 300));
-        const atCutoff = await done(T0 + 1000, 'key-at-cutoff');
-        const recent = await done(T0 + 5000, 'key-recent');
-        const ancientPending = await inserted({ createdAt: T0 - 1_000_000 });
+        await done(T0 + 1000, 'key-at-cutoff');
+        await done(T0 + 5000, 'key-recent');
+        await inserted({ createdAt: T0 - 1_000_000 });
         const ancientProcessing = await inserted({ createdAt: T0 - 1_000_000 });
         await store().update(ancientProcessing.id, claimFromPending('w', T0 - 999_999, 1));
 
-        const result = await store().deleteFinishedBefore(T0 + 1000, 100);
-        expect(result.deleted).toBe(3);
-        expect(result.resultKeys).toEqual(['key-old']);
-        expect([...result.ids].sort()).toEqual([oldWithFile.id, oldText.id, oldFailed.id].sort());
-        for (const gone of [oldWithFile, oldText, oldFailed]) {
-          expect(await store().getById(gone.id)).toBeNull();
-          expect(await store().eventsOf(gone.id)).toEqual([]);
-        }
-        const left = (await drain(start, 1)).events.map((e) => e.generationId);
-        for (const gone of [oldWithFile, oldText, oldFailed]) expect(left).not.toContain(gone.id);
-        for (const kept of [atCutoff, recent, ancientPending, ancientProcessing]) expect(await store().getById(kept.id)).not.toBeNull();
-        expect(await store().deleteFinishedBefore(T0 + 1000, 100)).toEqual({ deleted: 0, resultKeys: [], ids: [] });
+        const found = await store().listFinishedBefore(T0 + 1000, 100);
+        expect(found.map((r) => r.id)).toEqual([oldWithFile.id, oldText.id, oldFailed.id]);
+        expect(found[0]).toMatchObject({ status: 'completed', resultKey: 'key-old', finishedAt: T0 + 100 });
+        expect(found[2]).toMatchObject({ status: 'failed', finishedAt: T0 + 300 });
+        // A read: asking again answers the same.
+        expect((await store().listFinishedBefore(T0 + 1000, 100)).map((r) => r.id)).toEqual(found.map((r) => r.id));
+        expect(await store().eventsOf(oldWithFile.id)).not.toEqual([]);
       });
 
-      it('deletes at most `limit` at a time', async () => {
+      it('answers at most `limit`, and what remains once the first ones are removed', async () => {
+        const ids: string[] = [];
         for (let i = 0; i < 5; i++) {
           const gen = await inserted();
           await store().update(gen.id, failFrom(PENDING, T0 + i));
+          ids.push(gen.id);
         }
-        expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(2);
-        expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(2);
-        expect((await store().deleteFinishedBefore(T0 + 100, 2)).deleted).toBe(1);
+        const first = await store().listFinishedBefore(T0 + 100, 2);
+        expect(first.map((r) => r.id)).toEqual(ids.slice(0, 2));
+        for (const r of first) expect(await store().remove(r.id, { status: ['failed'] })).toBe(true);
+        expect((await store().listFinishedBefore(T0 + 100, 2)).map((r) => r.id)).toEqual(ids.slice(2, 4));
+        expect(await store().listFinishedBefore(T0 + 100, 0)).toEqual([]);
+      });
+    });
+
+    describe('remove', () => {
+      it('deletes one generation and all its events when its status matches, and only then', async () => {
+        const start = await store().feedHead();
+        const { gen } = await claimed('w');
+        await store().update(gen.id, complete('w', T0 + 1500, 1, { resultKey: 'key-1' }));
+        const other = await inserted({ ownerId: gen.ownerId });
+        expect(await store().remove(gen.id, { status: ['pending', 'processing'] })).toBe(false);
+        expect(await store().getById(gen.id)).not.toBeNull();
+        expect(await store().remove(gen.id, { status: ['completed', 'failed'] })).toBe(true);
+        expect(await store().getById(gen.id)).toBeNull();
+        expect(await store().get(gen.id, gen.ownerId)).toBeNull();
+        expect(await store().eventsOf(gen.id)).toEqual([]);
+        expect((await store().list(gen.ownerId, { limit: 10 })).map((r) => r.id)).toEqual([other.id]);
+        expect((await drain(start, 1)).events.map((e) => e.generationId)).not.toContain(gen.id);
+        expect(await store().update(gen.id, failFrom({ status: ['completed'] }, T0 + 2000))).toBeNull();
+        // Idempotent: the second remove finds nothing.
+        expect(await store().remove(gen.id, { status: ['completed', 'failed'] })).toBe(false);
+        expect(await store().getById(other.id)).not.toBeNull();
+        expect(await store().eventsOf(other.id)).toHaveLength(1);
+      });
+
+      it('frees a place under the in-flight cap when it removes an unfinished one', async () => {
+        const owner = uid('owner');
+        const a = newGen({ ownerId: owner });
+        expect(await store().insert(a, CREATED, { maxUnfinishedPerOwner: 1 })).toBe('inserted');
+        expect(await store().insert(newGen({ ownerId: owner }), CREATED, { maxUnfinishedPerOwner: 1 })).toBe('limit_reached');
+        expect(await store().remove(a.id, { status: ['pending'] })).toBe(true);
+        expect(await store().insert(newGen({ ownerId: owner }), CREATED, { maxUnfinishedPerOwner: 1 })).toBe('inserted');
+      });
+
+      it('of racing removes and changes exactly one wins', async () => {
+        const gen = await inserted();
+        const results = await Promise.all([
+          store().remove(gen.id, { status: ['pending'] }),
+          store().remove(gen.id, { status: ['pending'] }),
+          store().update(gen.id, failFrom(PENDING, T0 + 10)),
+        ]);
+        const removed = results.filter((r) => r === true).length;
+        const failed = results[2] !== null;
+        expect(removed + (failed ? 1 : 0)).toBe(1);
+        if (failed) expect(await store().getById(gen.id)).toMatchObject({ status: 'failed' });
+        else expect(await store().getById(gen.id)).toBeNull();
       });
     });
 

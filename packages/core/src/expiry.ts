@@ -1,0 +1,69 @@
+import type { GenerationRecord } from './domain.js';
+import type { GenerationChange, GenerationStore, InsertOptions, ListQuery, NewEvent, NewGeneration } from './ports/store.js';
+
+/** When a finished generation expires under `retention.finishedTtlMs`; undefined while it runs or without retention. */
+export function expiresAt(rec: GenerationRecord, ttlMs: number | undefined): number | undefined {
+  return ttlMs === undefined || rec.finishedAt === undefined ? undefined : rec.finishedAt + ttlMs;
+}
+
+/**
+ * The store as every client-facing read sees it under retention: a generation past its expiry reads exactly like a
+ * deleted one (absent from `get` and `list`), whether or not the sweep has come by yet. Workers, recovery and the
+ * sweep read through `getById` and the other methods, which see everything. Reads are the only thing it changes.
+ */
+export class ExpiringReads implements GenerationStore {
+  readonly countByStatus?: GenerationStore['countByStatus'];
+
+  constructor(
+    private readonly store: GenerationStore,
+    private readonly ttlMs: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    if (store.countByStatus) this.countByStatus = () => store.countByStatus!();
+  }
+
+  private live(rec: GenerationRecord | null): GenerationRecord | null {
+    if (!rec || rec.finishedAt === undefined) return rec;
+    return rec.finishedAt + this.ttlMs <= this.now() ? null : rec;
+  }
+
+  async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
+    return this.live(await this.store.get(id, ownerId));
+  }
+
+  async list(ownerId: string, query: ListQuery): Promise<GenerationRecord[]> {
+    // An expired one still waiting for the sweep leaves its page a little short, never a wrong entry.
+    return (await this.store.list(ownerId, query)).filter((r) => this.live(r) !== null);
+  }
+
+  insert(gen: NewGeneration, event: NewEvent, options?: InsertOptions): Promise<'inserted' | 'limit_reached'> {
+    return this.store.insert(gen, event, options);
+  }
+  getById(id: string): Promise<GenerationRecord | null> {
+    return this.store.getById(id);
+  }
+  update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
+    return this.store.update(id, change);
+  }
+  renewLeases(ids: readonly string[], holder: string, until: number, now: number): Promise<string[]> {
+    return this.store.renewLeases(ids, holder, until, now);
+  }
+  listUnfinished(limit: number, after?: string): Promise<GenerationRecord[]> {
+    return this.store.listUnfinished(limit, after);
+  }
+  eventsOf(...args: Parameters<GenerationStore['eventsOf']>): ReturnType<GenerationStore['eventsOf']> {
+    return this.store.eventsOf(...args);
+  }
+  readFeed(...args: Parameters<GenerationStore['readFeed']>): ReturnType<GenerationStore['readFeed']> {
+    return this.store.readFeed(...args);
+  }
+  feedHead(): Promise<string> {
+    return this.store.feedHead();
+  }
+  listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    return this.store.listFinishedBefore(before, limit);
+  }
+  remove(...args: Parameters<GenerationStore['remove']>): ReturnType<GenerationStore['remove']> {
+    return this.store.remove(...args);
+  }
+}
