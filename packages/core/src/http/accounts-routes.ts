@@ -24,13 +24,14 @@ export interface Answer {
 const BEARER = /^Bearer +([\x21-\x7e]{1,512})$/i;
 
 /**
- * The scope each user route needs. `generate` spends or changes (create, quote, cancel, rotating the webhook secret);
- * `read` only reads. A route not listed needs no key (files, the document) or is the admin's.
+ * The scope each user route needs. `generate` spends or changes (create, quote, cancel, delete, rotating the webhook
+ * secret); `read` only reads. A route not listed needs no key (files, the document) or is the admin's.
  */
 export const SCOPE_OF_ROUTE: Readonly<Record<string, KeyScope>> = {
   create: 'generate',
   quote: 'generate',
   cancel: 'generate',
+  delete: 'generate',
   rotateWebhookSecret: 'generate',
   models: 'read',
   list: 'read',
@@ -44,8 +45,13 @@ export const SCOPE_OF_ROUTE: Readonly<Record<string, KeyScope>> = {
 
 /** Why a principal may not use a route, or null when it may. A principal without scopes (a host's resolver) may. */
 export function scopeRefusal(principal: Principal, route: string): DomainError | null {
+  if (principal.scopes === undefined) return null;
+  // A user route nobody listed here fails closed: it needs every scope until it is given its own.
   const needed = SCOPE_OF_ROUTE[route];
-  if (needed === undefined || principal.scopes === undefined || principal.scopes.includes(needed)) return null;
+  if (needed === undefined) {
+    return principal.scopes.length >= 2 ? null : new DomainError('forbidden', 'This API key lacks a scope this request needs.');
+  }
+  if (principal.scopes.includes(needed)) return null;
   return new DomainError('forbidden', `This API key lacks the "${needed}" scope this request needs.`);
 }
 

@@ -89,6 +89,7 @@ export function describeKeyScenarios(make: () => Promise<KeyScenarioPorts>): voi
       expect(created.status).toBe(403);
       expect(created.json.error.code).toBe('forbidden');
       expect((await call(s, 'GET', '/v1/balance', reader.apiKey)).status).toBe(200);
+      expect((await call(s, 'DELETE', '/v1/generations/AAAAAAAAAAAAAAAAAAAAAA', reader.apiKey)).json.error.code).toBe('forbidden');
       const writer = await userWithKey(s, { scopes: ['generate'] });
       expect((await call(s, 'GET', '/v1/balance', writer.apiKey)).json.error.code).toBe('forbidden');
       expect((await call(s, 'POST', '/v1/generations', writer.apiKey, { modelId: 'img' })).status).toBe(201);
