@@ -394,7 +394,7 @@ describe('deleting from the history', () => {
     expect(await read(kept)).toBe(200);
     expect(await page.locator(`#history > li[data-id="${kept}"]`).count()).toBe(1);
     // After a refresh it stays gone: the service deleted it, not just the page.
-    await page.getByRole('button', { name: 'Refresh' }).click();
+    await page.locator('#history-refresh').click();
     await expect.poll(() => page.locator(`#history > li[data-id="${kept}"]`).count()).toBe(1);
     expect(await entry.count()).toBe(0);
     expect(problems).toEqual([]);
