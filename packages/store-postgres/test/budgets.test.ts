@@ -76,3 +76,46 @@ describe('a key budget on Postgres, two service instances', () => {
     expect((await post(b, '/v1/generations', key.json.apiKey, { modelId: 'img' })).status).toBe(401);
   });
 });
+
+describe('revoking a key with the key cache on, two more instances on the same database', () => {
+  function cached(ttlMs: number, i: number): GenerationService {
+    const { stores } = instances[i % 2]!;
+    const service = createGenerationService({
+      providers: [],
+      store: stores.store,
+      ledger: stores.ledger,
+      apiKeys: stores.apiKeys,
+      apiKeyCache: { ttlMs },
+      runner: { enabled: false },
+      recovery: { onStart: false, intervalMs: 0, orphanReserveMs: 0 },
+      instanceId: `cached-${i}`,
+    });
+    instances.push({ service, stores });
+    return service;
+  }
+  const models = (service: GenerationService, key: string) =>
+    service.handle({ method: 'GET', path: '/v1/models', headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
+
+  it('another instance trusts its cached key until the TTL ends, then refuses it', async () => {
+    const admin = instances[0]!.service;
+    expect((await post(admin, '/v1/admin/users', ADMIN_KEY, { userId: 'cached-user', balance: 10 })).status).toBe(201);
+    const key = await post(admin, '/v1/admin/users/cached-user/keys', ADMIN_KEY, { name: 'cached' });
+    expect(key.status).toBe(201);
+    const longTtl = cached(3_600_000, 0);
+    const shortTtl = cached(150, 1);
+    expect(await models(longTtl, key.json.apiKey)).toBe(200);
+    expect(await models(shortTtl, key.json.apiKey)).toBe(200);
+
+    // Revoked through the admin API on a third instance: that instance refuses it at once (no cache there) ...
+    const revoke = await admin.handle({ method: 'DELETE', path: `/v1/admin/keys/${key.json.keyId}`, headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+    expect(revoke.status).toBe(204);
+    expect(await models(admin, key.json.apiKey)).toBe(401);
+    // ... an instance whose cache still holds it trusts it for the rest of its TTL (the documented trade-off) ...
+    expect(await models(longTtl, key.json.apiKey)).toBe(200);
+    // ... and once the TTL has passed, the next request asks the store again and is refused.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await models(shortTtl, key.json.apiKey)).toBe(401);
+    // A refusal is never cached: the key stays refused on every later request.
+    expect(await models(shortTtl, key.json.apiKey)).toBe(401);
+  });
+});
