@@ -187,7 +187,7 @@ export async function scaleSqlite(dir: string, small: number, large: number, sam
       const insertGen = stores.db.prepare(SQLITE_INSERT);
       // The stored history is finished work, as in real use: the in-flight cap keeps a user's unfinished rows few.
       const finishGen = stores.db.prepare(
-        `UPDATE generations SET status = 'completed', result_text = 'ok', attempts = 1, finished_at = @now, updated_at = @now WHERE id = @id`,
+        `UPDATE generations SET status = 'completed', result_text = 'ok', claims = 1, finished_at = @now, updated_at = @now WHERE id = @id`,
       );
       const insertReserve = stores.db.prepare(
         `INSERT INTO reserves (generation_id, user_id, amount, state, charged, created_at, settled_at)
