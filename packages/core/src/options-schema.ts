@@ -32,7 +32,7 @@ const providerSchema = z.custom<object>(
 export const optionsSchema = z.strictObject({
   providers: z.array(providerSchema),
   store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'listFinishedBefore', 'remove').optional(),
-  ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'account', 'openReserves').optional(),
+  ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'openAccount', 'account', 'openReserves', 'keySpend', 'usage').optional(),
   auditLog: port('append', 'list').optional(),
   apiKeys: port('resolve').optional(),
   apiKeyCache: z.strictObject({ ttlMs: ms, max: positiveInt.optional() }).optional(),
