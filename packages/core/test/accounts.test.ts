@@ -275,3 +275,30 @@ describe('admin routes with hostile input', () => {
     expect(() => make({ admin: { apiKeys: [] } })).toThrow();
   });
 });
+
+describe('a host ledger', () => {
+  it('is refused at construction when it lacks what key budgets, accounts and usage call', async () => {
+    const { InvalidOptionsError } = await import('@genservice/core');
+    const full = new MemoryLedger();
+    const { keySpend: _k, usage: _u, ...partial } = {
+      reserve: full.reserve.bind(full),
+      settle: full.settle.bind(full),
+      release: full.release.bind(full),
+      balance: full.balance.bind(full),
+      credit: full.credit.bind(full),
+      openAccount: full.openAccount.bind(full),
+      account: full.account.bind(full),
+      openReserves: full.openReserves.bind(full),
+      keySpend: full.keySpend.bind(full),
+      usage: full.usage.bind(full),
+    };
+    let thrown: unknown;
+    try {
+      createGenerationService({ providers: [], ledger: partial as never });
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toBeInstanceOf(InvalidOptionsError);
+    expect((thrown as InstanceType<typeof InvalidOptionsError>).problems).toEqual([expect.stringMatching(/^ledger: .*keySpend, usage/)]);
+  });
+});
