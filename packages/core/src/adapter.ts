@@ -16,6 +16,7 @@
  * }).listen(3000);
  */
 export { bodyLimitsOf, isApiPath, readRawBody, readRequestBody, type BodyLimits, type RawBody, type RequestBody } from './http/node-body.js';
-export { needsNodeWrite, writeNodeResponse } from './http/node-response.js';
+export { ApiMounts, isCoreAnsweredError } from './http/node-mounts.js';
+export { needsNodeWrite, nodeBody, writeNodeResponse } from './http/node-response.js';
 export { toHttpRequest, type HostBody, type NodeRequestOptions } from './http/node-request.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';

@@ -6,12 +6,10 @@ import {
   type GenerationRecord,
   type GenerationStatus,
   type GenerationView,
-  type Metadata,
+  type ModelInfo,
   type Settings,
-  type WebhookEventType,
 } from './domain.js';
 import { DomainError } from './errors.js';
-import type { BaseUrl } from './http/types.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from './ids.js';
 import { Lifecycle } from './lifecycle.js';
 import { Webhooks } from './push/webhooks.js';
@@ -19,11 +17,13 @@ import type { Principal } from './ports/api-keys.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
 import type { GenerationStore, ListCursor } from './ports/store.js';
-import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from './registry.js';
-import { asError, childLogger } from './logger.js';
+import type { ModelDefinition } from './ports/provider.js';
+import { ModelRegistry, type RegisteredModel } from './registry.js';
+import { childLogger } from './logger.js';
 import type { Logger } from './ports/logger.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
+import type { CancelOutcome, CreateGenerationInput, CreateOptions, GenerationPage, GenerationService, ListOptions, QuoteOptions, ReadOptions } from './service-types.js';
 import { Views, type GenerationItem } from './views.js';
 
 function notFound(): DomainError {
@@ -42,24 +42,11 @@ function canonical(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
-export interface CreateRequest {
-  modelId: string;
-  settings?: Settings;
-  metadata?: Metadata;
-  webhook?: { url: string; events?: WebhookEventType[] };
-}
-
-export interface ListRequest {
-  limit?: number;
-  cursor?: string;
-  status?: GenerationStatus;
-  modelId?: string;
-}
-
-export interface ListPage {
-  data: GenerationItem[];
-  nextCursor: string | null;
-}
+/** What an embedder and the HTTP routes alike ask of generations: the use cases of `GenerationService`. */
+export type GenerationUseCases = Pick<
+  GenerationService,
+  'listModels' | 'getModel' | 'create' | 'quote' | 'get' | 'details' | 'list' | 'cancel' | 'delete' | 'balance'
+>;
 
 /** Opaque to clients: base64url of `[createdAt, id]` of the page's last item. */
 function encodeCursor(c: ListCursor): string {
@@ -84,11 +71,12 @@ export function isGenerationStatus(s: string): s is GenerationStatus {
 }
 
 /**
- * What a user can do with generations: create (validated, priced, idempotent), quote, read, list and cancel. State
- * changes are the Lifecycle's; this module decides what is asked and what the caller may see.
+ * What a user can do with generations: create (validated, priced, idempotent), quote, read, list, cancel and delete.
+ * State changes are the Lifecycle's; this module decides what is asked and what the caller may see. The service's
+ * methods of the same names are these, for an embedder's code and the HTTP routes alike.
  */
 @injectable()
-export class Generations {
+export class Generations implements GenerationUseCases {
   private readonly logger: Logger;
 
   constructor(
@@ -106,7 +94,7 @@ export class Generations {
   }
 
   /** Model, validated settings and price of a create body; throws the 404 / 400 a create would. */
-  private priced(input: CreateRequest, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
+  private priced(input: CreateGenerationInput, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
     // A model outside the key's allow-list answers exactly as a missing one: the key cannot tell them apart.
     const model = keyAllows(key, input.modelId) ? this.registry.get(input.modelId) : undefined;
     if (!model) throw new DomainError('model_not_found', `Model "${input.modelId}" is not found or is unavailable.`);
@@ -115,18 +103,23 @@ export class Generations {
     return { model, settings: checked.value, price: this.registry.priceOf(model, checked.value) };
   }
 
-  async quote(who: string | Principal, input: CreateRequest): Promise<{ price: number; balance: number }> {
-    const key = typeof who === 'string' ? undefined : who;
-    const userId = typeof who === 'string' ? who : who.userId;
-    const { price } = this.priced(input, key);
+  listModels(): ModelInfo[] {
+    return this.registry.list;
+  }
+
+  getModel(modelId: string): ModelDefinition | undefined {
+    return this.registry.get(modelId)?.definition;
+  }
+
+  async quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<{ price: number; balance: number }> {
+    const { price } = this.priced(input, options.key);
     if (input.webhook) await this.webhooks.check(input.webhook);
     return { price, balance: await this.ledger.balance(userId) };
   }
 
-  /** `who` is the user, or the principal of the key the request came with (its allow-list and budget then apply). */
-  async create(who: string | Principal, input: CreateRequest, idempotencyKey?: string): Promise<{ generationId: string }> {
-    const key = typeof who === 'string' ? undefined : who;
-    const userId = typeof who === 'string' ? who : who.userId;
+  /** With `options.key`, the key's model allow-list and budget apply. */
+  async create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}): Promise<{ generationId: string }> {
+    const { key, idempotencyKey } = options;
     const { model, settings, price } = this.priced(input, key);
     const webhook = input.webhook ? await this.webhooks.check(input.webhook) : undefined;
     const request = {
@@ -207,24 +200,16 @@ export class Generations {
     });
   }
 
-  viewOf(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationView {
-    return this.views.view(rec, baseUrl);
+  get(userId: string, generationId: string, options: ReadOptions = {}): Promise<GenerationView> {
+    return this.owned(userId, generationId).then((rec) => this.views.view(rec, options.baseUrl));
   }
 
-  itemOf(rec: GenerationRecord, baseUrl?: BaseUrl): GenerationItem {
-    return this.views.item(rec, baseUrl);
+  async details(userId: string, generationId: string, options: ReadOptions = {}): Promise<GenerationItem> {
+    return this.views.item(await this.owned(userId, generationId), options.baseUrl);
   }
 
-  get(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<GenerationView> {
-    return this.owned(userId, generationId).then((rec) => this.views.view(rec, baseUrl));
-  }
-
-  async details(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<GenerationItem> {
-    return this.views.item(await this.owned(userId, generationId), baseUrl);
-  }
-
-  /** The caller's generations, newest first. Throws invalid_request for a bad limit, status or cursor. */
-  async list(userId: string, request: ListRequest, baseUrl?: BaseUrl): Promise<ListPage> {
+  /** The caller's generations, newest first. Throws invalid_request for a bad cursor. */
+  async list(userId: string, request: ListOptions = {}): Promise<GenerationPage> {
     const limit = request.limit ?? 20;
     const before = request.cursor === undefined ? undefined : decodeCursor(request.cursor);
     if (before === null) throw new DomainError('invalid_request', 'cursor is not valid.', { details: [{ field: 'cursor', code: 'invalid_value', message: 'must be a nextCursor from a previous page' }] });
@@ -238,16 +223,16 @@ export class Generations {
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {
-      data: page.map((r) => this.views.item(r, baseUrl)),
+      data: page.map((r) => this.views.item(r, request.baseUrl)),
       nextCursor: rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : null,
     };
   }
 
-  async cancel(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<{ cancelled: boolean; generation: GenerationView }> {
+  async cancel(userId: string, generationId: string, options: ReadOptions = {}): Promise<{ outcome: CancelOutcome; generation: GenerationView }> {
     const rec = await this.owned(userId, generationId);
     const cancelled = isTerminal(rec.status) ? null : await this.lifecycle.cancel(rec.id);
     const now = cancelled ?? (await this.store.get(generationId, userId)) ?? rec;
-    return { cancelled: cancelled !== null, generation: this.views.view(now, baseUrl) };
+    return { outcome: cancelled !== null ? 'cancelled' : 'already_finished', generation: this.views.view(now, options.baseUrl) };
   }
 
   /** Deletes the caller's generation (see `Lifecycle.delete`); not_found when there is none to delete. */

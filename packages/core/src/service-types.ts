@@ -1,5 +1,6 @@
-import type { GenerationStatus, GenerationView, Metadata, ModelInfo, Settings } from './domain.js';
+import type { GenerationStatus, GenerationView, Metadata, ModelInfo, Settings, WebhookEventType } from './domain.js';
 import type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
+import type { Principal } from './ports/api-keys.js';
 import type { ModelDefinition } from './ports/provider.js';
 import type { Accounts } from './accounts.js';
 import type { GenerationItem } from './views.js';
@@ -11,6 +12,11 @@ export interface CreateGenerationInput {
   settings?: Settings;
   /** Up to 16 string labels, returned in the list and details views (the HTTP layer checks their limits). */
   metadata?: Metadata;
+  /**
+   * Where to send this generation's events (Standard Webhooks, signed with the user's secret): checked like the HTTP
+   * body's `webhook` (the URL must pass the `webhooks` options' checks). Default: none.
+   */
+  webhook?: { url: string; events?: WebhookEventType[] };
 }
 
 export interface ListOptions extends ReadOptions {
@@ -43,7 +49,15 @@ export interface RecoveryReport {
   released: number;
 }
 
-export interface CreateOptions {
+export interface QuoteOptions {
+  /**
+   * The user's API key the request came with (what the `apiKeys` resolver answered for it): its model allow-list and
+   * budget apply, as on the HTTP API. Default: none (every model, no budget).
+   */
+  key?: Principal;
+}
+
+export interface CreateOptions extends QuoteOptions {
   /** Idempotency-Key: the same key and body from the same user returns the first generation again. */
   idempotencyKey?: string;
 }
@@ -64,7 +78,7 @@ export interface GenerationService {
   /** Validates, reserves the price, stores and enqueues. Throws DomainError (invalid_settings, insufficient_funds, model_not_found, ...). */
   create(userId: string, input: CreateGenerationInput, options?: CreateOptions): Promise<{ generationId: string }>;
   /** Price and balance of a create with this input, without reserving or storing anything; validates like create. */
-  quote(userId: string, input: CreateGenerationInput): Promise<{ price: number; balance: number }>;
+  quote(userId: string, input: CreateGenerationInput, options?: QuoteOptions): Promise<{ price: number; balance: number }>;
   /** Owner-scoped read; throws DomainError('not_found') for a missing or another user's generation. */
   get(userId: string, generationId: string, options?: ReadOptions): Promise<GenerationView>;
   /** The richer view (timestamps, failure reason, progress, metadata); owner-scoped like `get`. */
@@ -73,6 +87,12 @@ export interface GenerationService {
   list(userId: string, options?: ListOptions): Promise<GenerationPage>;
   /** Cancels a pending or processing generation of this user. */
   cancel(userId: string, generationId: string, options?: ReadOptions): Promise<{ outcome: CancelOutcome; generation: GenerationView }>;
+  /**
+   * Deletes a generation of this user (a pending or processing one is cancelled first, charged as a cancel): its files,
+   * settings, result, metadata, events and webhook deliveries; the charge stays in the ledger. Throws
+   * DomainError('not_found') when there is none.
+   */
+  delete(userId: string, generationId: string): Promise<void>;
   /** The user's spendable balance. */
   balance(userId: string): Promise<number>;
   /**

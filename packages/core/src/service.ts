@@ -4,7 +4,8 @@ import { Accounts } from './accounts.js';
 import { CachedApiKeyResolver } from './api-key-cache.js';
 import { ExpiringReads } from './expiry.js';
 import { FileUrlSigner } from './files.js';
-import { Generations, type ListPage } from './generations.js';
+import { Background } from './background.js';
+import { Generations } from './generations.js';
 import { AccountRoutes } from './http/accounts-routes.js';
 import { FilesRoute } from './http/files-route.js';
 import { GenerationRoutes } from './http/generation-routes.js';
@@ -13,7 +14,7 @@ import { PlaygroundRoute } from './http/playground.js';
 import { RateLimits } from './http/rate-limits.js';
 import type { HttpRequest, HttpResponse } from './http/types.js';
 import { Lifecycle } from './lifecycle.js';
-import { childLogger, silentLogger } from './logger.js';
+import { silentLogger } from './logger.js';
 import { Maintenance, type RecoveryReport } from './maintenance.js';
 import type { GenerationStore } from './ports/store.js';
 import {
@@ -28,8 +29,6 @@ import {
 import type { GenerationServiceOptions } from './options.js';
 import { resolveOptions } from './options-schema.js';
 import type { ApiKeyResolver } from './ports/api-keys.js';
-import type { JobQueue } from './ports/queue.js';
-import type { Logger } from './ports/logger.js';
 import type { ModelDefinition } from './ports/provider.js';
 import { ModelRegistry } from './registry.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
@@ -43,37 +42,31 @@ import type {
   CancelOutcome,
   CreateGenerationInput,
   CreateOptions,
+  GenerationPage,
   GenerationService,
   ListOptions,
+  QuoteOptions,
   ReadOptions,
   ServiceStats,
 } from './service-types.js';
 import { TOKENS } from './tokens.js';
 import { Views, type GenerationItem } from './views.js';
 
-/** The service object a host holds: the use cases, the HTTP entry point, and start/stop of the background parts. */
+/**
+ * The service object a host holds. Each method is one module's: the use cases are `Generations`', `handle` the HTTP
+ * layer's (whose generation routes call this object's use cases, as an embedder does), start/stop the background
+ * work's.
+ */
 @injectable()
 export class GenerationServiceImpl implements GenerationService {
-  private started = false;
-  private stopping: Promise<void> | undefined;
-  private readonly logger: Logger;
-
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(Generations) private readonly generations: Generations,
-    @inject(HttpHandler) private readonly handler: HttpHandler,
-    @inject(Runner) private readonly runner: Runner,
+    @inject(HttpHandler) private readonly http: HttpHandler,
+    @inject(Background) private readonly background: Background,
     @inject(Maintenance) private readonly maintenance: Maintenance,
-    @inject(TOKENS.Queue) private readonly queue: JobQueue,
-    @inject(EventFeed) private readonly feed: EventFeed,
-    @inject(LiveStatus) private readonly live: LiveStatus,
-    @inject(Webhooks) private readonly webhooks: Webhooks,
     @inject(Accounts) readonly accounts: Accounts,
-    @inject(TOKENS.Logger) logger: Logger,
-  ) {
-    this.logger = childLogger(logger, { component: 'genservice' });
-  }
+  ) {}
 
   get bodyLimit(): number {
     return this.options.limits.bodyBytes;
@@ -84,37 +77,39 @@ export class GenerationServiceImpl implements GenerationService {
   }
 
   listModels(): ModelInfo[] {
-    return this.registry.list;
+    return this.generations.listModels();
   }
 
   getModel(modelId: string): ModelDefinition | undefined {
-    return this.registry.get(modelId)?.definition;
+    return this.generations.getModel(modelId);
   }
 
-  create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}): Promise<{ generationId: string }> {
-    return this.generations.create(userId, input, options.idempotencyKey);
+  create(userId: string, input: CreateGenerationInput, options?: CreateOptions): Promise<{ generationId: string }> {
+    return this.generations.create(userId, input, options);
   }
 
-  quote(userId: string, input: CreateGenerationInput): Promise<{ price: number; balance: number }> {
-    return this.generations.quote(userId, input);
+  quote(userId: string, input: CreateGenerationInput, options?: QuoteOptions): Promise<{ price: number; balance: number }> {
+    return this.generations.quote(userId, input, options);
   }
 
-  get(userId: string, generationId: string, options: ReadOptions = {}): Promise<GenerationView> {
-    return this.generations.get(userId, generationId, options.baseUrl);
+  get(userId: string, generationId: string, options?: ReadOptions): Promise<GenerationView> {
+    return this.generations.get(userId, generationId, options);
   }
 
-  details(userId: string, generationId: string, options: ReadOptions = {}): Promise<GenerationItem> {
-    return this.generations.details(userId, generationId, options.baseUrl);
+  details(userId: string, generationId: string, options?: ReadOptions): Promise<GenerationItem> {
+    return this.generations.details(userId, generationId, options);
   }
 
-  list(userId: string, options: ListOptions = {}): Promise<ListPage> {
-    const { baseUrl, ...request } = options;
-    return this.generations.list(userId, request, baseUrl);
+  list(userId: string, options?: ListOptions): Promise<GenerationPage> {
+    return this.generations.list(userId, options);
   }
 
-  async cancel(userId: string, generationId: string, options: ReadOptions = {}): Promise<{ outcome: CancelOutcome; generation: GenerationView }> {
-    const { cancelled, generation } = await this.generations.cancel(userId, generationId, options.baseUrl);
-    return { outcome: cancelled ? 'cancelled' : 'already_finished', generation };
+  cancel(userId: string, generationId: string, options?: ReadOptions): Promise<{ outcome: CancelOutcome; generation: GenerationView }> {
+    return this.generations.cancel(userId, generationId, options);
+  }
+
+  delete(userId: string, generationId: string): Promise<void> {
+    return this.generations.delete(userId, generationId);
   }
 
   balance(userId: string): Promise<number> {
@@ -122,37 +117,19 @@ export class GenerationServiceImpl implements GenerationService {
   }
 
   handle(request: HttpRequest): Promise<HttpResponse> {
-    return this.handler.handle(request);
+    return this.http.handle(request, this);
   }
 
-  async start(): Promise<void> {
-    if (this.started) return;
-    this.started = true;
-    this.stopping = undefined;
-    await this.feed.start();
-    const { runner } = this.options;
-    if (runner.enabled) {
-      await this.queue.start((job, signal) => this.runner.run(job, signal), {
-        concurrency: runner.concurrency,
-        leaseMs: runner.leaseMs,
-        modelConcurrency: (id) => this.registry.get(id)?.definition.concurrency,
-        logger: this.logger,
-      });
-    }
-    await this.maintenance.start();
-    this.webhooks.start();
+  start(): Promise<void> {
+    return this.background.start();
   }
 
-  stop(options: { timeoutMs?: number } = {}): Promise<void> {
-    if (!this.started) return this.stopping ?? Promise.resolve();
-    this.started = false;
-    this.maintenance.stop();
-    this.stopping = Promise.all([this.queue.stop({ timeoutMs: options.timeoutMs ?? 10_000 }), this.webhooks.stop()]).then(() => this.feed.stop());
-    return this.stopping;
+  stop(options?: { timeoutMs?: number }): Promise<void> {
+    return this.background.stop(options);
   }
 
   stats(): ServiceStats {
-    return { openStreams: this.live.openStreams, watchers: this.feed.size };
+    return this.background.stats();
   }
 
   recover(): Promise<RecoveryReport> {
@@ -218,7 +195,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
   // lifecycle, ...); the symbols some files still name are aliases of the same instances.
-  for (const cls of [Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Runner, Maintenance, Generations, RateLimits, Accounts, AccountRoutes, GenerationRoutes, FilesRoute, PlaygroundRoute, HttpHandler, GenerationServiceImpl]) {
+  for (const cls of [Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Runner, Maintenance, Background, Generations, RateLimits, Accounts, AccountRoutes, GenerationRoutes, FilesRoute, PlaygroundRoute, HttpHandler, GenerationServiceImpl]) {
     c.registerSingleton(cls as unknown as new () => object);
   }
   return c.resolve(GenerationServiceImpl);

@@ -18,7 +18,7 @@ import express from 'express';
 import type { ErrorRequestHandler, NextFunction, Request, Response, Router } from 'express';
 import type { GenerationService } from '@genservice/core';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import { bodyLimitsOf, isApiPath, toHttpRequest, writeNodeResponse, type BodyLimits, type HostBody } from '@genservice/core/adapter';
+import { bodyLimitsOf, isApiPath, isCoreAnsweredError, toHttpRequest, writeNodeResponse, type BodyLimits, type HostBody } from '@genservice/core/adapter';
 
 export interface GenserviceRouterOptions {
   /**
@@ -38,9 +38,6 @@ export interface GenserviceRouterOptions {
 /** The Router, then the middleware that answers requests a host body parser rejected: pass both to `app.use`. */
 export type GenserviceRouter = [router: Router, hostParserErrors: ErrorRequestHandler];
 
-/** Error `type`s set by body-parser (behind `express.json()` & co.) that genservice answers itself. */
-const BODY_PARSER_ERRORS = new Set(['entity.parse.failed', 'entity.too.large', 'charset.unsupported', 'encoding.unsupported']);
-
 /** The generation API as Express middleware. Mount it with `app.use('/prefix', genserviceRouter(service))`. */
 export function genserviceRouter(service: GenerationService, options: GenserviceRouterOptions = {}): GenserviceRouter {
   const limits = bodyLimitsOf(service, options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes);
@@ -52,10 +49,7 @@ export function genserviceRouter(service: GenerationService, options: Genservice
   if (options.notFound) router.use((req, res, next) => answer(service, limits, req, res, next, { raw: Buffer.alloc(0) }));
 
   const hostParserErrors: ErrorRequestHandler = (err: unknown, req, res, next) => {
-    const type = (err as { type?: unknown } | null)?.type;
-    // A compressed body the host parser failed to inflate: core answers it (415, whatever the parser made of it).
-    const encoded = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase() !== 'identity';
-    if ((!encoded && (typeof type !== 'string' || !BODY_PARSER_ERRORS.has(type))) || !isApiPath(req.path) || res.headersSent) {
+    if (!isCoreAnsweredError(err, req.headers) || !isApiPath(req.path) || res.headersSent) {
       next(err);
       return;
     }

@@ -13,7 +13,7 @@ import type { Context, Middleware, Next } from 'koa';
 import type { GenerationService } from '@genservice/core';
 import type { HostBody, HttpResponse } from '@genservice/core/adapter';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import { bodyLimitsOf, isApiPath, needsNodeWrite, toHttpRequest, writeNodeResponse } from '@genservice/core/adapter';
+import { bodyLimitsOf, isApiPath, needsNodeWrite, nodeBody, toHttpRequest, writeNodeResponse } from '@genservice/core/adapter';
 
 export interface GenserviceMiddlewareOptions {
   /**
@@ -94,7 +94,6 @@ function send(ctx: Context, out: HttpResponse): void {
   // A live stream, or a HEAD that must keep the GET's Content-Length: written as core made it, Koa stands aside.
   if (needsNodeWrite(out, ctx.method)) return void ((ctx.respond = false), writeNodeResponse(ctx.res, out));
   ctx.set(out.headers);
-  const body = out.body as string | Uint8Array;
   // Koa keeps a Content-Type that is already set, so core's header wins over Koa's guess from the body.
-  ctx.body = typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  ctx.body = nodeBody(out);
 }

@@ -1,13 +1,14 @@
 import { inject, injectable } from 'tsyringe';
 import type { GenerationView } from '../domain.js';
 import { DomainError } from '../errors.js';
-import { Generations, isGenerationStatus, type ListRequest } from '../generations.js';
+import { isGenerationStatus } from '../generations.js';
 import { LiveStatus } from '../push/live-status.js';
 import { Webhooks } from '../push/webhooks.js';
-import { ModelRegistry } from '../registry.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
+import type { GenerationService, ListOptions } from '../service-types.js';
 import { TOKENS } from '../tokens.js';
+import { Views } from '../views.js';
 import { AccountRoutes } from './accounts-routes.js';
 import { createBody } from './request-body.js';
 import { decodeSegment, fail, header, json, viewJson } from './respond.js';
@@ -23,14 +24,14 @@ function badQuery(field: string, message: string): DomainError {
 }
 
 /** `limit`, `cursor`, `status`, `modelId` of GET /v1/generations; anything malformed or repeated is a 400. */
-function parseListQuery(query: string): ListRequest {
+function parseListQuery(query: string): ListOptions {
   const params = new URLSearchParams(query);
   const one = (name: string): string | undefined => {
     const all = params.getAll(name);
     if (all.length > 1) throw badQuery(name, 'must be given once');
     return all[0];
   };
-  const out: ListRequest = {};
+  const out: ListOptions = {};
   const limit = one('limit');
   if (limit !== undefined) {
     if (!/^\d{1,3}$/.test(limit) || Number(limit) < 1 || Number(limit) > LIST_LIMITS.max) throw badQuery('limit', `must be a whole number from 1 to ${LIST_LIMITS.max}`);
@@ -80,14 +81,17 @@ function viewAnswer(view: GenerationView): HttpResponse {
   return json(200, viewJson(view));
 }
 
-/** The generation API of an authenticated user: each route is a call of the use cases, its answer their JSON. */
+/**
+ * The generation API of an authenticated user: each route is a call of the service's own methods, the ones an
+ * embedder calls, and its answer their JSON. Only what has no such method (a long-poll, an event stream, webhook
+ * deliveries and secrets, usage) asks its module.
+ */
 @injectable()
 export class GenerationRoutes {
   constructor(
-    @inject(Generations) private readonly generations: Generations,
     @inject(LiveStatus) private readonly live: LiveStatus,
     @inject(Webhooks) private readonly webhooks: Webhooks,
-    @inject(ModelRegistry) private readonly registry: ModelRegistry,
+    @inject(Views) private readonly views: Views,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(AccountRoutes) private readonly accountRoutes: AccountRoutes,
   ) {}
@@ -96,21 +100,21 @@ export class GenerationRoutes {
    * The answer to an authenticated request. Not an async function: each route's own promise is the answer, and a
    * throw here reaches the caller's try as a rejection would.
    */
-  answer(route: UserRoute, req: HttpRequest, principal: Principal, query: string): Promise<HttpResponse> {
+  answer(route: UserRoute, req: HttpRequest, principal: Principal, query: string, service: GenerationService): Promise<HttpResponse> {
     const userId = principal.userId;
     switch (route.name) {
       case 'models': {
         // A key's allow-list: the other models are not there for it.
         const allowed = principal.models;
-        if (allowed === undefined) return Promise.resolve(json(200, this.registry.listJson));
-        return Promise.resolve(json(200, JSON.stringify({ models: this.registry.list.filter((m) => allowed.includes(m.modelId)) })));
+        const models = service.listModels();
+        return Promise.resolve(json(200, JSON.stringify({ models: allowed === undefined ? models : models.filter((m) => allowed.includes(m.modelId)) })));
       }
       case 'usage':
         return this.accountRoutes.usage(userId, query).then((a) => json(a.status, JSON.stringify(a.body)));
       case 'balance':
-        return this.generations.balance(userId).then((balance) => json(200, JSON.stringify({ balance })));
+        return service.balance(userId).then((balance) => json(200, JSON.stringify({ balance })));
       case 'get':
-        return this.get(route.id, req, userId, query, route.details === true);
+        return this.get(route.id, req, userId, query, route.details === true, service);
       case 'events':
         return this.events(route.id, req, userId);
       case 'deliveries': {
@@ -123,30 +127,32 @@ export class GenerationRoutes {
       case 'rotateWebhookSecret':
         return this.webhooks.rotate(userId).then((key) => json(200, JSON.stringify({ key })));
       case 'list':
-        return this.generations.list(userId, parseListQuery(query), req.baseUrl).then((page) => json(200, JSON.stringify(page)));
+        return service.list(userId, { ...parseListQuery(query), baseUrl: req.baseUrl }).then((page) => json(200, JSON.stringify(page)));
       case 'cancel': {
         const id = decodeSegment(route.id);
         if (id === null) return Promise.resolve(notFound());
-        return this.generations.cancel(userId, id, req.baseUrl).then(({ cancelled, generation }) => json(200, JSON.stringify({ ...generation, cancelled })));
+        return service
+          .cancel(userId, id, { baseUrl: req.baseUrl })
+          .then(({ outcome, generation }) => json(200, JSON.stringify({ ...generation, cancelled: outcome === 'cancelled' })));
       }
       case 'delete': {
         // Nothing to send with a delete: a body is a client mistake, refused before anything is deleted.
         if (hasBody(req)) return Promise.resolve(fail('invalid_request', 'A DELETE request takes no body.', [{ field: 'body', code: 'invalid_value', message: 'must be empty' }]));
         const id = decodeSegment(route.id);
         if (id === null) return Promise.resolve(notFound());
-        return this.generations.delete(userId, id).then(() => ({ status: 204, headers: { 'cache-control': 'no-store' }, body: '' }));
+        return service.delete(userId, id).then(() => ({ status: 204, headers: { 'cache-control': 'no-store' }, body: '' }));
       }
       case 'create':
-        return this.create(req, principal);
+        return this.create(req, principal, service);
       case 'quote': {
         const body = createBody(req, this.options.limits.bodyBytes);
         if ('res' in body) return Promise.resolve(body.res);
-        return this.generations.quote(principal, body.value).then((quote) => json(200, JSON.stringify(quote)));
+        return service.quote(userId, body.value, { key: principal }).then((quote) => json(200, JSON.stringify(quote)));
       }
     }
   }
 
-  private get(rawId: string, req: HttpRequest, userId: string, query: string, detailsPath: boolean): Promise<HttpResponse> {
+  private get(rawId: string, req: HttpRequest, userId: string, query: string, detailsPath: boolean, service: GenerationService): Promise<HttpResponse> {
     const id = decodeSegment(rawId);
     if (id === null) return Promise.resolve(notFound());
     const include = query === '' || detailsPath ? null : new URLSearchParams(query).getAll('include');
@@ -157,12 +163,13 @@ export class GenerationRoutes {
     const wait = preferredWait(header(req, 'prefer'), this.options.push.maxWaitSeconds);
     if (wait !== undefined) {
       return this.live.waitForChange(userId, id, wait).then((rec) => {
-        const body = details ? this.generations.itemOf(rec, req.baseUrl) : this.generations.viewOf(rec, req.baseUrl);
+        const body = details ? this.views.item(rec, req.baseUrl) : this.views.view(rec, req.baseUrl);
         return json(200, JSON.stringify(body), { 'preference-applied': `wait=${wait}`, vary: 'Prefer' });
       });
     }
-    if (details) return this.generations.details(userId, id, req.baseUrl).then((item) => json(200, JSON.stringify(item)));
-    return this.generations.get(userId, id, req.baseUrl).then(viewAnswer);
+    const options = { baseUrl: req.baseUrl };
+    if (details) return service.details(userId, id, options).then((item) => json(200, JSON.stringify(item)));
+    return service.get(userId, id, options).then(viewAnswer);
   }
 
   private async events(rawId: string, req: HttpRequest, userId: string): Promise<HttpResponse> {
@@ -184,7 +191,7 @@ export class GenerationRoutes {
     };
   }
 
-  async create(req: HttpRequest, principal: Principal): Promise<HttpResponse> {
+  private async create(req: HttpRequest, principal: Principal, service: GenerationService): Promise<HttpResponse> {
     const body = createBody(req, this.options.limits.bodyBytes);
     if ('res' in body) return body.res;
     const keyHeader = req.headers['idempotency-key'];
@@ -198,7 +205,7 @@ export class GenerationRoutes {
       }
       idempotencyKey = k;
     }
-    const created = await this.generations.create(principal, body.value, idempotencyKey);
+    const created = await service.create(principal.userId, body.value, { key: principal, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) });
     return json(201, `{"generationId":${JSON.stringify(created.generationId)}}`);
   }
 }

@@ -5,6 +5,7 @@ import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { Logger } from '../ports/logger.js';
 import { ModelRegistry } from '../registry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
+import type { GenerationService } from '../service-types.js';
 import { TOKENS } from '../tokens.js';
 import { AccountRoutes, type AdminRoute, scopeRefusal } from './accounts-routes.js';
 import { headOf, isPreflight, preflight, withCors } from './cors.js';
@@ -44,13 +45,14 @@ export class HttpHandler {
     this.logger = childLogger(logger, { component: 'http' });
   }
 
-  handle(req: HttpRequest): Promise<HttpResponse> {
+  /** The answer to a request of `service`'s API: its generation routes call `service`'s own methods. Never rejects. */
+  handle(req: HttpRequest, service: GenerationService): Promise<HttpResponse> {
     // Without CORS and HEAD there is nothing to add to dispatch's answer, and dispatch never rejects.
-    if (this.options.cors === undefined && !(req.method.length === 4 && req.method.toUpperCase() === 'HEAD')) return this.dispatch(req);
-    return this.handleWithCorsOrHead(req);
+    if (this.options.cors === undefined && !(req.method.length === 4 && req.method.toUpperCase() === 'HEAD')) return this.dispatch(req, service);
+    return this.handleWithCorsOrHead(req, service);
   }
 
-  private async handleWithCorsOrHead(req: HttpRequest): Promise<HttpResponse> {
+  private async handleWithCorsOrHead(req: HttpRequest, service: GenerationService): Promise<HttpResponse> {
     // HEAD is answered like GET, without the body (RFC 9110 9.3.2).
     const method = req.method.toUpperCase();
     const head = method === 'HEAD';
@@ -64,7 +66,7 @@ export class HttpHandler {
         res = this.fromError(err);
       }
     } else {
-      res = await this.dispatch(head ? { ...req, method: 'GET' } : req);
+      res = await this.dispatch(head ? { ...req, method: 'GET' } : req, service);
     }
     if (cors && origin !== undefined) res = withCors(cors, res, origin);
     return head ? headOf(res) : res;
@@ -85,7 +87,7 @@ export class HttpHandler {
   }
 
   /** Answers every request, errors included (as their error answers): never rejects. */
-  private async dispatch(req: HttpRequest): Promise<HttpResponse> {
+  private async dispatch(req: HttpRequest, service: GenerationService): Promise<HttpResponse> {
     try {
       // A body that did not arrive in time: whatever the route, the request is over and so is the connection (the rest
       // of the body is never read).
@@ -125,12 +127,12 @@ export class HttpHandler {
       const cls: RateLimitClass =
         route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
       // `return await` inside the try: a rejection must become its error answer here.
-      if (!this.limits.has(cls)) return await this.routes.answer(route, req, principal!, query);
+      if (!this.limits.has(cls)) return await this.routes.answer(route, req, principal!, query, service);
       const verdict = await this.limits.consume(cls, userId);
       if (verdict.allowed !== true) return this.limited(verdict);
       let res: HttpResponse;
       try {
-        res = await this.routes.answer(route, req, principal!, query);
+        res = await this.routes.answer(route, req, principal!, query, service);
       } catch (err) {
         res = this.fromError(err);
       }

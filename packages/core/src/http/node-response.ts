@@ -66,3 +66,9 @@ async function pipe(res: ServerResponse, body: AsyncIterable<string | Uint8Array
   if (gone) await it.return?.();
   else res.end();
 }
+
+/** The body of an answer that is not written by hand (`needsNodeWrite` is false), as a framework sends it. */
+export function nodeBody(out: HttpResponse): string | Buffer {
+  const body = out.body as string | Uint8Array;
+  return typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+}

@@ -1,5 +1,5 @@
 import type { ErrorDetail } from '../errors.js';
-import type { CreateRequest } from '../generations.js';
+import type { CreateGenerationInput } from '../service-types.js';
 import { fail, header } from './respond.js';
 import { METADATA_LIMITS, createRequestSchema } from './schemas.js';
 import type { HttpRequest, HttpResponse } from './types.js';
@@ -48,7 +48,7 @@ export function readBody(req: HttpRequest, limit: number): { ok: true; value: un
 }
 
 /** The body of a create (or quote), checked down to the model-independent fields. */
-export function createBody(req: HttpRequest, limit: number): { value: CreateRequest } | { res: HttpResponse } {
+export function createBody(req: HttpRequest, limit: number): { value: CreateGenerationInput } | { res: HttpResponse } {
   const body = readBody(req, limit);
   if (!body.ok) return { res: body.res };
   const value = body.value;

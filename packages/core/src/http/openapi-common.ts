@@ -1,0 +1,86 @@
+import { z } from 'zod';
+
+/** The building blocks of the OpenAPI document: JSON Schema from zod, references, the error table, operations. */
+
+export type Json = Record<string, unknown>;
+
+export function schema(s: z.ZodType, io: 'input' | 'output' = 'output'): Json {
+  const out = z.toJSONSchema(s, { target: 'draft-2020-12', unrepresentable: 'any', io }) as Json;
+  delete out.$schema;
+  return out;
+}
+
+export const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name}` });
+export const json = (s: Json): Json => ({ 'application/json': { schema: s } });
+
+const RETRY_AFTER = { description: 'Seconds to wait before trying again', schema: { type: 'integer', minimum: 0 } };
+
+/** Every error status the handler can answer, with its headers: one table, used by every operation. */
+const ERROR_STATUSES: Record<number, { description: string; headers?: Json }> = {
+  400: { description: 'Invalid JSON, request, settings or parameters' },
+  401: {
+    description: 'Missing, malformed or unknown API key',
+    headers: { 'WWW-Authenticate': { description: 'Always `Bearer`', schema: { type: 'string' } } },
+  },
+  402: { description: 'The balance has too few tokens for the price (`insufficient_funds`), or the key\u2019s budget for its period would be passed (`budget_exceeded`, naming the period and when it resets)' },
+  403: { description: 'The API key lacks the scope this request needs (`forbidden`)' },
+  404: { description: 'Not found, or another user\u2019s (answered alike)' },
+  405: { description: 'Method not allowed here', headers: { Allow: { description: 'The methods this path serves', schema: { type: 'string' } } } },
+  408: {
+    description: 'The request body did not arrive within the time limit (limits.bodyTimeoutMs); the connection is closed',
+    headers: { Connection: { description: 'Always `close`', schema: { type: 'string' } } },
+  },
+  409: { description: 'A request with the same Idempotency-Key is still in progress, or (admin) the user already exists' },
+  413: { description: 'The body is larger than the limit' },
+  415: { description: 'The body is not declared JSON, or is compressed (Content-Encoding)' },
+  422: { description: 'The Idempotency-Key was used with a different body' },
+  429: {
+    description: 'Too many requests (rate limit), or too many generations in flight',
+    headers: {
+      'Retry-After': RETRY_AFTER,
+      RateLimit: { description: 'Remaining quota (draft-ietf-httpapi-ratelimit-headers), when rate limits are on', schema: { type: 'string' } },
+      'RateLimit-Policy': { description: 'The quota policy, when rate limits are on', schema: { type: 'string' } },
+    },
+  },
+  500: { description: 'Internal error (never shows internals)' },
+  503: { description: 'A backing service is unavailable', headers: { 'Retry-After': RETRY_AFTER } },
+};
+
+export function errors(...statuses: number[]): Json {
+  return Object.fromEntries(
+    statuses.map((s) => {
+      const e = ERROR_STATUSES[s]!;
+      return [String(s), { description: e.description, ...(e.headers ? { headers: e.headers } : {}), content: json(ref('Error')) }];
+    }),
+  );
+}
+
+export const ADMIN = [{ adminBearer: [] }];
+export const USER_PARAM = { name: 'userId', in: 'path', required: true, description: 'The host\u2019s user id', schema: { type: 'string' } };
+
+/** Statuses every authenticated operation can answer (408: any request whose body is too slow). */
+export const COMMON = [401, 405, 408, 429, 500, 503];
+
+export interface Op {
+  operationId: string;
+  summary: string;
+  description: string;
+  tag: string;
+  security?: unknown[];
+  parameters?: Json[];
+  requestBody?: Json;
+  responses: Json;
+}
+
+export function op(o: Op): Json {
+  return {
+    operationId: o.operationId,
+    summary: o.summary,
+    description: o.description,
+    tags: [o.tag],
+    ...(o.security ? { security: o.security } : {}),
+    ...(o.parameters ? { parameters: o.parameters } : {}),
+    ...(o.requestBody ? { requestBody: o.requestBody } : {}),
+    responses: o.responses,
+  };
+}
