@@ -11,6 +11,12 @@ export interface CreateGenerationInput {
   settings?: Settings;
   /** Up to 16 string labels, returned in the list and details views (the HTTP layer checks their limits). */
   metadata?: Metadata;
+  /**
+   * A shorter life than the service's retention: the generation (record and files) is deleted this many seconds after
+   * it finishes, and reads as deleted from then on. An integer from 1 to the retention in seconds (any up to
+   * 2^31-1 when the service keeps generations forever); a 400 `invalid_request` naming the field beyond that.
+   */
+  expiresAfterSeconds?: number;
 }
 
 export interface ListOptions extends ReadOptions {
@@ -91,7 +97,10 @@ export interface GenerationService {
   recover(): Promise<RecoveryReport>;
   /** Live counters of this instance. */
   stats(): ServiceStats;
-  /** Runs one retention sweep now (deletes finished generations past `retention.finishedTtlMs`). */
+  /**
+   * Runs one retention sweep now: deletes finished generations past `retention.finishedTtlMs`, and those past the
+   * `expiresAfterSeconds` their create asked for.
+   */
   sweep(): Promise<number>;
   /** Largest request body in bytes (limits.bodyBytes); adapters stop reading beyond it. */
   readonly bodyLimit: number;
