@@ -253,11 +253,6 @@ export class Lifecycle {
     });
   }
 
-  /** When this generation expires (epoch ms; see `expiresAt`), or undefined when it does not. */
-  expiresAt(rec: GenerationRecord): number | undefined {
-    return expiresAt(rec, this.options.retention.finishedTtlMs);
-  }
-
   /**
    * The next batch of expired generations for the sweep, at most `limit`: past the service's retention first, then
    * those whose own life ended (each query by its index; a generation in both is taken once).
