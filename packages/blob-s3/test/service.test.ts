@@ -34,7 +34,7 @@ async function newBucket(): Promise<string> {
   return bucket;
 }
 
-function serviceOn(blobs: S3BlobStore, ledger = new MemoryLedger({ balances: { alice: 100 } }), extra: { fileUrlSecret?: string } = {}): GenerationService {
+function serviceOn(blobs: S3BlobStore, ledger = new MemoryLedger({ balances: { alice: 100 } }), extra: { fileUrlSecret?: string; retention?: { finishedTtlMs?: number; sweepIntervalMs?: number } } = {}): GenerationService {
   const service = createGenerationService({
     providers: [
       createScriptedProvider({
@@ -185,6 +185,37 @@ describe('DELETE of a generation whose file is in S3', () => {
     expect(await s3.keys(bucket)).toEqual([]);
     expect((await get(service, done.result!)).status).toBe(404);
     expect((await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: auth })).status).toBe(404);
+  });
+});
+
+describe('expiry of a generation whose file is in S3', () => {
+  it('asked for with expiresAfterSeconds: it reads as deleted once expired; the sweep removes the object, and an outage leaves it for the next sweep', async () => {
+    const bucket = await newBucket();
+    const blobs = s3Store(bucket);
+    // The sweep's own timer stays out of the way: the test sweeps.
+    const service = serviceOn(blobs, undefined, { retention: { finishedTtlMs: 3_600_000, sweepIntervalMs: 3_600_000 } });
+    await service.start();
+    const auth = { authorization: 'Bearer ka' };
+    const res = await service.handle({ method: 'POST', path: '/v1/generations', headers: { ...auth, 'content-type': 'application/json' }, body: '{"modelId":"img","expiresAfterSeconds":1}' });
+    expect(res.status).toBe(201);
+    const { generationId } = JSON.parse(res.body as string) as { generationId: string };
+    await settled(service, generationId).catch(() => undefined);
+    expect(await s3.keys(bucket)).toHaveLength(1);
+    // Expired: every read is the 404 of a missing generation, before any sweep.
+    for (;;) {
+      const poll = await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: auth });
+      if (poll.status === 404) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const deleteMany = blobs.deleteMany.bind(blobs);
+    const endpoint = await deadEndpoint();
+    const dead = s3Store('any-bucket', { client: new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS, maxAttempts: 1 }) });
+    blobs.deleteMany = (keys) => dead.deleteMany(keys);
+    await expect(service.sweep()).rejects.toThrow();
+    expect(await s3.keys(bucket)).toHaveLength(1);
+    blobs.deleteMany = deleteMany;
+    expect(await service.sweep()).toBe(1);
+    expect(await s3.keys(bucket)).toEqual([]);
   });
 });
 

@@ -607,6 +607,7 @@ function bodyOf(input: CreateGenerationInput): Record<string, unknown> {
     ...(input.settings !== undefined ? { settings: input.settings } : {}),
     ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
     ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
+    ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
   };
 }
 

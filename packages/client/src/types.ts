@@ -38,6 +38,12 @@ export interface CreateGenerationInput {
   metadata?: Record<string, string>;
   /** Where the service should send this generation's events (Standard Webhooks, signed with your secret). */
   webhook?: { url: string; events?: WebhookEventType[] };
+  /**
+   * A shorter life than the service keeps generations: it is deleted (record and files) this many seconds after it
+   * finishes, and reads as deleted (404) from then on. An integer of at least 1, at most the service's retention (a
+   * 400 `invalid_request` naming `expiresAfterSeconds` beyond it). Shown as `expiresAt` on the details and the list.
+   */
+  expiresAfterSeconds?: number;
 }
 
 /** `generation.deleted` is sent only to webhooks that list it. */
@@ -63,7 +69,10 @@ export interface GenerationItem {
   error?: FailureReason;
   progress?: { fraction: number; message?: string };
   metadata?: Record<string, string>;
-  /** ISO 8601; when the service has a retention: when this finished generation is deleted. */
+  /**
+   * ISO 8601: when this finished generation is deleted (the service's retention, or the create's
+   * `expiresAfterSeconds`, whichever comes first). Absent when it is kept.
+   */
   expiresAt?: string;
 }
 

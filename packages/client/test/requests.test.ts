@@ -20,7 +20,10 @@ describe('requests', () => {
       generationId: 'g-1',
     });
     await client.generations.create({ modelId: 'm' }, { idempotencyKey: 'k-1' });
+    await client.generations.create({ modelId: 'm', expiresAfterSeconds: 600 });
     expect(calls[0]).toMatchObject({ method: 'POST', path: '/v1/generations', body: { modelId: 'm', settings: { prompt: 'hi' } } });
+    expect(calls[1].body).toEqual({ modelId: 'm' });
+    expect(calls[2].body).toEqual({ modelId: 'm', expiresAfterSeconds: 600 });
     expect(calls[0].headers['content-type']).toBe('application/json');
     expect(calls[0].headers['idempotency-key']).toBeUndefined();
     expect(calls[1].headers['idempotency-key']).toBe('k-1');

@@ -18,6 +18,7 @@ import {
   GenerationFailedError,
   IdempotencyMismatchError,
   InsufficientFundsError,
+  InvalidRequestError,
   InvalidSettingsError,
   ModelNotFoundError,
   NotFoundError,
@@ -369,6 +370,16 @@ describe('client: lists, details, quotes, metadata, reasons, live status, webhoo
     const d = await c.generations.details(ids[0]!);
     expect(d).toMatchObject({ generationId: ids[0], modelId: 'echo', status: 'completed', metadata: { n: '0' }, result: 'echo: p0' });
     expect(Date.parse(d.createdAt)).toBeGreaterThan(0);
+  });
+
+  it('creates with a shorter life (expiresAfterSeconds), shown as expiresAt; a bad one is an InvalidRequestError', async () => {
+    const c = client('bob-key');
+    const g = await c.generations.run({ modelId: 'echo', settings: { prompt: 'short' }, expiresAfterSeconds: 3600 });
+    const d = await c.generations.details(g.generationId);
+    expect(d.expiresAt).toBe(new Date(Date.parse(d.finishedAt!) + 3_600_000).toISOString());
+    const bad = await c.generations.create({ modelId: 'echo', settings: { prompt: 'x' }, expiresAfterSeconds: 0 }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(InvalidRequestError);
+    expect((bad as InvalidRequestError).details?.map((x) => x.field)).toEqual(['expiresAfterSeconds']);
   });
 
   it('quotes a price without charging, and refuses a bad quote like a create', async () => {

@@ -78,6 +78,16 @@ export interface GenerationRecord {
   parkedUntil?: number;
   /** Where the client asked for this generation's webhooks, given at create. */
   webhook?: { url: string; events: WebhookEventType[] };
+  /**
+   * The shorter life its owner asked for at create: it expires this many seconds after it finishes (the service's
+   * `retention` may still end it sooner). Absent: the service's retention alone decides.
+   */
+  expiresAfterSeconds?: number;
+  /**
+   * When that own life ends (epoch ms): written with `finishedAt` by the change that finishes a generation with
+   * `expiresAfterSeconds`, so the sweep finds it by index. The Lifecycle's `expiresAt` is the whole rule.
+   */
+  lifeEndsAt?: number;
   /** How many times a worker claimed it (1 on the first run; a parked remote job's checks are not claims). */
   claims: number;
   /** The worker that holds the current claim, and until when (epoch ms). */

@@ -1,14 +1,11 @@
 import type { GenerationRecord } from './domain.js';
+import { hasExpired } from './lifecycle.js';
 import type { GenerationChange, GenerationStore, InsertOptions, ListQuery, NewEvent, NewGeneration } from './ports/store.js';
 
-/** When a finished generation expires under `retention.finishedTtlMs`; undefined while it runs or without retention. */
-export function expiresAt(rec: GenerationRecord, ttlMs: number | undefined): number | undefined {
-  return ttlMs === undefined || rec.finishedAt === undefined ? undefined : rec.finishedAt + ttlMs;
-}
-
 /**
- * The store as every client-facing read sees it under retention: a generation past its expiry reads exactly like a
- * deleted one (absent from `get` and `list`), whether or not the sweep has come by yet. Workers, recovery and the
+ * The store as every client-facing read sees it: a generation past its expiry (the Lifecycle's rule: the service's
+ * retention, or the shorter life asked for at create) reads exactly like a deleted one (absent from `get` and
+ * `list`), whether or not the sweep has come by yet. Workers, recovery and the
  * sweep read through `getById` and the other methods, which see everything. Reads are the only thing it changes.
  */
 export class ExpiringReads implements GenerationStore {
@@ -16,7 +13,8 @@ export class ExpiringReads implements GenerationStore {
 
   constructor(
     private readonly store: GenerationStore,
-    private readonly ttlMs: number,
+    /** `retention.finishedTtlMs`; undefined: only a life asked for at create ends a generation. */
+    private readonly ttlMs: number | undefined,
     private readonly now: () => number = Date.now,
   ) {
     if (store.countByStatus) this.countByStatus = () => store.countByStatus!();
@@ -24,7 +22,7 @@ export class ExpiringReads implements GenerationStore {
 
   private live(rec: GenerationRecord | null): GenerationRecord | null {
     if (!rec || rec.finishedAt === undefined) return rec;
-    return rec.finishedAt + this.ttlMs <= this.now() ? null : rec;
+    return hasExpired(rec, this.ttlMs, this.now()) ? null : rec;
   }
 
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
@@ -62,6 +60,9 @@ export class ExpiringReads implements GenerationStore {
   }
   listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
     return this.store.listFinishedBefore(before, limit);
+  }
+  listLifeEndedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    return this.store.listLifeEndedBefore(before, limit);
   }
   remove(...args: Parameters<GenerationStore['remove']>): ReturnType<GenerationStore['remove']> {
     return this.store.remove(...args);

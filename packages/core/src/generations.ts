@@ -100,6 +100,7 @@ export class Generations implements GenerationUseCases {
     if (!model) throw new DomainError('model_not_found', `Model "${input.modelId}" is not found or is unavailable.`);
     const checked = model.validate(input.settings ?? {});
     if (!checked.ok) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: checked.details });
+    this.lifecycle.checkLife(input.expiresAfterSeconds);
     return { model, settings: checked.value, price: this.registry.priceOf(model, checked.value) };
   }
 
@@ -131,11 +132,21 @@ export class Generations implements GenerationUseCases {
       estimatedSeconds: model.info.estimatedGenerationTime,
       ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
       ...(webhook !== undefined ? { webhook } : {}),
+      ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
     };
     if (idempotencyKey === undefined) return { generationId: await this.lifecycle.create(request) };
 
     const hash = createHash('sha256')
-      .update(canonical({ modelId: input.modelId, settings, metadata: input.metadata ?? null, webhook: webhook ?? null }))
+      .update(
+        canonical({
+          modelId: input.modelId,
+          settings,
+          metadata: input.metadata ?? null,
+          webhook: webhook ?? null,
+          // Only when asked: requests without it hash as they did before it existed.
+          ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
+        }),
+      )
       .digest('hex');
     const planned = newGenerationId();
     const begun = await this.idempotency.begin(userId, idempotencyKey, hash, Date.now(), planned);
@@ -185,7 +196,7 @@ export class Generations implements GenerationUseCases {
     if (await this.idempotency.finish(userId, key, id)) return { generationId: id };
     // A retry took this key over while this request stalled: its generation is the answer, and ours must not
     // stay charged. Cancelling from pending is free.
-    await this.lifecycle.cancel(id);
+    await this.lifecycle.cancel({ id, ...(request.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: request.expiresAfterSeconds } : {}) });
     const now = await this.idempotency.begin(userId, key, '', Date.now(), id);
     if (now.state === 'done') return { generationId: now.generationId };
     throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
@@ -230,7 +241,7 @@ export class Generations implements GenerationUseCases {
 
   async cancel(userId: string, generationId: string, options: ReadOptions = {}): Promise<{ outcome: CancelOutcome; generation: GenerationView }> {
     const rec = await this.owned(userId, generationId);
-    const cancelled = isTerminal(rec.status) ? null : await this.lifecycle.cancel(rec.id);
+    const cancelled = isTerminal(rec.status) ? null : await this.lifecycle.cancel(rec);
     const now = cancelled ?? (await this.store.get(generationId, userId)) ?? rec;
     return { outcome: cancelled !== null ? 'cancelled' : 'already_finished', generation: this.views.view(now, options.baseUrl) };
   }

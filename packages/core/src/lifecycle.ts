@@ -60,6 +60,49 @@ export function budgetWindow(period: KeyBudget['period'], now: number): { start:
   return { start, end: Date.UTC(y, m, d.getUTCDate() + 1) };
 }
 
+/** The longest life a create may ask for without retention: the largest 32-bit integer of seconds (about 68 years). */
+export const MAX_LIFE_SECONDS = 2_147_483_647;
+
+/**
+ * The longest `expiresAfterSeconds` a create may ask for: the service's retention (in whole seconds), or
+ * `MAX_LIFE_SECONDS` when the service keeps generations forever (the asked life is then their only limit).
+ */
+export function maxLifeSeconds(retention: ResolvedServiceOptions['retention']): number {
+  const ttl = retention.finishedTtlMs;
+  return ttl === undefined ? MAX_LIFE_SECONDS : Math.max(1, Math.min(MAX_LIFE_SECONDS, Math.floor(ttl / 1000)));
+}
+
+/** When a generation's own life ends if it finishes at `finishedAt`; undefined when it asked for none. */
+function lifeEnd(expiresAfterSeconds: number | undefined, finishedAt: number): number | undefined {
+  return expiresAfterSeconds === undefined ? undefined : finishedAt + expiresAfterSeconds * 1000;
+}
+
+/**
+ * When a generation expires (epoch ms): the earlier of the service's retention (`finishedTtlMs` after it finished)
+ * and the life its owner asked for at create (`expiresAfterSeconds` after it finished). Undefined while it runs, or
+ * when neither applies. At that instant it reads exactly like a deleted one, and the sweep deletes it. The one
+ * expiry rule: reads, views, file links and the sweep all ask it.
+ */
+export function expiresAt(rec: Pick<GenerationRecord, 'finishedAt' | 'expiresAfterSeconds'>, ttlMs: number | undefined): number | undefined {
+  if (rec.finishedAt === undefined) return undefined;
+  const own = lifeEnd(rec.expiresAfterSeconds, rec.finishedAt);
+  const service = ttlMs === undefined ? undefined : rec.finishedAt + ttlMs;
+  if (own === undefined) return service;
+  return service === undefined ? own : Math.min(own, service);
+}
+
+/** Whether a generation has expired at `now` (see `expiresAt`). */
+export function hasExpired(rec: Pick<GenerationRecord, 'finishedAt' | 'expiresAfterSeconds'>, ttlMs: number | undefined, now: number): boolean {
+  const at = expiresAt(rec, ttlMs);
+  return at !== undefined && at <= now;
+}
+
+/**
+ * The generation a finishing change is for: its id, and the life it asked for, whose end the change writes with
+ * `finishedAt` (`lifeEndsAt`, how the sweep finds it).
+ */
+export type Finishing = Pick<GenerationRecord, 'id' | 'expiresAfterSeconds'>;
+
 /** What recovery did with one unfinished generation. */
 export type RecoveryAction = 'requeued' | 'failed' | 'skipped';
 
@@ -130,7 +173,10 @@ export class Lifecycle {
     estimatedSeconds?: number;
     /** The managed key the request came with: its spend is recorded, and held within its budget. */
     key?: { keyId: string; budget?: KeyBudget };
+    /** A shorter life than the service's retention (checked with `checkLife`). */
+    expiresAfterSeconds?: number;
   }): Promise<string> {
+    this.checkLife(input.expiresAfterSeconds);
     const id = input.id ?? newGenerationId();
     const now = Date.now();
     const options: ReserveOptions = { modelId: input.modelId };
@@ -162,6 +208,7 @@ export class Lifecycle {
           createdAt: now,
           ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
           ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
+          ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
         },
         { type: 'created', data: { modelId: input.modelId } },
         { maxUnfinishedPerOwner: cap },
@@ -180,12 +227,46 @@ export class Lifecycle {
     try {
       await this.queue.enqueue({ generationId: id, modelId: input.modelId, ownerId: input.userId }, { fresh: true });
     } catch (err) {
-      await this.fail(id, FROM.pending, { code: 'model_unavailable', reason: 'queue unavailable at create', fee: 'free' }, input.modelId).catch(() => undefined);
+      const gen = { id, modelId: input.modelId, ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}) };
+      await this.fail(gen, FROM.pending, { code: 'model_unavailable', reason: 'queue unavailable at create', fee: 'free' }).catch(() => undefined);
       if (err instanceof UnavailableError) throw new DomainError('unavailable', 'The job queue is unavailable; try again shortly.', { cause: err });
       throw err;
     }
     if (this.logs) this.logger.info({ generationId: id, modelId: input.modelId, userId: input.userId, status: 'pending', reserved: input.price }, 'generation created');
     return id;
+  }
+
+  /**
+   * Checks the life a create asks for: an integer of seconds from 1 to `maxLifeSeconds` (the service's retention, when
+   * it has one). Throws the 400 naming the field; a quote asks it too.
+   */
+  checkLife(expiresAfterSeconds: number | undefined): void {
+    if (expiresAfterSeconds === undefined) return;
+    const max = maxLifeSeconds(this.options.retention);
+    if (Number.isInteger(expiresAfterSeconds) && expiresAfterSeconds >= 1 && expiresAfterSeconds <= max) return;
+    const message =
+      this.options.retention.finishedTtlMs === undefined
+        ? `must be an integer from 1 to ${max}`
+        : `must be an integer from 1 to ${max} (this service keeps finished generations for ${max} s)`;
+    throw new DomainError('invalid_request', `expiresAfterSeconds ${message}.`, {
+      details: [{ field: 'expiresAfterSeconds', code: 'invalid_value', message }],
+    });
+  }
+
+  /**
+   * The next batch of expired generations for the sweep, at most `limit`: past the service's retention first, then
+   * those whose own life ended (each query by its index; a generation in both is taken once).
+   */
+  async expired(now: number, limit: number): Promise<GenerationRecord[]> {
+    const ttl = this.options.retention.finishedTtlMs;
+    const batch = ttl === undefined ? [] : await this.store.listFinishedBefore(now - ttl, limit);
+    if (batch.length >= limit) return batch;
+    const taken = new Set(batch.map((r) => r.id));
+    for (const r of await this.store.listLifeEndedBefore(now, limit)) {
+      if (batch.length >= limit) break;
+      if (!taken.has(r.id)) batch.push(r);
+    }
+    return batch;
   }
 
   /**
@@ -227,7 +308,7 @@ export class Lifecycle {
     if (rec.status === 'processing' && rec.leaseExpiresAt !== undefined && rec.leaseExpiresAt > now) return null;
     const stop = this.giveUp(rec);
     if (stop) {
-      await this.fail(generationId, FROM.unheld, stop, rec.modelId);
+      await this.fail(rec, FROM.unheld, stop);
       return null;
     }
     if (rec.status === 'pending') return this.change(generationId, fromPending);
@@ -251,7 +332,7 @@ export class Lifecycle {
     if (isTerminal(rec.status)) return 'skipped';
     if (rec.status === 'processing' && (rec.leaseExpiresAt ?? 0) > now) return 'skipped';
     const stop = this.giveUp(rec);
-    if (stop) return (await this.fail(rec.id, FROM.unheld, stop, rec.modelId)) !== null ? 'failed' : 'skipped';
+    if (stop) return (await this.fail(rec, FROM.unheld, stop)) !== null ? 'failed' : 'skipped';
     const job = { generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId };
     // A remote job between checks: schedule its check (again: a restart lost the in-process timer).
     await this.queue.enqueue(job, rec.parkedUntil !== undefined ? { delayMs: Math.max(0, rec.parkedUntil - now) } : {});
@@ -312,14 +393,17 @@ export class Lifecycle {
   }
 
   /** Completes a generation this instance holds and settles its price. False when refused (lease lost, cancelled). */
-  async complete(generationId: string, result: CompleteRequest): Promise<boolean> {
+  async complete(gen: Finishing, result: CompleteRequest): Promise<boolean> {
+    const generationId = gen.id;
     const now = Date.now();
+    const lifeEndsAt = lifeEnd(gen.expiresAfterSeconds, now);
     const done = await this.change(generationId, {
       expect: FROM.held(this.holder),
       set: {
         status: 'completed',
         price: result.price,
         finishedAt: now,
+        ...(lifeEndsAt !== undefined ? { lifeEndsAt } : {}),
         ...(result.resultText !== undefined ? { resultText: result.resultText } : {}),
         ...(result.resultKey !== undefined ? { resultKey: result.resultKey } : {}),
       },
@@ -333,8 +417,8 @@ export class Lifecycle {
   }
 
   /** Fails a generation this instance holds. Returns the settled price, or null when refused. */
-  failClaimed(generationId: string, request: FailRequest): Promise<number | null> {
-    return this.fail(generationId, FROM.held(this.holder), request);
+  async failClaimed(gen: Finishing & { modelId: string }, request: FailRequest): Promise<number | null> {
+    return this.fail(gen, FROM.held(this.holder), request);
   }
 
   /** The price a failure of this rule costs for this generation's model (0 when the model is gone). */
@@ -342,24 +426,24 @@ export class Lifecycle {
     return fee === 'free' ? 0 : (this.registry.get(modelId)?.failureFee ?? 0);
   }
 
-  private async fail(generationId: string, from: Expectation, request: FailRequest, modelId?: string): Promise<number | null> {
-    const model = modelId ?? (await this.store.getById(generationId))?.modelId;
-    if (model === undefined) return null;
-    return (await this.failAt(generationId, from, this.feeOf(model, request.fee), request))?.price ?? null;
+  private async fail(gen: Finishing & { modelId: string }, from: Expectation, request: FailRequest): Promise<number | null> {
+    return (await this.failAt(gen, from, this.feeOf(gen.modelId, request.fee), request))?.price ?? null;
   }
 
   /** The failed transition at a given price, and its ledger effect; the record as failed, or null when refused. */
   private async failAt(
-    generationId: string,
+    gen: Finishing,
     from: Expectation,
     price: number,
     request: { code: FailureCode; publicMessage?: string; reason: string },
   ): Promise<GenerationRecord | null> {
+    const generationId = gen.id;
     const now = Date.now();
     const error: FailureInfo = { code: request.code, message: request.publicMessage ?? FAILURE_MESSAGES[request.code] };
+    const lifeEndsAt = lifeEnd(gen.expiresAfterSeconds, now);
     const failed = await this.change(generationId, {
       expect: from,
-      set: { status: 'failed', price, failureReason: request.reason, error, parkedUntil: null, finishedAt: now },
+      set: { status: 'failed', price, failureReason: request.reason, error, parkedUntil: null, finishedAt: now, ...(lifeEndsAt !== undefined ? { lifeEndsAt } : {}) },
       event: { type: 'failed', data: { price, error: { ...error } } },
       now,
     });
@@ -374,13 +458,14 @@ export class Lifecycle {
    * state it really moved from decides: a cancel racing a claim is tried from pending first). Aborts a local run and
    * stops a remote job upstream. Null when there was nothing to cancel.
    */
-  async cancel(generationId: string): Promise<GenerationRecord | null> {
+  async cancel(gen: Finishing): Promise<GenerationRecord | null> {
+    const generationId = gen.id;
     const request = { code: 'cancelled' as const, reason: 'cancelled by its owner' };
-    let cancelled = await this.failAt(generationId, FROM.pending, 0, request);
+    let cancelled = await this.failAt(gen, FROM.pending, 0, request);
     if (!cancelled) {
       const rec = await this.store.getById(generationId);
       if (!rec || rec.status !== 'processing') return null;
-      cancelled = await this.failAt(generationId, FROM.processing, this.feeOf(rec.modelId, 'failure_fee'), request);
+      cancelled = await this.failAt(rec, FROM.processing, this.feeOf(rec.modelId, 'failure_fee'), request);
       if (!cancelled) return null;
     }
     this.queue.abort?.(generationId);
@@ -403,7 +488,7 @@ export class Lifecycle {
     let rec = await this.store.get(generationId, ownerId);
     // A cancel can lose a race (a worker claims, or completes, at that moment): read again and act on what is there.
     for (let tries = 0; rec && !isTerminal(rec.status) && tries < 5; tries++) {
-      await this.cancel(generationId);
+      await this.cancel(rec);
       rec = await this.store.get(generationId, ownerId);
     }
     if (!rec) return null;

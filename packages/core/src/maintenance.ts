@@ -42,7 +42,8 @@ export class Maintenance {
     const { recovery, retention, idempotencyTtlMs } = this.options;
     if (recovery.onStart) await this.recover();
     if (recovery.intervalMs > 0) this.every(recovery.intervalMs, () => this.recover(), 'recovery');
-    if (retention.finishedTtlMs !== undefined) this.every(retention.sweepIntervalMs, () => this.scheduledSweep(), 'retention sweep');
+    // Always: without retention, a generation may still have asked for a life of its own at create.
+    this.every(retention.sweepIntervalMs, () => this.scheduledSweep(), 'retention sweep');
     this.every(Math.min(idempotencyTtlMs, 3600_000), () => this.idempotency.purgeBefore(Date.now() - idempotencyTtlMs), 'idempotency purge');
   }
 
@@ -109,16 +110,14 @@ export class Maintenance {
   }
 
   /**
-   * Deletes finished generations past retention (files, then records with their events, then deliveries: the
-   * Lifecycle's purge), `SWEEP_BATCH` at a time. A blob store outage ends the pass with every remaining record in
-   * place; the next sweep tries again.
+   * Deletes expired generations (the Lifecycle's rule: past the service's retention, or past the life asked for at
+   * create) with their files, records, events and deliveries (the Lifecycle's purge), `SWEEP_BATCH` at a time. A blob
+   * store outage ends the pass with every remaining record in place; the next sweep tries again.
    */
   async sweep(now: number = Date.now()): Promise<number> {
-    const ttl = this.options.retention.finishedTtlMs;
-    if (ttl === undefined) return 0;
     let total = 0;
     for (;;) {
-      const batch = await this.store.listFinishedBefore(now - ttl, SWEEP_BATCH);
+      const batch = await this.lifecycle.expired(now, SWEEP_BATCH);
       if (batch.length === 0) break;
       const removed = await this.lifecycle.purge(batch);
       total += removed;

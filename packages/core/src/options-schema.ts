@@ -31,7 +31,7 @@ const providerSchema = z.custom<object>(
 /** Every option, checked at once, so one error lists every mistake. Unknown keys are mistakes too (a typo). */
 export const optionsSchema = z.strictObject({
   providers: z.array(providerSchema),
-  store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'listFinishedBefore', 'remove').optional(),
+  store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'listFinishedBefore', 'listLifeEndedBefore', 'remove').optional(),
   ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'openAccount', 'account', 'openReserves', 'keySpend', 'usage').optional(),
   auditLog: port('append', 'list').optional(),
   apiKeys: port('resolve').optional(),

@@ -17,6 +17,12 @@ export interface CreateGenerationInput {
    * body's `webhook` (the URL must pass the `webhooks` options' checks). Default: none.
    */
   webhook?: { url: string; events?: WebhookEventType[] };
+  /**
+   * A shorter life than the service's retention: the generation (record and files) is deleted this many seconds after
+   * it finishes, and reads as deleted from then on. An integer from 1 to the retention in seconds (any up to
+   * 2^31-1 when the service keeps generations forever); a 400 `invalid_request` naming the field beyond that.
+   */
+  expiresAfterSeconds?: number;
 }
 
 export interface ListOptions extends ReadOptions {
@@ -111,7 +117,10 @@ export interface GenerationService {
   recover(): Promise<RecoveryReport>;
   /** Live counters of this instance. */
   stats(): ServiceStats;
-  /** Runs one retention sweep now (deletes finished generations past `retention.finishedTtlMs`). */
+  /**
+   * Runs one retention sweep now: deletes finished generations past `retention.finishedTtlMs`, and those past the
+   * `expiresAfterSeconds` their create asked for.
+   */
   sweep(): Promise<number>;
   /** Largest request body in bytes (limits.bodyBytes); adapters stop reading beyond it. */
   readonly bodyLimit: number;

@@ -170,10 +170,9 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     else c.registerSingleton(token, fallback as new () => object);
   };
   port(TOKENS.Store, options.store, MemoryGenerationStore);
-  const ttl = resolved.retention.finishedTtlMs;
-  // Under retention every client-facing read goes through the expiry check, so an expired generation reads as
-  // deleted before the sweep has removed it.
-  if (ttl !== undefined) c.register(TOKENS.Store, { useValue: new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), ttl) });
+  // Every client-facing read goes through the expiry check (the service's retention, or a life asked for at create),
+  // so an expired generation reads as deleted before the sweep has removed it.
+  c.register(TOKENS.Store, { useValue: new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), resolved.retention.finishedTtlMs) });
   port(TOKENS.Ledger, options.ledger, MemoryLedger);
   port(TOKENS.Blobs, options.blobs, MemoryBlobStore);
   port(TOKENS.Idempotency, options.idempotency, MemoryIdempotencyStore);

@@ -1,6 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import type { GenerationRecord, GenerationView } from './domain.js';
-import { expiresAt } from './expiry.js';
+import { expiresAt } from './lifecycle.js';
 import { FileUrlSigner } from './files.js';
 import type { BaseUrl } from './http/types.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
@@ -20,7 +20,10 @@ export interface GenerationItem {
   error?: { code: string; message: string };
   progress?: { fraction: number; message?: string };
   metadata?: Record<string, string>;
-  /** ISO 8601, with `retention`: when a finished generation is deleted (its result URL stops working then too). */
+  /**
+   * ISO 8601: when a finished generation is deleted (its result URL stops working then too), with the service's
+   * `retention` or a create's `expiresAfterSeconds` (the earlier of the two).
+   */
   expiresAt?: string;
 }
 

@@ -43,8 +43,9 @@ export function generationSql(s: string) {
     // counts at most $8 rows, so its cost is bounded by the cap, not by how many rows the owner has.
     insert: `WITH ins AS (
         INSERT INTO ${s}.generations
-          (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, metadata, webhook, last_seq, last_tx)
-        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1, pg_current_xact_id()
+          (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, metadata, webhook, last_seq, last_tx,
+           expires_after_seconds)
+        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1, pg_current_xact_id(), $13::int
         WHERE $8::int IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM ${s}.generations
           WHERE owner_id = $2 AND finished_at IS NULL LIMIT $8::int) capped) < $8::int
         RETURNING id, owner_id),
@@ -63,6 +64,9 @@ export function generationSql(s: string) {
       ORDER BY created_at, id LIMIT $1`,
     // Ties on finished_at fall back to id, so a page is the same whichever instance reads it.
     listFinished: `SELECT * FROM ${s}.generations WHERE finished_at < $1 ORDER BY finished_at, id LIMIT $2`,
+    // Only rows with a life of their own, by the partial index; ties fall back to id as above.
+    listLifeEnded: `SELECT * FROM ${s}.generations WHERE life_ends_at IS NOT NULL AND life_ends_at < $1
+      ORDER BY life_ends_at, id LIMIT $2`,
     // One statement: the row and its events go together or not at all; the row lock orders it against any change.
     remove: `WITH gone AS (
         DELETE FROM ${s}.generations WHERE id = $1 AND status = ANY($2::text[]) RETURNING id),
@@ -111,6 +115,7 @@ const COLUMNS: { [K in keyof GenerationPatch]-?: [string[], (v: NonNullable<Gene
   leaseOwner: [['lease_owner'], (v) => [encodeKey(v)]],
   leaseExpiresAt: [['lease_expires_at'], (v) => [v]],
   finishedAt: [['finished_at'], (v) => [v]],
+  lifeEndsAt: [['life_ends_at'], (v) => [v]],
 };
 
 const TYPES: Record<string, string> = { remote_handle: '::jsonb', price: '::numeric', progress_fraction: '::float8' };
@@ -230,6 +235,10 @@ function toRecord(row: Row): GenerationRecord {
   if (row.remote_handle !== null && row.remote_handle !== undefined) rec.remoteHandle = row.remote_handle;
   const parkedUntil = optNum(row.parked_until);
   if (parkedUntil !== undefined) rec.parkedUntil = parkedUntil;
+  const expiresAfterSeconds = optNum(row.expires_after_seconds);
+  if (expiresAfterSeconds !== undefined) rec.expiresAfterSeconds = expiresAfterSeconds;
+  const lifeEndsAt = optNum(row.life_ends_at);
+  if (lifeEndsAt !== undefined) rec.lifeEndsAt = lifeEndsAt;
   return rec;
 }
 
@@ -288,6 +297,7 @@ export class PostgresGenerationStore implements GenerationStore {
       gen.status,
       event.type,
       jsonb(event.data),
+      gen.expiresAfterSeconds ?? null,
     ];
     if (cap === undefined) {
       const { rows } = await this.db.query<{ inserted: number }>(this.sql.insert, params);
@@ -368,6 +378,11 @@ export class PostgresGenerationStore implements GenerationStore {
 
   async listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
     const { rows } = await this.db.query(this.sql.listFinished, [before, Math.max(0, Math.floor(limit))]);
+    return rows.map((r) => toRecord(r));
+  }
+
+  async listLifeEndedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    const { rows } = await this.db.query(this.sql.listLifeEnded, [before, Math.max(0, Math.floor(limit))]);
     return rows.map((r) => toRecord(r));
   }
 

@@ -257,6 +257,17 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 5,
+    name: 'a shorter life asked for at create (expiresAfterSeconds) and when it ends',
+    up: (s) => [
+      // Both nullable: rows of earlier versions asked for no life of their own (the service's retention decides).
+      // expires_after_seconds is as asked at create and never changes; life_ends_at (epoch ms) is written when it finishes.
+      `ALTER TABLE ${s}.generations ADD COLUMN expires_after_seconds integer, ADD COLUMN life_ends_at bigint`,
+      // Partial: the sweep walks only rows with a life of their own, the soonest ended first.
+      `CREATE INDEX generations_life_ends_idx ON ${s}.generations (life_ends_at, id) WHERE life_ends_at IS NOT NULL`,
+    ],
+  },
 ];
 
 /**

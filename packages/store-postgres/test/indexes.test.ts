@@ -111,7 +111,7 @@ describe(`query plans over ${ROWS} generations`, () => {
   });
 
   it('counts an owner\u2019s unfinished generations for the in-flight cap through the partial owner index', async () => {
-    const values = ['gen-new', 'user-3', 'model', '{}', 1, T0, null, 10, null, 'pending', 'created', '{}'];
+    const values = ['gen-new', 'user-3', 'model', '{}', 1, T0, null, 10, null, 'pending', 'created', '{}', null];
     expectIndexUse(await planOf(g.insert, values), 'generations_owner_unfinished_idx');
   });
 
@@ -125,6 +125,10 @@ describe(`query plans over ${ROWS} generations`, () => {
 
   it('finds finished work to delete through the retention index', async () => {
     expectIndexUse(await planOf(g.listFinished, [T0 + 1000, 100]), 'generations_finished_idx');
+  });
+
+  it('finds generations whose own life ended through the partial life_ends_at index', async () => {
+    expectIndexUse(await planOf(g.listLifeEnded, [T0 + 1000, 100]), 'generations_life_ends_idx');
   });
 
   it('finds open reserves through the partial index', async () => {

@@ -358,6 +358,17 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 7,
+    name: 'a shorter life asked for at create (expiresAfterSeconds) and when it ends',
+    sql: `
+      -- Both nullable: rows of earlier versions asked for no life of their own (the service's retention decides).
+      ALTER TABLE generations ADD COLUMN expires_after_seconds INTEGER; -- as asked at create, never changed
+      ALTER TABLE generations ADD COLUMN life_ends_at          INTEGER; -- epoch ms, written when it finishes
+      -- Partial: the sweep walks only rows with a life of their own, the soonest ended first.
+      CREATE INDEX generations_life_ends ON generations (life_ends_at) WHERE life_ends_at IS NOT NULL;
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

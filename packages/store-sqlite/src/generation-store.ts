@@ -47,6 +47,8 @@ interface GenerationRow {
   updated_at: number;
   started_at: number | null;
   finished_at: number | null;
+  expires_after_seconds: number | null;
+  life_ends_at: number | null;
 }
 
 interface EventRow {
@@ -61,7 +63,8 @@ interface EventRow {
 
 const COLUMNS = `id, owner_id, model_id, settings, status, reserved, price, result_text, result_key, failure_reason,
   error_code, error_message, metadata, webhook, progress_fraction, progress_message, remote_handle, parked_until,
-  claims, lease_owner, lease_expires_at, last_seq, created_at, updated_at, started_at, finished_at`;
+  claims, lease_owner, lease_expires_at, last_seq, created_at, updated_at, started_at, finished_at,
+  expires_after_seconds, life_ends_at`;
 
 const EVENT_COLUMNS = 'position, seq, generation_id, owner_id, type, at, data';
 
@@ -86,6 +89,7 @@ const PATCH_COLUMNS: { [K in keyof GenerationPatch]-?: [columns: string[], encod
   leaseOwner: [['lease_owner'], (v) => [v]],
   leaseExpiresAt: [['lease_expires_at'], (v) => [v]],
   finishedAt: [['finished_at'], (v) => [v]],
+  lifeEndsAt: [['life_ends_at'], (v) => [v]],
 };
 
 /** Which optional parts a list query has; each combination is its own statement, so each can use its index. */
@@ -167,13 +171,16 @@ function shapeOf(change: GenerationChange): string {
 /** Every fixed statement the store runs. Exported from this module (not the package) so tests can EXPLAIN them. */
 export const GENERATION_SQL = {
   insert: `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, claims, metadata, webhook,
-                                    last_seq, created_at, updated_at)
-    VALUES (@id, @ownerId, @modelId, @settings, @status, @reserved, 0, @metadata, @webhook, 1, @createdAt, @createdAt)`,
+                                    expires_after_seconds, last_seq, created_at, updated_at)
+    VALUES (@id, @ownerId, @modelId, @settings, @status, @reserved, 0, @metadata, @webhook, @expiresAfterSeconds, 1,
+            @createdAt, @createdAt)`,
   get: `SELECT ${COLUMNS} FROM generations WHERE id = ? AND owner_id = ?`,
   getById: `SELECT ${COLUMNS} FROM generations WHERE id = ?`,
   // Counts at most the cap (the second parameter): the cost stays bounded by the cap, however many rows the owner has.
+  // INDEXED BY: only the partial index reads no finished row at all; the planner, costing it like the owner's list
+  // index, may otherwise pick that one (it did once migration 7 widened the row) and walk every finished row too.
   countUnfinished: `SELECT count(*) AS n FROM
-     (SELECT 1 FROM generations WHERE owner_id = ? AND finished_at IS NULL LIMIT ?)`,
+     (SELECT 1 FROM generations INDEXED BY generations_owner_unfinished WHERE owner_id = ? AND finished_at IS NULL LIMIT ?)`,
   // One statement for every lease an instance holds; the ids come as one JSON array, each seeking the primary key.
   renew: `UPDATE generations SET lease_expires_at = @until, updated_at = @now
      WHERE id IN (SELECT value FROM json_each(@ids)) AND finished_at IS NULL
@@ -194,6 +201,11 @@ export const GENERATION_SQL = {
   listFinished: `SELECT ${COLUMNS} FROM generations
      WHERE finished_at IS NOT NULL AND finished_at < ?
      ORDER BY finished_at, rowid
+     LIMIT ?`,
+  // The WHERE repeats the partial index's condition, as for listUnfinished.
+  listLifeEnded: `SELECT ${COLUMNS} FROM generations
+     WHERE life_ends_at IS NOT NULL AND life_ends_at < ?
+     ORDER BY life_ends_at, rowid
      LIMIT ?`,
   removeOne: `DELETE FROM generations WHERE id = ? AND status IN (SELECT value FROM json_each(?)) RETURNING id`,
   // The ids come as one JSON array: one statement whatever the batch size, each id seeking events_of_generation.
@@ -251,6 +263,7 @@ export class SqliteGenerationStore implements GenerationStore {
         reserved: gen.reserved,
         metadata: gen.metadata === undefined ? null : JSON.stringify(gen.metadata),
         webhook: gen.webhook === undefined ? null : JSON.stringify({ url: gen.webhook.url, events: gen.webhook.events }),
+        expiresAfterSeconds: gen.expiresAfterSeconds ?? null,
         createdAt: gen.createdAt,
       });
       append({ id: gen.id, owner_id: gen.ownerId }, 1, event, gen.createdAt);
@@ -357,6 +370,11 @@ export class SqliteGenerationStore implements GenerationStore {
     return (this.sql.listFinished.all(before, Math.floor(limit)) as GenerationRow[]).map((r) => toRecord(r)!);
   }
 
+  async listLifeEndedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    if (!(limit > 0)) return [];
+    return (this.sql.listLifeEnded.all(before, Math.floor(limit)) as GenerationRow[]).map((r) => toRecord(r)!);
+  }
+
   async remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean> {
     return this.removeTx(id, JSON.stringify(expect.status));
   }
@@ -404,6 +422,8 @@ function toRecord(row: GenerationRow | undefined): GenerationRecord | null {
   if (row.finished_at !== null) record.finishedAt = row.finished_at;
   if (row.remote_handle !== null) record.remoteHandle = JSON.parse(row.remote_handle) as unknown;
   if (row.parked_until !== null) record.parkedUntil = row.parked_until;
+  if (row.expires_after_seconds !== null) record.expiresAfterSeconds = row.expires_after_seconds;
+  if (row.life_ends_at !== null) record.lifeEndsAt = row.life_ends_at;
   return record;
 }
 

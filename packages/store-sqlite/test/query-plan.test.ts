@@ -122,6 +122,15 @@ describe('query plans', () => {
     expect(steps.join('\n')).not.toContain('TEMP B-TREE');
   });
 
+  it('listLifeEndedBefore seeks the partial life_ends_at index in its order, on a fresh file too', () => {
+    for (const on of [stores, fresh]) {
+      const steps = planOn(on, GENERATION_SQL.listLifeEnded, 1000, 100);
+      expect(fullScans(steps)).toEqual([]);
+      expect(steps.join('\n')).toContain('USING INDEX generations_life_ends (life_ends_at>? AND life_ends_at<?)');
+      expect(steps.join('\n')).not.toContain('TEMP B-TREE');
+    }
+  });
+
   // Every shape of an owner's page: with and without each filter, with and without a cursor. Each must seek one
   // owner's slice of an index (the cursor inside the seek, not as a filter after it) and read it in the order
   // asked, so the page stops after `limit` rows instead of sorting everything the owner has.

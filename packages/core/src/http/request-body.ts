@@ -60,13 +60,14 @@ export function createBody(req: HttpRequest, limit: number): { value: CreateGene
     const details = parsed.error.issues.slice(0, 50).map((i) => issueDetail(i.path, i.code, value as Record<string, unknown>, ruleOf(i)));
     return { res: fail('invalid_request', 'The request is not valid.', details) };
   }
-  const { modelId, settings, metadata, webhook } = parsed.data;
+  const { modelId, settings, metadata, webhook, expiresAfterSeconds } = parsed.data;
   return {
     value: {
       modelId,
       ...(settings !== undefined ? { settings } : {}),
       ...(metadata !== undefined ? { metadata } : {}),
       ...(webhook !== undefined ? { webhook } : {}),
+      ...(expiresAfterSeconds !== undefined ? { expiresAfterSeconds } : {}),
     },
   };
 }

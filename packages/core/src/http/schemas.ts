@@ -74,6 +74,15 @@ export const createRequestSchema = z.object({
   settings: settingsObject.optional().describe("Keyed by the names of the model's setting descriptors"),
   metadata: metadataSchema.optional(),
   webhook: webhookRequestSchema.optional(),
+  expiresAfterSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(2_147_483_647)
+    .optional()
+    .describe(
+      "A shorter life than the service's retention: the generation (record and files) is deleted this many seconds after it finishes, and reads as deleted from then on. At most the retention in seconds (400 beyond it); any value when the service keeps generations forever. Shown as expiresAt in details, the list and webhooks.",
+    ),
 });
 
 export const createResponseSchema = z.object({ generationId: z.string() });
@@ -105,6 +114,10 @@ const itemBase = {
   metadata: z.record(z.string(), z.string()).optional(),
 };
 const finishedAt = z.string().optional().describe('ISO 8601; when it completed or failed');
+const expiresAt = z
+  .string()
+  .optional()
+  .describe("ISO 8601; when it is deleted (the service's retention, or the create's expiresAfterSeconds, whichever is first); absent when it is kept");
 const price = z.number().describe('Tokens charged');
 
 /** The details view of each status: what a client can count on once it has narrowed on `status`. */
@@ -112,10 +125,10 @@ export const generationDetailsSchemas = {
   pending: z.object({ ...itemBase, status: z.literal('pending') }).meta({ title: 'GenerationDetailsPending' }),
   processing: z.object({ ...itemBase, status: z.literal('processing') }).meta({ title: 'GenerationDetailsProcessing' }),
   completed: z
-    .object({ ...itemBase, status: z.literal('completed'), finishedAt, result: z.string().describe('The text, or the URL of the file'), price })
+    .object({ ...itemBase, status: z.literal('completed'), finishedAt, expiresAt, result: z.string().describe('The text, or the URL of the file'), price })
     .meta({ title: 'GenerationDetailsCompleted' }),
   failed: z
-    .object({ ...itemBase, status: z.literal('failed'), finishedAt, price, error: failureSchema.optional() })
+    .object({ ...itemBase, status: z.literal('failed'), finishedAt, expiresAt, price, error: failureSchema.optional() })
     .meta({ title: 'GenerationDetailsFailed' }),
 } as const;
 

@@ -54,6 +54,7 @@ export class MemoryGenerationStore implements GenerationStore {
     };
     if (gen.metadata !== undefined) record.metadata = { ...gen.metadata };
     if (gen.webhook !== undefined) record.webhook = { url: gen.webhook.url, events: [...gen.webhook.events] };
+    if (gen.expiresAfterSeconds !== undefined) record.expiresAfterSeconds = gen.expiresAfterSeconds;
     const entry: Entry = { record, order: this.order++, events: [] };
     this.entries.set(gen.id, entry);
     let owned = this.byOwner.get(gen.ownerId);
@@ -157,6 +158,11 @@ export class MemoryGenerationStore implements GenerationStore {
   async listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
     const finished = this.sorted((r) => r.finishedAt !== undefined && r.finishedAt < before, (a, b) => a.record.finishedAt! - b.record.finishedAt!);
     return finished.slice(0, Math.max(0, limit)).map((e) => copy(e.record));
+  }
+
+  async listLifeEndedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
+    const ended = this.sorted((r) => r.lifeEndsAt !== undefined && r.lifeEndsAt < before, (a, b) => a.record.lifeEndsAt! - b.record.lifeEndsAt!);
+    return ended.slice(0, Math.max(0, limit)).map((e) => copy(e.record));
   }
 
   async remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean> {

@@ -23,6 +23,8 @@ export interface NewGeneration {
   metadata?: Metadata;
   /** The client's webhook for this generation (URL already checked); absent when none was given. */
   webhook?: { url: string; events: WebhookEventType[] };
+  /** The shorter life the client asked for (seconds after it finishes); absent when none was asked. */
+  expiresAfterSeconds?: number;
 }
 
 /** An event to append: the store numbers it (`seq`, per generation) and stamps it with the change's `now`. */
@@ -61,7 +63,8 @@ export interface Expectation {
 
 /**
  * The fields a change may write. A key that is absent is left as it is; `null` clears the field. Everything else
- * (id, owner, model, settings, reserved, createdAt, metadata, webhook) never changes after the insert.
+ * (id, owner, model, settings, reserved, createdAt, metadata, webhook, expiresAfterSeconds) never changes after the
+ * insert.
  */
 export type GenerationPatch = {
   [K in
@@ -78,7 +81,8 @@ export type GenerationPatch = {
     | 'claims'
     | 'leaseOwner'
     | 'leaseExpiresAt'
-    | 'finishedAt']?: Exclude<GenerationRecord[K], undefined> | null;
+    | 'finishedAt'
+    | 'lifeEndsAt']?: Exclude<GenerationRecord[K], undefined> | null;
 };
 
 /** One compare-and-set on one generation. */
@@ -141,6 +145,8 @@ export interface FeedPage {
  * - `listUnfinished` returns records without `finishedAt` (for recovery), oldest first.
  * - `listFinishedBefore` answers records whose `finishedAt` is before a time (retention), oldest first; the sweep
  *   deletes their files and then removes each with `remove`.
+ * - `listLifeEndedBefore` answers records whose `lifeEndsAt` is before a time, oldest `lifeEndsAt` first; records
+ *   without `lifeEndsAt` are never in it. Like `listFinishedBefore`, it only reads.
  * - `remove(id, expect)` deletes one record and all its events in one atomic step, only if its status is one of
  *   `expect.status` at that moment; it answers whether it deleted. Afterwards every read treats the id as unknown.
  */
@@ -178,6 +184,11 @@ export interface GenerationStore {
    * leaves every record in place for the next sweep. Index-backed.
    */
   listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]>;
+  /**
+   * At most `limit` records whose `lifeEndsAt` is before `before` (a life the client asked for), oldest
+   * `lifeEndsAt` first. Reads only, like `listFinishedBefore`. Index-backed (only rows with a `lifeEndsAt` in it).
+   */
+  listLifeEndedBefore(before: number, limit: number): Promise<GenerationRecord[]>;
   /**
    * Deletes one generation and its events, all or nothing, if its status is one of `expect.status` (the Lifecycle
    * deletes only finished ones). True when it deleted; false when it was missing or in another status.

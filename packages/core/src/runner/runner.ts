@@ -1,5 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import { ProviderError, UnavailableError } from '../errors.js';
+import type { GenerationRecord } from '../domain.js';
 import { Lifecycle } from '../lifecycle.js';
 import { asError, childLogger, silentLogger } from '../logger.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
@@ -238,7 +239,7 @@ export class Runner {
       if (!remote) {
         const output = await this.withRetries(() => (model.provider as GenerateProvider).generate(input, ctx), model, abort, log);
         progress.stop();
-        await this.finishCompleted(rec.id, rec.reserved, model, output, abort, log);
+        await this.finishCompleted(rec, model, output, abort, log);
         return;
       }
       if (handle === undefined) {
@@ -262,7 +263,7 @@ export class Runner {
       }
       progress.stop();
       if (status.status === 'done') {
-        await this.finishCompleted(rec.id, rec.reserved, model, status.output, abort, log);
+        await this.finishCompleted(rec, model, status.output, abort, log);
         return;
       }
       throw status.error;
@@ -270,7 +271,7 @@ export class Runner {
       progress.stop();
       const reason: unknown = abort.aborted ? abort.reason : undefined;
       if (reason instanceof TimeoutAbort) {
-        const failed = await this.lifecycle.failClaimed(rec.id, {
+        const failed = await this.lifecycle.failClaimed(rec, {
           code: 'timeout',
           publicMessage: `The generation took longer than ${Math.round(model.timeoutMs / 1000)} s.`,
           reason: reason.message,
@@ -289,7 +290,7 @@ export class Runner {
       if (!(err instanceof ProviderError)) log.error({ err: asError(err) }, 'provider threw an unexpected error');
       // Only a ProviderError's own publicMessage reaches the owner; anything else gets the generic sentence.
       await this.lifecycle.failClaimed(
-        rec.id,
+        rec,
         {
           code: err instanceof ProviderError ? err.code : 'provider_error',
           ...(err instanceof ProviderError && err.publicMessage !== undefined ? { publicMessage: err.publicMessage } : {}),
@@ -326,7 +327,7 @@ export class Runner {
     }
   }
 
-  private async finishCompleted(id: string, reserved: number, model: RegisteredModel, output: GenerationOutput, abort: JobAbort, log: Logger): Promise<void> {
+  private async finishCompleted(rec: GenerationRecord, model: RegisteredModel, output: GenerationOutput, abort: JobAbort, log: Logger): Promise<void> {
     let resultText: string | undefined;
     let resultKey: string | undefined;
     let stored = false;
@@ -347,7 +348,7 @@ export class Runner {
           if (!(err instanceof StorageUnavailable)) throw err;
           // The model did its work and our storage failed it: the owner pays nothing and may simply try again.
           log.error({ err: err.message }, 'the result could not be stored');
-          await this.lifecycle.failClaimed(id, { code: 'provider_error', publicMessage: err.publicMessage, reason: err.message, fee: 'free' });
+          await this.lifecycle.failClaimed(rec, { code: 'provider_error', publicMessage: err.publicMessage, reason: err.message, fee: 'free' });
           return;
         }
         stored = true;
@@ -361,11 +362,11 @@ export class Runner {
       // Aborted while the result was being stored: the run's own handler decides (cancelled, timed out, lease lost).
       if (abort.aborted) throw err;
       log.error({ err: asError(err) }, 'provider broke its contract');
-      await this.lifecycle.failClaimed(id, { code: 'provider_error', reason: err instanceof Error ? err.message : String(err), fee: 'failure_fee' });
+      await this.lifecycle.failClaimed(rec, { code: 'provider_error', reason: err instanceof Error ? err.message : String(err), fee: 'failure_fee' });
       return;
     }
-    const price = Math.min(reserved, output.price ?? reserved);
-    const ok = await this.lifecycle.complete(id, { price, ...(resultText !== undefined ? { resultText } : {}), ...(resultKey !== undefined ? { resultKey } : {}) });
+    const price = Math.min(rec.reserved, output.price ?? rec.reserved);
+    const ok = await this.lifecycle.complete(rec, { price, ...(resultText !== undefined ? { resultText } : {}), ...(resultKey !== undefined ? { resultKey } : {}) });
     if (!ok) {
       // Another worker took over (our lease expired) or the generation was cancelled: our result is void.
       log.warn({}, 'completion refused by the store; result discarded');

@@ -725,6 +725,25 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
     });
   });
 
+  describe('expiresAfterSeconds on create', () => {
+    it('is kept and shown as expiresAt once finished; a bad value is the JSON 400 naming the field, and nothing is created', async () => {
+      const user = await fx.user(100);
+      const r = await fx.create(user, { modelId: 'noop', expiresAfterSeconds: 3600 });
+      expect(r.status, r.text).toBe(201);
+      await fx.terminal(user, r.body.generationId);
+      const details = await fx.call(`/v1/generations/${r.body.generationId}?include=details`, { headers: user.auth });
+      expect(details.body.expiresAt).toBe(new Date(Date.parse(details.body.finishedAt) + 3_600_000).toISOString());
+      for (const bad of [0, -5, 1.5, '60', null]) {
+        const refused = await fx.create(user, { modelId: 'noop', expiresAfterSeconds: bad });
+        expectError(refused, 400, 'invalid_request');
+        expect(refused.body.error.details.map((d: { field: string }) => d.field)).toEqual(['expiresAfterSeconds']);
+      }
+      const list = await fx.call('/v1/generations', { headers: user.auth });
+      expect(list.body.data.map((g: { generationId: string }) => g.generationId)).toEqual([r.body.generationId]);
+      expect(await fx.balance(user)).toBe(99);
+    });
+  });
+
   describe('DELETE /v1/generations/:id', () => {
     const del = (user: User, id: string, options: { body?: string; headers?: Record<string, string> } = {}): Promise<Reply> =>
       fx.call(`/v1/generations/${id}`, { method: 'DELETE', headers: { ...user.auth, ...options.headers }, ...(options.body !== undefined ? { body: options.body } : {}) });

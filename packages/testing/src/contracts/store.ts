@@ -675,6 +675,64 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
       });
     });
 
+    describe('expiresAfterSeconds and lifeEndsAt (a life asked for at create)', () => {
+      it('keeps expiresAfterSeconds as inserted, on every read, and leaves it out when none was asked', async () => {
+        const gen = await inserted({ expiresAfterSeconds: 3600 });
+        const plain = await inserted({ ownerId: gen.ownerId, createdAt: T0 - 1 });
+        expect(await store().get(gen.id, gen.ownerId)).toMatchObject({ expiresAfterSeconds: 3600 });
+        expect(await store().getById(gen.id)).toMatchObject({ expiresAfterSeconds: 3600 });
+        const listed = await store().list(gen.ownerId, { limit: 10 });
+        expect(listed.map((r) => [r.id, r.expiresAfterSeconds])).toEqual([
+          [gen.id, 3600],
+          [plain.id, undefined],
+        ]);
+        const record = (await store().getById(plain.id))!;
+        expect('expiresAfterSeconds' in record).toBe(false);
+        expect('lifeEndsAt' in record).toBe(false);
+        // A change writes lifeEndsAt with the finishing fields; expiresAfterSeconds stays as inserted.
+        await store().update(gen.id, claimFromPending('w', T0 + 10, 10_000));
+        const done = await store().update(gen.id, { ...complete('w', T0 + 20), set: { ...complete('w', T0 + 20).set, lifeEndsAt: T0 + 20 + 3_600_000 } });
+        expect(done).toMatchObject({ status: 'completed', finishedAt: T0 + 20, lifeEndsAt: T0 + 20 + 3_600_000, expiresAfterSeconds: 3600 });
+        expect(await store().getById(gen.id)).toMatchObject({ lifeEndsAt: T0 + 20 + 3_600_000, expiresAfterSeconds: 3600 });
+        expect((await store().list(gen.ownerId, { limit: 1 }))[0]).toMatchObject({ lifeEndsAt: T0 + 20 + 3_600_000 });
+      });
+
+      it('listLifeEndedBefore answers only records whose lifeEndsAt is before the time, soonest first, at most limit', async () => {
+        const ended = async (lifeEndsAt: number, finishedAt: number): Promise<NewGeneration> => {
+          const gen = await inserted({ expiresAfterSeconds: 1 });
+          await store().update(gen.id, { ...failFrom(PENDING, finishedAt), set: { ...failFrom(PENDING, finishedAt).set, lifeEndsAt } });
+          return gen;
+        };
+        const later = await ended(T0 + 300, T0 + 1);
+        const sooner = await ended(T0 + 100, T0 + 2);
+        await ended(T0 + 1000, T0 + 3); // at the cutoff: not before it
+        await ended(T0 + 5000, T0 + 4);
+        // Finished long ago without a life of its own: never in this list (retention's listFinishedBefore finds it).
+        const plain = await inserted();
+        await store().update(plain.id, failFrom(PENDING, T0 - 1_000_000));
+        await inserted({ expiresAfterSeconds: 1 }); // unfinished: no lifeEndsAt yet
+
+        const found = await store().listLifeEndedBefore(T0 + 1000, 100);
+        expect(found.map((r) => r.id)).toEqual([sooner.id, later.id]);
+        expect(found[0]).toMatchObject({ status: 'failed', lifeEndsAt: T0 + 100, expiresAfterSeconds: 1 });
+        // A read: asking again answers the same; a limit cuts it; removing the first leaves the rest.
+        expect((await store().listLifeEndedBefore(T0 + 1000, 100)).map((r) => r.id)).toEqual([sooner.id, later.id]);
+        expect((await store().listLifeEndedBefore(T0 + 1000, 1)).map((r) => r.id)).toEqual([sooner.id]);
+        expect(await store().listLifeEndedBefore(T0 + 1000, 0)).toEqual([]);
+        expect(await store().remove(sooner.id, { status: ['failed'] })).toBe(true);
+        expect((await store().listLifeEndedBefore(T0 + 1000, 100)).map((r) => r.id)).toEqual([later.id]);
+      });
+
+      it('a change may clear lifeEndsAt (null), and the record leaves the list', async () => {
+        const gen = await inserted({ expiresAfterSeconds: 5 });
+        await store().update(gen.id, { ...failFrom(PENDING, T0 + 1), set: { ...failFrom(PENDING, T0 + 1).set, lifeEndsAt: T0 + 5001 } });
+        expect((await store().listLifeEndedBefore(T0 + 10_000, 10)).map((r) => r.id)).toEqual([gen.id]);
+        await store().update(gen.id, { expect: { status: ['failed'] }, set: { lifeEndsAt: null }, now: T0 + 2 });
+        expect(await store().listLifeEndedBefore(T0 + 10_000, 10)).toEqual([]);
+        expect('lifeEndsAt' in (await store().getById(gen.id))!).toBe(false);
+      });
+    });
+
     describe('remove', () => {
       it('deletes one generation and all its events when its status matches, and only then', async () => {
         const start = await store().feedHead();
