@@ -220,7 +220,16 @@ export class Generations {
   }
 
   async details(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<GenerationItem> {
-    return this.views.item(await this.owned(userId, generationId), baseUrl);
+    return this.detailsOf(await this.owned(userId, generationId), baseUrl);
+  }
+
+  /** The details item; a processing generation's carries the partial output streamed so far (read from its log). */
+  async detailsOf(rec: GenerationRecord, baseUrl?: BaseUrl): Promise<GenerationItem> {
+    const item = this.views.item(rec, baseUrl);
+    if (rec.status !== 'processing') return item;
+    const output = this.views.partial(rec, await this.store.eventsOf(rec.id), baseUrl);
+    if (output) item.output = output;
+    return item;
   }
 
   /** The caller's generations, newest first. Throws invalid_request for a bad limit, status or cursor. */

@@ -156,8 +156,9 @@ export class GenerationRoutes {
     }
     const wait = preferredWait(header(req, 'prefer'), this.options.push.maxWaitSeconds);
     if (wait !== undefined) {
-      return this.live.waitForChange(userId, id, wait).then((rec) => {
-        const body = details ? this.generations.itemOf(rec, req.baseUrl) : this.generations.viewOf(rec, req.baseUrl);
+      // The details long-poll answers new partial output too; the contract's poll only a change of status.
+      return this.live.waitForChange(userId, id, wait, details).then(async (rec) => {
+        const body = details ? await this.generations.detailsOf(rec, req.baseUrl) : this.generations.viewOf(rec, req.baseUrl);
         return json(200, JSON.stringify(body), { 'preference-applied': `wait=${wait}`, vary: 'Prefer' });
       });
     }
