@@ -209,11 +209,18 @@ class EventStream implements AsyncIterableIterator<string> {
       const item = views.item(rec, this.baseUrl);
       for (const e of history) if (e.seq > this.lastEventId) this.outbox.push(this.message(e, rec, item));
     } else {
-      // The state, then (while it runs) the partial output so far as one output and one preview message.
+      // The state, then (while it runs and unless resuming) the partial output so far as one output and one preview
+      // message. The state's id is before the first partial output, so a client that got only the state and resumes
+      // from it is sent that output again rather than never.
       let state: GenerationEvent | undefined;
-      for (const e of history) if (!isOutputEvent(e.type)) state = e;
-      this.outbox.push(sse(this.sent, state?.type ?? rec.status, views.item(rec, this.baseUrl)));
-      const partial = isTerminal(rec.status) ? undefined : views.partial(rec, history, this.baseUrl);
+      let firstOutput: number | undefined;
+      for (const e of history) {
+        if (!isOutputEvent(e.type)) state = e;
+        else firstOutput ??= e.seq;
+      }
+      const partial = isTerminal(rec.status) || this.lastEventId !== undefined ? undefined : views.partial(rec, history, this.baseUrl);
+      const stateId = partial && firstOutput !== undefined ? Math.min(this.sent, firstOutput - 1) : this.sent;
+      this.outbox.push(sse(stateId, state?.type ?? rec.status, views.item(rec, this.baseUrl)));
       if (partial?.text !== undefined) this.outbox.push(sse(this.sent, 'output', { delta: partial.text }));
       if (partial?.preview) this.outbox.push(sse(this.sent, 'preview', partial.preview));
     }
