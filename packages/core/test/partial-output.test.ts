@@ -314,3 +314,41 @@ describe('partial output on the stream', () => {
     expect(json(await plain)).toEqual({ status: 'completed', result: 'partial and whole', price: 10 });
   });
 });
+
+describe('partial output across instances', () => {
+  it('a stream on another instance gets the deltas through the shared log', async () => {
+    const { MemoryGenerationStore } = await import('@genservice/core');
+    const store = new MemoryGenerationStore();
+    const ledger = new MemoryLedger({ balances: { alice: 100 } });
+    const apiKeys = new MemoryApiKeyStore({ keys: [{ apiKey: 'ka', userId: 'alice' }] });
+    const s = stepped();
+    const make = (runner: boolean): GenerationService => {
+      const service = createGenerationService({
+        providers: [s.provider as never],
+        apiKeys,
+        ledger,
+        store,
+        runner: { enabled: runner },
+        recovery: { intervalMs: 0 },
+        // No notifier between them: the other instance's feed finds the events by polling the log.
+        push: { pollIntervalMs: 20 },
+      });
+      services.push(service);
+      return service;
+    };
+    const worker = make(true);
+    const api = make(false);
+    await worker.start();
+    await api.start();
+    const id = await create(worker, 'words');
+    const ctx = await s.started();
+    const stream = reader(await get(api, `/v1/generations/${id}/events`));
+    await stream.until((m) => m.length >= 1);
+    ctx.output.append('across ');
+    ctx.output.append('instances');
+    s.finish({ text: 'across instances' });
+    await stream.done;
+    expect(stream.messages.filter((m) => m.event === 'output').map((m) => m.data.delta).join('')).toBe('across instances');
+    expect(stream.messages[stream.messages.length - 1]!.event).toBe('completed');
+  });
+});
