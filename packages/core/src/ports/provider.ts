@@ -43,8 +43,9 @@ export interface GenerationOutputStream {
   /** Appends text to the output (a text model's words or tokens as they come). */
   append(text: string): void;
   /**
-   * A preview image or frame (a low-resolution draft, a video's first frame): stored in the blob store and shown to
-   * the stream's clients as a signed file URL. Resolves when it was taken (not when it was stored).
+   * A preview image or frame (a low-resolution draft, a video's first frame): stored in the blob store (when its
+   * window's write comes; the bytes must not change until the run ends) and shown to the stream's clients as a
+   * signed file URL. A file of the generation, deleted with it.
    */
   preview(bytes: Uint8Array, mimeType: string): void;
 }
