@@ -595,7 +595,20 @@ async function runPush(): Promise<Row[]> {
   log(`[push] per idle stream: heap ${r.memory.heapPerStreamB.toFixed(0)} B, RSS ${r.memory.rssPerStreamB.toFixed(0)} B`);
   log(`[push] commit to client: in-process p50 ${r.latency.inProcess.p50Ms.toFixed(1)} ms / p99 ${r.latency.inProcess.p99Ms.toFixed(1)} ms; across instances (Redis) p50 ${r.latency.acrossInstances.p50Ms.toFixed(1)} ms / p99 ${r.latency.acrossInstances.p99Ms.toFixed(1)} ms`);
   const ms = (l: { p50Ms: number; p99Ms: number; n: number }) => ({ value: l.p50Ms, unit: 'ms' as const, extra: `p50 (p99 ${l.p99Ms.toFixed(1)} ms, ${l.n} events)` });
+  const o = r.outputDeltas;
+  log(`[push] output deltas: ${o.eventsPerSecond.toFixed(0)} events/s to ${o.streams} streams (${o.deltasPerSecond.toFixed(0)} deltas/s appended, ${o.logEventsPerGenerationPerSecond.toFixed(2)} log events/s per generation)`);
   return [
+    {
+      id: 'push.output.deltas',
+      section: 'push',
+      name: `SSE output deltas: events/s delivered to ${o.streams} streams`,
+      ours: {
+        value: o.eventsPerSecond,
+        unit: 'events/s',
+        extra: `(${o.deltasPerSecond.toFixed(0)} deltas/s appended, coalesced to ${o.logEventsPerGenerationPerSecond.toFixed(2)} log events/s per generation; ${(o.charsPerSecond / 1000).toFixed(0)} k chars/s, every stream's text complete)`,
+      },
+      oursLabel: 'output messages read / s',
+    },
     {
       id: 'push.memory.heap',
       section: 'push',

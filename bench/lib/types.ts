@@ -2,7 +2,7 @@
 export interface Measure {
   /** Requests/s, operations/s or a latency in microseconds (see `unit`). */
   value: number;
-  unit: 'req/s' | 'ops/s' | 'gen/s' | 'us' | 'ms' | 'B';
+  unit: 'req/s' | 'ops/s' | 'gen/s' | 'events/s' | 'us' | 'ms' | 'B';
   p50Ms?: number;
   p99Ms?: number;
   /** Extra text for the table cell. */

@@ -4,6 +4,9 @@
  * - Memory: a server child (bench/servers/sse.ts) holds one generation in `processing`; this process opens N raw
  *   TCP connections asking for its event stream and waits for each first event; the child reports its heap and RSS
  *   (after GC) before and after. Per stream = delta / N. Loopback only.
+ * - Output deltas: 100 generations stream words as fast as a model emits tokens; one event stream each reads them.
+ *   The figure is the output messages delivered per second: coalesced by the runner (at most 4 log events per
+ *   generation per second), so it says what a client gets, and that nothing is lost, rather than a raw rate.
  * - Latency: the time from a transition's commit (the event's `at`, taken by the store) to the client reading that
  *   event from the stream: in-process (one service), and across instances (the worker on one service, the stream on
  *   another, sharing a store and woken by Redis pub/sub).
@@ -13,7 +16,21 @@ import { createGenerationService, MemoryApiKeyStore, MemoryGenerationStore, Memo
 import { RedisNotifier } from '@genservice/queue-bullmq';
 import { nextMessage, spawnTs, stopChild } from '../lib/proc.js';
 
+export interface OutputDeltasResult {
+  streams: number;
+  seconds: number;
+  /** `event: output` messages all streams read, per second. */
+  eventsPerSecond: number;
+  /** `ctx.output.append` calls per second, all providers together. */
+  deltasPerSecond: number;
+  /** Output events written to the log per second per generation (coalesced). */
+  logEventsPerGenerationPerSecond: number;
+  /** Characters of text delivered per second, all streams together. */
+  charsPerSecond: number;
+}
+
 export interface PushResult {
+  outputDeltas: OutputDeltasResult;
   memory: { streams: number; heapPerStreamB: number; rssPerStreamB: number };
   latency: { inProcess: { p50Ms: number; p99Ms: number; n: number }; acrossInstances: { p50Ms: number; p99Ms: number; n: number } };
 }
@@ -130,7 +147,77 @@ async function measureLatency(worker: GenerationService, api: GenerationService,
   return { p50Ms: quantile(samples, 0.5), p99Ms: quantile(samples, 0.99), n };
 }
 
+/**
+ * Partial output: `streams` generations each stream a word every `everyMs` for `seconds` while one event stream per
+ * generation reads them (in-process, one service). Counts the output messages the streams read and checks that each
+ * stream's deltas join to the generation's text.
+ */
+export async function outputDeltasBench(streams: number, seconds: number, everyMs = 2): Promise<OutputDeltasResult> {
+  let appended = 0;
+  const started = new Set<string>();
+  const provider = {
+    models: [{ modelId: 'w', title: 'W', resultType: 'text', estimatedGenerationTime: 1, settings: [{ name: 'p', title: 'P', fieldType: 'text', required: true }], price: 1 }],
+    generate: async (input: { settings: Record<string, unknown> }, ctx: { output: { append(t: string): void } }) => {
+      started.add(String(input.settings.p));
+      const until = Date.now() + seconds * 1000;
+      let text = '';
+      for (let i = 0; Date.now() < until; i++) {
+        const word = i === 0 ? 'word' : ` w${i}`;
+        text += word;
+        ctx.output.append(word);
+        appended++;
+        await new Promise((r) => setTimeout(r, everyMs));
+      }
+      return { text };
+    },
+  };
+  const service = createGenerationService({
+    providers: [provider as never],
+    apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'k', userId: 'u' }] }),
+    ledger: new MemoryLedger({ balances: { u: 1_000_000 } }),
+    recovery: { intervalMs: 0 },
+    limits: { inFlightPerUser: 1_000_000, streamsPerUser: streams + 10 },
+    runner: { concurrency: streams },
+  });
+  await service.start();
+  try {
+    const ids: string[] = [];
+    for (let i = 0; i < streams; i++) ids.push((await service.create('u', { modelId: 'w', settings: { p: `g${i}` } })).generationId);
+    const t0 = performance.now();
+    let events = 0;
+    let chars = 0;
+    const readers = ids.map(async (id) => {
+      const res = await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: { authorization: 'Bearer k' } });
+      let text = '';
+      for await (const chunk of res.body as AsyncIterable<string>) {
+        const m = /^id: \d+\nevent: output\ndata: (.*)\n\n$/s.exec(String(chunk));
+        if (!m) continue;
+        const delta = (JSON.parse(m[1]!) as { delta: string }).delta;
+        events++;
+        chars += delta.length;
+        text += delta;
+      }
+      const done = await service.get('u', id);
+      if (done.status !== 'completed' || done.result !== text) throw new Error(`output deltas: stream of ${id} read ${text.length} chars, result has ${done.result?.length}`);
+    });
+    await Promise.all(readers);
+    const elapsed = (performance.now() - t0) / 1000;
+    const logEvents = events; // one stream per generation: each output event in the log is read once
+    return {
+      streams,
+      seconds: elapsed,
+      eventsPerSecond: events / elapsed,
+      deltasPerSecond: appended / elapsed,
+      logEventsPerGenerationPerSecond: logEvents / streams / elapsed,
+      charsPerSecond: chars / elapsed,
+    };
+  } finally {
+    await service.stop({ timeoutMs: 100 });
+  }
+}
+
 export async function pushBench(opts: { streams: number; samples: number; redisUrl: string }): Promise<PushResult> {
+  const outputDeltas = await outputDeltasBench(100, 3);
   const memory = await measureMemory(opts.streams);
 
   const apiKeys = new MemoryApiKeyStore({ keys: [{ apiKey: 'k', userId: 'u' }] });
@@ -169,5 +256,5 @@ export async function pushBench(opts: { streams: number; samples: number; redisU
   const acrossInstances = await measureLatency(workerSide, apiSide, crossGate, opts.samples);
   await workerSide.stop({ timeoutMs: 100 });
   await apiSide.stop({ timeoutMs: 100 });
-  return { memory, latency: { inProcess, acrossInstances } };
+  return { outputDeltas, memory, latency: { inProcess, acrossInstances } };
 }

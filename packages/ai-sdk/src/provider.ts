@@ -89,7 +89,8 @@ function mergeProviderOptions(base: SharedV3ProviderOptions | undefined, over: u
 }
 
 /**
- * Every AI SDK model given as a genservice model (a one-call provider: `generate` awaits the model's `doGenerate`):
+ * Every AI SDK model given as a genservice model (a one-call provider: `generate` awaits the model's `doGenerate`, a
+ * language model's `doStream`, whose text deltas are streamed to clients as partial output as they come):
  * image models make images, speech models audio, transcription and language models text, video models video, each
  * with the settings of its kind. File results are stored with their MIME type (the model's, else sniffed from the
  * bytes); a result given as a URL, and every media setting, is fetched through core's outbound guard. Errors become
@@ -281,14 +282,31 @@ export function createAiSdkProvider(options: AiSdkProviderOptions): GenerateProv
           maxOutputTokens: chosenCap ?? (typeof entry.maxOutputTokens === 'number' ? entry.maxOutputTokens : undefined),
           ...overrides,
         };
-        const r = await (entry.model as LanguageModelV3).doGenerate(call);
-        logWarnings(ctx, id, r.warnings);
-        const text = r.content
-          .filter((c): c is Extract<typeof c, { type: 'text' }> => c.type === 'text')
-          .map((c) => c.text)
-          .join('');
-        const finish = typeof r.finishReason === 'object' ? r.finishReason.unified : String(r.finishReason);
-        ctx.logger.debug({ model: id, finishReason: finish, usage: r.usage }, 'ai-sdk: the model answered');
+        // Streamed: each text delta reaches the generation's event stream as it comes (ctx.output), and the
+        // joined text is the result.
+        const { stream } = await (entry.model as LanguageModelV3).doStream(call);
+        let text = '';
+        let finishReason: unknown;
+        let usage: unknown;
+        const reader = stream.getReader();
+        try {
+          for (;;) {
+            const { done, value: part } = await reader.read();
+            if (done) break;
+            if (part.type === 'text-delta') {
+              text += part.delta;
+              ctx.output.append(part.delta);
+            } else if (part.type === 'stream-start') logWarnings(ctx, id, part.warnings);
+            else if (part.type === 'finish') {
+              finishReason = part.finishReason;
+              usage = part.usage;
+            } else if (part.type === 'error') throw part.error;
+          }
+        } finally {
+          await reader.cancel().catch(() => undefined);
+        }
+        const finish = typeof finishReason === 'object' && finishReason !== null ? (finishReason as { unified: string }).unified : String(finishReason);
+        ctx.logger.debug({ model: id, finishReason: finish, usage }, 'ai-sdk: the model answered');
         if (text === '' && finish === 'content-filter') {
           throw new ProviderError(`${id}: the answer was stopped by the provider's content filter`, {
             publicMessage: "The model provider's content filter stopped the answer.",

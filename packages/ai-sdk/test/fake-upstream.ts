@@ -38,7 +38,7 @@ function read(req: IncomingMessage): Promise<Buffer> {
  * - POST /v1/audio/speech (JSON) -> the audio bytes (mp3)
  * - POST /v1/audio/transcriptions (multipart) -> `{ text, language, duration, segments }`
  * - POST /v1/chat/completions (JSON) -> a chat.completion echoing the user message (`forbidden`: no content,
- *   finish_reason content_filter)
+ *   finish_reason content_filter); with `stream: true`, the same as chat.completion.chunk events, word by word
  * - POST /fal-ai/flux/schnell (fal.run, sync) -> `{ images: [{ url, content_type }] }`, the URL on the Host the client
  *   used; POST /fal-ai/elsewhere answers a URL on 127.0.0.1 whatever the Host
  * - POST /fal-ai/luma-dream-machine (queue.fal.run) -> `{ request_id, response_url }`; GET the response_url ->
@@ -123,9 +123,20 @@ export class FakeUpstream {
       case '/v1/audio/transcriptions':
         return json(200, { text: 'hello from the recording', language: 'english', duration: 1.5, segments: [] });
       case '/v1/chat/completions': {
-        const request = JSON.parse(body.toString('utf8')) as { messages: Array<{ role: string; content: string }> };
+        const request = JSON.parse(body.toString('utf8')) as { messages: Array<{ role: string; content: string }>; stream?: boolean };
         const user = request.messages.find((m) => m.role === 'user')?.content;
         const filtered = user === 'forbidden';
+        if (request.stream) {
+          // Server-sent chat.completion.chunk messages: the answer word by word, then the finish and usage.
+          const answer = filtered ? [] : `You said: ${typeof user === 'string' ? user : JSON.stringify(user)}`.match(/\s*\S+/g) ?? [];
+          const chunk = (delta: Record<string, unknown>, finish: string | null, usage?: unknown): string =>
+            `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }], ...(usage ? { usage } : {}) })}\n\n`;
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write(chunk({ role: 'assistant', content: '' }, null));
+          for (const word of answer) res.write(chunk({ content: word }, null));
+          res.write(chunk({}, filtered ? 'content_filter' : 'stop', { prompt_tokens: 5, completion_tokens: answer.length, total_tokens: 5 + answer.length }));
+          return void res.end('data: [DONE]\n\n');
+        }
         return json(200, {
           id: 'chatcmpl-1',
           object: 'chat.completion',

@@ -226,6 +226,8 @@ describe('@ai-sdk/openai models through a real genservice (fake api.openai.com o
       ],
       temperature: 0.5,
       max_tokens: 64,
+      // Streamed, so clients see the answer form (doStream).
+      stream: true,
     });
 
     const capped = await runToEnd(service, 'chat-capped', { prompt: 'pong' });

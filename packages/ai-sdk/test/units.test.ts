@@ -212,3 +212,78 @@ describe('createGuardedFetch', () => {
     await expect(createGuardedFetch({ allowPrivateNetworks: true })(`${base}/echo`, { signal: controller.signal })).rejects.toThrow('cancelled');
   });
 });
+
+describe('language models stream through doStream', () => {
+  /** A LanguageModelV3 whose doStream sends these parts (and whose doGenerate must never be called). */
+  function streamingModel(parts: unknown[]): AiSdkModel['model'] {
+    return {
+      specificationVersion: 'v3',
+      provider: 'fake',
+      modelId: 'streamer',
+      supportedUrls: {},
+      doGenerate: async () => {
+        throw new Error('doGenerate must not be called: language models stream');
+      },
+      doStream: async () => ({
+        stream: new ReadableStream({
+          start(controller) {
+            for (const p of parts) controller.enqueue(p);
+            controller.close();
+          },
+        }),
+      }),
+    } as never;
+  }
+
+  function context(deltas: string[]) {
+    return {
+      generationId: 'gen_1',
+      signal: new AbortController().signal,
+      deadline: Date.now() + 10_000,
+      claim: 1,
+      files: { put: async () => 'k' },
+      logger: { debug() {}, info() {}, warn() {}, error() {} } as never,
+      progress: () => undefined,
+      output: { append: (t: string) => void deltas.push(t), preview: () => undefined },
+    };
+  }
+
+  it('hands each text delta to ctx.output as it comes; the joined text is the result', async () => {
+    const provider = createAiSdkProvider({
+      models: [
+        {
+          modelId: 'chat',
+          title: 'Chat',
+          price: 1,
+          model: streamingModel([
+            { type: 'stream-start', warnings: [] },
+            { type: 'text-start', id: 't' },
+            { type: 'text-delta', id: 't', delta: 'Hello' },
+            { type: 'text-delta', id: 't', delta: ', ' },
+            { type: 'reasoning-delta', id: 'r', delta: 'not shown' },
+            { type: 'text-delta', id: 't', delta: 'world' },
+            { type: 'text-end', id: 't' },
+            { type: 'finish', finishReason: { unified: 'stop', raw: 'stop' }, usage: {} },
+          ]),
+        },
+      ],
+    });
+    const deltas: string[] = [];
+    const out = await provider.generate({ model: provider.models[0]!, settings: { prompt: 'hi' } }, context(deltas));
+    expect(out).toEqual({ text: 'Hello, world' });
+    expect(deltas).toEqual(['Hello', ', ', 'world']);
+  });
+
+  it('an error part fails the run as a ProviderError; a content filter with no text says so', async () => {
+    const failing = createAiSdkProvider({
+      models: [
+        { modelId: 'chat', title: 'Chat', price: 1, model: streamingModel([{ type: 'text-delta', id: 't', delta: 'par' }, { type: 'error', error: new Error('upstream broke mid-stream') }]) },
+        { modelId: 'filtered', title: 'Filtered', price: 1, model: streamingModel([{ type: 'finish', finishReason: { unified: 'content-filter', raw: 'content_filter' }, usage: {} }]) },
+      ],
+    });
+    const deltas: string[] = [];
+    await expect(failing.generate({ model: failing.models[0]!, settings: { prompt: 'hi' } }, context(deltas))).rejects.toBeInstanceOf(ProviderError);
+    expect(deltas).toEqual(['par']);
+    await expect(failing.generate({ model: failing.models[1]!, settings: { prompt: 'hi' } }, context([]))).rejects.toThrow(/content filter/);
+  });
+});

@@ -2,6 +2,7 @@ import { linkSignals, sleep, throwIfAborted, timeoutSignal } from './abort.js';
 import { Backoff, pollSchedule } from './backoff.js';
 import {
   ConflictError,
+  ConnectionError,
   GenServiceError,
   GenerationFailedError,
   TimeoutError,
@@ -50,11 +51,27 @@ export interface CreateOptions extends RequestSignalOptions {
 
 export type StatusListener = (status: GenerationStatus, generation: Generation) => void;
 
+/**
+ * One piece of a generation's partial output, as its event stream sends it: text to append (`delta`), or a preview
+ * image or frame (`url` is the service's signed file URL).
+ */
+export type OutputChunk = { type: 'text'; delta: string } | { type: 'preview'; url: string; mimeType: string };
+
+export interface OutputOptions extends RequestSignalOptions {
+  /** Stop (TimeoutError) when the generation has not finished this long after the call. Default: no limit. */
+  timeoutMs?: number;
+}
+
 export interface WaitForOptions extends RequestSignalOptions {
   /** Give up (TimeoutError) when no terminal status was seen this long after the call. Default: no limit. */
   timeoutMs?: number;
   /** Called once per status change, the terminal one included, in order. An exception stops the wait. */
   onStatus?: StatusListener;
+  /**
+   * Called with each piece of partial output the event stream brings (text deltas, previews), in order. Only while
+   * streaming: polling never sees partial output.
+   */
+  onOutput?: (chunk: OutputChunk) => void;
   /**
    * Follow the service's live event stream (default true), falling back to polling when the service has none or it
    * breaks off. False: poll only.
@@ -109,6 +126,13 @@ export interface GenServiceClient {
     list(options?: ListOptions): Promise<GenerationPage>;
     /** Every page of `list`, one generation at a time. */
     listAll(options?: Omit<ListOptions, 'cursor'>): AsyncIterable<GenerationItem>;
+    /**
+     * The generation's partial output as it forms, from its event stream: the text so far first (when it already
+     * began), then each delta and preview as it comes; ends when the generation finishes (then read its result with
+     * `get` or `waitFor`). A stream that breaks off is resumed with Last-Event-ID, so nothing comes twice or is lost.
+     * Ends at once, with nothing, when the service offers no event stream. Breaking out of the loop closes it.
+     */
+    output(generationId: string, options?: OutputOptions): AsyncIterable<OutputChunk>;
     /** POST /v1/quotes: the price a create with this input would reserve, and your balance; reserves nothing. */
     quote(input: CreateGenerationInput, options?: RequestSignalOptions): Promise<Quote>;
     /** POST /v1/generations/:id/cancel. A finished generation is returned unchanged. */
@@ -244,6 +268,7 @@ class Client implements GenServiceClient {
       details: (id, opts) => this.details(id, opts),
       list: (opts) => this.list(opts),
       listAll: (opts) => this.listAll(opts),
+      output: (id, opts) => this.output(id, opts),
       quote: (input, opts) => this.quote(input, opts),
       waitFor: (id, opts) => this.waitFor(id, opts),
       run: ((input: CreateGenerationInput, opts?: RunOptions) => this.run(input, opts)) as GenServiceClient['generations']['run'],
@@ -533,6 +558,12 @@ class Client implements GenServiceClient {
           for await (const message of readEventStream(response, lastEventId)) {
             heard = true;
             lastEventId = message.id;
+            // Partial output is not a state: handed to its listener, if any, and never mistaken for a generation.
+            const chunk = toChunk(message);
+            if (chunk !== undefined) {
+              if (chunk !== null) options.onOutput?.(chunk);
+              continue;
+            }
             let generation: Generation;
             try {
               generation = toGeneration(generationId, message.data);
@@ -561,6 +592,40 @@ class Client implements GenServiceClient {
       if (fruitless >= STREAM_RESUMES) return null;
       // At once after a stream that was flowing; a little later each time one breaks again without a message.
       if (fruitless > 0) await sleep(STREAM_RESUME_DELAY_MS * 2 ** (fruitless - 1), op.signal);
+    }
+  }
+
+  private async *output(generationId: string, options: OutputOptions = {}): AsyncGenerator<OutputChunk> {
+    const path = `/v1/generations/${encodeURIComponent(generationId)}/events`;
+    const op = openOperation(options.signal, options.timeoutMs);
+    let lastEventId: string | undefined;
+    let fruitless = 0;
+    try {
+      for (;;) {
+        const response = await this.transport.open(path, op.signal, lastEventId);
+        if (response === null) return;
+        let heard = false;
+        try {
+          for await (const message of readEventStream(response, lastEventId)) {
+            heard = true;
+            lastEventId = message.id;
+            const chunk = toChunk(message);
+            if (chunk) yield chunk;
+            else if (chunk === undefined && (message.event === 'completed' || message.event === 'failed')) return;
+          }
+        } catch (error) {
+          if (op.signal.aborted) throw error;
+          if (error instanceof SyntaxError) throw invalidResponse(`GET ${path}: a message that is not JSON`);
+        }
+        fruitless = heard ? 0 : fruitless + 1;
+        if (fruitless >= STREAM_RESUMES) throw new ConnectionError(`GET ${path}: the event stream broke off ${fruitless} times without a message`);
+        if (fruitless > 0) await sleep(STREAM_RESUME_DELAY_MS * 2 ** (fruitless - 1), op.signal);
+      }
+    } catch (error) {
+      if (op.expired()) throw new TimeoutError(`The generation did not finish within ${options.timeoutMs} ms.`, { generationId, cause: error });
+      throw error;
+    } finally {
+      op.close();
     }
   }
 
@@ -609,6 +674,21 @@ function bodyOf(input: CreateGenerationInput): Record<string, unknown> {
     ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
     ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
   };
+}
+
+/**
+ * A stream message as partial output: the chunk, null for partial output this client cannot read (skipped), undefined
+ * for any other message (a state).
+ */
+function toChunk(message: { event: string; data: unknown }): OutputChunk | null | undefined {
+  if (message.event === 'output') {
+    return isRecord(message.data) && typeof message.data.delta === 'string' ? { type: 'text', delta: message.data.delta } : null;
+  }
+  if (message.event === 'preview') {
+    const d = message.data;
+    return isRecord(d) && typeof d.url === 'string' && typeof d.mimeType === 'string' ? { type: 'preview', url: d.url, mimeType: d.mimeType } : null;
+  }
+  return undefined;
 }
 
 /** A server's Retry-After is a floor: polling sooner would only be refused again. */

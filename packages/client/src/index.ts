@@ -24,6 +24,8 @@ export type {
   ClientOptions,
   CreateOptions,
   GenServiceClient,
+  OutputChunk,
+  OutputOptions,
   RequestSignalOptions,
   RunOptions,
   StatusListener,

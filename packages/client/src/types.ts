@@ -68,6 +68,8 @@ export interface GenerationItem {
   price?: number;
   error?: FailureReason;
   progress?: { fraction: number; message?: string };
+  /** While processing, when its model streams: the text so far and the latest preview (a signed file URL). */
+  output?: { text?: string; preview?: { url: string; mimeType: string } };
   metadata?: Record<string, string>;
   /**
    * ISO 8601: when this finished generation is deleted (the service's retention, or the create's

@@ -59,9 +59,18 @@ const provider: ModelProvider = {
       settings: [prompt, { name: 'size', title: 'Size', fieldType: 'select', options: ['s', 'm'] }],
       price: 1,
     },
+    { modelId: 'words', title: 'Streams its words', resultType: 'text', estimatedGenerationTime: 0.05, settings: [prompt], price: 1 },
   ],
   async generate(input, ctx) {
     const text = String(input.settings.prompt);
+    if (input.model.modelId === 'words') {
+      const words = text.split(' ');
+      for (const [i, word] of words.entries()) {
+        ctx.output.append(i === 0 ? word : ` ${word}`);
+        await new Promise((r) => setTimeout(r, 30));
+      }
+      return { text };
+    }
     if (input.model.modelId === 'broken') throw new ProviderError('the model broke', { retryable: false });
     if (input.model.modelId === 'slow') {
       await new Promise<void>((resolve, reject) => {
@@ -159,7 +168,7 @@ afterAll(async () => {
 describe('client against core on Express', () => {
   it('lists the models with their settings', async () => {
     const models = await client().models.list();
-    expect(models.map((m) => m.modelId)).toEqual(['echo', 'slow', 'broken', 'pricey', 'sized']);
+    expect(models.map((m) => m.modelId)).toEqual(['echo', 'slow', 'broken', 'pricey', 'sized', 'words']);
     expect(models[0]).toEqual({
       modelId: 'echo',
       title: 'Echo',
@@ -467,5 +476,48 @@ describe('client: lists, details, quotes, metadata, reasons, live status, webhoo
     ] as const) {
       await expect(verifyWebhook(...(args as unknown as [string, string, Record<string, string>])), label).rejects.toBeInstanceOf(WebhookVerificationError);
     }
+  });
+});
+
+describe('partial output', () => {
+  const sentence = 'the quick brown fox jumps over the lazy dog again and again';
+
+  it('output() iterates the text deltas as they form and ends when the generation finishes', async () => {
+    const c = client();
+    const { generationId } = await c.generations.create({ modelId: 'words', settings: { prompt: sentence } });
+    const chunks = [];
+    for await (const chunk of c.generations.output(generationId)) chunks.push(chunk);
+    expect(chunks.length).toBeGreaterThan(0);
+    expect(chunks.every((x) => x.type === 'text')).toBe(true);
+    expect(chunks.map((x) => (x.type === 'text' ? x.delta : '')).join('')).toBe(sentence);
+    // It ended with the generation: it is finished by now.
+    expect(await c.generations.get(generationId)).toMatchObject({ status: 'completed', result: sentence, price: 1 });
+  });
+
+  it('run() streams through onOutput and still resolves from the stream (partial output is no state)', async () => {
+    const c = client();
+    let text = '';
+    const statuses: GenerationStatus[] = [];
+    const done = await c.generations.run(
+      { modelId: 'words', settings: { prompt: sentence } },
+      { onOutput: (chunk) => (text += chunk.type === 'text' ? chunk.delta : ''), onStatus: (s) => statuses.push(s) },
+    );
+    expect(done.result).toBe(sentence);
+    expect(statuses[statuses.length - 1]).toBe('completed');
+    // The stream told every delta before the completion (a run that started streaming before the client listened
+    // hands the text so far as one delta).
+    expect(text).toBe(sentence);
+  });
+
+  it('resumes a stream cut mid-run with Last-Event-ID: every delta once', async () => {
+    const c = client();
+    const { generationId } = await c.generations.create({ modelId: 'words', settings: { prompt: sentence } });
+    const opensBefore = streamOpens.length;
+    flaky.cutStreams = 1;
+    let text = '';
+    for await (const chunk of c.generations.output(generationId)) if (chunk.type === 'text') text += chunk.delta;
+    expect(text).toBe(sentence);
+    expect(streamOpens.length - opensBefore).toBeGreaterThanOrEqual(2);
+    expect(streamOpens[opensBefore + 1]).not.toBeNull();
   });
 });

@@ -122,10 +122,22 @@ export interface Progress {
  *
  * `data` by type: `created` `{ modelId }`; `processing` `{ claim }`; `progress` `{ fraction, message? }`;
  * `completed` `{ price }`; `failed` `{ price, error: { code, message } }` (a cancel is a `failed` with code
- * `cancelled`).
+ * `cancelled`); `output` `{ delta }` (text a provider streamed, coalesced); `preview` `{ key, mimeType }` (the blob
+ * key of a preview image or frame). `output` and `preview` change no field of the record: they are partial output,
+ * shown on the event stream and in the details view, never in the contract's poll shapes nor sent as webhooks.
  */
-export const EVENT_TYPES = ['created', 'processing', 'progress', 'completed', 'failed'] as const;
+export const EVENT_TYPES = ['created', 'processing', 'progress', 'completed', 'failed', 'output', 'preview'] as const;
 export type GenerationEventType = (typeof EVENT_TYPES)[number];
+/** The event types that carry partial output rather than a change of state. */
+export function isOutputEvent(type: GenerationEventType): type is 'output' | 'preview' {
+  return type === 'output' || type === 'preview';
+}
+/** The blob keys of the previews a log names (files of their generation, deleted with it). */
+export function previewKeys(events: readonly GenerationEvent[]): string[] {
+  const keys: string[] = [];
+  for (const e of events) if (e.type === 'preview' && typeof e.data.key === 'string') keys.push(e.data.key);
+  return keys;
+}
 export interface GenerationEvent {
   seq: number;
   generationId: string;

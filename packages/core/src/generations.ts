@@ -25,6 +25,7 @@ import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 import type { CancelOutcome, CreateGenerationInput, CreateOptions, GenerationPage, GenerationService, ListOptions, QuoteOptions, ReadOptions } from './service-types.js';
 import { Views, type GenerationItem } from './views.js';
+import type { BaseUrl } from './http/types.js';
 
 function notFound(): DomainError {
   return new DomainError('not_found', 'Generation not found.');
@@ -216,7 +217,16 @@ export class Generations implements GenerationUseCases {
   }
 
   async details(userId: string, generationId: string, options: ReadOptions = {}): Promise<GenerationItem> {
-    return this.views.item(await this.owned(userId, generationId), options.baseUrl);
+    return this.detailsOf(await this.owned(userId, generationId), options.baseUrl);
+  }
+
+  /** The details item; a processing generation's carries the partial output streamed so far (read from its log). */
+  async detailsOf(rec: GenerationRecord, baseUrl?: BaseUrl): Promise<GenerationItem> {
+    const item = this.views.item(rec, baseUrl);
+    if (rec.status !== 'processing') return item;
+    const output = this.views.partial(rec, await this.store.eventsOf(rec.id), baseUrl);
+    if (output) item.output = output;
+    return item;
   }
 
   /** The caller's generations, newest first. Throws invalid_request for a bad cursor. */

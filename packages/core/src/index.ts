@@ -17,6 +17,7 @@ export type {
   GenerationContext,
   GenerationInput,
   GenerationOutput,
+  GenerationOutputStream,
   Logger,
   ModelDefinition,
   ModelProvider,

@@ -1,5 +1,5 @@
 import { inject, injectable } from 'tsyringe';
-import { isTerminal, type FailureCode, type FailureInfo, type GenerationRecord, type Metadata, type Settings, type WebhookEventType } from './domain.js';
+import { isTerminal, previewKeys, type FailureCode, type FailureInfo, type GenerationRecord, type Metadata, type Settings, type WebhookEventType } from './domain.js';
 import { DomainError, UnavailableError } from './errors.js';
 import { newGenerationId } from './ids.js';
 import { asError, childLogger, silentLogger } from './logger.js';
@@ -392,6 +392,18 @@ export class Lifecycle {
     return (await this.change(generationId, { expect: FROM.held(this.holder), set: { progress }, event: { type: 'progress', data: { ...progress } }, now })) !== null;
   }
 
+  /** Appends streamed text to the log of a generation this instance holds (no field changes). */
+  async output(generationId: string, delta: string): Promise<boolean> {
+    const now = Date.now();
+    return (await this.change(generationId, { expect: FROM.held(this.holder), set: {}, event: { type: 'output', data: { delta } }, now })) !== null;
+  }
+
+  /** Appends a preview (a file the runner stored) to the log of a generation this instance holds. */
+  async preview(generationId: string, key: string, mimeType: string): Promise<boolean> {
+    const now = Date.now();
+    return (await this.change(generationId, { expect: FROM.held(this.holder), set: {}, event: { type: 'preview', data: { key, mimeType } }, now })) !== null;
+  }
+
   /** Completes a generation this instance holds and settles its price. False when refused (lease lost, cancelled). */
   async complete(gen: Finishing, result: CompleteRequest): Promise<boolean> {
     const generationId = gen.id;
@@ -503,9 +515,12 @@ export class Lifecycle {
    * Deletes finished generations for good (a DELETE, or retention): their files first, in one batched call, then
    * each record with its events, then their webhook deliveries. Files go first so that a blob store that cannot be
    * reached (the call throws) leaves every record as it was, to be tried again. Answers how many records it removed.
+   * A generation's previews are among its files: its events name them (one read of its log each).
    */
   async purge(recs: readonly GenerationRecord[]): Promise<number> {
     const keys = recs.flatMap((r) => (r.resultKey === undefined ? [] : [r.resultKey]));
+    // Previews are files too, named only by their events.
+    for (const r of recs) keys.push(...previewKeys(await this.store.eventsOf(r.id)));
     if (keys.length > 0) await this.blobs.deleteMany(keys);
     const removed: string[] = [];
     for (const r of recs) if (await this.store.remove(r.id, { status: ['completed', 'failed'] })) removed.push(r.id);

@@ -1,5 +1,5 @@
 import { inject, injectable } from 'tsyringe';
-import type { GenerationRecord, GenerationView } from './domain.js';
+import type { GenerationEvent, GenerationRecord, GenerationView } from './domain.js';
 import { expiresAt } from './lifecycle.js';
 import { FileUrlSigner } from './files.js';
 import type { BaseUrl } from './http/types.js';
@@ -25,6 +25,14 @@ export interface GenerationItem {
    * `retention` or a create's `expiresAfterSeconds` (the earlier of the two).
    */
   expiresAt?: string;
+  /** Details of a processing generation only: the partial output its provider streamed so far. */
+  output?: PartialOutput;
+}
+
+/** What a provider streamed so far: its text deltas joined, and its latest preview as a signed file URL. */
+export interface PartialOutput {
+  text?: string;
+  preview?: { url: string; mimeType: string };
 }
 
 /**
@@ -47,8 +55,33 @@ export class Views {
 
   private result(rec: GenerationRecord, baseUrl: BaseUrl | undefined): string {
     if (rec.resultText !== undefined) return rec.resultText;
+    return this.fileUrl(rec.resultKey!, rec, baseUrl);
+  }
+
+  /** The signed URL of one of the generation's files (its result, a preview). */
+  fileUrl(key: string, rec: GenerationRecord, baseUrl: BaseUrl | undefined): string {
     // A file link never outlives its generation: it stops working when the generation expires.
-    return this.fileBase(baseUrl) + this.signer.sign(rec.resultKey!, Date.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
+    return this.fileBase(baseUrl) + this.signer.sign(key, Date.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
+  }
+
+  /** A `preview` event as the event stream sends it: `{ url, mimeType }`. */
+  preview(e: GenerationEvent, rec: GenerationRecord, baseUrl: BaseUrl | undefined): { url: string; mimeType: string } {
+    return { url: this.fileUrl(String(e.data.key), rec, baseUrl), mimeType: String(e.data.mimeType) };
+  }
+
+  /** The partial output a log holds (text joined in order, the latest preview); undefined when it holds none. */
+  partial(rec: GenerationRecord, events: readonly GenerationEvent[], baseUrl: BaseUrl | undefined): PartialOutput | undefined {
+    let text = '';
+    let preview: GenerationEvent | undefined;
+    for (const e of events) {
+      if (e.type === 'output') text += String(e.data.delta);
+      else if (e.type === 'preview') preview = e;
+    }
+    if (text === '' && !preview) return undefined;
+    const out: PartialOutput = {};
+    if (text !== '') out.text = text;
+    if (preview) out.preview = this.preview(preview, rec, baseUrl);
+    return out;
   }
 
   /** The contract's shape for the record's state, field for field. */

@@ -1,9 +1,19 @@
 import type { GenerationContext } from '@genservice/core';
 import { silentLogger } from '@genservice/core';
 
+/** What a provider streamed through `ctx.output`. */
+export interface Streamed {
+  text: string[];
+  previews: Array<{ bytes: Uint8Array; mimeType: string }>;
+}
+
 /** A context good enough for calling a provider directly, without a service around it. */
-export function makeContext(signal: AbortSignal = new AbortController().signal): GenerationContext {
+export function makeContext(signal: AbortSignal = new AbortController().signal, streamed: Streamed = { text: [], previews: [] }): GenerationContext {
   return {
+    output: {
+      append: (text) => void streamed.text.push(text),
+      preview: (bytes, mimeType) => void streamed.previews.push({ bytes, mimeType }),
+    },
     generationId: 'gen_test',
     signal,
     deadline: Date.now() + 60_000,

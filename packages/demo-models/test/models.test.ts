@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { GenerationOutput, ModelDefinition, Settings } from '@genservice/core';
 import { ProviderError } from '@genservice/core';
 import { ALWAYS_FAILS_MESSAGE, createDemoProvider, DEMO_MODEL_IDS, decodePng, demoModels, encodePng } from '../src/index.js';
-import { makeContext, same } from './helpers.js';
+import { makeContext, same, type Streamed } from './helpers.js';
 import { checkGlb, checkWav, decodeIPcmSlice, mp4Nals, parseSps } from './structure.js';
 import { checkMp4, checkPng } from './validate.js';
 
@@ -140,6 +140,40 @@ describe('demo-text', () => {
       expect(await text({ prompt: 'lighthouse keeper and a whale', length: 'short', style })).toBe(short);
       expect(await text({ prompt: 'a teapot in space', length: 'short', style })).not.toBe(short);
     }
+  });
+});
+
+describe('partial output', () => {
+  it('demo-text streams its words: the deltas, in order, are the text', async () => {
+    const streamed: Streamed = { text: [], previews: [] };
+    const settings = { prompt: 'lighthouse keeper and a whale', length: 'medium', style: 'story' };
+    const out = await provider.generate({ model: model('demo-text'), settings }, makeContext(undefined, streamed));
+    if (!('text' in out)) throw new Error('expected text');
+    expect(streamed.text.length).toBe(out.text.split(/\s+/).length);
+    expect(streamed.text.join('')).toBe(out.text);
+    expect(streamed.previews).toEqual([]);
+  });
+
+  it('demo-image sends one low-resolution PNG preview of the final picture before it', async () => {
+    const streamed: Streamed = { text: [], previews: [] };
+    const out = await provider.generate({ model: model('demo-image'), settings: { prompt: 'a red lighthouse', size: '512x512' } }, makeContext(undefined, streamed));
+    if (!('bytes' in out)) throw new Error('expected bytes');
+    expect(streamed.previews).toHaveLength(1);
+    expect(streamed.previews[0]!.mimeType).toBe('image/png');
+    const preview = decodePng(streamed.previews[0]!.bytes);
+    expect([preview.width, preview.height]).toEqual([64, 64]);
+    // A draft of the same picture: each preview pixel is close to the average of its block of the final one.
+    const full = decodePng(out.bytes);
+    let diff = 0;
+    for (let y = 0; y < 64; y++) {
+      for (let x = 0; x < 64; x++) {
+        let sum = 0;
+        for (let dy = 0; dy < 8; dy++) for (let dx = 0; dx < 8; dx++) sum += full.data[((y * 8 + dy) * 512 + x * 8 + dx) * 4]!;
+        diff += Math.abs(preview.data[(y * 64 + x) * 4]! - sum / 64);
+      }
+    }
+    expect(diff / (64 * 64)).toBeLessThan(2);
+    expect(streamed.text).toEqual([]);
   });
 });
 

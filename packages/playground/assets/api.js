@@ -80,7 +80,8 @@ export class Api {
 
   /**
    * Follows a generation's event stream (`GET v1/generations/:id/events`, read with fetch because it needs the
-   * Authorization header). Calls `onEvent(name, item)` per event; resolves `true` when the stream ended after a
+   * Authorization header). Calls `onEvent(name, data)` per event (a state's data is the item; `output` and `preview`
+   * carry partial output: `{ delta }`, `{ url, mimeType }`); resolves `true` when the stream ended after a
    * terminal event, `false` when the stream is not available or broke off (the caller then polls).
    * @param {string} id
    * @param {(name: string, item: any) => void} onEvent
@@ -125,7 +126,7 @@ export class Api {
               continue;
             }
             onEvent(message.event, item);
-            if (item && (item.status === 'completed' || item.status === 'failed')) finished = true;
+            if ((message.event === 'completed' || message.event === 'failed') && item && (item.status === 'completed' || item.status === 'failed')) finished = true;
           }
         }
       } catch {

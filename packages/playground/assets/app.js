@@ -263,7 +263,14 @@ async function watch(id, model, initial) {
     last = item;
     setStatus(item, model);
   };
-  const ended = await api.follow(id, (_name, item) => onItem(item), controller.signal);
+  // Partial output (text deltas, a preview) is no state: it is shown as it comes, until the result replaces it.
+  const onEvent = (name, data) => {
+    if (controller.signal.aborted) return;
+    if (name === 'output') showPartial({ delta: data?.delta });
+    else if (name === 'preview') showPartial({ preview: data });
+    else onItem(data);
+  };
+  const ended = await api.follow(id, onEvent, controller.signal);
   while (!controller.signal.aborted && !(ended && last && isFinal(last.status))) {
     if (last && isFinal(last.status)) break;
     const answer = await api
@@ -276,6 +283,8 @@ async function watch(id, model, initial) {
       return;
     }
     onItem(answer.data);
+    // The details long-poll carries the partial output so far (and answers when more comes).
+    if (answer.data?.output) showPartial({ text: answer.data.output.text, preview: answer.data.output.preview });
     if (!isFinal(answer.data.status)) await new Promise((r) => setTimeout(r, 500));
   }
   if (controller.signal.aborted || !last) return;
@@ -283,6 +292,36 @@ async function watch(id, model, initial) {
   void refreshBalance();
   void loadHistory(true);
   void loadUsage();
+}
+
+/**
+ * The partial output of a running generation: its text growing (`delta` appended, or `text` as a whole) and its
+ * latest preview image. Lives in the result area until the result replaces it.
+ */
+function showPartial({ delta, text, preview }) {
+  let box = ui.result.querySelector('[data-partial]');
+  if (!box) {
+    box = h('div', { 'data-partial': '' });
+    ui.result.replaceChildren(box);
+  }
+  if (typeof delta === 'string' || typeof text === 'string') {
+    let el = box.querySelector('.text-result');
+    if (!el) {
+      el = h('div', { class: 'text-result partial', tabindex: '0', role: 'region', 'aria-label': 'Text so far', 'aria-live': 'polite', 'aria-busy': 'true' });
+      box.append(el);
+    }
+    if (typeof text === 'string') el.textContent = text;
+    else el.textContent += delta;
+  }
+  const src = preview && typeof preview === 'object' ? httpUrl(preview.url) : null;
+  if (src !== null) {
+    let img = box.querySelector('img.preview');
+    if (!img) {
+      img = h('img', { class: 'media preview', alt: 'Preview (the result is on its way)' });
+      box.prepend(h('figure', {}, [img, h('figcaption', { class: 'muted', text: 'Preview' })]));
+    }
+    if (img.getAttribute('src') !== src) img.setAttribute('src', src);
+  }
 }
 
 function isFinal(status) {

@@ -162,8 +162,10 @@ export class GenerationRoutes {
     }
     const wait = preferredWait(header(req, 'prefer'), this.options.push.maxWaitSeconds);
     if (wait !== undefined) {
-      return this.live.waitForChange(userId, id, wait).then((rec) => {
-        const body = details ? this.views.item(rec, req.baseUrl) : this.views.view(rec, req.baseUrl);
+      // The details long-poll answers new partial output too; the contract's poll only a change of status.
+      return this.live.waitForChange(userId, id, wait, details).then(async (rec) => {
+        // Details read through the service (with the partial output from the log); the plain poll answers the record.
+        const body = details ? await service.details(userId, rec.id, { baseUrl: req.baseUrl }) : this.views.view(rec, req.baseUrl);
         return json(200, JSON.stringify(body), { 'preference-applied': `wait=${wait}`, vary: 'Prefer' });
       });
     }

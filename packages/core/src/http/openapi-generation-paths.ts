@@ -102,7 +102,7 @@ export function generationPaths(createBody: Json, options: ResolvedServiceOption
       operationId: 'getGenerationDetails',
       summary: 'Read a generation with its details',
       description:
-        'Timestamps, progress, metadata and the reason of a failure, in one shape per status. With `Prefer: wait=N`, answers when its status changes or after N seconds.',
+        'Timestamps, progress, metadata, the partial output streamed so far (processing) and the reason of a failure, in one shape per status. With `Prefer: wait=N`, answers when its status changes, when new partial output arrives, or after N seconds.',
       tag: 'Generations',
       parameters: [idParam, preferWait],
       responses: {
@@ -116,7 +116,7 @@ export function generationPaths(createBody: Json, options: ResolvedServiceOption
       operationId: 'streamGeneration',
       summary: 'Follow a generation live',
       description:
-        'Server-Sent Events: the current state, then one message per transition (id = event seq, event = type, data = GenerationDetails), a keep-alive comment every 15 s, ending after the terminal event. Resume with Last-Event-ID.',
+        'Server-Sent Events: the current state, then one message per transition (id = event seq, event = type, data = GenerationDetails), a keep-alive comment every 15 s, ending after the terminal event. Partial output comes as `event: output` (data `{"delta": "..."}`, text to append) and `event: preview` (data `{"url", "mimeType"}`, a signed file URL); on connecting, the output so far comes after the state. Resume with Last-Event-ID.',
       tag: 'Live status',
       parameters: [idParam, { name: 'Last-Event-ID', in: 'header', required: false, description: 'Resume after this event', schema: { type: 'string' } }],
       responses: {

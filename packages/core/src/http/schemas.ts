@@ -123,7 +123,19 @@ const price = z.number().describe('Tokens charged');
 /** The details view of each status: what a client can count on once it has narrowed on `status`. */
 export const generationDetailsSchemas = {
   pending: z.object({ ...itemBase, status: z.literal('pending') }).meta({ title: 'GenerationDetailsPending' }),
-  processing: z.object({ ...itemBase, status: z.literal('processing') }).meta({ title: 'GenerationDetailsProcessing' }),
+  processing: z
+    .object({
+      ...itemBase,
+      status: z.literal('processing'),
+      output: z
+        .object({
+          text: z.string().optional().describe('The text streamed so far'),
+          preview: z.object({ url: z.string().describe('Signed file URL'), mimeType: z.string() }).optional().describe('The latest preview image or frame'),
+        })
+        .optional()
+        .describe('Details only: the partial output the model streamed so far (the event stream sends it as it comes)'),
+    })
+    .meta({ title: 'GenerationDetailsProcessing' }),
   completed: z
     .object({ ...itemBase, status: z.literal('completed'), finishedAt, expiresAt, result: z.string().describe('The text, or the URL of the file'), price })
     .meta({ title: 'GenerationDetailsCompleted' }),

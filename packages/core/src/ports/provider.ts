@@ -27,6 +27,27 @@ export interface GenerationContext {
    * `progress` event per second is recorded (the latest value wins), and nothing after the run has ended.
    */
   progress(fraction: number, message?: string): void;
+  /** Partial output, streamed to the generation's event stream while it forms (see `GenerationOutputStream`). */
+  output: GenerationOutputStream;
+}
+
+/**
+ * Output a provider reports while it forms. Clients watching the event stream see `event: output` (`{ delta }`) and
+ * `event: preview` (`{ url, mimeType }`); the contract's poll shapes never show it, and the final result is what
+ * `generate` returns. Cheap to call often: deltas are coalesced (at most one `output` event per generation every
+ * `OUTPUT_INTERVAL_MS`, 250 ms, each carrying every delta of its window, in order), previews likewise (the latest
+ * wins, and only that one is stored); everything pending is written before the generation completes, nothing after
+ * the run ended. A retried attempt (a retryable ProviderError) streams again from its start.
+ */
+export interface GenerationOutputStream {
+  /** Appends text to the output (a text model's words or tokens as they come). */
+  append(text: string): void;
+  /**
+   * A preview image or frame (a low-resolution draft, a video's first frame): stored in the blob store (when its
+   * window's write comes; the bytes must not change until the run ends) and shown to the stream's clients as a
+   * signed file URL. A file of the generation, deleted with it.
+   */
+  preview(bytes: Uint8Array, mimeType: string): void;
 }
 
 export interface GenerationInput {

@@ -1,5 +1,5 @@
 import { inject, injectable } from 'tsyringe';
-import { isTerminal, type GenerationEvent, type GenerationRecord } from '../domain.js';
+import { isOutputEvent, isTerminal, type GenerationEvent, type GenerationRecord } from '../domain.js';
 import { DomainError } from '../errors.js';
 import type { BaseUrl } from '../http/types.js';
 import { GENERATION_ID_PATTERN } from '../ids.js';
@@ -109,10 +109,10 @@ export class LiveStatus {
   }
 
   /**
-   * Waits up to `seconds` for the generation to change status or finish; resolves with the record then (or as it is
-   * when the time is up, or at once when it is already terminal).
+   * Waits up to `seconds` for the generation to change status or finish (with `output`, also for new partial output);
+   * resolves with the record then (or as it is when the time is up, or at once when it is already terminal).
    */
-  async waitForChange(userId: string, generationId: string, seconds: number): Promise<GenerationRecord> {
+  async waitForChange(userId: string, generationId: string, seconds: number, output = false): Promise<GenerationRecord> {
     const first = await this.owned(userId, generationId);
     if (isTerminal(first.status) || seconds <= 0) return first;
     const release = this.takeSlot(userId);
@@ -121,7 +121,7 @@ export class LiveStatus {
     const changed = new Promise<void>((resolve) => {
       // Only a status other than the one the caller saw counts (the feed may hand over an event from just before).
       unwatch = this.feed.watch(generationId, (e) => {
-        if (e.type !== 'progress' && e.type !== 'created' && e.type !== first.status) resolve();
+        if (isOutputEvent(e.type) ? output : e.type !== 'progress' && e.type !== 'created' && e.type !== first.status) resolve();
       });
       timer = setTimeout(resolve, seconds * 1000);
     });
@@ -205,11 +205,24 @@ class EventStream implements AsyncIterableIterator<string> {
     const last = history[history.length - 1];
     this.sent = last?.seq ?? 0;
     if (this.lastEventId !== undefined && last && this.lastEventId < last.seq) {
-      // Resuming: every event the client missed, each with the generation as it is now.
+      // Resuming: every event the client missed, each with the generation as it is now (partial output as it was sent).
       const item = views.item(rec, this.baseUrl);
-      for (const e of history) if (e.seq > this.lastEventId) this.outbox.push(sse(e.seq, e.type, item));
+      for (const e of history) if (e.seq > this.lastEventId) this.outbox.push(this.message(e, rec, item));
     } else {
-      this.outbox.push(sse(this.sent, last?.type ?? rec.status, views.item(rec, this.baseUrl)));
+      // The state, then (while it runs and unless resuming) the partial output so far as one output and one preview
+      // message. The state's id is before the first partial output, so a client that got only the state and resumes
+      // from it is sent that output again rather than never.
+      let state: GenerationEvent | undefined;
+      let firstOutput: number | undefined;
+      for (const e of history) {
+        if (!isOutputEvent(e.type)) state = e;
+        else firstOutput ??= e.seq;
+      }
+      const partial = isTerminal(rec.status) || this.lastEventId !== undefined ? undefined : views.partial(rec, history, this.baseUrl);
+      const stateId = partial && firstOutput !== undefined ? Math.min(this.sent, firstOutput - 1) : this.sent;
+      this.outbox.push(sse(stateId, state?.type ?? rec.status, views.item(rec, this.baseUrl)));
+      if (partial?.text !== undefined) this.outbox.push(sse(this.sent, 'output', { delta: partial.text }));
+      if (partial?.preview) this.outbox.push(sse(this.sent, 'preview', partial.preview));
     }
     if (isTerminal(rec.status)) this.finishing = true;
   }
@@ -234,22 +247,32 @@ class EventStream implements AsyncIterableIterator<string> {
       }
       const batch = this.pending.splice(0).filter((e) => e.seq > this.sent);
       if (batch.length === 0) continue;
-      const { store, views } = this.live.parts;
-      const now = await store.getById(this.generationId);
-      if (!now) {
-        this.finishing = true; // deleted by retention while streaming
-        continue;
+      // Text deltas carry all they say; anything else is shown with the generation as it is now (one read).
+      let now: GenerationRecord | null | undefined;
+      if (batch.some((e) => e.type !== 'output')) {
+        now = await this.live.parts.store.getById(this.generationId);
+        if (!now) {
+          this.finishing = true; // deleted by retention while streaming
+          continue;
+        }
       }
-      const item = views.item(now, this.baseUrl);
+      const item = now ? this.live.parts.views.item(now, this.baseUrl) : undefined;
       for (const e of batch) {
         this.sent = e.seq;
-        this.outbox.push(sse(e.seq, e.type, item));
+        this.outbox.push(this.message(e, now ?? undefined, item));
         if (e.type === 'completed' || e.type === 'failed') {
           this.finishing = true;
           break;
         }
       }
     }
+  }
+
+  /** One event as a message: partial output as itself (`{ delta }`, `{ url, mimeType }`), a transition with the item. */
+  private message(e: GenerationEvent, rec: GenerationRecord | undefined, item: unknown): string {
+    if (e.type === 'output') return sse(e.seq, 'output', { delta: e.data.delta });
+    if (e.type === 'preview') return sse(e.seq, 'preview', this.live.parts.views.preview(e, rec!, this.baseUrl));
+    return sse(e.seq, e.type, item);
   }
 
   async return(): Promise<IteratorResult<string>> {

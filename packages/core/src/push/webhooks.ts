@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { inject, injectable } from 'tsyringe';
-import { DEFAULT_WEBHOOK_EVENTS, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain.js';
+import { DEFAULT_WEBHOOK_EVENTS, isOutputEvent, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain.js';
 import { DomainError } from '../errors.js';
 import { GENERATION_ID_PATTERN } from '../ids.js';
 import { asError, childLogger } from '../logger.js';
@@ -218,7 +218,8 @@ export class Webhooks {
     const out: NewDelivery[] = [];
     const now = Date.now();
     for (const e of events) {
-      if (e.type === 'created') continue;
+      // Partial output is for the stream's watchers: it is never a webhook.
+      if (e.type === 'created' || isOutputEvent(e.type)) continue;
       const type = `generation.${e.type}` as WebhookEventType;
       if (!records.has(e.generationId)) records.set(e.generationId, await this.store.getById(e.generationId));
       const rec = records.get(e.generationId);

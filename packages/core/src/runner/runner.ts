@@ -11,6 +11,7 @@ import type { Job } from '../ports/queue.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from '../registry.js';
 import { TOKENS } from '../tokens.js';
 import { JobAbort } from './job-signal.js';
+import { OutputReporter } from './output-stream.js';
 
 class TimeoutAbort extends Error {
   override readonly name = 'TimeoutAbort' as const;
@@ -72,6 +73,7 @@ class RunContext implements GenerationContext {
     readonly files: GenerationContext['files'],
     readonly logger: Logger,
     readonly progress: GenerationContext['progress'],
+    readonly output: GenerationContext['output'],
   ) {
     this.#abort = abort;
   }
@@ -227,7 +229,8 @@ export class Runner {
     this.held.set(rec.id, { abort, log });
     this.keepLeases();
     const progress = new ProgressReporter(this.lifecycle, rec.id, log);
-    const ctx = new RunContext(rec.id, abort, deadline, rec.claims, this.files, log, progress.report);
+    const output = new OutputReporter(this.outputSink(rec.id), log);
+    const ctx = new RunContext(rec.id, abort, deadline, rec.claims, this.files, log, progress.report, output);
     const input = { model: model.definition, settings: rec.settings };
     let handle: unknown = rec.remoteHandle;
 
@@ -237,9 +240,12 @@ export class Runner {
       if (Date.now() >= deadline) abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`));
       if (abort.aborted) throw abort.reason;
       if (!remote) {
-        const output = await this.withRetries(() => (model.provider as GenerateProvider).generate(input, ctx), model, abort, log);
+        const result = await this.withRetries(() => (model.provider as GenerateProvider).generate(input, ctx), model, abort, log);
         progress.stop();
-        await this.finishCompleted(rec, model, output, abort, log);
+        // Every delta and preview reported is in the log before the completion that follows it.
+        await output.flush();
+        output.stop();
+        await this.finishCompleted(rec, model, result, abort, log);
         return;
       }
       if (handle === undefined) {
@@ -258,10 +264,13 @@ export class Runner {
         const delay = nextCheckDelay(model.info.estimatedGenerationTime, Date.now() - (rec.startedAt ?? Date.now()));
         // Parked, it holds no slot: the queue hands out the next check when it is due.
         await progress.flush();
+        await output.flush();
         if (!(await this.lifecycle.park(rec.id, rec.modelId, rec.ownerId, delay))) log.warn({}, 'could not park the remote job (lease lost)');
         return;
       }
       progress.stop();
+      await output.flush();
+      output.stop();
       if (status.status === 'done') {
         await this.finishCompleted(rec, model, status.output, abort, log);
         return;
@@ -269,6 +278,7 @@ export class Runner {
       throw status.error;
     } catch (err) {
       progress.stop();
+      output.stop();
       const reason: unknown = abort.aborted ? abort.reason : undefined;
       if (reason instanceof TimeoutAbort) {
         const failed = await this.lifecycle.failClaimed(rec, {
@@ -300,9 +310,22 @@ export class Runner {
       );
     } finally {
       progress.stop();
+      output.stop();
       clearTimeout(timeout);
       this.held.delete(rec.id);
     }
+  }
+
+  /** Where a run's `ctx.output` writes: the log, and a preview's bytes to the blob store first. */
+  private outputSink(id: string): { text(delta: string): Promise<unknown>; preview(bytes: Uint8Array, mimeType: string): Promise<unknown> } {
+    return {
+      text: (delta) => this.lifecycle.output(id, delta),
+      preview: async (bytes, mimeType) => {
+        const key = await this.upload(bytes, mimeType);
+        // Refused (the run lost its lease, or was cancelled): nobody will ever see or delete this file otherwise.
+        if (!(await this.lifecycle.preview(id, key, mimeType))) await this.blobs.delete(key);
+      },
+    };
   }
 
   /**

@@ -27,6 +27,29 @@ export function parseSize(size: string): { width: number; height: number } {
   return { width, height };
 }
 
+/** How much smaller the preview is than the image, per side. */
+export const PREVIEW_SCALE = 8;
+
+/** A 1/scale-per-side copy (each pixel the average of its block): the low-resolution draft a client sees first. */
+export function shrink(canvas: Canvas, scale: number): Canvas {
+  const out = new Canvas(Math.max(1, Math.floor(canvas.width / scale)), Math.max(1, Math.floor(canvas.height / scale)));
+  const src = canvas.data;
+  for (let y = 0; y < out.height; y++) {
+    for (let x = 0; x < out.width; x++) {
+      const sum = [0, 0, 0, 0];
+      for (let dy = 0; dy < scale; dy++) {
+        for (let dx = 0; dx < scale; dx++) {
+          const i = ((y * scale + dy) * canvas.width + (x * scale + dx)) * 4;
+          for (let c = 0; c < 4; c++) sum[c]! += src[i + c]!;
+        }
+      }
+      const o = (y * out.width + x) * 4;
+      for (let c = 0; c < 4; c++) out.data[o + c] = Math.round(sum[c]! / (scale * scale));
+    }
+  }
+  return out;
+}
+
 export const imageModel: DemoModel = {
   definition,
   async run(settings, ctx, runtime) {
@@ -38,6 +61,9 @@ export const imageModel: DemoModel = {
     const { width, height } = parseSize(size);
     const canvas = new Canvas(width, height);
     createScene(style, prompt, random)(canvas, 0);
+    // One low-resolution preview first, as a hosted image model shows its draft before the final picture.
+    const small = shrink(canvas, PREVIEW_SCALE);
+    ctx.output.preview(await runtime.images.encodePng({ width: small.width, height: small.height, data: small.data, alpha: false, text: {} }), 'image/png');
     await pacer.reach(0.5);
     // Encoding (deflate) runs in the image worker pool, off the event loop.
     const bytes = await runtime.images.encodePng({

@@ -139,6 +139,12 @@ export const textModel: DemoModel = {
     const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal, (f) => ctx.progress(f));
     const prompt = textSetting(settings, 'prompt');
     const text = writeText(prompt, selectSetting(settings, 'length', TEXT_LENGTHS), selectSetting(settings, 'style', TEXT_STYLES));
+    // Streams its words over the run, as a hosted text model streams tokens: each word with the space before it.
+    const words = text.match(/\s*\S+/g) ?? [];
+    for (const [i, word] of words.entries()) {
+      await pacer.reach(i / words.length);
+      ctx.output.append(word);
+    }
     await pacer.reach(1);
     return { text };
   },

@@ -25,6 +25,8 @@ import type { MountFn, MountOptions } from './types.js';
 
 /** Bytes of every value 0..255 and then some: a file result that any text re-encoding would corrupt. */
 export const IMAGE_BYTES: Uint8Array = Uint8Array.from({ length: 3000 }, (_, i) => (i * 7 + (i >> 8)) % 256);
+/** The preview the `streamed` model sends before its result. */
+export const PREVIEW_BYTES: Uint8Array = Uint8Array.from({ length: 64 }, (_, i) => (i * 13) % 256);
 export const VIDEO_BYTES: Uint8Array = Uint8Array.from({ length: 1500 }, (_, i) => 255 - (i % 256));
 
 /** The one browser origin the conformance service allows (CORS). */
@@ -50,6 +52,7 @@ export function conformanceModels(): ModelDefinition[] {
     fakeModel({ modelId: 'flaky-slow', title: 'Slow, one transient failure', price: 1, maxAttempts: 3 }),
     fakeModel({ modelId: 'slow', title: 'Takes 5-40 ms', price: 1 }),
     fakeModel({ modelId: 'held', title: 'Waits for the test', price: 4, failureFee: 1, concurrency: 1 }),
+    fakeModel({ modelId: 'streamed', title: 'Streams text and a preview, waits for the test, streams more', resultType: 'image', price: 2 }),
     fakeModel({
       modelId: 'settings',
       title: 'Has one setting of each kind',
@@ -76,6 +79,11 @@ export interface Fixture {
   provider: ScriptedProvider;
   /** Script of the `held` model. Closed unless a test opens it; a test that opens it closes it again. */
   gate: Gate;
+  /**
+   * Where the `streamed` model waits, after streaming `Hello` and a preview (PREVIEW_BYTES); released, it streams
+   * `, world` and completes with IMAGE_BYTES.
+   */
+  streamGate: Gate;
   /** The secret file URLs are signed with. */
   secret: string;
   keys: MemoryApiKeyStore;
@@ -105,6 +113,10 @@ export interface FixtureOptions {
 
 export async function createFixture(mount: MountFn, mode: MountOptions, options: FixtureOptions = {}): Promise<Fixture> {
   const gate = createGate();
+  const streamGate = createGate((_input, ctx) => {
+    ctx.output.append(', world');
+    return { bytes: IMAGE_BYTES, mimeType: 'image/png' };
+  });
   const models = conformanceModels();
   const provider = createScriptedProvider({
     models,
@@ -120,6 +132,11 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
       'flaky-slow': delayScript([5, 25], flakyScript(1, delayScript([5, 25], textScript('late')))),
       slow: delayScript([5, 40], textScript('slow ok')),
       held: gate.script,
+      streamed: (input, ctx) => {
+        ctx.output.append('Hello');
+        ctx.output.preview(PREVIEW_BYTES, 'image/png');
+        return streamGate.script(input, ctx);
+      },
       settings: textScript((input) => JSON.stringify(input.settings)),
     },
   });
@@ -150,6 +167,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     service,
     provider,
     gate,
+    streamGate,
     secret,
     keys,
     ledger,
@@ -184,6 +202,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     },
     async close() {
       gate.open();
+      streamGate.open();
       await server.close();
       await service.stop({ timeoutMs: 2000 });
     },

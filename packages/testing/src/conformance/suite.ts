@@ -4,7 +4,7 @@ import { FileUrlSigner } from '@genservice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
 import { chunkedBody, call, rawExchange, type Reply } from './http.js';
-import { CORS_ORIGIN, createFixture, IMAGE_BYTES, VIDEO_BYTES, type Fixture, type User } from './fixture.js';
+import { CORS_ORIGIN, createFixture, IMAGE_BYTES, PREVIEW_BYTES, VIDEO_BYTES, type Fixture, type User } from './fixture.js';
 import type { MountFn, MountOptions } from './types.js';
 
 const JSON_TYPE = /^application\/json\b/i;
@@ -1182,6 +1182,51 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
         },
         ids,
       );
+    });
+
+    it('streams partial output (output deltas, a preview as a signed file URL) through the adapter; the poll shape stays exact', async () => {
+      const user = await fx.user(100);
+      const before = fx.streamGate.total;
+      const r = await fx.create(user, { modelId: 'streamed' });
+      const id = r.body.generationId as string;
+      await fx.streamGate.reached(before + 1);
+      const res = await fetch(`${fx.baseUrl}/v1/generations/${id}/events`, { headers: user.auth });
+      expect(res.status).toBe(200);
+      const reading = readSse(res);
+      // The preview is in the log once the details show it (it is written a window after the first delta).
+      for (let i = 0; i < 500; i++) {
+        const d = await fx.call(`/v1/generations/${id}/details`, { headers: user.auth });
+        if (d.body.output?.preview) {
+          expect(d.body.output).toEqual({ text: 'Hello', preview: { url: expect.stringContaining('/v1/files/'), mimeType: 'image/png' } });
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      // The contract's poll, plain and long: nothing of the partial output.
+      const poll = await fx.get(user, id);
+      expect(poll.body).toEqual({ status: 'processing' });
+      const longPoll = await fx.call(`/v1/generations/${id}`, { headers: { ...user.auth, prefer: 'wait=0' } });
+      expect(longPoll.body).toEqual({ status: 'processing' });
+      fx.streamGate.release();
+      const messages = (await reading).filter((m) => m.comment === undefined);
+      expect(messages[0]!.event).toBe('processing');
+      expect(messages[messages.length - 1]!.event).toBe('completed');
+      const outputs = messages.filter((m) => m.event === 'output');
+      expect(outputs.map((m) => m.data.delta).join('')).toBe('Hello, world');
+      for (const m of outputs) expect(Object.keys(m.data)).toEqual(['delta']);
+      const previews = messages.filter((m) => m.event === 'preview');
+      expect(previews).toHaveLength(1);
+      expect(Object.keys(previews[0]!.data).sort()).toEqual(['mimeType', 'url']);
+      expect(previews[0]!.data.mimeType).toBe('image/png');
+      // The preview's URL is the service's own signed file URL, served through the adapter.
+      const file = await fetch(previews[0]!.data.url);
+      expect(file.status).toBe(200);
+      expect(new Uint8Array(await file.arrayBuffer())).toEqual(PREVIEW_BYTES);
+      // Messages in log order: the preview and the last delta come before the completion.
+      expect(messages.findIndex((m) => m.event === 'preview')).toBeLessThan(messages.length - 1);
+      const done = await fx.get(user, id);
+      expect(Object.keys(done.body).sort()).toEqual(['price', 'result', 'status']);
+      expect(done.body).toMatchObject({ status: 'completed', price: 2 });
     });
 
     it('answers 401 and 404 as JSON before any stream, and releases a stream whose client went away', async () => {

@@ -376,6 +376,24 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         expect(await types(gen.id)).toEqual(['created', 'processing']);
       });
 
+      it('appends an event-only change (partial output: an empty patch) with its data, in the feed too, changing no field but updatedAt', async () => {
+        const { gen, record } = await claimed('w1');
+        const head = await store().feedHead();
+        const delta = 'Hello, \u4e16\u754c "quoted" \\ \n line';
+        const after = await store().update(gen.id, { expect: held('w1'), set: {}, event: { type: 'output', data: { delta } }, now: T0 + 1200 });
+        expect(after).toEqual({ ...record, updatedAt: T0 + 1200 });
+        await store().update(gen.id, { expect: held('w1'), set: {}, event: { type: 'preview', data: { key: 'blob-1', mimeType: 'image/png' } }, now: T0 + 1300 });
+        // Refused like any change: the lease holder only.
+        expect(await store().update(gen.id, { expect: held('w2'), set: {}, event: { type: 'output', data: { delta: 'x' } }, now: T0 + 1300 })).toBeNull();
+        const events = await store().eventsOf(gen.id, 2);
+        expect(events.map((e) => [e.seq, e.type, e.data])).toEqual([
+          [3, 'output', { delta }],
+          [4, 'preview', { key: 'blob-1', mimeType: 'image/png' }],
+        ]);
+        const fed = await drain(head, 2);
+        expect(fed.events.filter((e) => e.generationId === gen.id).map((e) => e.type)).toEqual(['output', 'preview']);
+      });
+
       it('gives racing changes exactly one event per winner, numbered without gaps', async () => {
         const gens = await Promise.all(Array.from({ length: 8 }, () => inserted()));
         await Promise.all(
