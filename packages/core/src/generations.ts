@@ -221,7 +221,7 @@ export class Generations implements GenerationUseCases {
   }
 
   /** The details item; a processing generation's carries the partial output streamed so far (read from its log). */
-  async detailsOf(rec: GenerationRecord, baseUrl?: BaseUrl): Promise<GenerationItem> {
+  private async detailsOf(rec: GenerationRecord, baseUrl?: BaseUrl): Promise<GenerationItem> {
     const item = this.views.item(rec, baseUrl);
     if (rec.status !== 'processing') return item;
     const output = this.views.partial(rec, await this.store.eventsOf(rec.id), baseUrl);
