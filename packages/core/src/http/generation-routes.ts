@@ -9,6 +9,7 @@ import type { Principal } from '../ports/api-keys.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { AccountRoutes } from './accounts-routes.js';
+import { BatchRoutes } from './batch-routes.js';
 import { createBody } from './request-body.js';
 import { decodeSegment, fail, header, json, viewJson } from './respond.js';
 import type { Route } from './routes.js';
@@ -90,6 +91,7 @@ export class GenerationRoutes {
     @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(AccountRoutes) private readonly accountRoutes: AccountRoutes,
+    @inject(BatchRoutes) private readonly batchRoutes: BatchRoutes,
   ) {}
 
   /**
@@ -138,6 +140,11 @@ export class GenerationRoutes {
       }
       case 'create':
         return this.create(req, principal);
+      case 'createBatch':
+      case 'getBatch':
+      case 'batchGenerations':
+      case 'cancelBatch':
+        return this.batchRoutes.answer(route, req, principal, query);
       case 'quote': {
         const body = createBody(req, this.options.limits.bodyBytes);
         if ('res' in body) return Promise.resolve(body.res);

@@ -23,7 +23,7 @@ const STORABLE = { message: 'must not contain NUL characters or lone surrogates'
  * Object.fromEntries), so the model's settings check refuses it by name as a setting the model does not declare,
  * instead of a record parse dropping it.
  */
-const settingsObject = z
+export const settingsObject = z
   .custom<Record<string, unknown>>((v) => {
     if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
     const proto = Object.getPrototypeOf(v);
