@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ModelRegistry } from '../registry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { batchPaths } from './openapi-batches.js';
 import {
   adminAuditSchema,
   adminCreatedKeySchema,
@@ -175,6 +176,7 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
       { name: 'Generations', description: 'Starting, reading, listing, cancelling and deleting generations' },
       { name: 'Live status', description: 'Following a generation without polling' },
       { name: 'Webhooks', description: 'Signed notifications to your own receiver' },
+      { name: 'Batches', description: 'Many generations started, reserved and followed as one' },
       { name: 'Account', description: 'Your balance and prices' },
       { name: 'Files', description: 'Result files at signed, expiring URLs' },
       { name: 'Meta', description: 'This document' },
@@ -374,6 +376,7 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
           responses: { '200': { description: 'Price and balance', content: json(schema(quoteResponseSchema)) }, ...errors(400, 404, 413, 415, ...COMMON) },
         }),
       },
+      ...batchPaths({ op, errors, schema, json, listSchema, common: COMMON }),
       '/v1/balance': {
         get: op({
           operationId: 'getBalance',
