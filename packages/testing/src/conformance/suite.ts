@@ -3,6 +3,7 @@ import { request as httpRequest, type ClientRequest } from 'node:http';
 import { FileUrlSigner } from '@genservice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
+import { defineBatchTests } from './batches.js';
 import { chunkedBody, call, rawExchange, type Reply } from './http.js';
 import { CORS_ORIGIN, createFixture, IMAGE_BYTES, VIDEO_BYTES, type Fixture, type User } from './fixture.js';
 import type { MountFn, MountOptions } from './types.js';
@@ -1425,6 +1426,8 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
       expect((await fx.call('/v1/balance', { headers: user.auth })).status).toBe(200);
     });
   });
+
+  defineBatchTests(() => fx);
 
   describe('billing under concurrency', () => {
     it('40 concurrent creates on a balance that covers 3 give exactly 3 x 201 and 37 x 402', async () => {
