@@ -80,14 +80,16 @@ export class Batches {
     return items;
   }
 
-  async create(principal: Principal, input: BatchCreateRequest, idempotencyKey?: string): Promise<{ batchId: string; generationIds: string[] }> {
+  /** `who` is the user, or the principal of the key the request came with (its allow-list and budget then apply). */
+  async create(who: string | Principal, input: BatchCreateRequest, idempotencyKey?: string): Promise<{ batchId: string; generationIds: string[] }> {
+    const principal: Principal = typeof who === 'string' ? { userId: who } : who;
     if (input.requests.length < 1 || input.requests.length > MAX_BATCH_SIZE) {
       throw new DomainError('invalid_request', `A batch holds 1 to ${MAX_BATCH_SIZE} requests.`, {
         details: [{ field: 'requests', code: 'invalid_value', message: `must hold 1 to ${MAX_BATCH_SIZE} requests` }],
       });
     }
     const userId = principal.userId;
-    const items = this.validated(input.requests, principal);
+    const items = this.validated(input.requests, typeof who === 'string' ? undefined : principal);
     const webhook = input.webhook ? { url: (await this.webhooks.check({ url: input.webhook.url })).url } : undefined;
     const request = {
       userId,

@@ -1,5 +1,6 @@
 import { container, inject, injectable, instanceCachingFactory } from 'tsyringe';
 import type { GenerationView, ModelInfo } from './domain.js';
+import { Batches } from './batches.js';
 import { Accounts } from './accounts.js';
 import { CachedApiKeyResolver } from './api-key-cache.js';
 import { ExpiringReads } from './expiry.js';
@@ -70,6 +71,7 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(LiveStatus) private readonly live: LiveStatus,
     @inject(Webhooks) private readonly webhooks: Webhooks,
     @inject(Accounts) readonly accounts: Accounts,
+    @inject(Batches) readonly batches: Batches,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'genservice' });
