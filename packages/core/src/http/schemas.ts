@@ -112,7 +112,14 @@ export const generationDetailsSchemas = {
   pending: z.object({ ...itemBase, status: z.literal('pending') }).meta({ title: 'GenerationDetailsPending' }),
   processing: z.object({ ...itemBase, status: z.literal('processing') }).meta({ title: 'GenerationDetailsProcessing' }),
   completed: z
-    .object({ ...itemBase, status: z.literal('completed'), finishedAt, result: z.string().describe('The text, or the URL of the file'), price })
+    .object({
+      ...itemBase,
+      status: z.literal('completed'),
+      finishedAt,
+      result: z.string().describe('The text, or the URL of the file'),
+      price,
+      servedModelId: z.string().optional().describe('Present when one of its model\u2019s fallbacks produced the result: that model'),
+    })
     .meta({ title: 'GenerationDetailsCompleted' }),
   failed: z
     .object({ ...itemBase, status: z.literal('failed'), finishedAt, price, error: failureSchema.optional() })
