@@ -75,6 +75,7 @@ export function describeServiceScenarios(make: () => Promise<ScenarioPorts>): vo
           view = await live.batches.get(user, batchId);
         }
         expect(view).toEqual({ status: 'completed', counts: { pending: 0, processing: 0, completed: 1000, failed: 0 }, price: 1000 * PRICE });
+        await until(() => p.ledger.account(user), (a) => a.reserved === 0, 'the last settle');
         expect(await p.ledger.account(user)).toEqual({ balance: 5, reserved: 0, settled: 1000 * PRICE });
         expect(await p.ledger.openReserves(10)).toEqual([]);
         const day = new Date().toISOString().slice(0, 10);
@@ -120,6 +121,8 @@ export function describeServiceScenarios(make: () => Promise<ScenarioPorts>): vo
         await until(() => live.get(user, retried.generationId), (g) => g.status === 'completed', 'the generation to complete');
         expect(await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k' })).toEqual(retried);
         expect(await p.store.list(user, { limit: 10 })).toHaveLength(1);
+        // The status is visible a moment before the settle that follows it lands.
+        await until(() => p.ledger.account(user), (a) => a.reserved === 0, 'the settle');
         expect(await p.ledger.account(user)).toEqual({ balance: 100 - PRICE, reserved: 0, settled: PRICE });
       } finally {
         await live.stop({ timeoutMs: 500 });
@@ -150,6 +153,8 @@ export function describeServiceScenarios(make: () => Promise<ScenarioPorts>): vo
         await until(() => live.get(user, created.generationId), (g) => g.status === 'completed', 'the generation to complete');
         // Recovery releases the orphaned reserve of the crash; the user is charged once.
         await live.recover();
+        // The status is visible a moment before the settle that follows it lands.
+        await until(() => p.ledger.account(user), (a) => a.reserved === 0, 'the settle');
         expect(await p.ledger.account(user)).toEqual({ balance: 100 - PRICE, reserved: 0, settled: PRICE });
         expect(await p.store.list(user, { limit: 10 })).toHaveLength(1);
         expect(await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k2' })).toEqual(created);
