@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Fixture, User } from './fixture.js';
-import { expectError } from './suite.js';
+import { expectError } from './expect-error.js';
 
 /** The batch routes, on every adapter: created whole or not at all, read, listed, cancelled, owner-only. */
 export function defineBatchTests(fixture: () => Fixture): void {
