@@ -44,6 +44,7 @@ import {
 import { memoryPerGeneration, scaleMemory, scaleSqlite, type ScaleResult } from './sections/scale.js';
 import { pushBench } from './sections/push.js';
 import { usageScale } from './sections/usage.js';
+import { batchBench, BATCH_SIZE } from './sections/batch.js';
 
 type Section = 'http' | 'runner' | 'stores' | 'scale' | 'push';
 const ALL: Section[] = ['http', 'runner', 'stores', 'scale', 'push'];
@@ -571,6 +572,29 @@ async function runScale(): Promise<Row[]> {
       }
     } finally {
       usageCleanup();
+    }
+  }
+  {
+    const { dir: batchDir, cleanup: batchCleanup } = tempDir();
+    try {
+      log(`[scale] batch of ${BATCH_SIZE}: time to all created (memory, SQLite, Postgres)`);
+      const b = await batchBench(batchDir, Q ? 2 : 5);
+      for (const [kind, title] of [['memory', 'In-memory store'], ['sqlite', 'SQLite store'], ['postgres', 'Postgres store']] as const) {
+        const r = b[kind];
+        log(`[scale] ${title}: batch of ${BATCH_SIZE} created in ${r.batchMs.toFixed(1)} ms; ${BATCH_SIZE} single creates ${r.singlesMs.toFixed(1)} ms`);
+        rows.push({
+          id: `scale.${kind}.batch`,
+          section: 'scale',
+          name: `${title}: batch of 1,000: time to all created (POST /v1/batches vs 1,000 single creates)`,
+          ours: { value: r.batchMs, unit: 'ms', extra: 'one batch, best of the rounds' },
+          oursLabel: 'one batch',
+          base: { value: r.singlesMs, unit: 'ms', extra: '1,000 creates one after another' },
+          baseLabel: '1,000 creates',
+          ratio: r.batchMs / r.singlesMs,
+        });
+      }
+    } finally {
+      batchCleanup();
     }
   }
   for (const completed of [false, true]) {

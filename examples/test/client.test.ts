@@ -36,6 +36,25 @@ describe('@genservice/client against examples/fastify-host', () => {
     expect((await client.balance()).balance).toBe(100 - text.price - image.price);
   });
 
+  it('runs the flaky demo model on its stable fallback when its upstream is out, at the price reserved, and batches', async () => {
+    const client = createClient({ baseUrl: host.api, apiKey: 'carol-key-0123456789abcdef' });
+    const before = (await client.balance()).balance;
+    const { batchId, generationIds } = await client.batches.create({ requests: Array.from({ length: 12 }, (_, i) => ({ modelId: 'demo-text-flaky', settings: { prompt: `flaky ${i}` } })) });
+    let batch = await client.batches.get(batchId);
+    for (let i = 0; i < 600 && batch.status !== 'completed'; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      batch = await client.batches.get(batchId);
+    }
+    expect(batch.counts).toEqual({ pending: 0, processing: 0, completed: 12, failed: 0 });
+    const served = await Promise.all(generationIds.map((id) => client.generations.details(id)));
+    // About half hit the outage (by id: all 12 missing it has a chance of 1 in 4,096); every one completed, the
+    // fallback's price never above the reserve.
+    expect(served.some((d) => d.servedModelId === 'demo-text')).toBe(true);
+    for (const d of served) expect(d.price).toBeLessThanOrEqual(1);
+    expect(served.map((d) => d.servedModelId ?? d.modelId).every((m) => m === 'demo-text' || m === 'demo-text-flaky')).toBe(true);
+    expect((await client.balance()).balance).toBe(before - batch.price);
+  }, 60_000);
+
   it('turns the host\'s errors into typed errors', async () => {
     const client = createClient({ baseUrl: host.api, apiKey: 'carol-key-0123456789abcdef' });
     await expect(client.generations.create({ modelId: 'demo-image', settings: { size: '1x1' } })).rejects.toBeInstanceOf(InvalidSettingsError);

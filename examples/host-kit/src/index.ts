@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { createGenerationService, createJsonLogger, DiskBlobStore, type GenerationService, type GenerationServiceOptions, type Logger } from '@genservice/core';
 import type { ApiKeyStore, Ledger } from '@genservice/core/ports';
 import { createDemoProvider } from '@genservice/demo-models';
-import { configuredProviders } from './providers.js';
+import { configuredProviders, flakyDemoProvider } from './providers.js';
 
 export interface HostConfig {
   port: number;
@@ -260,9 +260,12 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     rateLimitBackend = { type: 'sqlite', client: stores.db };
   }
   const perMinute = config.rateLimitPerMinute;
+  const demo = createDemoProvider({ speed: config.demoSpeed, fetch: { allowPrivateNetworks: config.allowPrivateMedia } });
   const service = createGenerationService({
     providers: [
-      createDemoProvider({ speed: config.demoSpeed, fetch: { allowPrivateNetworks: config.allowPrivateMedia } }),
+      demo,
+      // A flaky demo model that falls back to the stable demo-text (fallbacks and the provider circuit breaker).
+      flakyDemoProvider(demo),
       ...(await configuredProviders(process.env, logger, config.allowPrivateMedia)),
     ],
     store: stores.store,

@@ -7,7 +7,8 @@
  * - `FAL_KEY` (and `FAL_BASE_URL`): FLUX.1 [schnell] (image) and LTX Video (video) on fal.
  * - `OPENAI_API_KEY` (and `OPENAI_BASE_URL`): GPT Image, text to speech and chat through the AI SDK bridge.
  */
-import type { Logger, ModelProvider, SettingDescriptor } from '@genservice/core';
+import { createHash } from 'node:crypto';
+import { ProviderError, type Logger, type ModelProvider, type SettingDescriptor } from '@genservice/core';
 import { createAiSdkProvider } from '@genservice/ai-sdk';
 import { createFalProvider, createReplicateProvider } from '@genservice/providers';
 
@@ -106,4 +107,34 @@ export async function configuredProviders(env: NodeJS.ProcessEnv, logger: Logger
     logger.info({ provider: 'openai' }, 'real provider enabled');
   }
   return providers;
+}
+
+/**
+ * `demo-text-flaky`: the demo text model behind an unreliable "upstream". For half of the generations (by id) its
+ * provider is in an outage and fails every attempt retryably; those run on its fallback `demo-text` instead (their
+ * details show `servedModelId: "demo-text"`), and after `runner.circuit.failureThreshold` failures in a row the
+ * provider's circuit opens and every `demo-text-flaky` generation goes straight to `demo-text` until it closes.
+ * Its own provider, so its circuit is not the stable model's.
+ */
+export function flakyDemoProvider(stable: ModelProvider): ModelProvider {
+  const text = stable.models.find((m) => m.modelId === 'demo-text');
+  if (!text || !('generate' in stable)) throw new Error('flakyDemoProvider needs the demo provider with demo-text');
+  return {
+    models: [
+      {
+        ...text,
+        modelId: 'demo-text-flaky',
+        title: 'Flaky text (falls back to Demo text)',
+        settings: text.settings.map((s) => ({ ...s })),
+        maxAttempts: 2,
+        fallbacks: ['demo-text'],
+      },
+    ],
+    async generate(input, ctx) {
+      if (createHash('sha256').update(ctx.generationId).digest()[0]! % 2 === 0) {
+        throw new ProviderError('the flaky upstream is in an outage', { retryable: true, publicMessage: 'The upstream is unavailable.' });
+      }
+      return stable.generate({ ...input, model: text }, ctx);
+    },
+  };
 }

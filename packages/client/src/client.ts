@@ -8,6 +8,7 @@ import {
   TimeoutError,
   isTransientError,
 } from './errors.js';
+import { batchesApi, type BatchesApi } from './batches.js';
 import { Transport, isRecord, readEventStream, type FetchLike } from './transport.js';
 import type {
   Balance,
@@ -149,6 +150,8 @@ export interface GenServiceClient {
     run(input: CreateGenerationInput, options: RunOptions & { throwOnFailure: false }): Promise<TerminalGeneration>;
     run(input: CreateGenerationInput, options?: RunOptions): Promise<TerminalGeneration>;
   };
+  /** POST /v1/batches and the rest: many generations created, reserved and followed as one. */
+  batches: BatchesApi;
   /** GET /v1/balance: the caller's spendable tokens. */
   balance(options?: RequestSignalOptions): Promise<Balance>;
 }
@@ -250,6 +253,7 @@ function randomIdempotencyKey(): string | undefined {
 class Client implements GenServiceClient {
   readonly models: GenServiceClient['models'];
   readonly generations: GenServiceClient['generations'];
+  readonly batches: BatchesApi;
   private readonly transport: Transport;
   private readonly modelsCacheTtlMs: number;
   private modelsCache?: { at: number; byId: Map<string, Model> };
@@ -260,6 +264,7 @@ class Client implements GenServiceClient {
     this.transport = new Transport(options);
     this.modelsCacheTtlMs = options.modelsCacheTtlMs ?? 5 * 60_000;
     this.models = { list: (opts) => this.listModels(opts) };
+    this.batches = batchesApi(this.transport);
     this.generations = {
       create: (input, opts) => this.create(input, opts),
       get: (id, opts) => this.get(id, opts),

@@ -56,8 +56,14 @@ export { pollSchedule } from './backoff.js';
 export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
 export type { PollSchedule, PollScheduleOverrides } from './backoff.js';
 export type { FetchLike } from './transport.js';
+export type { BatchesApi } from './batches.js';
 export type {
   Balance,
+  Batch,
+  BatchCancelResult,
+  BatchCreated,
+  BatchRequest,
+  CreateBatchInput,
   CancelResult,
   CompletedGeneration,
   CreateGenerationInput,

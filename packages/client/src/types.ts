@@ -71,6 +71,8 @@ export interface GenerationItem {
   /** While processing, when its model streams: the text so far and the latest preview (a signed file URL). */
   output?: { text?: string; preview?: { url: string; mimeType: string } };
   metadata?: Record<string, string>;
+  /** When one of its model's fallbacks produced the result: that model. */
+  servedModelId?: string;
   /**
    * ISO 8601: when this finished generation is deleted (the service's retention, or the create's
    * `expiresAfterSeconds`, whichever comes first). Absent when it is kept.
@@ -163,4 +165,38 @@ export interface ErrorDetail {
   field: string;
   code: string;
   message: string;
+}
+
+/** One request of a batch: a create without a webhook of its own. */
+export interface BatchRequest {
+  modelId: string;
+  settings?: Record<string, unknown>;
+  metadata?: Record<string, string>;
+}
+
+export interface CreateBatchInput {
+  /** 1 to 1,000 requests, validated and reserved as a whole. */
+  requests: BatchRequest[];
+  /** Where `batch.completed` is sent when every generation of the batch has finished. */
+  webhook?: { url: string };
+}
+
+export interface BatchCreated {
+  batchId: string;
+  /** One per request, in the order of the requests. */
+  generationIds: string[];
+}
+
+/** GET /v1/batches/:id. */
+export interface Batch {
+  /** `completed` once none of its generations is pending or processing. */
+  status: 'running' | 'completed';
+  counts: Record<GenerationStatus, number>;
+  /** Tokens charged for its finished generations. */
+  price: number;
+}
+
+export interface BatchCancelResult extends Batch {
+  /** How many generations this call cancelled. */
+  cancelled: number;
 }

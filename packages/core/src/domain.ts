@@ -96,6 +96,32 @@ export interface GenerationRecord {
   createdAt: number;
   updatedAt: number;
   finishedAt?: number;
+  /** The batch it was created in (`POST /v1/batches`); absent for a single create. */
+  batchId?: string;
+  /** The model that produced the result when it was not `modelId` (one of the model's `fallbacks`). */
+  servedModelId?: string;
+}
+
+/**
+ * A batch as stored: the generations created together by one `POST /v1/batches` (each generation carries the
+ * batch's id). Its counts and price are read from its generations, never stored twice.
+ */
+export interface BatchRecord {
+  id: string;
+  ownerId: string;
+  /** The batch's generations, in the order of the request. */
+  generationIds: string[];
+  /** Where `batch.completed` is sent (URL already checked); absent when none was given. */
+  webhook?: { url: string };
+  createdAt: number;
+  /** Set once, when the last of its generations finished (and `batch.completed` was decided). */
+  completedAt?: number;
+}
+
+/** A batch's generations by status, and the tokens charged for its finished ones. */
+export interface BatchCounts {
+  counts: Record<GenerationStatus, number>;
+  price: number;
 }
 
 /** A client's own labels on a generation: string values only, bounded by the service's limits. */

@@ -37,6 +37,18 @@ export class ExpiringReads implements GenerationStore {
   insert(gen: NewGeneration, event: NewEvent, options?: InsertOptions): Promise<'inserted' | 'limit_reached'> {
     return this.store.insert(gen, event, options);
   }
+  insertBatch(...args: Parameters<GenerationStore['insertBatch']>): ReturnType<GenerationStore['insertBatch']> {
+    return this.store.insertBatch(...args);
+  }
+  getBatch(...args: Parameters<GenerationStore['getBatch']>): ReturnType<GenerationStore['getBatch']> {
+    return this.store.getBatch(...args);
+  }
+  batchCounts(...args: Parameters<GenerationStore['batchCounts']>): ReturnType<GenerationStore['batchCounts']> {
+    return this.store.batchCounts(...args);
+  }
+  completeBatch(...args: Parameters<GenerationStore['completeBatch']>): ReturnType<GenerationStore['completeBatch']> {
+    return this.store.completeBatch(...args);
+  }
   getById(id: string): Promise<GenerationRecord | null> {
     return this.store.getById(id);
   }

@@ -32,7 +32,7 @@ function notFound(): DomainError {
 }
 
 /** Canonical JSON (sorted keys) so that the same body always hashes the same for Idempotency-Key checks. */
-function canonical(value: unknown): string {
+export function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   if (value && typeof value === 'object') {
     return `{${Object.keys(value)
@@ -50,7 +50,7 @@ export type GenerationUseCases = Pick<
 >;
 
 /** Opaque to clients: base64url of `[createdAt, id]` of the page's last item. */
-function encodeCursor(c: ListCursor): string {
+export function encodeCursor(c: ListCursor): string {
   return Buffer.from(JSON.stringify([c.createdAt, c.id])).toString('base64url');
 }
 
@@ -95,7 +95,8 @@ export class Generations implements GenerationUseCases {
   }
 
   /** Model, validated settings and price of a create body; throws the 404 / 400 a create would. */
-  private priced(input: CreateGenerationInput, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
+  /** The model, checked settings and price of a create (a batch's items are priced the same way). */
+  priced(input: CreateGenerationInput, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
     // A model outside the key's allow-list answers exactly as a missing one: the key cannot tell them apart.
     const model = keyAllows(key, input.modelId) ? this.registry.get(input.modelId) : undefined;
     if (!model) throw new DomainError('model_not_found', `Model "${input.modelId}" is not found or is unavailable.`);

@@ -22,3 +22,10 @@ export const GENERATION_ID_PATTERN = /^[A-Za-z0-9_-]{22}$/;
 export function newKeyId(): string {
   return `key_${newGenerationId()}`;
 }
+
+/** A batch's id: `batch_` and 128 random bits. */
+export function newBatchId(): string {
+  return `batch_${newGenerationId()}`;
+}
+
+export const BATCH_ID_PATTERN = /^batch_[A-Za-z0-9_-]{22}$/;

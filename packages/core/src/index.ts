@@ -36,6 +36,8 @@ export { FileUrlSigner } from './files.js';
 export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './api-key-cache.js';
 export { newGenerationId } from './ids.js';
 export type { Accounts, ActorOption, AuditView, CreditInput, KeyView, NewKeyInput, NewUserInput, UsageInput, UsageReportView } from './accounts.js';
+export type { Batches, BatchCreateRequest, BatchRequestItem, BatchView } from './batches.js';
+export { MAX_BATCH_SIZE } from './lifecycle.js';
 export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './accounts.js';
 export { createJsonLogger, silentLogger, type LogLevel } from './logger.js';
 export { DEFAULT_LIMITS } from './settings/compile.js';

@@ -1,15 +1,16 @@
 import { inject, injectable } from 'tsyringe';
 import { isTerminal, previewKeys, type FailureCode, type FailureInfo, type GenerationRecord, type Metadata, type Settings, type WebhookEventType } from './domain.js';
 import { DomainError, UnavailableError } from './errors.js';
-import { newGenerationId } from './ids.js';
+import { newBatchId, newGenerationId } from './ids.js';
 import { asError, childLogger, silentLogger } from './logger.js';
 import type { KeyBudget } from './ports/api-keys.js';
 import type { BlobStore } from './ports/blob.js';
-import type { Ledger, ReserveOptions } from './ports/ledger.js';
+import type { Ledger, ReserveItem, ReserveOptions } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { JobQueue } from './ports/queue.js';
-import type { Expectation, GenerationChange, GenerationPatch, GenerationStore } from './ports/store.js';
+import type { Expectation, GenerationChange, GenerationPatch, GenerationStore, NewEvent, NewGeneration } from './ports/store.js';
 import { EventFeed } from './push/event-feed.js';
+import { Webhooks } from './push/webhooks.js';
 import { isRemoteJobProvider, ModelRegistry } from './registry.js';
 import type { WebhookStore } from './ports/webhooks.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
@@ -45,7 +46,20 @@ export interface CompleteRequest {
   price: number;
   resultText?: string;
   resultKey?: string;
+  /** The fallback model that produced the result, when it was not the generation's own model. */
+  servedModelId?: string;
 }
+
+/** One generation of a batch, validated and priced. */
+export interface BatchItem {
+  modelId: string;
+  settings: Settings;
+  metadata?: Metadata;
+  price: number;
+}
+
+/** The most requests one batch may hold. */
+export const MAX_BATCH_SIZE = 1000;
 
 /**
  * The budget window a key's spend counts in at `now`: the UTC day or UTC month it falls in. The one rule for key
@@ -140,6 +154,7 @@ export class Lifecycle {
     @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(TOKENS.WebhookStore) private readonly webhookStore: WebhookStore,
+    @inject(Webhooks) private readonly webhooks: Webhooks,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'lifecycle' });
@@ -267,6 +282,106 @@ export class Lifecycle {
       if (!taken.has(r.id)) batch.push(r);
     }
     return batch;
+  }
+
+  /**
+   * A batch as one unit: every reserve held at once (all or nothing: 402 when the balance or the key's budget cannot
+   * cover the total, nothing held), the batch and every generation stored in one atomic step, then each enqueued as
+   * its owner's work (the queue's round-robin over owners keeps a big batch from starving anyone else). The in-flight
+   * cap of single creates does not refuse a batch: it was admitted, and paid for, as a whole. A step that fails
+   * undoes the ones before it.
+   */
+  async createBatch(input: {
+    userId: string;
+    items: readonly BatchItem[];
+    webhook?: { url: string };
+    /** Planned by an Idempotency-Key. */
+    batchId?: string;
+    key?: { keyId: string; budget?: KeyBudget };
+  }): Promise<{ batchId: string; generationIds: string[] }> {
+    const batchId = input.batchId ?? newBatchId();
+    const now = Date.now();
+    const ids = input.items.map(() => newGenerationId());
+    const total = input.items.reduce((sum, i) => sum + i.price, 0);
+    const options: ReserveOptions = {};
+    const budget = input.key?.budget;
+    if (input.key) options.keyId = input.key.keyId;
+    if (budget) options.keyLimit = { amount: budget.amount, windowStart: budgetWindow(budget.period, now).start };
+    const reserves: ReserveItem[] = input.items.map((item, i) => ({ generationId: ids[i]!, amount: item.price, modelId: item.modelId }));
+    const reserved = await this.ledger.reserveMany(input.userId, reserves, now, options);
+    if (reserved === 'insufficient') throw new DomainError('insufficient_funds', `The balance is too low for this batch (total price ${total}).`);
+    if (reserved === 'budget_exceeded') {
+      const { end } = budgetWindow(budget!.period, now);
+      throw new DomainError(
+        'budget_exceeded',
+        `This key's ${budget!.period === 'day' ? 'daily' : 'monthly'} budget of ${budget!.amount} tokens would be exceeded (batch total ${total}); it resets at ${new Date(end).toISOString()}.`,
+      );
+    }
+    const gens: NewGeneration[] = input.items.map((item, i) => ({
+      id: ids[i]!,
+      ownerId: input.userId,
+      modelId: item.modelId,
+      settings: item.settings,
+      status: 'pending',
+      reserved: item.price,
+      createdAt: now,
+      batchId,
+      ...(item.metadata !== undefined ? { metadata: item.metadata } : {}),
+    }));
+    const events: NewEvent[] = input.items.map((item) => ({ type: 'created', data: { modelId: item.modelId } }));
+    try {
+      await this.store.insertBatch({ id: batchId, ownerId: input.userId, generationIds: ids, createdAt: now, ...(input.webhook ? { webhook: { url: input.webhook.url } } : {}) }, gens, events);
+    } catch (err) {
+      for (const id of ids) await this.ledger.release(id).catch(() => undefined);
+      throw err;
+    }
+    this.feed.committed();
+    for (let i = 0; i < ids.length; i++) {
+      const modelId = input.items[i]!.modelId;
+      try {
+        await this.queue.enqueue({ generationId: ids[i]!, modelId, ownerId: input.userId }, { fresh: true });
+      } catch (err) {
+        // The rest cannot run now: they fail free (the batch completes with them failed) and the client is told.
+        for (let j = i; j < ids.length; j++) {
+          await this.fail({ id: ids[j]!, modelId: input.items[j]!.modelId }, FROM.pending, { code: 'model_unavailable', reason: 'queue unavailable at create', fee: 'free' }).catch(() => undefined);
+        }
+        if (err instanceof UnavailableError) throw new DomainError('unavailable', 'The job queue is unavailable; try again shortly.', { cause: err });
+        throw err;
+      }
+    }
+    if (this.logs) this.logger.info({ batchId, userId: input.userId, size: ids.length, reserved: total }, 'batch created');
+    return { batchId, generationIds: ids };
+  }
+
+  /**
+   * After one of a batch's generations finished: when none of them is pending or processing any more, the batch is
+   * completed, once (a compare-and-set in the store), and `batch.completed` is sent to its webhook.
+   */
+  private async batchMemberFinished(rec: GenerationRecord): Promise<void> {
+    if (rec.batchId === undefined) return;
+    const { counts, price } = await this.store.batchCounts(rec.batchId);
+    if (counts.pending + counts.processing > 0) return;
+    const now = Date.now();
+    if (!(await this.store.completeBatch(rec.batchId, now))) return;
+    const batch = await this.store.getBatch(rec.batchId, rec.ownerId);
+    if (batch) await this.webhooks.batchCompleted(batch, { counts, price }, now);
+    if (this.logs) this.logger.info({ batchId: rec.batchId, counts, price }, 'batch completed');
+  }
+
+  /** Cancels every unfinished generation of a batch (each as a single cancel); answers how many it cancelled. */
+  async cancelBatch(generationIds: readonly string[]): Promise<number> {
+    let cancelled = 0;
+    // A batch's items ask no life of their own (no expiresAfterSeconds), so the id is all a cancel needs.
+    for (const id of generationIds) if (await this.cancel({ id })) cancelled++;
+    return cancelled;
+  }
+
+  /**
+   * What a generation served by a fallback model is charged: that model's price for its settings, or what the
+   * provider reported, never more than what was reserved at create (the generation's own model's price).
+   */
+  fallbackPrice(reserved: number, servedPrice: number, reportedPrice?: number): number {
+    return Math.min(reserved, reportedPrice ?? servedPrice);
   }
 
   /**
@@ -418,12 +533,14 @@ export class Lifecycle {
         ...(lifeEndsAt !== undefined ? { lifeEndsAt } : {}),
         ...(result.resultText !== undefined ? { resultText: result.resultText } : {}),
         ...(result.resultKey !== undefined ? { resultKey: result.resultKey } : {}),
+        ...(result.servedModelId !== undefined ? { servedModelId: result.servedModelId } : {}),
       },
       event: { type: 'completed', data: { price: result.price } },
       now,
     });
     if (!done) return false;
     await this.ledger.settle(generationId, result.price);
+    await this.batchMemberFinished(done);
     if (this.logs) this.logger.info({ generationId, status: 'completed', price: result.price }, 'generation completed');
     return true;
   }
@@ -461,6 +578,7 @@ export class Lifecycle {
     });
     if (!failed) return null;
     await this.ledger.settle(generationId, price);
+    await this.batchMemberFinished(failed);
     this.logger.info({ generationId, status: 'failed', price, code: request.code, reason: request.reason }, 'generation failed');
     return failed;
   }

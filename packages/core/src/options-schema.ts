@@ -75,6 +75,7 @@ export const optionsSchema = z.strictObject({
       retryMaxDelayMs: ms.optional(),
       maxClaims: positiveInt.optional(),
       enabled: z.boolean().optional(),
+      circuit: z.strictObject({ failureThreshold: positiveInt.optional(), openMs: ms.min(1).optional() }).optional(),
     })
     .optional(),
   recovery: z.strictObject({ onStart: z.boolean().optional(), intervalMs: ms.optional(), orphanReserveMs: ms.optional() }).optional(),
@@ -209,6 +210,7 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       retryMaxDelayMs: r.retryMaxDelayMs ?? 30_000,
       maxClaims: r.maxClaims ?? 3,
       enabled: r.enabled ?? true,
+      circuit: { failureThreshold: r.circuit?.failureThreshold ?? 5, openMs: r.circuit?.openMs ?? 30_000 },
     },
     recovery: {
       onStart: options.recovery?.onStart ?? true,

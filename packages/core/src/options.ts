@@ -64,6 +64,14 @@ export interface RunnerOptions {
   maxClaims?: number;
   /** Run workers in this instance. False makes an API-only instance (another instance runs the jobs). Default true. */
   enabled?: boolean;
+  /**
+   * The circuit breaker each provider has on this instance, for models with `fallbacks`: after `failureThreshold`
+   * retryable failures of the provider in a row (attempts, over all its generations) it is open (unavailable) for
+   * `openMs`; a generation whose model's provider is open runs on its first fallback whose provider is not. After
+   * `openMs` one trial run goes through (half-open): a success closes it, a failure opens it again. Defaults 5 and
+   * 30 s.
+   */
+  circuit?: { failureThreshold?: number; openMs?: number };
 }
 
 export interface RecoveryOptions {

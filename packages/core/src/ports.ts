@@ -10,6 +10,8 @@ import 'reflect-metadata';
 
 export type * from './ports/index.js';
 export type {
+  BatchCounts,
+  BatchRecord,
   FailureCode,
   FailureInfo,
   GenerationEvent,

@@ -21,6 +21,8 @@ export interface RegisteredModel {
   timeoutMs: number;
   maxAttempts: number;
   failureFee: number;
+  /** `definition.fallbacks`, checked: models that exist, of the same result type, run in one call. */
+  fallbacks: string[];
 }
 
 /** The models of every provider, checked and compiled once when the service is created. */
@@ -73,7 +75,20 @@ export class ModelRegistry {
           timeoutMs: def.timeoutMs ?? Math.max(30_000, def.estimatedGenerationTime * 4000),
           maxAttempts: Math.max(1, def.maxAttempts ?? 3),
           failureFee,
+          fallbacks: [...(def.fallbacks ?? [])],
         });
+      }
+    }
+    for (const m of this.models.values()) {
+      for (const id of m.fallbacks) {
+        const f = this.models.get(id);
+        const name = `model "${m.info.modelId}"`;
+        if (!f) throw new Error(`${name} names the fallback "${id}", which is not a model`);
+        if (f === m) throw new Error(`${name} names itself as a fallback`);
+        if (f.info.resultType !== m.info.resultType) throw new Error(`${name} (${m.info.resultType}) names the fallback "${id}" of another result type (${f.info.resultType})`);
+        if (isRemoteJobProvider(m.provider) || isRemoteJobProvider(f.provider)) {
+          throw new Error(`${name}: fallbacks are for models run in one generate call; "${isRemoteJobProvider(m.provider) ? m.info.modelId : id}" runs as a remote job`);
+        }
       }
     }
     this.list = [...this.models.values()].map((m) => m.info);

@@ -18,6 +18,7 @@ export interface ResolvedServiceOptions {
     retryMaxDelayMs: number;
     maxClaims: number;
     enabled: boolean;
+    circuit: { failureThreshold: number; openMs: number };
   };
   recovery: { onStart: boolean; intervalMs: number; orphanReserveMs: number };
   retention: { finishedTtlMs?: number; sweepIntervalMs: number };

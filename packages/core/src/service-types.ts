@@ -3,6 +3,7 @@ import type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
 import type { Principal } from './ports/api-keys.js';
 import type { ModelDefinition } from './ports/provider.js';
 import type { Accounts } from './accounts.js';
+import type { Batches } from './batches.js';
 import type { GenerationItem } from './views.js';
 
 export type { GenerationItem } from './views.js';
@@ -107,6 +108,11 @@ export interface GenerationService {
    * its fields, with nothing written.
    */
   readonly accounts: Accounts;
+  /**
+   * Batches (`POST /v1/batches` and the rest): `create(userId, { requests, webhook? }, idempotencyKey?)`, `get`,
+   * `list`, `cancel`, each owner-scoped like the generation methods.
+   */
+  readonly batches: Batches;
   /** The framework-neutral HTTP entry point every adapter calls. Never throws. */
   handle(request: HttpRequest): Promise<HttpResponse>;
   /** Starts the workers, recovery and retention sweeps. Idempotent. */

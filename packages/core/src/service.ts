@@ -1,5 +1,6 @@
 import { container, inject, injectable, instanceCachingFactory } from 'tsyringe';
 import type { GenerationView, ModelInfo } from './domain.js';
+import { Batches } from './batches.js';
 import { Accounts } from './accounts.js';
 import { CachedApiKeyResolver } from './api-key-cache.js';
 import { ExpiringReads } from './expiry.js';
@@ -66,6 +67,7 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(Background) private readonly background: Background,
     @inject(Maintenance) private readonly maintenance: Maintenance,
     @inject(Accounts) readonly accounts: Accounts,
+    @inject(Batches) readonly batches: Batches,
   ) {}
 
   get bodyLimit(): number {

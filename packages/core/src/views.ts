@@ -20,6 +20,8 @@ export interface GenerationItem {
   error?: { code: string; message: string };
   progress?: { fraction: number; message?: string };
   metadata?: Record<string, string>;
+  /** Completed by one of its model's `fallbacks`: that model. Absent when its own model served it. */
+  servedModelId?: string;
   /**
    * ISO 8601: when a finished generation is deleted (its result URL stops working then too), with the service's
    * `retention` or a create's `expiresAfterSeconds` (the earlier of the two).
@@ -117,6 +119,7 @@ export class Views {
     if (rec.status === 'failed' && rec.error) out.error = { code: rec.error.code, message: rec.error.message };
     if (rec.progress) out.progress = rec.progress.message === undefined ? { fraction: rec.progress.fraction } : { ...rec.progress };
     if (rec.metadata && Object.keys(rec.metadata).length > 0) out.metadata = { ...rec.metadata };
+    if (rec.servedModelId !== undefined && rec.status === 'completed') out.servedModelId = rec.servedModelId;
     const expires = expiresAt(rec, this.options.retention.finishedTtlMs);
     if (expires !== undefined) out.expiresAt = new Date(expires).toISOString();
     return out;

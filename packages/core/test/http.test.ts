@@ -129,6 +129,10 @@ describe('HttpHandler', () => {
     expect(Object.keys(doc.paths).sort()).toEqual(
       [
         '/v1/balance',
+        '/v1/batches',
+        '/v1/batches/{id}',
+        '/v1/batches/{id}/cancel',
+        '/v1/batches/{id}/generations',
         '/v1/files/{key}',
         '/v1/generations',
         '/v1/generations/{id}',

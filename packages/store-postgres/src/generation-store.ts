@@ -1,5 +1,7 @@
 import {
   GENERATION_STATUSES,
+  type BatchCounts,
+  type BatchRecord,
   type Expectation,
   type FailureCode,
   type FeedPage,
@@ -11,6 +13,7 @@ import {
   type GenerationStore,
   type InsertOptions,
   type ListQuery,
+  type NewBatch,
   type NewEvent,
   type NewGeneration,
 } from '@genservice/core/ports';
@@ -83,15 +86,34 @@ export function generationSql(s: string) {
     // Just below that transaction: everything before it is final, everything after it is not yet read.
     feedHead: `SELECT ((${RUNNING})::text::numeric - 1)::text AS tx`,
     countByStatus: `SELECT status, count(*)::int AS n FROM ${s}.generations GROUP BY status`,
+    // The batch, its generations and their first events in one statement: all rows or none, one round trip.
+    insertBatch: `WITH b AS (
+        INSERT INTO ${s}.batches (id, owner_id, generation_ids, webhook_url, created_at) VALUES ($1, $2, $3, $4, $5)),
+      ins AS (
+        INSERT INTO ${s}.generations
+          (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, metadata, webhook, last_seq, last_tx, batch_id)
+        SELECT g.id, $2, g.model_id, g.settings::json, g.status, g.reserved, 0, g.created_at, g.created_at, g.metadata::jsonb,
+               g.webhook::jsonb, 1, pg_current_xact_id(), $1
+          FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::numeric[], $11::bigint[], $12::text[], $13::text[])
+            AS g(id, model_id, settings, status, reserved, created_at, metadata, webhook)
+        RETURNING id)
+      INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data)
+        SELECT e.id, 1, $2, e.type, e.at, e.data::jsonb
+          FROM unnest($6::text[], $14::text[], $11::bigint[], $15::text[]) AS e(id, type, at, data)`,
+    getBatch: `SELECT * FROM ${s}.batches WHERE id = $1 AND owner_id = $2`,
+    batchCounts: `SELECT status, count(*)::int AS n, coalesce(sum(price) FILTER (WHERE finished_at IS NOT NULL), 0) AS price
+      FROM ${s}.generations WHERE batch_id = $1 GROUP BY status`,
+    completeBatch: `UPDATE ${s}.batches SET completed_at = $2 WHERE id = $1 AND completed_at IS NULL`,
   };
 }
 
 /** The owner's list query, for each combination of filters and cursor (exported for the EXPLAIN tests). */
-export function listSql(s: string, q: { status: boolean; modelId: boolean; before: boolean }): string {
+export function listSql(s: string, q: { status: boolean; modelId: boolean; before: boolean; batchId?: boolean }): string {
   const where = ['owner_id = $1'];
   let n = 2;
   if (q.status) where.push(`status = $${n++}`);
   if (q.modelId) where.push(`model_id = $${n++}`);
+  if (q.batchId) where.push(`batch_id = $${n++}`);
   if (q.before) {
     where.push(`(created_at, id) < ($${n}, $${n + 1})`);
     n += 2;
@@ -116,6 +138,7 @@ const COLUMNS: { [K in keyof GenerationPatch]-?: [string[], (v: NonNullable<Gene
   leaseExpiresAt: [['lease_expires_at'], (v) => [v]],
   finishedAt: [['finished_at'], (v) => [v]],
   lifeEndsAt: [['life_ends_at'], (v) => [v]],
+  servedModelId: [['served_model_id'], (v) => [encodeKey(v)]],
 };
 
 const TYPES: Record<string, string> = { remote_handle: '::jsonb', price: '::numeric', progress_fraction: '::float8' };
@@ -239,6 +262,10 @@ function toRecord(row: Row): GenerationRecord {
   if (expiresAfterSeconds !== undefined) rec.expiresAfterSeconds = expiresAfterSeconds;
   const lifeEndsAt = optNum(row.life_ends_at);
   if (lifeEndsAt !== undefined) rec.lifeEndsAt = lifeEndsAt;
+  const batchId = optKey(row.batch_id);
+  if (batchId !== undefined) rec.batchId = batchId;
+  const servedModelId = optKey(row.served_model_id);
+  if (servedModelId !== undefined) rec.servedModelId = servedModelId;
   return rec;
 }
 
@@ -312,6 +339,65 @@ export class PostgresGenerationStore implements GenerationStore {
     });
   }
 
+  async insertBatch(batch: NewBatch, generations: readonly NewGeneration[], events: readonly NewEvent[]): Promise<void> {
+    if (events.length !== generations.length) throw new Error('insertBatch: one first event per generation');
+    try {
+      await this.db.query(this.sql.insertBatch, [
+        encodeKey(batch.id),
+        encodeKey(batch.ownerId),
+        JSON.stringify(batch.generationIds.map(encodeKey)),
+        batch.webhook?.url ?? null,
+        batch.createdAt,
+        generations.map((g) => encodeKey(g.id)),
+        generations.map((g) => encodeKey(g.modelId)),
+        generations.map((g) => JSON.stringify(g.settings ?? {})),
+        generations.map((g) => g.status),
+        generations.map((g) => g.reserved),
+        generations.map((g) => g.createdAt),
+        generations.map((g) => (g.metadata === undefined ? null : jsonb(g.metadata))),
+        generations.map((g) => (g.webhook === undefined ? null : jsonb(g.webhook))),
+        events.map((e) => e.type),
+        events.map((e) => jsonb(e.data)),
+      ]);
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') throw new Error(`Batch ${batch.id} or one of its generations already exists`, { cause: err });
+      throw err;
+    }
+  }
+
+  async getBatch(id: string, ownerId: string): Promise<BatchRecord | null> {
+    const { rows } = await this.db.query(this.sql.getBatch, [encodeKey(id), encodeKey(ownerId)]);
+    const row = rows[0];
+    if (!row) return null;
+    const batch: BatchRecord = {
+      id: decodeKey(String(row.id)),
+      ownerId: decodeKey(String(row.owner_id)),
+      generationIds: (JSON.parse(String(row.generation_ids)) as string[]).map(decodeKey),
+      createdAt: num(row.created_at),
+    };
+    const url = optStr(row.webhook_url);
+    if (url !== undefined) batch.webhook = { url };
+    const completedAt = optNum(row.completed_at);
+    if (completedAt !== undefined) batch.completedAt = completedAt;
+    return batch;
+  }
+
+  async batchCounts(batchId: string): Promise<BatchCounts> {
+    const counts = Object.fromEntries(GENERATION_STATUSES.map((st) => [st, 0])) as Record<GenerationStatus, number>;
+    let price = 0;
+    const { rows } = await this.db.query<{ status: GenerationStatus; n: number; price: string }>(this.sql.batchCounts, [encodeKey(batchId)]);
+    for (const r of rows) {
+      counts[r.status] = r.n;
+      price += num(r.price);
+    }
+    return { counts, price };
+  }
+
+  async completeBatch(id: string, now: number): Promise<boolean> {
+    const r = await this.db.query(this.sql.completeBatch, [encodeKey(id), now]);
+    return r.rowCount === 1;
+  }
+
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
     const { rows } = await this.db.query(this.sql.get, [encodeKey(id), encodeKey(ownerId)]);
     return rows[0] ? toRecord(rows[0]) : null;
@@ -351,9 +437,15 @@ export class PostgresGenerationStore implements GenerationStore {
     const params: unknown[] = [encodeKey(ownerId)];
     if (query.status !== undefined) params.push(query.status);
     if (query.modelId !== undefined) params.push(encodeKey(query.modelId));
+    if (query.batchId !== undefined) params.push(encodeKey(query.batchId));
     if (query.before !== undefined) params.push(query.before.createdAt, encodeKey(query.before.id));
     params.push(Math.floor(query.limit));
-    const sql = listSql(this.db.s, { status: query.status !== undefined, modelId: query.modelId !== undefined, before: query.before !== undefined });
+    const sql = listSql(this.db.s, {
+      status: query.status !== undefined,
+      modelId: query.modelId !== undefined,
+      before: query.before !== undefined,
+      batchId: query.batchId !== undefined,
+    });
     const { rows } = await this.db.query(sql, params);
     return rows.map(toRecord);
   }

@@ -2,6 +2,7 @@ import type {
   AccountSnapshot,
   Ledger,
   OpenReserve,
+  ReserveItem,
   ReserveOptions,
   ReserveResult,
   UsageQuery,
@@ -14,6 +15,8 @@ import { PgDatabase, assertAmount, decodeKey, encodeKey, num } from './db.js';
 /** The ledger's statements, given the quoted schema (exported for the index tests). */
 export function ledgerSql(s: string): Record<
   | 'insertReserve'
+  | 'insertReserves'
+  | 'reserveOwners'
   | 'reserveOwner'
   | 'debit'
   | 'ensureAccount'
@@ -37,6 +40,11 @@ export function ledgerSql(s: string): Record<
     insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start)
       VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (generation_id) DO NOTHING`,
     reserveOwner: `SELECT user_id FROM ${s}.reserves WHERE generation_id = $1`,
+    // A batch's reserves in one statement; the rows' primary keys make a retried batch hold nothing more.
+    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start)
+      SELECT u.g, $2, u.a, $3, u.m, $4, $5 FROM unnest($1::text[], $6::numeric[], $7::text[]) AS u(g, a, m)
+      ON CONFLICT (generation_id) DO NOTHING`,
+    reserveOwners: `SELECT DISTINCT user_id FROM ${s}.reserves WHERE generation_id = ANY($1::text[])`,
     // The row lock serialises racing debits, and READ COMMITTED re-checks `balance >= $2` against the latest
     // committed balance, so the balance never goes below zero.
     debit: `UPDATE ${s}.accounts SET balance = balance - $2, reserved = reserved + $2
@@ -148,6 +156,50 @@ export class PostgresLedger implements Ledger {
           if (amount > limit.amount) throw new OverBudget();
           const held = await tx.query(this.sql.holdKey, [keyId, Math.trunc(limit.windowStart), amount, limit.amount]);
           // Rolls back the debit and the reserve row with it.
+          if (held.rowCount !== 1) throw new OverBudget();
+        }
+        return 'ok';
+      });
+    } catch (err) {
+      if (err instanceof Insufficient) return 'insufficient';
+      if (err instanceof OverBudget) return 'budget_exceeded';
+      throw err;
+    }
+  }
+
+  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
+    for (const item of items) assertAmount(item.amount, 'amount');
+    if (items.length === 0) return 'ok';
+    const user = encodeKey(userId);
+    const keyId = options.keyId !== undefined ? encodeKey(options.keyId) : null;
+    const limit = keyId !== null ? options.keyLimit : undefined;
+    if (limit) assertAmount(limit.amount, 'key limit');
+    const ids = items.map((i) => encodeKey(i.generationId));
+    const total = items.reduce((sum, i) => sum + i.amount, 0);
+    try {
+      return await this.db.transaction<ReserveResult>(async (tx) => {
+        const inserted = await tx.query(this.sql.insertReserves, [
+          ids,
+          user,
+          Math.trunc(now),
+          keyId,
+          limit ? Math.trunc(limit.windowStart) : null,
+          items.map((i) => i.amount),
+          items.map((i) => (i.modelId !== undefined ? encodeKey(i.modelId) : null)),
+        ]);
+        if (inserted.rowCount !== items.length) {
+          const { rows } = await tx.query<{ user_id: string }>(this.sql.reserveOwners, [ids]);
+          if (rows.some((r) => r.user_id !== user)) throw new Error('Some of these generations are already reserved for another user');
+          // A retry of the same batch holds nothing more; a batch that overlaps another is a caller bug.
+          if (inserted.rowCount === 0) return 'ok';
+          throw new Error('reserveMany: some of these generations are already reserved');
+        }
+        if (total === 0) await tx.query(this.sql.ensureAccount, [user]);
+        const debited = await tx.query(this.sql.debit, [user, total]);
+        if (debited.rowCount !== 1) throw new Insufficient();
+        if (limit) {
+          if (total > limit.amount) throw new OverBudget();
+          const held = await tx.query(this.sql.holdKey, [keyId, Math.trunc(limit.windowStart), total, limit.amount]);
           if (held.rowCount !== 1) throw new OverBudget();
         }
         return 'ok';

@@ -268,6 +268,26 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX generations_life_ends_idx ON ${s}.generations (life_ends_at, id) WHERE life_ends_at IS NOT NULL`,
     ],
   },
+  {
+    version: 7,
+    name: 'batches, the model that served a generation',
+    up: (s) => [
+      // A batch: the generations one POST /v1/batches created. Its counts and price are read from its generations.
+      // generation_ids is a JSON array in text (the request's order).
+      `CREATE TABLE ${s}.batches (
+        id text PRIMARY KEY,
+        owner_id text NOT NULL,
+        generation_ids text NOT NULL,
+        webhook_url text,
+        created_at bigint NOT NULL,
+        completed_at bigint
+      )`,
+      // served_model_id is set only when a fallback model produced the result.
+      `ALTER TABLE ${s}.generations ADD COLUMN batch_id text, ADD COLUMN served_model_id text`,
+      // A batch's counts and its paged list; only batch generations are in it.
+      `CREATE INDEX generations_batch_idx ON ${s}.generations (batch_id, created_at DESC, id DESC) WHERE batch_id IS NOT NULL`,
+    ],
+  },
 ];
 
 /**

@@ -369,6 +369,26 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX generations_life_ends ON generations (life_ends_at) WHERE life_ends_at IS NOT NULL;
     `,
   },
+  {
+    version: 9,
+    name: 'batches, the model that served a generation',
+    sql: `
+      -- A batch: the generations one POST /v1/batches created. Its counts and price are read from its generations.
+      CREATE TABLE batches (
+        id             TEXT    NOT NULL PRIMARY KEY,
+        owner_id       TEXT    NOT NULL,
+        generation_ids TEXT    NOT NULL, -- JSON array, in the request's order
+        webhook_url    TEXT,
+        created_at     INTEGER NOT NULL,
+        completed_at   INTEGER
+      );
+      ALTER TABLE generations ADD COLUMN batch_id        TEXT;
+      -- Set only when a fallback model produced the result.
+      ALTER TABLE generations ADD COLUMN served_model_id TEXT;
+      -- A batch's counts and its paged list; only batch generations are in it.
+      CREATE INDEX generations_batch ON generations (batch_id, created_at, id) WHERE batch_id IS NOT NULL;
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

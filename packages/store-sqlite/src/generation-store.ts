@@ -1,6 +1,8 @@
 import { retryMethodsWhileBusy } from './busy.js';
 import {
   GENERATION_STATUSES,
+  type BatchCounts,
+  type BatchRecord,
   type FailureInfo,
   type FeedPage,
   type GenerationChange,
@@ -12,6 +14,7 @@ import {
   type GenerationStore,
   type InsertOptions,
   type ListQuery,
+  type NewBatch,
   type NewEvent,
   type NewGeneration,
 } from '@genservice/core/ports';
@@ -49,6 +52,17 @@ interface GenerationRow {
   finished_at: number | null;
   expires_after_seconds: number | null;
   life_ends_at: number | null;
+  batch_id: string | null;
+  served_model_id: string | null;
+}
+
+interface BatchRow {
+  id: string;
+  owner_id: string;
+  generation_ids: string;
+  webhook_url: string | null;
+  created_at: number;
+  completed_at: number | null;
 }
 
 interface EventRow {
@@ -64,7 +78,7 @@ interface EventRow {
 const COLUMNS = `id, owner_id, model_id, settings, status, reserved, price, result_text, result_key, failure_reason,
   error_code, error_message, metadata, webhook, progress_fraction, progress_message, remote_handle, parked_until,
   claims, lease_owner, lease_expires_at, last_seq, created_at, updated_at, started_at, finished_at,
-  expires_after_seconds, life_ends_at`;
+  expires_after_seconds, life_ends_at, batch_id, served_model_id`;
 
 const EVENT_COLUMNS = 'position, seq, generation_id, owner_id, type, at, data';
 
@@ -90,6 +104,7 @@ const PATCH_COLUMNS: { [K in keyof GenerationPatch]-?: [columns: string[], encod
   leaseExpiresAt: [['lease_expires_at'], (v) => [v]],
   finishedAt: [['finished_at'], (v) => [v]],
   lifeEndsAt: [['life_ends_at'], (v) => [v]],
+  servedModelId: [['served_model_id'], (v) => [v]],
 };
 
 /** Which optional parts a list query has; each combination is its own statement, so each can use its index. */
@@ -97,6 +112,7 @@ export interface ListShape {
   status: boolean;
   modelId: boolean;
   before: boolean;
+  batchId?: boolean;
 }
 
 /**
@@ -108,6 +124,7 @@ export function listSql(shape: ListShape): string {
   const where = ['owner_id = @ownerId'];
   if (shape.status) where.push('status = @status');
   if (shape.modelId) where.push('model_id = @modelId');
+  if (shape.batchId) where.push('batch_id = @batchId');
   if (shape.before) where.push('(created_at, id) < (@beforeCreatedAt, @beforeId)');
   return `SELECT ${COLUMNS} FROM generations
      WHERE ${where.join(' AND ')}
@@ -171,9 +188,15 @@ function shapeOf(change: GenerationChange): string {
 /** Every fixed statement the store runs. Exported from this module (not the package) so tests can EXPLAIN them. */
 export const GENERATION_SQL = {
   insert: `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, claims, metadata, webhook,
-                                    expires_after_seconds, last_seq, created_at, updated_at)
+                                    expires_after_seconds, last_seq, created_at, updated_at, batch_id)
     VALUES (@id, @ownerId, @modelId, @settings, @status, @reserved, 0, @metadata, @webhook, @expiresAfterSeconds, 1,
-            @createdAt, @createdAt)`,
+            @createdAt, @createdAt, @batchId)`,
+  insertBatch: `INSERT INTO batches (id, owner_id, generation_ids, webhook_url, created_at) VALUES (?, ?, ?, ?, ?)`,
+  getBatch: `SELECT id, owner_id, generation_ids, webhook_url, created_at, completed_at FROM batches WHERE id = ? AND owner_id = ?`,
+  // One read over the batch's index: counts by status and the charge of the finished ones.
+  batchCounts: `SELECT status, count(*) AS n, total(CASE WHEN finished_at IS NOT NULL THEN price END) AS price
+     FROM generations WHERE batch_id = ? GROUP BY status`,
+  completeBatch: `UPDATE batches SET completed_at = ? WHERE id = ? AND completed_at IS NULL`,
   get: `SELECT ${COLUMNS} FROM generations WHERE id = ? AND owner_id = ?`,
   getById: `SELECT ${COLUMNS} FROM generations WHERE id = ?`,
   // Counts at most the cap (the second parameter): the cost stays bounded by the cap, however many rows the owner has.
@@ -240,6 +263,7 @@ export class SqliteGenerationStore implements GenerationStore {
   private readonly insertTx: Tx<[NewGeneration, NewEvent, number | undefined], 'inserted' | 'limit_reached'>;
   private readonly updateTx: Tx<[Statement, Record<string, SqlValue>, NewEvent, number], GenerationRow | undefined>;
   private readonly removeTx: Tx<[string, string], boolean>;
+  private readonly insertBatchTx: Tx<[NewBatch, readonly NewGeneration[], readonly NewEvent[]], void>;
 
   constructor(private readonly db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
@@ -252,8 +276,7 @@ export class SqliteGenerationStore implements GenerationStore {
     // IMMEDIATE: each takes the write lock before its first statement, so a transaction never has to upgrade a
     // read snapshot (which, in WAL mode, fails at once with SQLITE_BUSY_SNAPSHOT instead of waiting). For the
     // insert, the lock is held from the count to the insert, across processes, so the cap is exact.
-    this.insertTx = db.transaction((gen: NewGeneration, event: NewEvent, max: number | undefined) => {
-      if (max !== undefined && (sql.countUnfinished.get(gen.ownerId, max) as { n: number }).n >= max) return 'limit_reached' as const;
+    const insertRow = (gen: NewGeneration): void => {
       sql.insert.run({
         id: gen.id,
         ownerId: gen.ownerId,
@@ -265,9 +288,25 @@ export class SqliteGenerationStore implements GenerationStore {
         webhook: gen.webhook === undefined ? null : JSON.stringify({ url: gen.webhook.url, events: gen.webhook.events }),
         expiresAfterSeconds: gen.expiresAfterSeconds ?? null,
         createdAt: gen.createdAt,
+        batchId: gen.batchId ?? null,
       });
+    };
+    this.insertTx = db.transaction((gen: NewGeneration, event: NewEvent, max: number | undefined) => {
+      if (max !== undefined && (sql.countUnfinished.get(gen.ownerId, max) as { n: number }).n >= max) return 'limit_reached' as const;
+      insertRow(gen);
       append({ id: gen.id, owner_id: gen.ownerId }, 1, event, gen.createdAt);
       return 'inserted' as const;
+    }).immediate;
+
+    // One transaction for the whole batch: SQLite's prepared inserts in one transaction are the fast path (one
+    // journal write at commit), and a failing row rolls every row back.
+    this.insertBatchTx = db.transaction((batch: NewBatch, gens: readonly NewGeneration[], events: readonly NewEvent[]) => {
+      if (events.length !== gens.length) throw new Error('insertBatch: one first event per generation');
+      sql.insertBatch.run(batch.id, batch.ownerId, JSON.stringify(batch.generationIds), batch.webhook?.url ?? null, batch.createdAt);
+      gens.forEach((gen, i) => {
+        insertRow(gen);
+        append({ id: gen.id, owner_id: gen.ownerId }, 1, events[i]!, gen.createdAt);
+      });
     }).immediate;
 
     this.updateTx = db.transaction((stmt: Statement, params: Record<string, SqlValue>, event: NewEvent, now: number) => {
@@ -292,6 +331,38 @@ export class SqliteGenerationStore implements GenerationStore {
       }
       throw error;
     }
+  }
+
+  async insertBatch(batch: NewBatch, generations: readonly NewGeneration[], events: readonly NewEvent[]): Promise<void> {
+    try {
+      this.insertBatchTx(batch, generations, events);
+    } catch (error) {
+      if (isConstraint(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) throw new Error(`Batch ${batch.id} or one of its generations already exists`, { cause: error });
+      throw error;
+    }
+  }
+
+  async getBatch(id: string, ownerId: string): Promise<BatchRecord | null> {
+    const row = this.sql.getBatch.get(id, ownerId) as BatchRow | undefined;
+    if (!row) return null;
+    const batch: BatchRecord = { id: row.id, ownerId: row.owner_id, generationIds: JSON.parse(row.generation_ids) as string[], createdAt: row.created_at };
+    if (row.webhook_url !== null) batch.webhook = { url: row.webhook_url };
+    if (row.completed_at !== null) batch.completedAt = row.completed_at;
+    return batch;
+  }
+
+  async batchCounts(batchId: string): Promise<BatchCounts> {
+    const counts = Object.fromEntries(GENERATION_STATUSES.map((s) => [s, 0])) as Record<GenerationStatus, number>;
+    let price = 0;
+    for (const row of this.sql.batchCounts.all(batchId) as Array<{ status: GenerationStatus; n: number; price: number }>) {
+      counts[row.status] = row.n;
+      price += row.price;
+    }
+    return { counts, price };
+  }
+
+  async completeBatch(id: string, now: number): Promise<boolean> {
+    return this.sql.completeBatch.run(now, id).changes === 1;
   }
 
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
@@ -335,15 +406,17 @@ export class SqliteGenerationStore implements GenerationStore {
       status: query.status !== undefined,
       modelId: query.modelId !== undefined,
       before: query.before !== undefined,
+      batchId: query.batchId !== undefined,
     };
     const params: Record<string, unknown> = { ownerId, limit: Math.floor(query.limit) };
     if (query.status !== undefined) params.status = query.status;
     if (query.modelId !== undefined) params.modelId = query.modelId;
+    if (query.batchId !== undefined) params.batchId = query.batchId;
     if (query.before !== undefined) {
       params.beforeCreatedAt = query.before.createdAt;
       params.beforeId = query.before.id;
     }
-    const key = `list|${+shape.status}${+shape.modelId}${+shape.before}`;
+    const key = `list|${+shape.status}${+shape.modelId}${+shape.before}${+(shape.batchId ?? false)}`;
     let stmt = this.statements.get(key);
     if (!stmt) this.statements.set(key, (stmt = this.db.prepare(listSql(shape))));
     return (stmt.all(params) as GenerationRow[]).map((row) => toRecord(row)!);
@@ -424,6 +497,8 @@ function toRecord(row: GenerationRow | undefined): GenerationRecord | null {
   if (row.parked_until !== null) record.parkedUntil = row.parked_until;
   if (row.expires_after_seconds !== null) record.expiresAfterSeconds = row.expires_after_seconds;
   if (row.life_ends_at !== null) record.lifeEndsAt = row.life_ends_at;
+  if (row.batch_id !== null) record.batchId = row.batch_id;
+  if (row.served_model_id !== null) record.servedModelId = row.served_model_id;
   return record;
 }
 

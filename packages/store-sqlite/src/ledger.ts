@@ -3,6 +3,7 @@ import type {
   AccountSnapshot,
   Ledger,
   OpenReserve,
+  ReserveItem,
   ReserveOptions,
   ReserveResult,
   UsageQuery,
@@ -74,6 +75,7 @@ export class SqliteLedger implements Ledger {
     options: ReserveOptions,
   ) => ReserveResult;
   private readonly settleTx: (generationId: string, amount: number, now: number) => number | null;
+  private readonly reserveManyTx: (userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions) => ReserveResult;
 
   constructor(db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
@@ -158,6 +160,45 @@ export class SqliteLedger implements Ledger {
       })
       .immediate;
 
+    // One IMMEDIATE transaction for the whole batch: the total is held at once (the balance test in the UPDATE's
+    // WHERE), then every reserve row is inserted; a refusal or a failing row rolls all of it back.
+    this.reserveManyTx = db
+      .transaction((userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions): ReserveResult => {
+        let existing = 0;
+        for (const item of items) {
+          const row = this.findReserveStmt.get(item.generationId) as ReserveRow | undefined;
+          if (!row) continue;
+          if (row.user_id !== userId) throw new Error(`Generation ${item.generationId} is already reserved for another user`);
+          existing++;
+        }
+        if (existing > 0) {
+          if (existing === items.length) return 'ok';
+          throw new Error('reserveMany: some of these generations are already reserved');
+        }
+        const total = items.reduce((sum, item) => sum + item.amount, 0);
+        if (total === 0) this.ensureAccountStmt.run(userId);
+        if (this.holdStmt.run({ userId, amount: total }).changes === 0) return 'insufficient';
+        const keyId = options.keyId ?? null;
+        const limit = keyId !== null ? options.keyLimit : undefined;
+        if (limit) {
+          const held = total <= limit.amount && this.holdKeyStmt.run({ keyId, windowStart: limit.windowStart, amount: total, limit: limit.amount }).changes === 1;
+          if (!held) throw new OverBudget();
+        }
+        for (const item of items) {
+          this.insertReserveStmt.run({
+            generationId: item.generationId,
+            userId,
+            amount: item.amount,
+            now,
+            modelId: item.modelId ?? null,
+            keyId,
+            windowStart: limit ? limit.windowStart : null,
+          });
+        }
+        return 'ok';
+      })
+      .immediate;
+
     this.settleTx = db
       .transaction((generationId: string, amount: number, now: number): number | null => {
         const reserve = this.findReserveStmt.get(generationId) as ReserveRow | undefined;
@@ -193,6 +234,18 @@ export class SqliteLedger implements Ledger {
     if (options.keyLimit) assertAmount(options.keyLimit.amount, 'key limit');
     try {
       return this.reserveTx(userId, generationId, amount, now, options);
+    } catch (err) {
+      if (err instanceof OverBudget) return 'budget_exceeded';
+      throw err;
+    }
+  }
+
+  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
+    for (const item of items) assertAmount(item.amount, 'reserve amount');
+    if (options.keyLimit) assertAmount(options.keyLimit.amount, 'key limit');
+    if (items.length === 0) return 'ok';
+    try {
+      return this.reserveManyTx(userId, items, now, options);
     } catch (err) {
       if (err instanceof OverBudget) return 'budget_exceeded';
       throw err;

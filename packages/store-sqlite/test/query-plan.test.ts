@@ -91,6 +91,17 @@ describe('query plans', () => {
     expect(steps.join('\n')).toMatch(/SEARCH generations USING INDEX sqlite_autoindex_generations_1 \(id=\?\)/);
   });
 
+  it("a batch's counts and its list page seek the batch's rows in its partial index", () => {
+    for (const on of [stores, fresh]) {
+      const counts = planOn(on, GENERATION_SQL.batchCounts, 'batch_x');
+      expect(fullScans(counts)).toEqual([]);
+      expect(counts.join('\n')).toMatch(/SEARCH generations USING INDEX generations_batch \(batch_id=\?\)/);
+      const page = planOn(on, listSql({ status: false, modelId: false, before: true, batchId: true }), { ownerId: 'u1', batchId: 'batch_x', beforeCreatedAt: 5, beforeId: 'g5', limit: 10 });
+      expect(fullScans(page)).toEqual([]);
+      expect(page.join('\n')).toMatch(/generations_batch/);
+    }
+  });
+
   it("the in-flight count seeks one owner's unfinished rows in a partial index", () => {
     for (const on of [stores, fresh]) {
       const steps = planOn(on, GENERATION_SQL.countUnfinished, 'u1', 10);

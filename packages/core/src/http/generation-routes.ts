@@ -10,6 +10,7 @@ import type { GenerationService, ListOptions } from '../service-types.js';
 import { TOKENS } from '../tokens.js';
 import { Views } from '../views.js';
 import { AccountRoutes } from './accounts-routes.js';
+import { BatchRoutes } from './batch-routes.js';
 import { createBody } from './request-body.js';
 import { decodeSegment, fail, header, json, viewJson } from './respond.js';
 import type { Route } from './routes.js';
@@ -94,6 +95,7 @@ export class GenerationRoutes {
     @inject(Views) private readonly views: Views,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(AccountRoutes) private readonly accountRoutes: AccountRoutes,
+    @inject(BatchRoutes) private readonly batchRoutes: BatchRoutes,
   ) {}
 
   /**
@@ -144,6 +146,11 @@ export class GenerationRoutes {
       }
       case 'create':
         return this.create(req, principal, service);
+      case 'createBatch':
+      case 'getBatch':
+      case 'batchGenerations':
+      case 'cancelBatch':
+        return this.batchRoutes.answer(route, req, principal, query);
       case 'quote': {
         const body = createBody(req, this.options.limits.bodyBytes);
         if ('res' in body) return Promise.resolve(body.res);

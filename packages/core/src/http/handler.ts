@@ -125,7 +125,7 @@ export class HttpHandler {
         if (refused) return this.fromError(refused);
       }
       const cls: RateLimitClass =
-        route.name === 'create' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
+        route.name === 'create' || route.name === 'createBatch' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
       // `return await` inside the try: a rejection must become its error answer here.
       if (!this.limits.has(cls)) return await this.routes.answer(route, req, principal!, query, service);
       const verdict = await this.limits.consume(cls, userId);

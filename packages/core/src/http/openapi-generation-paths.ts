@@ -11,7 +11,7 @@ import {
 } from './schemas.js';
 
 const idParam = { name: 'id', in: 'path', required: true, description: 'The generationId', schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{22}$' } };
-const listSchema = {
+export const listSchema = {
   type: 'object',
   properties: {
     data: { type: 'array', items: ref('GenerationDetails') },

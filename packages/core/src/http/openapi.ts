@@ -2,8 +2,9 @@ import { z } from 'zod';
 import type { ModelRegistry } from '../registry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { accountPaths } from './openapi-account-paths.js';
-import { ref, schema, type Json } from './openapi-common.js';
-import { generationPaths } from './openapi-generation-paths.js';
+import { batchPaths } from './openapi-batches.js';
+import { COMMON, errors, json, op, ref, schema, type Json } from './openapi-common.js';
+import { generationPaths, listSchema } from './openapi-generation-paths.js';
 import { createRequestSchema, ERROR_CODES, errorResponseSchema, generationDetailsSchemas, metadataSchema, webhookRequestSchema } from './schemas.js';
 
 /** The contract's exact shape of one status: its fields, all required. */
@@ -64,6 +65,7 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
       { name: 'Generations', description: 'Starting, reading, listing, cancelling and deleting generations' },
       { name: 'Live status', description: 'Following a generation without polling' },
       { name: 'Webhooks', description: 'Signed notifications to your own receiver' },
+      { name: 'Batches', description: 'Many generations started, reserved and followed as one' },
       { name: 'Account', description: 'Your balance and prices' },
       { name: 'Files', description: 'Result files at signed, expiring URLs' },
       { name: 'Meta', description: 'This document' },
@@ -113,6 +115,6 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
       },
     },
     security: [{ bearer: [] }],
-    paths: { ...generationPaths(createBody, options), ...accountPaths() },
+    paths: { ...generationPaths(createBody, options), ...batchPaths({ op, errors, schema, json, listSchema, common: COMMON }), ...accountPaths() },
   };
 }

@@ -16,6 +16,10 @@ export type Route =
   | { name: 'delete'; id: string }
   | { name: 'balance' }
   | { name: 'usage' }
+  | { name: 'createBatch' }
+  | { name: 'getBatch'; id: string }
+  | { name: 'batchGenerations'; id: string }
+  | { name: 'cancelBatch'; id: string }
   | AdminRoute
   | { name: 'openapi' }
   | { name: 'playground'; asset: string }
@@ -63,6 +67,18 @@ const ROUTES: RouteEntry[] = [
     template: '/v1/generations/{id}/cancel',
     pattern: /^\/v1\/generations\/([^/]+)\/cancel\/?$/,
     methods: { POST: (m) => ({ name: 'cancel', id: m[1]! }) },
+  },
+  { template: '/v1/batches', pattern: /^\/v1\/batches\/?$/, methods: { POST: () => ({ name: 'createBatch' }) } },
+  { template: '/v1/batches/{id}', pattern: /^\/v1\/batches\/([^/]+)\/?$/, methods: { GET: (m) => ({ name: 'getBatch', id: m[1]! }) } },
+  {
+    template: '/v1/batches/{id}/generations',
+    pattern: /^\/v1\/batches\/([^/]+)\/generations\/?$/,
+    methods: { GET: (m) => ({ name: 'batchGenerations', id: m[1]! }) },
+  },
+  {
+    template: '/v1/batches/{id}/cancel',
+    pattern: /^\/v1\/batches\/([^/]+)\/cancel\/?$/,
+    methods: { POST: (m) => ({ name: 'cancelBatch', id: m[1]! }) },
   },
   { template: '/v1/balance', pattern: /^\/v1\/balance\/?$/, methods: { GET: () => ({ name: 'balance' }) } },
   { template: '/v1/usage', pattern: /^\/v1\/usage\/?$/, methods: { GET: () => ({ name: 'usage' }) } },

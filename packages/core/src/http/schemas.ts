@@ -23,7 +23,7 @@ const STORABLE = { message: 'must not contain NUL characters or lone surrogates'
  * Object.fromEntries), so the model's settings check refuses it by name as a setting the model does not declare,
  * instead of a record parse dropping it.
  */
-const settingsObject = z
+export const settingsObject = z
   .custom<Record<string, unknown>>((v) => {
     if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
     const proto = Object.getPrototypeOf(v);
@@ -137,7 +137,15 @@ export const generationDetailsSchemas = {
     })
     .meta({ title: 'GenerationDetailsProcessing' }),
   completed: z
-    .object({ ...itemBase, status: z.literal('completed'), finishedAt, expiresAt, result: z.string().describe('The text, or the URL of the file'), price })
+    .object({
+      ...itemBase,
+      status: z.literal('completed'),
+      finishedAt,
+      expiresAt,
+      result: z.string().describe('The text, or the URL of the file'),
+      price,
+      servedModelId: z.string().optional().describe('Present when one of its model\u2019s fallbacks produced the result: that model'),
+    })
     .meta({ title: 'GenerationDetailsCompleted' }),
   failed: z
     .object({ ...itemBase, status: z.literal('failed'), finishedAt, expiresAt, price, error: failureSchema.optional() })

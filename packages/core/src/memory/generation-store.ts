@@ -1,4 +1,4 @@
-import type { GenerationEvent, GenerationRecord, GenerationStatus } from '../domain.js';
+import type { BatchCounts, BatchRecord, GenerationEvent, GenerationRecord, GenerationStatus } from '../domain.js';
 import { GENERATION_STATUSES } from '../domain.js';
 import type {
   Expectation,
@@ -8,6 +8,7 @@ import type {
   GenerationStore,
   InsertOptions,
   ListQuery,
+  NewBatch,
   NewEvent,
   NewGeneration,
 } from '../ports/store.js';
@@ -29,6 +30,7 @@ export class MemoryGenerationStore implements GenerationStore {
   private readonly byOwner = new Map<string, Set<string>>();
   /** Unfinished generations per owner, for the in-flight cap without a scan. */
   private readonly unfinished = new Map<string, number>();
+  private readonly batches = new Map<string, BatchRecord>();
 
   private append(entry: Entry, event: NewEvent, at: number): void {
     const record = entry.record;
@@ -41,6 +43,50 @@ export class MemoryGenerationStore implements GenerationStore {
     if (this.entries.has(gen.id)) throw new Error(`Generation ${gen.id} already exists`);
     const max = options.maxUnfinishedPerOwner;
     if (max !== undefined && (this.unfinished.get(gen.ownerId) ?? 0) >= max) return 'limit_reached';
+    this.put(gen, event);
+    return 'inserted';
+  }
+
+  async insertBatch(batch: NewBatch, generations: readonly NewGeneration[], events: readonly NewEvent[]): Promise<void> {
+    // Every check before the first write: all of it goes in, or nothing.
+    if (this.batches.has(batch.id)) throw new Error(`Batch ${batch.id} already exists`);
+    const ids = new Set<string>();
+    for (const gen of generations) {
+      if (this.entries.has(gen.id) || ids.has(gen.id)) throw new Error(`Generation ${gen.id} already exists`);
+      ids.add(gen.id);
+    }
+    if (events.length !== generations.length) throw new Error('insertBatch: one first event per generation');
+    const stored: BatchRecord = { id: batch.id, ownerId: batch.ownerId, generationIds: [...batch.generationIds], createdAt: batch.createdAt };
+    if (batch.webhook !== undefined) stored.webhook = { url: batch.webhook.url };
+    this.batches.set(batch.id, stored);
+    generations.forEach((gen, i) => this.put(gen, events[i]!));
+  }
+
+  async getBatch(id: string, ownerId: string): Promise<BatchRecord | null> {
+    const b = this.batches.get(id);
+    return b && b.ownerId === ownerId ? copyBatch(b) : null;
+  }
+
+  async batchCounts(batchId: string): Promise<BatchCounts> {
+    const counts = Object.fromEntries(GENERATION_STATUSES.map((s) => [s, 0])) as Record<GenerationStatus, number>;
+    let price = 0;
+    for (const id of this.batches.get(batchId)?.generationIds ?? []) {
+      const r = this.entries.get(id)?.record;
+      if (!r) continue;
+      counts[r.status] += 1;
+      if (r.finishedAt !== undefined) price += r.price ?? 0;
+    }
+    return { counts, price };
+  }
+
+  async completeBatch(id: string, now: number): Promise<boolean> {
+    const b = this.batches.get(id);
+    if (!b || b.completedAt !== undefined) return false;
+    b.completedAt = now;
+    return true;
+  }
+
+  private put(gen: NewGeneration, event: NewEvent): void {
     const record: GenerationRecord = {
       id: gen.id,
       ownerId: gen.ownerId,
@@ -55,6 +101,7 @@ export class MemoryGenerationStore implements GenerationStore {
     if (gen.metadata !== undefined) record.metadata = { ...gen.metadata };
     if (gen.webhook !== undefined) record.webhook = { url: gen.webhook.url, events: [...gen.webhook.events] };
     if (gen.expiresAfterSeconds !== undefined) record.expiresAfterSeconds = gen.expiresAfterSeconds;
+    if (gen.batchId !== undefined) record.batchId = gen.batchId;
     const entry: Entry = { record, order: this.order++, events: [] };
     this.entries.set(gen.id, entry);
     let owned = this.byOwner.get(gen.ownerId);
@@ -62,7 +109,6 @@ export class MemoryGenerationStore implements GenerationStore {
     owned.add(gen.id);
     this.unfinished.set(gen.ownerId, (this.unfinished.get(gen.ownerId) ?? 0) + 1);
     this.append(entry, event, gen.createdAt);
-    return 'inserted';
   }
 
   async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
@@ -125,6 +171,7 @@ export class MemoryGenerationStore implements GenerationStore {
       const r = this.entries.get(id)!.record;
       if (query.status !== undefined && r.status !== query.status) continue;
       if (query.modelId !== undefined && r.modelId !== query.modelId) continue;
+      if (query.batchId !== undefined && r.batchId !== query.batchId) continue;
       if (query.before && !(r.createdAt < query.before.createdAt || (r.createdAt === query.before.createdAt && r.id < query.before.id))) continue;
       out.push(r);
     }
@@ -249,6 +296,12 @@ function copy(record: GenerationRecord): GenerationRecord {
   if (record.error) out.error = { ...record.error };
   if (record.webhook) out.webhook = { url: record.webhook.url, events: [...record.webhook.events] };
   if (record.remoteHandle !== undefined) out.remoteHandle = cloneJson(record.remoteHandle);
+  return out;
+}
+
+function copyBatch(b: BatchRecord): BatchRecord {
+  const out: BatchRecord = { ...b, generationIds: [...b.generationIds] };
+  if (b.webhook) out.webhook = { ...b.webhook };
   return out;
 }
 

@@ -2,6 +2,7 @@ import type {
   AccountSnapshot,
   Ledger,
   OpenReserve,
+  ReserveItem,
   ReserveOptions,
   ReserveResult,
   UsageQuery,
@@ -89,6 +90,52 @@ export class MemoryLedger implements Ledger {
       keyId: options.keyId,
       window,
     });
+    return 'ok';
+  }
+
+  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
+    let total = 0;
+    for (const item of items) {
+      assertAmount(item.amount, 'reserve amount');
+      total += item.amount;
+    }
+    const limit = options.keyId !== undefined ? options.keyLimit : undefined;
+    if (limit) assertAmount(limit.amount, 'key limit');
+    let existing = 0;
+    for (const item of items) {
+      const r = this.reserves.get(item.generationId);
+      if (!r) continue;
+      if (r.userId !== userId) throw new Error(`Generation ${item.generationId} is already reserved for another user`);
+      existing++;
+    }
+    // A retry of the same batch: every reserve is already held. (Part of them cannot be: it is all or nothing.)
+    if (existing > 0) {
+      if (existing === items.length) return 'ok';
+      throw new Error('reserveMany: some of these generations are already reserved');
+    }
+    const account = this.accountOf(userId);
+    if (account.balance < total) return 'insufficient';
+    let window: string | undefined;
+    if (limit) {
+      window = windowKey(options.keyId!, limit.windowStart);
+      const spent = this.keySpent.get(window) ?? 0;
+      if (spent + total > limit.amount) return 'budget_exceeded';
+      this.keySpent.set(window, spent + total);
+    }
+    account.balance -= total;
+    account.reserved += total;
+    for (const item of items) {
+      this.reserves.set(item.generationId, {
+        userId,
+        amount: item.amount,
+        createdAt: now,
+        charged: undefined,
+        sequence: this.sequence++,
+        modelId: item.modelId,
+        keyId: options.keyId,
+        window,
+      });
+    }
     return 'ok';
   }
 

@@ -28,6 +28,13 @@ export interface ReserveOptions {
   keyLimit?: { amount: number; windowStart: number };
 }
 
+/** One reserve of a `reserveMany`. */
+export interface ReserveItem {
+  generationId: string;
+  amount: number;
+  modelId?: string;
+}
+
 export type UsageGroupBy = 'day' | 'model' | 'key';
 
 export interface UsageQuery {
@@ -65,12 +72,17 @@ export interface UsageReport {
  *   to the balance and to the key's window it was held in; `release(generationId)` is `settle(generationId, 0)`. Both
  *   are idempotent: a second call (a retry after a crash) changes nothing and returns the amount charged the first
  *   time. Settling an unknown generation returns null.
+ * - `reserveMany` holds every item's reserve or none, in one atomic step: the balance (and, with `keyLimit`, the
+ *   key's window) must cover their total. Each reserve is then settled on its own like any other. Called again with
+ *   the same items (a retry) it answers `ok` without holding more; an id reserved for another user throws.
  * - For every user, `balance + reserved + settled` only changes through `credit`.
  * - `usage` counts settled reserves by the UTC day they settled (the `now` of settle), from a rollup kept in the
  *   settle's own step, so its cost follows the days, models and keys asked about, never the number of generations.
  */
 export interface Ledger {
   reserve(userId: string, generationId: string, amount: number, now?: number, options?: ReserveOptions): Promise<ReserveResult>;
+  /** All of `items` or nothing (a batch); `options.modelId` is ignored (each item names its own). */
+  reserveMany(userId: string, items: readonly ReserveItem[], now?: number, options?: ReserveOptions): Promise<ReserveResult>;
   /** Returns the amount actually charged, or null when there is no reserve for that generation. */
   settle(generationId: string, amount: number, now?: number): Promise<number | null>;
   release(generationId: string, now?: number): Promise<number | null>;

@@ -77,6 +77,14 @@ export interface ModelDefinition extends ModelInfo {
   concurrency?: number;
   /** Attempts for retryable ProviderErrors (including the first). Default 3. */
   maxAttempts?: number;
+  /**
+   * Models to run a generation on, in order, when this model's provider fails it retryably after all its attempts,
+   * or is unavailable (its circuit breaker is open: see `runner.circuit`). Each must exist, have the same
+   * `resultType` and run in one `generate` call (as this model must); one whose settings validation refuses the
+   * generation's settings is skipped. The generation is charged the serving model's price (or what its provider
+   * reports), never more than was reserved for this model; its details name the model that served it.
+   */
+  fallbacks?: string[];
 }
 
 /**

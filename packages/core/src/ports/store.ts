@@ -1,4 +1,6 @@
 import type {
+  BatchCounts,
+  BatchRecord,
   FailureInfo,
   GenerationEvent,
   GenerationEventType,
@@ -25,7 +27,12 @@ export interface NewGeneration {
   webhook?: { url: string; events: WebhookEventType[] };
   /** The shorter life the client asked for (seconds after it finishes); absent when none was asked. */
   expiresAfterSeconds?: number;
+  /** The batch it belongs to (inserted with `insertBatch`). */
+  batchId?: string;
 }
+
+/** A batch as first stored (`insertBatch`); `completedAt` is set later with `completeBatch`. */
+export type NewBatch = Omit<BatchRecord, 'completedAt'>;
 
 /** An event to append: the store numbers it (`seq`, per generation) and stamps it with the change's `now`. */
 export interface NewEvent {
@@ -82,7 +89,8 @@ export type GenerationPatch = {
     | 'leaseOwner'
     | 'leaseExpiresAt'
     | 'finishedAt'
-    | 'lifeEndsAt']?: Exclude<GenerationRecord[K], undefined> | null;
+    | 'lifeEndsAt'
+    | 'servedModelId']?: Exclude<GenerationRecord[K], undefined> | null;
 };
 
 /** One compare-and-set on one generation. */
@@ -106,6 +114,8 @@ export interface ListQuery {
   limit: number;
   status?: GenerationStatus;
   modelId?: string;
+  /** Only the generations of this batch. */
+  batchId?: string;
   /** Only generations strictly after this position in the order (older, or equal time and smaller id). */
   before?: ListCursor;
 }
@@ -149,6 +159,11 @@ export interface FeedPage {
  *   without `lifeEndsAt` are never in it. Like `listFinishedBefore`, it only reads.
  * - `remove(id, expect)` deletes one record and all its events in one atomic step, only if its status is one of
  *   `expect.status` at that moment; it answers whether it deleted. Afterwards every read treats the id as unknown.
+ * - Batches: `insertBatch` stores the batch, every one of its generations (each with `batchId`) and each one's first
+ *   event in one atomic step (one transaction, multi-row inserts): all of them or none; no in-flight cap applies.
+ *   `getBatch(id, ownerId)` is owner-scoped like `get`. `batchCounts` counts the batch's generations by status and
+ *   sums the `price` of its finished ones, in one read. `completeBatch(id, now)` sets `completedAt` only when it is
+ *   not set yet (a compare-and-set: of racing calls exactly one answers true).
  */
 export interface GenerationStore {
   insert(gen: NewGeneration, event: NewEvent, options?: InsertOptions): Promise<'inserted' | 'limit_reached'>;
@@ -194,8 +209,16 @@ export interface GenerationStore {
    * deletes only finished ones). True when it deleted; false when it was missing or in another status.
    */
   remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean>;
+  /** Stores a batch and all its generations with their first events, all or nothing. */
+  insertBatch(batch: NewBatch, generations: readonly NewGeneration[], events: readonly NewEvent[]): Promise<void>;
+  /** The caller's batch (another user's reads as null, like a missing one). */
+  getBatch(id: string, ownerId: string): Promise<BatchRecord | null>;
+  /** Not owner-scoped: the batch's generations by status and the price of its finished ones. */
+  batchCounts(batchId: string): Promise<BatchCounts>;
+  /** Marks a batch completed once: true for the one call that set `completedAt`. */
+  completeBatch(id: string, now: number): Promise<boolean>;
   /** Counts by status; for tests and operators. */
   countByStatus?(): Promise<Record<GenerationStatus, number>>;
 }
 
-export type { FailureInfo, Progress };
+export type { BatchCounts, BatchRecord, FailureInfo, Progress };

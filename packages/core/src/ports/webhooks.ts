@@ -25,7 +25,8 @@ export interface NewDelivery {
   ownerId: string;
   /** The `seq` of the generation's event this message is about. */
   seq: number;
-  type: WebhookEventType;
+  /** A generation's event, or `batch.completed` (then `generationId` is the batch's id). */
+  type: WebhookEventType | 'batch.completed';
   url: string;
   /** The JSON body, exactly as it is sent (and signed) on every attempt. */
   payload: string;

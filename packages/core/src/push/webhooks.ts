@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { inject, injectable } from 'tsyringe';
-import { DEFAULT_WEBHOOK_EVENTS, isOutputEvent, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain.js';
+import { DEFAULT_WEBHOOK_EVENTS, isOutputEvent, type BatchCounts, type BatchRecord, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain.js';
 import { DomainError } from '../errors.js';
 import { GENERATION_ID_PATTERN } from '../ids.js';
 import { asError, childLogger } from '../logger.js';
@@ -35,7 +35,7 @@ export type WebhookUrlCheck = (url: string) => Promise<void>;
 
 export interface DeliveryView {
   id: string;
-  type: WebhookEventType;
+  type: WebhookEventType | 'batch.completed';
   url: string;
   state: Delivery['state'];
   attempts: Array<{ at: string; status?: number; error?: string; durationMs: number }>;
@@ -273,6 +273,31 @@ export class Webhooks {
         createdAt: at,
       })),
     );
+    this.deliver();
+  }
+
+  /**
+   * Writes `batch.completed` to the batch's own webhook (given at `POST /v1/batches`): once, when its last generation
+   * finished. The delivery is keyed by the batch id, so a second call (another instance) adds nothing.
+   */
+  async batchCompleted(batch: BatchRecord, totals: BatchCounts, at: number): Promise<void> {
+    if (!batch.webhook) return;
+    const url = batch.webhook.url;
+    const type = 'batch.completed';
+    const payload = JSON.stringify({ type, timestamp: new Date(at).toISOString(), data: { batchId: batch.id, status: 'completed', counts: totals.counts, price: totals.price } });
+    await this.hooks.addDeliveries([
+      {
+        id: `msg_${createHash('sha256').update(`${batch.id}\n0\n${url}`).digest('base64url').slice(0, 24)}`,
+        generationId: batch.id,
+        ownerId: batch.ownerId,
+        seq: 1,
+        type,
+        url,
+        payload,
+        nextAttemptAt: at,
+        createdAt: at,
+      },
+    ]);
     this.deliver();
   }
 

@@ -1,6 +1,7 @@
 import { inject, injectable } from 'tsyringe';
 import { ProviderError, UnavailableError } from '../errors.js';
 import type { GenerationRecord } from '../domain.js';
+import { Fallbacks } from '../fallbacks.js';
 import { Lifecycle } from '../lifecycle.js';
 import { asError, childLogger, silentLogger } from '../logger.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
@@ -169,6 +170,7 @@ export class Runner {
     @inject(Lifecycle) private readonly lifecycle: Lifecycle,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(ModelRegistry) private readonly registry: ModelRegistry,
+    @inject(Fallbacks) private readonly fallbacks: Fallbacks,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'runner' });
@@ -240,12 +242,21 @@ export class Runner {
       if (Date.now() >= deadline) abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`));
       if (abort.aborted) throw abort.reason;
       if (!remote) {
-        const result = await this.withRetries(() => (model.provider as GenerateProvider).generate(input, ctx), model, abort, log);
+        // Its own model, then its fallbacks while one fails retryably or its provider is unavailable (fallbacks.ts).
+        const { value: result, served } = await this.fallbacks.run(
+          model,
+          rec.settings,
+          (c) => {
+            if (c.fallback) log.warn({ servedModelId: c.model.info.modelId }, 'running on a fallback model');
+            return this.withRetries(() => (c.model.provider as GenerateProvider).generate({ model: c.model.definition, settings: c.settings }, ctx), c.model, abort, log, true);
+          },
+          () => abort.aborted,
+        );
         progress.stop();
         // Every delta and preview reported is in the log before the completion that follows it.
         await output.flush();
         output.stop();
-        await this.finishCompleted(rec, model, result, abort, log);
+        await this.finishCompleted(rec, model, result, abort, log, served.fallback ? { model: served.model, settings: served.settings } : undefined);
         return;
       }
       if (handle === undefined) {
@@ -332,15 +343,18 @@ export class Runner {
    * Calls `fn`, again with exponential backoff while it throws a retryable ProviderError, up to the model's
    * maxAttempts. Throws the last error, or the abort reason once the run is aborted.
    */
-  private async withRetries<T>(fn: () => Promise<T>, model: RegisteredModel, abort: JobAbort, log: Logger): Promise<T> {
+  private async withRetries<T>(fn: () => Promise<T>, model: RegisteredModel, abort: JobAbort, log: Logger, provider = false): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         const out = await fn();
         if (abort.aborted) throw abort.reason;
+        if (provider) this.fallbacks.succeeded(model);
         return out;
       } catch (err) {
         if (abort.aborted) throw abort.reason;
         const retryable = err instanceof ProviderError && err.retryable;
+        // The provider's circuit counts its retryable failures (a blob store's outage is not the provider's).
+        if (provider && retryable) this.fallbacks.failed(model);
         if (!retryable || attempt >= model.maxAttempts) throw err;
         const delay = Math.min(this.options.runner.retryMaxDelayMs, this.options.runner.retryBaseDelayMs * 2 ** (attempt - 1));
         log.warn({ err: asError(err), retryInMs: delay }, 'provider failed; retrying');
@@ -350,7 +364,14 @@ export class Runner {
     }
   }
 
-  private async finishCompleted(rec: GenerationRecord, model: RegisteredModel, output: GenerationOutput, abort: JobAbort, log: Logger): Promise<void> {
+  private async finishCompleted(
+    rec: GenerationRecord,
+    model: RegisteredModel,
+    output: GenerationOutput,
+    abort: JobAbort,
+    log: Logger,
+    fallback?: { model: RegisteredModel; settings: Record<string, unknown> },
+  ): Promise<void> {
     let resultText: string | undefined;
     let resultKey: string | undefined;
     let stored = false;
@@ -388,8 +409,15 @@ export class Runner {
       await this.lifecycle.failClaimed(rec, { code: 'provider_error', reason: err instanceof Error ? err.message : String(err), fee: 'failure_fee' });
       return;
     }
-    const price = Math.min(rec.reserved, output.price ?? rec.reserved);
-    const ok = await this.lifecycle.complete(rec, { price, ...(resultText !== undefined ? { resultText } : {}), ...(resultKey !== undefined ? { resultKey } : {}) });
+    const price = fallback
+      ? this.lifecycle.fallbackPrice(rec.reserved, this.registry.priceOf(fallback.model, fallback.settings), output.price)
+      : Math.min(rec.reserved, output.price ?? rec.reserved);
+    const ok = await this.lifecycle.complete(rec, {
+      price,
+      ...(resultText !== undefined ? { resultText } : {}),
+      ...(resultKey !== undefined ? { resultKey } : {}),
+      ...(fallback ? { servedModelId: fallback.model.info.modelId } : {}),
+    });
     if (!ok) {
       // Another worker took over (our lease expired) or the generation was cancelled: our result is void.
       log.warn({}, 'completion refused by the store; result discarded');

@@ -3,6 +3,8 @@ import { request as httpRequest, type ClientRequest } from 'node:http';
 import { FileUrlSigner } from '@genservice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
+import { defineBatchTests } from './batches.js';
+import { expectError } from './expect-error.js';
 import { chunkedBody, call, rawExchange, type Reply } from './http.js';
 import { CORS_ORIGIN, createFixture, IMAGE_BYTES, PREVIEW_BYTES, VIDEO_BYTES, type Fixture, type User } from './fixture.js';
 import type { MountFn, MountOptions } from './types.js';
@@ -10,27 +12,7 @@ import type { MountFn, MountOptions } from './types.js';
 const JSON_TYPE = /^application\/json\b/i;
 const STATUS_RANK: Record<string, number> = { pending: 0, processing: 1, completed: 2, failed: 2 };
 
-/** Asserts the decided error shape: `{"error":{"code","message","details"?}}`, JSON, and nothing else. */
-export function expectError(reply: Reply, status: number, code: string): void {
-  const where = `${reply.status} ${reply.text.slice(0, 300)}`;
-  expect(reply.status, where).toBe(status);
-  expect(reply.contentType, where).toMatch(JSON_TYPE);
-  expect(reply.body, where).toBeTypeOf('object');
-  expect(Object.keys(reply.body), where).toEqual(['error']);
-  const error = reply.body.error;
-  expect(error.code, where).toBe(code);
-  expect(typeof error.message, where).toBe('string');
-  expect(error.message.length, where).toBeGreaterThan(0);
-  for (const k of Object.keys(error)) expect(['code', 'message', 'details'], where).toContain(k);
-  if ('details' in error) {
-    expect(Array.isArray(error.details), where).toBe(true);
-    for (const d of error.details) {
-      expect(typeof d.field, where).toBe('string');
-      expect(typeof d.code, where).toBe('string');
-      expect(typeof d.message, where).toBe('string');
-    }
-  }
-}
+export { expectError } from './expect-error.js';
 
 /** `settings.refs.0` and `refs[0]` both name the setting `refs`. */
 function settingOf(field: string): string {
@@ -1489,6 +1471,8 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
       expect((await fx.call('/v1/balance', { headers: user.auth })).status).toBe(200);
     });
   });
+
+  defineBatchTests(() => fx);
 
   describe('billing under concurrency', () => {
     it('40 concurrent creates on a balance that covers 3 give exactly 3 x 201 and 37 x 402', async () => {

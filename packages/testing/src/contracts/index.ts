@@ -1,6 +1,7 @@
 import { describe } from 'vitest';
 import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
 import { describeApiKeyContract } from './api-keys.js';
+import { describeBatchContract } from './batches.js';
 import { describeIdempotencyContract } from './idempotency.js';
 import { describeKeyScenarios } from './keys-scenarios.js';
 import { describeLedgerContract } from './ledger.js';
@@ -35,6 +36,7 @@ export function runPortContracts(name: string, make: () => Promise<PortsUnderTes
   describe(`${name}: port contracts`, () => {
     describeStoreContract(make);
     describeLedgerContract(make);
+    describeBatchContract(make);
     describeApiKeyContract(make);
     describeIdempotencyContract(make);
     describeServiceScenarios(make);

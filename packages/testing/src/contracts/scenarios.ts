@@ -25,7 +25,7 @@ function wrap<T extends object>(target: T, over: Partial<Record<keyof T, unknown
 const LEASE_MS = 300;
 const PRICE = 7;
 
-function service(ports: Pick<ScenarioPorts, 'store' | 'ledger' | 'idempotency'>, runner: boolean): GenerationService {
+function service(ports: Pick<ScenarioPorts, 'store' | 'ledger' | 'idempotency'>, runner: boolean, leaseMs = LEASE_MS): GenerationService {
   return createGenerationService({
     providers: [
       {
@@ -36,7 +36,7 @@ function service(ports: Pick<ScenarioPorts, 'store' | 'ledger' | 'idempotency'>,
     store: ports.store,
     ledger: ports.ledger,
     idempotency: ports.idempotency,
-    runner: { enabled: runner, leaseMs: LEASE_MS },
+    runner: { enabled: runner, leaseMs },
     recovery: { onStart: false, intervalMs: 0, orphanReserveMs: 0 },
   });
 }
@@ -55,6 +55,48 @@ async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: strin
  * with an Idempotency-Key leaves behind, and that a retry after a lease time finishes it, charging once.
  */
 export function describeServiceScenarios(make: () => Promise<ScenarioPorts>): void {
+  describe('service scenarios: a batch of 1,000', () => {
+    const ports = useFresh(make);
+
+    it('creates 1,000 generations at once, completes them all with exact counts, one ledger entry each', async () => {
+      const p = ports();
+      const user = uid('user');
+      await p.ledger.credit(user, 1000 * PRICE + 5);
+      // A lease long enough for a slow shared database: a lease lost under load is recovery's to finish, not this test's.
+      const live = service(p, true, 30_000);
+      await live.start();
+      try {
+        const { batchId, generationIds } = await live.batches.create(user, { requests: Array.from({ length: 1000 }, () => ({ modelId: 'm' })) });
+        expect(generationIds).toHaveLength(1000);
+        expect(new Set(generationIds).size).toBe(1000);
+        let view = await live.batches.get(user, batchId);
+        for (let i = 0; i < 6000 && view.status !== 'completed'; i++) {
+          await sleep(10);
+          view = await live.batches.get(user, batchId);
+        }
+        expect(view).toEqual({ status: 'completed', counts: { pending: 0, processing: 0, completed: 1000, failed: 0 }, price: 1000 * PRICE });
+        await until(() => p.ledger.account(user), (a) => a.reserved === 0, 'the last settle');
+        expect(await p.ledger.account(user)).toEqual({ balance: 5, reserved: 0, settled: 1000 * PRICE });
+        expect(await p.ledger.openReserves(10)).toEqual([]);
+        const day = new Date().toISOString().slice(0, 10);
+        expect((await p.ledger.usage(user, { from: day, to: day, groupBy: 'model' })).total).toEqual({ count: 1000, tokens: 1000 * PRICE });
+      } finally {
+        await live.stop({ timeoutMs: 500 });
+      }
+    }, 120_000);
+
+    it('refuses a batch the balance cannot cover as a whole: nothing is created or held', async () => {
+      const p = ports();
+      const user = uid('user');
+      await p.ledger.credit(user, 10 * PRICE - 1);
+      const live = service(p, false);
+      await expect(live.batches.create(user, { requests: Array.from({ length: 10 }, () => ({ modelId: 'm' })) })).rejects.toMatchObject({ code: 'insufficient_funds' });
+      expect(await p.ledger.account(user)).toEqual({ balance: 10 * PRICE - 1, reserved: 0, settled: 0 });
+      expect(await p.store.list(user, { limit: 10 })).toEqual([]);
+    });
+  });
+
+
   describe('service scenarios: Idempotency-Key after a crash', () => {
     const ports = useFresh(make);
 
@@ -79,6 +121,8 @@ export function describeServiceScenarios(make: () => Promise<ScenarioPorts>): vo
         await until(() => live.get(user, retried.generationId), (g) => g.status === 'completed', 'the generation to complete');
         expect(await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k' })).toEqual(retried);
         expect(await p.store.list(user, { limit: 10 })).toHaveLength(1);
+        // The status is visible a moment before the settle that follows it lands.
+        await until(() => p.ledger.account(user), (a) => a.reserved === 0, 'the settle');
         expect(await p.ledger.account(user)).toEqual({ balance: 100 - PRICE, reserved: 0, settled: PRICE });
       } finally {
         await live.stop({ timeoutMs: 500 });
@@ -109,6 +153,8 @@ export function describeServiceScenarios(make: () => Promise<ScenarioPorts>): vo
         await until(() => live.get(user, created.generationId), (g) => g.status === 'completed', 'the generation to complete');
         // Recovery releases the orphaned reserve of the crash; the user is charged once.
         await live.recover();
+        // The status is visible a moment before the settle that follows it lands.
+        await until(() => p.ledger.account(user), (a) => a.reserved === 0, 'the settle');
         expect(await p.ledger.account(user)).toEqual({ balance: 100 - PRICE, reserved: 0, settled: PRICE });
         expect(await p.store.list(user, { limit: 10 })).toHaveLength(1);
         expect(await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k2' })).toEqual(created);

@@ -1,0 +1,93 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createGenerationService, InProcessQueue, MemoryLedger, MemoryWebhookStore, type GenerationService } from '@genservice/core';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
+  for (let i = 0; i < 2000; i++) {
+    const v = await fn();
+    if (ok(v)) return v;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('batches', () => {
+  it('sends batch.completed once, to the batch webhook, with the final counts and price', async () => {
+    const bodies: string[] = [];
+    const server: Server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        bodies.push(body);
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise((r) => server.close(r)));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    const webhookStore = new MemoryWebhookStore();
+    let n = 0;
+    const service = createGenerationService({
+      providers: [
+        {
+          models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 2, failureFee: 1 }],
+          generate: async () => {
+            if (++n === 3) throw new Error('one of them breaks');
+            return { text: 'hello' };
+          },
+        },
+      ],
+      ledger: new MemoryLedger({ balances: { alice: 100 } }),
+      webhookStore,
+      webhooks: { allowHttp: true, allowPrivateUrls: true, pollIntervalMs: 10 },
+      recovery: { intervalMs: 0 },
+    });
+    cleanups.push(() => service.stop({ timeoutMs: 500 }));
+    await service.start();
+    const { batchId } = await service.batches.create('alice', { requests: Array.from({ length: 5 }, () => ({ modelId: 'ok' })), webhook: { url } });
+    await until(async () => bodies.length, (l) => l >= 1, 'batch.completed');
+    const event = JSON.parse(bodies[0]!);
+    expect(event).toMatchObject({ type: 'batch.completed', data: { batchId, status: 'completed', counts: { pending: 0, processing: 0, completed: 4, failed: 1 }, price: 9 } });
+    expect(await service.batches.get('alice', batchId)).toEqual({ status: 'completed', counts: { pending: 0, processing: 0, completed: 4, failed: 1 }, price: 9 });
+    const deliveries = await webhookStore.deliveriesOf(batchId);
+    expect(deliveries.map((d) => d.type)).toEqual(['batch.completed']);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(bodies).toHaveLength(1);
+  });
+
+  it("treats a batch as its owner's work: another user's generation starts before a 1,000-item batch drains", async () => {
+    const started: string[] = [];
+    const service = createGenerationService({
+      providers: [
+        {
+          models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [{ name: 'who', title: 'Who', fieldType: 'text' }], price: 1 }],
+          generate: async (input) => {
+            started.push(String(input.settings.who));
+            await new Promise((r) => setTimeout(r, 1));
+            return { text: 'x' };
+          },
+        },
+      ],
+      ledger: new MemoryLedger({ balances: { alice: 1000, bob: 10 } }),
+      queue: new InProcessQueue({ concurrency: 2 }),
+      recovery: { intervalMs: 0 },
+    });
+    cleanups.push(() => service.stop({ timeoutMs: 500 }));
+    await service.start();
+    const { batchId } = await service.batches.create('alice', { requests: Array.from({ length: 1000 }, () => ({ modelId: 'ok', settings: { who: 'alice' } })) });
+    const { generationId } = await service.create('bob', { modelId: 'ok', settings: { who: 'bob' } });
+    await until(() => service.get('bob', generationId), (g) => g.status === 'completed', "bob's generation");
+    // Round-robin over owners: bob's one job is taken within about one round of alice's, never behind her 1,000.
+    const bobAt = started.indexOf('bob');
+    expect(bobAt).toBeGreaterThanOrEqual(0);
+    expect(bobAt).toBeLessThanOrEqual(2 * 2 + 2);
+    const batch = await service.batches.get('alice', batchId);
+    expect(batch.counts.pending).toBeGreaterThan(0);
+  });
+});
