@@ -1,5 +1,5 @@
 import type { GenerationRecord } from './domain.js';
-import { hasExpired } from './lifecycle.js';
+import { hasExpired } from './lifecycle-rules.js';
 import type { GenerationChange, GenerationStore, InsertOptions, ListQuery, NewEvent, NewGeneration } from './ports/store.js';
 
 /**

@@ -1,6 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import type { GenerationEvent, GenerationRecord, GenerationView } from './domain.js';
-import { expiresAt } from './lifecycle.js';
+import { expiresAt } from './lifecycle-rules.js';
 import { FileUrlSigner } from './files.js';
 import type { BaseUrl } from './http/types.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
