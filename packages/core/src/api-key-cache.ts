@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { hashApiKey } from './memory/api-keys.js';
+import { hashApiKey } from './ids.js';
 import type { ApiKeyResolver, Principal } from './ports/api-keys.js';
 
 export interface ApiKeyCacheOptions {

@@ -31,7 +31,7 @@ export type {
 export { EVENT_TYPES, FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES, isTerminal } from './domain.js';
 export { ProviderError, UnavailableError } from './errors.js';
 /** Key digests as the in-memory store keeps them: a durable ApiKeyStore should keep the same. */
-export { hashApiKey } from './memory/api-keys.js';
+export { hashApiKey } from './ids.js';
 export { silentLogger } from './logger.js';
 export { newGenerationId, newKeyId } from './ids.js';
 export * from './outbound/index.js';

@@ -29,8 +29,6 @@ export interface RegisteredModel {
 @injectable()
 export class ModelRegistry {
   private readonly models = new Map<string, RegisteredModel>();
-  /** The GET /v1/models body, serialised once: the list never changes while the service runs. */
-  readonly listJson: string;
   readonly list: ModelInfo[];
 
   constructor(
@@ -92,7 +90,6 @@ export class ModelRegistry {
       }
     }
     this.list = [...this.models.values()].map((m) => m.info);
-    this.listJson = JSON.stringify({ models: this.list });
   }
 
   get(modelId: string): RegisteredModel | undefined {

@@ -131,5 +131,5 @@ describe('a client generated with openapi-typescript', () => {
     };
     expect(await exchange(viaService, 'hi')).toEqual(['completed echo: hi 2', 'details completed echo: hi true', 'detail required']);
     expect(await exchange(viaService, 'fail')).toEqual(['failed 1', 'details failed The model refused.', 'detail required']);
-  }, 180_000); // It runs the TypeScript compiler: a generous bound for a busy 2-core machine, not a speed check.
+  }, 180_000); // It runs openapi-typescript and the TypeScript compiler: minutes on a busy machine.
 });

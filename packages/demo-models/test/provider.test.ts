@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ModelDefinition, Settings } from '@genservice/core';
 import { createDemoProvider } from '../src/index.js';
 import { makeContext, same } from './helpers.js';
@@ -64,15 +64,27 @@ describe('provider', () => {
     });
   });
 
-  it('aborts promptly at speed 1 when the signal fires', async () => {
-    const slow = createDemoProvider({ speed: 1 });
-    for (const id of ['demo-image', 'demo-video']) {
-      const controller = new AbortController();
-      const started = Date.now();
-      const run = slow.generate({ model: model(id), settings: { prompt: 'abort me' } }, makeContext(controller.signal));
-      setTimeout(() => controller.abort(new Error('cancelled')), 50);
-      await expect(run).rejects.toThrow('cancelled');
-      expect(Date.now() - started).toBeLessThan(1000);
+  it('stops at speed 1 when the signal fires, without waiting out its paced budget (a fake clock)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const slow = createDemoProvider({ speed: 1 });
+      for (const id of ['demo-image', 'demo-video']) {
+        const controller = new AbortController();
+        const started = Date.now();
+        let settled = false;
+        const run = slow.generate({ model: model(id), settings: { prompt: 'abort me' } }, makeContext(controller.signal)).finally(() => {
+          settled = true;
+        });
+        const outcome = expect(run).rejects.toThrow('cancelled');
+        await vi.advanceTimersByTimeAsync(50);
+        controller.abort(new Error('cancelled'));
+        // The clock stands still from here: the run must end on the abort itself, not on a timer.
+        for (let i = 0; i < 1000 && !settled; i++) await new Promise((r) => setImmediate(r));
+        await outcome;
+        expect(Date.now() - started).toBe(50);
+      }
+    } finally {
+      vi.useRealTimers();
     }
   });
 });

@@ -1,12 +1,7 @@
-import { hash } from 'node:crypto';
-import { newKeyId } from '../ids.js';
+import { hashApiKey, newKeyId } from '../ids.js';
 import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '../ports/api-keys.js';
 
-/** Hex SHA-256 of an API key: the only form in which any store keeps a key. */
-export function hashApiKey(apiKey: string): string {
-  // One-shot hash (Node >= 20.12): no Hash object for a digest taken on every request.
-  return hash('sha256', apiKey, 'hex');
-}
+export { hashApiKey } from '../ids.js';
 
 export interface MemoryApiKeyStoreOptions {
   keys?: Array<{ apiKey: string; userId: string }>;
