@@ -1,4 +1,5 @@
 import type { ModelDefinition } from '@genservice/core';
+import { encodePng } from '../formats/png.js';
 import { Pacer } from '../util/abort.js';
 import { Canvas } from '../util/raster.js';
 import { canonicalSettings, seededRandom } from '../util/random.js';
@@ -62,8 +63,10 @@ export const imageModel: DemoModel = {
     const canvas = new Canvas(width, height);
     createScene(style, prompt, random)(canvas, 0);
     // One low-resolution preview first, as a hosted image model shows its draft before the final picture.
+    // A few thousand pixels: encoded on this thread at once (the worker pool is for the full image, and may still be
+    // starting, which a cancel must not wait for).
     const small = shrink(canvas, PREVIEW_SCALE);
-    ctx.output.preview(await runtime.images.encodePng({ width: small.width, height: small.height, data: small.data, alpha: false, text: {} }), 'image/png');
+    ctx.output.preview(encodePng(small, { alpha: false }), 'image/png');
     await pacer.reach(0.5);
     // Encoding (deflate) runs in the image worker pool, off the event loop.
     const bytes = await runtime.images.encodePng({
