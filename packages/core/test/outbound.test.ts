@@ -220,15 +220,14 @@ describe('fetchMedia refuses hostile URLs before connecting', () => {
   });
 
   it('a server that never answers, or stalls mid-body, times out', async () => {
-    const started = Date.now();
     const error = await refusal(`http://media.test:${silentPort}/`, trusted({ timeoutMs: 300 }));
     expect(error.code).toBe('timeout');
     media.routes['/stall'] = (_req, res) => {
       res.writeHead(200, { 'content-length': '1000' });
       res.write('partial');
     };
+    // The code is the mechanism: only the fetch's own timer answers 'timeout' (the servers never end on their own).
     expect((await refusal(`http://media.test:${media.port}/stall`, trusted({ timeoutMs: 300 }))).code).toBe('timeout');
-    expect(Date.now() - started).toBeLessThan(2000);
   });
 
   it('error statuses, with 5xx marked retryable', async () => {
@@ -280,9 +279,8 @@ describe('fetchMedia fetches what is allowed', () => {
     const controller = new AbortController();
     const reason = new Error('generation cancelled');
     setTimeout(() => controller.abort(reason), 50);
-    const started = Date.now();
+    // Rejecting with the signal's own reason (not the 5 s timeout's error) is what shows the abort ended it.
     await expect(fetchMedia(`http://media.test:${silentPort}/`, trusted({ signal: controller.signal, timeoutMs: 5000 }))).rejects.toBe(reason);
-    expect(Date.now() - started).toBeLessThan(1000);
   });
 });
 
