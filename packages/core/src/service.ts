@@ -7,6 +7,7 @@ import { FileUrlSigner } from './files.js';
 import { Generations, type ListPage } from './generations.js';
 import { AccountRoutes } from './http/accounts-routes.js';
 import { FilesRoute } from './http/files-route.js';
+import { HealthRoute } from './http/health.js';
 import { GenerationRoutes } from './http/generation-routes.js';
 import { HttpHandler } from './http/handler.js';
 import { PlaygroundRoute } from './http/playground.js';
@@ -14,6 +15,7 @@ import { RateLimits } from './http/rate-limits.js';
 import type { HttpRequest, HttpResponse } from './http/types.js';
 import { Lifecycle } from './lifecycle.js';
 import { childLogger, silentLogger } from './logger.js';
+import { contextualLogger } from './request-context.js';
 import { Maintenance, type RecoveryReport } from './maintenance.js';
 import type { GenerationStore } from './ports/store.js';
 import {
@@ -48,6 +50,7 @@ import type {
   ReadOptions,
   ServiceStats,
 } from './service-types.js';
+import { Telemetry } from './telemetry.js';
 import { TOKENS } from './tokens.js';
 import { Views, type GenerationItem } from './views.js';
 
@@ -70,9 +73,11 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(LiveStatus) private readonly live: LiveStatus,
     @inject(Webhooks) private readonly webhooks: Webhooks,
     @inject(Accounts) readonly accounts: Accounts,
+    @inject(Telemetry) telemetry: Telemetry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'genservice' });
+    telemetry.observeStreams(() => this.live.openStreams);
   }
 
   get bodyLimit(): number {
@@ -178,7 +183,8 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   // One child container per service; every class in it is a singleton of that container (tsyringe's default,
   // transient, would give each dependent its own store, lifecycle, ...).
   const c = container.createChildContainer();
-  const logger = options.logger ?? silentLogger;
+  // The request id, generation id and trace id of whatever is being handled go on every line.
+  const logger = options.logger ? contextualLogger(options.logger) : silentLogger;
   c.register(TOKENS.Options, { useValue: resolved });
   c.register(TOKENS.Providers, { useValue: options.providers });
   c.register(TOKENS.Logger, { useValue: logger });
@@ -218,7 +224,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
   // lifecycle, ...); the symbols some files still name are aliases of the same instances.
-  for (const cls of [Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Runner, Maintenance, Generations, RateLimits, Accounts, AccountRoutes, GenerationRoutes, FilesRoute, PlaygroundRoute, HttpHandler, GenerationServiceImpl]) {
+  for (const cls of [Telemetry, Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Runner, Maintenance, Generations, RateLimits, Accounts, AccountRoutes, GenerationRoutes, FilesRoute, HealthRoute, PlaygroundRoute, HttpHandler, GenerationServiceImpl]) {
     c.registerSingleton(cls as unknown as new () => object);
   }
   return c.resolve(GenerationServiceImpl);

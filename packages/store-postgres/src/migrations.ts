@@ -257,6 +257,12 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  // Version 5 is another change's; this one adds the trace context of a generation's create.
+  {
+    version: 6,
+    name: 'the create trace context of a generation',
+    up: (s) => [`ALTER TABLE ${s}.generations ADD COLUMN traceparent text`],
+  },
 ];
 
 /**

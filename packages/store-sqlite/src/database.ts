@@ -358,6 +358,12 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  // Version 7 is another change's; this one adds the trace context of a generation's create.
+  {
+    version: 8,
+    name: 'the create trace context of a generation',
+    sql: `ALTER TABLE generations ADD COLUMN traceparent TEXT;  -- W3C traceparent, so the run continues the trace`,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

@@ -35,6 +35,7 @@ interface GenerationRow {
   error_message: string | null;
   metadata: string | null;
   webhook: string | null;
+  traceparent: string | null;
   progress_fraction: number | null;
   progress_message: string | null;
   remote_handle: string | null;
@@ -61,7 +62,7 @@ interface EventRow {
 
 const COLUMNS = `id, owner_id, model_id, settings, status, reserved, price, result_text, result_key, failure_reason,
   error_code, error_message, metadata, webhook, progress_fraction, progress_message, remote_handle, parked_until,
-  claims, lease_owner, lease_expires_at, last_seq, created_at, updated_at, started_at, finished_at`;
+  claims, lease_owner, lease_expires_at, last_seq, created_at, updated_at, started_at, finished_at, traceparent`;
 
 const EVENT_COLUMNS = 'position, seq, generation_id, owner_id, type, at, data';
 
@@ -167,8 +168,8 @@ function shapeOf(change: GenerationChange): string {
 /** Every fixed statement the store runs. Exported from this module (not the package) so tests can EXPLAIN them. */
 export const GENERATION_SQL = {
   insert: `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, claims, metadata, webhook,
-                                    last_seq, created_at, updated_at)
-    VALUES (@id, @ownerId, @modelId, @settings, @status, @reserved, 0, @metadata, @webhook, 1, @createdAt, @createdAt)`,
+                                    last_seq, created_at, updated_at, traceparent)
+    VALUES (@id, @ownerId, @modelId, @settings, @status, @reserved, 0, @metadata, @webhook, 1, @createdAt, @createdAt, @traceparent)`,
   get: `SELECT ${COLUMNS} FROM generations WHERE id = ? AND owner_id = ?`,
   getById: `SELECT ${COLUMNS} FROM generations WHERE id = ?`,
   // Counts at most the cap (the second parameter): the cost stays bounded by the cap, however many rows the owner has.
@@ -252,6 +253,7 @@ export class SqliteGenerationStore implements GenerationStore {
         metadata: gen.metadata === undefined ? null : JSON.stringify(gen.metadata),
         webhook: gen.webhook === undefined ? null : JSON.stringify({ url: gen.webhook.url, events: gen.webhook.events }),
         createdAt: gen.createdAt,
+        traceparent: gen.traceparent ?? null,
       });
       append({ id: gen.id, owner_id: gen.ownerId }, 1, event, gen.createdAt);
       return 'inserted' as const;
@@ -392,6 +394,7 @@ function toRecord(row: GenerationRow | undefined): GenerationRecord | null {
   }
   if (row.metadata !== null) record.metadata = JSON.parse(row.metadata) as GenerationRecord['metadata'];
   if (row.webhook !== null) record.webhook = JSON.parse(row.webhook) as GenerationRecord['webhook'];
+  if (row.traceparent !== null) record.traceparent = row.traceparent;
   if (row.progress_fraction !== null) {
     record.progress =
       row.progress_message === null

@@ -23,6 +23,8 @@ export interface NewGeneration {
   metadata?: Metadata;
   /** The client's webhook for this generation (URL already checked); absent when none was given. */
   webhook?: { url: string; events: WebhookEventType[] };
+  /** The create's W3C `traceparent` (at most 55 characters); absent without tracing. */
+  traceparent?: string;
 }
 
 /** An event to append: the store numbers it (`seq`, per generation) and stamps it with the change's `now`. */

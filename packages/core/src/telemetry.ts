@@ -1,0 +1,170 @@
+import {
+  type Attributes,
+  type Context,
+  type Counter,
+  type Histogram,
+  type Meter,
+  type ObservableUpDownCounter,
+  type Span,
+  type SpanContext,
+  type Tracer,
+  type UpDownCounter,
+  context,
+  metrics,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+} from '@opentelemetry/api';
+import { inject, injectable } from 'tsyringe';
+import type { ResolvedServiceOptions } from './resolved-options.js';
+import { TOKENS } from './tokens.js';
+
+/** The instrumentation scope of every metric and span genservice makes. */
+export const TELEMETRY_SCOPE = 'genservice';
+
+/** Histogram buckets in seconds: from a fast text model to a long video. */
+const SECONDS_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
+
+/**
+ * Every metric genservice records, by the name Prometheus shows (counters get `_total` from the exporter; no unit is
+ * appended because each name already ends in its unit, or the unit is an annotation in braces). The docs and the
+ * dashboard test read this list.
+ */
+export const METRIC_NAMES = [
+  'genservice_generations_created_total',
+  'genservice_generations_finished_total',
+  'genservice_generation_run_seconds',
+  'genservice_queue_wait_seconds',
+  'genservice_generations_in_flight',
+  'genservice_tokens_charged_total',
+  'genservice_webhook_deliveries_total',
+  'genservice_webhook_delivery_seconds',
+  'genservice_event_streams_open',
+  'genservice_http_requests_total',
+] as const;
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** A W3C `traceparent` header's span context, as the parent of spans made under the returned context. */
+export function contextOfTraceparent(traceparent: string | undefined): Context | undefined {
+  const m = traceparent === undefined ? null : TRACEPARENT.exec(traceparent);
+  if (!m) return undefined;
+  const spanContext = { traceId: m[1]!, spanId: m[2]!, traceFlags: Number.parseInt(m[3]!, 16) & TraceFlags.SAMPLED, isRemote: true };
+  return trace.isSpanContextValid(spanContext) ? trace.setSpanContext(ROOT_CONTEXT, spanContext) : undefined;
+}
+
+/** The W3C `traceparent` of the active span (under `ctx`), or undefined without a valid one (no SDK: none). */
+export function currentTraceparent(ctx: Context = context.active()): string | undefined {
+  const sc = trace.getSpanContext(ctx);
+  return sc && trace.isSpanContextValid(sc) ? traceparentOf(sc) : undefined;
+}
+
+/** A span context as a W3C `traceparent` value. */
+export function traceparentOf(sc: SpanContext): string {
+  return `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+}
+
+/**
+ * Metrics and spans, through the OpenTelemetry API only: without an SDK registered (or providers given in the
+ * `telemetry` option) every instrument is a no-op and every span a non-recording one.
+ */
+@injectable()
+export class Telemetry {
+  readonly tracer: Tracer;
+  private readonly created: Counter;
+  private readonly finishedCount: Counter;
+  private readonly runSeconds: Histogram;
+  private readonly queueWaitSeconds: Histogram;
+  private readonly inFlight: UpDownCounter;
+  private readonly tokens: Counter;
+  private readonly deliveries: Counter;
+  private readonly deliverySeconds: Histogram;
+  private readonly streams: ObservableUpDownCounter;
+  private readonly http: Counter;
+  private streamsCallback: (() => number) | undefined;
+
+  constructor(@inject(TOKENS.Options) options: ResolvedServiceOptions) {
+    const meter: Meter = (options.telemetry.meterProvider ?? metrics.getMeterProvider()).getMeter(TELEMETRY_SCOPE);
+    this.tracer = (options.telemetry.tracerProvider ?? trace.getTracerProvider()).getTracer(TELEMETRY_SCOPE);
+    const seconds = { unit: 's', advice: { explicitBucketBoundaries: SECONDS_BUCKETS } };
+    this.created = meter.createCounter('genservice_generations_created', { description: 'Generations created (accepted and queued).', unit: '{generation}' });
+    this.finishedCount = meter.createCounter('genservice_generations_finished', {
+      description: 'Generations finished, by status (completed, failed) and failure code (empty when completed).',
+      unit: '{generation}',
+    });
+    this.runSeconds = meter.createHistogram('genservice_generation_run_seconds', { description: 'Time from the first start of a run to its end.', ...seconds });
+    this.queueWaitSeconds = meter.createHistogram('genservice_queue_wait_seconds', { description: 'Time from create to the first start of its run.', ...seconds });
+    this.inFlight = meter.createUpDownCounter('genservice_generations_in_flight', { description: 'Generations this instance is running now.', unit: '{generation}' });
+    this.tokens = meter.createCounter('genservice_tokens_charged', { description: 'Tokens (credits) charged for finished generations.', unit: '{token}' });
+    this.deliveries = meter.createCounter('genservice_webhook_deliveries', {
+      description: 'Webhook delivery attempts, by outcome (delivered, retry, failed, gone).',
+      unit: '{attempt}',
+    });
+    this.deliverySeconds = meter.createHistogram('genservice_webhook_delivery_seconds', { description: 'Duration of one webhook delivery attempt.', ...seconds });
+    this.http = meter.createCounter('genservice_http_requests', { description: 'HTTP requests answered, by route template and status.', unit: '{request}' });
+    this.streams = meter.createObservableUpDownCounter('genservice_event_streams_open', { description: 'Event streams open on this instance.', unit: '{stream}' });
+  }
+
+  /** Reports `count()` as the open event streams at each collection. */
+  observeStreams(count: () => number): void {
+    if (this.streamsCallback) return;
+    this.streamsCallback = count;
+    this.streams.addCallback(this.reportStreams);
+  }
+
+  private readonly reportStreams = (result: { observe(value: number): void }): void => {
+    if (this.streamsCallback) result.observe(this.streamsCallback());
+  };
+
+  generationCreated(modelId: string): void {
+    this.created.add(1, { model: modelId });
+  }
+
+  /** A run's first start: how long it waited. */
+  runStarted(modelId: string, waitedMs: number): void {
+    this.queueWaitSeconds.record(Math.max(0, waitedMs) / 1000, { model: modelId });
+  }
+
+  generationFinished(modelId: string, status: 'completed' | 'failed', code: string, price: number, runMs: number | undefined): void {
+    const model = { model: modelId };
+    this.finishedCount.add(1, { model: modelId, status, code });
+    if (price > 0) this.tokens.add(price, model);
+    if (runMs !== undefined) this.runSeconds.record(Math.max(0, runMs) / 1000, model);
+  }
+
+  running(delta: 1 | -1): void {
+    this.inFlight.add(delta);
+  }
+
+  webhookDelivery(outcome: string, ms: number): void {
+    this.deliveries.add(1, { outcome });
+    this.deliverySeconds.record(Math.max(0, ms) / 1000);
+  }
+
+  httpRequest(route: string, status: number): void {
+    this.http.add(1, { route, status });
+  }
+
+  /**
+   * Runs `fn` in a new span (a child of `parent`, else of the active span); the span ends when `fn` settles, with
+   * an error status when it throws.
+   */
+  inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, parent?: Context, kind: SpanKind = SpanKind.INTERNAL): Promise<T> {
+    return this.tracer.startActiveSpan(name, { attributes, kind }, parent ?? context.active(), (span) =>
+      fn(span).then(
+        (value) => {
+          span.end();
+          return value;
+        },
+        (err: unknown) => {
+          span.recordException(err instanceof Error ? err : String(err));
+          span.setStatus({ code: SpanStatusCode.ERROR });
+          span.end();
+          throw err;
+        },
+      ),
+    );
+  }
+}
