@@ -1,14 +1,12 @@
 import {
   type Attributes,
   type Context,
-  type Counter,
   type Histogram,
   type Meter,
   type ObservableUpDownCounter,
   type Span,
   type SpanContext,
   type Tracer,
-  type UpDownCounter,
   context,
   metrics,
   ROOT_CONTEXT,
@@ -70,40 +68,64 @@ export function traceparentOf(sc: SpanContext): string {
  * Metrics and spans, through the OpenTelemetry API only: without an SDK registered (or providers given in the
  * `telemetry` option) every instrument is a no-op and every span a non-recording one.
  */
+/**
+ * Counts by label set, kept here and handed to the SDK at each collection (an observable counter): a request adds
+ * one to a number in a map instead of having the SDK hash its attributes. The label sets are few (routes x statuses,
+ * models x codes), so the map stays small.
+ */
+class Tally {
+  private readonly counts = new Map<string, { attributes: Attributes; value: number }>();
+
+  add(key: string, attributes: () => Attributes, by = 1): void {
+    const entry = this.counts.get(key);
+    if (entry) entry.value += by;
+    else this.counts.set(key, { attributes: attributes(), value: by });
+  }
+
+  readonly report = (result: { observe(value: number, attributes?: Attributes): void }): void => {
+    for (const { attributes, value } of this.counts.values()) result.observe(value, attributes);
+  };
+}
+
+/**
+ * Metrics and spans, through the OpenTelemetry API only: without an SDK registered (or providers given in the
+ * `telemetry` option) every instrument is a no-op and every span a non-recording one.
+ */
 @injectable()
 export class Telemetry {
   readonly tracer: Tracer;
-  private readonly created: Counter;
-  private readonly finishedCount: Counter;
+  private readonly created = new Tally();
+  private readonly finished = new Tally();
+  private readonly tokens = new Tally();
+  private readonly deliveries = new Tally();
+  private readonly http = new Tally();
+  private inFlight = 0;
   private readonly runSeconds: Histogram;
   private readonly queueWaitSeconds: Histogram;
-  private readonly inFlight: UpDownCounter;
-  private readonly tokens: Counter;
-  private readonly deliveries: Counter;
   private readonly deliverySeconds: Histogram;
   private readonly streams: ObservableUpDownCounter;
-  private readonly http: Counter;
   private streamsCallback: (() => number) | undefined;
+  /** One attributes object per model, for the histograms. */
+  private readonly models = new Map<string, Attributes>();
 
   constructor(@inject(TOKENS.Options) options: ResolvedServiceOptions) {
     const meter: Meter = (options.telemetry.meterProvider ?? metrics.getMeterProvider()).getMeter(TELEMETRY_SCOPE);
     this.tracer = (options.telemetry.tracerProvider ?? trace.getTracerProvider()).getTracer(TELEMETRY_SCOPE);
     const seconds = { unit: 's', advice: { explicitBucketBoundaries: SECONDS_BUCKETS } };
-    this.created = meter.createCounter('genservice_generations_created', { description: 'Generations created (accepted and queued).', unit: '{generation}' });
-    this.finishedCount = meter.createCounter('genservice_generations_finished', {
-      description: 'Generations finished, by status (completed, failed) and failure code (empty when completed).',
-      unit: '{generation}',
-    });
+    const counter = (name: string, description: string, unit: string, tally: Tally): void => {
+      meter.createObservableCounter(name, { description, unit }).addCallback(tally.report);
+    };
+    counter('genservice_generations_created', 'Generations created (accepted and queued).', '{generation}', this.created);
+    counter('genservice_generations_finished', 'Generations finished, by status (completed, failed) and failure code (empty when completed).', '{generation}', this.finished);
+    counter('genservice_tokens_charged', 'Tokens (credits) charged for finished generations.', '{token}', this.tokens);
+    counter('genservice_webhook_deliveries', 'Webhook delivery attempts, by outcome (delivered, retry, failed, gone).', '{attempt}', this.deliveries);
+    counter('genservice_http_requests', 'HTTP requests answered, by route template and status.', '{request}', this.http);
     this.runSeconds = meter.createHistogram('genservice_generation_run_seconds', { description: 'Time from the first start of a run to its end.', ...seconds });
     this.queueWaitSeconds = meter.createHistogram('genservice_queue_wait_seconds', { description: 'Time from create to the first start of its run.', ...seconds });
-    this.inFlight = meter.createUpDownCounter('genservice_generations_in_flight', { description: 'Generations this instance is running now.', unit: '{generation}' });
-    this.tokens = meter.createCounter('genservice_tokens_charged', { description: 'Tokens (credits) charged for finished generations.', unit: '{token}' });
-    this.deliveries = meter.createCounter('genservice_webhook_deliveries', {
-      description: 'Webhook delivery attempts, by outcome (delivered, retry, failed, gone).',
-      unit: '{attempt}',
-    });
     this.deliverySeconds = meter.createHistogram('genservice_webhook_delivery_seconds', { description: 'Duration of one webhook delivery attempt.', ...seconds });
-    this.http = meter.createCounter('genservice_http_requests', { description: 'HTTP requests answered, by route template and status.', unit: '{request}' });
+    meter
+      .createObservableUpDownCounter('genservice_generations_in_flight', { description: 'Generations this instance is running now.', unit: '{generation}' })
+      .addCallback((result) => result.observe(this.inFlight));
     this.streams = meter.createObservableUpDownCounter('genservice_event_streams_open', { description: 'Event streams open on this instance.', unit: '{stream}' });
   }
 
@@ -118,33 +140,38 @@ export class Telemetry {
     if (this.streamsCallback) result.observe(this.streamsCallback());
   };
 
+  private model(modelId: string): Attributes {
+    let attributes = this.models.get(modelId);
+    if (!attributes) this.models.set(modelId, (attributes = { model: modelId }));
+    return attributes;
+  }
+
   generationCreated(modelId: string): void {
-    this.created.add(1, { model: modelId });
+    this.created.add(modelId, () => this.model(modelId));
   }
 
   /** A run's first start: how long it waited. */
   runStarted(modelId: string, waitedMs: number): void {
-    this.queueWaitSeconds.record(Math.max(0, waitedMs) / 1000, { model: modelId });
+    this.queueWaitSeconds.record(Math.max(0, waitedMs) / 1000, this.model(modelId));
   }
 
   generationFinished(modelId: string, status: 'completed' | 'failed', code: string, price: number, runMs: number | undefined): void {
-    const model = { model: modelId };
-    this.finishedCount.add(1, { model: modelId, status, code });
-    if (price > 0) this.tokens.add(price, model);
-    if (runMs !== undefined) this.runSeconds.record(Math.max(0, runMs) / 1000, model);
+    this.finished.add(`${modelId}\n${status}\n${code}`, () => ({ model: modelId, status, code }));
+    if (price > 0) this.tokens.add(modelId, () => this.model(modelId), price);
+    if (runMs !== undefined) this.runSeconds.record(Math.max(0, runMs) / 1000, this.model(modelId));
   }
 
   running(delta: 1 | -1): void {
-    this.inFlight.add(delta);
+    this.inFlight += delta;
   }
 
   webhookDelivery(outcome: string, ms: number): void {
-    this.deliveries.add(1, { outcome });
+    this.deliveries.add(outcome, () => ({ outcome }));
     this.deliverySeconds.record(Math.max(0, ms) / 1000);
   }
 
   httpRequest(route: string, status: number): void {
-    this.http.add(1, { route, status });
+    this.http.add(`${route} ${status}`, () => ({ route, status }));
   }
 
   /**
