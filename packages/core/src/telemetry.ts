@@ -5,19 +5,19 @@ import {
   type Meter,
   type ObservableUpDownCounter,
   type Span,
-  type SpanContext,
   type Tracer,
   context,
   metrics,
-  ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
   trace,
-  TraceFlags,
 } from '@opentelemetry/api';
 import { inject, injectable } from 'tsyringe';
+import { contextOfTraceparent, currentTraceparent, traceparentOf } from './trace-context.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
+
+export { contextOfTraceparent, currentTraceparent, traceparentOf };
 
 /** The instrumentation scope of every metric and span genservice makes. */
 export const TELEMETRY_SCOPE = 'genservice';
@@ -43,31 +43,6 @@ export const METRIC_NAMES = [
   'genservice_http_requests_total',
 ] as const;
 
-const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
-
-/** A W3C `traceparent` header's span context, as the parent of spans made under the returned context. */
-export function contextOfTraceparent(traceparent: string | undefined): Context | undefined {
-  const m = traceparent === undefined ? null : TRACEPARENT.exec(traceparent);
-  if (!m) return undefined;
-  const spanContext = { traceId: m[1]!, spanId: m[2]!, traceFlags: Number.parseInt(m[3]!, 16) & TraceFlags.SAMPLED, isRemote: true };
-  return trace.isSpanContextValid(spanContext) ? trace.setSpanContext(ROOT_CONTEXT, spanContext) : undefined;
-}
-
-/** The W3C `traceparent` of the active span (under `ctx`), or undefined without a valid one (no SDK: none). */
-export function currentTraceparent(ctx: Context = context.active()): string | undefined {
-  const sc = trace.getSpanContext(ctx);
-  return sc && trace.isSpanContextValid(sc) ? traceparentOf(sc) : undefined;
-}
-
-/** A span context as a W3C `traceparent` value. */
-export function traceparentOf(sc: SpanContext): string {
-  return `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
-}
-
-/**
- * Metrics and spans, through the OpenTelemetry API only: without an SDK registered (or providers given in the
- * `telemetry` option) every instrument is a no-op and every span a non-recording one.
- */
 /**
  * Counts by label set, kept here and handed to the SDK at each collection (an observable counter): a request adds
  * one to a number in a map instead of having the SDK hash its attributes. The label sets are few (routes x statuses,
