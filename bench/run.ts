@@ -45,9 +45,10 @@ import { memoryPerGeneration, scaleMemory, scaleSqlite, type ScaleResult } from 
 import { pushBench } from './sections/push.js';
 import { usageScale } from './sections/usage.js';
 import { batchBench, BATCH_SIZE } from './sections/batch.js';
+import { telemetryBench } from './sections/telemetry.js';
 
-type Section = 'http' | 'runner' | 'stores' | 'scale' | 'push';
-const ALL: Section[] = ['http', 'runner', 'stores', 'scale', 'push'];
+type Section = 'http' | 'runner' | 'stores' | 'scale' | 'push' | 'telemetry';
+const ALL: Section[] = ['http', 'runner', 'stores', 'scale', 'push', 'telemetry'];
 const ROOT = path.resolve(BENCH_DIR, '..');
 const DOCS = path.join(ROOT, 'docs');
 const RESULTS = path.join(BENCH_DIR, 'results.json');
@@ -72,7 +73,7 @@ function parseOptions(argv: string[]): { only: Section[]; quick: boolean; write:
       strict: true,
     }));
   } catch (error) {
-    throw new Error(`${(error as Error).message} (use --only http|runner|stores|scale|push, --quick, --write, --no-profile, --no-wait, --report)`);
+    throw new Error(`${(error as Error).message} (use --only http|runner|stores|scale|push|telemetry, --quick, --write, --no-profile, --no-wait, --report)`);
   }
   let only: Section[] = ALL;
   if (values.only !== undefined) {
@@ -651,6 +652,29 @@ async function runPush(): Promise<Row[]> {
   ];
 }
 
+async function runTelemetry(): Promise<Row[]> {
+  const plan = Q ? { rounds: 3, gets: 20_000, posts: 4_000 } : { rounds: 7, gets: 100_000, posts: 20_000 };
+  log(`[telemetry] service.handle() in process, metrics + tracing on (Prometheus MeterProvider, no-op tracer) vs off (no SDK), ${plan.rounds} alternating rounds`);
+  const r = await telemetryBench(plan);
+  log(`[telemetry] GET ${r.get.on.toFixed(2)} µs (on) vs ${r.get.off.toFixed(2)} µs (off); POST ${r.post.on.toFixed(1)} µs (on) vs ${r.post.off.toFixed(1)} µs (off)`);
+  const row = (id: string, name: string, side: { on: number; off: number }): Row => ({
+    id,
+    section: 'telemetry',
+    name,
+    ours: { value: side.on, unit: 'us', extra: 'CPU per request, metrics + tracing on' },
+    oursLabel: 'Prometheus MeterProvider, no-op tracer',
+    base: { value: side.off, unit: 'us', extra: 'CPU per request, off' },
+    baseLabel: 'no OpenTelemetry SDK',
+    ratio: side.on / side.off,
+    target: { kind: 'max', bound: 1.05 },
+    met: side.on / side.off <= 1.05,
+  });
+  return [
+    row('telemetry.get', 'GET /v1/generations/:id in process: metrics + tracing on vs off', r.get),
+    row('telemetry.post', 'POST /v1/generations in process, run to completion: metrics + tracing on vs off', r.post),
+  ];
+}
+
 // ------------------------------------------------------------------ profiles of missed targets
 
 const profiles: Record<string, ProfileSummary> = {};
@@ -890,7 +914,9 @@ async function main(): Promise<void> {
             ? await runStores()
             : section === 'scale'
               ? await runScale()
-              : await runPush();
+              : section === 'push'
+                ? await runPush()
+                : await runTelemetry();
     log(`[bench] ${section} done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
     fresh.push(...rows);
     saved.sections[section] = { at, quick: opts.quick, rows, load: [loadBefore, load1()] };

@@ -18,7 +18,7 @@ export interface Target {
 export interface Row {
   /** Stable id, e.g. `http.express.get.p1`; also the key of a note in bench/notes/<id-prefix>.md. */
   id: string;
-  section: 'http' | 'runner' | 'stores' | 'scale' | 'push';
+  section: 'http' | 'runner' | 'stores' | 'scale' | 'push' | 'telemetry';
   name: string;
   ours: Measure;
   oursLabel: string;

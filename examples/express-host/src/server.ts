@@ -11,9 +11,10 @@ app.disable('x-powered-by');
 app.get('/', (_req, res) => {
   res.json({ app: 'express-host', genservice: `${host.config.publicUrl}${host.config.mountPath}/v1/models` });
 });
-app.get('/healthz', (_req, res) => {
-  res.json({ ok: true });
-});
+// Health is genservice's own: <mount>/healthz (alive) and <mount>/readyz (store, ledger, queue answer).
+// Prometheus metrics with METRICS=1, outside the API mount.
+const metrics = host.metricsHandler;
+if (metrics) app.get('/metrics', (req, res) => metrics(req, res));
 // genservice first: it reads its own raw bodies with its own size and time limits, and answers unknown paths under
 // its mount with its JSON 404 (nothing else of this host lives there). Then the host's JSON parser, for its own
 // routes (a parser in front would read every hostile body to its end first; see docs/adapters.md).

@@ -8,7 +8,15 @@ const app = Fastify({ logger: false, requestTimeout: SERVER_LIMITS.requestTimeou
 
 // The host's own routes, as any app has; genservice is one more plugin beside them.
 app.get('/', async () => ({ app: 'fastify-host', genservice: `${host.config.publicUrl}${host.config.mountPath}/v1/models` }));
-app.get('/healthz', async () => ({ ok: true }));
+// Health is genservice's own: <mount>/healthz (alive) and <mount>/readyz (store, ledger, queue answer).
+// Prometheus metrics with METRICS=1, outside the API mount.
+const metrics = host.metricsHandler;
+if (metrics) {
+  app.get('/metrics', (request, reply) => {
+    reply.hijack();
+    metrics(request.raw, reply.raw);
+  });
+}
 await app.register(genservicePlugin, { service: host.service, prefix: host.config.mountPath });
 
 await host.service.start();

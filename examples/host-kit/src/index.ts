@@ -44,6 +44,8 @@ export interface HostConfig {
   webhookLeaseMs?: number;
   /** The admin key for `<mount>/v1/admin/` (users, credits, keys, audit); without it the admin routes are off. */
   adminApiKey?: string;
+  /** Serve `GET /metrics` (Prometheus text format) beside the API mount. */
+  metrics: boolean;
   /** Result files in this S3 (or S3-compatible) bucket instead of `DATA_DIR/files`: instances need no shared directory. */
   s3?: { bucket: string; prefix?: string; region: string; endpoint?: string; forcePathStyle: boolean; serve?: 'redirect' | 'stream' };
 }
@@ -75,6 +77,7 @@ const envSchema = z.object({
   S3_ENDPOINT: z.url().optional(),
   S3_FORCE_PATH_STYLE: z.enum(['0', '1', 'true', 'false']).default('0'),
   S3_SERVE: z.enum(['redirect', 'stream']).optional(),
+  METRICS: z.enum(['0', '1', 'true', 'false']).default('0'),
 });
 
 /** Reads the host's configuration from the environment; exits with a clear message when it is invalid. */
@@ -107,6 +110,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): HostConfig {
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     webhookLeaseMs: e.WEBHOOK_LEASE_MS,
     adminApiKey: e.ADMIN_API_KEY,
+    metrics: e.METRICS === '1' || e.METRICS === 'true',
     // Credentials are the AWS SDK's own business: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, a profile, or a role.
     s3: e.S3_BUCKET
       ? {
@@ -215,6 +219,11 @@ export interface Host {
   service: GenerationService;
   config: HostConfig;
   logger: Logger;
+  /**
+   * With `METRICS=1`: answers a Prometheus scrape (mount it at `GET /metrics`, outside the API mount; keep it off
+   * the public internet).
+   */
+  metricsHandler?: (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => void;
   /** Set when the host made a demo user: its API key, to print. */
   demoKey?: string;
   /** Stops the service (waiting for running generations) and closes the stores and queue. */
@@ -261,6 +270,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
   }
   const perMinute = config.rateLimitPerMinute;
   const demo = createDemoProvider({ speed: config.demoSpeed, fetch: { allowPrivateNetworks: config.allowPrivateMedia } });
+  const metrics = config.metrics ? (await import('@genservice/metrics-prometheus')).createPrometheusMetrics() : undefined;
   const service = createGenerationService({
     providers: [
       demo,
@@ -302,6 +312,8 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     // The playground page at <mount>/playground (packages/playground).
     playground: true,
     logger,
+    // `<mount>/readyz` asks the store, the ledger and the queue (Redis) itself; the rate limits' Redis too.
+    ...(metrics ? { telemetry: { meterProvider: metrics.meterProvider } } : {}),
   });
   logger.info(
     {
@@ -318,10 +330,12 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     config,
     logger,
     demoKey,
+    ...(metrics ? { metricsHandler: metrics.handler } : {}),
     close: () =>
       (closing ??= (async () => {
         await service.stop({ timeoutMs: 10_000 });
         await redisForLimits?.quit().catch(() => undefined);
+        await metrics?.shutdown().catch(() => undefined);
         await stores.close();
       })()),
   };
@@ -352,7 +366,7 @@ export function closeOnSignals(close: () => Promise<void>, logger: Logger): void
     close().then(
       () => process.exit(0),
       (err: unknown) => {
-        logger.error({ err: String(err) }, 'shutdown failed');
+        logger.error({ err: err instanceof Error ? err : new Error(String(err)) }, 'shutdown failed');
         process.exit(1);
       },
     );

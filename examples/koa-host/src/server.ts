@@ -11,9 +11,15 @@ const router = new Router();
 router.get('/', (ctx) => {
   ctx.body = { app: 'koa-host', genservice: `${host.config.publicUrl}${host.config.mountPath}/v1/models` };
 });
-router.get('/healthz', (ctx) => {
-  ctx.body = { ok: true };
-});
+// Health is genservice's own: <mount>/healthz (alive) and <mount>/readyz (store, ledger, queue answer).
+// Prometheus metrics with METRICS=1, outside the API mount.
+const metrics = host.metricsHandler;
+if (metrics) {
+  router.get('/metrics', (ctx) => {
+    ctx.respond = false;
+    metrics(ctx.req, ctx.res);
+  });
+}
 app.use(genserviceMiddleware(host.service, { prefix: host.config.mountPath }));
 app.use(router.routes()).use(router.allowedMethods());
 

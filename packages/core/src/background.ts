@@ -10,6 +10,7 @@ import { ModelRegistry } from './registry.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { Runner } from './runner/runner.js';
 import type { ServiceStats } from './service-types.js';
+import { Telemetry } from './telemetry.js';
 import { TOKENS } from './tokens.js';
 
 /**
@@ -31,9 +32,11 @@ export class Background {
     @inject(EventFeed) private readonly feed: EventFeed,
     @inject(LiveStatus) private readonly live: LiveStatus,
     @inject(Webhooks) private readonly webhooks: Webhooks,
+    @inject(Telemetry) telemetry: Telemetry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'genservice' });
+    telemetry.observeStreams(() => this.live.openStreams);
   }
 
   async start(): Promise<void> {

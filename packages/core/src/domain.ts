@@ -88,6 +88,11 @@ export interface GenerationRecord {
    * `expiresAfterSeconds`, so the sweep finds it by index. The Lifecycle's `expiresAt` is the whole rule.
    */
   lifeEndsAt?: number;
+  /**
+   * The W3C `traceparent` of the create's span (or of the client's request, without an SDK), so the run continues
+   * the same trace on whichever instance it runs. Absent without tracing.
+   */
+  traceparent?: string;
   /** How many times a worker claimed it (1 on the first run; a parked remote job's checks are not claims). */
   claims: number;
   /** The worker that holds the current claim, and until when (epoch ms). */

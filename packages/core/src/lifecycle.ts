@@ -15,6 +15,9 @@ import { Webhooks } from './push/webhooks.js';
 import { isRemoteJobProvider, ModelRegistry } from './registry.js';
 import type { WebhookStore } from './ports/webhooks.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
+import { Telemetry, traceparentOf } from './telemetry.js';
+import { currentRequestContext } from './request-context.js';
+import { type Span, trace } from '@opentelemetry/api';
 import { TOKENS } from './tokens.js';
 
 /** The client-safe sentence of each failure code, used when nothing more specific may be said. */
@@ -105,6 +108,7 @@ export class Lifecycle {
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(TOKENS.WebhookStore) private readonly webhookStore: WebhookStore,
     @inject(Webhooks) private readonly webhooks: Webhooks,
+    @inject(Telemetry) private readonly telemetry: Telemetry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'lifecycle' });
@@ -142,7 +146,25 @@ export class Lifecycle {
     expiresAfterSeconds?: number;
   }): Promise<string> {
     this.checkLife(input.expiresAfterSeconds);
+    // The create's span: a child of the client's `traceparent` (or of the active span). Its context is stored with
+    // the generation, so the run continues this trace wherever it runs.
+    const parent = currentRequestContext()?.traceContext;
+    return this.telemetry.inSpan(
+      'genservice.create',
+      { 'genservice.model': input.modelId },
+      (span) => {
+        const sc = span.spanContext();
+        return this.insertAndEnqueue(input, trace.isSpanContextValid(sc) ? traceparentOf(sc) : undefined, span);
+      },
+      parent,
+    );
+  }
+
+  private async insertAndEnqueue(input: Parameters<Lifecycle['create']>[0], traceparent: string | undefined, span: Span): Promise<string> {
     const id = input.id ?? newGenerationId();
+    span.setAttribute('genservice.generation_id', id);
+    const ctx = currentRequestContext();
+    if (ctx) ctx.generationId = id;
     const now = Date.now();
     const options: ReserveOptions = { modelId: input.modelId };
     const budget = input.key?.budget;
@@ -174,6 +196,7 @@ export class Lifecycle {
           ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
           ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
           ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
+          ...(traceparent !== undefined ? { traceparent } : {}),
         },
         { type: 'created', data: { modelId: input.modelId } },
         { maxUnfinishedPerOwner: cap },
@@ -197,6 +220,7 @@ export class Lifecycle {
       if (err instanceof UnavailableError) throw new DomainError('unavailable', 'The job queue is unavailable; try again shortly.', { cause: err });
       throw err;
     }
+    this.telemetry.generationCreated(input.modelId);
     if (this.logs) this.logger.info({ generationId: id, modelId: input.modelId, userId: input.userId, status: 'pending', reserved: input.price }, 'generation created');
     return id;
   }
@@ -366,7 +390,7 @@ export class Lifecycle {
     // gone goes the long way, to the give-up rule.)
     if (this.registry.get(job.modelId)) {
       const fresh = await this.change(generationId, fromPending);
-      if (fresh) return fresh;
+      if (fresh) return this.started(fresh, now);
     }
     const rec = await this.store.getById(generationId);
     if (!rec || isTerminal(rec.status)) return null;
@@ -376,7 +400,7 @@ export class Lifecycle {
       await this.fail(rec, FROM.unheld, stop);
       return null;
     }
-    if (rec.status === 'pending') return this.change(generationId, fromPending);
+    if (rec.status === 'pending') return this.started(await this.change(generationId, fromPending), now);
     if (rec.parkedUntil !== undefined) {
       return this.change(generationId, { expect: { status: ['processing'], lease: 'free', parked: true }, set: { parkedUntil: null, ...lease }, now });
     }
@@ -387,6 +411,12 @@ export class Lifecycle {
       event: { type: 'processing', data: { claim: claims } },
       now,
     });
+  }
+
+  /** A first claim: how long it waited in the queue is observed. */
+  private started(rec: GenerationRecord | null, now: number): GenerationRecord | null {
+    if (rec) this.telemetry.runStarted(rec.modelId, now - rec.createdAt);
+    return rec;
   }
 
   /**
@@ -491,6 +521,7 @@ export class Lifecycle {
     if (!done) return false;
     await this.ledger.settle(generationId, result.price);
     await this.batchMemberFinished(done);
+    this.telemetry.generationFinished(done.modelId, 'completed', '', result.price, done.startedAt === undefined ? undefined : now - done.startedAt);
     if (this.logs) this.logger.info({ generationId, status: 'completed', price: result.price }, 'generation completed');
     return true;
   }
@@ -529,6 +560,7 @@ export class Lifecycle {
     if (!failed) return null;
     await this.ledger.settle(generationId, price);
     await this.batchMemberFinished(failed);
+    this.telemetry.generationFinished(failed.modelId, 'failed', request.code, price, failed.startedAt === undefined ? undefined : now - failed.startedAt);
     this.logger.info({ generationId, status: 'failed', price, code: request.code, reason: request.reason }, 'generation failed');
     return failed;
   }

@@ -30,6 +30,13 @@ const providerSchema = z.custom<object>(
 
 /** Every option, checked at once, so one error lists every mistake. Unknown keys are mistakes too (a typo). */
 export const optionsSchema = z.strictObject({
+  health: z
+    .strictObject({
+      timeoutMs: positiveInt.max(60_000).optional(),
+      checks: z.record(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'check names are letters, digits, _ and -'), z.custom<() => unknown>((v) => typeof v === 'function', { message: 'must be a function' })).optional(),
+    })
+    .optional(),
+  telemetry: z.strictObject({ meterProvider: port('getMeter').optional(), tracerProvider: port('getTracer').optional() }).optional(),
   providers: z.array(providerSchema),
   store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'listFinishedBefore', 'listLifeEndedBefore', 'remove').optional(),
   ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'openAccount', 'account', 'openReserves', 'keySpend', 'usage').optional(),
@@ -251,6 +258,8 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       pollIntervalMs: options.webhooks?.pollIntervalMs ?? 1000,
       rotationOverlapMs: options.webhooks?.rotationOverlapMs ?? 24 * 3600_000,
     },
+    health: { timeoutMs: options.health?.timeoutMs ?? 2000, checks: options.health?.checks ?? {} },
+    telemetry: { ...options.telemetry },
     push: {
       pollIntervalMs: options.push?.pollIntervalMs ?? 1000,
       keepAliveMs: options.push?.keepAliveMs ?? 15_000,

@@ -265,4 +265,32 @@ export interface GenerationServiceOptions {
    */
   admin?: AdminOptions;
   webhooks?: WebhookOptions;
+  /** `<mount>/readyz`: its time limit and the host's own checks. */
+  health?: HealthOptions;
+  /** Where metrics and spans go (default: the global OpenTelemetry API, a no-op until the host registers an SDK). */
+  telemetry?: TelemetryOptions;
+}
+
+/**
+ * `<mount>/healthz` answers 200 while the process serves requests; `<mount>/readyz` answers 200 when the store, the
+ * ledger, the queue and (when configured) the rate limits' Redis answer within `timeoutMs`, else 503 naming the
+ * failing parts. Neither needs a key; neither says more than `ok`, `error` or `timeout` per part.
+ */
+export interface HealthOptions {
+  /** How long each check may take before it counts as failing. Default 2000 ms. */
+  timeoutMs?: number;
+  /**
+   * More checks by name (`{ redis: () => redis.ping() }`): a check that throws, rejects or takes longer than
+   * `timeoutMs` fails readiness. Names: letters, digits, `_` and `-`.
+   */
+  checks?: Record<string, () => unknown>;
+}
+
+/**
+ * OpenTelemetry providers to use instead of the global ones (`metrics.getMeterProvider()`,
+ * `trace.getTracerProvider()`), e.g. a MeterProvider from `@genservice/metrics-prometheus`.
+ */
+export interface TelemetryOptions {
+  meterProvider?: import('@opentelemetry/api').MeterProvider;
+  tracerProvider?: import('@opentelemetry/api').TracerProvider;
 }

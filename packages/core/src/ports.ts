@@ -37,3 +37,5 @@ export { newGenerationId, newKeyId } from './ids.js';
 export * from './outbound/index.js';
 /** How every ledger adds up and orders its usage report, so all answer the same. */
 export { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from './usage.js';
+/** The W3C `traceparent` of the active span: providers send it with their upstream HTTP calls. */
+export { currentTraceparent } from './trace-context.js';

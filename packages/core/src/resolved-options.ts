@@ -1,4 +1,4 @@
-import type { FieldTypeSchema, RateLimitBackend, RateLimitRule, WebhookOptions } from './options.js';
+import type { FieldTypeSchema, TelemetryOptions, RateLimitBackend, RateLimitRule, WebhookOptions } from './options.js';
 import type { ResolvedLimits } from './settings/compile.js';
 
 export interface ResolvedServiceOptions {
@@ -37,5 +37,7 @@ export interface ResolvedServiceOptions {
     stream?: RateLimitRule;
     unauthenticated?: RateLimitRule;
   };
+  telemetry: TelemetryOptions;
+  health: { timeoutMs: number; checks: Record<string, () => unknown> };
   webhooks: Required<Omit<WebhookOptions, 'endpoints'>> & Pick<WebhookOptions, 'endpoints'>;
 }

@@ -9,6 +9,9 @@ import { Background } from './background.js';
 import { Generations } from './generations.js';
 import { AccountRoutes } from './http/accounts-routes.js';
 import { FilesRoute } from './http/files-route.js';
+import { HealthRoute } from './http/health.js';
+import { BatchRoutes } from './http/batch-routes.js';
+import { Fallbacks } from './fallbacks.js';
 import { GenerationRoutes } from './http/generation-routes.js';
 import { HttpHandler } from './http/handler.js';
 import { PlaygroundRoute } from './http/playground.js';
@@ -16,6 +19,7 @@ import { RateLimits } from './http/rate-limits.js';
 import type { HttpRequest, HttpResponse } from './http/types.js';
 import { Lifecycle } from './lifecycle.js';
 import { silentLogger } from './logger.js';
+import { contextualLogger } from './request-context.js';
 import { Maintenance, type RecoveryReport } from './maintenance.js';
 import type { GenerationStore } from './ports/store.js';
 import {
@@ -50,6 +54,7 @@ import type {
   ReadOptions,
   ServiceStats,
 } from './service-types.js';
+import { Telemetry } from './telemetry.js';
 import { TOKENS } from './tokens.js';
 import { Views, type GenerationItem } from './views.js';
 
@@ -157,7 +162,8 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   // One child container per service; every class in it is a singleton of that container (tsyringe's default,
   // transient, would give each dependent its own store, lifecycle, ...).
   const c = container.createChildContainer();
-  const logger = options.logger ?? silentLogger;
+  // The request id, generation id and trace id of whatever is being handled go on every line.
+  const logger = options.logger ? contextualLogger(options.logger) : silentLogger;
   c.register(TOKENS.Options, { useValue: resolved });
   c.register(TOKENS.Providers, { useValue: options.providers });
   c.register(TOKENS.Logger, { useValue: logger });
@@ -196,7 +202,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
   // lifecycle, ...); the symbols some files still name are aliases of the same instances.
-  for (const cls of [Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Runner, Maintenance, Background, Generations, RateLimits, Accounts, AccountRoutes, GenerationRoutes, FilesRoute, PlaygroundRoute, HttpHandler, GenerationServiceImpl]) {
+  for (const cls of [Telemetry, Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Fallbacks, Runner, Maintenance, Background, Generations, Batches, RateLimits, Accounts, AccountRoutes, BatchRoutes, GenerationRoutes, FilesRoute, HealthRoute, PlaygroundRoute, HttpHandler, GenerationServiceImpl]) {
     c.registerSingleton(cls as unknown as new () => object);
   }
   return c.resolve(GenerationServiceImpl);

@@ -32,7 +32,7 @@ export const genservicePlugin: FastifyPluginAsync<GenservicePluginOptions> = asy
     readRawBody(payload, mount.limits.bytes, request.headers['content-length'], mount.limits.timeoutMs).then((raw) => done(null, { raw } satisfies HostBody), done);
   });
   const handler = (request: FastifyRequest, reply: FastifyReply): void => answer(mount, request, reply, pathBelow(request, mount.prefix));
-  for (const path of ['/v1', '/v1/*', '/playground', '/playground/*']) app.all(path, handler);
+  for (const path of ['/v1', '/v1/*', '/playground', '/playground/*', '/healthz', '/readyz']) app.all(path, handler);
   // Paths under a (non-root) prefix that no route serves get genservice's JSON 404, as on every adapter.
   if (mount.prefix !== '') app.setNotFoundHandler(handler);
 };

@@ -1,4 +1,4 @@
-import { fetchMedia, OutboundError, ProviderError, type FetchMediaOptions, type GenerationContext, type GenerationOutput } from '@genservice/core/ports';
+import { currentTraceparent, fetchMedia, OutboundError, ProviderError, type FetchMediaOptions, type GenerationContext, type GenerationOutput } from '@genservice/core/ports';
 
 /** How a ready provider talks to its upstream API. */
 export interface UpstreamOptions {
@@ -139,10 +139,17 @@ export async function callUpstream(
   const url = path.startsWith('http://') || path.startsWith('https://') ? path : `${upstream.baseUrl}${path}`;
   const timeout = AbortSignal.timeout(upstream.timeoutMs);
   let res: Response;
+  // The provider call's span (with an OpenTelemetry SDK): the upstream continues the generation's trace.
+  const traceparent = currentTraceparent();
   try {
     res = await upstream.fetch(url, {
       method,
-      headers: { ...upstream.headers, accept: 'application/json', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        ...upstream.headers,
+        accept: 'application/json',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...(traceparent !== undefined ? { traceparent } : {}),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
       redirect: 'error',
       signal: signal ? AbortSignal.any([signal, timeout]) : timeout,

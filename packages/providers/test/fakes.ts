@@ -53,7 +53,7 @@ export interface Fake {
   creates: number;
   cancels: number;
   /** Every request's method, path, Host and authorization header. */
-  requests: Array<{ method: string; path: string; host?: string; authorization?: string }>;
+  requests: Array<{ method: string; path: string; host?: string; authorization?: string; traceparent?: string }>;
   options: FakeOptions;
   releaseAll(): void;
   close(): Promise<void>;
@@ -95,7 +95,8 @@ async function start(handler: (fake: Fake, req: IncomingMessage, res: ServerResp
   };
   server = createServer((req, res) => {
     const path = req.url ?? '/';
-    fake.requests.push({ method: req.method ?? 'GET', path, host: req.headers.host, authorization: req.headers.authorization });
+    const traceparent = typeof req.headers.traceparent === 'string' ? req.headers.traceparent : undefined;
+    fake.requests.push({ method: req.method ?? 'GET', path, host: req.headers.host, authorization: req.headers.authorization, ...(traceparent ? { traceparent } : {}) });
     if (req.method === 'GET' && path.startsWith('/files/')) {
       const file = FILES[path.slice(path.lastIndexOf('.') + 1)] ?? FILES.png!;
       res.writeHead(200, { 'content-type': file.type, 'content-length': file.bytes.byteLength }).end(Buffer.from(file.bytes));

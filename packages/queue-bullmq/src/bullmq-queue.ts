@@ -72,6 +72,7 @@ const RUN_RETRY_DELAY_MS = 1000;
 /** The ioredis commands used beside BullMQ's own (its client type does not declare them). */
 interface RedisCommands {
   hincrby(key: string, field: string, by: number): Promise<number>;
+  ping(): Promise<string>;
   defineCommand(name: string, definition: { numberOfKeys: number; lua: string }): void;
   [RELEASE_COMMAND]?: (key: string, ...ownerAndCount: string[]) => Promise<unknown>;
 }
@@ -444,6 +445,13 @@ export class BullMQQueue implements JobQueue {
       await within(this.flushReleases(producer), CLOSE_GRACE_MS);
       await within(producer.queue.close(), CLOSE_GRACE_MS);
     }
+  }
+
+  /** A PING on the producer's connection (no offline queue: fails at once while Redis is down); for `readyz`. */
+  async ping(): Promise<unknown> {
+    const open = this.openProducer();
+    const client = open.client ?? ((await open.queue.client) as unknown as RedisCommands);
+    return client.ping();
   }
 
   abort(generationId: string): boolean {

@@ -269,6 +269,11 @@ export const MIGRATIONS: readonly Migration[] = [
     ],
   },
   {
+    version: 6,
+    name: 'the create trace context of a generation',
+    up: (s) => [`ALTER TABLE ${s}.generations ADD COLUMN traceparent text`],
+  },
+  {
     version: 7,
     name: 'batches, the model that served a generation',
     up: (s) => [

@@ -370,6 +370,11 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    version: 8,
+    name: 'the create trace context of a generation',
+    sql: `ALTER TABLE generations ADD COLUMN traceparent TEXT;  -- W3C traceparent, so the run continues the trace`,
+  },
+  {
     version: 9,
     name: 'batches, the model that served a generation',
     sql: `

@@ -38,6 +38,7 @@ interface GenerationRow {
   error_message: string | null;
   metadata: string | null;
   webhook: string | null;
+  traceparent: string | null;
   progress_fraction: number | null;
   progress_message: string | null;
   remote_handle: string | null;
@@ -78,7 +79,7 @@ interface EventRow {
 const COLUMNS = `id, owner_id, model_id, settings, status, reserved, price, result_text, result_key, failure_reason,
   error_code, error_message, metadata, webhook, progress_fraction, progress_message, remote_handle, parked_until,
   claims, lease_owner, lease_expires_at, last_seq, created_at, updated_at, started_at, finished_at,
-  expires_after_seconds, life_ends_at, batch_id, served_model_id`;
+  expires_after_seconds, life_ends_at, batch_id, served_model_id, traceparent`;
 
 const EVENT_COLUMNS = 'position, seq, generation_id, owner_id, type, at, data';
 
@@ -188,9 +189,9 @@ function shapeOf(change: GenerationChange): string {
 /** Every fixed statement the store runs. Exported from this module (not the package) so tests can EXPLAIN them. */
 export const GENERATION_SQL = {
   insert: `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, claims, metadata, webhook,
-                                    expires_after_seconds, last_seq, created_at, updated_at, batch_id)
+                                    expires_after_seconds, last_seq, created_at, updated_at, batch_id, traceparent)
     VALUES (@id, @ownerId, @modelId, @settings, @status, @reserved, 0, @metadata, @webhook, @expiresAfterSeconds, 1,
-            @createdAt, @createdAt, @batchId)`,
+            @createdAt, @createdAt, @batchId, @traceparent)`,
   insertBatch: `INSERT INTO batches (id, owner_id, generation_ids, webhook_url, created_at) VALUES (?, ?, ?, ?, ?)`,
   getBatch: `SELECT id, owner_id, generation_ids, webhook_url, created_at, completed_at FROM batches WHERE id = ? AND owner_id = ?`,
   // One read over the batch's index: counts by status and the charge of the finished ones.
@@ -289,6 +290,7 @@ export class SqliteGenerationStore implements GenerationStore {
         expiresAfterSeconds: gen.expiresAfterSeconds ?? null,
         createdAt: gen.createdAt,
         batchId: gen.batchId ?? null,
+        traceparent: gen.traceparent ?? null,
       });
     };
     this.insertTx = db.transaction((gen: NewGeneration, event: NewEvent, max: number | undefined) => {
@@ -483,6 +485,7 @@ function toRecord(row: GenerationRow | undefined): GenerationRecord | null {
   }
   if (row.metadata !== null) record.metadata = JSON.parse(row.metadata) as GenerationRecord['metadata'];
   if (row.webhook !== null) record.webhook = JSON.parse(row.webhook) as GenerationRecord['webhook'];
+  if (row.traceparent !== null) record.traceparent = row.traceparent;
   if (row.progress_fraction !== null) {
     record.progress =
       row.progress_message === null

@@ -39,7 +39,7 @@ export function withCors(cors: Cors, res: HttpResponse, origin: string): HttpRes
     headers: {
       ...res.headers,
       'access-control-allow-origin': cors.origins === '*' ? '*' : origin,
-      'access-control-expose-headers': 'Retry-After, RateLimit, RateLimit-Policy, Preference-Applied, WWW-Authenticate',
+      'access-control-expose-headers': 'Retry-After, RateLimit, RateLimit-Policy, Preference-Applied, WWW-Authenticate, X-Request-Id',
       vary: res.headers.vary ? `${res.headers.vary}, Origin` : 'Origin',
     },
   };

@@ -18,7 +18,7 @@ import { LIST_LIMITS } from './schemas.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
 /** The routes that need a user: what an authenticated request of the API is answered. */
-export type UserRoute = Exclude<Route, { name: 'file' | 'openapi' | 'playground' | 'admin' }>;
+export type UserRoute = Exclude<Route, { name: 'file' | 'openapi' | 'playground' | 'admin' | 'healthz' | 'readyz' }>;
 
 function badQuery(field: string, message: string): DomainError {
   return new DomainError('invalid_request', `${field} ${message}.`, { details: [{ field, code: 'invalid_value', message }] });

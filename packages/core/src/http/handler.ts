@@ -4,12 +4,15 @@ import { asError, childLogger } from '../logger.js';
 import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { Logger } from '../ports/logger.js';
 import { ModelRegistry } from '../registry.js';
+import { type RequestContext, requestIdOf, withRequestContext } from '../request-context.js';
+import { contextOfTraceparent, Telemetry } from '../telemetry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import type { GenerationService } from '../service-types.js';
 import { TOKENS } from '../tokens.js';
 import { AccountRoutes, type AdminRoute, scopeRefusal } from './accounts-routes.js';
 import { headOf, isPreflight, preflight, withCors } from './cors.js';
 import { FilesRoute } from './files-route.js';
+import { HealthRoute } from './health.js';
 import { GenerationRoutes } from './generation-routes.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { PlaygroundRoute } from './playground.js';
@@ -20,6 +23,8 @@ import { matchRoute } from './routes.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
 const BEARER = /^Bearer +([\x21-\x7e]{1,512})$/i;
+/** A path's id goes into the log context only when it looks like one (a hostile path stays out of the logs). */
+const GENERATION_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /**
  * The framework-neutral HTTP layer: every status code, header and error body of the API is decided here, and
@@ -40,19 +45,35 @@ export class HttpHandler {
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(RateLimits) private readonly limits: RateLimits,
     @inject(AccountRoutes) private readonly accountRoutes: AccountRoutes,
+    @inject(HealthRoute) private readonly health: HealthRoute,
+    @inject(Telemetry) private readonly telemetry: Telemetry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'http' });
   }
 
-  /** The answer to a request of `service`'s API: its generation routes call `service`'s own methods. Never rejects. */
+  /**
+   * The answer to a request of `service`'s API: its generation routes call `service`'s own methods. Never rejects.
+   * Every answer carries the request's id (the client's `X-Request-Id` when acceptable, else a new one), which every
+   * log line written while it is handled carries too.
+   */
   handle(req: HttpRequest, service: GenerationService): Promise<HttpResponse> {
-    // Without CORS and HEAD there is nothing to add to dispatch's answer, and dispatch never rejects.
-    if (this.options.cors === undefined && !(req.method.length === 4 && req.method.toUpperCase() === 'HEAD')) return this.dispatch(req, service);
-    return this.handleWithCorsOrHead(req, service);
+    const ctx: RequestContext = { requestId: requestIdOf(req.headers['x-request-id']) };
+    const traceparent = req.headers.traceparent;
+    if (traceparent !== undefined) ctx.traceContext = contextOfTraceparent(Array.isArray(traceparent) ? traceparent[0] : traceparent);
+    return withRequestContext(ctx, () => this.answer(req, ctx, service)).then((res) => {
+      this.telemetry.httpRequest(ctx.route ?? 'unmatched', res.status);
+      return { status: res.status, headers: { ...res.headers, 'x-request-id': ctx.requestId! }, body: res.body };
+    });
   }
 
-  private async handleWithCorsOrHead(req: HttpRequest, service: GenerationService): Promise<HttpResponse> {
+  private answer(req: HttpRequest, ctx: RequestContext, service: GenerationService): Promise<HttpResponse> {
+    // Without CORS and HEAD there is nothing to add to dispatch's answer, and dispatch never rejects.
+    if (this.options.cors === undefined && !(req.method.length === 4 && req.method.toUpperCase() === 'HEAD')) return this.dispatch(req, ctx, service);
+    return this.handleWithCorsOrHead(req, ctx, service);
+  }
+
+  private async handleWithCorsOrHead(req: HttpRequest, ctx: RequestContext, service: GenerationService): Promise<HttpResponse> {
     // HEAD is answered like GET, without the body (RFC 9110 9.3.2).
     const method = req.method.toUpperCase();
     const head = method === 'HEAD';
@@ -66,7 +87,7 @@ export class HttpHandler {
         res = this.fromError(err);
       }
     } else {
-      res = await this.dispatch(head ? { ...req, method: 'GET' } : req, service);
+      res = await this.dispatch(head ? { ...req, method: 'GET' } : req, ctx, service);
     }
     if (cors && origin !== undefined) res = withCors(cors, res, origin);
     return head ? headOf(res) : res;
@@ -87,7 +108,7 @@ export class HttpHandler {
   }
 
   /** Answers every request, errors included (as their error answers): never rejects. */
-  private async dispatch(req: HttpRequest, service: GenerationService): Promise<HttpResponse> {
+  private async dispatch(req: HttpRequest, ctx: RequestContext, service: GenerationService): Promise<HttpResponse> {
     try {
       // A body that did not arrive in time: whatever the route, the request is over and so is the connection (the rest
       // of the body is never read).
@@ -101,10 +122,14 @@ export class HttpHandler {
       const query = q === -1 ? '' : req.path.slice(q + 1);
       const route = matchRoute(req.method.toUpperCase(), path);
       if ('status' in route) return route;
+      ctx.route = route.template;
+      if ('id' in route && GENERATION_ID.test(route.id)) ctx.generationId = route.id;
 
       // `return await` inside the try: a rejection must become its error answer here.
       if (route.name === 'file') return await this.files.serve(req, route.key, query);
       if (route.name === 'openapi') return this.openapi();
+      if (route.name === 'healthz') return this.health.live();
+      if (route.name === 'readyz') return await this.health.ready();
       if (route.name === 'playground') return await this.playground.serve(route.asset, query);
       if (route.name === 'admin') return await this.admin(req, route, query);
 

@@ -122,9 +122,18 @@ function hasNoBodyByHeaders(stream: Readable): boolean {
 }
 
 /**
- * Which paths below the mount point the service answers: `/v1` and below, and the playground page
- * (`/playground`). Everything else is left to the host, so mounting at the root does not swallow its own routes.
+ * Which paths below the mount point the service answers: `/v1` and below, the playground page (`/playground`), and
+ * the health checks (`/healthz`, `/readyz`). Everything else is left to the host, so mounting at the root does not
+ * swallow its own routes.
  */
 export function isApiPath(pathname: string): boolean {
-  return pathname === '/v1' || pathname.startsWith('/v1/') || pathname === '/playground' || pathname.startsWith('/playground/');
+  return (
+    pathname === '/v1' ||
+    pathname.startsWith('/v1/') ||
+    pathname === '/playground' ||
+    pathname.startsWith('/playground/') ||
+    HEALTH_PATHS.has(pathname)
+  );
 }
+
+const HEALTH_PATHS = new Set(['/healthz', '/healthz/', '/readyz', '/readyz/']);

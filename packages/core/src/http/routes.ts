@@ -22,6 +22,8 @@ export type Route =
   | { name: 'cancelBatch'; id: string }
   | AdminRoute
   | { name: 'openapi' }
+  | { name: 'healthz' }
+  | { name: 'readyz' }
   | { name: 'playground'; asset: string }
   | { name: 'file'; key: string };
 
@@ -99,6 +101,8 @@ const ROUTES: RouteEntry[] = [
     methods: { DELETE: (m) => ({ name: 'admin', op: 'revokeKey', keyId: m[1]! }) },
   },
   { template: '/v1/admin/audit', pattern: /^\/v1\/admin\/audit\/?$/, methods: { GET: () => ({ name: 'admin', op: 'audit' }) } },
+  { template: '/healthz', pattern: /^\/healthz\/?$/, methods: { GET: () => ({ name: 'healthz' }) } },
+  { template: '/readyz', pattern: /^\/readyz\/?$/, methods: { GET: () => ({ name: 'readyz' }) } },
   { template: '/v1/openapi.json', pattern: /^\/v1\/openapi\.json$/, methods: { GET: () => ({ name: 'openapi' }) } },
   {
     template: '/playground/{asset}',
@@ -125,13 +129,15 @@ function methodsOf(route: RouteEntry): string[] {
 }
 
 /** The route of a method and path (query string removed); the 404 or 405 answer when there is none. */
-export function matchRoute(method: string, path: string): Route | HttpResponse {
+export function matchRoute(method: string, path: string): (Route & { template: string }) | HttpResponse {
   for (const r of ROUTES) {
     const m = r.pattern.exec(path);
     if (!m) continue;
     const make = r.methods[method];
     if (!make) return fail('method_not_allowed', `Method ${method} is not allowed here.`, undefined, { allow: methodsOf(r).join(', ') });
-    return make(m);
+    const route = make(m) as Route & { template: string };
+    route.template = r.template;
+    return route;
   }
   return fail('not_found', 'No such endpoint.');
 }

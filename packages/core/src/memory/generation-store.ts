@@ -102,6 +102,7 @@ export class MemoryGenerationStore implements GenerationStore {
     if (gen.webhook !== undefined) record.webhook = { url: gen.webhook.url, events: [...gen.webhook.events] };
     if (gen.expiresAfterSeconds !== undefined) record.expiresAfterSeconds = gen.expiresAfterSeconds;
     if (gen.batchId !== undefined) record.batchId = gen.batchId;
+    if (gen.traceparent !== undefined) record.traceparent = gen.traceparent;
     const entry: Entry = { record, order: this.order++, events: [] };
     this.entries.set(gen.id, entry);
     let owned = this.byOwner.get(gen.ownerId);

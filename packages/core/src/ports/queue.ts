@@ -65,4 +65,9 @@ export interface JobQueue {
   stop(options?: QueueStopOptions): Promise<void>;
   /** Aborts the job if it is running on this instance. Returns true when it was. */
   abort?(generationId: string): boolean;
+  /**
+   * Resolves when the queue's backend answers (a Redis PING for BullMQ); rejects or hangs when it does not. Asked by
+   * `<mount>/readyz` under its deadline. Absent: a queue without a backend of its own, always ready.
+   */
+  ping?(): Promise<unknown>;
 }

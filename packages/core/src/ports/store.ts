@@ -29,6 +29,8 @@ export interface NewGeneration {
   expiresAfterSeconds?: number;
   /** The batch it belongs to (inserted with `insertBatch`). */
   batchId?: string;
+  /** The create's W3C `traceparent` (at most 55 characters); absent without tracing. */
+  traceparent?: string;
 }
 
 /** A batch as first stored (`insertBatch`); `completedAt` is set later with `completeBatch`. */

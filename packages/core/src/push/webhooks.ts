@@ -9,7 +9,9 @@ import type { Logger } from '../ports/logger.js';
 import type { GenerationStore } from '../ports/store.js';
 import type { Delivery, DeliveryOutcome, NewDelivery, WebhookEndpoint, WebhookStore } from '../ports/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
+import { SpanKind } from '@opentelemetry/api';
 import { Views } from '../views.js';
 import { EventFeed } from './event-feed.js';
 
@@ -101,6 +103,7 @@ export class Webhooks {
     @inject(EventFeed) private readonly feed: EventFeed,
     @inject(TOKENS.WebhookTransport) private readonly transport: WebhookTransport,
     @inject(TOKENS.WebhookUrlCheck) private readonly urlCheck: WebhookUrlCheck,
+    @inject(Telemetry) private readonly telemetry: Telemetry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'webhooks' });
@@ -364,7 +367,7 @@ export class Webhooks {
     const signatures = [secrets.current, ...(secrets.previous ? [secrets.previous.key] : [])].map((key) =>
       new Webhook(key).sign(d.id, timestamp, d.payload),
     );
-    const response = await this.transport({
+    const response = await this.telemetry.inSpan('genservice.webhook.deliver', { 'genservice.delivery_id': d.id, 'genservice.attempt': d.attempts + 1 }, () => this.transport({
       url: d.url,
       headers: {
         'content-type': 'application/json',
@@ -375,10 +378,11 @@ export class Webhooks {
       },
       body: d.payload,
       timeoutMs: this.options.webhooks.timeoutMs,
-    });
+    }), undefined, SpanKind.CLIENT);
     const finished = Date.now();
     const attempts = d.attempts + 1;
     const outcome = this.outcome(response, attempts, finished);
+    this.telemetry.webhookDelivery(outcome.state === 'pending' ? 'retry' : outcome.state, finished - started);
     const recorded = await this.hooks.recordAttempt(
       d.id,
       this.options.instanceId,

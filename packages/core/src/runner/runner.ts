@@ -10,7 +10,10 @@ import type { Logger } from '../ports/logger.js';
 import type { GenerateProvider, GenerationContext, GenerationOutput } from '../ports/provider.js';
 import type { Job } from '../ports/queue.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from '../registry.js';
+import { withRequestContext } from '../request-context.js';
+import { contextOfTraceparent, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
+import { ROOT_CONTEXT, SpanKind } from '@opentelemetry/api';
 import { JobAbort } from './job-signal.js';
 import { OutputReporter } from './output-stream.js';
 
@@ -157,12 +160,14 @@ export class Runner {
   private readonly files: GenerationContext['files'] = { put: (bytes, mimeType) => this.upload(bytes, mimeType) };
 
   /** `blobs.put`, with an outage turned into a retryable failure (the runner's backoff applies). */
-  private async upload(bytes: Uint8Array, mimeType: string): Promise<string> {
-    try {
-      return await this.blobs.put(bytes, mimeType);
-    } catch (err) {
-      throw err instanceof UnavailableError ? new StorageUnavailable(err) : err;
-    }
+  private upload(bytes: Uint8Array, mimeType: string): Promise<string> {
+    return this.telemetry.inSpan('genservice.blob.put', { 'genservice.blob.bytes': bytes.byteLength, 'genservice.blob.mime_type': mimeType }, async () => {
+      try {
+        return await this.blobs.put(bytes, mimeType);
+      } catch (err) {
+        throw err instanceof UnavailableError ? new StorageUnavailable(err) : err;
+      }
+    });
   }
 
   constructor(
@@ -171,6 +176,7 @@ export class Runner {
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(Fallbacks) private readonly fallbacks: Fallbacks,
+    @inject(Telemetry) private readonly telemetry: Telemetry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'runner' });
@@ -204,7 +210,8 @@ export class Runner {
   async run(job: Job, queueSignal: AbortSignal): Promise<void> {
     const { abort, unfollow } = JobAbort.following(queueSignal);
     try {
-      await this.runJob(job, abort);
+      // Every log line of the run carries its generation id (and its trace id, in its span).
+      await withRequestContext({ generationId: job.generationId }, () => this.runJob(job, abort));
     } finally {
       unfollow();
     }
@@ -217,7 +224,18 @@ export class Runner {
     if (!rec) return; // Someone else holds it, it is finished, or it was given up: nothing to do.
     const model = this.registry.get(rec.modelId);
     if (!model) return; // Not reached: claim refuses a generation whose model is gone.
-    // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
+    // The run continues the create's trace (stored with the generation), on whichever instance it runs.
+    const attributes: Record<string, string | number> = { 'genservice.generation_id': rec.id, 'genservice.model': rec.modelId, 'genservice.claim': rec.claims };
+    if (rec.startedAt !== undefined) attributes['genservice.queue_wait_ms'] = rec.startedAt - rec.createdAt;
+    this.telemetry.running(1);
+    try {
+      await this.telemetry.inSpan('genservice.run', attributes, () => this.runClaimed(rec, model, abort), contextOfTraceparent(rec.traceparent) ?? ROOT_CONTEXT);
+    } finally {
+      this.telemetry.running(-1);
+    }
+  }
+
+  private async runClaimed(rec: GenerationRecord, model: RegisteredModel, abort: JobAbort): Promise<void> {    // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
     const log = this.logger === silentLogger ? silentLogger : childLogger(this.logger, { generationId: rec.id, modelId: rec.modelId, claim: rec.claims });
     if (log !== silentLogger) log.info({ status: 'processing' }, 'generation processing');
 
@@ -248,7 +266,13 @@ export class Runner {
           rec.settings,
           (c) => {
             if (c.fallback) log.warn({ servedModelId: c.model.info.modelId }, 'running on a fallback model');
-            return this.withRetries(() => (c.model.provider as GenerateProvider).generate({ model: c.model.definition, settings: c.settings }, ctx), c.model, abort, log, true);
+            return this.withRetries(
+              () => this.providerCall('generate', rec, () => (c.model.provider as GenerateProvider).generate({ model: c.model.definition, settings: c.settings }, ctx)),
+              c.model,
+              abort,
+              log,
+              true,
+            );
           },
           () => abort.aborted,
         );
@@ -260,7 +284,7 @@ export class Runner {
         return;
       }
       if (handle === undefined) {
-        const started = await this.withRetries(() => remote.start(input, ctx), model, abort, log);
+        const started = await this.withRetries(() => this.providerCall('start', rec, () => remote.start(input, ctx)), model, abort, log);
         handle = started.handle;
         if (!(await this.lifecycle.setRemoteHandle(rec.id, handle))) {
           // Cancelled or taken over while it was being started: nobody will check this upstream job, so stop it.
@@ -269,7 +293,7 @@ export class Runner {
           return;
         }
       }
-      const status = await this.withRetries(() => remote.check(handle, ctx), model, abort, log);
+      const status = await this.withRetries(() => this.providerCall('check', rec, () => remote.check(handle, ctx)), model, abort, log);
       if (status.status === 'running') {
         if (typeof status.progress === 'number') ctx.progress(status.progress, status.message);
         const delay = nextCheckDelay(model.info.estimatedGenerationTime, Date.now() - (rec.startedAt ?? Date.now()));
@@ -339,6 +363,11 @@ export class Runner {
     };
   }
 
+  /** One call of a provider, in its own span (a client span: the provider's HTTP requests carry its traceparent). */
+  private providerCall<T>(op: 'generate' | 'start' | 'check', rec: GenerationRecord, fn: () => Promise<T>): Promise<T> {
+    return this.telemetry.inSpan(`genservice.provider.${op}`, { 'genservice.generation_id': rec.id, 'genservice.model': rec.modelId }, fn, undefined, SpanKind.CLIENT);
+  }
+
   /**
    * Calls `fn`, again with exponential backoff while it throws a retryable ProviderError, up to the model's
    * maxAttempts. Throws the last error, or the abort reason once the run is aborted.
@@ -391,7 +420,7 @@ export class Runner {
         } catch (err) {
           if (!(err instanceof StorageUnavailable)) throw err;
           // The model did its work and our storage failed it: the owner pays nothing and may simply try again.
-          log.error({ err: err.message }, 'the result could not be stored');
+          log.error({ err }, 'the result could not be stored');
           await this.lifecycle.failClaimed(rec, { code: 'provider_error', publicMessage: err.publicMessage, reason: err.message, fee: 'free' });
           return;
         }

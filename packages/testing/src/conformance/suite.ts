@@ -130,6 +130,43 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
       expect((await fx.call('/v1/models', { method: 'HEAD' })).status).toBe(401);
     });
 
+    it('GET /healthz and /readyz answer without a key: 200 while the store, ledger and queue answer', async () => {
+      const live = await fx.call('/healthz');
+      expect(live.status).toBe(200);
+      expect(live.contentType).toMatch(JSON_TYPE);
+      expect(live.body).toStrictEqual({ status: 'ok' });
+      const ready = await fx.call('/readyz');
+      expect(ready.status, ready.text).toBe(200);
+      expect(ready.contentType).toMatch(JSON_TYPE);
+      expect(ready.body.status).toBe('ready');
+      expect(ready.body.checks).toMatchObject({ store: 'ok', ledger: 'ok' });
+      expect((await fx.call('/readyz', { method: 'HEAD' })).status).toBe(200);
+      expectError(await fx.call('/readyz', { method: 'POST', body: '' }), 405, 'method_not_allowed');
+    });
+
+    it('every answer carries X-Request-Id: an acceptable one is echoed, anything else is replaced by a new one', async () => {
+      const user = await fx.user();
+      const given = 'req-1.2:3_abc';
+      const answers = [
+        await fx.call('/v1/models', { headers: { ...user.auth, 'x-request-id': given } }),
+        await fx.call('/v1/models', { headers: { 'x-request-id': given } }),
+        await fx.call('/v1/nope', { headers: { ...user.auth, 'x-request-id': given } }),
+        await fx.call('/v1/generations', { method: 'POST', headers: { ...user.auth, 'content-type': 'application/json', 'x-request-id': given }, body: '{' }),
+        await fx.call('/healthz', { headers: { 'x-request-id': given } }),
+      ];
+      expect(answers.map((r) => r.status)).toEqual([200, 401, 404, 400, 200]);
+      for (const r of answers) expect(r.headers.get('x-request-id')).toBe(given);
+      const made = await fx.call('/v1/models', { headers: user.auth });
+      expect(made.headers.get('x-request-id')).toMatch(/^[A-Za-z0-9_-]{22}$/);
+      for (const bad of ['a'.repeat(129), 'has space', 'semi;colon', '<script>']) {
+        const r = await fx.call('/v1/models', { headers: { ...user.auth, 'x-request-id': bad } });
+        const id = r.headers.get('x-request-id');
+        expect(id, bad).toMatch(/^[A-Za-z0-9_-]{22}$/);
+      }
+      const other = await fx.call('/v1/models', { headers: user.auth });
+      expect(other.headers.get('x-request-id')).not.toBe(made.headers.get('x-request-id'));
+    });
+
     it('GET /v1/openapi.json serves the OpenAPI document', async () => {
       const r = await fx.call('/v1/openapi.json');
       expect(r.status).toBe(200);

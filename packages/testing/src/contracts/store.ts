@@ -274,6 +274,16 @@ export function describeStoreContract(make: () => Promise<{ store: GenerationSto
         expect((await read(plain.id)).metadata).toBeUndefined();
         expect((await read(plain.id)).webhook).toBeUndefined();
       });
+
+      it("keeps the create's traceparent through every change, and reads it back on another instance's read", async () => {
+        const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+        const gen = await inserted({ traceparent });
+        expect((await store().getById(gen.id))?.traceparent).toBe(traceparent);
+        await store().update(gen.id, claimFromPending('w1', T0 + 1));
+        expect(await read(gen.id)).toMatchObject({ traceparent, status: 'processing' });
+        expect((await store().list(gen.ownerId, { limit: 1 }))[0]).toMatchObject({ traceparent });
+        expect((await read((await inserted()).id)).traceparent).toBeUndefined();
+      });
     });
 
     describe('update: races', () => {

@@ -1,0 +1,79 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
+import { type Context, context, trace } from '@opentelemetry/api';
+import type { Logger } from './ports/logger.js';
+
+/** What every log line written while a request (or a run) is handled carries. */
+export interface RequestContext {
+  requestId?: string;
+  /** Set as soon as it is known: from the path, or when the create made it. */
+  generationId?: string;
+  /** The route template the request matched (`/v1/generations/{id}`), for the request metric. Internal. */
+  route?: string;
+  /** The client's `traceparent` as a parent context (internal): the create's span continues it. */
+  traceContext?: Context;
+}
+
+const storage = new AsyncLocalStorage<RequestContext>();
+
+/** Runs `fn` with `ctx` as the context of every log line written under it (also across awaits). */
+export function withRequestContext<T>(ctx: RequestContext, fn: () => T): T {
+  return storage.run(ctx, fn);
+}
+
+/** The context of the request or run being handled, when there is one (mutable: `generationId` is set into it). */
+export function currentRequestContext(): RequestContext | undefined {
+  return storage.getStore();
+}
+
+/** Accepted from a client: 1..128 of letters, digits and `-_.:@/+=`; anything else is replaced by a new id. */
+const REQUEST_ID = /^[A-Za-z0-9\-_.:@/+=]{1,128}$/;
+
+/**
+ * New ids: a random prefix per process (12 base64url characters, 72 bits) and a counter (10 base-36 digits), 22
+ * characters in all: unique across instances without a random draw per request.
+ */
+const ID_PREFIX = randomBytes(9).toString('base64url');
+let idCounter = 0;
+
+/** The client's `X-Request-Id` when it is acceptable, else a new one (22 characters, base64url). */
+export function requestIdOf(given: string | string[] | undefined): string {
+  const value = Array.isArray(given) ? given[0] : given;
+  if (value !== undefined && REQUEST_ID.test(value)) return value;
+  idCounter = (idCounter + 1) % 3_656_158_440_062_976; // 36 ** 10
+  return ID_PREFIX + idCounter.toString(36).padStart(10, '0');
+}
+
+/** The trace id of the active span, when an OpenTelemetry SDK made one. */
+export function activeTraceId(): string | undefined {
+  const span = trace.getSpanContext(context.active());
+  return span && trace.isSpanContextValid(span) ? span.traceId : undefined;
+}
+
+type Level = 'debug' | 'info' | 'warn' | 'error';
+
+/**
+ * The host's logger, with the request id, generation id and trace id of the current request or run added to every
+ * line (a field the call itself gives wins).
+ */
+export function contextualLogger(logger: Logger): Logger {
+  const at =
+    (level: Level) =>
+    (obj: Record<string, unknown>, msg?: string): void => {
+      const ctx = storage.getStore();
+      const traceId = activeTraceId() ?? (ctx?.traceContext ? trace.getSpanContext(ctx.traceContext)?.traceId : undefined);
+      if (ctx === undefined && traceId === undefined) return logger[level](obj, msg);
+      const extra: Record<string, unknown> = {};
+      if (ctx?.requestId !== undefined) extra.requestId = ctx.requestId;
+      if (ctx?.generationId !== undefined) extra.generationId = ctx.generationId;
+      if (traceId !== undefined) extra.traceId = traceId;
+      logger[level]({ ...extra, ...obj }, msg);
+    };
+  return {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    ...(logger.child ? { child: (bindings: Record<string, unknown>) => contextualLogger(logger.child!(bindings)) } : {}),
+  };
+}

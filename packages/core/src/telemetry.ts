@@ -1,0 +1,172 @@
+import {
+  type Attributes,
+  type Context,
+  type Histogram,
+  type Meter,
+  type ObservableUpDownCounter,
+  type Span,
+  type Tracer,
+  context,
+  metrics,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
+import { inject, injectable } from 'tsyringe';
+import { contextOfTraceparent, currentTraceparent, traceparentOf } from './trace-context.js';
+import type { ResolvedServiceOptions } from './resolved-options.js';
+import { TOKENS } from './tokens.js';
+
+export { contextOfTraceparent, currentTraceparent, traceparentOf };
+
+/** The instrumentation scope of every metric and span genservice makes. */
+export const TELEMETRY_SCOPE = 'genservice';
+
+/** Histogram buckets in seconds: from a fast text model to a long video. */
+const SECONDS_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
+
+/**
+ * Every metric genservice records, by the name Prometheus shows (counters get `_total` from the exporter; no unit is
+ * appended because each name already ends in its unit, or the unit is an annotation in braces). The docs and the
+ * dashboard test read this list.
+ */
+export const METRIC_NAMES = [
+  'genservice_generations_created_total',
+  'genservice_generations_finished_total',
+  'genservice_generation_run_seconds',
+  'genservice_queue_wait_seconds',
+  'genservice_generations_in_flight',
+  'genservice_tokens_charged_total',
+  'genservice_webhook_deliveries_total',
+  'genservice_webhook_delivery_seconds',
+  'genservice_event_streams_open',
+  'genservice_http_requests_total',
+] as const;
+
+/**
+ * Counts by label set, kept here and handed to the SDK at each collection (an observable counter): a request adds
+ * one to a number in a map instead of having the SDK hash its attributes. The label sets are few (routes x statuses,
+ * models x codes), so the map stays small.
+ */
+class Tally {
+  private readonly counts = new Map<string, { attributes: Attributes; value: number }>();
+
+  add(key: string, attributes: () => Attributes, by = 1): void {
+    const entry = this.counts.get(key);
+    if (entry) entry.value += by;
+    else this.counts.set(key, { attributes: attributes(), value: by });
+  }
+
+  readonly report = (result: { observe(value: number, attributes?: Attributes): void }): void => {
+    for (const { attributes, value } of this.counts.values()) result.observe(value, attributes);
+  };
+}
+
+/**
+ * Metrics and spans, through the OpenTelemetry API only: without an SDK registered (or providers given in the
+ * `telemetry` option) every instrument is a no-op and every span a non-recording one.
+ */
+@injectable()
+export class Telemetry {
+  readonly tracer: Tracer;
+  private readonly created = new Tally();
+  private readonly finished = new Tally();
+  private readonly tokens = new Tally();
+  private readonly deliveries = new Tally();
+  private readonly http = new Tally();
+  private inFlight = 0;
+  private readonly runSeconds: Histogram;
+  private readonly queueWaitSeconds: Histogram;
+  private readonly deliverySeconds: Histogram;
+  private readonly streams: ObservableUpDownCounter;
+  private streamsCallback: (() => number) | undefined;
+  /** One attributes object per model, for the histograms. */
+  private readonly models = new Map<string, Attributes>();
+
+  constructor(@inject(TOKENS.Options) options: ResolvedServiceOptions) {
+    const meter: Meter = (options.telemetry.meterProvider ?? metrics.getMeterProvider()).getMeter(TELEMETRY_SCOPE);
+    this.tracer = (options.telemetry.tracerProvider ?? trace.getTracerProvider()).getTracer(TELEMETRY_SCOPE);
+    const seconds = { unit: 's', advice: { explicitBucketBoundaries: SECONDS_BUCKETS } };
+    const counter = (name: string, description: string, unit: string, tally: Tally): void => {
+      meter.createObservableCounter(name, { description, unit }).addCallback(tally.report);
+    };
+    counter('genservice_generations_created', 'Generations created (accepted and queued).', '{generation}', this.created);
+    counter('genservice_generations_finished', 'Generations finished, by status (completed, failed) and failure code (empty when completed).', '{generation}', this.finished);
+    counter('genservice_tokens_charged', 'Tokens (credits) charged for finished generations.', '{token}', this.tokens);
+    counter('genservice_webhook_deliveries', 'Webhook delivery attempts, by outcome (delivered, retry, failed, gone).', '{attempt}', this.deliveries);
+    counter('genservice_http_requests', 'HTTP requests answered, by route template and status.', '{request}', this.http);
+    this.runSeconds = meter.createHistogram('genservice_generation_run_seconds', { description: 'Time from the first start of a run to its end.', ...seconds });
+    this.queueWaitSeconds = meter.createHistogram('genservice_queue_wait_seconds', { description: 'Time from create to the first start of its run.', ...seconds });
+    this.deliverySeconds = meter.createHistogram('genservice_webhook_delivery_seconds', { description: 'Duration of one webhook delivery attempt.', ...seconds });
+    meter
+      .createObservableUpDownCounter('genservice_generations_in_flight', { description: 'Generations this instance is running now.', unit: '{generation}' })
+      .addCallback((result) => result.observe(this.inFlight));
+    this.streams = meter.createObservableUpDownCounter('genservice_event_streams_open', { description: 'Event streams open on this instance.', unit: '{stream}' });
+  }
+
+  /** Reports `count()` as the open event streams at each collection. */
+  observeStreams(count: () => number): void {
+    if (this.streamsCallback) return;
+    this.streamsCallback = count;
+    this.streams.addCallback(this.reportStreams);
+  }
+
+  private readonly reportStreams = (result: { observe(value: number): void }): void => {
+    if (this.streamsCallback) result.observe(this.streamsCallback());
+  };
+
+  private model(modelId: string): Attributes {
+    let attributes = this.models.get(modelId);
+    if (!attributes) this.models.set(modelId, (attributes = { model: modelId }));
+    return attributes;
+  }
+
+  generationCreated(modelId: string): void {
+    this.created.add(modelId, () => this.model(modelId));
+  }
+
+  /** A run's first start: how long it waited. */
+  runStarted(modelId: string, waitedMs: number): void {
+    this.queueWaitSeconds.record(Math.max(0, waitedMs) / 1000, this.model(modelId));
+  }
+
+  generationFinished(modelId: string, status: 'completed' | 'failed', code: string, price: number, runMs: number | undefined): void {
+    this.finished.add(`${modelId}\n${status}\n${code}`, () => ({ model: modelId, status, code }));
+    if (price > 0) this.tokens.add(modelId, () => this.model(modelId), price);
+    if (runMs !== undefined) this.runSeconds.record(Math.max(0, runMs) / 1000, this.model(modelId));
+  }
+
+  running(delta: 1 | -1): void {
+    this.inFlight += delta;
+  }
+
+  webhookDelivery(outcome: string, ms: number): void {
+    this.deliveries.add(outcome, () => ({ outcome }));
+    this.deliverySeconds.record(Math.max(0, ms) / 1000);
+  }
+
+  httpRequest(route: string, status: number): void {
+    this.http.add(`${route} ${status}`, () => ({ route, status }));
+  }
+
+  /**
+   * Runs `fn` in a new span (a child of `parent`, else of the active span); the span ends when `fn` settles, with
+   * an error status when it throws.
+   */
+  inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, parent?: Context, kind: SpanKind = SpanKind.INTERNAL): Promise<T> {
+    return this.tracer.startActiveSpan(name, { attributes, kind }, parent ?? context.active(), (span) =>
+      fn(span).then(
+        (value) => {
+          span.end();
+          return value;
+        },
+        (err: unknown) => {
+          span.recordException(err instanceof Error ? err : String(err));
+          span.setStatus({ code: SpanStatusCode.ERROR });
+          span.end();
+          throw err;
+        },
+      ),
+    );
+  }
+}
