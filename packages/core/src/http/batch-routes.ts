@@ -6,7 +6,7 @@ import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { batchItemSchema, batchRequestSchema } from './batch-schemas.js';
 import { readBody } from './request-body.js';
-import { decodeSegment, fail, json } from './respond.js';
+import { decodeSegment, fail, idempotencyKeyOf, json } from './respond.js';
 import type { Route } from './routes.js';
 import { LIST_LIMITS } from './schemas.js';
 import type { HttpRequest, HttpResponse } from './types.js';
@@ -67,17 +67,8 @@ export class BatchRoutes {
       else details.push(detailOf(`requests[${i}]`, r.error.issues[0]!));
     });
     if (details.length > 0) return fail('invalid_request', `${details.length} of the ${parsed.data.requests.length} requests ${details.length === 1 ? 'is' : 'are'} not valid; nothing was created.`, details);
-    const keyHeader = req.headers['idempotency-key'];
-    let idempotencyKey: string | undefined;
-    if (keyHeader !== undefined) {
-      const k = Array.isArray(keyHeader) ? undefined : keyHeader;
-      if (!k || k.length > this.options.limits.idempotencyKeyLength || !/^[\x21-\x7e]+$/.test(k)) {
-        return fail('invalid_request', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', [
-          { field: 'Idempotency-Key', code: 'invalid_value', message: 'must be 1 to 255 visible ASCII characters' },
-        ]);
-      }
-      idempotencyKey = k;
-    }
+    const idempotencyKey = idempotencyKeyOf(req, this.options.limits.idempotencyKeyLength);
+    if (typeof idempotencyKey === 'object') return idempotencyKey;
     const created = await this.batches.create(principal, { requests, ...(parsed.data.webhook ? { webhook: parsed.data.webhook } : {}) }, idempotencyKey);
     return json(201, JSON.stringify(created));
   }

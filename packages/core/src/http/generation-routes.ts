@@ -12,7 +12,7 @@ import { Views } from '../views.js';
 import { AccountRoutes } from './accounts-routes.js';
 import { BatchRoutes } from './batch-routes.js';
 import { createBody } from './request-body.js';
-import { decodeSegment, fail, header, json, viewJson } from './respond.js';
+import { decodeSegment, fail, header, idempotencyKeyOf, json, viewJson } from './respond.js';
 import type { Route } from './routes.js';
 import { LIST_LIMITS } from './schemas.js';
 import type { HttpRequest, HttpResponse } from './types.js';
@@ -203,17 +203,8 @@ export class GenerationRoutes {
   private async create(req: HttpRequest, principal: Principal, service: GenerationService): Promise<HttpResponse> {
     const body = createBody(req, this.options.limits.bodyBytes);
     if ('res' in body) return body.res;
-    const keyHeader = req.headers['idempotency-key'];
-    let idempotencyKey: string | undefined;
-    if (keyHeader !== undefined) {
-      const k = Array.isArray(keyHeader) ? undefined : keyHeader;
-      if (!k || k.length > this.options.limits.idempotencyKeyLength || !/^[\x21-\x7e]+$/.test(k)) {
-        return fail('invalid_request', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', [
-          { field: 'Idempotency-Key', code: 'invalid_value', message: 'must be 1 to 255 visible ASCII characters' },
-        ]);
-      }
-      idempotencyKey = k;
-    }
+    const idempotencyKey = idempotencyKeyOf(req, this.options.limits.idempotencyKeyLength);
+    if (typeof idempotencyKey === 'object') return idempotencyKey;
     const created = await service.create(principal.userId, body.value, { key: principal, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) });
     return json(201, `{"generationId":${JSON.stringify(created.generationId)}}`);
   }

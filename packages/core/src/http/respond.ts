@@ -68,3 +68,17 @@ export function decodeSegment(s: string): string | null {
     return null;
   }
 }
+
+/**
+ * The request's `Idempotency-Key`: undefined without one, the key when it is 1 to `maxLength` visible ASCII
+ * characters, else the 400 to answer (a repeated header too).
+ */
+export function idempotencyKeyOf(req: HttpRequest, maxLength: number): string | undefined | HttpResponse {
+  const given = req.headers['idempotency-key'];
+  if (given === undefined) return undefined;
+  const k = Array.isArray(given) ? undefined : given;
+  if (k && k.length <= maxLength && /^[\x21-\x7e]+$/.test(k)) return k;
+  return fail('invalid_request', `Idempotency-Key must be 1 to ${maxLength} visible ASCII characters.`, [
+    { field: 'Idempotency-Key', code: 'invalid_value', message: `must be 1 to ${maxLength} visible ASCII characters` },
+  ]);
+}
