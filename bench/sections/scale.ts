@@ -13,8 +13,8 @@ import {
   MemoryGenerationStore,
   MemoryLedger,
   type GenerationService,
-  type GenerationStore,
 } from '@genservice/core';
+import type { GenerationStore } from '@genservice/core/ports';
 import { createSqliteStores, type SqliteStores } from '@genservice/store-sqlite';
 import { BALANCE, MODEL_ID, SETTINGS, USER_ID, noopProvider } from '../lib/fixture.js';
 import { SQLITE_INSERT } from './stores.js';

@@ -9,7 +9,8 @@
  */
 import path from 'node:path';
 import pg from 'pg';
-import { MemoryLedger, type Ledger, type UsageQuery } from '@genservice/core';
+import { MemoryLedger } from '@genservice/core';
+import type { Ledger, UsageQuery } from '@genservice/core/ports';
 import { createPostgresStores } from '@genservice/store-postgres';
 import { createSqliteStores } from '@genservice/store-sqlite';
 import type { Latency } from './scale.js';

@@ -37,8 +37,8 @@ class CountingLedger extends MemoryLedger {
   reserved = 0;
   settles = 0;
   private waiters: Array<() => void> = [];
-  override async reserve(userId: string, generationId: string, amount: number, now?: number): Promise<'ok' | 'insufficient'> {
-    const r = await super.reserve(userId, generationId, amount, now);
+  override async reserve(...args: Parameters<MemoryLedger['reserve']>): ReturnType<MemoryLedger['reserve']> {
+    const r = await super.reserve(...args);
     if (r === 'ok') this.reserved++;
     return r;
   }
