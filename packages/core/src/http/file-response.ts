@@ -90,15 +90,15 @@ export async function fileResponse(blobs: BlobStore, key: string, exp: number, r
   };
   const wanted = parseRange(range, size);
   if (wanted === 'unsatisfiable') {
-    return { status: 416, headers: { ...headers, 'content-range': `bytes */${size}`, 'content-length': '0' }, body: '' };
+    return { status: 416, headers: Object.assign(headers, { 'content-range': `bytes */${size}`, 'content-length': '0' }), body: '' };
   }
   if (wanted) {
     const [start, end] = wanted;
     return {
       status: 206,
-      headers: { ...headers, 'content-range': `bytes ${start}-${end}/${size}`, 'content-length': String(end - start + 1) },
+      headers: Object.assign(headers, { 'content-range': `bytes ${start}-${end}/${size}`, 'content-length': String(end - start + 1) }),
       body: source.bytes(start, end),
     };
   }
-  return { status: 200, headers: { ...headers, 'content-length': String(size) }, body: size === 0 ? new Uint8Array(0) : source.bytes(0, size - 1) };
+  return { status: 200, headers: Object.assign(headers, { 'content-length': String(size) }), body: size === 0 ? new Uint8Array(0) : source.bytes(0, size - 1) };
 }

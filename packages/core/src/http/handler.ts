@@ -61,9 +61,13 @@ export class HttpHandler {
     const ctx: RequestContext = { requestId: requestIdOf(req.headers['x-request-id']) };
     const traceparent = req.headers.traceparent;
     if (traceparent !== undefined) ctx.traceContext = contextOfTraceparent(Array.isArray(traceparent) ? traceparent[0] : traceparent);
-    return withRequestContext(ctx, () => this.answer(req, ctx, service)).then((res) => {
+    return withRequestContext(ctx, () => this.answer(req, ctx, service), ctx.traceContext !== undefined).then((res) => {
       this.telemetry.httpRequest(ctx.route ?? 'unmatched', res.status);
-      return { status: res.status, headers: { ...res.headers, 'x-request-id': ctx.requestId! }, body: res.body };
+      // Copied with Object.assign, then the id set: a spread with a property after it took V8's slow path (about
+      // 1.5 µs a request, measured in bench/get-inprocess.ts).
+      const headers: Record<string, string> = Object.assign({}, res.headers);
+      headers['x-request-id'] = ctx.requestId!;
+      return { status: res.status, headers, body: res.body };
     });
   }
 
@@ -161,7 +165,7 @@ export class HttpHandler {
       } catch (err) {
         res = this.fromError(err);
       }
-      return { ...res, headers: { ...res.headers, ...verdict.headers } };
+      return { status: res.status, headers: Object.assign({}, res.headers, verdict.headers), body: res.body };
     } catch (err) {
       return this.fromError(err);
     }
