@@ -282,16 +282,24 @@ describe('retention', () => {
       }),
       { blobs, retention: { finishedTtlMs: 20, sweepIntervalMs: 10 } },
     );
+    // The result file's key, taken as it is written: with a 20 ms life, a poll may never see the generation completed.
+    const keys: string[] = [];
+    const put = blobs.put.bind(blobs);
+    blobs.put = async (bytes, mimeType) => {
+      const key = await put(bytes, mimeType);
+      keys.push(key);
+      return key;
+    };
     await service.start();
     const done = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
     const slow = await service.create('alice', { modelId: 'slow', settings: { prompt: 'x' } });
     // The store itself, not the client's view: an expired generation reads as deleted before the sweep removes it.
-    const completed = await until(() => store.getById(done.generationId), (g) => g?.status === 'completed');
-    const key = completed!.resultKey!;
     await until(() => store.getById(done.generationId), (g) => g === null);
-    expect(await blobs.get(key)).toBeNull();
+    expect(keys).toHaveLength(1);
+    expect(await blobs.get(keys[0]!)).toBeNull();
     // The unfinished one is never swept, and finishes normally later.
-    expect((await service.get('alice', slow.generationId)).status).toBe('processing');
+    await until(() => service.get('alice', slow.generationId), (g) => g.status === 'processing');
+    expect(await store.getById(slow.generationId)).not.toBeNull();
     release();
     await until(() => service.get('alice', slow.generationId), (g) => g.status === 'completed');
   });
