@@ -21,11 +21,22 @@ describe('example host with REPLICATE_API_TOKEN, FAL_KEY and OPENAI_API_KEY set 
     const replicate = await fakeReplicate('r8_host_token');
     const fal = await fakeFal('fal_host_key');
     fakes.push(replicate, fal);
-    // OpenAI's chat completions, as the AI SDK's OpenAI provider calls them.
+    // OpenAI's chat completions, as the AI SDK's OpenAI provider calls them: server-sent chunks when the request asks
+    // to stream (the bridge streams language models), one JSON answer otherwise.
     const openai: Server = createServer((req, res) => {
-      req.resume();
+      const parts: Buffer[] = [];
+      req.on('data', (c: Buffer) => parts.push(c));
       req.on('end', () => {
         if (req.url !== '/v1/chat/completions' || req.headers.authorization !== 'Bearer sk-host') return void res.writeHead(404).end();
+        if ((JSON.parse(Buffer.concat(parts).toString('utf8')) as { stream?: boolean }).stream) {
+          const chunk = (delta: Record<string, unknown>, finish: string | null, usage?: unknown): string =>
+            `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }], ...(usage ? { usage } : {}) })}\n\n`;
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write(chunk({ role: 'assistant', content: '' }, null));
+          for (const word of ['hi', ' from', ' openai']) res.write(chunk({ content: word }, null));
+          res.write(chunk({}, 'stop', { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 }));
+          return void res.end('data: [DONE]\n\n');
+        }
         res.writeHead(200, { 'content-type': 'application/json' }).end(
           JSON.stringify({ id: 'c1', object: 'chat.completion', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', content: 'hi from openai' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }),
         );
