@@ -186,8 +186,10 @@ async function profile(plan: ProfilePlan): Promise<string> {
     await fire(ours, c, plan.pipelining, plan.warmup, plan.connections, true);
     ours.child.send({ type: 'profile-start' });
     await nextMessage(ours.child, (m) => m?.type === 'profile-started', 30_000);
-    await fire(ours, c, plan.pipelining, plan.duration, plan.connections, true);
+    const measured = await fire(ours, c, plan.pipelining, plan.duration, plan.connections, true);
     ours.child.send({ type: 'profile-stop', file: plan.file });
+    // The profile's request count, to turn its milliseconds into µs per request.
+    console.error(`[profile] ${plan.framework} ${plan.variant ?? 'ours'} ${plan.case}: ${measured.total} requests`);
     await nextMessage(ours.child, (m) => m?.type === 'profile-stopped', 60_000);
     return plan.file;
   } finally {

@@ -7,16 +7,16 @@
  * @example
  * // A complete adapter for plain node:http
  * import { createServer } from 'node:http';
- * import { bodyLimitsOf, isApiPath, toHttpRequest, writeNodeResponse } from '@genservice/core/adapter';
+ * import { bodyLimitsOf, handleNodeRequest, isApiPath, writeNodeResponse } from '@genservice/core/adapter';
  *
  * createServer(async (req, res) => {
  *   if (!isApiPath((req.url ?? '/').split('?')[0]!)) return void res.writeHead(404).end();
- *   const request = await toHttpRequest(req, { limits: bodyLimitsOf(service), remoteAddress: req.socket.remoteAddress });
- *   await writeNodeResponse(res, await service.handle(request));
+ *   const answer = await handleNodeRequest(service, req, { limits: bodyLimitsOf(service), remoteAddress: req.socket.remoteAddress });
+ *   await writeNodeResponse(res, answer);
  * }).listen(3000);
  */
 export { bodyLimitsOf, isApiPath, readRawBody, readRequestBody, type BodyLimits, type RawBody, type RequestBody } from './http/node-body.js';
 export { ApiMounts, isCoreAnsweredError } from './http/node-mounts.js';
 export { needsNodeWrite, nodeBody, writeNodeResponse } from './http/node-response.js';
-export { toHttpRequest, type HostBody, type NodeRequestOptions } from './http/node-request.js';
+export { handleNodeRequest, toHttpRequest, type HostBody, type NodeRequestOptions } from './http/node-request.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';

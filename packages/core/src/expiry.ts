@@ -25,9 +25,12 @@ export class ExpiringReads implements GenerationStore {
     return hasExpired(rec, this.ttlMs, this.now()) ? null : rec;
   }
 
-  async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
-    return this.live(await this.store.get(id, ownerId));
+  /** A promise chain, not an async frame (every poll reads through it); a host store's thenable is taken as await would. */
+  get(id: string, ownerId: string): Promise<GenerationRecord | null> {
+    return Promise.resolve(this.store.get(id, ownerId)).then(this.liveRecord);
   }
+
+  private readonly liveRecord = (rec: GenerationRecord | null): GenerationRecord | null => this.live(rec);
 
   async list(ownerId: string, query: ListQuery): Promise<GenerationRecord[]> {
     // An expired one still waiting for the sweep leaves its page a little short, never a wrong entry.

@@ -206,15 +206,20 @@ export class Generations implements GenerationUseCases {
 
   /** The caller's generation (another user's reads as absent); a promise chain, not an async frame: every poll reads it. */
   private owned(userId: string, generationId: string): Promise<GenerationRecord> {
+    return this.ownedAs(userId, generationId, ownedRecord);
+  }
+
+  /** `as` of the caller's generation, in the same step as the ownership check (a poll's view takes no extra step). */
+  private ownedAs<T>(userId: string, generationId: string, as: (rec: GenerationRecord) => T): Promise<T> {
     if (!GENERATION_ID_PATTERN.test(generationId)) return Promise.reject(notFound());
     return this.store.get(generationId, userId).then((rec) => {
       if (!rec) throw notFound();
-      return rec;
+      return as(rec);
     });
   }
 
   get(userId: string, generationId: string, options: ReadOptions = {}): Promise<GenerationView> {
-    return this.owned(userId, generationId).then((rec) => this.views.view(rec, options.baseUrl));
+    return this.ownedAs(userId, generationId, (rec) => this.views.view(rec, options.baseUrl));
   }
 
   async details(userId: string, generationId: string, options: ReadOptions = {}): Promise<GenerationItem> {
@@ -272,4 +277,8 @@ export class Generations implements GenerationUseCases {
 /** Whether a key's model allow-list lets it use `modelId` (no key, or no list: every model). */
 export function keyAllows(key: Principal | undefined, modelId: string): boolean {
   return key?.models === undefined || key.models.includes(modelId);
+}
+
+function ownedRecord(rec: GenerationRecord): GenerationRecord {
+  return rec;
 }

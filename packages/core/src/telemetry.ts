@@ -49,17 +49,30 @@ export const METRIC_NAMES = [
  * models x codes), so the map stays small.
  */
 class Tally {
-  private readonly counts = new Map<string, { attributes: Attributes; value: number }>();
+  private readonly counts = new Map<string, TallyEntry>();
+  private readonly entries: TallyEntry[] = [];
 
   add(key: string, attributes: () => Attributes, by = 1): void {
     const entry = this.counts.get(key);
     if (entry) entry.value += by;
-    else this.counts.set(key, { attributes: attributes(), value: by });
+    else this.counts.set(key, this.entry(attributes(), by));
+  }
+
+  /** A new label set's count, reported from now on (for a caller that keeps its entries by its own keys). */
+  entry(attributes: Attributes, value = 0): TallyEntry {
+    const entry = { attributes, value };
+    this.entries.push(entry);
+    return entry;
   }
 
   readonly report = (result: { observe(value: number, attributes?: Attributes): void }): void => {
-    for (const { attributes, value } of this.counts.values()) result.observe(value, attributes);
+    for (const { attributes, value } of this.entries) result.observe(value, attributes);
   };
+}
+
+interface TallyEntry {
+  readonly attributes: Attributes;
+  value: number;
 }
 
 /**
@@ -74,6 +87,7 @@ export class Telemetry {
   private readonly tokens = new Tally();
   private readonly deliveries = new Tally();
   private readonly http = new Tally();
+  private readonly httpByRoute = new Map<string, Map<number, TallyEntry>>();
   private inFlight = 0;
   private readonly runSeconds: Histogram;
   private readonly queueWaitSeconds: Histogram;
@@ -146,7 +160,12 @@ export class Telemetry {
   }
 
   httpRequest(route: string, status: number): void {
-    this.http.add(`${route} ${status}`, () => ({ route, status }));
+    // By route, then status: no key string is built per request.
+    let byStatus = this.httpByRoute.get(route);
+    if (!byStatus) this.httpByRoute.set(route, (byStatus = new Map()));
+    const entry = byStatus.get(status);
+    if (entry) entry.value++;
+    else byStatus.set(status, this.http.entry({ route, status }, 1));
   }
 
   /**

@@ -18,7 +18,7 @@ import express from 'express';
 import type { ErrorRequestHandler, NextFunction, Request, Response, Router } from 'express';
 import type { GenerationService } from '@genservice/core';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import { bodyLimitsOf, isApiPath, isCoreAnsweredError, toHttpRequest, writeNodeResponse, type BodyLimits, type HostBody } from '@genservice/core/adapter';
+import { bodyLimitsOf, isApiPath, handleNodeRequest, isCoreAnsweredError, writeNodeResponse, type BodyLimits, type HostBody } from '@genservice/core/adapter';
 
 export interface GenserviceRouterOptions {
   /**
@@ -59,7 +59,7 @@ export function genserviceRouter(service: GenerationService, options: Genservice
 }
 
 function answer(service: GenerationService, limits: BodyLimits, req: Request, res: Response, next: NextFunction, hostBody: HostBody): void {
-  toHttpRequest(req, {
+  handleNodeRequest(service, req, {
     limits,
     // Inside a mounted router req.url is already relative to the mount point, query string included.
     path: req.url,
@@ -67,7 +67,5 @@ function answer(service: GenerationService, limits: BodyLimits, req: Request, re
     origin: () => `${req.protocol}://${req.host}`,
     remoteAddress: req.ip,
     hostBody,
-  })
-    .then((request) => service.handle(request))
-    .then((out) => writeNodeResponse(res, out), next);
+  }).then((out) => writeNodeResponse(res, out), next);
 }

@@ -7,7 +7,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_LIMITS, type GenerationService } from '@genservice/core';
-import { ApiMounts, bodyLimitsOf, isCoreAnsweredError, needsNodeWrite, nodeBody, readRawBody, toHttpRequest, writeNodeResponse, type BodyLimits, type HostBody } from '@genservice/core/adapter';
+import { ApiMounts, bodyLimitsOf, isCoreAnsweredError, handleNodeRequest, needsNodeWrite, nodeBody, readRawBody, writeNodeResponse, type BodyLimits, type HostBody } from '@genservice/core/adapter';
 
 export interface GenservicePluginOptions {
   service: GenerationService;
@@ -80,15 +80,15 @@ function fastifysOwnAnswer(error: FastifyError, _request: FastifyRequest, reply:
 }
 
 function answer({ service, limits, prefix }: Mount, request: FastifyRequest, reply: FastifyReply, path: string): void {
-  const hostBody = request.body as HostBody | undefined;
-  toHttpRequest(request.raw, { limits, path, prefix, origin: () => `${request.protocol}://${request.host}`, headers: request.headers, remoteAddress: request.ip, ...(hostBody ? { hostBody } : {}) })
-    .then((req) => service.handle(req))
-    .then((out) => {
+  const options = { limits, path, prefix, origin: () => `${request.protocol}://${request.host}`, headers: request.headers, remoteAddress: request.ip, hostBody: request.body as HostBody | undefined };
+  handleNodeRequest(service, request.raw, options).then(
+    (out) => {
       // A live stream, or a HEAD that must keep the GET's Content-Length: written as core made it, Fastify stands aside.
       if (needsNodeWrite(out, reply.request.method)) return void (reply.hijack(), writeNodeResponse(reply.raw, out));
       reply.code(out.status).headers(out.headers).send(nodeBody(out));
-    })
-    .catch((err: unknown) => reply.send(err));
+    },
+    (err: unknown) => reply.send(err),
+  );
 }
 
 /** The path below the prefix; rebuilt from the route when a router option altered it (ignoreDuplicateSlashes, a case-insensitive prefix). */

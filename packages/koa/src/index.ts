@@ -13,7 +13,7 @@ import type { Context, Middleware, Next } from 'koa';
 import type { GenerationService } from '@genservice/core';
 import type { HostBody, HttpResponse } from '@genservice/core/adapter';
 import { DEFAULT_LIMITS } from '@genservice/core';
-import { bodyLimitsOf, isApiPath, needsNodeWrite, nodeBody, toHttpRequest, writeNodeResponse } from '@genservice/core/adapter';
+import { bodyLimitsOf, handleNodeRequest, isApiPath, needsNodeWrite, nodeBody, writeNodeResponse } from '@genservice/core/adapter';
 
 export interface GenserviceMiddlewareOptions {
   /**
@@ -62,7 +62,7 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
     // koa-mount strips its own prefix from ctx.url and records it here.
     const mounted = (ctx as { mountPath?: unknown }).mountPath;
     const mountPath = typeof mounted === 'string' ? mounted.replace(/\/+$/, '') : '';
-    const request = await toHttpRequest(ctx.req, {
+    const out = await handleNodeRequest(service, ctx.req, {
       limits,
       path,
       prefix: `${mountPath}${prefix}`,
@@ -71,7 +71,7 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
       remoteAddress: ctx.ip,
       hostBody,
     });
-    send(ctx, await service.handle(request));
+    send(ctx, out);
   };
 }
 

@@ -13,7 +13,7 @@ import { AccountRoutes, type AdminRoute, scopeRefusal } from './accounts-routes.
 import { headOf, isPreflight, preflight, withCors } from './cors.js';
 import { FilesRoute } from './files-route.js';
 import { HealthRoute } from './health.js';
-import { GenerationRoutes } from './generation-routes.js';
+import { GenerationRoutes, type UserRoute } from './generation-routes.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { PlaygroundRoute } from './playground.js';
 import { RateLimits, type RateLimitClass, type RateLimitVerdict } from './rate-limits.js';
@@ -61,20 +61,29 @@ export class HttpHandler {
     const ctx: RequestContext = { requestId: requestIdOf(req.headers['x-request-id']) };
     const traceparent = req.headers.traceparent;
     if (traceparent !== undefined) ctx.traceContext = contextOfTraceparent(Array.isArray(traceparent) ? traceparent[0] : traceparent);
-    return withRequestContext(ctx, () => this.answer(req, ctx, service), ctx.traceContext !== undefined).then((res) => {
-      this.telemetry.httpRequest(ctx.route ?? 'unmatched', res.status);
-      // Copied with Object.assign, then the id set: a spread with a property after it took V8's slow path (about
-      // 1.5 µs a request, measured in bench/get-inprocess.ts).
-      const headers: Record<string, string> = Object.assign({}, res.headers);
-      headers['x-request-id'] = ctx.requestId!;
-      return { status: res.status, headers, body: res.body };
-    });
+    const answer = withRequestContext(ctx, () => this.answer(req, ctx, service), ctx.traceContext !== undefined);
+    // One step after the route's own promise: its answer or its error's, with the request's id and metric.
+    if (answer instanceof Promise) return answer.then((res) => this.finish(ctx, res), (err: unknown) => this.finish(ctx, this.fromError(err)));
+    return Promise.resolve(this.finish(ctx, answer));
   }
 
-  private answer(req: HttpRequest, ctx: RequestContext, service: GenerationService): Promise<HttpResponse> {
-    // Without CORS and HEAD there is nothing to add to dispatch's answer, and dispatch never rejects.
-    if (this.options.cors === undefined && !(req.method.length === 4 && req.method.toUpperCase() === 'HEAD')) return this.dispatch(req, ctx, service);
-    return this.handleWithCorsOrHead(req, ctx, service);
+  private finish(ctx: RequestContext, res: HttpResponse): HttpResponse {
+    this.telemetry.httpRequest(ctx.route ?? 'unmatched', res.status);
+    // Copied with Object.assign, then the id set: a spread with a property after it takes V8's slow path (bench/notes.md).
+    const headers: Record<string, string> = Object.assign({}, res.headers);
+    headers['x-request-id'] = ctx.requestId!;
+    return { status: res.status, headers, body: res.body };
+  }
+
+  /** The answer, or a promise of it (which may reject: `handle` turns that into its error answer). Never throws. */
+  private answer(req: HttpRequest, ctx: RequestContext, service: GenerationService): HttpResponse | Promise<HttpResponse> {
+    try {
+      // Without CORS and HEAD there is nothing to add to dispatch's answer.
+      if (this.options.cors === undefined && !(req.method.length === 4 && req.method.toUpperCase() === 'HEAD')) return this.dispatch(req, ctx, service);
+      return this.handleWithCorsOrHead(req, ctx, service);
+    } catch (err) {
+      return this.fromError(err);
+    }
   }
 
   private async handleWithCorsOrHead(req: HttpRequest, ctx: RequestContext, service: GenerationService): Promise<HttpResponse> {
@@ -91,7 +100,11 @@ export class HttpHandler {
         res = this.fromError(err);
       }
     } else {
-      res = await this.dispatch(head ? { ...req, method: 'GET' } : req, ctx, service);
+      try {
+        res = await this.dispatch(head ? { ...req, method: 'GET' } : req, ctx, service);
+      } catch (err) {
+        res = this.fromError(err);
+      }
     }
     if (cors && origin !== undefined) res = withCors(cors, res, origin);
     return head ? headOf(res) : res;
@@ -111,64 +124,69 @@ export class HttpHandler {
     return fail('internal', 'Internal server error.');
   }
 
-  /** Answers every request, errors included (as their error answers): never rejects. */
-  private async dispatch(req: HttpRequest, ctx: RequestContext, service: GenerationService): Promise<HttpResponse> {
-    try {
-      // A body that did not arrive in time: whatever the route, the request is over and so is the connection (the rest
-      // of the body is never read).
-      if (req.bodyError === 'timeout') {
-        return fail('request_timeout', `The request body did not arrive within ${this.options.limits.bodyTimeoutMs} ms.`, undefined, {
-          connection: 'close',
-        });
-      }
-      const q = req.path.indexOf('?');
-      const path = q === -1 ? req.path : req.path.slice(0, q);
-      const query = q === -1 ? '' : req.path.slice(q + 1);
-      const route = matchRoute(req.method.toUpperCase(), path);
-      if ('status' in route) return route;
-      ctx.route = route.template;
-      if ('id' in route && GENERATION_ID.test(route.id)) ctx.generationId = route.id;
-
-      // `return await` inside the try: a rejection must become its error answer here.
-      if (route.name === 'file') return await this.files.serve(req, route.key, query);
-      if (route.name === 'openapi') return this.openapi();
-      if (route.name === 'healthz') return this.health.live();
-      if (route.name === 'readyz') return await this.health.ready();
-      if (route.name === 'playground') return await this.playground.serve(route.asset, query);
-      if (route.name === 'admin') return await this.admin(req, route, query);
-
-      const resolving = this.authenticate(header(req, 'authorization'));
-      // The resolver may answer at once (the port allows it): only a thenable is awaited, here and nowhere else.
-      const principal = isThenable(resolving) ? await resolving : resolving;
-      const userId = principal?.userId;
-      // An admin key is never a user's, even where a user's store knows the same string.
-      if (!userId || (this.accountRoutes.adminEnabled && this.accountRoutes.isAdminKey(header(req, 'authorization')))) {
-        // Bad keys are limited by address, after the key was looked at: a valid key is never refused for what other
-        // requests from its address (a NAT, an office, a proxy) did.
-        const verdict = await this.limits.badKey(req.remoteAddress ?? 'unknown');
-        return verdict.allowed === true ? { ...UNAUTHORIZED } : this.limited(verdict);
-      }
-      // Keys of a host's own resolver carry no scopes: nothing to check for them.
-      if (principal!.scopes !== undefined) {
-        const refused = scopeRefusal(principal!, route.name);
-        if (refused) return this.fromError(refused);
-      }
-      const cls: RateLimitClass =
-        route.name === 'create' || route.name === 'createBatch' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
-      // `return await` inside the try: a rejection must become its error answer here.
-      if (!this.limits.has(cls)) return await this.routes.answer(route, req, principal!, query, service);
-      const verdict = await this.limits.consume(cls, userId);
-      if (verdict.allowed !== true) return this.limited(verdict);
-      let res: HttpResponse;
-      try {
-        res = await this.routes.answer(route, req, principal!, query, service);
-      } catch (err) {
-        res = this.fromError(err);
-      }
-      return { status: res.status, headers: Object.assign({}, res.headers, verdict.headers), body: res.body };
-    } catch (err) {
-      return this.fromError(err);
+  /**
+   * The answer, or a promise of it: not an async function, so a route's own promise is the answer (no step of its own).
+   * A throw or a rejection is turned into its error answer by the caller.
+   */
+  private dispatch(req: HttpRequest, ctx: RequestContext, service: GenerationService): HttpResponse | Promise<HttpResponse> {
+    // A body that did not arrive in time: whatever the route, the request is over and so is the connection (the rest
+    // of the body is never read).
+    if (req.bodyError === 'timeout') {
+      return fail('request_timeout', `The request body did not arrive within ${this.options.limits.bodyTimeoutMs} ms.`, undefined, {
+        connection: 'close',
+      });
     }
+    const q = req.path.indexOf('?');
+    const path = q === -1 ? req.path : req.path.slice(0, q);
+    const query = q === -1 ? '' : req.path.slice(q + 1);
+    const route = matchRoute(req.method.toUpperCase(), path);
+    if ('status' in route) return route;
+    ctx.route = route.template;
+    if ('id' in route && GENERATION_ID.test(route.id)) ctx.generationId = route.id;
+
+    if (route.name === 'file') return this.files.serve(req, route.key, query);
+    if (route.name === 'openapi') return this.openapi();
+    if (route.name === 'healthz') return this.health.live();
+    if (route.name === 'readyz') return this.health.ready();
+    if (route.name === 'playground') return this.playground.serve(route.asset, query);
+    if (route.name === 'admin') return this.admin(req, route, query);
+
+    const resolving = this.authenticate(header(req, 'authorization'));
+    // The resolver may answer at once (the port allows it): only a thenable waits, here and nowhere else.
+    if (isThenable(resolving)) return Promise.resolve(resolving).then((principal) => this.asUser(req, route, principal, query, service));
+    return this.asUser(req, route, resolving, query, service);
+  }
+
+  /** A user's route, once the key was looked at: 401 for no user, scopes, rate limits, then the route. */
+  private asUser(req: HttpRequest, route: UserRoute, principal: Principal | null, query: string, service: GenerationService): HttpResponse | Promise<HttpResponse> {
+    const userId = principal?.userId;
+    // An admin key is never a user's, even where a user's store knows the same string.
+    if (!userId || (this.accountRoutes.adminEnabled && this.accountRoutes.isAdminKey(header(req, 'authorization')))) {
+      // Bad keys are limited by address, after the key was looked at: a valid key is never refused for what other
+      // requests from its address (a NAT, an office, a proxy) did.
+      return this.limits.badKey(req.remoteAddress ?? 'unknown').then((verdict) => (verdict.allowed === true ? { ...UNAUTHORIZED } : this.limited(verdict)));
+    }
+    // Keys of a host's own resolver carry no scopes: nothing to check for them.
+    if (principal!.scopes !== undefined) {
+      const refused = scopeRefusal(principal!, route.name);
+      if (refused) return this.fromError(refused);
+    }
+    const cls: RateLimitClass =
+      route.name === 'create' || route.name === 'createBatch' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
+    if (!this.limits.has(cls)) return this.routes.answer(route, req, principal!, query, service);
+    return this.limitedAnswer(cls, userId, req, route, principal!, query, service);
+  }
+
+  private async limitedAnswer(cls: RateLimitClass, userId: string, req: HttpRequest, route: UserRoute, principal: Principal, query: string, service: GenerationService): Promise<HttpResponse> {
+    const verdict = await this.limits.consume(cls, userId);
+    if (verdict.allowed !== true) return this.limited(verdict);
+    let res: HttpResponse;
+    try {
+      res = await this.routes.answer(route, req, principal, query, service);
+    } catch (err) {
+      res = this.fromError(err);
+    }
+    return { status: res.status, headers: Object.assign({}, res.headers, verdict.headers), body: res.body };
   }
 
   /** The admin routes: 404 unless `admin` is configured, 401 for anything but an admin key. */

@@ -48,14 +48,8 @@ export function toRequestBody(raw: RawBody): RequestBody {
  * the same on each.
  */
 export function readRawBody(stream: Readable, limit: number, declaredLength?: string | string[], timeoutMs = 0): Promise<RawBody> {
-  const declared = typeof declaredLength === 'string' && /^\d+$/.test(declaredLength) ? Number(declaredLength) : NaN;
-  if (declared > limit) return Promise.resolve(null);
-  if (stream.readableEnded) return Promise.resolve(EMPTY);
-  if (declared === 0 || (Number.isNaN(declared) && hasNoBodyByHeaders(stream))) {
-    // No body by the headers (every GET): nothing to wait for, so no 'end' listeners to set up.
-    stream.resume();
-    return Promise.resolve(EMPTY);
-  }
+  const known = rawBodyKnown(stream, limit, declaredLength);
+  if (known !== undefined) return Promise.resolve(known);
   return new Promise<RawBody>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -109,6 +103,22 @@ export function readRawBody(stream: Readable, limit: number, declaredLength?: st
     stream.on('aborted', onAborted);
     stream.on('close', onClose);
   });
+}
+
+/**
+ * What `readRawBody` answers when the headers already tell (no body, or a declared length above the limit), without
+ * reading anything; undefined when the body must be read.
+ */
+export function rawBodyKnown(stream: Readable, limit: number, declaredLength?: string | string[]): RawBody | undefined {
+  const declared = typeof declaredLength === 'string' && /^\d+$/.test(declaredLength) ? Number(declaredLength) : NaN;
+  if (declared > limit) return null;
+  if (stream.readableEnded) return EMPTY;
+  if (declared === 0 || (Number.isNaN(declared) && hasNoBodyByHeaders(stream))) {
+    // No body by the headers (every GET): nothing to wait for, so no 'end' listeners to set up.
+    stream.resume();
+    return EMPTY;
+  }
+  return undefined;
 }
 
 function ignore(): void {}

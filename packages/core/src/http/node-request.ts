@@ -1,6 +1,6 @@
 import { IncomingMessage } from 'node:http';
-import { readRequestBody, toRequestBody, type BodyLimits, type RawBody } from './node-body.js';
-import type { HttpRequest } from './types.js';
+import { rawBodyKnown, readRequestBody, toRequestBody, type BodyLimits, type RawBody } from './node-body.js';
+import type { HttpRequest, HttpResponse } from './types.js';
 
 /**
  * The headers to hand `service.handle`: the request's own, unless it carries more than one Authorization header.
@@ -57,22 +57,47 @@ export interface NodeRequestOptions {
   /** The headers, when the framework keeps its own object of them. Default: `req.headers`. */
   headers?: HttpRequest['headers'];
   /** What a host body parser did with the body, when one ran. */
-  hostBody?: HostBody;
+  hostBody?: HostBody | undefined;
 }
 
 /**
  * Core's request for a Node request: method, path below the mount point, headers (every Authorization header), the
  * body read within the service's limits (or what a host's body parser made of it), the base URL and the client's
- * address. What every adapter hands `service.handle`.
+ * address. What a hand-written adapter hands `service.handle` (the framework adapters call `handleNodeRequest`, which
+ * builds the same request).
  */
-export async function toHttpRequest(req: IncomingMessage, options: NodeRequestOptions): Promise<HttpRequest> {
+export function toHttpRequest(req: IncomingMessage, options: NodeRequestOptions): Promise<HttpRequest> {
+  try {
+    const request = requestOf(req, options);
+    const body = bodyOf(req, options.limits, options.hostBody);
+    return body instanceof Promise ? body.then((b) => Object.assign(request, b)) : Promise.resolve(Object.assign(request, body));
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+/**
+ * `service.handle` of the request `toHttpRequest` builds: what every framework adapter calls. A request whose body is
+ * already known (none by its headers, or read by the host's parser) goes to core without waiting for anything.
+ */
+export function handleNodeRequest(service: { handle(request: HttpRequest): Promise<HttpResponse> }, req: IncomingMessage, options: NodeRequestOptions): Promise<HttpResponse> {
+  try {
+    const request = requestOf(req, options);
+    const body = bodyOf(req, options.limits, options.hostBody);
+    return body instanceof Promise ? body.then((b) => service.handle(Object.assign(request, b))) : service.handle(Object.assign(request, body));
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+/** Everything of core's request but the body. */
+function requestOf(req: IncomingMessage, options: NodeRequestOptions): HttpRequest {
   const prefix = options.prefix ?? '';
   const origin = options.origin;
   const request: HttpRequest = {
     method: req.method ?? 'GET',
     path: options.path ?? (req.url ?? '/').slice(prefix.length),
     headers: requestHeaders(req, options.headers ?? req.headers),
-    ...(await bodyOf(req, options.limits, options.hostBody)),
   };
   if (origin !== undefined) request.baseUrl = () => `${origin()}${prefix}`;
   if (options.remoteAddress !== undefined) request.remoteAddress = options.remoteAddress;
@@ -81,7 +106,8 @@ export async function toHttpRequest(req: IncomingMessage, options: NodeRequestOp
 
 type BodyPart = Pick<HttpRequest, 'body' | 'parsedBody' | 'bodyError' | 'bodyLimitApplied'>;
 
-async function bodyOf(req: IncomingMessage, limits: BodyLimits, host: HostBody | undefined): Promise<BodyPart> {
+/** The body fields: at once when the body is known (none by the headers, or a host parser's result), else a promise. */
+function bodyOf(req: IncomingMessage, limits: BodyLimits, host: HostBody | undefined): BodyPart | Promise<BodyPart> {
   if (host !== undefined && 'raw' in host) return toRequestBody(host.raw);
   const error = host !== undefined && 'error' in host ? ((host.error ?? {}) as ParserError) : undefined;
   if (error !== undefined && (error.type === 'entity.too.large' || error.status === 413)) {
@@ -91,7 +117,10 @@ async function bodyOf(req: IncomingMessage, limits: BodyLimits, host: HostBody |
     return { bodyError: 'payload_too_large', ...(typeof error.limit === 'number' ? { bodyLimitApplied: error.limit } : {}) };
   }
   // No parser, or one that refused a body before reading it (an unsupported charset or encoding): core reads it.
-  if (!streamConsumed(req)) return readRequestBody(req, limits, req.headers['content-length']);
+  if (!streamConsumed(req)) {
+    const known = rawBodyKnown(req, limits.bytes, req.headers['content-length']);
+    return known !== undefined ? toRequestBody(known) : readRequestBody(req, limits, req.headers['content-length']);
+  }
   // body-parser and co-body keep the text they could not parse: core parsing it answers as it would without them.
   if (error !== undefined) return typeof error.body === 'string' ? { body: error.body } : { bodyError: 'invalid_json' };
   const parsed = host as { text?: string | undefined; value?: unknown } | undefined;
