@@ -25,12 +25,24 @@ export class ExpiringReads implements GenerationStore {
     return hasExpired(rec, this.ttlMs, this.now()) ? null : rec;
   }
 
-  /** A promise chain, not an async frame (every poll reads through it); a host store's thenable is taken as await would. */
   get(id: string, ownerId: string): Promise<GenerationRecord | null> {
-    return Promise.resolve(this.store.get(id, ownerId)).then(this.liveRecord);
+    return this.getAs(id, ownerId, identity);
   }
 
-  private readonly liveRecord = (rec: GenerationRecord | null): GenerationRecord | null => this.live(rec);
+  /**
+   * `as` of what `get` answers, in the same step as the expiry check: a promise chain, not an async frame (every poll
+   * reads through it). A host store's thenable is taken as `await` would take it.
+   */
+  getAs<T>(id: string, ownerId: string, as: (rec: GenerationRecord | null) => T): Promise<T> {
+    let got: ReturnType<GenerationStore['get']>;
+    try {
+      got = this.store.get(id, ownerId);
+    } catch (err) {
+      // A store that throws instead of rejecting still gives a rejected read.
+      return Promise.reject(err);
+    }
+    return Promise.resolve(got).then((rec) => as(this.live(rec)));
+  }
 
   async list(ownerId: string, query: ListQuery): Promise<GenerationRecord[]> {
     // An expired one still waiting for the sweep leaves its page a little short, never a wrong entry.
@@ -82,4 +94,8 @@ export class ExpiringReads implements GenerationStore {
   remove(...args: Parameters<GenerationStore['remove']>): ReturnType<GenerationStore['remove']> {
     return this.store.remove(...args);
   }
+}
+
+function identity<T>(value: T): T {
+  return value;
 }

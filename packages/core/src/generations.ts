@@ -10,6 +10,7 @@ import {
   type Settings,
 } from './domain.js';
 import { DomainError } from './errors.js';
+import { ExpiringReads } from './expiry.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from './ids.js';
 import { Lifecycle } from './lifecycle.js';
 import { Webhooks } from './push/webhooks.js';
@@ -84,7 +85,8 @@ export class Generations implements GenerationUseCases {
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(Lifecycle) private readonly lifecycle: Lifecycle,
-    @inject(TOKENS.Store) private readonly store: GenerationStore,
+    // The store as clients read it (expired generations read as absent).
+    @inject(ExpiringReads) private readonly store: ExpiringReads,
     @inject(TOKENS.Ledger) private readonly ledger: Ledger,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
     @inject(Views) private readonly views: Views,
@@ -212,7 +214,7 @@ export class Generations implements GenerationUseCases {
   /** `as` of the caller's generation, in the same step as the ownership check (a poll's view takes no extra step). */
   private ownedAs<T>(userId: string, generationId: string, as: (rec: GenerationRecord) => T): Promise<T> {
     if (!GENERATION_ID_PATTERN.test(generationId)) return Promise.reject(notFound());
-    return this.store.get(generationId, userId).then((rec) => {
+    return this.store.getAs(generationId, userId, (rec) => {
       if (!rec) throw notFound();
       return as(rec);
     });

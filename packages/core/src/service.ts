@@ -180,7 +180,9 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   port(TOKENS.Store, options.store, MemoryGenerationStore);
   // Every client-facing read goes through the expiry check (the service's retention, or a life asked for at create),
   // so an expired generation reads as deleted before the sweep has removed it.
-  c.register(TOKENS.Store, { useValue: new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), resolved.retention.finishedTtlMs) });
+  const reads = new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), resolved.retention.finishedTtlMs);
+  c.register(TOKENS.Store, { useValue: reads });
+  c.register(ExpiringReads, { useValue: reads });
   port(TOKENS.Ledger, options.ledger, MemoryLedger);
   port(TOKENS.Blobs, options.blobs, MemoryBlobStore);
   port(TOKENS.Idempotency, options.idempotency, MemoryIdempotencyStore);

@@ -232,3 +232,47 @@ describe('an expired generation (its own life ended)', () => {
     expect(new Set(windows).size).toBe(windows.length);
   });
 });
+
+describe('reads through the expiry check, whatever the host store answers with', () => {
+  function withStore(store: MemoryGenerationStore) {
+    const service = createGenerationService({
+      providers: [{ models: [{ modelId: 'txt', title: 'Text', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 0 }], generate: async () => ({ text: 'hi' }) }],
+      store,
+      apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'ka', userId: 'alice' }] }),
+      runner: { enabled: false },
+    });
+    cleanups.push(() => service.stop());
+    return service;
+  }
+
+  it('a store whose get throws instead of rejecting gives a rejected read and a 500 answer, never a throw out of service.get', async () => {
+    const store = new MemoryGenerationStore();
+    const service = withStore(store);
+    const { generationId } = await service.create('alice', { modelId: 'txt' });
+    store.get = () => {
+      throw new Error('the store broke');
+    };
+    let thrown: unknown;
+    let read: Promise<unknown> | undefined;
+    try {
+      read = service.get('alice', generationId);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeUndefined();
+    await expect(read).rejects.toThrow('the store broke');
+    const res = await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: { authorization: 'Bearer ka' } });
+    expect(res.status).toBe(500);
+    expect(JSON.parse(String(res.body))).toEqual({ error: { code: 'internal', message: 'Internal server error.' } });
+  });
+
+  it('a store answering with another library’s thenable is read as await would read it', async () => {
+    const store = new MemoryGenerationStore();
+    const service = withStore(store);
+    const { generationId } = await service.create('alice', { modelId: 'txt' });
+    const get = store.get.bind(store);
+    store.get = ((id: string, owner: string) => ({ then: (ok: (v: unknown) => unknown, bad: (e: unknown) => unknown) => get(id, owner).then(ok, bad) })) as never;
+    expect(await service.get('alice', generationId)).toEqual({ status: 'pending' });
+    await expect(service.get('bob', generationId)).rejects.toMatchObject({ code: 'not_found' });
+  });
+});

@@ -112,9 +112,14 @@ export class MemoryGenerationStore implements GenerationStore {
     this.append(entry, event, gen.createdAt);
   }
 
-  async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
+  get(id: string, ownerId: string): Promise<GenerationRecord | null> {
+    // Not an async function (every poll reads here): its one promise is the answer.
     const record = this.entries.get(id)?.record;
-    return record && record.ownerId === ownerId ? copy(record) : null;
+    try {
+      return Promise.resolve(record && record.ownerId === ownerId ? copy(record) : null);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   async getById(id: string): Promise<GenerationRecord | null> {
