@@ -19,6 +19,7 @@ export type { CaseName, Framework } from '../lib/http-cases.js';
 
 async function smoke(framework: Framework, ours: Target, bare: Target): Promise<void> {
   const bodies: Record<string, unknown> = {};
+  const headerNames: Record<string, string> = {};
   for (const c of CASES) {
     for (const [variant, t] of [['ours', ours], ['bare', bare]] as const) {
       if (variant === 'bare' && !c.bare) continue;
@@ -28,6 +29,14 @@ async function smoke(framework: Framework, ours: Target, bare: Target): Promise<
         throw new Error(`${framework} ${variant} ${c.name}: expected ${c.status}, got ${res.status}: ${text.slice(0, 300)}`);
       }
       bodies[`${c.name}.${variant}`] = JSON.parse(text);
+      headerNames[`${c.name}.${variant}`] = [...(res.headers as unknown as Map<string, string>).keys()].sort().join(', ');
+    }
+  }
+  // The same bytes on the wire: the bare side sends the headers ours does (servers/common.ts, bareHeaders).
+  for (const c of CASES) {
+    if (!c.bare) continue;
+    if (headerNames[`${c.name}.ours`] !== headerNames[`${c.name}.bare`]) {
+      throw new Error(`${framework} ${c.name}: ours and bare send different headers: ${headerNames[`${c.name}.ours`]} vs ${headerNames[`${c.name}.bare`]}`);
     }
   }
   for (const name of ['get', 'models']) {

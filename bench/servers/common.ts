@@ -118,6 +118,18 @@ export const BARE_UNAUTHORIZED = { error: { code: 'unauthorized', message: 'A va
 const BEARER = /^Bearer +(\S+)$/i;
 
 /**
+ * The headers ours puts on every answer besides the content type, set by the bare side too, so that both write the
+ * same bytes (the comparison is of the work, not of how many headers go out): no caching of a per-user answer, no
+ * MIME sniffing, and a request id (a per-process prefix and a counter, as ours makes them).
+ */
+const BARE_ID_PREFIX = randomUUID().replaceAll('-', '').slice(0, 12);
+let bareRequests = 0;
+export function bareHeaders(): Record<string, string> {
+  bareRequests = (bareRequests + 1) % 3_656_158_440_062_976;
+  return { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'x-request-id': BARE_ID_PREFIX + bareRequests.toString(36).padStart(10, '0') };
+}
+
+/**
  * The bare side: what a user would write by hand for the same work, framework-neutral so the three bare servers do
  * exactly the same. A Bearer key looked up by its SHA-256 digest in a Map; owner-scoped reads of a Map of records
  * answered with the same view ours gives; the same models JSON, serialised once; and a create that validates the body

@@ -3,12 +3,14 @@ import express from 'express';
 import { genserviceRouter } from '@genservice/express';
 import { once } from 'node:events';
 import type { Server } from 'node:http';
-import { BARE_UNAUTHORIZED, bareData, fail, ourService, serve, variantArg, type Drained } from './common.js';
+import { BARE_UNAUTHORIZED, bareData, bareHeaders, fail, ourService, serve, variantArg, type Drained } from './common.js';
 
 async function main(): Promise<void> {
   const variant = variantArg();
   const app = express();
   app.disable('x-powered-by');
+  // No ETag on either side (ours sends none on a per-user answer): both write the same headers.
+  app.disable('etag');
   let id: string;
   let close = async (): Promise<void> => {};
   let drain: () => Promise<Drained>;
@@ -29,7 +31,7 @@ async function main(): Promise<void> {
         return;
       }
       const a = bare.get(userId, req.params.id);
-      res.status(a.status).json(a.body);
+      res.status(a.status).set(bareHeaders()).json(a.body);
     });
     app.post('/v1/generations', express.json(), (req, res) => {
       const userId = bare.auth(req.headers.authorization);
@@ -38,14 +40,14 @@ async function main(): Promise<void> {
         return;
       }
       const a = bare.create(userId, req.body);
-      res.status(a.status).json(a.body);
+      res.status(a.status).set(bareHeaders()).json(a.body);
     });
     app.get('/v1/models', (req, res) => {
       if (!bare.auth(req.headers.authorization)) {
         res.status(401).json(BARE_UNAUTHORIZED);
         return;
       }
-      res.type('application/json').send(bare.modelsJson);
+      res.type('application/json').set(bareHeaders()).send(bare.modelsJson);
     });
   }
   const server: Server = app.listen(0, '127.0.0.1');

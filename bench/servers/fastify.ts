@@ -1,7 +1,7 @@
 /** Fastify 5: ours = `app.register(genservicePlugin, { service })`; bare = three hand-written routes doing the same work. */
 import Fastify from 'fastify';
 import { genservicePlugin } from '@genservice/fastify';
-import { BARE_UNAUTHORIZED, bareData, fail, ourService, serve, variantArg, type Drained } from './common.js';
+import { BARE_UNAUTHORIZED, bareData, bareHeaders, fail, ourService, serve, variantArg, type Drained } from './common.js';
 
 async function main(): Promise<void> {
   const variant = variantArg();
@@ -23,19 +23,19 @@ async function main(): Promise<void> {
       const userId = bare.auth(req.headers.authorization);
       if (!userId) return reply.code(401).send(BARE_UNAUTHORIZED);
       const a = bare.get(userId, req.params.id);
-      reply.code(a.status);
+      reply.code(a.status).headers(bareHeaders());
       return a.body;
     });
     app.post('/v1/generations', async (req, reply) => {
       const userId = bare.auth(req.headers.authorization);
       if (!userId) return reply.code(401).send(BARE_UNAUTHORIZED);
       const a = bare.create(userId, req.body);
-      reply.code(a.status);
+      reply.code(a.status).headers(bareHeaders());
       return a.body;
     });
     app.get('/v1/models', async (req, reply) => {
       if (!bare.auth(req.headers.authorization)) return reply.code(401).send(BARE_UNAUTHORIZED);
-      reply.type('application/json; charset=utf-8');
+      reply.type('application/json; charset=utf-8').headers(bareHeaders());
       return bare.modelsJson;
     });
   }

@@ -6,7 +6,7 @@ import Koa from 'koa';
 import { genserviceMiddleware } from '@genservice/koa';
 import { once } from 'node:events';
 import type { IncomingMessage } from 'node:http';
-import { BARE_UNAUTHORIZED, bareData, fail, ourService, serve, variantArg, type Drained } from './common.js';
+import { BARE_UNAUTHORIZED, bareData, bareHeaders, fail, ourService, serve, variantArg, type Drained } from './common.js';
 
 function readJson(req: IncomingMessage): Promise<unknown> {
   return new Promise((resolve, reject) => {
@@ -52,6 +52,7 @@ async function main(): Promise<void> {
             return;
           }
           ctx.type = 'application/json';
+          ctx.set(bareHeaders());
           ctx.body = bare.modelsJson;
           return;
         }
@@ -65,6 +66,7 @@ async function main(): Promise<void> {
           }
           const a = bare.get(userId, m[1]!);
           ctx.status = a.status;
+          ctx.set(bareHeaders());
           ctx.body = a.body;
           return;
         }
@@ -77,6 +79,7 @@ async function main(): Promise<void> {
         }
         const a = bare.create(userId, await readJson(ctx.req));
         ctx.status = a.status;
+        ctx.set(bareHeaders());
         ctx.body = a.body;
         return;
       }
