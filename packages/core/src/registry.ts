@@ -50,19 +50,25 @@ export class ModelRegistry {
             throw new Error(`setting "${s.name}" of model "${def.modelId}" allows ${s.maxItems} items, more than limits.mediaUrls (${limits.mediaUrls})`);
           }
         }
-        const info: ModelInfo = {
+        // Frozen, as the list of them: what listModels hands out cannot be changed under the routes (which serialise
+        // an unchanged list once).
+        const info: ModelInfo = Object.freeze({
           modelId: def.modelId,
           title: def.title,
           resultType: def.resultType,
           estimatedGenerationTime: def.estimatedGenerationTime,
-          settings: def.settings.map((s) => ({
-            name: s.name,
-            title: s.title,
-            fieldType: s.fieldType,
-            ...(s.required ? { required: true } : {}),
-            ...(s.options ? { options: [...s.options] } : {}),
-          })),
-        };
+          settings: Object.freeze(
+            def.settings.map((s) =>
+              Object.freeze({
+                name: s.name,
+                title: s.title,
+                fieldType: s.fieldType,
+                ...(s.required ? { required: true } : {}),
+                ...(s.options ? { options: Object.freeze([...s.options]) as string[] } : {}),
+              }),
+            ),
+          ) as ModelInfo['settings'],
+        });
         const schema = buildSettingsSchema(def.settings, limits, fieldTypes);
         this.models.set(def.modelId, {
           definition: def,
@@ -89,7 +95,7 @@ export class ModelRegistry {
         }
       }
     }
-    this.list = [...this.models.values()].map((m) => m.info);
+    this.list = Object.freeze([...this.models.values()].map((m) => m.info)) as ModelInfo[];
   }
 
   get(modelId: string): RegisteredModel | undefined {

@@ -1,5 +1,5 @@
 import { inject, injectable } from 'tsyringe';
-import type { GenerationView } from '../domain.js';
+import type { GenerationView, ModelInfo } from '../domain.js';
 import { DomainError } from '../errors.js';
 import { isGenerationStatus } from '../generations.js';
 import { LiveStatus } from '../push/live-status.js';
@@ -109,7 +109,7 @@ export class GenerationRoutes {
         // A key's allow-list: the other models are not there for it.
         const allowed = principal.models;
         const models = service.listModels();
-        return Promise.resolve(json(200, JSON.stringify({ models: allowed === undefined ? models : models.filter((m) => allowed.includes(m.modelId)) })));
+        return Promise.resolve(json(200, allowed === undefined ? this.modelsJson(models) : JSON.stringify({ models: models.filter((m) => allowed.includes(m.modelId)) })));
       }
       case 'usage':
         return this.accountRoutes.usage(userId, query).then((a) => json(a.status, JSON.stringify(a.body)));
@@ -158,6 +158,19 @@ export class GenerationRoutes {
       }
     }
   }
+
+  /** The JSON of a model list, made once per list: the service's own list is frozen, so the same array reads the same. */
+  private modelsJson(models: ModelInfo[]): string {
+    let text = this.modelsText.get(models);
+    if (text === undefined) {
+      text = JSON.stringify({ models });
+      // Only a frozen list is kept: a host's own listModels may hand out an array it changes later.
+      if (Object.isFrozen(models)) this.modelsText.set(models, text);
+    }
+    return text;
+  }
+
+  private readonly modelsText = new WeakMap<ModelInfo[], string>();
 
   private get(rawId: string, req: HttpRequest, userId: string, query: string, detailsPath: boolean, service: GenerationService): Promise<HttpResponse> {
     const id = decodeSegment(rawId);
