@@ -60,6 +60,25 @@ describe('the embedder\u2019s use cases', () => {
     await expect(s.delete('someone-else', other.generationId)).rejects.toMatchObject({ code: 'not_found' });
   });
 
+  it('listModels hands out a frozen list of frozen models; GET /v1/models answers the same list every time, a key\u2019s allow-list filtered', async () => {
+    const s = service();
+    const list = s.listModels();
+    expect(Object.isFrozen(list)).toBe(true);
+    expect(Object.isFrozen(list[0])).toBe(true);
+    expect(Object.isFrozen(list[0]!.settings)).toBe(true);
+    expect(() => (list as unknown as unknown[]).push({})).toThrow(TypeError);
+    expect(() => {
+      (list[0] as { title: string }).title = 'changed';
+    }).toThrow(TypeError);
+    const models = async (authorization: string) => JSON.parse(String((await s.handle({ method: 'GET', path: '/v1/models', headers: { authorization } })).body));
+    const first = await models('Bearer k');
+    expect(first.models.map((m: { modelId: string }) => m.modelId)).toEqual(['a', 'b']);
+    expect(await models('Bearer k')).toEqual(first);
+    const { apiKey } = await s.accounts.createKey('u', { name: 'only b', models: ['b'] });
+    expect((await models(`Bearer ${apiKey}`)).models.map((m: { modelId: string }) => m.modelId)).toEqual(['b']);
+    expect(await models('Bearer k')).toEqual(first);
+  });
+
   it('a webhook given to create is checked like the HTTP body\u2019s', async () => {
     const s = service();
     await expect(s.create('u', { modelId: 'a', webhook: { url: 'http://127.0.0.1/hook' } })).rejects.toBeInstanceOf(DomainError);
