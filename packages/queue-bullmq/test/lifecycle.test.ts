@@ -85,10 +85,9 @@ describe('BullMQQueue lifecycle', () => {
     });
     await queue.enqueue(job());
     await waitUntil(() => started, 'the job to start', 5000, 10);
-    const t0 = Date.now();
+    // A stop that waited for the job instead of its timeout would never return (the job never settles).
     await queue.stop({ timeoutMs: 100 });
     expect(signal?.aborted).toBe(true);
-    expect(Date.now() - t0).toBeLessThan(8000);
     const counts = await queue.counts();
     expect(counts.delayed).toBe(1);
     expect(counts.active).toBe(0);
@@ -98,9 +97,8 @@ describe('BullMQQueue lifecycle', () => {
     const queue = new BullMQQueue({ connection: 'redis://127.0.0.1:1', prefix: randomName('gsq') });
     await queue.start(async () => undefined);
     await sleep(300);
-    const t0 = Date.now();
-    await queue.stop({ timeoutMs: 100 });
-    expect(Date.now() - t0).toBeLessThan(8000);
+    // Returning at all is the check: a stop that waited for Redis would hang until the test's timeout.
+    await expect(queue.stop({ timeoutMs: 100 })).resolves.toBeUndefined();
   });
 
   it('abort(id) fires only the signal of that job', async () => {
