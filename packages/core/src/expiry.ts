@@ -96,6 +96,7 @@ export class ExpiringReads implements GenerationStore {
   }
 }
 
-function identity<T>(value: T): T {
+/** `getAs` for the value itself. */
+export function identity<T>(value: T): T {
   return value;
 }

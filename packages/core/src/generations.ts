@@ -10,7 +10,7 @@ import {
   type Settings,
 } from './domain.js';
 import { DomainError } from './errors.js';
-import { ExpiringReads } from './expiry.js';
+import { ExpiringReads, identity } from './expiry.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from './ids.js';
 import { Lifecycle } from './lifecycle.js';
 import { Webhooks } from './push/webhooks.js';
@@ -208,7 +208,7 @@ export class Generations implements GenerationUseCases {
 
   /** The caller's generation (another user's reads as absent); a promise chain, not an async frame: every poll reads it. */
   private owned(userId: string, generationId: string): Promise<GenerationRecord> {
-    return this.ownedAs(userId, generationId, ownedRecord);
+    return this.ownedAs(userId, generationId, identity);
   }
 
   /** `as` of the caller's generation, in the same step as the ownership check (a poll's view takes no extra step). */
@@ -279,8 +279,4 @@ export class Generations implements GenerationUseCases {
 /** Whether a key's model allow-list lets it use `modelId` (no key, or no list: every model). */
 export function keyAllows(key: Principal | undefined, modelId: string): boolean {
   return key?.models === undefined || key.models.includes(modelId);
-}
-
-function ownedRecord(rec: GenerationRecord): GenerationRecord {
-  return rec;
 }

@@ -67,13 +67,8 @@ export interface NodeRequestOptions {
  * builds the same request).
  */
 export function toHttpRequest(req: IncomingMessage, options: NodeRequestOptions): Promise<HttpRequest> {
-  try {
-    const request = requestOf(req, options);
-    const body = bodyOf(req, options.limits, options.hostBody);
-    return body instanceof Promise ? body.then((b) => Object.assign(request, b)) : Promise.resolve(Object.assign(request, body));
-  } catch (err) {
-    return Promise.reject(err);
-  }
+  const request = nodeRequest(req, options);
+  return request instanceof Promise ? request : Promise.resolve(request);
 }
 
 /**
@@ -81,10 +76,16 @@ export function toHttpRequest(req: IncomingMessage, options: NodeRequestOptions)
  * already known (none by its headers, or read by the host's parser) goes to core without waiting for anything.
  */
 export function handleNodeRequest(service: { handle(request: HttpRequest): Promise<HttpResponse> }, req: IncomingMessage, options: NodeRequestOptions): Promise<HttpResponse> {
+  const request = nodeRequest(req, options);
+  return request instanceof Promise ? request.then((r) => service.handle(r)) : service.handle(request);
+}
+
+/** The request, at once when its body is known, else a promise of it; a throw while reading it becomes a rejection. */
+function nodeRequest(req: IncomingMessage, options: NodeRequestOptions): HttpRequest | Promise<HttpRequest> {
   try {
     const request = requestOf(req, options);
     const body = bodyOf(req, options.limits, options.hostBody);
-    return body instanceof Promise ? body.then((b) => service.handle(Object.assign(request, b))) : service.handle(Object.assign(request, body));
+    return body instanceof Promise ? body.then((b) => Object.assign(request, b)) : Object.assign(request, body);
   } catch (err) {
     return Promise.reject(err);
   }
