@@ -1,6 +1,7 @@
 import type { GenerationRecord } from './domain.js';
 import { hasExpired } from './lifecycle-rules.js';
 import type { GenerationChange, GenerationStore, InsertOptions, ListQuery, NewEvent, NewGeneration } from './ports/store.js';
+import { isThenable } from './thenable.js';
 
 /**
  * The store as every client-facing read sees it: a generation past its expiry (the Lifecycle's rule: the service's
@@ -41,7 +42,13 @@ export class ExpiringReads implements GenerationStore {
       // A store that throws instead of rejecting still gives a rejected read.
       return Promise.reject(err);
     }
-    return Promise.resolve(got).then((rec) => as(this.live(rec)));
+    // A store may answer at once (the port allows it): only a thenable waits.
+    if (isThenable(got)) return Promise.resolve(got).then((rec) => as(this.live(rec)));
+    try {
+      return Promise.resolve(as(this.live(got)));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   async list(ownerId: string, query: ListQuery): Promise<GenerationRecord[]> {

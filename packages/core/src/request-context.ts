@@ -31,6 +31,11 @@ export function withRequestContext<T>(ctx: RequestContext, fn: () => T, needed =
   return logReaders > 0 || needed ? storage.run(ctx, fn) : fn();
 }
 
+/** Whether a log line may read the context (a contextual logger exists): what only a log line reads need not be set before. */
+export function contextRead(): boolean {
+  return logReaders > 0;
+}
+
 /** The context of the request or run being handled, when there is one (mutable: `generationId` is set into it). */
 export function currentRequestContext(): RequestContext | undefined {
   return storage.getStore();

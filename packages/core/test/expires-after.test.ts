@@ -271,7 +271,7 @@ describe('reads through the expiry check, whatever the host store answers with',
     const service = withStore(store);
     const { generationId } = await service.create('alice', { modelId: 'txt' });
     const get = store.get.bind(store);
-    store.get = ((id: string, owner: string) => ({ then: (ok: (v: unknown) => unknown, bad: (e: unknown) => unknown) => get(id, owner).then(ok, bad) })) as never;
+    store.get = ((id: string, owner: string) => ({ then: (ok: (v: unknown) => unknown, bad: (e: unknown) => unknown) => Promise.resolve(get(id, owner)).then(ok, bad) })) as never;
     expect(await service.get('alice', generationId)).toEqual({ status: 'pending' });
     await expect(service.get('bob', generationId)).rejects.toMatchObject({ code: 'not_found' });
   });

@@ -94,7 +94,7 @@ describe('port answers on the request path', () => {
       ({ then: (ok: (v: T) => unknown, ko: (e: unknown) => unknown) => value.then(ok, ko) }) as unknown as Promise<T>;
     class ThenableStore extends MemoryGenerationStore {
       override get(id: string, ownerId: string): Promise<GenerationRecord | null> {
-        return thenable(super.get(id, ownerId));
+        return thenable(Promise.resolve(super.get(id, ownerId)));
       }
     }
     class ThenableKeys extends MemoryApiKeyStore {

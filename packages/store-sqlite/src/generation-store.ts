@@ -367,7 +367,8 @@ export class SqliteGenerationStore implements GenerationStore {
     return this.sql.completeBatch.run(now, id).changes === 1;
   }
 
-  async get(id: string, ownerId: string): Promise<GenerationRecord | null> {
+  /** Answers at once (better-sqlite3 reads synchronously; the port allows it), typed as the port is. */
+  get(id: string, ownerId: string): GenerationRecord | null | PromiseLike<GenerationRecord | null> {
     return toRecord(this.sql.get.get(id, ownerId) as GenerationRow | undefined);
   }
 

@@ -5,6 +5,7 @@ import { hashApiKey } from '../ids.js';
 import type { KeyScope, Principal } from '../ports/api-keys.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
+import { bearerKey } from './respond.js';
 
 /** The admin operations, each one route under `<mount>/v1/admin/`. */
 export type AdminRoute =
@@ -21,7 +22,6 @@ export interface Answer {
   body?: unknown;
 }
 
-const BEARER = /^Bearer +([\x21-\x7e]{1,512})$/i;
 
 /**
  * The scope each user route needs. `generate` spends or changes (create, quote, cancel, delete, rotating the webhook
@@ -78,9 +78,9 @@ export class AccountRoutes {
   /** The actor an Authorization header's admin key stands for; null for anything else (a user's key too). */
   adminActor(auth: string | undefined): string | null {
     if (!this.adminKeys || !auth) return null;
-    const m = BEARER.exec(auth.trim());
+    const key = bearerKey(auth);
     // A lookup by digest: timing says nothing about how much of a key matched.
-    return m ? (this.adminKeys.get(hashApiKey(m[1]!)) ?? null) : null;
+    return key === undefined ? null : (this.adminKeys.get(hashApiKey(key)) ?? null);
   }
 
   /** Whether a bearer key is an admin key (refused on user routes even if a user store also knows it). */

@@ -4,10 +4,11 @@ import { asError, childLogger } from '../logger.js';
 import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { Logger } from '../ports/logger.js';
 import { ModelRegistry } from '../registry.js';
-import { type RequestContext, requestIdOf, withRequestContext } from '../request-context.js';
+import { contextRead, type RequestContext, requestIdOf, withRequestContext } from '../request-context.js';
 import { contextOfTraceparent, Telemetry } from '../telemetry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import type { GenerationService } from '../service-types.js';
+import { isThenable } from '../thenable.js';
 import { TOKENS } from '../tokens.js';
 import { AccountRoutes, type AdminRoute, scopeRefusal } from './accounts-routes.js';
 import { headOf, isPreflight, preflight, withCors } from './cors.js';
@@ -18,11 +19,10 @@ import { buildOpenApiDocument } from './openapi.js';
 import { PlaygroundRoute } from './playground.js';
 import { RateLimits, type RateLimitClass, type RateLimitVerdict } from './rate-limits.js';
 import { readBody } from './request-body.js';
-import { UNAUTHORIZED, decodeSegment, fail, header, isThenable, json } from './respond.js';
+import { UNAUTHORIZED, bearerKey, decodeSegment, fail, header, json } from './respond.js';
 import { matchRoute } from './routes.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
-const BEARER = /^Bearer +([\x21-\x7e]{1,512})$/i;
 /** A path's id goes into the log context only when it looks like one (a hostile path stays out of the logs). */
 const GENERATION_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -142,7 +142,8 @@ export class HttpHandler {
     const route = matchRoute(req.method.toUpperCase(), path);
     if ('status' in route) return route;
     ctx.route = route.template;
-    if ('id' in route && GENERATION_ID.test(route.id)) ctx.generationId = route.id;
+    // Only a log line reads the generation id.
+    if ('id' in route && contextRead() && GENERATION_ID.test(route.id)) ctx.generationId = route.id;
 
     if (route.name === 'file') return this.files.serve(req, route.key, query);
     if (route.name === 'openapi') return this.openapi();
@@ -222,10 +223,8 @@ export class HttpHandler {
 
   /** The key's principal: null at once without a (well-formed) key; a host's resolver may answer without a promise. */
   private authenticate(auth: string | undefined): PromiseLike<Principal | null> | Principal | null {
-    if (!auth) return null;
-    const m = BEARER.exec(auth.trim());
-    if (!m) return null;
-    return this.apiKeys.resolve(m[1]!);
+    const key = bearerKey(auth);
+    return key === undefined ? null : this.apiKeys.resolve(key);
   }
 
   private openapi(): HttpResponse {

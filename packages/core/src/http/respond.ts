@@ -45,14 +45,6 @@ export function viewJson(view: GenerationView): string {
 /** The start of `viewJson` for each status, built once. */
 const STATUS_JSON = new Map<string, string>(GENERATION_STATUSES.map((s) => [s, `{"status":${JSON.stringify(s)}`]));
 
-/**
- * Whether a port's answer must be awaited: any thenable, not only a native Promise (a host's store or resolver may hand
- * back another promise library's object, or a query builder that is awaitable), as `await` itself would treat it.
- */
-export function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<T>).then === 'function';
-}
-
 /** One header's value; a repeated header (an array of several) reads as absent. */
 export function header(req: HttpRequest, name: string): string | undefined {
   const v = req.headers[name];
@@ -81,4 +73,26 @@ export function idempotencyKeyOf(req: HttpRequest, maxLength: number): string | 
   return fail('invalid_request', `Idempotency-Key must be 1 to ${maxLength} visible ASCII characters.`, [
     { field: 'Idempotency-Key', code: 'invalid_value', message: `must be 1 to ${maxLength} visible ASCII characters` },
   ]);
+}
+
+/**
+ * The key of an `Authorization: Bearer <key>` header (scheme case-insensitive, one or more spaces, 1-512 visible ASCII
+ * characters, surrounding whitespace ignored); undefined for anything else. A scan, not a regular expression: every
+ * authenticated request passes here.
+ */
+export function bearerKey(auth: string | undefined): string | undefined {
+  if (!auth) return undefined;
+  const value = auth.trim();
+  // "bearer" in any case: each letter's code with the lower-case bit set.
+  if (value.length < 8 || (value.charCodeAt(0) | 0x20) !== 0x62 || (value.charCodeAt(1) | 0x20) !== 0x65 || (value.charCodeAt(2) | 0x20) !== 0x61) return undefined;
+  if ((value.charCodeAt(3) | 0x20) !== 0x72 || (value.charCodeAt(4) | 0x20) !== 0x65 || (value.charCodeAt(5) | 0x20) !== 0x72 || value.charCodeAt(6) !== 0x20) return undefined;
+  let start = 7;
+  while (start < value.length && value.charCodeAt(start) === 0x20) start++;
+  const length = value.length - start;
+  if (length < 1 || length > 512) return undefined;
+  for (let i = start; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c < 0x21 || c > 0x7e) return undefined;
+  }
+  return value.slice(start);
 }

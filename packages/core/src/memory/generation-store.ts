@@ -112,14 +112,10 @@ export class MemoryGenerationStore implements GenerationStore {
     this.append(entry, event, gen.createdAt);
   }
 
-  get(id: string, ownerId: string): Promise<GenerationRecord | null> {
-    // Not an async function (every poll reads here): its one promise is the answer.
+  /** Answers at once (the port allows it); typed as the port is, so a subclass may answer with a promise. */
+  get(id: string, ownerId: string): GenerationRecord | null | PromiseLike<GenerationRecord | null> {
     const record = this.entries.get(id)?.record;
-    try {
-      return Promise.resolve(record && record.ownerId === ownerId ? copy(record) : null);
-    } catch (err) {
-      return Promise.reject(err);
-    }
+    return record && record.ownerId === ownerId ? copy(record) : null;
   }
 
   async getById(id: string): Promise<GenerationRecord | null> {

@@ -138,7 +138,9 @@ export interface FeedPage {
  * - `insert` stores the record and its first event in one atomic step; it is durable once it resolves; a duplicate
  *   id rejects. With `maxUnfinishedPerOwner` it counts the owner's records without `finishedAt` and inserts
  *   atomically (exact under races, across processes). A new record has `claims` 0 and no lease.
- * - `get(id, ownerId)` is owner-scoped: another user's generation reads as `null`, exactly like a missing one.
+ * - `get(id, ownerId)` is owner-scoped: another user's generation reads as `null`, exactly like a missing one. It may
+ *   answer at once instead of with a promise (an in-memory or synchronous driver, like SQLite's); core takes any
+ *   thenable as `await` would. A throw is read as a rejection.
  * - `update(id, change)` applies `change.set` and appends `change.event` only if every condition of
  *   `change.expect` holds at that moment, all in one atomic step (one statement or transaction; one synchronous step
  *   in memory): of racing changes whose expectations exclude each other exactly one applies. It answers the record
@@ -169,7 +171,7 @@ export interface FeedPage {
  */
 export interface GenerationStore {
   insert(gen: NewGeneration, event: NewEvent, options?: InsertOptions): Promise<'inserted' | 'limit_reached'>;
-  get(id: string, ownerId: string): Promise<GenerationRecord | null>;
+  get(id: string, ownerId: string): GenerationRecord | null | PromiseLike<GenerationRecord | null>;
   /** Not owner-scoped: for workers and recovery only, never for answering a client. */
   getById(id: string): Promise<GenerationRecord | null>;
   /** The one way a stored generation changes: a compare-and-set with its event. */
