@@ -293,6 +293,12 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX generations_batch_idx ON ${s}.generations (batch_id, created_at DESC, id DESC) WHERE batch_id IS NOT NULL`,
     ],
   },
+  {
+    version: 8,
+    name: 'the trace context of a webhook delivery',
+    // Its generation's create traceparent, so the delivery continues that trace; NULL for rows of earlier versions.
+    up: (s) => [`ALTER TABLE ${s}.webhook_deliveries ADD COLUMN traceparent text`],
+  },
 ];
 
 /**

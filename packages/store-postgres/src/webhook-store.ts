@@ -31,6 +31,8 @@ function toDelivery(r: Row): Delivery {
   if (owner !== undefined) d.leaseOwner = decodeKey(owner);
   const until = optNum(r.lease_expires_at);
   if (until !== undefined) d.leaseExpiresAt = until;
+  const traceparent = optStr(r.traceparent);
+  if (traceparent !== undefined) d.traceparent = traceparent;
   return d;
 }
 
@@ -58,7 +60,7 @@ function fairChoice(s: string): string {
 }
 
 /**
- * Webhook secrets and the delivery outbox on PostgreSQL (tables from migration 2; cursors are text since migration 3). Claims use `FOR UPDATE SKIP LOCKED`
+ * Webhook secrets and the delivery outbox on PostgreSQL (tables from migration 2; cursors are text since migration 3; a delivery's traceparent since 8). Claims use `FOR UPDATE SKIP LOCKED`
  * inside one UPDATE, so instances claiming at once each get different deliveries without waiting on each other; every
  * other change is one conditional statement.
  */
@@ -106,8 +108,8 @@ export class PostgresWebhookStore implements WebhookStore {
     if (deliveries.length === 0) return;
     const col = <T>(f: (d: NewDelivery) => T): T[] => deliveries.map(f);
     await this.db.query(
-      `INSERT INTO ${this.db.s}.webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[])
+      `INSERT INTO ${this.db.s}.webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at, traceparent)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::text[])
        ON CONFLICT (id) DO NOTHING`,
       [
         col((d) => encodeKey(d.id)),
@@ -119,6 +121,7 @@ export class PostgresWebhookStore implements WebhookStore {
         col((d) => storableText(d.payload)),
         col((d) => d.nextAttemptAt),
         col((d) => d.createdAt),
+        col((d) => d.traceparent ?? null),
       ],
     );
   }

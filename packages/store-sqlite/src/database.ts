@@ -394,6 +394,12 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX generations_batch ON generations (batch_id, created_at, id) WHERE batch_id IS NOT NULL;
     `,
   },
+  {
+    version: 10,
+    name: 'the trace context of a webhook delivery',
+    // Its generation's create traceparent, so the delivery continues that trace; NULL for rows of earlier versions.
+    sql: `ALTER TABLE webhook_deliveries ADD COLUMN traceparent TEXT;`,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

@@ -26,6 +26,7 @@ interface DeliveryRow {
   lease_owner: string | null;
   lease_expires_at: number | null;
   created_at: number;
+  traceparent: string | null;
 }
 
 function toDelivery(r: DeliveryRow): Delivery {
@@ -44,11 +45,12 @@ function toDelivery(r: DeliveryRow): Delivery {
   };
   if (r.lease_owner !== null) d.leaseOwner = r.lease_owner;
   if (r.lease_expires_at !== null) d.leaseExpiresAt = r.lease_expires_at;
+  if (r.traceparent !== null) d.traceparent = r.traceparent;
   return d;
 }
 
 /**
- * Webhook secrets and the delivery outbox on SQLite (tables from migration 4). SQLite serialises writers across
+ * Webhook secrets and the delivery outbox on SQLite (tables from migration 4, a delivery's traceparent from 10). SQLite serialises writers across
  * processes, and every change here is one statement or one IMMEDIATE transaction, so racing claimers each get different
  * deliveries.
  */
@@ -125,12 +127,12 @@ export class SqliteWebhookStore implements WebhookStore {
       return true;
     }).immediate;
     const insert = db.prepare(
-      `INSERT INTO webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at)
-       VALUES (@id, @generationId, @ownerId, @seq, @type, @url, @payload, @nextAttemptAt, @createdAt)
+      `INSERT INTO webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at, traceparent)
+       VALUES (@id, @generationId, @ownerId, @seq, @type, @url, @payload, @nextAttemptAt, @createdAt, @traceparent)
        ON CONFLICT (id) DO NOTHING`,
     );
     this.addTx = db.transaction((deliveries: NewDelivery[]) => {
-      for (const d of deliveries) insert.run(d);
+      for (const d of deliveries) insert.run({ ...d, traceparent: d.traceparent ?? null });
     }).immediate;
   }
 

@@ -33,6 +33,11 @@ export interface NewDelivery {
   /** Epoch ms of the first attempt. */
   nextAttemptAt: number;
   createdAt: number;
+  /**
+   * The W3C `traceparent` of the generation's create (at most 55 characters), so every attempt continues its trace;
+   * absent without tracing, and for `batch.completed`.
+   */
+  traceparent?: string;
 }
 
 export interface DeliveryAttempt {

@@ -9,9 +9,9 @@ import type { Logger } from '../ports/logger.js';
 import type { GenerationStore } from '../ports/store.js';
 import type { Delivery, DeliveryOutcome, NewDelivery, WebhookEndpoint, WebhookStore } from '../ports/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
-import { Telemetry } from '../telemetry.js';
+import { contextOfTraceparent, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
-import { SpanKind } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind } from '@opentelemetry/api';
 import { Views } from '../views.js';
 import { EventFeed } from './event-feed.js';
 
@@ -244,6 +244,7 @@ export class Webhooks {
           payload,
           nextAttemptAt: now,
           createdAt: now,
+          ...(rec.traceparent !== undefined ? { traceparent: rec.traceparent } : {}),
         });
       }
     }
@@ -274,6 +275,7 @@ export class Webhooks {
         payload,
         nextAttemptAt: at,
         createdAt: at,
+        ...(rec.traceparent !== undefined ? { traceparent: rec.traceparent } : {}),
       })),
     );
     this.deliver();
@@ -367,6 +369,8 @@ export class Webhooks {
     const signatures = [secrets.current, ...(secrets.previous ? [secrets.previous.key] : [])].map((key) =>
       new Webhook(key).sign(d.id, timestamp, d.payload),
     );
+    // The attempt continues the trace of the generation it is about (stored with the delivery), never the span that
+    // happens to be active in the delivery loop; `batch.completed` has none, so each of its attempts is a trace's root.
     const response = await this.telemetry.inSpan('genservice.webhook.deliver', { 'genservice.delivery_id': d.id, 'genservice.attempt': d.attempts + 1 }, () => this.transport({
       url: d.url,
       headers: {
@@ -378,7 +382,7 @@ export class Webhooks {
       },
       body: d.payload,
       timeoutMs: this.options.webhooks.timeoutMs,
-    }), undefined, SpanKind.CLIENT);
+    }), contextOfTraceparent(d.traceparent) ?? ROOT_CONTEXT, SpanKind.CLIENT);
     const finished = Date.now();
     const attempts = d.attempts + 1;
     const outcome = this.outcome(response, attempts, finished);

@@ -70,6 +70,20 @@ export function runWebhookStoreContract(name: string, make: () => Promise<Webhoo
         expect(got).toMatchObject({ id: d.id, payload: d.payload, url: d.url, state: 'pending', attempts: 0, history: [] });
       });
 
+      it("keeps a delivery's traceparent and hands it back with the claim; one enqueued without has none", async () => {
+        const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+        await drain(T0 + 50);
+        const traced = delivery({ nextAttemptAt: T0 + 50, traceparent });
+        const plain = delivery({ nextAttemptAt: T0 + 50 });
+        await hooks().addDeliveries([traced, plain]);
+        const claimed = await hooks().claimDue(T0 + 50, 10, 'w1', 1000);
+        expect(claimed.map((d) => d.id).sort()).toEqual([traced.id, plain.id].sort());
+        expect(claimed.find((d) => d.id === traced.id)?.traceparent).toBe(traceparent);
+        expect(claimed.find((d) => d.id === plain.id)?.traceparent).toBeUndefined();
+        expect((await hooks().deliveriesOf(traced.generationId))[0]?.traceparent).toBe(traceparent);
+        expect((await hooks().deliveriesOf(plain.generationId))[0]?.traceparent).toBeUndefined();
+      });
+
       it('hands due pending deliveries out oldest first, up to the limit, each to one claimer under a lease', async () => {
         const owner = uid('owner');
         const gen = uid('gen');
