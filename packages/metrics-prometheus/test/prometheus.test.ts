@@ -35,6 +35,8 @@ describe('createPrometheusMetrics', () => {
         for (const id of ids) if (!['completed', 'failed'].includes((await service.get('u1', id)).status)) return false;
         return true;
       }, 'the generations to finish');
+      // A run leaves the in-flight count just after its generation's last change: a poll may see it finished first.
+      await until(async () => /^genservice_generations_in_flight 0$/m.test(await prom.scrape()), 'the runs to end');
       await service.handle({ method: 'GET', path: `/v1/generations/${ids[0]}`, headers: auth });
       const text = await prom.scrape();
       const names = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
