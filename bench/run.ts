@@ -45,7 +45,8 @@ import { memoryPerGeneration, scaleMemory, scaleSqlite, type ScaleResult } from 
 import { pushBench } from './sections/push.js';
 import { usageScale } from './sections/usage.js';
 import { batchBench, BATCH_SIZE } from './sections/batch.js';
-import { summarize, telemetryBench } from './sections/telemetry.js';
+import { telemetryBench } from './sections/telemetry.js';
+import type { TelemetryHttpResult } from './http/telemetry-load.js';
 
 type Section = 'http' | 'runner' | 'stores' | 'scale' | 'push' | 'telemetry';
 const ALL: Section[] = ['http', 'runner', 'stores', 'scale', 'push', 'telemetry'];
@@ -653,31 +654,56 @@ async function runPush(): Promise<Row[]> {
 }
 
 async function runTelemetry(): Promise<Row[]> {
-  const plan = Q ? { rounds: 3, gets: 20_000, posts: 4_000 } : { rounds: 7, gets: 100_000, posts: 60_000 };
-  log(`[telemetry] service.handle() in process, metrics + tracing on (Prometheus MeterProvider, no-op tracer) vs off (no SDK), ${plan.rounds} alternating rounds`);
+  const plan = Q
+    ? { pairs: 2, chunks: 5, gets: 5_000, posts: 1_000, warmGets: 20_000, warmPosts: 4_000 }
+    : { pairs: 6, chunks: 12, gets: 10_000, posts: 2_000, warmGets: 50_000, warmPosts: 10_000 };
+  log(
+    `[telemetry] service.handle() in process, metrics + tracing on (Prometheus MeterProvider, no-op tracer) vs off (no SDK): ${plan.pairs} pairs of processes, ${plan.chunks} chunks of each kind a side, the sides' chunks in turn`,
+  );
   const r = await telemetryBench(plan);
-  const get = summarize(r.get);
-  const post = summarize(r.post);
-  // Every round's ratio, and the best-of-rounds ratio of the other sections for comparison.
-  const pairs = (x: { off: number[]; on: number[] }): string =>
-    `${summarize(x).ratios.map((v) => v.toFixed(3)).join(' ')}; best rounds ${(Math.min(...x.on) / Math.min(...x.off)).toFixed(3)}`;
-  log(`[telemetry] GET ${get.on.toFixed(2)} µs (on) vs ${get.off.toFixed(2)} µs (off), medians; round ratios ${pairs(r.get)}`);
-  log(`[telemetry] POST ${post.on.toFixed(1)} µs (on) vs ${post.off.toFixed(1)} µs (off), medians; round ratios ${pairs(r.post)}`);
-  const row = (id: string, name: string, side: { on: number; off: number; ratio: number }): Row => ({
+  const spread = (x: { ratios: number[] }, what = 'chunk'): string => {
+    const s = [...x.ratios].sort((a, b) => a - b);
+    return `${what} ratios min ${s[0]!.toFixed(3)} / median ${s[s.length >> 1]!.toFixed(3)} / max ${s[s.length - 1]!.toFixed(3)}`;
+  };
+  log(`[telemetry] GET ${r.get.on.toFixed(2)} µs (on) vs ${r.get.off.toFixed(2)} µs (off); ${spread(r.get)}`);
+  log(`[telemetry] POST ${r.post.on.toFixed(1)} µs (on) vs ${r.post.off.toFixed(1)} µs (off); ${spread(r.post)}`);
+  // Issue 28's bound (5 %) is on the GET and POST rows of the HTTP section, measured here on and off through HTTP. The
+  // in-process rows are printed without one: a no-op generation in process (about 26 µs) is smaller than any request,
+  // and there the SDK's own work for two labelled histogram records (about 1.3 µs) is 5-7 % (bench/notes.md).
+  const row = (id: string, name: string, side: { on: number; off: number }, bounded: boolean): Row => ({
     id,
     section: 'telemetry',
     name,
-    ours: { value: side.on, unit: 'us', extra: 'CPU per request, metrics + tracing on, median of the rounds' },
+    ours: { value: side.on, unit: 'us', extra: 'CPU per request, metrics + tracing on' },
     oursLabel: 'Prometheus MeterProvider, no-op tracer',
-    base: { value: side.off, unit: 'us', extra: 'CPU per request, off, median of the rounds' },
+    base: { value: side.off, unit: 'us', extra: 'CPU per request, off' },
     baseLabel: 'no OpenTelemetry SDK',
-    ratio: side.ratio,
-    target: { kind: 'max', bound: 1.05 },
-    met: side.ratio <= 1.05,
+    ratio: side.on / side.off,
+    ...(bounded ? { target: { kind: 'max' as const, bound: 1.05 }, met: side.on / side.off <= 1.05 } : {}),
+  });
+  const httpPlan = Q
+    ? { pairs: 1, runs: 2, seconds: 1, warmup: 1, pipelining: 10, connections: S.http.connections }
+    : { pairs: 3, runs: 4, seconds: 2, warmup: 2, pipelining: 10, connections: S.http.connections };
+  log(`[telemetry] the same through HTTP: Fastify, ours on vs off, ${httpPlan.pairs} pairs of servers, ${httpPlan.runs} runs of ${httpPlan.seconds} s a case and side, server CPU per request`);
+  const child = spawnTs('http/telemetry-load.ts', { core: 1, args: [JSON.stringify(httpPlan)] });
+  let h: TelemetryHttpResult;
+  try {
+    h = (await nextMessage<{ data: TelemetryHttpResult }>(child, (m) => m?.type === 'result', 40 * 60_000)).data;
+  } finally {
+    await stopChild(child);
+  }
+  log(`[telemetry] HTTP GET ${h.get.on.toFixed(1)} µs (on) vs ${h.get.off.toFixed(1)} µs (off); ${spread(h.get, 'run')}`);
+  log(`[telemetry] HTTP POST ${h.post.on.toFixed(1)} µs (on) vs ${h.post.off.toFixed(1)} µs (off); ${spread(h.post, 'run')}`);
+  const httpRow = (id: string, name: string, side: { on: number; off: number }): Row => ({
+    ...row(id, name, side, true),
+    ours: { value: side.on, unit: 'us', extra: 'server CPU per request, metrics + tracing on' },
+    base: { value: side.off, unit: 'us', extra: 'server CPU per request, off' },
   });
   return [
-    row('telemetry.get', 'GET /v1/generations/:id in process: metrics + tracing on vs off (median of round ratios)', get),
-    row('telemetry.post', 'POST /v1/generations in process, run to completion: metrics + tracing on vs off (median of round ratios)', post),
+    httpRow('telemetry.http.get', 'Fastify GET /v1/generations/:id (pipelining 10): metrics + tracing on vs off', h.get),
+    httpRow('telemetry.http.post', 'Fastify POST /v1/generations, runner on, until completed (pipelining 10): metrics + tracing on vs off', h.post),
+    row('telemetry.get', 'GET /v1/generations/:id in process: metrics + tracing on vs off', r.get, false),
+    row('telemetry.post', 'POST /v1/generations in process, run to completion: metrics + tracing on vs off', r.post, false),
   ];
 }
 
@@ -863,9 +889,9 @@ function documentFor(saved: Saved, rows: Row[]): string {
     '  work only ever slows a round down. The 1-minute load average before and after each section is recorded above;',
     '  at a high load the absolute figures suffer more than the ratios, and pipelining 1 (latency-bound: the server',
     '  idles between requests) more than pipelining 10.',
-    '  The telemetry rows bound a small difference (5 %), less than the VM\'s speed changes (2-3x for minutes at a',
-    '  time) move a best round: there each round runs the two sides back to back, and the ratio is the median of the',
-    '  rounds\' ratios (every round\'s ratio is in the log).',
+    '  The telemetry rows bound a small difference (5 %), less than the VM\'s speed changes (2-3x, for seconds to',
+    '  minutes) move one side run after the other: there the two sides are processes alive at once, handed short',
+    '  chunks of the work in turn, in several such pairs; each side\'s figure is its CPU time over all its chunks.',
     '',
   ];
   const general = ns.get('general');

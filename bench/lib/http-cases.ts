@@ -49,8 +49,9 @@ export interface Target {
   id: string;
 }
 
-export async function startServer(framework: Framework, variant: 'ours' | 'bare'): Promise<Target> {
-  const child = spawnTs(`servers/${framework}.ts`, { core: 0, args: [variant] });
+/** A bench server; `metrics` (ours only) records every metric through a Prometheus MeterProvider. */
+export async function startServer(framework: Framework, variant: 'ours' | 'bare', metrics = false): Promise<Target> {
+  const child = spawnTs(`servers/${framework}.ts`, { core: 0, args: metrics ? [variant, 'metrics'] : [variant] });
   const ready = await nextMessage<{ port: number; id: string }>(child, (m) => m?.type === 'ready', 60_000);
   return { child, port: ready.port, id: ready.id };
 }

@@ -1,7 +1,9 @@
 /**
  * One side of the telemetry comparison (sections/telemetry.ts), in a process of its own:
- * `node --import tsx sections/telemetry-side.ts on|off <gets> <posts>` warms up, measures CPU µs per GET and per
- * POST run to completion, and sends `{ type: 'result', get, post }` over IPC.
+ * `node --import tsx sections/telemetry-side.ts on|off <warm gets> <warm posts>` builds its service, warms it up and
+ * sends `{ type: 'ready' }`; then, for each `{ type: 'chunk', kind: 'get' | 'post', n }` over IPC, runs n GETs or n
+ * POSTs run to completion and answers `{ type: 'done', us }`, the CPU µs the chunk took (measured here, so the IPC
+ * is not in it). The two sides' chunks alternate (the driver sends them in turn), so both run at the same moments.
  */
 import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type GenerationService, type HttpRequest } from '@genservice/core';
 import { createPrometheusMetrics } from '@genservice/metrics-prometheus';
@@ -79,32 +81,31 @@ async function timePosts(service: GenerationService, ledger: MemoryLedger, n: nu
 async function main(): Promise<void> {
   childLifecycle();
   const [mode, getsArg, postsArg] = process.argv.slice(2);
-  if (mode !== 'on' && mode !== 'off') throw new Error(`usage: telemetry-side.ts on|off <gets> <posts> (got ${mode})`);
-  const gets = Number(getsArg);
-  const posts = Number(postsArg);
+  if (mode !== 'on' && mode !== 'off') throw new Error(`usage: telemetry-side.ts on|off <warm gets> <warm posts> (got ${mode})`);
   const side = await make(mode === 'on');
-  try {
-    await timeGets(side.service, side.id, gets / 4);
-    await timePosts(side.service, side.ledger, posts / 4);
-    globalThis.gc?.();
-    const get = await timeGets(side.service, side.id, gets);
-    globalThis.gc?.();
-    const post = await timePosts(side.service, side.ledger, posts);
-    if (side.scrape) {
-      // The "on" side really recorded: its scrape has the requests.
-      const text = await side.scrape();
-      if (!/genservice_http_requests_total\{route="\/v1\/generations\/\{id\}",status="200"\} [1-9]/.test(text)) throw new Error('telemetry bench: the metrics side recorded nothing');
+  process.on('message', (m: { type?: string; kind?: 'get' | 'post'; n?: number } | null) => {
+    if (m?.type !== 'chunk') return;
+    // One chunk at a time: the driver waits for each answer before it sends the next.
+    const work = m.kind === 'get' ? timeGets(side.service, side.id, m.n!) : timePosts(side.service, side.ledger, m.n!);
+    work.then(
+      (perRequest) => send({ type: 'done', us: perRequest * m.n! }),
+      (err: unknown) => send({ type: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) }),
+    );
+  });
+  await timeGets(side.service, side.id, Number(getsArg));
+  await timePosts(side.service, side.ledger, Number(postsArg));
+  globalThis.gc?.();
+  if (side.scrape) {
+    // The "on" side really records: its scrape has the requests.
+    const text = await side.scrape();
+    if (!/genservice_http_requests_total\{route="\/v1\/generations\/\{id\}",status="200"\} [1-9]/.test(text) || !/genservice_generation_run_seconds_count\{model="[^"]+"\} [1-9]/.test(text)) {
+      throw new Error('telemetry bench: the metrics side recorded nothing');
     }
-    send({ type: 'result', get, post });
-  } finally {
-    await side.service.stop();
   }
+  send({ type: 'ready' });
 }
 
-main().then(
-  () => setTimeout(() => process.exit(0), 50),
-  (err: unknown) => {
-    send({ type: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    setTimeout(() => process.exit(1), 50);
-  },
-);
+main().catch((err: unknown) => {
+  send({ type: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+  setTimeout(() => process.exit(1), 50);
+});

@@ -3,13 +3,16 @@
  * data and work, the IPC protocol with the load process (`drain`: wait until every accepted generation completed),
  * and the CPU profiler the load process can switch on.
  *
- * A server is `node ... servers/<framework>.ts ours|bare`. It listens on 127.0.0.1 (a free port), then sends
- * `{ type: 'ready', port, id }` where `id` is the completed generation to GET.
+ * A server is `node ... servers/<framework>.ts ours|bare [metrics]`. It listens on 127.0.0.1 (a free port), then sends
+ * `{ type: 'ready', port, id }` where `id` is the completed generation to GET. With `metrics`, ours records every
+ * metric through a Prometheus MeterProvider (tracing stays the API's no-op) and answers `{ type: 'scrape' }` with
+ * `{ type: 'scraped', text }`.
  */
 import { Session } from 'node:inspector/promises';
 import { writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { hash, randomUUID } from 'node:crypto';
+import { createPrometheusMetrics } from '@genservice/metrics-prometheus';
 import {
   createGenerationService,
   MemoryApiKeyStore,
@@ -72,7 +75,14 @@ export interface Drained {
 export async function ourService(): Promise<{ service: GenerationService; id: string; drain: () => Promise<Drained> }> {
   const store = new MemoryGenerationStore();
   const ledger = new CountingLedger({ balances: { [USER_ID]: BALANCE } });
+  const prom = process.argv[3] === 'metrics' ? createPrometheusMetrics() : undefined;
+  if (prom) {
+    process.on('message', (m: { type?: string } | null) => {
+      if (m?.type === 'scrape') void prom.scrape().then((text) => send({ type: 'scraped', text }));
+    });
+  }
   const service = createGenerationService({
+    ...(prom ? { telemetry: { meterProvider: prom.meterProvider } } : {}),
     providers: [noopProvider],
     // The bench queues far more than the default in-flight cap for its one user.
     limits: { inFlightPerUser: 10_000_000 },
