@@ -71,6 +71,9 @@ export class ExpiringReads implements GenerationStore {
   completeBatch(...args: Parameters<GenerationStore['completeBatch']>): ReturnType<GenerationStore['completeBatch']> {
     return this.store.completeBatch(...args);
   }
+  listOpenBatches(...args: Parameters<GenerationStore['listOpenBatches']>): ReturnType<GenerationStore['listOpenBatches']> {
+    return this.store.listOpenBatches(...args);
+  }
   getById(id: string): Promise<GenerationRecord | null> {
     return this.store.getById(id);
   }

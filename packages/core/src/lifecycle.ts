@@ -327,19 +327,28 @@ export class Lifecycle {
     return { batchId, generationIds: ids };
   }
 
-  /**
-   * After one of a batch's generations finished: when none of them is pending or processing any more, the batch is
-   * completed, once (a compare-and-set in the store), and `batch.completed` is sent to its webhook.
-   */
+  /** After one of a batch's generations finished: the batch may be done now. */
   private async batchMemberFinished(rec: GenerationRecord): Promise<void> {
-    if (rec.batchId === undefined) return;
-    const { counts, price } = await this.store.batchCounts(rec.batchId);
-    if (counts.pending + counts.processing > 0) return;
+    if (rec.batchId !== undefined) await this.completeBatchIfDone(rec.batchId, rec.ownerId);
+  }
+
+  /**
+   * Completes a batch when none of its generations is pending or processing any more: its `batch.completed` delivery
+   * is written to the outbox first (keyed by the batch, so writing it again adds nothing), and only then `completedAt`
+   * is set (a compare-and-set in the store: of racing instances one wins, and all of them wrote the same one
+   * delivery). A process that dies anywhere in between leaves the batch open, and recovery, which calls this for
+   * every open batch older than `recovery.openBatchMs`, finishes it. True for the one call that completed it.
+   */
+  async completeBatchIfDone(batchId: string, ownerId: string): Promise<boolean> {
+    const { counts, price } = await this.store.batchCounts(batchId);
+    if (counts.pending + counts.processing > 0) return false;
+    const batch = await this.store.getBatch(batchId, ownerId);
+    if (!batch || batch.completedAt !== undefined) return false;
     const now = Date.now();
-    if (!(await this.store.completeBatch(rec.batchId, now))) return;
-    const batch = await this.store.getBatch(rec.batchId, rec.ownerId);
-    if (batch) await this.webhooks.batchCompleted(batch, { counts, price }, now);
-    if (this.logs) this.logger.info({ batchId: rec.batchId, counts, price }, 'batch completed');
+    await this.webhooks.batchCompleted(batch, { counts, price }, now);
+    if (!(await this.store.completeBatch(batchId, now))) return false;
+    if (this.logs) this.logger.info({ batchId, counts, price }, 'batch completed');
+    return true;
   }
 
   /** Cancels every unfinished generation of a batch (each as a single cancel); answers how many it cancelled. */

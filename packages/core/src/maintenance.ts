@@ -13,6 +13,8 @@ import type { RecoveryReport } from './service-types.js';
 export type { RecoveryReport };
 
 const PAGE = 500;
+/** Open batches per page of recovery's batch walk (each one costs a count read). */
+const BATCH_PAGE = 100;
 /** Records per retention batch: one batched file delete, then one remove each. */
 const SWEEP_BATCH = 200;
 /** The idempotency store's "user" under which instances elect the sweeper of each interval. */
@@ -20,7 +22,7 @@ const SWEEPER = 'genservice:maintenance';
 
 /**
  * Background upkeep with its timers: recovery (re-enqueue unfinished work, give up on work that lost its worker too
- * often, settle forgotten reserves), the retention sweep and the idempotency purge. Every state change it makes is
+ * often, settle forgotten reserves, complete batches whose completion a crash lost), the retention sweep and the idempotency purge. Every state change it makes is
  * the Lifecycle's.
  */
 @injectable()
@@ -68,7 +70,7 @@ export class Maintenance {
   }
 
   async recover(): Promise<RecoveryReport> {
-    const out: RecoveryReport = { requeued: 0, failed: 0, settled: 0, released: 0 };
+    const out: RecoveryReport = { requeued: 0, failed: 0, settled: 0, released: 0, batchesCompleted: 0 };
     const now = Date.now();
     // Paged, so a backlog of any size is walked, not just its oldest page.
     for await (const rec of this.unfinished()) {
@@ -82,8 +84,32 @@ export class Maintenance {
     const reserves = await this.lifecycle.reconcileReserves(PAGE);
     out.settled = reserves.settled;
     out.released = reserves.released;
-    if (out.requeued + out.failed + out.settled + out.released > 0) this.logger.info({ ...out }, 'recovery pass');
+    out.batchesCompleted = await this.completeOpenBatches(now);
+    if (out.requeued + out.failed + out.settled + out.released + out.batchesCompleted > 0) this.logger.info({ ...out }, 'recovery pass');
     return out;
+  }
+
+  /**
+   * Every open batch older than `recovery.openBatchMs` goes through the Lifecycle's `completeBatchIfDone`: one whose
+   * generations all finished but whose completion (or its `batch.completed` delivery) a dying process never wrote is
+   * completed now. Younger ones are left to the instance finishing them. Answers how many it completed.
+   */
+  private async completeOpenBatches(now: number): Promise<number> {
+    const before = now - this.options.recovery.openBatchMs;
+    let completed = 0;
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.store.listOpenBatches(before, BATCH_PAGE, after);
+      for (const batch of page) {
+        try {
+          if (await this.lifecycle.completeBatchIfDone(batch.id, batch.ownerId)) completed++;
+        } catch (err) {
+          this.logger.warn({ err: asError(err), batchId: batch.id }, 'recovery could not complete a batch');
+        }
+      }
+      if (page.length < BATCH_PAGE) return completed;
+      after = page[page.length - 1]!.id;
+    }
   }
 
   private async *unfinished(): AsyncGenerator<GenerationRecord> {

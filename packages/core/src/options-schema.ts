@@ -85,7 +85,7 @@ export const optionsSchema = z.strictObject({
       circuit: z.strictObject({ failureThreshold: positiveInt.optional(), openMs: ms.min(1).optional() }).optional(),
     })
     .optional(),
-  recovery: z.strictObject({ onStart: z.boolean().optional(), intervalMs: ms.optional(), orphanReserveMs: ms.optional() }).optional(),
+  recovery: z.strictObject({ onStart: z.boolean().optional(), intervalMs: ms.optional(), orphanReserveMs: ms.optional(), openBatchMs: ms.optional() }).optional(),
   retention: z.strictObject({ finishedTtlMs: ms.optional(), sweepIntervalMs: ms.min(1).optional() }).optional(),
   fieldTypes: z.record(z.string(), z.custom<object>((v) => typeof v === 'function', { message: 'must be a function' })).optional(),
   idempotencyTtlMs: ms.min(1).optional(),
@@ -223,6 +223,7 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       onStart: options.recovery?.onStart ?? true,
       intervalMs: options.recovery?.intervalMs ?? 60_000,
       orphanReserveMs: options.recovery?.orphanReserveMs ?? 10 * 60_000,
+      openBatchMs: options.recovery?.openBatchMs ?? 60_000,
     },
     retention: {
       finishedTtlMs: options.retention?.finishedTtlMs,

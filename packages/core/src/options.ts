@@ -81,6 +81,13 @@ export interface RecoveryOptions {
   intervalMs?: number;
   /** An open reserve with no generation older than this is released. Default 10 min. */
   orphanReserveMs?: number;
+  /**
+   * A batch not completed yet and older than this is checked by recovery, and completed (with its `batch.completed`
+   * webhook) when none of its generations is pending or processing any more: the completion a process that died after
+   * the batch's last generation finished never made. Younger batches are left to the instance finishing them.
+   * Default 1 min.
+   */
+  openBatchMs?: number;
 }
 
 export interface RetentionOptions {

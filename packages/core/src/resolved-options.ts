@@ -20,7 +20,7 @@ export interface ResolvedServiceOptions {
     enabled: boolean;
     circuit: { failureThreshold: number; openMs: number };
   };
-  recovery: { onStart: boolean; intervalMs: number; orphanReserveMs: number };
+  recovery: { onStart: boolean; intervalMs: number; orphanReserveMs: number; openBatchMs: number };
   retention: { finishedTtlMs?: number; sweepIntervalMs: number };
   idempotencyTtlMs: number;
   push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number };

@@ -54,6 +54,8 @@ export interface RecoveryReport {
   failed: number;
   settled: number;
   released: number;
+  /** Batches whose generations had all finished but whose completion a crash lost, completed by this pass. */
+  batchesCompleted: number;
 }
 
 export interface QuoteOptions {

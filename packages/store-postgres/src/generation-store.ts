@@ -104,6 +104,12 @@ export function generationSql(s: string) {
     batchCounts: `SELECT status, count(*)::int AS n, coalesce(sum(price) FILTER (WHERE finished_at IS NOT NULL), 0) AS price
       FROM ${s}.generations WHERE batch_id = $1 GROUP BY status`,
     completeBatch: `UPDATE ${s}.batches SET completed_at = $2 WHERE id = $1 AND completed_at IS NULL`,
+    // Only open batches, by the partial index; ties on created_at fall back to id.
+    listOpenBatches: `SELECT * FROM ${s}.batches WHERE completed_at IS NULL AND created_at < $1 ORDER BY created_at, id LIMIT $2`,
+    // The page after a given batch (completed since or not), resumed from its (created_at, id); a missing one gives none.
+    listOpenBatchesAfter: `SELECT * FROM ${s}.batches WHERE completed_at IS NULL AND created_at < $1
+      AND (created_at, id) > (SELECT created_at, id FROM ${s}.batches WHERE id = $3)
+      ORDER BY created_at, id LIMIT $2`,
   };
 }
 
@@ -214,6 +220,20 @@ type Row = Record<string, unknown>;
 function optKey(value: unknown): string | undefined {
   const s = optStr(value);
   return s === undefined ? undefined : decodeKey(s);
+}
+
+function toBatch(row: Row): BatchRecord {
+  const batch: BatchRecord = {
+    id: decodeKey(String(row.id)),
+    ownerId: decodeKey(String(row.owner_id)),
+    generationIds: (JSON.parse(String(row.generation_ids)) as string[]).map(decodeKey),
+    createdAt: num(row.created_at),
+  };
+  const url = optStr(row.webhook_url);
+  if (url !== undefined) batch.webhook = { url };
+  const completedAt = optNum(row.completed_at);
+  if (completedAt !== undefined) batch.completedAt = completedAt;
+  return batch;
 }
 
 function toRecord(row: Row): GenerationRecord {
@@ -369,19 +389,16 @@ export class PostgresGenerationStore implements GenerationStore {
 
   async getBatch(id: string, ownerId: string): Promise<BatchRecord | null> {
     const { rows } = await this.db.query(this.sql.getBatch, [encodeKey(id), encodeKey(ownerId)]);
-    const row = rows[0];
-    if (!row) return null;
-    const batch: BatchRecord = {
-      id: decodeKey(String(row.id)),
-      ownerId: decodeKey(String(row.owner_id)),
-      generationIds: (JSON.parse(String(row.generation_ids)) as string[]).map(decodeKey),
-      createdAt: num(row.created_at),
-    };
-    const url = optStr(row.webhook_url);
-    if (url !== undefined) batch.webhook = { url };
-    const completedAt = optNum(row.completed_at);
-    if (completedAt !== undefined) batch.completedAt = completedAt;
-    return batch;
+    return rows[0] ? toBatch(rows[0]) : null;
+  }
+
+  async listOpenBatches(createdBefore: number, limit: number, after?: string): Promise<BatchRecord[]> {
+    if (!(limit > 0)) return [];
+    const { rows } =
+      after === undefined
+        ? await this.db.query(this.sql.listOpenBatches, [createdBefore, limit])
+        : await this.db.query(this.sql.listOpenBatchesAfter, [createdBefore, limit, encodeKey(after)]);
+    return rows.map(toBatch);
   }
 
   async batchCounts(batchId: string): Promise<BatchCounts> {

@@ -299,6 +299,12 @@ export const MIGRATIONS: readonly Migration[] = [
     // Its generation's create traceparent, so the delivery continues that trace; NULL for rows of earlier versions.
     up: (s) => [`ALTER TABLE ${s}.webhook_deliveries ADD COLUMN traceparent text`],
   },
+  {
+    version: 9,
+    name: 'open batches, for the sweep that completes them after a crash',
+    // Partial: only batches not completed yet are in it, oldest first, so the sweep never reads a completed one.
+    up: (s) => [`CREATE INDEX batches_open_idx ON ${s}.batches (created_at, id) WHERE completed_at IS NULL`],
+  },
 ];
 
 /**

@@ -70,6 +70,14 @@ beforeAll(async () => {
      FROM generate_series(0, $2 * 3 - 1) AS i`,
     [T0, ROWS],
   );
+  // Batches: mostly completed, a few open (what recovery walks).
+  await pool.query(
+    `INSERT INTO ${s}.batches (id, owner_id, generation_ids, created_at, completed_at)
+     SELECT 'batch-' || i, 'user-' || (i % 500), '[]', $1::bigint + i, CASE WHEN i <= $2 THEN NULL ELSE $1::bigint + i + 100 END
+     FROM generate_series(1, $3) AS i`,
+    [T0, OPEN_RESERVES, ROWS],
+  );
+  await pool.query(`ANALYZE ${s}.batches`);
   await pool.query(`ANALYZE ${s}.events`);
   await pool.query(`ANALYZE ${s}.generations`);
   await pool.query(`ANALYZE ${s}.reserves`);
@@ -129,6 +137,12 @@ describe(`query plans over ${ROWS} generations`, () => {
 
   it('finds generations whose own life ended through the partial life_ends_at index', async () => {
     expectIndexUse(await planOf(g.listLifeEnded, [T0 + 1000, 100]), 'generations_life_ends_idx');
+  });
+
+  it('finds open batches, and pages through them after a cursor, through the partial index', async () => {
+    expectIndexUse(await planOf(g.listOpenBatches, [T0 + 1_000_000, 100]), 'batches_open_idx');
+    const after = await planOf(g.listOpenBatchesAfter, [T0 + 1_000_000, 100, 'batch-10']);
+    expectIndexUse(after, 'batches_open_idx');
   });
 
   it('finds open reserves through the partial index', async () => {

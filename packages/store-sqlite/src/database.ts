@@ -400,6 +400,12 @@ export const MIGRATIONS: readonly Migration[] = [
     // Its generation's create traceparent, so the delivery continues that trace; NULL for rows of earlier versions.
     sql: `ALTER TABLE webhook_deliveries ADD COLUMN traceparent TEXT;`,
   },
+  {
+    version: 11,
+    name: 'open batches, for the sweep that completes them after a crash',
+    // Partial: only batches not completed yet are in it, oldest first, so the sweep never reads a completed one.
+    sql: `CREATE INDEX batches_open ON batches (created_at, id) WHERE completed_at IS NULL;`,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

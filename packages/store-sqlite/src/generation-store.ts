@@ -198,6 +198,17 @@ export const GENERATION_SQL = {
   batchCounts: `SELECT status, count(*) AS n, total(CASE WHEN finished_at IS NOT NULL THEN price END) AS price
      FROM generations WHERE batch_id = ? GROUP BY status`,
   completeBatch: `UPDATE batches SET completed_at = ? WHERE id = ? AND completed_at IS NULL`,
+  // The WHERE repeats the partial index's condition word for word, so SQLite walks only open batches, in order.
+  listOpenBatches: `SELECT id, owner_id, generation_ids, webhook_url, created_at, completed_at FROM batches
+     WHERE completed_at IS NULL AND created_at < @before
+     ORDER BY created_at, id
+     LIMIT @limit`,
+  // The page after a given batch (completed since or not): the same order, resumed from its (created_at, id).
+  listOpenBatchesAfter: `SELECT id, owner_id, generation_ids, webhook_url, created_at, completed_at FROM batches
+     WHERE completed_at IS NULL AND created_at < @before
+       AND (created_at, id) > (SELECT created_at, id FROM batches WHERE id = @after)
+     ORDER BY created_at, id
+     LIMIT @limit`,
   get: `SELECT ${COLUMNS} FROM generations WHERE id = ? AND owner_id = ?`,
   getById: `SELECT ${COLUMNS} FROM generations WHERE id = ?`,
   // Counts at most the cap (the second parameter): the cost stays bounded by the cap, however many rows the owner has.
@@ -346,11 +357,17 @@ export class SqliteGenerationStore implements GenerationStore {
 
   async getBatch(id: string, ownerId: string): Promise<BatchRecord | null> {
     const row = this.sql.getBatch.get(id, ownerId) as BatchRow | undefined;
-    if (!row) return null;
-    const batch: BatchRecord = { id: row.id, ownerId: row.owner_id, generationIds: JSON.parse(row.generation_ids) as string[], createdAt: row.created_at };
-    if (row.webhook_url !== null) batch.webhook = { url: row.webhook_url };
-    if (row.completed_at !== null) batch.completedAt = row.completed_at;
-    return batch;
+    return row ? toBatch(row) : null;
+  }
+
+  async listOpenBatches(createdBefore: number, limit: number, after?: string): Promise<BatchRecord[]> {
+    // SQLite reads a negative LIMIT as "no limit"; the port means "none".
+    if (!(limit > 0)) return [];
+    const rows =
+      after === undefined
+        ? this.sql.listOpenBatches.all({ before: createdBefore, limit })
+        : this.sql.listOpenBatchesAfter.all({ before: createdBefore, limit, after });
+    return (rows as BatchRow[]).map(toBatch);
   }
 
   async batchCounts(batchId: string): Promise<BatchCounts> {
@@ -519,4 +536,11 @@ function toEvent(row: EventRow): GenerationEvent {
 
 export function isConstraint(error: unknown, code: string): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === code;
+}
+
+function toBatch(row: BatchRow): BatchRecord {
+  const batch: BatchRecord = { id: row.id, ownerId: row.owner_id, generationIds: JSON.parse(row.generation_ids) as string[], createdAt: row.created_at };
+  if (row.webhook_url !== null) batch.webhook = { url: row.webhook_url };
+  if (row.completed_at !== null) batch.completedAt = row.completed_at;
+  return batch;
 }

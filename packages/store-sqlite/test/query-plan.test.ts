@@ -102,6 +102,19 @@ describe('query plans', () => {
     }
   });
 
+  it('the open batches recovery walks come from their partial index, already in order, with and without a cursor', () => {
+    for (const on of [stores, fresh]) {
+      for (const steps of [
+        planOn(on, GENERATION_SQL.listOpenBatches, { before: 1000, limit: 100 }),
+        planOn(on, GENERATION_SQL.listOpenBatchesAfter, { before: 1000, limit: 100, after: 'b1' }),
+      ]) {
+        expect(fullScans(steps)).toEqual([]);
+        expect(steps.join('\n')).toContain('USING INDEX batches_open');
+        expect(steps.join('\n')).not.toContain('TEMP B-TREE');
+      }
+    }
+  });
+
   it("the in-flight count seeks one owner's unfinished rows in a partial index", () => {
     for (const on of [stores, fresh]) {
       const steps = planOn(on, GENERATION_SQL.countUnfinished, 'u1', 10);

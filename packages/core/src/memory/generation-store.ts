@@ -86,6 +86,24 @@ export class MemoryGenerationStore implements GenerationStore {
     return true;
   }
 
+  async listOpenBatches(createdBefore: number, limit: number, after?: string): Promise<BatchRecord[]> {
+    if (!(limit > 0)) return [];
+    // A stable sort over insertion order: ties keep one order that does not change. Completed ones stay in it until
+    // the cursor is found, so a page resumes after a batch completed since.
+    let all = [...this.batches.values()].filter((b) => b.createdAt < createdBefore || b.id === after).sort((a, b) => a.createdAt - b.createdAt);
+    if (after !== undefined) {
+      const at = all.findIndex((b) => b.id === after);
+      if (at < 0) return [];
+      all = all.slice(at + 1);
+    }
+    const out: BatchRecord[] = [];
+    for (const b of all) {
+      if (out.length >= limit) break;
+      if (b.completedAt === undefined && b.createdAt < createdBefore) out.push(copyBatch(b));
+    }
+    return out;
+  }
+
   private put(gen: NewGeneration, event: NewEvent): void {
     const record: GenerationRecord = {
       id: gen.id,

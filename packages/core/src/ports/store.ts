@@ -167,7 +167,11 @@ export interface FeedPage {
  *   event in one atomic step (one transaction, multi-row inserts): all of them or none; no in-flight cap applies.
  *   `getBatch(id, ownerId)` is owner-scoped like `get`. `batchCounts` counts the batch's generations by status and
  *   sums the `price` of its finished ones, in one read. `completeBatch(id, now)` sets `completedAt` only when it is
- *   not set yet (a compare-and-set: of racing calls exactly one answers true).
+ *   not set yet (a compare-and-set: of racing calls exactly one answers true). `listOpenBatches(createdBefore,
+ *   limit, after)` answers at most `limit` batches without `completedAt` created before `createdBefore`, oldest
+ *   `createdAt` first (ties in an order of the store's choosing that does not change), from after the batch `after`
+ *   (completed since or not) when given, so recovery can walk them all and complete a batch whose last generation
+ *   finished in a process that died before completing it. Reads only; index-backed (only open batches in it).
  */
 export interface GenerationStore {
   insert(gen: NewGeneration, event: NewEvent, options?: InsertOptions): Promise<'inserted' | 'limit_reached'>;
@@ -221,6 +225,12 @@ export interface GenerationStore {
   batchCounts(batchId: string): Promise<BatchCounts>;
   /** Marks a batch completed once: true for the one call that set `completedAt`. */
   completeBatch(id: string, now: number): Promise<boolean>;
+  /**
+   * Batches not completed yet (no `completedAt`) created before `createdBefore`, oldest first (ties in an order of the
+   * store's choosing that does not change), at most `limit`. With `after` (the id of the last batch of the previous
+   * page, completed since or not), the page that follows it; an `after` that does not exist gives an empty page.
+   */
+  listOpenBatches(createdBefore: number, limit: number, after?: string): Promise<BatchRecord[]>;
   /** Counts by status; for tests and operators. */
   countByStatus?(): Promise<Record<GenerationStatus, number>>;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { GenerationChange, GenerationStore, Ledger, NewEvent, NewGeneration } from '@genservice/core/ports';
+import type { GenerationChange, GenerationStore, Ledger, NewBatch, NewEvent, NewGeneration } from '@genservice/core/ports';
 import { T0, uid, useFresh } from './harness.js';
 
 const CREATED: NewEvent = { type: 'created', data: { modelId: 'model-a' } };
@@ -96,6 +96,51 @@ export function describeBatchContract(make: () => Promise<{ store: GenerationSto
       const got = await store().getBatch(batch.id, batch.ownerId);
       expect(got?.completedAt).toBe(T0 + 50 + results.indexOf(true));
       expect(await store().completeBatch(uid('batch'), T0)).toBe(false);
+    });
+
+    it('lists open batches oldest first, before a time, a page at a time, without completed ones', async () => {
+      // Its own stretch of time, far from the other tests' batches (at T0), in case a backend keeps data between tests.
+      const base = T0 - 1_000_000_000 + Math.floor(Math.random() * 1_000_000) * 100;
+      const made: NewBatch[] = [];
+      for (const at of [base + 30, base + 10, base + 20, base + 40, base + 50]) {
+        const { batch, gens, events } = batchOf(2);
+        const stored = { ...batch, createdAt: at, ...(at === base + 20 ? { webhook: { url: 'https://example.com/hook' } } : {}) };
+        await store().insertBatch(stored, gens, events);
+        made.push(stored);
+      }
+      const [b30, b10, b20, b40, b50] = made as [NewBatch, NewBatch, NewBatch, NewBatch, NewBatch];
+      // Completed ones are never listed.
+      expect(await store().completeBatch(b40.id, base + 60)).toBe(true);
+      const ids = (page: { id: string }[]) => page.map((b) => b.id);
+      const open = (await store().listOpenBatches(base + 100, 10)).filter((b) => b.createdAt >= base);
+      expect(ids(open)).toEqual([b10.id, b20.id, b30.id, b50.id]);
+      expect(open[1]).toEqual(b20);
+      expect(open.every((b) => b.completedAt === undefined)).toBe(true);
+      // createdBefore is exclusive.
+      expect(ids((await store().listOpenBatches(base + 30, 10)).filter((b) => b.createdAt >= base))).toEqual([b10.id, b20.id]);
+      // The page after a batch, a limit on it, and after a batch completed since.
+      expect(ids(await store().listOpenBatches(base + 100, 2, b20.id))).toEqual([b30.id, b50.id]);
+      expect(await store().completeBatch(b30.id, base + 70)).toBe(true);
+      expect(ids(await store().listOpenBatches(base + 100, 10, b30.id))).toEqual([b50.id]);
+      expect(ids(await store().listOpenBatches(base + 100, 1, b10.id))).toEqual([b20.id]);
+      expect(await store().listOpenBatches(base + 100, 10, b50.id)).toEqual([]);
+      expect(await store().listOpenBatches(base + 100, 10, uid('batch'))).toEqual([]);
+      expect(await store().listOpenBatches(base + 100, 0)).toEqual([]);
+    });
+
+    it('limits the open batches to the oldest ones', async () => {
+      const base = T0 - 2_000_000_000 + Math.floor(Math.random() * 1_000_000) * 100;
+      const made: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        const { batch, gens, events } = batchOf(1);
+        const stored = { ...batch, createdAt: base + i };
+        await store().insertBatch(stored, gens, events);
+        made.push(stored.id);
+      }
+      // Nothing older than base is this test's, and other tests' batches are at T0: the first page is exactly these.
+      const page = await store().listOpenBatches(base + 3, 2);
+      expect(page.map((b) => b.id)).toEqual(made.slice(0, 2));
+      expect((await store().listOpenBatches(base + 3, 10, made[1])).map((b) => b.id)).toEqual([made[2]]);
     });
 
     describe('Ledger.reserveMany', () => {

@@ -1,0 +1,200 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createGenerationService, MemoryGenerationStore, MemoryLedger, MemoryWebhookStore, type GenerationService } from '@genservice/core';
+import type { NewDelivery } from '@genservice/core/ports';
+
+// A batch's completion (its completedAt and its batch.completed delivery) after a process died half-way through it:
+// the outbox write comes first, then the compare-and-set, and recovery completes any open batch whose generations
+// all finished. The crash is a throw at the point the process would have died.
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
+  for (let i = 0; i < 2000; i++) {
+    const v = await fn();
+    if (ok(v)) return v;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/**
+ * While `dead`, every `completeBatch` throws: the process died after the batch's last generation finished, before
+ * the batch was completed (every instance that finished one of its generations died there). `crashes` counts them.
+ */
+class DiesAtCompleteBatch extends MemoryGenerationStore {
+  dead = true;
+  crashes = 0;
+  override async completeBatch(id: string, now: number): Promise<boolean> {
+    if (this.dead) {
+      this.crashes++;
+      throw new Error('process died before completeBatch');
+    }
+    return super.completeBatch(id, now);
+  }
+}
+
+/** While `dead`, adding a batch.completed delivery throws: the process died before the outbox write. */
+class DiesAtBatchDelivery extends MemoryWebhookStore {
+  dead = true;
+  crashes = 0;
+  override async addDeliveries(deliveries: NewDelivery[]): Promise<void> {
+    if (this.dead && deliveries.some((d) => d.type === 'batch.completed')) {
+      this.crashes++;
+      throw new Error('process died before the batch.completed delivery was written');
+    }
+    return super.addDeliveries(deliveries);
+  }
+}
+
+async function receiver(): Promise<{ url: string; bodies: string[] }> {
+  const bodies: string[] = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      bodies.push(body);
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  cleanups.push(() => new Promise((r) => server.close(r)));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, bodies };
+}
+
+async function serviceWith(store: MemoryGenerationStore, webhookStore: MemoryWebhookStore, openBatchMs = 0): Promise<GenerationService> {
+  const service = createGenerationService({
+    providers: [
+      {
+        models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 2 }],
+        generate: async () => ({ text: 'hello' }),
+      },
+    ],
+    store,
+    ledger: new MemoryLedger({ balances: { alice: 100 } }),
+    webhookStore,
+    webhooks: { allowHttp: true, allowPrivateUrls: true, pollIntervalMs: 10 },
+    // Recovery runs only when the test calls it, and looks at every open batch, however young.
+    recovery: { onStart: false, intervalMs: 0, openBatchMs },
+  });
+  cleanups.push(() => service.stop({ timeoutMs: 500 }));
+  await service.start();
+  return service;
+}
+
+/** Creates a batch and waits until all its generations finished (the completion itself is what the crash lost). */
+async function finishedBatch(service: GenerationService, store: MemoryGenerationStore, url: string): Promise<string> {
+  const { batchId } = await service.batches.create('alice', { requests: Array.from({ length: 3 }, () => ({ modelId: 'ok' })), webhook: { url } });
+  await until(() => store.batchCounts(batchId), (c) => c.counts.completed === 3, 'the batch generations');
+  // The batch must be strictly older than recovery's cut-off (createdAt < now - openBatchMs); a tick guarantees it.
+  await new Promise((r) => setTimeout(r, 2));
+  return batchId;
+}
+
+async function expectCompletedOnce(service: GenerationService, webhookStore: MemoryWebhookStore, bodies: string[], batchId: string): Promise<void> {
+  expect(await service.batches.get('alice', batchId)).toEqual({ status: 'completed', counts: { pending: 0, processing: 0, completed: 3, failed: 0 }, price: 6 });
+  const delivered = await until(() => webhookStore.deliveriesOf(batchId), (ds) => ds.length > 0 && ds.every((d) => d.state === 'delivered'), 'the delivery');
+  expect(delivered.map((d) => d.type)).toEqual(['batch.completed']);
+  expect(bodies).toHaveLength(1);
+  expect(JSON.parse(bodies[0]!)).toMatchObject({ type: 'batch.completed', data: { batchId, status: 'completed', counts: { completed: 3 }, price: 6 } });
+}
+
+describe('a batch completion lost to a crash', () => {
+  it('dies after the delivery was written but before completeBatch: recovery completes it, and the delivery stays one', async () => {
+    const { url, bodies } = await receiver();
+    const store = new DiesAtCompleteBatch();
+    const webhookStore = new MemoryWebhookStore();
+    const service = await serviceWith(store, webhookStore);
+    const batchId = await finishedBatch(service, store, url);
+    expect(store.crashes).toBeGreaterThan(0);
+    expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
+    // The outbox write came first: the delivery is there (the outbox may send it already); a retry writes the same one.
+    expect((await webhookStore.deliveriesOf(batchId)).map((d) => d.type)).toEqual(['batch.completed']);
+
+    store.dead = false;
+    const report = await service.recover();
+    expect(report.batchesCompleted).toBe(1);
+    expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeTypeOf('number');
+    await expectCompletedOnce(service, webhookStore, bodies, batchId);
+    // A second pass finds nothing open.
+    expect((await service.recover()).batchesCompleted).toBe(0);
+    expect((await webhookStore.deliveriesOf(batchId)).map((d) => d.type)).toEqual(['batch.completed']);
+  });
+
+  it('dies before the delivery was written: the batch stays open until recovery writes it and completes it', async () => {
+    const { url, bodies } = await receiver();
+    const store = new MemoryGenerationStore();
+    const webhookStore = new DiesAtBatchDelivery();
+    const service = await serviceWith(store, webhookStore);
+    const batchId = await finishedBatch(service, store, url);
+    expect(webhookStore.crashes).toBeGreaterThan(0);
+    // Never completed without its delivery: it reads open, and nothing is in the outbox for it.
+    expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
+    expect(await webhookStore.deliveriesOf(batchId)).toEqual([]);
+
+    webhookStore.dead = false;
+    expect((await service.recover()).batchesCompleted).toBe(1);
+    expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeTypeOf('number');
+    await expectCompletedOnce(service, webhookStore, bodies, batchId);
+  });
+
+  it('two racing recovery passes complete it once, with one delivery', async () => {
+    const { url, bodies } = await receiver();
+    const store = new MemoryGenerationStore();
+    const webhookStore = new DiesAtBatchDelivery();
+    const service = await serviceWith(store, webhookStore);
+    const batchId = await finishedBatch(service, store, url);
+    expect(webhookStore.crashes).toBeGreaterThan(0);
+    webhookStore.dead = false;
+    // Both passes see an open batch whose generations all finished; both write the same delivery, one completes it.
+    const reports = await Promise.all([service.recover(), service.recover()]);
+    expect(reports.map((r) => r.batchesCompleted).sort()).toEqual([0, 1]);
+    await expectCompletedOnce(service, webhookStore, bodies, batchId);
+  });
+
+  it('leaves a batch younger than recovery.openBatchMs to the instance finishing it', async () => {
+    const { url } = await receiver();
+    const store = new DiesAtCompleteBatch();
+    const webhookStore = new MemoryWebhookStore();
+    const service = await serviceWith(store, webhookStore, 60_000);
+    const batchId = await finishedBatch(service, store, url);
+    store.dead = false;
+    expect((await service.recover()).batchesCompleted).toBe(0);
+    expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
+  });
+
+  it('leaves a batch whose generations are still running open', async () => {
+    const store = new MemoryGenerationStore();
+    const webhookStore = new MemoryWebhookStore();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const service = createGenerationService({
+      providers: [
+        {
+          models: [{ modelId: 'slow', title: 'Slow', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }],
+          generate: async () => {
+            await gate;
+            return { text: 'x' };
+          },
+        },
+      ],
+      store,
+      ledger: new MemoryLedger({ balances: { alice: 100 } }),
+      webhookStore,
+      recovery: { onStart: false, intervalMs: 0, openBatchMs: 0 },
+    });
+    cleanups.push(() => service.stop({ timeoutMs: 500 }));
+    cleanups.push(async () => release());
+    await service.start();
+    const { batchId } = await service.batches.create('alice', { requests: [{ modelId: 'slow' }, { modelId: 'slow' }] });
+    await new Promise((r) => setTimeout(r, 2));
+    expect((await service.recover()).batchesCompleted).toBe(0);
+    expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
+    release();
+    await until(() => store.getBatch(batchId, 'alice'), (b) => b?.completedAt !== undefined, 'the batch completion');
+  });
+});
