@@ -10,9 +10,8 @@
  * (`npx -y pnpm@10 --filter '@genservice-bench/bench^...' run build`): the servers load the built packages.
  */
 import autocannon, { type Result as AutocannonResult } from 'autocannon';
-import { readFileSync } from 'node:fs';
 import { CASES, startServer, type Framework, type Target } from '../lib/http-cases.js';
-import { nextMessage, stopChild } from '../lib/proc.js';
+import { nextMessage, processCpuUs, stopChild } from '../lib/proc.js';
 
 const [fw = 'fastify', kase = 'post', variantList = 'ours,bare', seconds = '4', pipelining = '10', roundsArg = '2'] = process.argv.slice(2);
 const variants = variantList.split(',');
@@ -20,11 +19,6 @@ const duration = Number(seconds);
 const pipe = Number(pipelining);
 const rounds = Number(roundsArg);
 
-/** utime + stime of a process, in µs (CLK_TCK is 100 on Linux). */
-function cpuUs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10_000;
-}
 
 const found = CASES.find((x) => x.name === kase);
 if (!found) throw new Error(`unknown case ${kase} (one of ${CASES.map((x) => x.name).join(', ')})`);
@@ -54,12 +48,12 @@ try {
   }
   for (let r = 0; r < rounds; r++) {
     for (const [v, s] of servers) {
-      const c0 = cpuUs(s.child.pid!);
+      const c0 = processCpuUs(s.child.pid!);
       const t0 = performance.now();
       const res = await fire(s, duration);
       const drainMs = await drain(s.child);
       const seconds = (performance.now() - t0) / 1000;
-      const us = (cpuUs(s.child.pid!) - c0) / res.requests.total;
+      const us = (processCpuUs(s.child.pid!) - c0) / res.requests.total;
       console.log(`${fw} ${kase} p${pipe} ${v}: ${Math.round(res.requests.total / seconds)} req/s (drain ${drainMs.toFixed(0)} ms), ${us.toFixed(1)} µs CPU/request, non-2xx ${res.non2xx}`);
     }
   }

@@ -12,10 +12,9 @@
  * argv[2] is a JSON plan: `{ pairs, runs, seconds, warmup, pipelining, connections }`.
  */
 import autocannon, { type Result as AutocannonResult } from 'autocannon';
-import { readFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import { CASES, startServer, type Target } from '../lib/http-cases.js';
-import { childLifecycle, nextMessage, send, stopChild } from '../lib/proc.js';
+import { childLifecycle, nextMessage, processCpuUs, send, stopChild } from '../lib/proc.js';
 
 export interface TelemetryHttpPlan {
   pairs: number;
@@ -37,11 +36,6 @@ export interface TelemetryHttpResult {
 
 type Mode = 'off' | 'on';
 
-/** utime + stime of a process, in µs (CLK_TCK is 100 on Linux). */
-function cpuUs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10_000;
-}
 
 function fire(t: Target, name: 'get' | 'post', plan: TelemetryHttpPlan, seconds: number): Promise<AutocannonResult> {
   const c = CASES.find((x) => x.name === name)!;
@@ -75,10 +69,10 @@ async function drain(child: ChildProcess): Promise<void> {
 
 /** One run: the server's CPU µs and the requests it answered. */
 async function run(t: Target, name: 'get' | 'post', plan: TelemetryHttpPlan): Promise<{ us: number; requests: number }> {
-  const c0 = cpuUs(t.child.pid!);
+  const c0 = processCpuUs(t.child.pid!);
   const res = await fire(t, name, plan, plan.seconds);
   if (name === 'post') await drain(t.child);
-  return { us: cpuUs(t.child.pid!) - c0, requests: res.requests.total };
+  return { us: processCpuUs(t.child.pid!) - c0, requests: res.requests.total };
 }
 
 async function measure(plan: TelemetryHttpPlan): Promise<TelemetryHttpResult> {

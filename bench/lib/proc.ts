@@ -4,6 +4,7 @@
  * ends, on failure too; every child also exits by itself when its parent goes away (IPC disconnect).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
@@ -125,4 +126,10 @@ export function childLifecycle(onExit?: () => Promise<void> | void): void {
 
 export function send(message: unknown): void {
   process.send?.(message);
+}
+
+/** utime + stime of a process (Linux: /proc/<pid>/stat), in µs; CLK_TCK is 100, so in steps of 10 ms. */
+export function processCpuUs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10_000;
 }
