@@ -25,7 +25,7 @@ import { errorBody, fakeServer, json } from './helpers.js';
 
 type ErrorClass = abstract new (...args: never[]) => GenServiceError;
 
-// Every code core can send (packages/core/src/errors.ts), with the status core gives it.
+// Every code core can send (packages/core/src/domain/errors.ts), with the status core gives it.
 const BY_CODE: Array<[code: string, status: number, type: ErrorClass, name: string]> = [
   ['invalid_json', 400, InvalidRequestError, 'InvalidRequestError'],
   ['invalid_request', 400, InvalidRequestError, 'InvalidRequestError'],

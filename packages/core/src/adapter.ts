@@ -15,8 +15,8 @@
  *   await writeNodeResponse(res, answer);
  * }).listen(3000);
  */
-export { bodyLimitsOf, isApiPath, readRawBody, readRequestBody, type BodyLimits, type RawBody, type RequestBody } from './http/node-body.js';
-export { ApiMounts, isCoreAnsweredError } from './http/node-mounts.js';
-export { needsNodeWrite, nodeBody, writeNodeResponse } from './http/node-response.js';
-export { handleNodeRequest, toHttpRequest, type HostBody, type NodeRequestOptions } from './http/node-request.js';
+export { bodyLimitsOf, isApiPath, readRawBody, readRequestBody, type BodyLimits, type RawBody, type RequestBody } from './node/node-body.js';
+export { ApiMounts, isCoreAnsweredError } from './node/node-mounts.js';
+export { needsNodeWrite, nodeBody, writeNodeResponse } from './node/node-response.js';
+export { handleNodeRequest, toHttpRequest, type HostBody, type NodeRequestOptions } from './node/node-request.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';

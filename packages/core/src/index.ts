@@ -9,8 +9,8 @@
 // tsyringe needs the Reflect metadata API before any decorated class is defined.
 import 'reflect-metadata';
 
-export * from './domain.js';
-export * from './errors.js';
+export * from './domain/types.js';
+export * from './domain/errors.js';
 export type {
   ApiKeyResolver,
   GenerateProvider,
@@ -32,13 +32,13 @@ export { SERVED_ROUTES } from './http/routes.js';
 export { createGenerationService } from './service.js';
 export { InvalidOptionsError } from './options-schema.js';
 export { InProcessQueue, type InProcessQueueOptions } from './runner/in-process-queue.js';
-export { FileUrlSigner } from './files.js';
-export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './api-key-cache.js';
-export { newGenerationId } from './ids.js';
-export type { Accounts, ActorOption, AuditView, CreditInput, KeyView, NewKeyInput, NewUserInput, UsageInput, UsageReportView } from './accounts.js';
-export type { Batches, BatchCreateRequest, BatchRequestItem, BatchView } from './batches.js';
-export { MAX_BATCH_SIZE } from './lifecycle.js';
-export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './accounts.js';
+export { FileUrlSigner } from './domain/file-urls.js';
+export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './use-cases/api-key-cache.js';
+export { newGenerationId } from './domain/ids.js';
+export type { Accounts, ActorOption, AuditView, CreditInput, KeyView, NewKeyInput, NewUserInput, UsageInput, UsageReportView } from './use-cases/accounts.js';
+export type { Batches, BatchCreateRequest, BatchRequestItem, BatchView } from './use-cases/batches.js';
+export { MAX_BATCH_SIZE } from './lifecycle/lifecycle.js';
+export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './use-cases/accounts.js';
 export { createJsonLogger, silentLogger, type LogLevel } from './logger.js';
 export { DEFAULT_LIMITS } from './settings/compile.js';
 export * from './memory/index.js';

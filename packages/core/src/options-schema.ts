@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { hashApiKey } from './ids.js';
+import { hashApiKey } from './domain/ids.js';
 import type { GenerationServiceOptions } from './options.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { BUILTIN_FIELD_TYPES, DEFAULT_LIMITS } from './settings/compile.js';

@@ -1,6 +1,6 @@
 import type { ZodType } from 'zod';
-import type { ApiKeyCacheOptions } from './api-key-cache.js';
-import type { SettingDescriptor } from './domain.js';
+import type { ApiKeyCacheOptions } from './use-cases/api-key-cache.js';
+import type { SettingDescriptor } from './domain/types.js';
 import type { ApiKeyResolver } from './ports/api-keys.js';
 import type { AuditLog } from './ports/audit.js';
 import type { BlobStore } from './ports/blob.js';

@@ -27,15 +27,15 @@ export type {
   Settings,
   TerminalStatus,
   WebhookEventType,
-} from './domain.js';
-export { EVENT_TYPES, FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES, isTerminal } from './domain.js';
-export { ProviderError, UnavailableError } from './errors.js';
+} from './domain/types.js';
+export { EVENT_TYPES, FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES, isTerminal } from './domain/types.js';
+export { ProviderError, UnavailableError } from './domain/errors.js';
 /** Key digests as the in-memory store keeps them: a durable ApiKeyStore should keep the same. */
-export { hashApiKey } from './ids.js';
+export { hashApiKey } from './domain/ids.js';
 export { silentLogger } from './logger.js';
-export { newGenerationId, newKeyId } from './ids.js';
+export { newGenerationId, newKeyId } from './domain/ids.js';
 export * from './outbound/index.js';
 /** How every ledger adds up and orders its usage report, so all answer the same. */
-export { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from './usage.js';
+export { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from './domain/usage.js';
 /** The W3C `traceparent` of the active span: providers send it with their upstream HTTP calls. */
 export { currentTraceparent } from './trace-context.js';

@@ -1,12 +1,12 @@
-import type { GenerationStatus, GenerationView, Metadata, ModelInfo, Settings, WebhookEventType } from './domain.js';
+import type { GenerationStatus, GenerationView, Metadata, ModelInfo, Settings, WebhookEventType } from './domain/types.js';
 import type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
 import type { Principal } from './ports/api-keys.js';
 import type { ModelDefinition } from './ports/provider.js';
-import type { Accounts } from './accounts.js';
-import type { Batches } from './batches.js';
-import type { GenerationItem } from './views.js';
+import type { Accounts } from './use-cases/accounts.js';
+import type { Batches } from './use-cases/batches.js';
+import type { GenerationItem } from './use-cases/views.js';
 
-export type { GenerationItem } from './views.js';
+export type { GenerationItem } from './use-cases/views.js';
 
 export interface CreateGenerationInput {
   modelId: string;

@@ -1,26 +1,26 @@
 import { container, inject, injectable, instanceCachingFactory } from 'tsyringe';
-import type { GenerationView, ModelInfo } from './domain.js';
-import { Batches } from './batches.js';
-import { Accounts } from './accounts.js';
-import { CachedApiKeyResolver } from './api-key-cache.js';
-import { ExpiringReads } from './expiry.js';
-import { FileUrlSigner } from './files.js';
-import { Background } from './background.js';
-import { Generations } from './generations.js';
+import type { GenerationView, ModelInfo } from './domain/types.js';
+import { Batches } from './use-cases/batches.js';
+import { Accounts } from './use-cases/accounts.js';
+import { CachedApiKeyResolver } from './use-cases/api-key-cache.js';
+import { ExpiringReads } from './lifecycle/expiring-reads.js';
+import { FileUrlSigner } from './domain/file-urls.js';
+import { Background } from './runner/background.js';
+import { Generations } from './use-cases/generations.js';
 import { AccountRoutes } from './http/accounts-routes.js';
 import { FilesRoute } from './http/files-route.js';
 import { HealthRoute } from './http/health.js';
 import { BatchRoutes } from './http/batch-routes.js';
-import { Fallbacks } from './fallbacks.js';
+import { Fallbacks } from './runner/fallbacks.js';
 import { GenerationRoutes } from './http/generation-routes.js';
 import { HttpHandler } from './http/handler.js';
 import { PlaygroundRoute } from './http/playground.js';
 import { RateLimits } from './http/rate-limits.js';
 import type { HttpRequest, HttpResponse } from './http/types.js';
-import { Lifecycle } from './lifecycle.js';
+import { Lifecycle } from './lifecycle/lifecycle.js';
 import { silentLogger } from './logger.js';
 import { contextualLogger } from './request-context.js';
-import { Maintenance, type RecoveryReport } from './maintenance.js';
+import { Maintenance, type RecoveryReport } from './runner/maintenance.js';
 import type { GenerationStore } from './ports/store.js';
 import {
   MemoryApiKeyStore,
@@ -35,7 +35,7 @@ import type { GenerationServiceOptions } from './options.js';
 import { resolveOptions } from './options-schema.js';
 import type { ApiKeyResolver } from './ports/api-keys.js';
 import type { ModelDefinition } from './ports/provider.js';
-import { ModelRegistry } from './registry.js';
+import { ModelRegistry } from './domain/registry.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { EventFeed, InProcessNotifier } from './push/event-feed.js';
 import { LiveStatus } from './push/live-status.js';
@@ -56,7 +56,7 @@ import type {
 } from './service-types.js';
 import { Telemetry } from './telemetry.js';
 import { TOKENS } from './tokens.js';
-import { Views, type GenerationItem } from './views.js';
+import { Views, type GenerationItem } from './use-cases/views.js';
 
 /**
  * The service object a host holds. Each method is one module's: the use cases are `Generations`', `handle` the HTTP

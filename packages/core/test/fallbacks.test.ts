@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryLedger, ProviderError, type GenerationService, type ModelDefinition, type ModelProvider } from '@genservice/core';
-import { Circuit } from '../src/fallbacks.js';
+import { Circuit } from '../src/runner/fallbacks.js';
 
 const text = (modelId: string, price: number, extra: Partial<ModelDefinition> = {}): ModelDefinition => ({
   modelId,

@@ -53,7 +53,7 @@ export async function createTestDatabase(prefix = 'genservice_test'): Promise<Te
 }
 
 /**
- * The changes core's Lifecycle hands a store (packages/core/src/lifecycle.ts), with the clock given: what these tests
+ * The changes core's Lifecycle hands a store (packages/core/src/lifecycle/lifecycle.ts), with the clock given: what these tests
  * ask the store through `update`, as the Lifecycle would.
  */
 export function lifecycleOps(store: GenerationStore) {

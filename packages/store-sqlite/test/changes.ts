@@ -1,5 +1,5 @@
 // The changes core's Lifecycle hands a store, written out for tests that drive the store directly (without a
-// service): the same expectations, patches and event payloads as packages/core/src/lifecycle.ts.
+// service): the same expectations, patches and event payloads as packages/core/src/lifecycle/lifecycle.ts.
 import type { FailureInfo, GenerationChange, NewEvent, NewGeneration } from '@genservice/core/ports';
 
 /** A new pending generation and its `created` event, as the Lifecycle inserts it. */

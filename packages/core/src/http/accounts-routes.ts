@@ -1,7 +1,7 @@
 import { inject, injectable } from 'tsyringe';
-import { Accounts } from '../accounts.js';
-import { DomainError } from '../errors.js';
-import { hashApiKey } from '../ids.js';
+import { Accounts } from '../use-cases/accounts.js';
+import { DomainError } from '../domain/errors.js';
+import { hashApiKey } from '../domain/ids.js';
 import type { KeyScope, Principal } from '../ports/api-keys.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';

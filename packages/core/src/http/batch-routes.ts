@@ -1,6 +1,6 @@
 import { inject, injectable } from 'tsyringe';
-import { Batches, type BatchRequestItem } from '../batches.js';
-import type { ErrorDetail } from '../errors.js';
+import { Batches, type BatchRequestItem } from '../use-cases/batches.js';
+import type { ErrorDetail } from '../domain/errors.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';

@@ -1,4 +1,4 @@
-import type { ErrorCode, ErrorDetail } from '../errors.js';
+import type { ErrorCode, ErrorDetail } from '../domain/errors.js';
 
 /** The one table from error code to HTTP status. */
 export const STATUS_OF: Record<ErrorCode, number> = {

@@ -1,5 +1,5 @@
 import { inject, injectable } from 'tsyringe';
-import { FileUrlSigner } from '../files.js';
+import { FileUrlSigner } from '../domain/file-urls.js';
 import type { BlobStore } from '../ports/blob.js';
 import { TOKENS } from '../tokens.js';
 import { fileResponse } from './file-response.js';

@@ -1,14 +1,14 @@
 import { inject, injectable } from 'tsyringe';
-import type { GenerationView, ModelInfo } from '../domain.js';
-import { DomainError } from '../errors.js';
-import { isGenerationStatus } from '../generations.js';
+import type { GenerationView, ModelInfo } from '../domain/types.js';
+import { DomainError } from '../domain/errors.js';
+import { isGenerationStatus } from '../use-cases/generations.js';
 import { LiveStatus } from '../push/live-status.js';
 import { Webhooks } from '../push/webhooks.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import type { GenerationService, ListOptions } from '../service-types.js';
 import { TOKENS } from '../tokens.js';
-import { Views } from '../views.js';
+import { Views } from '../use-cases/views.js';
 import { AccountRoutes } from './accounts-routes.js';
 import { BatchRoutes } from './batch-routes.js';
 import { createBody } from './request-body.js';

@@ -1,4 +1,4 @@
-import type { ErrorDetail } from '../errors.js';
+import type { ErrorDetail } from '../domain/errors.js';
 import type { CreateGenerationInput } from '../service-types.js';
 import { fail, header } from './respond.js';
 import { METADATA_LIMITS, createRequestSchema } from './schemas.js';

@@ -1,5 +1,5 @@
-import { GENERATION_STATUSES, type GenerationView } from '../domain.js';
-import type { ErrorCode, ErrorDetail } from '../errors.js';
+import { GENERATION_STATUSES, type GenerationView } from '../domain/types.js';
+import type { ErrorCode, ErrorDetail } from '../domain/errors.js';
 import { STATUS_OF, errorBody } from './errors.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 

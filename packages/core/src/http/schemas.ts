@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES } from '../domain.js';
-import { ERROR_DETAIL_CODES, type ErrorCode } from '../errors.js';
+import { FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES } from '../domain/types.js';
+import { ERROR_DETAIL_CODES, type ErrorCode } from '../domain/errors.js';
 
 /** Limits of `metadata` on create: small labels, not a document store. */
 export const METADATA_LIMITS = { entries: 16, keyLength: 64, valueLength: 512 } as const;

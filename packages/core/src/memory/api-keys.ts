@@ -1,7 +1,7 @@
-import { hashApiKey, newKeyId } from '../ids.js';
+import { hashApiKey, newKeyId } from '../domain/ids.js';
 import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '../ports/api-keys.js';
 
-export { hashApiKey } from '../ids.js';
+export { hashApiKey } from '../domain/ids.js';
 
 export interface MemoryApiKeyStoreOptions {
   keys?: Array<{ apiKey: string; userId: string }>;

@@ -1,5 +1,5 @@
-import type { BatchCounts, BatchRecord, GenerationEvent, GenerationRecord, GenerationStatus } from '../domain.js';
-import { GENERATION_STATUSES } from '../domain.js';
+import type { BatchCounts, BatchRecord, GenerationEvent, GenerationRecord, GenerationStatus } from '../domain/types.js';
+import { GENERATION_STATUSES } from '../domain/types.js';
 import type {
   Expectation,
   FeedPage,

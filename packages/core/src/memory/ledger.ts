@@ -8,7 +8,7 @@ import type {
   UsageQuery,
   UsageReport,
 } from '../ports/ledger.js';
-import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '../usage.js';
+import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '../domain/usage.js';
 
 export interface MemoryLedgerOptions {
   /** Starting balances by user id. */

@@ -1,5 +1,5 @@
-import type { ModelInfo, Settings } from '../domain.js';
-import type { ProviderError } from '../errors.js';
+import type { ModelInfo, Settings } from '../domain/types.js';
+import type { ProviderError } from '../domain/errors.js';
 import type { Logger } from './logger.js';
 
 /** What a provider gets to do its work. */

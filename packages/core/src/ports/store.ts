@@ -10,7 +10,7 @@ import type {
   Progress,
   Settings,
   WebhookEventType,
-} from '../domain.js';
+} from '../domain/types.js';
 
 /** A generation as it is first stored: the Lifecycle decides every field. */
 export interface NewGeneration {

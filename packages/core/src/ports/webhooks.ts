@@ -1,4 +1,4 @@
-import type { WebhookEventType } from '../domain.js';
+import type { WebhookEventType } from '../domain/types.js';
 
 export type { WebhookEventType };
 

@@ -1,5 +1,5 @@
 import { inject, injectable } from 'tsyringe';
-import type { GenerationEvent } from '../domain.js';
+import type { GenerationEvent } from '../domain/types.js';
 import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { Notifier } from '../ports/notifier.js';

@@ -1,12 +1,12 @@
 import { inject, injectable } from 'tsyringe';
-import { isOutputEvent, isTerminal, type GenerationEvent, type GenerationRecord } from '../domain.js';
-import { DomainError } from '../errors.js';
+import { isOutputEvent, isTerminal, type GenerationEvent, type GenerationRecord } from '../domain/types.js';
+import { DomainError } from '../domain/errors.js';
 import type { BaseUrl } from '../http/types.js';
-import { GENERATION_ID_PATTERN } from '../ids.js';
+import { GENERATION_ID_PATTERN } from '../domain/ids.js';
 import type { GenerationStore } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
-import { Views } from '../views.js';
+import { Views } from '../use-cases/views.js';
 import { EventFeed } from './event-feed.js';
 
 /**

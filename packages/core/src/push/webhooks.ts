@@ -1,9 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { inject, injectable } from 'tsyringe';
-import { DEFAULT_WEBHOOK_EVENTS, isOutputEvent, type BatchCounts, type BatchRecord, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain.js';
-import { DomainError } from '../errors.js';
-import { GENERATION_ID_PATTERN } from '../ids.js';
+import { DEFAULT_WEBHOOK_EVENTS, isOutputEvent, type BatchCounts, type BatchRecord, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain/types.js';
+import { DomainError } from '../domain/errors.js';
+import { GENERATION_ID_PATTERN } from '../domain/ids.js';
 import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { GenerationStore } from '../ports/store.js';
@@ -12,7 +12,7 @@ import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { contextOfTraceparent, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import { ROOT_CONTEXT, SpanKind } from '@opentelemetry/api';
-import { Views } from '../views.js';
+import { Views } from '../use-cases/views.js';
 import { EventFeed } from './event-feed.js';
 
 /** One POST to a receiver, as the transport is asked to make it. */

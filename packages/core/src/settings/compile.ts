@@ -1,6 +1,6 @@
 import { z, type ZodType } from 'zod';
-import type { SettingDescriptor } from '../domain.js';
-import type { ErrorDetail } from '../errors.js';
+import type { SettingDescriptor } from '../domain/types.js';
+import type { ErrorDetail } from '../domain/errors.js';
 import type { FieldTypeSchema, LimitsOptions } from '../options.js';
 
 export type ResolvedLimits = Required<LimitsOptions>;

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
-import { MAX_BATCH_SIZE } from '../lifecycle.js';
-import { batchCancelSchema, batchCreatedSchema, batchRequestDocSchema, batchSchema } from './batch-schemas.js';
-import { LIST_LIMITS } from './schemas.js';
+import { MAX_BATCH_SIZE } from '../lifecycle/lifecycle.js';
+import { batchCancelSchema, batchCreatedSchema, batchRequestDocSchema, batchSchema } from '../http/batch-schemas.js';
+import { LIST_LIMITS } from '../http/schemas.js';
 
 type Json = Record<string, unknown>;
 

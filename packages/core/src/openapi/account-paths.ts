@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ADMIN, COMMON, errors, json, op, ref, schema, USER_PARAM, type Json } from './openapi-common.js';
+import { ADMIN, COMMON, errors, json, op, ref, schema, USER_PARAM, type Json } from './common.js';
 import {
   adminAuditSchema,
   adminCreatedKeySchema,
@@ -10,7 +10,7 @@ import {
   adminUserSchema,
   balanceResponseSchema,
   usageResponseSchema,
-} from './schemas.js';
+} from '../http/schemas.js';
 
 /** The paths of the account (balance, usage), the admin API, this document and result files. */
 export function accountPaths(): Json {

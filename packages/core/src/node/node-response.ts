@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { HttpResponse } from './types.js';
+import type { HttpResponse } from '../http/types.js';
 
 function isStream(body: HttpResponse['body']): body is AsyncIterable<string | Uint8Array> {
   return typeof body === 'object' && body !== null && !(body instanceof Uint8Array) && Symbol.asyncIterator in body;

@@ -1,7 +1,7 @@
-import type { GenerationRecord } from './domain.js';
-import { hasExpired } from './lifecycle-rules.js';
-import type { GenerationChange, GenerationStore, InsertOptions, ListQuery, NewEvent, NewGeneration } from './ports/store.js';
-import { isThenable } from './thenable.js';
+import type { GenerationRecord } from '../domain/types.js';
+import { hasExpired } from '../domain/rules.js';
+import type { GenerationChange, GenerationStore, InsertOptions, ListQuery, NewEvent, NewGeneration } from '../ports/store.js';
+import { isThenable } from '../domain/thenable.js';
 
 /**
  * The store as every client-facing read sees it: a generation past its expiry (the Lifecycle's rule: the service's

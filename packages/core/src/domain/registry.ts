@@ -1,15 +1,15 @@
 import { inject, injectable } from 'tsyringe';
-import { RESULT_TYPES, type ModelInfo, type Settings } from './domain.js';
-import type { ResolvedServiceOptions } from './resolved-options.js';
-import { TOKENS } from './tokens.js';
-import type { ModelDefinition, ModelProvider, RemoteJobProvider } from './ports/provider.js';
+import { RESULT_TYPES, type ModelInfo, type Settings } from './types.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
+import type { ModelDefinition, ModelProvider, RemoteJobProvider } from '../ports/provider.js';
 
 /** Whether a provider runs its generations as remote jobs (start / check) rather than in one `generate` call. */
 export function isRemoteJobProvider(p: ModelProvider): p is RemoteJobProvider {
   return typeof (p as RemoteJobProvider).start === 'function' && typeof (p as RemoteJobProvider).check === 'function';
 }
 import type { z } from 'zod';
-import { buildSettingsSchema, compileSettings, type SettingsValidator } from './settings/compile.js';
+import { buildSettingsSchema, compileSettings, type SettingsValidator } from '../settings/compile.js';
 
 export interface RegisteredModel {
   definition: ModelDefinition;

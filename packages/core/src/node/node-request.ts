@@ -1,6 +1,6 @@
 import { IncomingMessage } from 'node:http';
 import { rawBodyKnown, readRequestBody, toRequestBody, type BodyLimits, type RawBody } from './node-body.js';
-import type { HttpRequest, HttpResponse } from './types.js';
+import type { HttpRequest, HttpResponse } from '../http/types.js';
 
 /**
  * The headers to hand `service.handle`: the request's own, unless it carries more than one Authorization header.

@@ -1,4 +1,4 @@
-import type { UsageGroupBy, UsageReport, UsageRow } from './ports/ledger.js';
+import type { UsageGroupBy, UsageReport, UsageRow } from '../ports/ledger.js';
 
 const DAY_MS = 86_400_000;
 

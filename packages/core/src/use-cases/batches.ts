@@ -1,18 +1,18 @@
 import { createHash } from 'node:crypto';
 import { inject, injectable } from 'tsyringe';
-import { isTerminal, type GenerationRecord, type GenerationStatus, type Metadata, type Settings } from './domain.js';
-import { DomainError, type ErrorDetail } from './errors.js';
+import { isTerminal, type GenerationRecord, type GenerationStatus, type Metadata, type Settings } from '../domain/types.js';
+import { DomainError, type ErrorDetail } from '../domain/errors.js';
 import { Generations, canonical, decodeCursor, encodeCursor } from './generations.js';
-import type { GenerationPage } from './service-types.js';
-import type { BaseUrl } from './http/types.js';
-import { BATCH_ID_PATTERN, newBatchId } from './ids.js';
-import { type BatchItem, Lifecycle, MAX_BATCH_SIZE } from './lifecycle.js';
-import { Webhooks } from './push/webhooks.js';
-import type { Principal } from './ports/api-keys.js';
-import type { IdempotencyStore } from './ports/idempotency.js';
-import type { GenerationStore } from './ports/store.js';
-import type { ResolvedServiceOptions } from './resolved-options.js';
-import { TOKENS } from './tokens.js';
+import type { GenerationPage } from '../service-types.js';
+import type { BaseUrl } from '../http/types.js';
+import { BATCH_ID_PATTERN, newBatchId } from '../domain/ids.js';
+import { type BatchItem, Lifecycle, MAX_BATCH_SIZE } from '../lifecycle/lifecycle.js';
+import { Webhooks } from '../push/webhooks.js';
+import type { Principal } from '../ports/api-keys.js';
+import type { IdempotencyStore } from '../ports/idempotency.js';
+import type { GenerationStore } from '../ports/store.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
 import { Views } from './views.js';
 
 /** One request of a batch, as the client sent it (its shape already checked). */

@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import type { ModelRegistry } from '../registry.js';
+import type { ModelRegistry } from '../domain/registry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
-import { accountPaths } from './openapi-account-paths.js';
-import { batchPaths } from './openapi-batches.js';
-import { COMMON, errors, json, op, ref, schema, type Json } from './openapi-common.js';
-import { generationPaths, listSchema } from './openapi-generation-paths.js';
-import { createRequestSchema, ERROR_CODES, errorResponseSchema, generationDetailsSchemas, metadataSchema, webhookRequestSchema } from './schemas.js';
+import { accountPaths } from './account-paths.js';
+import { batchPaths } from './batches.js';
+import { COMMON, errors, json, op, ref, schema, type Json } from './common.js';
+import { generationPaths, listSchema } from './generation-paths.js';
+import { createRequestSchema, ERROR_CODES, errorResponseSchema, generationDetailsSchemas, metadataSchema, webhookRequestSchema } from '../http/schemas.js';
 
 /** The contract's exact shape of one status: its fields, all required. */
 function status(name: string, props: string[], required: string[]): Json {

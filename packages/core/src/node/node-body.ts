@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 
-import type { HttpRequest } from './types.js';
+import type { HttpRequest } from '../http/types.js';
 
 /** `null` means the body is larger than the limit; `'timeout'` that it did not arrive in time. */
 export type RawBody = Buffer | null | 'timeout';

@@ -1,10 +1,10 @@
 import { inject, injectable } from 'tsyringe';
-import type { Settings } from './domain.js';
-import { ProviderError } from './errors.js';
-import type { ModelProvider } from './ports/provider.js';
-import { ModelRegistry, type RegisteredModel } from './registry.js';
-import type { ResolvedServiceOptions } from './resolved-options.js';
-import { TOKENS } from './tokens.js';
+import type { Settings } from '../domain/types.js';
+import { ProviderError } from '../domain/errors.js';
+import type { ModelProvider } from '../ports/provider.js';
+import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
 

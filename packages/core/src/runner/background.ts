@@ -1,17 +1,17 @@
 import { inject, injectable } from 'tsyringe';
-import { childLogger } from './logger.js';
+import { childLogger } from '../logger.js';
 import { Maintenance } from './maintenance.js';
-import type { JobQueue } from './ports/queue.js';
-import type { Logger } from './ports/logger.js';
-import { EventFeed } from './push/event-feed.js';
-import { LiveStatus } from './push/live-status.js';
-import { Webhooks } from './push/webhooks.js';
-import { ModelRegistry } from './registry.js';
-import type { ResolvedServiceOptions } from './resolved-options.js';
-import { Runner } from './runner/runner.js';
-import type { ServiceStats } from './service-types.js';
-import { Telemetry } from './telemetry.js';
-import { TOKENS } from './tokens.js';
+import type { JobQueue } from '../ports/queue.js';
+import type { Logger } from '../ports/logger.js';
+import { EventFeed } from '../push/event-feed.js';
+import { LiveStatus } from '../push/live-status.js';
+import { Webhooks } from '../push/webhooks.js';
+import { ModelRegistry } from '../domain/registry.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { Runner } from './runner.js';
+import type { ServiceStats } from '../service-types.js';
+import { Telemetry } from '../telemetry.js';
+import { TOKENS } from '../tokens.js';
 
 /**
  * The service's background work, started and stopped together: the event feed, the runner on its queue (unless

@@ -1,10 +1,10 @@
 import { inject, injectable } from 'tsyringe';
-import type { GenerationEvent, GenerationRecord, GenerationView } from './domain.js';
-import { expiresAt } from './lifecycle-rules.js';
-import { FileUrlSigner } from './files.js';
-import type { BaseUrl } from './http/types.js';
-import type { ResolvedServiceOptions } from './resolved-options.js';
-import { TOKENS } from './tokens.js';
+import type { GenerationEvent, GenerationRecord, GenerationView } from '../domain/types.js';
+import { expiresAt } from '../domain/rules.js';
+import { FileUrlSigner } from '../domain/file-urls.js';
+import type { BaseUrl } from '../http/types.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
 
 /** One generation as the list, the details view, streams and webhooks show it. */
 export interface GenerationItem {

@@ -1,5 +1,5 @@
 import type { ResolvedServiceOptions } from '../resolved-options.js';
-import { COMMON, errors, json, op, ref, schema, type Json } from './openapi-common.js';
+import { COMMON, errors, json, op, ref, schema, type Json } from './common.js';
 import {
   cancelResponseSchema,
   createResponseSchema,
@@ -8,7 +8,7 @@ import {
   quoteResponseSchema,
   webhookDeliveriesSchema,
   webhookSecretSchema,
-} from './schemas.js';
+} from '../http/schemas.js';
 
 const idParam = { name: 'id', in: 'path', required: true, description: 'The generationId', schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{22}$' } };
 export const listSchema = {

@@ -3,9 +3,9 @@
  * lifecycle.ts, which re-exports them, so that views and reads can ask them without importing the Lifecycle class
  * (and through it the webhook sender, which imports the views).
  */
-import type { GenerationRecord } from './domain.js';
-import type { KeyBudget } from './ports/api-keys.js';
-import type { ResolvedServiceOptions } from './resolved-options.js';
+import type { GenerationRecord } from './types.js';
+import type { KeyBudget } from '../ports/api-keys.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
 
 /** The most requests one batch may hold. */
 export const MAX_BATCH_SIZE = 1000;

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
-import { hashApiKey } from './ids.js';
-import type { ApiKeyResolver, Principal } from './ports/api-keys.js';
+import { hashApiKey } from '../domain/ids.js';
+import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 
 export interface ApiKeyCacheOptions {
   /**

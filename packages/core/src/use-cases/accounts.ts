@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { inject, injectable } from 'tsyringe';
 import { z } from 'zod';
-import { DomainError, type ErrorDetail } from './errors.js';
-import { newKeyId } from './ids.js';
-import type { ApiKeyInfo, ApiKeyResolver, ApiKeyStore, KeyBudget, KeyScope } from './ports/api-keys.js';
-import type { AuditEntry, AuditLog } from './ports/audit.js';
-import type { Ledger, UsageGroupBy } from './ports/ledger.js';
-import { TOKENS } from './tokens.js';
+import { DomainError, type ErrorDetail } from '../domain/errors.js';
+import { newKeyId } from '../domain/ids.js';
+import type { ApiKeyInfo, ApiKeyResolver, ApiKeyStore, KeyBudget, KeyScope } from '../ports/api-keys.js';
+import type { AuditEntry, AuditLog } from '../ports/audit.js';
+import type { Ledger, UsageGroupBy } from '../ports/ledger.js';
+import { TOKENS } from '../tokens.js';
 
 /** The longest span `usage` answers for, in days (a leap year). */
 export const USAGE_MAX_DAYS = 366;

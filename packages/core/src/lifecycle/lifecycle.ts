@@ -1,24 +1,24 @@
 import { inject, injectable } from 'tsyringe';
-import { isTerminal, previewKeys, type FailureCode, type FailureInfo, type GenerationRecord, type Metadata, type Settings, type WebhookEventType } from './domain.js';
-import { budgetWindow, lifeEnd, maxLifeSeconds } from './lifecycle-rules.js';
-import { DomainError, UnavailableError } from './errors.js';
-import { newBatchId, newGenerationId } from './ids.js';
-import { asError, childLogger, silentLogger } from './logger.js';
-import type { KeyBudget } from './ports/api-keys.js';
-import type { BlobStore } from './ports/blob.js';
-import type { Ledger, ReserveItem, ReserveOptions } from './ports/ledger.js';
-import type { Logger } from './ports/logger.js';
-import type { JobQueue } from './ports/queue.js';
-import type { Expectation, GenerationChange, GenerationPatch, GenerationStore, NewEvent, NewGeneration } from './ports/store.js';
-import { EventFeed } from './push/event-feed.js';
-import { Webhooks } from './push/webhooks.js';
-import { isRemoteJobProvider, ModelRegistry } from './registry.js';
-import type { WebhookStore } from './ports/webhooks.js';
-import type { ResolvedServiceOptions } from './resolved-options.js';
-import { Telemetry, traceparentOf } from './telemetry.js';
-import { currentRequestContext } from './request-context.js';
+import { isTerminal, previewKeys, type FailureCode, type FailureInfo, type GenerationRecord, type Metadata, type Settings, type WebhookEventType } from '../domain/types.js';
+import { budgetWindow, lifeEnd, maxLifeSeconds } from '../domain/rules.js';
+import { DomainError, UnavailableError } from '../domain/errors.js';
+import { newBatchId, newGenerationId } from '../domain/ids.js';
+import { asError, childLogger, silentLogger } from '../logger.js';
+import type { KeyBudget } from '../ports/api-keys.js';
+import type { BlobStore } from '../ports/blob.js';
+import type { Ledger, ReserveItem, ReserveOptions } from '../ports/ledger.js';
+import type { Logger } from '../ports/logger.js';
+import type { JobQueue } from '../ports/queue.js';
+import type { Expectation, GenerationChange, GenerationPatch, GenerationStore, NewEvent, NewGeneration } from '../ports/store.js';
+import { EventFeed } from '../push/event-feed.js';
+import { Webhooks } from '../push/webhooks.js';
+import { isRemoteJobProvider, ModelRegistry } from '../domain/registry.js';
+import type { WebhookStore } from '../ports/webhooks.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { Telemetry, traceparentOf } from '../telemetry.js';
+import { currentRequestContext } from '../request-context.js';
 import { type Span, trace } from '@opentelemetry/api';
-import { TOKENS } from './tokens.js';
+import { TOKENS } from '../tokens.js';
 
 /** The client-safe sentence of each failure code, used when nothing more specific may be said. */
 export const FAILURE_MESSAGES: Record<FailureCode, string> = {
@@ -62,7 +62,7 @@ export interface BatchItem {
   price: number;
 }
 
-export { budgetWindow, expiresAt, hasExpired, MAX_BATCH_SIZE, MAX_LIFE_SECONDS, maxLifeSeconds } from './lifecycle-rules.js';
+export { budgetWindow, expiresAt, hasExpired, MAX_BATCH_SIZE, MAX_LIFE_SECONDS, maxLifeSeconds } from '../domain/rules.js';
 
 /**
  * The generation a finishing change is for: its id, and the life it asked for, whose end the change writes with

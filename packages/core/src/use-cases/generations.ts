@@ -8,25 +8,25 @@ import {
   type GenerationView,
   type ModelInfo,
   type Settings,
-} from './domain.js';
-import { DomainError } from './errors.js';
-import { ExpiringReads, identity } from './expiry.js';
-import { GENERATION_ID_PATTERN, newGenerationId } from './ids.js';
-import { Lifecycle } from './lifecycle.js';
-import { Webhooks } from './push/webhooks.js';
-import type { Principal } from './ports/api-keys.js';
-import type { IdempotencyStore } from './ports/idempotency.js';
-import type { Ledger } from './ports/ledger.js';
-import type { GenerationStore, ListCursor } from './ports/store.js';
-import type { ModelDefinition } from './ports/provider.js';
-import { ModelRegistry, type RegisteredModel } from './registry.js';
-import { childLogger } from './logger.js';
-import type { Logger } from './ports/logger.js';
-import type { ResolvedServiceOptions } from './resolved-options.js';
-import { TOKENS } from './tokens.js';
-import type { CancelOutcome, CreateGenerationInput, CreateOptions, GenerationPage, GenerationService, ListOptions, QuoteOptions, ReadOptions } from './service-types.js';
+} from '../domain/types.js';
+import { DomainError } from '../domain/errors.js';
+import { ExpiringReads, identity } from '../lifecycle/expiring-reads.js';
+import { GENERATION_ID_PATTERN, newGenerationId } from '../domain/ids.js';
+import { Lifecycle } from '../lifecycle/lifecycle.js';
+import { Webhooks } from '../push/webhooks.js';
+import type { Principal } from '../ports/api-keys.js';
+import type { IdempotencyStore } from '../ports/idempotency.js';
+import type { Ledger } from '../ports/ledger.js';
+import type { GenerationStore, ListCursor } from '../ports/store.js';
+import type { ModelDefinition } from '../ports/provider.js';
+import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
+import { childLogger } from '../logger.js';
+import type { Logger } from '../ports/logger.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
+import type { CancelOutcome, CreateGenerationInput, CreateOptions, GenerationPage, GenerationService, ListOptions, QuoteOptions, ReadOptions } from '../service-types.js';
 import { Views, type GenerationItem } from './views.js';
-import type { BaseUrl } from './http/types.js';
+import type { BaseUrl } from '../http/types.js';
 
 function notFound(): DomainError {
   return new DomainError('not_found', 'Generation not found.');

@@ -1,14 +1,14 @@
 import { inject, injectable } from 'tsyringe';
-import type { GenerationRecord } from './domain.js';
-import { Lifecycle } from './lifecycle.js';
-import { asError, childLogger } from './logger.js';
-import type { IdempotencyStore } from './ports/idempotency.js';
-import type { Logger } from './ports/logger.js';
-import type { GenerationStore } from './ports/store.js';
-import type { ResolvedServiceOptions } from './resolved-options.js';
-import { TOKENS } from './tokens.js';
+import type { GenerationRecord } from '../domain/types.js';
+import { Lifecycle } from '../lifecycle/lifecycle.js';
+import { asError, childLogger } from '../logger.js';
+import type { IdempotencyStore } from '../ports/idempotency.js';
+import type { Logger } from '../ports/logger.js';
+import type { GenerationStore } from '../ports/store.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
 
-import type { RecoveryReport } from './service-types.js';
+import type { RecoveryReport } from '../service-types.js';
 
 export type { RecoveryReport };
 
