@@ -35,6 +35,8 @@ export { InProcessQueue, type InProcessQueueOptions } from './runner/in-process-
 export { FileUrlSigner } from './domain/file-urls.js';
 export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './use-cases/api-key-cache.js';
 export { newGenerationId } from './domain/ids.js';
+export { systemClock } from './clock.js';
+export type { Clock, ClockTimer } from './ports/clock.js';
 export type { Accounts, ActorOption, AuditView, CreditInput, KeyView, NewKeyInput, NewUserInput, UsageInput, UsageReportView } from './use-cases/accounts.js';
 export type { Batches, BatchCreateRequest, BatchRequestItem, BatchView } from './use-cases/batches.js';
 export { MAX_BATCH_SIZE } from './lifecycle/lifecycle.js';

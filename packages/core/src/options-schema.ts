@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { hashApiKey } from './domain/ids.js';
+import { systemClock } from './clock.js';
 import type { GenerationServiceOptions } from './options.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { BUILTIN_FIELD_TYPES, DEFAULT_LIMITS } from './settings/compile.js';
@@ -47,6 +48,7 @@ export const optionsSchema = z.strictObject({
   queue: port('enqueue', 'start', 'stop').optional(),
   idempotency: port('begin', 'takeOver', 'finish', 'abandon', 'purgeBefore').optional(),
   logger: port('debug', 'info', 'warn', 'error').optional(),
+  clock: port('now', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval').optional(),
   publicUrl: z
     .string()
     .refine((u) => {
@@ -203,6 +205,7 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
   }
   return {
     ...(options.admin ? { admin: { keys: adminKeys } } : {}),
+    clock: options.clock ?? systemClock,
     instanceId: options.instanceId ?? `gs-${randomBytes(6).toString('hex')}`,
     limits: { ...DEFAULT_LIMITS, ...(options.limits ?? {}) },
     fieldTypes: { ...BUILTIN_FIELD_TYPES, ...(options.fieldTypes ?? {}) },

@@ -7,6 +7,7 @@ import type { BlobStore } from './ports/blob.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
 import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
+import type { Clock } from './ports/clock.js';
 import type { ModelProvider } from './ports/provider.js';
 import type { JobQueue } from './ports/queue.js';
 import type { Notifier } from './ports/notifier.js';
@@ -225,6 +226,11 @@ export interface GenerationServiceOptions {
   idempotency?: IdempotencyStore;
   /** Default: silent. */
   logger?: Logger;
+  /**
+   * Where the service reads the time and starts its timers. Default: the system clock. Give one only to control
+   * time in tests (leases, retries, expiry, budget windows, intervals); see `Clock` in `@genservice/core/ports`.
+   */
+  clock?: Clock;
   /**
    * Public base URL of the mounted API, mount prefix included (e.g. `https://api.example.com/gen`).
    * File results are `${publicUrl}/v1/files/...`.

@@ -1,7 +1,10 @@
 import type { FieldTypeSchema, TelemetryOptions, RateLimitBackend, RateLimitRule, WebhookOptions } from './options.js';
+import type { Clock } from './ports/clock.js';
 import type { ResolvedLimits } from './settings/compile.js';
 
 export interface ResolvedServiceOptions {
+  /** The one clock: every time reading and timer of the service. */
+  clock: Clock;
   instanceId: string;
   limits: ResolvedLimits;
   fieldTypes: Record<string, FieldTypeSchema>;

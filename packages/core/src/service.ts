@@ -167,27 +167,28 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.Options, { useValue: resolved });
   c.register(TOKENS.Providers, { useValue: options.providers });
   c.register(TOKENS.Logger, { useValue: logger });
+  const clock = resolved.clock;
+  c.register(TOKENS.Clock, { useValue: clock });
   c.registerSingleton(ModelRegistry);
   const registry = c.resolve(ModelRegistry);
   if (!resolved.publicUrl && !resolved.trustRequestHost && registry.all().some((m) => m.info.resultType !== 'text')) {
     logger.warn({}, 'file results need publicUrl (or trustRequestHost) to build their URLs');
   }
   // The host's own objects where it gave them, in-memory ones otherwise.
-  const port = <T>(token: symbol, given: T | undefined, fallback: new () => T): void => {
-    if (given !== undefined) c.register(token, { useValue: given });
-    else c.registerSingleton(token, fallback as new () => object);
+  const port = <T>(token: symbol, given: T | undefined, fallback: () => T): void => {
+    c.register(token, { useValue: given !== undefined ? given : fallback() });
   };
-  port(TOKENS.Store, options.store, MemoryGenerationStore);
+  port(TOKENS.Store, options.store, () => new MemoryGenerationStore());
   // Every client-facing read goes through the expiry check (the service's retention, or a life asked for at create),
   // so an expired generation reads as deleted before the sweep has removed it.
   const reads = new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), resolved.retention.finishedTtlMs);
   c.register(TOKENS.Store, { useValue: reads });
   c.register(ExpiringReads, { useValue: reads });
-  port(TOKENS.Ledger, options.ledger, MemoryLedger);
-  port(TOKENS.Blobs, options.blobs, MemoryBlobStore);
-  port(TOKENS.Idempotency, options.idempotency, MemoryIdempotencyStore);
-  port(TOKENS.Queue, options.queue, InProcessQueue);
-  port(TOKENS.ApiKeys, options.apiKeys, MemoryApiKeyStore);
+  port(TOKENS.Ledger, options.ledger, () => new MemoryLedger({ clock }));
+  port(TOKENS.Blobs, options.blobs, () => new MemoryBlobStore());
+  port(TOKENS.Idempotency, options.idempotency, () => new MemoryIdempotencyStore());
+  port(TOKENS.Queue, options.queue, () => new InProcessQueue({ clock }));
+  port(TOKENS.ApiKeys, options.apiKeys, () => new MemoryApiKeyStore({ clock }));
   // The host's key store itself, for Accounts: keys are managed there, never in the cache in front of it.
   const keyStore = c.resolve<ApiKeyResolver>(TOKENS.ApiKeys);
   c.register(TOKENS.KeyStore, { useValue: keyStore });
@@ -196,10 +197,10 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     // The cache in front of whichever resolver the line above registered.
     c.register(TOKENS.ApiKeys, { useFactory: instanceCachingFactory(() => new CachedApiKeyResolver(keyStore, cache)) });
   }
-  port(TOKENS.AuditLog, options.auditLog, MemoryAuditLog);
+  port(TOKENS.AuditLog, options.auditLog, () => new MemoryAuditLog());
   c.register(FileUrlSigner, { useFactory: instanceCachingFactory(() => new FileUrlSigner(resolved.fileUrls.secret, resolved.fileUrls.ttlSeconds)) });
-  port(TOKENS.Notifier, options.push?.notifier, InProcessNotifier);
-  port(TOKENS.WebhookStore, options.webhookStore, MemoryWebhookStore);
+  port(TOKENS.Notifier, options.push?.notifier, () => new InProcessNotifier());
+  port(TOKENS.WebhookStore, options.webhookStore, () => new MemoryWebhookStore());
   c.register(TOKENS.WebhookTransport, { useValue: defaultWebhookTransport(resolved.webhooks) });
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,

@@ -7,6 +7,8 @@ export const TOKENS = {
   Options: Symbol('genservice.Options'),
   Providers: Symbol('genservice.Providers'),
   Logger: Symbol('genservice.Logger'),
+  /** The service's one clock (`options.clock`, or the system clock). */
+  Clock: Symbol('genservice.Clock'),
   Store: Symbol('genservice.GenerationStore'),
   Ledger: Symbol('genservice.Ledger'),
   ApiKeys: Symbol('genservice.ApiKeyResolver'),

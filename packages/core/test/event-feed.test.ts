@@ -4,6 +4,7 @@ import type { FeedPage } from '@genservice/core/ports';
 import { EventFeed, InProcessNotifier } from '../src/push/event-feed.js';
 import { silentLogger } from '../src/logger.js';
 import type { ResolvedServiceOptions } from '../src/resolved-options.js';
+import { systemClock } from '../src/clock.js';
 
 /** Counts the feed's reads of the log. */
 class CountingStore extends MemoryGenerationStore {
@@ -14,7 +15,7 @@ class CountingStore extends MemoryGenerationStore {
   }
 }
 
-const options = { push: { pollIntervalMs: 60_000 } } as unknown as ResolvedServiceOptions;
+const options = { clock: systemClock, push: { pollIntervalMs: 60_000 } } as unknown as ResolvedServiceOptions;
 const tick = () => new Promise((r) => setImmediate(r));
 const settle = async () => {
   for (let i = 0; i < 5; i++) await tick();

@@ -11,6 +11,7 @@ import {
   type ModelDefinition,
 } from '@genservice/core';
 import { OUTPUT_INTERVAL_MS, OutputReporter } from '../src/runner/output-stream.js';
+import { systemClock } from '../src/clock.js';
 
 describe('OutputReporter: coalescing window', () => {
   afterEach(() => {
@@ -43,7 +44,7 @@ describe('OutputReporter: coalescing window', () => {
   it('writes the first delta at once, then at most one write per window, with every delta in order', async () => {
     vi.useFakeTimers();
     const r = recorder();
-    const out = new OutputReporter(r.sink, silentLogger);
+    const out = new OutputReporter(r.sink, silentLogger, systemClock);
     // 1,000 deltas over 2 s of (fake) time: one every 2 ms.
     for (let i = 0; i < 1000; i++) {
       out.append(`${i} `);
@@ -62,7 +63,7 @@ describe('OutputReporter: coalescing window', () => {
   it('keeps one write in flight when the store is slower than the window, and still loses nothing', async () => {
     vi.useFakeTimers();
     const r = recorder(1000);
-    const out = new OutputReporter(r.sink, silentLogger);
+    const out = new OutputReporter(r.sink, silentLogger, systemClock);
     for (let i = 0; i < 100; i++) {
       out.append('x');
       await vi.advanceTimersByTimeAsync(20);
@@ -79,7 +80,7 @@ describe('OutputReporter: coalescing window', () => {
   it('keeps only the latest preview of a window, and writes nothing after stop', async () => {
     vi.useFakeTimers();
     const r = recorder();
-    const out = new OutputReporter(r.sink, silentLogger);
+    const out = new OutputReporter(r.sink, silentLogger, systemClock);
     out.preview(new Uint8Array(1), 'image/png');
     out.preview(new Uint8Array(2), 'image/png');
     out.preview(new Uint8Array(3), 'image/jpeg');

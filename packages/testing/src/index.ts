@@ -2,3 +2,4 @@
 export * from './contracts/index.js';
 export * from './conformance/index.js';
 export * from './fakes.js';
+export * from './clock.js';

@@ -20,7 +20,7 @@ export class FileUrlSigner {
   }
 
   /** The path and query below the mount point, e.g. `/v1/files/KEY?exp=...&sig=...`. */
-  sign(key: string, nowMs: number = Date.now(), notAfterMs?: number): string {
+  sign(key: string, nowMs: number, notAfterMs?: number): string {
     // Expiry is rounded up to the minute so that repeated reads within a minute give the same URL (cacheable), but
     // never past `notAfterMs` (the generation's own expiry).
     const rounded = Math.ceil((nowMs / 1000 + this.ttlSeconds) / 60) * 60;
@@ -28,7 +28,7 @@ export class FileUrlSigner {
     return `/v1/files/${encodeURIComponent(key)}?exp=${exp}&sig=${this.mac(key, exp).toString('base64url')}`;
   }
 
-  verify(key: string, exp: string | null, sig: string | null, nowMs: number = Date.now()): boolean {
+  verify(key: string, exp: string | null, sig: string | null, nowMs: number): boolean {
     if (!exp || !sig || !/^\d{1,12}$/.test(exp) || !/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;
     const expNum = Number(exp);
     if (expNum * 1000 < nowMs) return false;

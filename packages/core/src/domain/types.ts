@@ -194,3 +194,9 @@ export interface GenerationView {
   result?: string;
   price?: number;
 }
+
+/**
+ * The request's own base URL, or a function that builds it. Adapters pass a function: the URL is needed only to
+ * build file URLs under `trustRequestHost`, so no request pays for reading the Host header otherwise.
+ */
+export type BaseUrl = string | (() => string);

@@ -1,3 +1,4 @@
+import type { Clock } from '../ports/clock.js';
 import { inject, injectable } from 'tsyringe';
 import { Accounts } from '../use-cases/accounts.js';
 import { DomainError } from '../domain/errors.js';
@@ -63,12 +64,14 @@ export function scopeRefusal(principal: Principal, route: string): DomainError |
 @injectable()
 export class AccountRoutes {
   private readonly adminKeys: Map<string, string> | undefined;
+  private readonly clock: Clock;
 
   constructor(
     @inject(Accounts) private readonly accounts: Accounts,
     @inject(TOKENS.Options) options: ResolvedServiceOptions,
   ) {
     this.adminKeys = options.admin?.keys;
+    this.clock = options.clock;
   }
 
   get adminEnabled(): boolean {
@@ -88,7 +91,7 @@ export class AccountRoutes {
     return this.adminActor(auth) !== null;
   }
 
-  async usage(userId: string, query: string, now: number = Date.now()): Promise<Answer> {
+  async usage(userId: string, query: string, now: number = this.clock.now()): Promise<Answer> {
     const params = new URLSearchParams(query);
     const input: Record<string, string> = {};
     for (const name of new Set(params.keys())) {

@@ -70,18 +70,18 @@ export class HealthRoute {
   private within(name: string, check: () => unknown): Promise<CheckOutcome> {
     const timeoutMs = this.options.health.timeoutMs;
     return new Promise<CheckOutcome>((resolve) => {
-      const timer = setTimeout(() => {
+      const timer = this.options.clock.setTimeout(() => {
         this.logger.warn({ check: name, timeoutMs }, 'readiness check timed out');
         resolve('timeout');
       }, timeoutMs);
       const fail = (err: unknown): void => {
-        clearTimeout(timer);
+        this.options.clock.clearTimeout(timer);
         this.logger.warn({ check: name, err: asError(err) }, 'readiness check failed');
         resolve('error');
       };
       try {
         Promise.resolve(check()).then(() => {
-          clearTimeout(timer);
+          this.options.clock.clearTimeout(timer);
           resolve('ok');
         }, fail);
       } catch (err) {

@@ -144,7 +144,7 @@ export class RateLimits {
   }
 
   private backendFailed(cls: RateLimitClass, err: unknown): RateLimitVerdict {
-    const now = Date.now();
+    const now = this.options.clock.now();
     if (now - this.lastWarning > 10_000) {
       this.lastWarning = now;
       this.logger.warn({ err: asError(err), class: cls, failOpen: this.options.rateLimits!.failOpen }, 'rate limit backend failed');

@@ -2,11 +2,9 @@
  * A framework-neutral request, as an adapter hands it to `service.handle()`.
  * The adapter translates only; every status, header and body is decided in core.
  */
-/**
- * The request's own base URL, or a function that builds it. Adapters pass a function: the URL is needed only to
- * build file URLs under `trustRequestHost`, so no request pays for reading the Host header otherwise.
- */
-export type BaseUrl = string | (() => string);
+import type { BaseUrl } from '../domain/types.js';
+
+export type { BaseUrl };
 
 export interface HttpRequest {
   method: string;

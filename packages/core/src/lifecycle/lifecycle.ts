@@ -165,7 +165,7 @@ export class Lifecycle {
     span.setAttribute('genservice.generation_id', id);
     const ctx = currentRequestContext();
     if (ctx) ctx.generationId = id;
-    const now = Date.now();
+    const now = this.options.clock.now();
     const options: ReserveOptions = { modelId: input.modelId };
     const budget = input.key?.budget;
     if (input.key) options.keyId = input.key.keyId;
@@ -274,7 +274,7 @@ export class Lifecycle {
     key?: { keyId: string; budget?: KeyBudget };
   }): Promise<{ batchId: string; generationIds: string[] }> {
     const batchId = input.batchId ?? newBatchId();
-    const now = Date.now();
+    const now = this.options.clock.now();
     const ids = input.items.map(() => newGenerationId());
     const total = input.items.reduce((sum, i) => sum + i.price, 0);
     const options: ReserveOptions = {};
@@ -344,7 +344,7 @@ export class Lifecycle {
     if (counts.pending + counts.processing > 0) return false;
     const batch = await this.store.getBatch(batchId, ownerId);
     if (!batch || batch.completedAt !== undefined) return false;
-    const now = Date.now();
+    const now = this.options.clock.now();
     await this.webhooks.batchCompleted(batch, { counts, price }, now);
     if (!(await this.store.completeBatch(batchId, now))) return false;
     if (this.logs) this.logger.info({ batchId, counts, price }, 'batch completed');
@@ -387,7 +387,7 @@ export class Lifecycle {
    */
   async claim(job: { generationId: string; modelId: string }): Promise<GenerationRecord | null> {
     const { generationId } = job;
-    const now = Date.now();
+    const now = this.options.clock.now();
     const lease: GenerationPatch = { leaseOwner: this.holder, leaseExpiresAt: now + this.options.runner.leaseMs };
     const fromPending: GenerationChange = {
       expect: FROM.pending,
@@ -450,7 +450,7 @@ export class Lifecycle {
    */
   async reconcileReserves(limit: number): Promise<{ settled: number; released: number }> {
     const out = { settled: 0, released: 0 };
-    const now = Date.now();
+    const now = this.options.clock.now();
     for (const r of await this.ledger.openReserves(limit)) {
       const gen = await this.store.getById(r.generationId);
       if (gen && isTerminal(gen.status)) {
@@ -466,13 +466,13 @@ export class Lifecycle {
 
   /** Stores a remote job's handle (once per generation) while this instance holds the lease. */
   async setRemoteHandle(generationId: string, handle: unknown): Promise<boolean> {
-    const now = Date.now();
+    const now = this.options.clock.now();
     return (await this.change(generationId, { expect: { ...FROM.held(this.holder), noRemoteHandle: true }, set: { remoteHandle: handle }, now })) !== null;
   }
 
   /** Lets go of a remote job until its next check, and schedules that check. */
   async park(generationId: string, modelId: string, ownerId: string, delayMs: number): Promise<boolean> {
-    const now = Date.now();
+    const now = this.options.clock.now();
     const parked = await this.change(generationId, {
       expect: FROM.held(this.holder),
       set: { leaseOwner: null, leaseExpiresAt: null, parkedUntil: now + delayMs },
@@ -485,33 +485,33 @@ export class Lifecycle {
 
   /** Extends the leases this instance holds, in one store call; answers the ids still held. */
   renewLeases(generationIds: readonly string[]): Promise<string[]> {
-    const now = Date.now();
+    const now = this.options.clock.now();
     return this.store.renewLeases(generationIds, this.holder, now + this.options.runner.leaseMs, now);
   }
 
   async progress(generationId: string, fraction: number, message?: string): Promise<boolean> {
     const f = Number.isFinite(fraction) ? Math.min(1, Math.max(0, fraction)) : 0;
     const progress = message === undefined ? { fraction: f } : { fraction: f, message: String(message).slice(0, 200) };
-    const now = Date.now();
+    const now = this.options.clock.now();
     return (await this.change(generationId, { expect: FROM.held(this.holder), set: { progress }, event: { type: 'progress', data: { ...progress } }, now })) !== null;
   }
 
   /** Appends streamed text to the log of a generation this instance holds (no field changes). */
   async output(generationId: string, delta: string): Promise<boolean> {
-    const now = Date.now();
+    const now = this.options.clock.now();
     return (await this.change(generationId, { expect: FROM.held(this.holder), set: {}, event: { type: 'output', data: { delta } }, now })) !== null;
   }
 
   /** Appends a preview (a file the runner stored) to the log of a generation this instance holds. */
   async preview(generationId: string, key: string, mimeType: string): Promise<boolean> {
-    const now = Date.now();
+    const now = this.options.clock.now();
     return (await this.change(generationId, { expect: FROM.held(this.holder), set: {}, event: { type: 'preview', data: { key, mimeType } }, now })) !== null;
   }
 
   /** Completes a generation this instance holds and settles its price. False when refused (lease lost, cancelled). */
   async complete(gen: Finishing, result: CompleteRequest): Promise<boolean> {
     const generationId = gen.id;
-    const now = Date.now();
+    const now = this.options.clock.now();
     const lifeEndsAt = lifeEnd(gen.expiresAfterSeconds, now);
     const done = await this.change(generationId, {
       expect: FROM.held(this.holder),
@@ -557,7 +557,7 @@ export class Lifecycle {
     request: { code: FailureCode; publicMessage?: string; reason: string },
   ): Promise<GenerationRecord | null> {
     const generationId = gen.id;
-    const now = Date.now();
+    const now = this.options.clock.now();
     const error: FailureInfo = { code: request.code, message: request.publicMessage ?? FAILURE_MESSAGES[request.code] };
     const lifeEndsAt = lifeEnd(gen.expiresAfterSeconds, now);
     const failed = await this.change(generationId, {

@@ -1,10 +1,14 @@
+import { systemClock } from '../clock.js';
 import { hashApiKey, newKeyId } from '../domain/ids.js';
+import type { Clock } from '../ports/clock.js';
 import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '../ports/api-keys.js';
 
 export { hashApiKey } from '../domain/ids.js';
 
 export interface MemoryApiKeyStoreOptions {
   keys?: Array<{ apiKey: string; userId: string }>;
+  /** Where `now` comes from (key expiry, last use). Default: the system clock (a service gives its own). */
+  clock?: Clock;
 }
 
 /** How often a key's `lastUsedAt` is written at most: a write per request would cost more than the request. */
@@ -19,12 +23,15 @@ export class MemoryApiKeyStore implements ApiKeyStore {
   private readonly keyByDigest = new Map<string, ApiKeyInfo>();
   private readonly digestById = new Map<string, string>();
 
+  private readonly clock: Clock;
+
   constructor(options: MemoryApiKeyStoreOptions = {}) {
+    this.clock = options.clock ?? systemClock;
     for (const { apiKey, userId } of options.keys ?? []) this.add(apiKey, userId);
   }
 
   /** Answers at once (the port allows it); typed as the port is, so a subclass may answer with a promise. */
-  resolve(apiKey: string, now: number = Date.now()): Principal | null | PromiseLike<Principal | null> {
+  resolve(apiKey: string, now: number = this.clock.now()): Principal | null | PromiseLike<Principal | null> {
     if (typeof apiKey !== 'string' || apiKey.length === 0) return null;
     const key = this.keyByDigest.get(hashApiKey(apiKey));
     if (key === undefined) return null;
@@ -84,7 +91,7 @@ export class MemoryApiKeyStore implements ApiKeyStore {
       return;
     }
     const keyId = newKeyId();
-    this.keyByDigest.set(digest, { keyId, userId, name: 'default', scopes: [...ALL_SCOPES], createdAt: Date.now() });
+    this.keyByDigest.set(digest, { keyId, userId, name: 'default', scopes: [...ALL_SCOPES], createdAt: this.clock.now() });
     this.digestById.set(keyId, digest);
   }
 }

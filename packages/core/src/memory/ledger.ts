@@ -8,11 +8,15 @@ import type {
   UsageQuery,
   UsageReport,
 } from '../ports/ledger.js';
+import { systemClock } from '../clock.js';
+import type { Clock } from '../ports/clock.js';
 import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '../domain/usage.js';
 
 export interface MemoryLedgerOptions {
   /** Starting balances by user id. */
   balances?: Record<string, number>;
+  /** Where `now` comes from when a caller gives none. Default: the system clock (a service gives its own). */
+  clock?: Clock;
 }
 
 interface Reserve {
@@ -44,7 +48,10 @@ export class MemoryLedger implements Ledger {
   private readonly rollup = new Map<string, Map<number, Map<string, { modelId?: string; keyId?: string; count: number; tokens: number }>>>();
   private sequence = 0;
 
+  private readonly clock: Clock;
+
   constructor(options: MemoryLedgerOptions = {}) {
+    this.clock = options.clock ?? systemClock;
     for (const [userId, amount] of Object.entries(options.balances ?? {})) {
       assertAmount(amount, 'balance');
       this.accountOf(userId).balance += amount;
@@ -55,7 +62,7 @@ export class MemoryLedger implements Ledger {
     userId: string,
     generationId: string,
     amount: number,
-    now: number = Date.now(),
+    now: number = this.clock.now(),
     options: ReserveOptions = {},
   ): Promise<ReserveResult> {
     assertAmount(amount, 'reserve amount');
@@ -93,7 +100,7 @@ export class MemoryLedger implements Ledger {
     return 'ok';
   }
 
-  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
+  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = this.clock.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
     let total = 0;
     for (const item of items) {
       assertAmount(item.amount, 'reserve amount');
@@ -139,7 +146,7 @@ export class MemoryLedger implements Ledger {
     return 'ok';
   }
 
-  async settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
+  async settle(generationId: string, amount: number, now: number = this.clock.now()): Promise<number | null> {
     if (!Number.isFinite(amount)) throw new RangeError(`settle amount must be a finite number, got ${amount}`);
     const reserve = this.reserves.get(generationId);
     if (!reserve) return null;

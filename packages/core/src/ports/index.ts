@@ -9,3 +9,4 @@ export type * from './provider.js';
 export type * from './webhooks.js';
 export type * from './notifier.js';
 export type * from './audit.js';
+export type * from './clock.js';

@@ -6,6 +6,7 @@ import type { Notifier } from '../ports/notifier.js';
 import type { GenerationStore } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
+import type { ClockTimer } from '../ports/clock.js';
 
 export type EventListener = (event: GenerationEvent) => void;
 
@@ -29,7 +30,7 @@ export class EventFeed {
   private started = false;
   private reading: Promise<void> | undefined;
   private again = false;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: ClockTimer | undefined;
   private watching = 0;
 
   constructor(
@@ -48,14 +49,14 @@ export class EventFeed {
     await this.notifier.start(() => this.wake());
     // Always, not only while someone watches: a cursor left behind while nobody watched would make the first new
     // watcher wait for a backlog of other generations' events.
-    this.timer = setInterval(() => this.read(), this.options.push.pollIntervalMs);
+    this.timer = this.options.clock.setInterval(() => this.read(), this.options.push.pollIntervalMs);
     this.timer.unref?.();
   }
 
   async stop(): Promise<void> {
     if (!this.started) return;
     this.started = false;
-    clearInterval(this.timer);
+    this.options.clock.clearInterval(this.timer);
     await this.notifier.stop();
     await this.reading;
   }

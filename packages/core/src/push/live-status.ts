@@ -1,13 +1,14 @@
 import { inject, injectable } from 'tsyringe';
 import { isOutputEvent, isTerminal, type GenerationEvent, type GenerationRecord } from '../domain/types.js';
 import { DomainError } from '../domain/errors.js';
-import type { BaseUrl } from '../http/types.js';
+import type { BaseUrl } from '../domain/types.js';
 import { GENERATION_ID_PATTERN } from '../domain/ids.js';
 import type { GenerationStore } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { Views } from '../use-cases/views.js';
 import { EventFeed } from './event-feed.js';
+import type { ClockTimer } from '../ports/clock.js';
 
 /**
  * Open streams and long-polls of the whole process: every service in it counts in the same table (a `Symbol.for` key,
@@ -38,7 +39,7 @@ function sse(seq: number, type: string, data: unknown): string {
 export class LiveStatus {
   /** Open streams, for the one keep-alive ticker. */
   private readonly streams = new Set<() => void>();
-  private ticker: NodeJS.Timeout | undefined;
+  private ticker: ClockTimer | undefined;
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
@@ -117,13 +118,13 @@ export class LiveStatus {
     if (isTerminal(first.status) || seconds <= 0) return first;
     const release = this.takeSlot(userId);
     let unwatch: () => void = () => undefined;
-    let timer: NodeJS.Timeout | undefined;
+    let timer: ClockTimer | undefined;
     const changed = new Promise<void>((resolve) => {
       // Only a status other than the one the caller saw counts (the feed may hand over an event from just before).
       unwatch = this.feed.watch(generationId, (e) => {
         if (isOutputEvent(e.type) ? output : e.type !== 'progress' && e.type !== 'created' && e.type !== first.status) resolve();
       });
-      timer = setTimeout(resolve, seconds * 1000);
+      timer = this.options.clock.setTimeout(resolve, seconds * 1000);
     });
     try {
       // It may have changed between the read and the watch: look once more before waiting.
@@ -132,7 +133,7 @@ export class LiveStatus {
       await changed;
     } finally {
       unwatch();
-      clearTimeout(timer);
+      this.options.clock.clearTimeout(timer);
       release();
     }
     return (await this.store.get(generationId, userId)) ?? first;
@@ -140,14 +141,14 @@ export class LiveStatus {
 
   startTicker(): void {
     if (this.ticker) return;
-    this.ticker = setInterval(() => {
+    this.ticker = this.options.clock.setInterval(() => {
       for (const tick of this.streams) tick();
     }, this.options.push.keepAliveMs);
     this.ticker.unref?.();
   }
 
   stopTicker(): void {
-    clearInterval(this.ticker);
+    this.options.clock.clearInterval(this.ticker);
     this.ticker = undefined;
   }
 

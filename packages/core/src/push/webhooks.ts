@@ -14,6 +14,7 @@ import { TOKENS } from '../tokens.js';
 import { ROOT_CONTEXT, SpanKind } from '@opentelemetry/api';
 import { Views } from '../use-cases/views.js';
 import { EventFeed } from './event-feed.js';
+import type { ClockTimer } from '../ports/clock.js';
 
 /** One POST to a receiver, as the transport is asked to make it. */
 export interface WebhookRequest {
@@ -85,7 +86,7 @@ export function retryDelay(step: number, retryAfter: number | undefined, random:
 @injectable()
 export class Webhooks {
   private readonly logger: Logger;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: ClockTimer | undefined;
   private pumping: Promise<void> | undefined;
   private pumpAgain = false;
   private delivering = 0;
@@ -111,7 +112,7 @@ export class Webhooks {
 
   /** The user's signing secret, made on first use. */
   async secret(userId: string): Promise<string> {
-    const now = Date.now();
+    const now = this.options.clock.now();
     const have = await this.hooks.getSecrets(userId, now);
     return have?.current ?? this.hooks.ensureSecret(userId, newWebhookSecret(), now);
   }
@@ -119,7 +120,7 @@ export class Webhooks {
   /** A new secret; deliveries carry both signatures for `webhooks.rotationOverlapMs` (24 h). */
   async rotate(userId: string): Promise<string> {
     await this.secret(userId);
-    const next = await this.hooks.rotateSecret(userId, newWebhookSecret(), Date.now(), this.options.webhooks.rotationOverlapMs);
+    const next = await this.hooks.rotateSecret(userId, newWebhookSecret(), this.options.clock.now(), this.options.webhooks.rotationOverlapMs);
     return next.current;
   }
 
@@ -160,7 +161,7 @@ export class Webhooks {
     if (this.running) return;
     this.running = true;
     this.unsubscribe = this.feed.onWake(() => this.pump());
-    this.timer = setInterval(() => {
+    this.timer = this.options.clock.setInterval(() => {
       this.pump();
       this.deliver();
     }, this.options.webhooks.pollIntervalMs);
@@ -172,7 +173,7 @@ export class Webhooks {
     if (!this.running) return;
     this.running = false;
     this.unsubscribe?.();
-    clearInterval(this.timer);
+    this.options.clock.clearInterval(this.timer);
     await this.pumping;
     await this.deliveringLoop;
     // Deliveries in flight finish (bounded by the request timeout); an interrupted one is retried when its lease ends.
@@ -219,7 +220,7 @@ export class Webhooks {
     const records = new Map<string, GenerationRecord | null>();
     const defaults = new Map<string, WebhookEndpoint[]>();
     const out: NewDelivery[] = [];
-    const now = Date.now();
+    const now = this.options.clock.now();
     for (const e of events) {
       // Partial output is for the stream's watchers: it is never a webhook.
       if (e.type === 'created' || isOutputEvent(e.type)) continue;
@@ -335,7 +336,7 @@ export class Webhooks {
           const room = this.options.webhooks.concurrency - this.delivering;
           if (room <= 0) break;
           const { leaseMs, concurrencyPerEndpoint, concurrencyPerUser } = this.options.webhooks;
-          const due = await this.hooks.claimDue(Date.now(), room, this.options.instanceId, leaseMs, {
+          const due = await this.hooks.claimDue(this.options.clock.now(), room, this.options.instanceId, leaseMs, {
             perEndpoint: concurrencyPerEndpoint,
             perOwner: concurrencyPerUser,
           });
@@ -361,7 +362,7 @@ export class Webhooks {
   }
 
   private async attempt(d: Delivery): Promise<void> {
-    const started = Date.now();
+    const started = this.options.clock.now();
     const secrets = (await this.hooks.getSecrets(d.ownerId, started)) ?? {
       current: await this.hooks.ensureSecret(d.ownerId, newWebhookSecret(), started),
     };
@@ -383,7 +384,7 @@ export class Webhooks {
       body: d.payload,
       timeoutMs: this.options.webhooks.timeoutMs,
     }), contextOfTraceparent(d.traceparent) ?? ROOT_CONTEXT, SpanKind.CLIENT);
-    const finished = Date.now();
+    const finished = this.options.clock.now();
     const attempts = d.attempts + 1;
     const outcome = this.outcome(response, attempts, finished);
     this.telemetry.webhookDelivery(outcome.state === 'pending' ? 'retry' : outcome.state, finished - started);

@@ -1,6 +1,8 @@
 import type PQueueClass from 'p-queue';
 import * as pQueueModule from 'p-queue';
 import type { EnqueueOptions, Job, JobHandler, JobQueue, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
+import { systemClock } from '../clock.js';
+import type { Clock, ClockTimer } from '../ports/clock.js';
 
 /**
  * p-queue is ESM only. In this package's CommonJS build, Node's `require` of it yields its module namespace, which the
@@ -20,6 +22,8 @@ export interface InProcessQueueOptions {
    * they stay `pending` in the store and recovery enqueues them when a worker starts. Default 10 000.
    */
   backlogLimit?: number;
+  /** The clock of delayed jobs and of the stop's wait. Default: the system clock (the service gives its own to the queue it makes). */
+  clock?: Clock;
 }
 
 /** One owner's waiting jobs, oldest first (a head index instead of shift() keeps taking O(1)). */
@@ -56,18 +60,20 @@ export class InProcessQueue implements JobQueue {
   private stopped = false;
   private started = false;
   /** Delayed jobs (a remote job's next check), by generation id: one timer each, replaced by a newer delay. */
-  private readonly delayed = new Map<string, NodeJS.Timeout>();
+  private readonly delayed = new Map<string, ClockTimer>();
+  private readonly clock: Clock;
 
   constructor(private readonly options: InProcessQueueOptions = {}) {
     this.concurrency = options.concurrency ?? 8;
     this.modelConcurrency = options.modelConcurrency;
+    this.clock = options.clock ?? systemClock;
   }
 
   async enqueue(job: Job, options: EnqueueOptions = {}): Promise<void> {
     if (options.delayMs !== undefined && options.delayMs > 0) {
       // Kept in this process only: the store's parkedUntil is what recovery reschedules from after a restart.
-      clearTimeout(this.delayed.get(job.generationId));
-      const timer = setTimeout(() => {
+      this.clock.clearTimeout(this.delayed.get(job.generationId));
+      const timer = this.clock.setTimeout(() => {
         this.delayed.delete(job.generationId);
         void this.enqueue(job);
       }, options.delayMs);
@@ -163,7 +169,7 @@ export class InProcessQueue implements JobQueue {
     this.started = false;
     this.slots.pause();
     // Waiting jobs are dropped: they are `pending` (or parked) in the store, and recovery enqueues them on the next start.
-    for (const t of this.delayed.values()) clearTimeout(t);
+    for (const t of this.delayed.values()) this.clock.clearTimeout(t);
     this.delayed.clear();
     this.lanes.clear();
     this.ring = [];
@@ -177,14 +183,14 @@ export class InProcessQueue implements JobQueue {
 
   /** Whether every running job finished within `ms`. */
   private async idleWithin(ms: number): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
+    let timer: ClockTimer | undefined;
     const idle = await Promise.race([
       this.slots.onIdle().then(() => true),
       new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), ms);
+        timer = this.clock.setTimeout(() => resolve(false), ms);
       }),
     ]);
-    clearTimeout(timer);
+    this.clock.clearTimeout(timer);
     return idle;
   }
 

@@ -9,6 +9,7 @@ import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 
 import type { RecoveryReport } from '../service-types.js';
+import type { ClockTimer } from '../ports/clock.js';
 
 export type { RecoveryReport };
 
@@ -28,7 +29,7 @@ const SWEEPER = 'genservice:maintenance';
 @injectable()
 export class Maintenance {
   private readonly logger: Logger;
-  private timers: NodeJS.Timeout[] = [];
+  private timers: ClockTimer[] = [];
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
@@ -46,17 +47,17 @@ export class Maintenance {
     if (recovery.intervalMs > 0) this.every(recovery.intervalMs, () => this.recover(), 'recovery');
     // Always: without retention, a generation may still have asked for a life of its own at create.
     this.every(retention.sweepIntervalMs, () => this.scheduledSweep(), 'retention sweep');
-    this.every(Math.min(idempotencyTtlMs, 3600_000), () => this.idempotency.purgeBefore(Date.now() - idempotencyTtlMs), 'idempotency purge');
+    this.every(Math.min(idempotencyTtlMs, 3600_000), () => this.idempotency.purgeBefore(this.options.clock.now() - idempotencyTtlMs), 'idempotency purge');
   }
 
   stop(): void {
-    for (const t of this.timers) clearInterval(t);
+    for (const t of this.timers) this.options.clock.clearInterval(t);
     this.timers = [];
   }
 
   private every(ms: number, task: () => Promise<unknown>, name: string): void {
     let running = false;
-    const t = setInterval(() => {
+    const t = this.options.clock.setInterval(() => {
       if (running) return;
       running = true;
       task()
@@ -71,7 +72,7 @@ export class Maintenance {
 
   async recover(): Promise<RecoveryReport> {
     const out: RecoveryReport = { requeued: 0, failed: 0, settled: 0, released: 0, batchesCompleted: 0 };
-    const now = Date.now();
+    const now = this.options.clock.now();
     // Paged, so a backlog of any size is walked, not just its oldest page.
     for await (const rec of this.unfinished()) {
       try {
@@ -126,7 +127,7 @@ export class Maintenance {
    * The timer's sweep: once per sweep interval across all instances. The idempotency store's atomic `begin` elects
    * the instance that sweeps this interval; the others skip it. Answers what `sweep` removed (0 when not elected).
    */
-  async scheduledSweep(now: number = Date.now()): Promise<number> {
+  async scheduledSweep(now: number = this.options.clock.now()): Promise<number> {
     const window = `sweep:${Math.floor(now / this.options.retention.sweepIntervalMs)}`;
     const elected = await this.idempotency.begin(SWEEPER, window, 'sweep', now, window);
     if (elected.state !== 'new') return 0;
@@ -140,7 +141,7 @@ export class Maintenance {
    * create) with their files, records, events and deliveries (the Lifecycle's purge), `SWEEP_BATCH` at a time. A blob
    * store outage ends the pass with every remaining record in place; the next sweep tries again.
    */
-  async sweep(now: number = Date.now()): Promise<number> {
+  async sweep(now: number = this.options.clock.now()): Promise<number> {
     let total = 0;
     for (;;) {
       const batch = await this.lifecycle.expired(now, SWEEP_BATCH);

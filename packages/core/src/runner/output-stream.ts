@@ -1,6 +1,7 @@
 import type { Logger } from '../ports/logger.js';
 import type { GenerationOutputStream } from '../ports/provider.js';
 import { asError } from '../logger.js';
+import type { Clock, ClockTimer } from '../ports/clock.js';
 
 /**
  * At most one write of partial output (an `output` event, and a `preview` event) per generation per this many ms:
@@ -25,7 +26,7 @@ export class OutputReporter implements GenerationOutputStream {
   private text = '';
   private image: { bytes: Uint8Array; mimeType: string } | undefined = undefined;
   private lastAt = Number.NEGATIVE_INFINITY;
-  private timer: NodeJS.Timeout | undefined = undefined;
+  private timer: ClockTimer | undefined = undefined;
   private writing: Promise<void> | undefined = undefined;
   private stopped = false;
   /** Writes made (one per window with something in it); for tests and metrics. */
@@ -34,6 +35,7 @@ export class OutputReporter implements GenerationOutputStream {
   constructor(
     private readonly sink: OutputSink,
     private readonly log: Logger,
+    private readonly clock: Clock,
   ) {}
 
   readonly append = (text: string): void => {
@@ -50,7 +52,7 @@ export class OutputReporter implements GenerationOutputStream {
 
   stop(): void {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer) this.clock.clearTimeout(this.timer);
     this.timer = undefined;
     this.text = '';
     this.image = undefined;
@@ -59,7 +61,7 @@ export class OutputReporter implements GenerationOutputStream {
   /** Writes what is pending now, after the write in flight (the window does not apply); resolves when all are done. */
   async flush(): Promise<void> {
     for (;;) {
-      if (this.timer) clearTimeout(this.timer);
+      if (this.timer) this.clock.clearTimeout(this.timer);
       this.timer = undefined;
       if (this.writing) {
         await this.writing;
@@ -72,9 +74,9 @@ export class OutputReporter implements GenerationOutputStream {
 
   private schedule(): void {
     if (this.timer || this.writing) return; // the timer, or the write's end, picks this report up
-    const wait = this.lastAt + OUTPUT_INTERVAL_MS - Date.now();
+    const wait = this.lastAt + OUTPUT_INTERVAL_MS - this.clock.now();
     if (wait <= 0) return this.write();
-    this.timer = setTimeout(() => {
+    this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;
       if (!this.writing) this.write();
     }, wait);
@@ -82,7 +84,7 @@ export class OutputReporter implements GenerationOutputStream {
 
   private write(): void {
     if (this.stopped || (this.text === '' && !this.image)) return;
-    this.lastAt = Date.now();
+    this.lastAt = this.clock.now();
     this.writes++;
     const text = this.text;
     const image = this.image;

@@ -16,6 +16,7 @@ import { TOKENS } from '../tokens.js';
 import { ROOT_CONTEXT, SpanKind } from '@opentelemetry/api';
 import { JobAbort } from './job-signal.js';
 import { OutputReporter } from './output-stream.js';
+import type { Clock, ClockTimer } from '../ports/clock.js';
 
 class TimeoutAbort extends Error {
   override readonly name = 'TimeoutAbort' as const;
@@ -47,13 +48,13 @@ export function nextCheckDelay(estimatedSeconds: number, elapsedMs: number): num
   return Math.round(Math.min(60_000, Math.max(base, elapsedMs / 4)));
 }
 
-function sleep(ms: number, abort: JobAbort): Promise<void> {
+function sleep(clock: Clock, ms: number, abort: JobAbort): Promise<void> {
   return new Promise((resolve) => {
     if (abort.aborted) return resolve();
-    const t = setTimeout(done, ms);
+    const t = clock.setTimeout(done, ms);
     const unlisten = abort.onAbort(done);
     function done(): void {
-      clearTimeout(t);
+      clock.clearTimeout(t);
       unlisten();
       resolve();
     }
@@ -94,7 +95,7 @@ class RunContext implements GenerationContext {
 class ProgressReporter {
   private lastAt = 0;
   private pending: { fraction: number; message?: string } | undefined = undefined;
-  private timer: NodeJS.Timeout | undefined = undefined;
+  private timer: ClockTimer | undefined = undefined;
   private stopped = false;
   private writing: Promise<unknown> | undefined = undefined;
 
@@ -102,15 +103,16 @@ class ProgressReporter {
     private readonly lifecycle: Lifecycle,
     private readonly id: string,
     private readonly log: Logger,
+    private readonly clock: Clock,
   ) {}
 
   readonly report = (fraction: number, message?: string): void => {
     if (this.stopped || typeof fraction !== 'number') return;
     const p = message === undefined ? { fraction } : { fraction, message };
-    const wait = this.lastAt + PROGRESS_INTERVAL_MS - Date.now();
+    const wait = this.lastAt + PROGRESS_INTERVAL_MS - this.clock.now();
     if (wait <= 0 && !this.timer) return this.write(p);
     this.pending = p;
-    this.timer ??= setTimeout(() => {
+    this.timer ??= this.clock.setTimeout(() => {
       this.timer = undefined;
       if (!this.stopped && this.pending) this.write(this.pending);
       this.pending = undefined;
@@ -119,14 +121,14 @@ class ProgressReporter {
 
   stop(): void {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer) this.clock.clearTimeout(this.timer);
     this.timer = undefined;
   }
 
   /** Before the lease is let go (a parked remote job): what was reported is written now, while it may still be. */
   async flush(): Promise<void> {
     if (this.timer) {
-      clearTimeout(this.timer);
+      this.clock.clearTimeout(this.timer);
       this.timer = undefined;
       if (this.pending) this.write(this.pending);
       this.pending = undefined;
@@ -135,7 +137,7 @@ class ProgressReporter {
   }
 
   private write(p: { fraction: number; message?: string }): void {
-    this.lastAt = Date.now();
+    this.lastAt = this.clock.now();
     this.writing = this.lifecycle.progress(this.id, p.fraction, p.message).catch((err: unknown) => this.log.warn({ err: asError(err) }, 'progress not recorded'));
   }
 }
@@ -155,7 +157,7 @@ export class Runner {
   private readonly logger: Logger;
   /** Runs this worker holds, by generation id: one timer renews all their leases (not one timer per run). */
   private readonly held = new Map<string, HeldRun>();
-  private renewTimer: NodeJS.Timeout | undefined;
+  private renewTimer: ClockTimer | undefined;
   /** `ctx.files` of every run: one object for all of them. */
   private readonly files: GenerationContext['files'] = { put: (bytes, mimeType) => this.upload(bytes, mimeType) };
 
@@ -184,9 +186,9 @@ export class Runner {
 
   private keepLeases(): void {
     if (this.renewTimer) return;
-    this.renewTimer = setInterval(() => {
+    this.renewTimer = this.options.clock.setInterval(() => {
       if (this.held.size === 0) {
-        clearInterval(this.renewTimer);
+        this.options.clock.clearInterval(this.renewTimer);
         this.renewTimer = undefined;
         return;
       }
@@ -241,15 +243,15 @@ export class Runner {
 
     // A remote job's time limit runs from its first start, across checks and restarts; a local run's from now.
     const remote = isRemoteJobProvider(model.provider) ? model.provider : undefined;
-    const deadline = remote ? (rec.startedAt ?? Date.now()) + model.timeoutMs : Date.now() + model.timeoutMs;
-    const timeout = setTimeout(
+    const deadline = remote ? (rec.startedAt ?? this.options.clock.now()) + model.timeoutMs : this.options.clock.now() + model.timeoutMs;
+    const timeout = this.options.clock.setTimeout(
       () => abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)),
-      Math.max(0, deadline - Date.now()),
+      Math.max(0, deadline - this.options.clock.now()),
     );
     this.held.set(rec.id, { abort, log });
     this.keepLeases();
-    const progress = new ProgressReporter(this.lifecycle, rec.id, log);
-    const output = new OutputReporter(this.outputSink(rec.id), log);
+    const progress = new ProgressReporter(this.lifecycle, rec.id, log, this.options.clock);
+    const output = new OutputReporter(this.outputSink(rec.id), log, this.options.clock);
     const ctx = new RunContext(rec.id, abort, deadline, rec.claims, this.files, log, progress.report, output);
     const input = { model: model.definition, settings: rec.settings };
     let handle: unknown = rec.remoteHandle;
@@ -257,7 +259,7 @@ export class Runner {
     try {
       // A remote job checked after its time limit (a check that was due late, or a restart): time out now rather
       // than on a timer that a quick check would outrun.
-      if (Date.now() >= deadline) abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`));
+      if (this.options.clock.now() >= deadline) abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`));
       if (abort.aborted) throw abort.reason;
       if (!remote) {
         // Its own model, then its fallbacks while one fails retryably or its provider is unavailable (fallbacks.ts).
@@ -296,7 +298,7 @@ export class Runner {
       const status = await this.withRetries(() => this.providerCall('check', rec, () => remote.check(handle, ctx)), model, abort, log);
       if (status.status === 'running') {
         if (typeof status.progress === 'number') ctx.progress(status.progress, status.message);
-        const delay = nextCheckDelay(model.info.estimatedGenerationTime, Date.now() - (rec.startedAt ?? Date.now()));
+        const delay = nextCheckDelay(model.info.estimatedGenerationTime, this.options.clock.now() - (rec.startedAt ?? this.options.clock.now()));
         // Parked, it holds no slot: the queue hands out the next check when it is due.
         await progress.flush();
         await output.flush();
@@ -346,7 +348,7 @@ export class Runner {
     } finally {
       progress.stop();
       output.stop();
-      clearTimeout(timeout);
+      this.options.clock.clearTimeout(timeout);
       this.held.delete(rec.id);
     }
   }
@@ -387,7 +389,7 @@ export class Runner {
         if (!retryable || attempt >= model.maxAttempts) throw err;
         const delay = Math.min(this.options.runner.retryMaxDelayMs, this.options.runner.retryBaseDelayMs * 2 ** (attempt - 1));
         log.warn({ err: asError(err), retryInMs: delay }, 'provider failed; retrying');
-        await sleep(delay, abort);
+        await sleep(this.options.clock, delay, abort);
         if (abort.aborted) throw abort.reason;
       }
     }

@@ -3,6 +3,7 @@ import { inject, injectable } from 'tsyringe';
 import { z } from 'zod';
 import { DomainError, type ErrorDetail } from '../domain/errors.js';
 import { newKeyId } from '../domain/ids.js';
+import type { Clock } from '../ports/clock.js';
 import type { ApiKeyInfo, ApiKeyResolver, ApiKeyStore, KeyBudget, KeyScope } from '../ports/api-keys.js';
 import type { AuditEntry, AuditLog } from '../ports/audit.js';
 import type { Ledger, UsageGroupBy } from '../ports/ledger.js';
@@ -88,6 +89,7 @@ export class Accounts {
     @inject(TOKENS.KeyStore) private readonly keys: ApiKeyResolver,
     @inject(TOKENS.ApiKeys) private readonly resolver: ApiKeyResolver,
     @inject(TOKENS.AuditLog) private readonly audit: AuditLog,
+    @inject(TOKENS.Clock) private readonly clock: Clock,
   ) {}
 
   /** Opens a user's account with a starting balance (default 0); 409 when the user already has one. */
@@ -115,7 +117,7 @@ export class Accounts {
   async createKey(userId: string, input: NewKeyInput, options: ActorOption & { now?: number } = {}): Promise<KeyView & { apiKey: string }> {
     const id = checkUserId(userId);
     const spec = check(newKeySchema, input);
-    const now = options.now ?? Date.now();
+    const now = options.now ?? this.clock.now();
     const expiresAt = spec.expiresAt !== undefined ? Date.parse(spec.expiresAt) : undefined;
     if (expiresAt !== undefined && expiresAt <= now) {
       throw invalid([{ field: 'expiresAt', code: 'invalid_value', message: 'expiresAt must be in the future' }]);
@@ -165,7 +167,7 @@ export class Accounts {
    * A user's settled spend by UTC day, model or key, from the ledger. `from` and `to` are `YYYY-MM-DD` days, both
    * counted; by default the last 30 days to today.
    */
-  async usage(userId: string, input: UsageInput = {}, now: number = Date.now()): Promise<UsageReportView> {
+  async usage(userId: string, input: UsageInput = {}, now: number = this.clock.now()): Promise<UsageReportView> {
     const q = check(usageSchema, input);
     const today = new Date(Math.floor(now / DAY_MS) * DAY_MS).toISOString().slice(0, 10);
     const to = q.to ?? today;
@@ -210,7 +212,7 @@ export class Accounts {
     action: AuditEntry['action'],
     fields: { userId?: string; keyId?: string; details?: Record<string, unknown> },
   ): Promise<void> {
-    return this.audit.append({ at: Date.now(), actor: options.actor ?? 'host', action, ...fields });
+    return this.audit.append({ at: this.clock.now(), actor: options.actor ?? 'host', action, ...fields });
   }
 }
 

@@ -4,7 +4,7 @@ import { isTerminal, type GenerationRecord, type GenerationStatus, type Metadata
 import { DomainError, type ErrorDetail } from '../domain/errors.js';
 import { Generations, canonical, decodeCursor, encodeCursor } from './generations.js';
 import type { GenerationPage } from '../service-types.js';
-import type { BaseUrl } from '../http/types.js';
+import type { BaseUrl } from '../domain/types.js';
 import { BATCH_ID_PATTERN, newBatchId } from '../domain/ids.js';
 import { type BatchItem, Lifecycle, MAX_BATCH_SIZE } from '../lifecycle/lifecycle.js';
 import { Webhooks } from '../push/webhooks.js';
@@ -106,14 +106,14 @@ export class Batches {
       .update(canonical({ requests: items.map((i) => ({ modelId: i.modelId, settings: i.settings, metadata: i.metadata ?? null })), webhook: webhook ?? null }))
       .digest('hex');
     const planned = newBatchId();
-    const begun = await this.idempotency.begin(userId, key, hash, Date.now(), planned);
+    const begun = await this.idempotency.begin(userId, key, hash, this.options.clock.now(), planned);
     if (begun.state !== 'new' && begun.requestHash !== hash) {
       throw new DomainError('idempotency_mismatch', 'This Idempotency-Key was used with a different request body.');
     }
     if (begun.state === 'done') return this.answerOf(userId, begun.generationId);
     let id = planned;
     if (begun.state === 'in_progress') {
-      const now = Date.now();
+      const now = this.options.clock.now();
       const staleBefore = now - this.options.runner.leaseMs;
       if (begun.startedAt >= staleBefore) throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
       // The first request crashed: if it stored its batch, that is the answer; else this retry creates it.

@@ -26,7 +26,7 @@ import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import type { CancelOutcome, CreateGenerationInput, CreateOptions, GenerationPage, GenerationService, ListOptions, QuoteOptions, ReadOptions } from '../service-types.js';
 import { Views, type GenerationItem } from './views.js';
-import type { BaseUrl } from '../http/types.js';
+import type { BaseUrl } from '../domain/types.js';
 
 function notFound(): DomainError {
   return new DomainError('not_found', 'Generation not found.');
@@ -153,7 +153,7 @@ export class Generations implements GenerationUseCases {
       )
       .digest('hex');
     const planned = newGenerationId();
-    const begun = await this.idempotency.begin(userId, idempotencyKey, hash, Date.now(), planned);
+    const begun = await this.idempotency.begin(userId, idempotencyKey, hash, this.options.clock.now(), planned);
     if (begun.state !== 'new' && begun.requestHash !== hash) {
       throw new DomainError('idempotency_mismatch', 'This Idempotency-Key was used with a different request body.');
     }
@@ -162,7 +162,7 @@ export class Generations implements GenerationUseCases {
 
     // In progress. Within a lease time the first request is taken to be alive; after it, it crashed (or stalled)
     // and this retry finishes its work.
-    const now = Date.now();
+    const now = this.options.clock.now();
     const staleBefore = now - this.options.runner.leaseMs;
     if (begun.startedAt >= staleBefore) {
       throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
@@ -201,7 +201,7 @@ export class Generations implements GenerationUseCases {
     // A retry took this key over while this request stalled: its generation is the answer, and ours must not
     // stay charged. Cancelling from pending is free.
     await this.lifecycle.cancel({ id, ...(request.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: request.expiresAfterSeconds } : {}) });
-    const now = await this.idempotency.begin(userId, key, '', Date.now(), id);
+    const now = await this.idempotency.begin(userId, key, '', this.options.clock.now(), id);
     if (now.state === 'done') return { generationId: now.generationId };
     throw new DomainError('idempotency_conflict', 'A request with this Idempotency-Key is still being handled.');
   }
@@ -268,7 +268,7 @@ export class Generations implements GenerationUseCases {
   async delete(userId: string, generationId: string): Promise<void> {
     const gone = GENERATION_ID_PATTERN.test(generationId) ? await this.lifecycle.delete(userId, generationId) : null;
     if (!gone) throw new DomainError('not_found', 'Generation not found.');
-    await this.webhooks.deleted(gone.deleted, gone.seq, Date.now());
+    await this.webhooks.deleted(gone.deleted, gone.seq, this.options.clock.now());
   }
 
   balance(userId: string): Promise<number> {

@@ -2,7 +2,7 @@ import { inject, injectable } from 'tsyringe';
 import type { GenerationEvent, GenerationRecord, GenerationView } from '../domain/types.js';
 import { expiresAt } from '../domain/rules.js';
 import { FileUrlSigner } from '../domain/file-urls.js';
-import type { BaseUrl } from '../http/types.js';
+import type { BaseUrl } from '../domain/types.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 
@@ -63,7 +63,7 @@ export class Views {
   /** The signed URL of one of the generation's files (its result, a preview). */
   fileUrl(key: string, rec: GenerationRecord, baseUrl: BaseUrl | undefined): string {
     // A file link never outlives its generation: it stops working when the generation expires.
-    return this.fileBase(baseUrl) + this.signer.sign(key, Date.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
+    return this.fileBase(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
   }
 
   /** A `preview` event as the event stream sends it: `{ url, mimeType }`. */
