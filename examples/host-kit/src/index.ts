@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import { createGenerationService, createJsonLogger, DiskBlobStore, type GenerationService, type GenerationServiceOptions, type Logger } from '@genservice/core';
+import { createGenerationService, createJsonLogger, DiskBlobStore, MAX_TOKENS, type GenerationService, type GenerationServiceOptions, type Logger } from '@genservice/core';
 import type { ApiKeyStore, Ledger } from '@genservice/core/ports';
 import { createDemoProvider } from '@genservice/demo-models';
 import { configuredProviders, flakyDemoProvider } from './providers.js';
@@ -127,7 +127,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): HostConfig {
 
 const usersSchema = z.object({
   users: z
-    .array(z.object({ id: z.string().min(1).max(200), apiKey: z.string().min(16).max(512), balance: z.number().nonnegative().finite() }))
+    .array(z.object({ id: z.string().min(1).max(200), apiKey: z.string().min(16).max(512), balance: z.number().nonnegative().max(MAX_TOKENS) }))
     .min(1),
 });
 export type UsersFile = z.infer<typeof usersSchema>;
