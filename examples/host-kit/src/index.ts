@@ -237,6 +237,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
   const stores = await openStores(config);
   const { users, demoKey } = loadUsers(config, logger);
   for (const u of users) {
+    // A key revoked through the admin API stays revoked: the store remembers it, and this add changes nothing.
     await stores.apiKeys.addKey(u.apiKey, u.id);
     // The file gives a starting balance: credit it once, never again on a restart, and only once when several
     // instances start together on a fresh database (the idempotency store's atomic begin elects one of them).
