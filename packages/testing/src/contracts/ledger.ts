@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_TOKENS, type AccountSnapshot, type Ledger, type ReserveResult } from '@genservice/core/ports';
+import { MAX_TOKENS } from '@genservice/core';
+import type { AccountSnapshot, Ledger, ReserveResult } from '@genservice/core/ports';
 import { T0, settleAll, uid, useFresh } from './harness.js';
 
 /** The Ledger half of `runPortContracts`. */
