@@ -11,7 +11,7 @@
 import { Session } from 'node:inspector/promises';
 import { writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { hash, randomUUID } from 'node:crypto';
+import { hash, randomFillSync, randomUUID } from 'node:crypto';
 import { createPrometheusMetrics } from '@genservice/metrics-prometheus';
 import {
   createGenerationService,
@@ -130,13 +130,18 @@ const BEARER = /^Bearer +(\S+)$/i;
 /**
  * The headers ours puts on every answer besides the content type, set by the bare side too, so that both write the
  * same bytes (the comparison is of the work, not of how many headers go out): no caching of a per-user answer, no
- * MIME sniffing, and a request id (a per-process prefix and a counter, as ours makes them).
+ * MIME sniffing, and a request id (16 random bytes from a pool refilled a block at a time, as ours makes them).
  */
-const BARE_ID_PREFIX = randomUUID().replaceAll('-', '').slice(0, 12);
-let bareRequests = 0;
+const barePool = Buffer.allocUnsafe(16 * 256);
+let barePoolOffset = barePool.length;
 export function bareHeaders(): Record<string, string> {
-  bareRequests = (bareRequests + 1) % 3_656_158_440_062_976;
-  return { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'x-request-id': BARE_ID_PREFIX + bareRequests.toString(36).padStart(10, '0') };
+  if (barePoolOffset === barePool.length) {
+    randomFillSync(barePool);
+    barePoolOffset = 0;
+  }
+  const start = barePoolOffset;
+  barePoolOffset += 16;
+  return { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'x-request-id': barePool.toString('base64url', start, barePoolOffset) };
 }
 
 /**

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import { createGenerationService, createJsonLogger, DiskBlobStore, type GenerationService, type GenerationServiceOptions, type Logger } from '@genservice/core';
+import { createGenerationService, createJsonLogger, DiskBlobStore, MAX_TOKENS, type GenerationService, type GenerationServiceOptions, type Logger } from '@genservice/core';
 import type { ApiKeyStore, Ledger } from '@genservice/core/ports';
 import { createDemoProvider } from '@genservice/demo-models';
 import { configuredProviders, flakyDemoProvider } from './providers.js';
@@ -127,7 +127,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): HostConfig {
 
 const usersSchema = z.object({
   users: z
-    .array(z.object({ id: z.string().min(1).max(200), apiKey: z.string().min(16).max(512), balance: z.number().nonnegative().finite() }))
+    .array(z.object({ id: z.string().min(1).max(200), apiKey: z.string().min(16).max(512), balance: z.number().nonnegative().max(MAX_TOKENS) }))
     .min(1),
 });
 export type UsersFile = z.infer<typeof usersSchema>;
@@ -237,6 +237,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
   const stores = await openStores(config);
   const { users, demoKey } = loadUsers(config, logger);
   for (const u of users) {
+    // A key revoked through the admin API stays revoked: the store remembers it, and this add changes nothing.
     await stores.apiKeys.addKey(u.apiKey, u.id);
     // The file gives a starting balance: credit it once, never again on a restart, and only once when several
     // instances start together on a fresh database (the idempotency store's atomic begin elects one of them).

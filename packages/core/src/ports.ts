@@ -35,6 +35,8 @@ export { hashApiKey } from './domain/ids.js';
 export { silentLogger } from './logger.js';
 export { newGenerationId, newKeyId } from './domain/ids.js';
 export * from './outbound/index.js';
+/** The bound on token amounts and balances every ledger keeps (issue 37). */
+export { MAX_TOKENS, assertTokenAmount, creditFits, isTokenAmount } from './domain/amounts.js';
 /** How every ledger adds up and orders its usage report, so all answer the same. */
 export { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from './domain/usage.js';
 /** The W3C `traceparent` of the active span: providers send it with their upstream HTTP calls. */

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { type Context, context, trace } from '@opentelemetry/api';
 import type { Logger } from './ports/logger.js';
 
@@ -45,18 +45,32 @@ export function currentRequestContext(): RequestContext | undefined {
 const REQUEST_ID = /^[A-Za-z0-9\-_.:@/+=]{1,128}$/;
 
 /**
- * New ids: a random prefix per process (12 base64url characters, 72 bits) and a counter (10 base-36 digits), 22
- * characters in all: unique across instances without a random draw per request.
+ * New ids: 16 random bytes (128 bits) as base64url, 22 characters. They say nothing about how many requests came
+ * before. The bytes come from a pool that `randomFillSync` refills 256 ids at a time, so a request costs a slice and
+ * an encode, not a call into the system's random source: 1.2 to 2 times the prefix and counter it replaces (0.13
+ * against 0.09 µs an id on a quiet run, tens of nanoseconds in a request of tens of microseconds), and a twentieth of
+ * a `randomBytes(16)` per id (node 20, loops of 2M, issue 37).
  */
-const ID_PREFIX = randomBytes(9).toString('base64url');
-let idCounter = 0;
+const ID_BYTES = 16;
+const POOL_IDS = 256;
+const pool = Buffer.allocUnsafe(ID_BYTES * POOL_IDS);
+let poolOffset = pool.length;
 
-/** The client's `X-Request-Id` when it is acceptable, else a new one (22 characters, base64url). */
+function newRequestId(): string {
+  if (poolOffset === pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  const start = poolOffset;
+  poolOffset += ID_BYTES;
+  return pool.toString('base64url', start, poolOffset);
+}
+
+/** The client's `X-Request-Id` when it is acceptable, else a new random one (22 characters, base64url). */
 export function requestIdOf(given: string | string[] | undefined): string {
   const value = Array.isArray(given) ? given[0] : given;
   if (value !== undefined && REQUEST_ID.test(value)) return value;
-  idCounter = (idCounter + 1) % 3_656_158_440_062_976; // 36 ** 10
-  return ID_PREFIX + idCounter.toString(36).padStart(10, '0');
+  return newRequestId();
 }
 
 /** The trace id of the active span, when an OpenTelemetry SDK made one. */

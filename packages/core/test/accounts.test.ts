@@ -5,6 +5,7 @@ import {
   MemoryApiKeyStore,
   MemoryAuditLog,
   MemoryLedger,
+  MAX_TOKENS,
   type GenerationService,
 } from '@genservice/core';
 import { createScriptedProvider, fakeModel } from '@genservice/testing';
@@ -273,6 +274,63 @@ describe('admin routes with hostile input', () => {
     expect((await call(off.service, 'GET', '/v1/admin/audit', ADMIN)).status).toBe(404);
     expect(() => make({ admin: { apiKeys: ['short'] } })).toThrow(/at least 32/);
     expect(() => make({ admin: { apiKeys: [] } })).toThrow();
+  });
+});
+
+describe('token amounts are bounded at MAX_TOKENS (issue 37)', () => {
+  const ADMIN = `admin-${'x'.repeat(40)}`;
+  const post = (service: GenerationService, path: string, body: unknown) =>
+    service
+      .handle({ method: 'POST', path, headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })
+      .then((r) => ({ status: r.status, body: JSON.parse(String(r.body)) }));
+
+  it('answers the issue\u2019s 1.7e308 balance and credit with a 400, and a balance never turns null', async () => {
+    const { service, keys, audit } = make({ admin: { apiKeys: [ADMIN] } });
+    await keys.addKey('key-of-big-0123456789', 'big');
+    const balance = () =>
+      service.handle({ method: 'GET', path: '/v1/balance', headers: { authorization: 'Bearer key-of-big-0123456789' } }).then((r) => JSON.parse(String(r.body)));
+
+    const huge = await post(service, '/v1/admin/users', { userId: 'big', balance: 1.7e308 });
+    expect(huge.status).toBe(400);
+    expect(huge.body.error).toMatchObject({ code: 'invalid_request', details: [{ field: 'balance', code: 'invalid_value' }] });
+    expect(huge.body.error.message).toContain(String(MAX_TOKENS));
+    expect((await post(service, '/v1/admin/users', { userId: 'big', balance: MAX_TOKENS + 2 })).status).toBe(400);
+
+    expect(await post(service, '/v1/admin/users', { userId: 'big', balance: 1e15 })).toMatchObject({ status: 201 });
+    const credit = await post(service, '/v1/admin/users/big/credits', { amount: 1.7e308, reason: 'r' });
+    expect(credit.status).toBe(400);
+    expect(credit.body.error.details).toEqual([expect.objectContaining({ field: 'amount', code: 'invalid_value' })]);
+    // Within the bound on its own, past it with the balance: refused by the ledger's own check, still a 400.
+    const past = await post(service, '/v1/admin/users/big/credits', { amount: MAX_TOKENS - 1e15 + 1, reason: 'r' });
+    expect(past.status).toBe(400);
+    expect(past.body.error).toMatchObject({ code: 'invalid_request', details: [{ field: 'amount', code: 'invalid_value' }] });
+    expect(past.body.error.message).toContain(String(MAX_TOKENS));
+    expect(await balance()).toMatchObject({ balance: 1e15 });
+
+    expect(await post(service, '/v1/admin/users/big/credits', { amount: MAX_TOKENS - 1e15, reason: 'fill' })).toEqual({
+      status: 200,
+      body: { balance: MAX_TOKENS },
+    });
+    expect(await balance()).toMatchObject({ balance: MAX_TOKENS });
+    expect((await post(service, '/v1/admin/users/big/credits', { amount: 1, reason: 'r' })).status).toBe(400);
+    expect(await balance()).toMatchObject({ balance: MAX_TOKENS });
+    // Only what was written is audited.
+    expect((await audit.list({ limit: 10 })).entries.map((e) => e.action)).toEqual(['credits.add', 'user.create']);
+  });
+
+  it('refuses amounts past the bound in service.accounts: balance, credit and key budget, writing nothing', async () => {
+    const { service, ledger, audit } = make();
+    for (const amount of [MAX_TOKENS + 2, 1e300, Number.MAX_VALUE]) {
+      await expectBadRequest(service.accounts.createUser({ userId: 'alice', balance: amount }), ['balance']);
+      await expectBadRequest(service.accounts.credit('alice', { amount, reason: 'r' }), ['amount']);
+      await expectBadRequest(service.accounts.createKey('alice', { name: 'k', budget: { amount, period: 'day' } }), ['budget.amount']);
+    }
+    expect(await ledger.account('alice')).toEqual({ balance: 0, reserved: 0, settled: 0 });
+    expect((await audit.list({ limit: 10 })).entries).toEqual([]);
+    expect(await service.accounts.listKeys('alice')).toEqual([]);
+    // Up to the bound is fine.
+    expect(await service.accounts.credit('alice', { amount: MAX_TOKENS, reason: 'all' })).toEqual({ balance: MAX_TOKENS });
+    await expectBadRequest(service.accounts.credit('alice', { amount: 0.5, reason: 'r' }), ['amount']);
   });
 });
 

@@ -24,7 +24,8 @@ interface KeyRow {
 /**
  * API keys on PostgreSQL, held only as SHA-256 digests. `resolve` looks the digest up through the primary key:
  * the lookup compares digests, never the key, so timing reveals nothing about how much of a key matched. Nothing
- * is cached, so a revoke (a delete) is seen by every instance on its next request.
+ * is cached, so a revoke is seen by every instance on its next request. A revoke sets `revoked_at` and keeps the row:
+ * its digest and id stay taken, so adding the key again changes nothing.
  */
 export class PostgresApiKeyStore implements ApiKeyStore {
   private readonly db: PgDatabase;
@@ -35,9 +36,10 @@ export class PostgresApiKeyStore implements ApiKeyStore {
 
   async resolve(apiKey: string, now: number = Date.now()): Promise<Principal | null> {
     if (typeof apiKey !== 'string' || apiKey.length === 0) return null;
-    const { rows } = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM ${this.db.s}.api_keys WHERE key_hash = $1`, [
-      hashApiKey(apiKey),
-    ]);
+    const { rows } = await this.db.query<KeyRow>(
+      `SELECT ${KEY_COLUMNS} FROM ${this.db.s}.api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
+      [hashApiKey(apiKey)],
+    );
     const row = rows[0];
     if (!row) return null;
     const key = keyOf(row);
@@ -67,11 +69,12 @@ export class PostgresApiKeyStore implements ApiKeyStore {
       [digest, encodeKey(userId), Date.now(), newKeyId()],
     );
     if (inserted.rowCount === 1) return;
+    // Already stored, or revoked (the row stays, revoked_at set): either way nothing changes.
     const { rows } = await this.db.query<{ user_id: string }>(
       `SELECT user_id FROM ${this.db.s}.api_keys WHERE key_hash = $1`,
       [digest],
     );
-    // Revoked between our insert and this read: add it again.
+    // Deleted by hand between our insert and this read: add it again.
     if (!rows[0]) return this.addKey(apiKey, userId);
     if (rows[0].user_id !== encodeKey(userId)) throw new Error('This API key already belongs to another user.');
   }
@@ -99,26 +102,33 @@ export class PostgresApiKeyStore implements ApiKeyStore {
 
   async listKeys(userId: string): Promise<ApiKeyInfo[]> {
     const { rows } = await this.db.query<KeyRow>(
-      `SELECT ${KEY_COLUMNS} FROM ${this.db.s}.api_keys WHERE user_id = $1 ORDER BY created_at, ord`,
+      `SELECT ${KEY_COLUMNS} FROM ${this.db.s}.api_keys WHERE user_id = $1 AND revoked_at IS NULL ORDER BY created_at, ord`,
       [encodeKey(userId)],
     );
     return rows.map(keyOf);
   }
 
   async getKey(keyId: string): Promise<ApiKeyInfo | null> {
-    const { rows } = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM ${this.db.s}.api_keys WHERE key_id = $1`, [
-      encodeKey(keyId),
-    ]);
+    const { rows } = await this.db.query<KeyRow>(
+      `SELECT ${KEY_COLUMNS} FROM ${this.db.s}.api_keys WHERE key_id = $1 AND revoked_at IS NULL`,
+      [encodeKey(keyId)],
+    );
     return rows[0] ? keyOf(rows[0]) : null;
   }
 
   async revokeKey(apiKey: string): Promise<void> {
     if (typeof apiKey !== 'string' || apiKey.length === 0) return;
-    await this.db.query(`DELETE FROM ${this.db.s}.api_keys WHERE key_hash = $1`, [hashApiKey(apiKey)]);
+    await this.db.query(`UPDATE ${this.db.s}.api_keys SET revoked_at = $2 WHERE key_hash = $1 AND revoked_at IS NULL`, [
+      hashApiKey(apiKey),
+      Date.now(),
+    ]);
   }
 
   async revokeKeyById(keyId: string): Promise<boolean> {
-    const { rowCount } = await this.db.query(`DELETE FROM ${this.db.s}.api_keys WHERE key_id = $1`, [encodeKey(keyId)]);
+    const { rowCount } = await this.db.query(
+      `UPDATE ${this.db.s}.api_keys SET revoked_at = $2 WHERE key_id = $1 AND revoked_at IS NULL`,
+      [encodeKey(keyId), Date.now()],
+    );
     return rowCount === 1;
   }
 }

@@ -8,7 +8,7 @@ import type {
   UsageQuery,
   UsageReport,
 } from '@genservice/core/ports';
-import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
+import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, assertAmount, decodeKey, encodeKey, num } from './db.js';
 
@@ -81,8 +81,11 @@ export function ledgerSql(s: string): Record<
       SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
     charged: `SELECT charged FROM ${s}.reserves WHERE generation_id = $1`,
     account: `SELECT balance, reserved, settled FROM ${s}.accounts WHERE user_id = $1`,
+    // The bound is tested in the upsert's WHERE (on the locked row): a credit that would take balance plus reserved
+    // past it changes no row.
     credit: `INSERT INTO ${s}.accounts (user_id, balance) VALUES ($1, $2)
-      ON CONFLICT (user_id) DO UPDATE SET balance = ${s}.accounts.balance + EXCLUDED.balance`,
+      ON CONFLICT (user_id) DO UPDATE SET balance = ${s}.accounts.balance + EXCLUDED.balance
+      WHERE ${s}.accounts.balance + ${s}.accounts.reserved + EXCLUDED.balance <= $3`,
     openAccount: `INSERT INTO ${s}.accounts (user_id, balance) VALUES ($1, $2) ON CONFLICT (user_id) DO NOTHING`,
     openReserves: `SELECT generation_id, user_id, amount, created_at FROM ${s}.reserves
       WHERE state = 'open' ORDER BY created_at, generation_id LIMIT $1`,
@@ -262,12 +265,13 @@ export class PostgresLedger implements Ledger {
   }
 
   async credit(userId: string, amount: number): Promise<void> {
-    assertAmount(amount, 'amount');
-    await this.db.query(this.sql.credit, [encodeKey(userId), amount]);
+    assertTokenAmount(amount, 'credit amount');
+    const { rowCount } = await this.db.query(this.sql.credit, [encodeKey(userId), amount, MAX_TOKENS]);
+    if (rowCount === 0) throw new RangeError(`credit amount ${amount} would take the balance of "${userId}" past ${MAX_TOKENS} tokens`);
   }
 
   async openAccount(userId: string, balance: number): Promise<boolean> {
-    assertAmount(balance, 'balance');
+    assertTokenAmount(balance, 'balance');
     const { rowCount } = await this.db.query(this.sql.openAccount, [encodeKey(userId), balance]);
     return rowCount === 1;
   }

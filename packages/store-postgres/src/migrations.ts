@@ -305,6 +305,14 @@ export const MIGRATIONS: readonly Migration[] = [
     // Partial: only batches not completed yet are in it, oldest first, so the sweep never reads a completed one.
     up: (s) => [`CREATE INDEX batches_open_idx ON ${s}.batches (created_at, id) WHERE completed_at IS NULL`],
   },
+  {
+    version: 10,
+    name: 'revoked keys are kept, so that no later add brings one back',
+    // A revoke sets revoked_at instead of deleting the row: the digest stays known, and adding the key again (a host
+    // seeding its users file at every start) finds it and changes nothing. Keys revoked before this version were
+    // deleted, and are unknown.
+    up: (s) => [`ALTER TABLE ${s}.api_keys ADD COLUMN revoked_at bigint`],
+  },
 ];
 
 /**

@@ -323,6 +323,35 @@ describe('api keys', () => {
   });
 });
 
+describe('revoked keys (issue 37)', () => {
+  it('a revoked key stays revoked when the stores are reopened and the key is seeded again', async () => {
+    const schema = randomName('revoked');
+    const first = await createPostgresStores({ connectionString: db.url, schema, poolSize: 2 });
+    try {
+      await first.apiKeys.addKey('seeded-key-0123456789', 'u1');
+      await first.apiKeys.addKey('other-key-0123456789', 'u2');
+      const [key] = await first.apiKeys.listKeys('u1');
+      expect(await first.apiKeys.revokeKeyById(key!.keyId)).toBe(true);
+      expect(await first.apiKeys.resolve('seeded-key-0123456789')).toBeNull();
+    } finally {
+      await first.close();
+    }
+    // A restart: the host seeds the same users again.
+    const second = await createPostgresStores({ connectionString: db.url, schema, poolSize: 2 });
+    try {
+      await second.apiKeys.addKey('seeded-key-0123456789', 'u1');
+      await second.apiKeys.addKey('other-key-0123456789', 'u2');
+      expect(await second.apiKeys.resolve('seeded-key-0123456789')).toBeNull();
+      expect(await second.apiKeys.listKeys('u1')).toEqual([]);
+      expect(await second.apiKeys.resolve('other-key-0123456789')).toMatchObject({ userId: 'u2' });
+      const { rows } = await pool.query(`SELECT key_hash, revoked_at IS NOT NULL AS revoked FROM "${schema}".api_keys WHERE user_id = 'u1'`);
+      expect(rows).toEqual([{ key_hash: hashApiKey('seeded-key-0123456789'), revoked: true }]);
+    } finally {
+      await second.close();
+    }
+  });
+});
+
 describe('durability and failures', () => {
   it('keeps every kind of data across a pool close and reopen', async () => {
     const schema = randomName('reopen');

@@ -29,7 +29,8 @@ const KEY_COLUMNS = 'key_id, user_id, name, scopes, models, budget_amount, budge
  *
  * `resolve` looks the digest up through the primary-key index: the digest of a near-miss shares nothing
  * with the real one, so the lookup time says nothing about how much of a key matched. There is no cache:
- * every `resolve` reads the table, so a revoke (a DELETE) takes effect on the next request, in every process.
+ * every `resolve` reads the table, so a revoke takes effect on the next request, in every process. A revoke sets
+ * `revoked_at` and keeps the row: its digest and id stay taken, so adding the key again changes nothing.
  */
 export class SqliteApiKeyStore implements ApiKeyStore {
   private readonly findStmt: Statement;
@@ -37,8 +38,8 @@ export class SqliteApiKeyStore implements ApiKeyStore {
   private readonly touchStmt: Statement;
   private readonly insertStmt: Statement;
   private readonly createStmt: Statement;
-  private readonly deleteStmt: Statement;
-  private readonly deleteByIdStmt: Statement;
+  private readonly revokeStmt: Statement;
+  private readonly revokeByIdStmt: Statement;
   private readonly listStmt: Statement;
   private readonly getStmt: Statement;
   private readonly addTx: (digest: string, userId: string) => void;
@@ -46,7 +47,7 @@ export class SqliteApiKeyStore implements ApiKeyStore {
   constructor(db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
     this.findStmt = db.prepare('SELECT user_id FROM api_keys WHERE digest = ?');
-    this.resolveStmt = db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE digest = ?`);
+    this.resolveStmt = db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE digest = ? AND revoked_at IS NULL`);
     this.touchStmt = db.prepare('UPDATE api_keys SET last_used_at = ? WHERE key_id = ?');
     this.insertStmt = db.prepare(
       'INSERT INTO api_keys (digest, user_id, created_at, key_id) VALUES (?, ?, ?, ?) ON CONFLICT (digest) DO NOTHING',
@@ -56,12 +57,15 @@ export class SqliteApiKeyStore implements ApiKeyStore {
       `INSERT INTO api_keys (digest, ${KEY_COLUMNS})
        VALUES (@digest, @keyId, @userId, @name, @scopes, @models, @budgetAmount, @budgetPeriod, @expiresAt, @createdAt, NULL)`,
     );
-    this.deleteStmt = db.prepare('DELETE FROM api_keys WHERE digest = ?');
-    this.deleteByIdStmt = db.prepare('DELETE FROM api_keys WHERE key_id = ?');
-    this.listStmt = db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE user_id = ? ORDER BY created_at, rowid`);
-    this.getStmt = db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_id = ?`);
+    this.revokeStmt = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE digest = ? AND revoked_at IS NULL');
+    this.revokeByIdStmt = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL');
+    this.listStmt = db.prepare(
+      `SELECT ${KEY_COLUMNS} FROM api_keys WHERE user_id = ? AND revoked_at IS NULL ORDER BY created_at, rowid`,
+    );
+    this.getStmt = db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_id = ? AND revoked_at IS NULL`);
     this.addTx = db.transaction((digest: string, userId: string): void => {
       if (this.insertStmt.run(digest, userId, Date.now(), newKeyId()).changes === 1) return;
+      // Already stored, or revoked (the row stays, revoked_at set): either way nothing changes.
       const owner = (this.findStmt.get(digest) as { user_id: string } | undefined)?.user_id;
       if (owner !== undefined && owner !== userId) {
         // Re-pointing a key would hand one user's credential to another.
@@ -121,11 +125,11 @@ export class SqliteApiKeyStore implements ApiKeyStore {
 
   async revokeKey(apiKey: string): Promise<void> {
     if (typeof apiKey !== 'string' || apiKey.length === 0) return;
-    this.deleteStmt.run(hashApiKey(apiKey));
+    this.revokeStmt.run(Date.now(), hashApiKey(apiKey));
   }
 
   async revokeKeyById(keyId: string): Promise<boolean> {
-    return this.deleteByIdStmt.run(keyId).changes === 1;
+    return this.revokeByIdStmt.run(Date.now(), keyId).changes === 1;
   }
 }
 

@@ -406,6 +406,14 @@ export const MIGRATIONS: readonly Migration[] = [
     // Partial: only batches not completed yet are in it, oldest first, so the sweep never reads a completed one.
     sql: `CREATE INDEX batches_open ON batches (created_at, id) WHERE completed_at IS NULL;`,
   },
+  {
+    version: 12,
+    name: 'revoked keys are kept, so that no later add brings one back',
+    // A revoke sets revoked_at instead of deleting the row: the digest stays known, and adding the key again (a host
+    // seeding its users file at every start) finds it and changes nothing. Keys revoked before this version were
+    // deleted, and are unknown.
+    sql: `ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;`,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

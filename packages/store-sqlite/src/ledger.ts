@@ -9,7 +9,7 @@ import type {
   UsageQuery,
   UsageReport,
 } from '@genservice/core/ports';
-import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
+import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 
@@ -100,9 +100,11 @@ export class SqliteLedger implements Ledger {
           SET reserved = reserved - @amount, settled = settled + @charged, balance = balance + (@amount - @charged)
         WHERE user_id = @userId`,
     );
+    // The bound is tested in the upsert's WHERE: a credit that would take balance plus reserved past it changes no row.
     this.creditStmt = db.prepare(
       `INSERT INTO accounts (user_id, balance) VALUES (@userId, @amount)
-       ON CONFLICT (user_id) DO UPDATE SET balance = balance + excluded.balance`,
+       ON CONFLICT (user_id) DO UPDATE SET balance = balance + excluded.balance
+       WHERE balance + reserved + excluded.balance <= @max`,
     );
     this.openAccountStmt = db.prepare('INSERT INTO accounts (user_id, balance) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING');
     this.accountStmt = db.prepare('SELECT balance, reserved, settled FROM accounts WHERE user_id = ?');
@@ -286,12 +288,14 @@ export class SqliteLedger implements Ledger {
   }
 
   async credit(userId: string, amount: number): Promise<void> {
-    assertAmount(amount, 'credit amount');
-    this.creditStmt.run({ userId, amount });
+    assertTokenAmount(amount, 'credit amount');
+    if (this.creditStmt.run({ userId, amount, max: MAX_TOKENS }).changes === 0) {
+      throw new RangeError(`credit amount ${amount} would take the balance of "${userId}" past ${MAX_TOKENS} tokens`);
+    }
   }
 
   async openAccount(userId: string, balance: number): Promise<boolean> {
-    assertAmount(balance, 'balance');
+    assertTokenAmount(balance, 'balance');
     return this.openAccountStmt.run(userId, balance).changes === 1;
   }
 

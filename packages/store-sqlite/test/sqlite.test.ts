@@ -236,6 +236,28 @@ describe('storage format', () => {
     expect(await b.apiKeys.resolve('k1')).toBeNull();
   });
 
+  it('a revoked key stays revoked when the database is reopened and the key is seeded again (issue 37)', async () => {
+    const first = openStores();
+    await first.apiKeys.addKey('seeded-key-0123456789', 'u1');
+    await first.apiKeys.addKey('other-key-0123456789', 'u2');
+    const [key] = await first.apiKeys.listKeys('u1');
+    expect(await first.apiKeys.revokeKeyById(key!.keyId)).toBe(true);
+    expect(await first.apiKeys.resolve('seeded-key-0123456789')).toBeNull();
+    await first.close();
+
+    // A restart: the host seeds the same users again.
+    const second = openStores();
+    await second.apiKeys.addKey('seeded-key-0123456789', 'u1');
+    await second.apiKeys.addKey('other-key-0123456789', 'u2');
+    expect(await second.apiKeys.resolve('seeded-key-0123456789')).toBeNull();
+    expect(await second.apiKeys.listKeys('u1')).toEqual([]);
+    expect(await second.apiKeys.resolve('other-key-0123456789')).toMatchObject({ userId: 'u2' });
+    // The row is kept as revoked, holding only the digest, never the key.
+    expect(second.db.prepare('SELECT digest, revoked_at IS NOT NULL AS revoked FROM api_keys WHERE user_id = ?').all('u1')).toEqual([
+      { digest: hashApiKey('seeded-key-0123456789'), revoked: 1 },
+    ]);
+  });
+
   it('a CHECK constraint refuses a negative balance even from a hand-written UPDATE', async () => {
     const { db, ledger } = openStores();
     await ledger.credit('u1', 5);

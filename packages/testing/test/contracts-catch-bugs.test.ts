@@ -35,6 +35,11 @@ const MUTANTS: Record<string, string> = {
       async settle(g, a) { const r = this.reserves.get(g); if (r && r.charged === undefined && a > r.amount) r.amount = a; return super.settle(g, a); }
     }
     runPortContracts(NAME, ports({ ledger: () => new M() }));`,
+  'ledger: credit ignores the bound on balances': `
+    class M extends MemoryLedger {
+      async credit(u, a) { if (!(a >= 0 && a < Infinity)) throw new RangeError('bad amount'); this.accountOf(u).balance += a; }
+    }
+    runPortContracts(NAME, ports({ ledger: () => new M() }));`,
   'store: update ignores the lease': `
     class M extends MemoryGenerationStore {
       async update(id, c) { const { lease, ...expect } = c.expect; return super.update(id, { ...c, expect }); }
@@ -93,6 +98,9 @@ const MUTANTS: Record<string, string> = {
   'api keys: resolve cached past a revoke': `
     class M extends MemoryApiKeyStore { cache = new Map(); async resolve(k) { if (!this.cache.has(k)) this.cache.set(k, await super.resolve(k)); return this.cache.get(k); } }
     runPortContracts(NAME, ports({ apiKeys: () => new M() }));`,
+  'api keys: adding a revoked key brings it back': `
+    class M extends MemoryApiKeyStore { async addKey(k, u) { this.revokedOwner.clear(); return super.addKey(k, u); } }
+    runPortContracts(NAME, ports({ apiKeys: () => new M() }));`,
   'api keys: whitespace-trimmed match': `
     class M extends MemoryApiKeyStore { async resolve(k) { return (await super.resolve(k)) ?? (await super.resolve(k.trim())); } }
     runPortContracts(NAME, ports({ apiKeys: () => new M() }));`,
@@ -141,6 +149,7 @@ const CAUGHT_BY: Record<string, string[]> = {
   'ledger: check-then-act reserve': ['Ledger'],
   'ledger: settle charges again on retry': ['Ledger'],
   'ledger: settle ignores the reserve cap': ['Ledger'],
+  'ledger: credit ignores the bound on balances': ['Ledger'],
   'store: update ignores the lease': ['GenerationStore update: the expectation lease held', 'GenerationStore update: the expectation lease free'],
   'store: update ignores the claims count': ['GenerationStore update: the expectation claims', 'GenerationStore update: races'],
   'store: update checks, then writes later': ['GenerationStore update: races'],
@@ -153,6 +162,7 @@ const CAUGHT_BY: Record<string, string[]> = {
   'store: remove leaves the events': ['GenerationStore remove'],
   'api keys: plain key kept': ['ApiKeyStore'],
   'api keys: resolve cached past a revoke': ['ApiKeyStore'],
+  'api keys: adding a revoked key brings it back': ['ApiKeyStore'],
   'api keys: whitespace-trimmed match': ['ApiKeyStore'],
   'idempotency: begin is not atomic': ['IdempotencyStore'],
   'idempotency: user and key joined with a colon': ['IdempotencyStore'],

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES } from '../domain/types.js';
 import { ERROR_DETAIL_CODES, type ErrorCode } from '../domain/errors.js';
+import { MAX_TOKENS } from '../domain/amounts.js';
 
 /** Limits of `metadata` on create: small labels, not a document store. */
 export const METADATA_LIMITS = { entries: 16, keyLength: 64, valueLength: 512 } as const;
@@ -243,7 +244,7 @@ export const errorResponseSchema = z.object({
 });
 
 const keyBudgetSchema = z
-  .object({ amount: z.number().positive(), period: z.enum(['day', 'month']) })
+  .object({ amount: z.number().positive().max(MAX_TOKENS), period: z.enum(['day', 'month']) })
   .describe('At most `amount` tokens reserved or charged per UTC day or UTC month');
 
 export const usageResponseSchema = z.object({
@@ -259,9 +260,12 @@ export const usageResponseSchema = z.object({
   total: z.object({ count: z.number().int(), tokens: z.number() }),
 });
 
-export const adminNewUserSchema = z.object({ userId: z.string().min(1).max(200), balance: z.number().nonnegative().optional() });
+export const adminNewUserSchema = z.object({ userId: z.string().min(1).max(200), balance: z.number().nonnegative().max(MAX_TOKENS).optional() });
 export const adminUserSchema = z.object({ userId: z.string(), balance: z.number() });
-export const adminCreditSchema = z.object({ amount: z.number().positive(), reason: z.string().min(1).max(500) });
+export const adminCreditSchema = z.object({
+  amount: z.number().positive().max(MAX_TOKENS).describe(`The balance plus reserved may reach at most ${MAX_TOKENS} (2^53 - 1)`),
+  reason: z.string().min(1).max(500),
+});
 export const adminNewKeySchema = z.object({
   name: z.string().min(1).max(100),
   scopes: z.array(z.enum(['generate', 'read'])).min(1).optional().describe('Default both'),

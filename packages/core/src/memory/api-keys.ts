@@ -22,6 +22,9 @@ export class MemoryApiKeyStore implements ApiKeyStore {
   // Not #private fields on purpose: the contract suite walks reachable state to check no plain key is held.
   private readonly keyByDigest = new Map<string, ApiKeyInfo>();
   private readonly digestById = new Map<string, string>();
+  /** Revoked keys, by digest, with their owner; and their ids. A revoke is permanent: neither is ever stored again. */
+  private readonly revokedOwner = new Map<string, string>();
+  private readonly revokedIds = new Set<string>();
 
   private readonly clock: Clock;
 
@@ -47,8 +50,8 @@ export class MemoryApiKeyStore implements ApiKeyStore {
   async createKey(apiKey: string, key: NewApiKey): Promise<void> {
     assertKey(apiKey);
     const digest = hashApiKey(apiKey);
-    if (this.keyByDigest.has(digest)) throw new Error('This API key is already stored');
-    if (this.digestById.has(key.keyId)) throw new Error(`Key id ${key.keyId} is already taken`);
+    if (this.keyByDigest.has(digest) || this.revokedOwner.has(digest)) throw new Error('This API key is already stored');
+    if (this.digestById.has(key.keyId) || this.revokedIds.has(key.keyId)) throw new Error(`Key id ${key.keyId} is already taken`);
     this.keyByDigest.set(digest, copyKey(key));
     this.digestById.set(key.keyId, digest);
   }
@@ -66,25 +69,30 @@ export class MemoryApiKeyStore implements ApiKeyStore {
 
   async revokeKey(apiKey: string): Promise<void> {
     if (typeof apiKey !== 'string') return;
-    const digest = hashApiKey(apiKey);
-    const key = this.keyByDigest.get(digest);
-    if (!key) return;
-    this.keyByDigest.delete(digest);
-    this.digestById.delete(key.keyId);
+    this.revoke(hashApiKey(apiKey));
   }
 
   async revokeKeyById(keyId: string): Promise<boolean> {
     const digest = this.digestById.get(keyId);
-    if (digest === undefined) return false;
-    this.digestById.delete(keyId);
+    return digest !== undefined && this.revoke(digest);
+  }
+
+  /** Forgets the key, keeping its digest and id as revoked, so that no later add brings it back. */
+  private revoke(digest: string): boolean {
+    const key = this.keyByDigest.get(digest);
+    if (!key) return false;
     this.keyByDigest.delete(digest);
+    this.digestById.delete(key.keyId);
+    this.revokedOwner.set(digest, key.userId);
+    this.revokedIds.add(key.keyId);
     return true;
   }
 
   private add(apiKey: string, userId: string): void {
     assertKey(apiKey);
     const digest = hashApiKey(apiKey);
-    const owner = this.keyByDigest.get(digest)?.userId;
+    // A revoked key stays revoked: adding it again (a host seeding its keys at every start) changes nothing.
+    const owner = this.keyByDigest.get(digest)?.userId ?? this.revokedOwner.get(digest);
     if (owner !== undefined) {
       // Re-pointing a key would hand one user's credential to another.
       if (owner !== userId) throw new Error('This API key already belongs to another user');

@@ -10,6 +10,7 @@ import type {
 } from '../ports/ledger.js';
 import { systemClock } from '../clock.js';
 import type { Clock } from '../ports/clock.js';
+import { assertTokenAmount, creditFits, MAX_TOKENS } from '../domain/amounts.js';
 import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '../domain/usage.js';
 
 export interface MemoryLedgerOptions {
@@ -52,10 +53,7 @@ export class MemoryLedger implements Ledger {
 
   constructor(options: MemoryLedgerOptions = {}) {
     this.clock = options.clock ?? systemClock;
-    for (const [userId, amount] of Object.entries(options.balances ?? {})) {
-      assertAmount(amount, 'balance');
-      this.accountOf(userId).balance += amount;
-    }
+    for (const [userId, amount] of Object.entries(options.balances ?? {})) this.creditNow(userId, amount, 'balance');
   }
 
   async reserve(
@@ -218,12 +216,11 @@ export class MemoryLedger implements Ledger {
   }
 
   async credit(userId: string, amount: number): Promise<void> {
-    assertAmount(amount, 'credit amount');
-    this.accountOf(userId).balance += amount;
+    this.creditNow(userId, amount, 'credit amount');
   }
 
   async openAccount(userId: string, balance: number): Promise<boolean> {
-    assertAmount(balance, 'balance');
+    assertTokenAmount(balance, 'balance');
     if (this.accounts.has(userId)) return false;
     this.accountOf(userId).balance = balance;
     return true;
@@ -240,6 +237,16 @@ export class MemoryLedger implements Ledger {
       .sort(([, a], [, b]) => a.createdAt - b.createdAt || a.sequence - b.sequence)
       .slice(0, Math.max(0, limit))
       .map(([generationId, r]) => ({ generationId, userId: r.userId, amount: r.amount, createdAt: r.createdAt }));
+  }
+
+  /** Checks and adds in one synchronous step, so racing credits can never pass the bound together. */
+  private creditNow(userId: string, amount: number, what: string): void {
+    assertTokenAmount(amount, what);
+    const account = this.accounts.get(userId);
+    if (account && !creditFits(account.balance + account.reserved, amount)) {
+      throw new RangeError(`${what} ${amount} would take the balance of "${userId}" past ${MAX_TOKENS} tokens`);
+    }
+    (account ?? this.accountOf(userId)).balance += amount;
   }
 
   private accountOf(userId: string): AccountSnapshot {

@@ -66,12 +66,16 @@ export interface ApiKeyResolver {
  *   the key itself is already stored (for any user).
  * - `listKeys` never returns a secret or a digest; revoked keys are gone from it.
  * - `revokeKeyById` answers whether a key was revoked; on every instance the key's next `resolve` is null.
+ * - A revoke is permanent: the store remembers the revoked key's digest and id (durably, for a durable store), so
+ *   `addKey` of it changes nothing (it still resolves to null; a host that seeds its keys at every start never brings
+ *   back a key an operator revoked), and `createKey` of its secret or its id throws.
  */
 export interface ApiKeyStore extends ApiKeyResolver {
   resolve(apiKey: string, now?: number): Principal | null | PromiseLike<Principal | null>;
   /**
    * Adds a key for a user with every scope and no limits (a key made by the host's own code). Adding the same key
-   * again for the same user is a no-op.
+   * again for the same user is a no-op, and so is adding a key that was revoked: it stays revoked. Throws when the key
+   * is (or was) another user's.
    */
   addKey(apiKey: string, userId: string): Promise<void>;
   /** Stores a managed key under its digest; throws when the key or its id is already stored. */
@@ -80,7 +84,7 @@ export interface ApiKeyStore extends ApiKeyResolver {
   listKeys(userId: string): Promise<ApiKeyInfo[]>;
   /** One key by id, or null. */
   getKey(keyId: string): Promise<ApiKeyInfo | null>;
-  /** Revokes a key; the next `resolve` of it returns null. Revoking an unknown key is a no-op. */
+  /** Revokes a key for good; the next `resolve` of it returns null. Revoking an unknown key is a no-op. */
   revokeKey(apiKey: string): Promise<void>;
   /** Revokes a key by its id; true when there was one to revoke. */
   revokeKeyById(keyId: string): Promise<boolean>;

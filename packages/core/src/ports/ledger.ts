@@ -76,6 +76,10 @@ export interface UsageReport {
  *   key's window) must cover their total. Each reserve is then settled on its own like any other. Called again with
  *   the same items (a retry) it answers `ok` without holding more; an id reserved for another user throws.
  * - For every user, `balance + reserved + settled` only changes through `credit`.
+ * - Amounts are bounded by `MAX_TOKENS` (2^53 - 1, `domain/amounts.ts`): `credit` and `openAccount` throw a
+ *   RangeError, changing nothing, for an amount that is negative, not finite or above it, and `credit` does the same,
+ *   in its own atomic step, when the account's `balance + reserved` would pass it. So no balance ever becomes
+ *   non-finite, however many credits race.
  * - `usage` counts settled reserves by the UTC day they settled (the `now` of settle), from a rollup kept in the
  *   settle's own step, so its cost follows the days, models and keys asked about, never the number of generations.
  */
@@ -87,11 +91,14 @@ export interface Ledger {
   settle(generationId: string, amount: number, now?: number): Promise<number | null>;
   release(generationId: string, now?: number): Promise<number | null>;
   balance(userId: string): Promise<number>;
-  /** Adds tokens to a user's balance (creating the account). Amount must be >= 0. */
+  /**
+   * Adds tokens to a user's balance (creating the account). Amount must be from 0 to `MAX_TOKENS`, and the account's
+   * balance plus reserved must stay within `MAX_TOKENS` (else a RangeError, nothing changed).
+   */
   credit(userId: string, amount: number): Promise<void>;
   /**
    * Creates the account with `balance` when the user has none, atomically: true when it did, false (changing
-   * nothing) when the account exists. Amount must be >= 0.
+   * nothing) when the account exists. Amount must be from 0 to `MAX_TOKENS`.
    */
   openAccount(userId: string, balance: number): Promise<boolean>;
   account(userId: string): Promise<AccountSnapshot>;

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { inject, injectable } from 'tsyringe';
 import { z } from 'zod';
+import { MAX_TOKENS } from '../domain/amounts.js';
 import { DomainError, type ErrorDetail } from '../domain/errors.js';
 import { newKeyId } from '../domain/ids.js';
 import type { Clock } from '../ports/clock.js';
@@ -20,11 +21,13 @@ const SCOPES = ['generate', 'read'] as const satisfies readonly KeyScope[];
 const PRINTABLE = /^[^\u0000-\u001f\u007f]+$/;
 
 const userIdSchema = z.string().min(1).max(200).regex(PRINTABLE);
-const amountSchema = z.number().finite().nonnegative();
+/** Token amounts: finite, and at most MAX_TOKENS (the bound every ledger keeps, domain/amounts.ts). */
+const amountSchema = z.number().finite().nonnegative().max(MAX_TOKENS, `must be at most ${MAX_TOKENS}`);
+const positiveAmountSchema = amountSchema.positive();
 
 const newUserSchema = z.strictObject({ userId: userIdSchema, balance: amountSchema.optional() });
 const creditSchema = z.strictObject({
-  amount: z.number().finite().positive(),
+  amount: positiveAmountSchema,
   reason: z.string().min(1).max(500).regex(PRINTABLE),
 });
 const newKeySchema = z.strictObject({
@@ -36,7 +39,7 @@ const newKeySchema = z.strictObject({
     .refine((s) => new Set(s).size === s.length, 'must not repeat a scope')
     .optional(),
   models: z.array(z.string().min(1).max(200).regex(PRINTABLE)).min(1).max(100).optional(),
-  budget: z.strictObject({ amount: z.number().finite().positive(), period: z.enum(['day', 'month']) }).optional(),
+  budget: z.strictObject({ amount: positiveAmountSchema, period: z.enum(['day', 'month']) }).optional(),
   expiresAt: z.iso.datetime({ offset: true }).optional(),
 });
 const usageSchema = z.strictObject({
@@ -108,7 +111,13 @@ export class Accounts {
   async credit(userId: string, input: CreditInput, options: ActorOption = {}): Promise<{ balance: number }> {
     const id = checkUserId(userId);
     const { amount, reason } = check(creditSchema, input);
-    await this.ledger.credit(id, amount);
+    await this.ledger.credit(id, amount).catch((err: unknown) => {
+      // The amount is within the bound (checked above): the ledger refuses what the balance would then pass.
+      if (!(err instanceof RangeError)) throw err;
+      throw invalid([
+        { field: 'amount', code: 'invalid_value', message: `amount would take the balance plus reserved of "${id}" past ${MAX_TOKENS} tokens` },
+      ]);
+    });
     await this.record(options, 'credits.add', { userId: id, details: { amount, reason } });
     return { balance: await this.ledger.balance(id) };
   }

@@ -91,13 +91,49 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
       expect(await keys().resolve(key)).toBeNull();
     });
 
-    it('can add a revoked key again', async () => {
+    it('never brings a revoked key back: adding it again leaves it revoked, by key or by id (issue 37)', async () => {
+      // What a host's seeding does at every start (the example hosts' USERS_FILE): a leaked key an operator revoked
+      // must not come back on the next deploy.
       const key = newKey();
       const user = uid('user');
       await keys().addKey(key, user);
       await keys().revokeKey(key);
       await keys().addKey(key, user);
-      expect(await keys().resolve(key)).toMatchObject({ userId: user });
+      await Promise.all([keys().addKey(key, user), keys().addKey(key, user)]);
+      expect(await keys().resolve(key)).toBeNull();
+      expect(await keys().listKeys(user)).toEqual([]);
+
+      const byId = newKey();
+      await keys().addKey(byId, user);
+      const p = await keys().resolve(byId);
+      expect(await keys().revokeKeyById(p!.keyId!)).toBe(true);
+      await keys().addKey(byId, user);
+      expect(await keys().resolve(byId)).toBeNull();
+      expect(await keys().getKey(p!.keyId!)).toBeNull();
+      expect(await keys().revokeKeyById(p!.keyId!)).toBe(false);
+      expect(await keys().listKeys(user)).toEqual([]);
+      // Nor as a managed key, nor for another user.
+      await expect(keys().createKey(byId, { keyId: uid('key'), userId: user, name: 'again', scopes: ['read'], createdAt: 1 })).rejects.toThrow();
+      await keys().addKey(byId, uid('mallory')).catch(() => undefined);
+      expect(await keys().resolve(byId)).toBeNull();
+      // Other keys of the user are untouched, and a new one works.
+      const fresh = newKey();
+      await keys().addKey(fresh, user);
+      expect(await keys().resolve(fresh)).toMatchObject({ userId: user });
+    });
+
+    it('keeps a revoked managed key revoked: its secret and its id stay taken', async () => {
+      const user = uid('user');
+      const secret = newKey();
+      const keyId = uid('key');
+      await keys().createKey(secret, { keyId, userId: user, name: 'ci', scopes: ['read'], createdAt: 1 });
+      expect(await keys().revokeKeyById(keyId)).toBe(true);
+      await keys().addKey(secret, user);
+      expect(await keys().resolve(secret)).toBeNull();
+      await expect(keys().createKey(secret, { keyId: uid('key'), userId: user, name: 'ci', scopes: ['read'], createdAt: 2 })).rejects.toThrow();
+      await expect(keys().createKey(newKey(), { keyId, userId: user, name: 'ci', scopes: ['read'], createdAt: 2 })).rejects.toThrow();
+      expect(await keys().resolve(secret)).toBeNull();
+      expect(await keys().getKey(keyId)).toBeNull();
     });
 
     it('never silently moves a key to another user', async () => {

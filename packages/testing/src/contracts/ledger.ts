@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_TOKENS } from '@genservice/core';
 import type { AccountSnapshot, Ledger, ReserveResult } from '@genservice/core/ports';
-import { T0, uid, useFresh } from './harness.js';
+import { T0, settleAll, uid, useFresh } from './harness.js';
 
 /** The Ledger half of `runPortContracts`. */
 export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; close(): Promise<void> }>): void {
@@ -54,6 +55,56 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
       const user = await userWith(10);
       await ledger().credit(user, -5).catch(() => undefined);
       await expectAccount(user, { balance: 10, reserved: 0, settled: 0 });
+    });
+
+    it('bounds amounts at MAX_TOKENS: out-of-bound credits and opens throw a RangeError and create nothing', async () => {
+      for (const bad of [MAX_TOKENS + 2, 1.7e308, Number.POSITIVE_INFINITY, Number.NaN, -1]) {
+        const user = uid('user');
+        await expect(ledger().openAccount(user, bad)).rejects.toThrow(RangeError);
+        await expect(ledger().credit(user, bad)).rejects.toThrow(RangeError);
+        await expectAccount(user, { balance: 0, reserved: 0, settled: 0 });
+        expect(await ledger().openAccount(user, 1)).toBe(true);
+      }
+      const full = uid('user');
+      expect(await ledger().openAccount(full, MAX_TOKENS)).toBe(true);
+      await expectAccount(full, { balance: MAX_TOKENS, reserved: 0, settled: 0 });
+    });
+
+    it('refuses a credit that would take balance plus reserved past MAX_TOKENS, changing nothing (issue 37)', async () => {
+      // The issue's case: a balance of 1.7e308 is refused, and so is what would double a large one.
+      const big = uid('user');
+      expect(await ledger().openAccount(big, MAX_TOKENS)).toBe(true);
+      await expect(ledger().credit(big, MAX_TOKENS)).rejects.toThrow(RangeError);
+      await expect(ledger().credit(big, 1)).rejects.toThrow(RangeError);
+      await ledger().credit(big, 0);
+      await expectAccount(big, { balance: MAX_TOKENS, reserved: 0, settled: 0 });
+      // What reserves hold counts: given back, it returns to the balance.
+      const held = await userWith(100);
+      const holding = uid('gen');
+      expect(await ledger().reserve(held, holding, 40, T0)).toBe('ok');
+      await expect(ledger().credit(held, MAX_TOKENS - 99)).rejects.toThrow(RangeError);
+      await expectAccount(held, { balance: 60, reserved: 40, settled: 0 });
+      await ledger().credit(held, MAX_TOKENS - 100);
+      await expectAccount(held, { balance: MAX_TOKENS - 40, reserved: 40, settled: 0 });
+      await expect(ledger().credit(held, 0.5)).rejects.toThrow(RangeError);
+      expect(await ledger().release(holding)).toBe(0);
+      await expectAccount(held, { balance: MAX_TOKENS, reserved: 0, settled: 0 });
+      // Charged tokens have left the account: there is room again for what was spent.
+      const spent = await userWith(MAX_TOKENS);
+      const g = uid('gen');
+      expect(await ledger().reserve(spent, g, 1_000, T0)).toBe('ok');
+      expect(await ledger().settle(g, 1_000)).toBe(1_000);
+      await ledger().credit(spent, 1_000);
+      await expectAccount(spent, { balance: MAX_TOKENS, reserved: 0, settled: 1_000 });
+    });
+
+    it('keeps the bound under 10 racing credits: exactly the 3 that fit go through', async () => {
+      const user = uid('user');
+      const step = 2 ** 51;
+      const results = await settleAll(Array.from({ length: 10 }, () => ledger().credit(user, step)));
+      expect(results.filter((r) => r.ok)).toHaveLength(3);
+      for (const r of results) if (!r.ok) expect(r.error).toBeInstanceOf(RangeError);
+      await expectAccount(user, { balance: 3 * step, reserved: 0, settled: 0 });
     });
 
     it('reserves the whole amount or nothing', async () => {
