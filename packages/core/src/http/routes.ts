@@ -37,7 +37,12 @@ function compile(table: readonly RouteEntry[]): PathRoutes[] {
       path = { template: entry.path, pattern: entry.pattern ?? patternOf(entry.path, entry.exact === true), params: pathParamNames(entry.path), methods: {}, allow: [] };
       byPath.set(entry.path, path);
     }
+    // Mistakes in the table show at once, when the module loads.
     if (path.methods[entry.method]) throw new Error(`the route table declares ${entry.method} ${entry.path} twice`);
+    if (entry.path.startsWith('/v1/') && entry.doc === undefined) throw new Error(`route ${entry.method} ${entry.path} has no doc`);
+    for (const name of path.params) {
+      if (entry.doc !== undefined && entry.params?.[name] === undefined) throw new Error(`route ${entry.method} ${entry.path}: {${name}} has no entry in params`);
+    }
     path.methods[entry.method] = entry;
     path.allow.push(...(entry.method === 'GET' ? ['GET', 'HEAD'] : [entry.method]));
   }
