@@ -7,15 +7,15 @@ import { ExpiringReads } from './lifecycle/expiring-reads.js';
 import { FileUrlSigner } from './domain/file-urls.js';
 import { Background } from './runner/background.js';
 import { Generations } from './use-cases/generations.js';
-import { AccountRoutes } from './http/accounts-routes.js';
+import { Access } from './http/access.js';
 import { FilesRoute } from './http/files-route.js';
 import { HealthRoute } from './http/health.js';
-import { BatchRoutes } from './http/batch-routes.js';
 import { Fallbacks } from './runner/fallbacks.js';
-import { GenerationRoutes } from './http/generation-routes.js';
 import { HttpHandler } from './http/handler.js';
+import { OpenApiRoute } from './http/openapi-route.js';
 import { PlaygroundRoute } from './http/playground.js';
 import { RateLimits } from './http/rate-limits.js';
+import { ROUTE_SERVICES, type RouteServices } from './http/route.js';
 import type { HttpRequest, HttpResponse } from './http/types.js';
 import { Lifecycle } from './lifecycle/lifecycle.js';
 import { silentLogger } from './logger.js';
@@ -60,13 +60,11 @@ import { Views, type GenerationItem } from './use-cases/views.js';
 
 /**
  * The service object a host holds. Each method is one module's: the use cases are `Generations`', `handle` the HTTP
- * layer's (whose generation routes call this object's use cases, as an embedder does), start/stop the background
- * work's.
+ * layer's (whose routes call the same use-case objects, never this one), start/stop the background work's.
  */
 @injectable()
 export class GenerationServiceImpl implements GenerationService {
   constructor(
-    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(Generations) private readonly generations: Generations,
     @inject(HttpHandler) private readonly http: HttpHandler,
     @inject(Background) private readonly background: Background,
@@ -76,11 +74,11 @@ export class GenerationServiceImpl implements GenerationService {
   ) {}
 
   get bodyLimit(): number {
-    return this.options.limits.bodyBytes;
+    return this.http.bodyLimit;
   }
 
   get bodyTimeoutMs(): number {
-    return this.options.limits.bodyTimeoutMs;
+    return this.http.bodyTimeoutMs;
   }
 
   listModels(): ModelInfo[] {
@@ -124,7 +122,7 @@ export class GenerationServiceImpl implements GenerationService {
   }
 
   handle(request: HttpRequest): Promise<HttpResponse> {
-    return this.http.handle(request, this);
+    return this.http.handle(request);
   }
 
   start(): Promise<void> {
@@ -205,8 +203,30 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
   // lifecycle, ...); the symbols some files still name are aliases of the same instances.
-  for (const cls of [Telemetry, Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Fallbacks, Runner, Maintenance, Background, Generations, Batches, RateLimits, Accounts, AccountRoutes, BatchRoutes, GenerationRoutes, FilesRoute, HealthRoute, PlaygroundRoute, HttpHandler, GenerationServiceImpl]) {
+  for (const cls of [Telemetry, Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Fallbacks, Runner, Maintenance, Background, Generations, Batches, Accounts]) {
     c.registerSingleton(cls as unknown as new () => object);
   }
+  // The HTTP layer: the route handlers are given the use cases above (the same objects the service's methods call)
+  // and the HTTP layer's own pages, as one object.
+  for (const cls of [RateLimits, Access, FilesRoute, HealthRoute, PlaygroundRoute, OpenApiRoute, HttpHandler, GenerationServiceImpl]) {
+    c.registerSingleton(cls as unknown as new () => object);
+  }
+  c.register(ROUTE_SERVICES, {
+    useFactory: instanceCachingFactory(
+      (r): RouteServices => ({
+        generations: r.resolve(Generations),
+        batches: r.resolve(Batches),
+        accounts: r.resolve(Accounts),
+        live: r.resolve(LiveStatus),
+        webhooks: r.resolve(Webhooks),
+        views: r.resolve(Views),
+        files: r.resolve(FilesRoute),
+        health: r.resolve(HealthRoute),
+        playground: r.resolve(PlaygroundRoute),
+        openapi: r.resolve(OpenApiRoute),
+        options: resolved,
+      }),
+    ),
+  });
   return c.resolve(GenerationServiceImpl);
 }

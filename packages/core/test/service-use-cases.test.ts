@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { createGenerationService, DomainError, MemoryApiKeyStore, MemoryLedger, type ModelDefinition } from '@genservice/core';
 import { ApiMounts, isCoreAnsweredError } from '@genservice/core/adapter';
+import { Generations } from '../src/use-cases/generations.js';
 
 const models: ModelDefinition[] = [
   { modelId: 'a', title: 'A', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 1 },
@@ -19,22 +20,33 @@ function service() {
 const auth = { authorization: 'Bearer k', 'content-type': 'application/json' };
 
 describe('the HTTP routes and an embedder: one path', () => {
-  it('each generation route calls the service method an embedder calls, with the same arguments', async () => {
+  it('each generation route calls the use case an embedder\u2019s service method calls, with the same arguments, never the service', async () => {
     const s = service();
-    const create = vi.spyOn(s, 'create');
-    const get = vi.spyOn(s, 'get');
-    const cancel = vi.spyOn(s, 'cancel');
-    const del = vi.spyOn(s, 'delete');
-    const created = await s.handle({ method: 'POST', path: '/v1/generations', headers: { ...auth, 'idempotency-key': 'i1' }, body: '{"modelId":"a"}' });
-    expect(created.status).toBe(201);
-    const { generationId } = JSON.parse(String(created.body)) as { generationId: string };
-    expect(create).toHaveBeenCalledWith('u', { modelId: 'a' }, expect.objectContaining({ idempotencyKey: 'i1', key: expect.objectContaining({ userId: 'u' }) }));
-    expect((await s.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: auth })).status).toBe(200);
-    expect(get).toHaveBeenCalledWith('u', generationId, { baseUrl: undefined });
-    expect((await s.handle({ method: 'POST', path: `/v1/generations/${generationId}/cancel`, headers: auth })).status).toBe(200);
-    expect(cancel).toHaveBeenCalledWith('u', generationId, { baseUrl: undefined });
-    expect((await s.handle({ method: 'DELETE', path: `/v1/generations/${generationId}`, headers: auth })).status).toBe(204);
-    expect(del).toHaveBeenCalledWith('u', generationId);
+    // The routes are given the use cases, not the service object: its methods are never called by them.
+    const viaService = [vi.spyOn(s, 'create'), vi.spyOn(s, 'get'), vi.spyOn(s, 'cancel'), vi.spyOn(s, 'delete')];
+    const create = vi.spyOn(Generations.prototype, 'create');
+    const get = vi.spyOn(Generations.prototype, 'get');
+    const cancel = vi.spyOn(Generations.prototype, 'cancel');
+    const del = vi.spyOn(Generations.prototype, 'delete');
+    try {
+      const created = await s.handle({ method: 'POST', path: '/v1/generations', headers: { ...auth, 'idempotency-key': 'i1' }, body: '{"modelId":"a"}' });
+      expect(created.status).toBe(201);
+      const { generationId } = JSON.parse(String(created.body)) as { generationId: string };
+      expect(create).toHaveBeenCalledWith('u', { modelId: 'a' }, expect.objectContaining({ idempotencyKey: 'i1', key: expect.objectContaining({ userId: 'u' }) }));
+      expect((await s.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: auth })).status).toBe(200);
+      expect(get).toHaveBeenCalledWith('u', generationId, { baseUrl: undefined });
+      expect((await s.handle({ method: 'POST', path: `/v1/generations/${generationId}/cancel`, headers: auth })).status).toBe(200);
+      expect(cancel).toHaveBeenCalledWith('u', generationId, { baseUrl: undefined });
+      expect((await s.handle({ method: 'DELETE', path: `/v1/generations/${generationId}`, headers: auth })).status).toBe(204);
+      expect(del).toHaveBeenCalledWith('u', generationId);
+      for (const spy of viaService) expect(spy).not.toHaveBeenCalled();
+      // The embedder's methods are the same use case, called the same way.
+      const again = await s.create('u', { modelId: 'a' }, { idempotencyKey: 'i1' });
+      expect(again.generationId).toBe(generationId);
+      expect(create).toHaveBeenLastCalledWith('u', { modelId: 'a' }, { idempotencyKey: 'i1' });
+    } finally {
+      vi.restoreAllMocks();
+    }
   });
 });
 

@@ -16,13 +16,13 @@ export class FilesRoute {
     @inject(TOKENS.Clock) private readonly clock: Clock,
   ) {}
 
-  async serve(req: HttpRequest, rawKey: string, query: string): Promise<HttpResponse> {
+  /** The file of a link: its key as it came in the path, its `exp` and `sig` query parameters. */
+  async serve(req: HttpRequest, rawKey: string, exp: string | undefined, sig: string | undefined): Promise<HttpResponse> {
     const key = decodeSegment(rawKey);
-    const params = new URLSearchParams(query);
-    if (key === null || !this.signer.verify(key, params.get('exp'), params.get('sig'), this.clock.now())) {
+    if (key === null || !this.signer.verify(key, exp ?? null, sig ?? null, this.clock.now())) {
       return fail('forbidden', 'This file link is invalid or has expired.');
     }
-    const res = await fileResponse(this.blobs, key, Number(params.get('exp')), header(req, 'range'), this.clock.now());
+    const res = await fileResponse(this.blobs, key, Number(exp), header(req, 'range'), this.clock.now());
     return res ?? fail('not_found', 'File not found.');
   }
 }

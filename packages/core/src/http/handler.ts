@@ -1,67 +1,63 @@
 import { inject, injectable } from 'tsyringe';
 import { DomainError, UnavailableError } from '../domain/errors.js';
 import { asError, childLogger } from '../logger.js';
-import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
+import type { Principal } from '../ports/api-keys.js';
 import type { Logger } from '../ports/logger.js';
-import { ModelRegistry } from '../domain/registry.js';
 import { contextRead, type RequestContext, requestIdOf, withRequestContext } from '../request-context.js';
 import { contextOfTraceparent, Telemetry } from '../telemetry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
-import type { GenerationService } from '../service-types.js';
 import { isThenable } from '../domain/thenable.js';
 import { TOKENS } from '../tokens.js';
-import { AccountRoutes, type AdminRoute, scopeRefusal } from './accounts-routes.js';
+import { Access } from './access.js';
+import { RouteCall } from './call.js';
 import { headOf, isPreflight, preflight, withCors } from './cors.js';
-import { FilesRoute } from './files-route.js';
-import { HealthRoute } from './health.js';
-import { GenerationRoutes, type UserRoute } from './generation-routes.js';
-import { buildOpenApiDocument } from '../openapi/openapi.js';
-import { PlaygroundRoute } from './playground.js';
-import { RateLimits, type RateLimitClass, type RateLimitVerdict } from './rate-limits.js';
-import { readBody } from './request-body.js';
-import { UNAUTHORIZED, bearerKey, decodeSegment, fail, header, json } from './respond.js';
-import { matchRoute } from './routes.js';
+import type { RateLimitClass } from './rate-limits.js';
+import { Refusal, fail, header } from './respond.js';
+import { type AdminRoute, type Answer, ROUTE_SERVICES, type RouteServices, type UserRoute } from './route.js';
+import { matchRoute, type RouteMatch } from './routes.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
 /** A path's id goes into the log context only when it looks like one (a hostile path stays out of the logs). */
 const GENERATION_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /**
- * The framework-neutral HTTP layer: every status code, header and error body of the API is decided here, and
- * the adapters only translate. Order of checks: route, then authentication (before any body is looked at),
- * then the body, then the domain.
+ * The framework-neutral HTTP layer: every status code, header and error body of the API is decided here (or by a
+ * route's entry in the route table), and the adapters only translate. Order of checks: route, then authentication
+ * (before any body is looked at), then the body, then the domain.
  */
 @injectable()
 export class HttpHandler {
-  private openApiJson: string | undefined;
   private readonly logger: Logger;
 
   constructor(
-    @inject(GenerationRoutes) private readonly routes: GenerationRoutes,
-    @inject(FilesRoute) private readonly files: FilesRoute,
-    @inject(PlaygroundRoute) private readonly playground: PlaygroundRoute,
-    @inject(ModelRegistry) private readonly registry: ModelRegistry,
-    @inject(TOKENS.ApiKeys) private readonly apiKeys: ApiKeyResolver,
+    @inject(ROUTE_SERVICES) private readonly services: RouteServices,
+    @inject(Access) private readonly access: Access,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(RateLimits) private readonly limits: RateLimits,
-    @inject(AccountRoutes) private readonly accountRoutes: AccountRoutes,
-    @inject(HealthRoute) private readonly health: HealthRoute,
     @inject(Telemetry) private readonly telemetry: Telemetry,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'http' });
   }
 
+  /** Largest request body in bytes: adapters stop reading beyond it. */
+  get bodyLimit(): number {
+    return this.options.limits.bodyBytes;
+  }
+
+  /** How long a request body may take to arrive: adapters stop reading after it. */
+  get bodyTimeoutMs(): number {
+    return this.options.limits.bodyTimeoutMs;
+  }
+
   /**
-   * The answer to a request of `service`'s API: its generation routes call `service`'s own methods. Never rejects.
-   * Every answer carries the request's id (the client's `X-Request-Id` when acceptable, else a new one), which every
-   * log line written while it is handled carries too.
+   * The answer to a request of the API. Never rejects. Every answer carries the request's id (the client's
+   * `X-Request-Id` when acceptable, else a new one), which every log line written while it is handled carries too.
    */
-  handle(req: HttpRequest, service: GenerationService): Promise<HttpResponse> {
+  handle(req: HttpRequest): Promise<HttpResponse> {
     const ctx: RequestContext = { requestId: requestIdOf(req.headers['x-request-id']) };
     const traceparent = req.headers.traceparent;
     if (traceparent !== undefined) ctx.traceContext = contextOfTraceparent(Array.isArray(traceparent) ? traceparent[0] : traceparent);
-    const answer = withRequestContext(ctx, () => this.answer(req, ctx, service), ctx.traceContext !== undefined);
+    const answer = withRequestContext(ctx, () => this.answer(req, ctx), ctx.traceContext !== undefined);
     // One step after the route's own promise: its answer or its error's, with the request's id and metric.
     if (answer instanceof Promise) return answer.then((res) => this.finish(ctx, res), (err: unknown) => this.finish(ctx, this.fromError(err)));
     return Promise.resolve(this.finish(ctx, answer));
@@ -76,17 +72,17 @@ export class HttpHandler {
   }
 
   /** The answer, or a promise of it (which may reject: `handle` turns that into its error answer). Never throws. */
-  private answer(req: HttpRequest, ctx: RequestContext, service: GenerationService): HttpResponse | Promise<HttpResponse> {
+  private answer(req: HttpRequest, ctx: RequestContext): Answer {
     try {
       // Without CORS and HEAD there is nothing to add to dispatch's answer.
-      if (this.options.cors === undefined && !(req.method.length === 4 && req.method.toUpperCase() === 'HEAD')) return this.dispatch(req, ctx, service);
-      return this.handleWithCorsOrHead(req, ctx, service);
+      if (this.options.cors === undefined && !(req.method.length === 4 && req.method.toUpperCase() === 'HEAD')) return this.dispatch(req, ctx);
+      return this.handleWithCorsOrHead(req, ctx);
     } catch (err) {
       return this.fromError(err);
     }
   }
 
-  private async handleWithCorsOrHead(req: HttpRequest, ctx: RequestContext, service: GenerationService): Promise<HttpResponse> {
+  private async handleWithCorsOrHead(req: HttpRequest, ctx: RequestContext): Promise<HttpResponse> {
     // HEAD is answered like GET, without the body (RFC 9110 9.3.2).
     const method = req.method.toUpperCase();
     const head = method === 'HEAD';
@@ -101,7 +97,7 @@ export class HttpHandler {
       }
     } else {
       try {
-        res = await this.dispatch(head ? { ...req, method: 'GET' } : req, ctx, service);
+        res = await this.dispatch(head ? { ...req, method: 'GET' } : req, ctx);
       } catch (err) {
         res = this.fromError(err);
       }
@@ -110,7 +106,9 @@ export class HttpHandler {
     return head ? headOf(res) : res;
   }
 
+  /** The answer of what a route threw: a refusal's own answer, a domain error's, or a 503 / 500 (logged). */
   private fromError(err: unknown): HttpResponse {
+    if (err instanceof Refusal) return err.response;
     if (err instanceof DomainError) {
       const extra: Record<string, string> =
         err.code === 'unavailable' || err.code === 'rate_limited' ? { 'retry-after': String(err.retryAfterSeconds ?? 1) } : {};
@@ -128,7 +126,7 @@ export class HttpHandler {
    * The answer, or a promise of it: not an async function, so a route's own promise is the answer (no step of its own).
    * A throw or a rejection is turned into its error answer by the caller.
    */
-  private dispatch(req: HttpRequest, ctx: RequestContext, service: GenerationService): HttpResponse | Promise<HttpResponse> {
+  private dispatch(req: HttpRequest, ctx: RequestContext): Answer {
     // A body that did not arrive in time: whatever the route, the request is over and so is the connection (the rest
     // of the body is never read).
     if (req.bodyError === 'timeout') {
@@ -139,96 +137,53 @@ export class HttpHandler {
     const q = req.path.indexOf('?');
     const path = q === -1 ? req.path : req.path.slice(0, q);
     const query = q === -1 ? '' : req.path.slice(q + 1);
-    const route = matchRoute(req.method.toUpperCase(), path);
-    if ('status' in route) return route;
-    ctx.route = route.template;
+    const match = matchRoute(req.method.toUpperCase(), path);
+    if (!('entry' in match)) return match;
+    ctx.route = match.template;
     // Only a log line reads the generation id.
-    if ('id' in route && contextRead() && GENERATION_ID.test(route.id)) ctx.generationId = route.id;
+    const id = match.id;
+    if (typeof id === 'string' && contextRead() && GENERATION_ID.test(id)) ctx.generationId = id;
 
-    if (route.name === 'file') return this.files.serve(req, route.key, query);
-    if (route.name === 'openapi') return this.openapi();
-    if (route.name === 'healthz') return this.health.live();
-    if (route.name === 'readyz') return this.health.ready();
-    if (route.name === 'playground') return this.playground.serve(route.asset, query);
-    if (route.name === 'admin') return this.admin(req, route, query);
-
-    const resolving = this.authenticate(header(req, 'authorization'));
+    const entry = match.entry;
+    if (entry.auth === 'none') return entry.handle(new RouteCall(req, match, query, this.options.limits), this.services);
+    if (entry.auth === 'admin') return this.asAdmin(req, match, query);
+    const resolving = this.access.principal(header(req, 'authorization'));
     // The resolver may answer at once (the port allows it): only a thenable waits, here and nowhere else.
-    if (isThenable(resolving)) return Promise.resolve(resolving).then((principal) => this.asUser(req, route, principal, query, service));
-    return this.asUser(req, route, resolving, query, service);
+    if (isThenable(resolving)) return Promise.resolve(resolving).then((principal) => this.asUser(req, match, principal, query));
+    return this.asUser(req, match, resolving, query);
   }
 
-  /** A user's route, once the key was looked at: 401 for no user, scopes, rate limits, then the route. */
-  private asUser(req: HttpRequest, route: UserRoute, principal: Principal | null, query: string, service: GenerationService): HttpResponse | Promise<HttpResponse> {
+  /** A user's route, once the key was looked at: 401 for no user, the route's scope, its rate-limit class, then the route. */
+  private asUser(req: HttpRequest, match: RouteMatch, principal: Principal | null, query: string): Answer {
     const userId = principal?.userId;
     // An admin key is never a user's, even where a user's store knows the same string.
-    if (!userId || (this.accountRoutes.adminEnabled && this.accountRoutes.isAdminKey(header(req, 'authorization')))) {
-      // Bad keys are limited by address, after the key was looked at: a valid key is never refused for what other
-      // requests from its address (a NAT, an office, a proxy) did.
-      return this.limits.badKey(req.remoteAddress ?? 'unknown').then((verdict) => (verdict.allowed === true ? { ...UNAUTHORIZED } : this.limited(verdict)));
-    }
-    // Keys of a host's own resolver carry no scopes: nothing to check for them.
-    if (principal!.scopes !== undefined) {
-      const refused = scopeRefusal(principal!, route.name);
-      if (refused) return this.fromError(refused);
-    }
-    const cls: RateLimitClass =
-      route.name === 'create' || route.name === 'createBatch' ? 'create' : route.name === 'events' || (route.name === 'get' && header(req, 'prefer') !== undefined) ? 'stream' : 'read';
-    if (!this.limits.has(cls)) return this.routes.answer(route, req, principal!, query, service);
-    return this.limitedAnswer(cls, userId, req, route, principal!, query, service);
+    if (!userId || (this.access.adminEnabled && this.access.isAdminKey(header(req, 'authorization')))) return this.access.unauthorized(req);
+    const entry = match.entry as UserRoute;
+    const refused = this.access.scopeRefusal(principal!, entry.scope);
+    if (refused) return refused;
+    const cls = typeof entry.rate === 'function' ? entry.rate(req) : entry.rate;
+    const call = new RouteCall(req, match, query, this.options.limits, principal!);
+    if (!this.access.limits.has(cls)) return entry.handle(call, this.services);
+    return this.limitedAnswer(cls, userId, entry, call);
   }
 
-  private async limitedAnswer(cls: RateLimitClass, userId: string, req: HttpRequest, route: UserRoute, principal: Principal, query: string, service: GenerationService): Promise<HttpResponse> {
-    const verdict = await this.limits.consume(cls, userId);
-    if (verdict.allowed !== true) return this.limited(verdict);
+  private async limitedAnswer(cls: RateLimitClass, userId: string, entry: UserRoute, call: RouteCall): Promise<HttpResponse> {
+    const verdict = await this.access.limits.consume(cls, userId);
+    if (verdict.allowed !== true) return this.access.limited(verdict);
     let res: HttpResponse;
     try {
-      res = await this.routes.answer(route, req, principal, query, service);
+      res = await entry.handle(call, this.services);
     } catch (err) {
       res = this.fromError(err);
     }
     return { status: res.status, headers: Object.assign({}, res.headers, verdict.headers), body: res.body };
   }
 
-  /** The admin routes: 404 unless `admin` is configured, 401 for anything but an admin key. */
-  private async admin(req: HttpRequest, route: AdminRoute, query: string): Promise<HttpResponse> {
-    if (!this.accountRoutes.adminEnabled) return fail('not_found', 'The admin API is not enabled on this service (the admin option).');
-    const actor = this.accountRoutes.adminActor(header(req, 'authorization'));
-    if (actor === null) {
-      // Limited by address like any bad key.
-      const verdict = await this.limits.badKey(req.remoteAddress ?? 'unknown');
-      return verdict.allowed === true ? { ...UNAUTHORIZED } : this.limited(verdict);
-    }
-    const decoded = route.op === 'revokeKey' ? decodeSegment(route.keyId) : route.op === 'createUser' || route.op === 'audit' ? '' : decodeSegment(route.userId);
-    if (decoded === null) return fail('not_found', 'No such user or key.');
-    const target: AdminRoute =
-      route.op === 'revokeKey' ? { ...route, keyId: decoded } : route.op === 'createUser' || route.op === 'audit' ? route : { ...route, userId: decoded };
-    let body: unknown;
-    if (route.op === 'createUser' || route.op === 'credit' || route.op === 'createKey') {
-      const read = readBody(req, this.options.limits.bodyBytes);
-      if (!read.ok) return read.res;
-      body = read.value;
-    }
-    const answer = await this.accountRoutes.admin(target, actor, () => body, query);
-    if (answer.status === 204) return { status: 204, headers: { 'cache-control': 'no-store' }, body: '' };
-    return json(answer.status, JSON.stringify(answer.body), { 'cache-control': 'no-store' });
-  }
-
-  private limited(verdict: Exclude<RateLimitVerdict, { allowed: true }>): HttpResponse {
-    if (verdict.allowed === 'unavailable') {
-      return fail('unavailable', 'The rate limiter is unavailable; try again shortly.', undefined, { 'retry-after': '1' });
-    }
-    return fail('rate_limited', `Too many requests; try again in ${verdict.retryAfterSeconds} s.`, undefined, verdict.headers);
-  }
-
-  /** The key's principal: null at once without a (well-formed) key; a host's resolver may answer without a promise. */
-  private authenticate(auth: string | undefined): PromiseLike<Principal | null> | Principal | null {
-    const key = bearerKey(auth);
-    return key === undefined ? null : this.apiKeys.resolve(key);
-  }
-
-  private openapi(): HttpResponse {
-    this.openApiJson ??= JSON.stringify(buildOpenApiDocument(this.registry, this.options));
-    return json(200, this.openApiJson, { 'cache-control': 'public, max-age=60' });
+  /** An admin route: 404 unless `admin` is configured, 401 (limited by address like any bad key) for anything but an admin key. */
+  private asAdmin(req: HttpRequest, match: RouteMatch, query: string): Answer {
+    if (!this.access.adminEnabled) return fail('not_found', 'The admin API is not enabled on this service (the admin option).');
+    const actor = this.access.adminActor(header(req, 'authorization'));
+    if (actor === null) return this.access.unauthorized(req);
+    return (match.entry as AdminRoute).handle(new RouteCall(req, match, query, this.options.limits, actor), this.services);
   }
 }

@@ -96,3 +96,18 @@ export function bearerKey(auth: string | undefined): string | undefined {
   }
   return value.slice(start);
 }
+
+/**
+ * An answer thrown by a route's reading of its request (a body, a query parameter, a path segment, a header): the
+ * handler stops there, and this is what the request is answered.
+ */
+export class Refusal extends Error {
+  constructor(readonly response: HttpResponse) {
+    super('refused');
+  }
+}
+
+/** A query parameter's 400: `<field> <message>.`, naming the field. */
+export function badQuery(field: string, message: string): Refusal {
+  return new Refusal(fail('invalid_request', `${field} ${message}.`, [{ field, code: 'invalid_value', message }]));
+}

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import type { ModelRegistry } from '../domain/registry.js';
+import { createRequestSchema, metadataSchema, webhookRequestSchema } from '../http/schemas.js';
 
 /** The building blocks of the OpenAPI document: JSON Schema from zod, references, the error table, operations. */
 
@@ -55,32 +57,39 @@ export function errors(...statuses: number[]): Json {
   );
 }
 
-export const ADMIN = [{ adminBearer: [] }];
-export const USER_PARAM = { name: 'userId', in: 'path', required: true, description: 'The host\u2019s user id', schema: { type: 'string' } };
-
 /** Statuses every authenticated operation can answer (408: any request whose body is too slow). */
 export const COMMON = [401, 405, 408, 429, 500, 503];
 
-export interface Op {
-  operationId: string;
-  summary: string;
-  description: string;
-  tag: string;
-  security?: unknown[];
-  parameters?: Json[];
-  requestBody?: Json;
-  responses: Json;
+/**
+ * The body of a create (and a quote) in the document: one variant per model, with that model's compiled settings
+ * schema (the one that validates them), so it cannot drift from what is enforced.
+ */
+export function createBodyDoc(registry: ModelRegistry): Json {
+  const extras = {
+    metadata: schema(metadataSchema, 'input'),
+    webhook: schema(webhookRequestSchema, 'input'),
+  };
+  const perModel = registry.all().map((m) => {
+    const s = schema(
+      z.object({
+        modelId: z.literal(m.info.modelId),
+        settings: m.definition.settings.some((d) => d.required) ? m.schema : m.schema.optional(),
+      }),
+      'input',
+    );
+    const props = (s.properties ?? {}) as Json;
+    return { ...s, title: m.info.title, properties: { ...props, ...extras } };
+  });
+  return perModel.length > 0 ? { oneOf: perModel } : schema(createRequestSchema, 'input');
 }
 
-export function op(o: Op): Json {
-  return {
-    operationId: o.operationId,
-    summary: o.summary,
-    description: o.description,
-    tags: [o.tag],
-    ...(o.security ? { security: o.security } : {}),
-    ...(o.parameters ? { parameters: o.parameters } : {}),
-    ...(o.requestBody ? { requestBody: o.requestBody } : {}),
-    responses: o.responses,
-  };
-}
+/** A page of generations (GET /v1/generations, GET /v1/batches/{id}/generations). */
+export const generationPageDoc: Json = {
+  type: 'object',
+  properties: {
+    data: { type: 'array', items: ref('GenerationDetails') },
+    nextCursor: { anyOf: [{ type: 'string' }, { type: 'null' }], description: 'Pass as `cursor` for the next page; null on the last page' },
+  },
+  required: ['data', 'nextCursor'],
+  additionalProperties: false,
+};

@@ -1,11 +1,9 @@
-import { z } from 'zod';
 import type { ModelRegistry } from '../domain/registry.js';
+import type { RouteEntry } from '../http/route.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
-import { accountPaths } from './account-paths.js';
-import { batchPaths } from './batches.js';
-import { COMMON, errors, json, op, ref, schema, type Json } from './common.js';
-import { generationPaths, listSchema } from './generation-paths.js';
-import { createRequestSchema, ERROR_CODES, errorResponseSchema, generationDetailsSchemas, metadataSchema, webhookRequestSchema } from '../http/schemas.js';
+import { ERROR_CODES, errorResponseSchema, generationDetailsSchemas } from '../http/schemas.js';
+import { ref, schema, type Json } from './common.js';
+import { pathsOf } from './paths.js';
 
 /** The contract's exact shape of one status: its fields, all required. */
 function status(name: string, props: string[], required: string[]): Json {
@@ -28,26 +26,11 @@ function status(name: string, props: string[], required: string[]): Json {
 }
 
 /**
- * The OpenAPI 3.1 document of this service, generated from the zod schemas the handler validates with, and
- * from each model's compiled settings schema, so it cannot drift from what is enforced.
+ * The OpenAPI 3.1 document of this service: its operations read from the route table (`routes`), each body and
+ * answer from the zod schemas the handler validates with, and a create's body from each model's compiled settings
+ * schema, so it cannot drift from what is enforced.
  */
-export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedServiceOptions): Json {
-  const extras = {
-    metadata: schema(metadataSchema, 'input'),
-    webhook: schema(webhookRequestSchema, 'input'),
-  };
-  const perModel = registry.all().map((m) => {
-    const s = schema(
-      z.object({
-        modelId: z.literal(m.info.modelId),
-        settings: m.definition.settings.some((d) => d.required) ? m.schema : m.schema.optional(),
-      }),
-      'input',
-    );
-    const props = (s.properties ?? {}) as Json;
-    return { ...s, title: m.info.title, properties: { ...props, ...extras } };
-  });
-  const createBody = perModel.length > 0 ? { oneOf: perModel } : schema(createRequestSchema, 'input');
+export function buildOpenApiDocument(routes: readonly RouteEntry[], registry: ModelRegistry, options: ResolvedServiceOptions): Json {
   const errorSchema = schema(errorResponseSchema);
   return {
     openapi: '3.1.0',
@@ -115,6 +98,6 @@ export function buildOpenApiDocument(registry: ModelRegistry, options: ResolvedS
       },
     },
     security: [{ bearer: [] }],
-    paths: { ...generationPaths(createBody, options), ...batchPaths({ op, errors, schema, json, listSchema, common: COMMON }), ...accountPaths() },
+    paths: pathsOf(routes, { registry, options }),
   };
 }
