@@ -99,10 +99,10 @@ export async function mount(adapter: AdapterName, service: GenerationService, op
 }
 
 /** A service with the demo models (text, image, video), alice, bob and a user without tokens, in memory. */
-export function demoService(extra: Partial<GenerationServiceOptions> = {}): GenerationService {
+export function demoService(extra: Partial<GenerationServiceOptions> = {}, speed = DEMO_SPEED): GenerationService {
   const users = [ALICE, BOB, POOR];
   return createGenerationService({
-    providers: [createDemoProvider({ speed: DEMO_SPEED, models: ['demo-text', 'demo-image', 'demo-video'], imageWorkers: images })],
+    providers: [createDemoProvider({ speed, models: ['demo-text', 'demo-image', 'demo-video'], imageWorkers: images })],
     apiKeys: new MemoryApiKeyStore({ keys: users.map((u) => ({ apiKey: u.apiKey, userId: u.userId })) }),
     ledger: new MemoryLedger({ balances: Object.fromEntries(users.map((u) => [u.userId, u.balance])) }),
     // File URLs from the request's own origin: the MCP handler passes its `apiPrefix` below it.
@@ -111,10 +111,19 @@ export function demoService(extra: Partial<GenerationServiceOptions> = {}): Gene
   });
 }
 
-export async function startHost(adapter: AdapterName, extra: Partial<GenerationServiceOptions> = {}, options: McpHandlerOptions = {}): Promise<Host> {
-  const service = demoService(extra);
+export interface HostSpec {
+  /** Service options beside the demo defaults. */
+  service?: Partial<GenerationServiceOptions>;
+  /** The MCP handler's options beside the tests' defaults. */
+  mcp?: McpHandlerOptions;
+  /** The demo models' speed (default DEMO_SPEED). */
+  speed?: number;
+}
+
+export async function startHost(adapter: AdapterName, spec: HostSpec = {}): Promise<Host> {
+  const service = demoService(spec.service, spec.speed);
   await service.start();
-  const mounted = await mount(adapter, service, options);
+  const mounted = await mount(adapter, service, spec.mcp);
   return {
     service,
     ...mounted,
@@ -149,4 +158,14 @@ export async function rawPost(mcpUrl: string, body: unknown, headers: Record<str
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', ...headers },
     body: JSON.stringify(body),
   });
+}
+
+let users = 0;
+
+/** A user of its own for one test (so that balances and lists are that test's alone), with a key. */
+export async function newUser(service: GenerationService, balance: number, key: { models?: string[]; budget?: { amount: number; period: 'day' | 'month' } } = {}): Promise<{ userId: string; apiKey: string }> {
+  const userId = `user-${process.pid}-${++users}`;
+  await service.accounts.createUser({ userId, balance });
+  const { apiKey } = await service.accounts.createKey(userId, { name: 'mcp test', ...key });
+  return { userId, apiKey };
 }
