@@ -13,21 +13,26 @@ afterAll(() => images.close());
 const PNG = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
 const VIDEO = { prompt: 'waves at night', size: '160x120', duration: '2' };
 
-function block<T extends ContentBlock['type']>(r: { content?: unknown }, type: T): Extract<ContentBlock, { type: T }> {
-  const found = (r.content as ContentBlock[]).find((c) => c.type === type);
-  if (!found) throw new Error(`no ${type} content in ${JSON.stringify(r.content)}`);
+/** A tool result (the SDK types a call's answer as a union with its legacy shape). */
+function asResult(r: unknown): CallToolResult {
+  return r as CallToolResult;
+}
+
+function block<T extends ContentBlock['type']>(r: unknown, type: T): Extract<ContentBlock, { type: T }> {
+  const found = asResult(r).content.find((c) => c.type === type);
+  if (!found) throw new Error(`no ${type} content in ${JSON.stringify(asResult(r).content)}`);
   return found as Extract<ContentBlock, { type: T }>;
 }
 
-function textOf(r: { content?: unknown }): string {
-  return (r.content as ContentBlock[])
+function textOf(r: unknown): string {
+  return asResult(r).content
     .filter((c) => c.type === 'text')
     .map((c) => (c as { text: string }).text)
     .join('\n');
 }
 
-function generationIdOf(r: { structuredContent?: unknown }): string {
-  return (r.structuredContent as { generationId: string }).generationId;
+function generationIdOf(r: unknown): string {
+  return (asResult(r).structuredContent as { generationId: string }).generationId;
 }
 
 /** Reads of the service itself build file URLs from the host's origin (the services trust the request's host). */
@@ -278,7 +283,7 @@ describe.each(ADAPTERS)('MCP server on %s', (adapter) => {
 
   it('refuses a wrong or missing key with the API 401, before any session', async () => {
     const initialize = { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
-    for (const headers of [{ authorization: 'Bearer not-a-key-of-anyone' }, {}]) {
+    for (const headers of [{ authorization: 'Bearer not-a-key-of-anyone' }, {}] as Array<Record<string, string>>) {
       const res = await rawPost(host.mcpUrl, initialize, headers);
       expect(res.status).toBe(401);
       expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/);
