@@ -113,6 +113,9 @@ async function serve(shared: Shared, req: IncomingMessage, res: ServerResponse):
     authorization,
     sessionId,
   });
+  // Transport and protocol trouble (a client's bad Accept header, a malformed message): the client is told; the log
+  // hears it at debug level.
+  server.onerror = (err) => options.logger?.debug({ err }, 'MCP transport or protocol error');
   // The client going away (or the answer being complete) ends this request's server: its handlers' signals abort,
   // which stops what they wait on and releases their event streams.
   res.on('close', () => {
@@ -140,7 +143,8 @@ export function createMcpHandler(service: GenerationService, options: McpHandler
   return async function mcp(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       await serve(shared, req, res);
-    } catch {
+    } catch (err) {
+      shared.options.logger?.error({ err: err instanceof Error ? err : new Error(String(err)), method: req.method }, 'MCP request failed');
       if (!res.headersSent) rpcError(res, 500, -32603, 'Internal error');
       else res.destroy();
     }

@@ -1,4 +1,5 @@
 /** Options of `createMcpHandler`, and their defaults. */
+import type { Logger } from '@genservice/core';
 
 /** Images and audio up to this many bytes come inline (base64) in a tool result; larger ones as a link. */
 export const DEFAULT_INLINE_MAX_BYTES = 1024 * 1024;
@@ -38,6 +39,11 @@ export interface McpHandlerOptions {
    * Keys the API's rate limit of requests without a valid key. Default: the socket's remote address.
    */
   remoteAddress?: (req: import('node:http').IncomingMessage) => string | undefined;
+  /**
+   * Where an unexpected failure of the handler itself is logged (pino-compatible; the service's own answers are logged
+   * by the service). Default: none.
+   */
+  logger?: Logger;
 }
 
 export interface ResolvedMcpOptions {
@@ -50,6 +56,7 @@ export interface ResolvedMcpOptions {
   serverInfo: { name: string; version: string; title?: string };
   instructions?: string;
   remoteAddress: (req: import('node:http').IncomingMessage) => string | undefined;
+  logger?: Logger;
 }
 
 export const PACKAGE_VERSION = '0.1.0';
@@ -75,5 +82,6 @@ export function resolveOptions(options: McpHandlerOptions = {}): ResolvedMcpOpti
     serverInfo: options.serverInfo ?? { name: 'genservice', version: PACKAGE_VERSION },
     ...(options.instructions !== undefined ? { instructions: options.instructions } : {}),
     remoteAddress: options.remoteAddress ?? ((req) => req.socket?.remoteAddress),
+    ...(options.logger !== undefined ? { logger: options.logger } : {}),
   };
 }

@@ -277,6 +277,13 @@ describe.each(ADAPTERS)('MCP server on %s', (adapter) => {
     const spent = await (await client(budgeted.apiKey)).callTool({ name: 'demo-image', arguments: { prompt: 'too dear' } });
     expect(spent.isError).toBe(true);
     expect(textOf(spent)).toContain('budget_exceeded');
+    // A key that may only read lists the tools, but a call is the API's 403, as a tool error.
+    const reader = await host.service.accounts.createKey(u.userId, { name: 'read only', scopes: ['read'] });
+    const readOnly = await client(reader.apiKey);
+    expect((await readOnly.listTools()).tools).toHaveLength(3);
+    const forbidden = await readOnly.callTool({ name: 'demo-text', arguments: { prompt: 'no' } });
+    expect(forbidden.isError).toBe(true);
+    expect(textOf(forbidden)).toContain('(forbidden)');
     expect(await host.service.balance(u.userId)).toBe(100);
     expect((await host.service.list(u.userId, at(host))).data).toHaveLength(0);
   });
@@ -291,6 +298,12 @@ describe.each(ADAPTERS)('MCP server on %s', (adapter) => {
       expect(await res.json()).toMatchObject({ error: { code: 'unauthorized' } });
     }
     await expect(connect(host.mcpUrl, 'not-a-key-of-anyone')).rejects.toMatchObject({ code: 401 });
+    // A key that may not read (tools/list, results) gets the API's 403 on every request.
+    const u = await newUser(host.service, 10);
+    const writer = await host.service.accounts.createKey(u.userId, { name: 'generate only', scopes: ['generate'] });
+    const refused = await rawPost(host.mcpUrl, initialize, { authorization: `Bearer ${writer.apiKey}` });
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toMatchObject({ error: { code: 'forbidden' } });
     expect((await fetch(host.mcpUrl, { headers: { accept: 'text/event-stream' } })).status).toBe(401);
     // With a good key: no standalone stream and no session to delete on this stateless endpoint.
     const get = await fetch(host.mcpUrl, { headers: { accept: 'text/event-stream', authorization: `Bearer ${ALICE.apiKey}` } });
