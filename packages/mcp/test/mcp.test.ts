@@ -4,9 +4,21 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { CallToolResultSchema, CreateTaskResultSchema, McpError, type CallToolResult, type ContentBlock } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolResultSchema,
+  CreateTaskResultSchema,
+  McpError,
+  TaskStatusNotificationSchema,
+  type CallToolResult,
+  type ContentBlock,
+  type Task,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { GenerationService } from '@genservice/core';
-import { ADAPTERS, ALICE, BOB, connect, type Host, images, mount, newUser, POOR, rawPost, sseJson, startHost } from './helpers.js';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { genserviceRouter } from '@genservice/express';
+import { createMcpHandler } from '../src/index.js';
+import { ADAPTERS, ALICE, BOB, connect, demoService, type Host, images, mount, newUser, POOR, rawPost, sseJson, startHost } from './helpers.js';
 
 afterAll(() => images.close());
 
@@ -231,11 +243,16 @@ describe.each(ADAPTERS)('MCP server on %s', (adapter) => {
     await first.close();
 
     const second = await client(u.apiKey);
+    const notified: Task[] = [];
+    second.setNotificationHandler(TaskStatusNotificationSchema, (n) => void notified.push(n.params));
     const seen = await second.experimental.tasks.getTask(taskId);
     expect(seen.taskId).toBe(taskId);
     expect(['working', 'completed']).toContain(seen.status);
+    // tasks/result waits for the end, telling the status as it goes on its own stream.
     const result = await second.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
     expect(block(result, 'resource_link').mimeType).toBe('video/mp4');
+    expect(notified.at(-1)).toMatchObject({ taskId, status: 'completed' });
+    expect(notified.slice(0, -1).every((t) => t.taskId === taskId && t.status === 'working')).toBe(true);
     expect((await second.experimental.tasks.getTask(taskId)).status).toBe('completed');
     const { tasks } = await second.experimental.tasks.listTasks();
     expect(tasks.map((t) => [t.taskId, t.status])).toEqual([[taskId, 'completed']]);
@@ -326,6 +343,31 @@ describe.each(ADAPTERS)('MCP server on %s', (adapter) => {
     expect((await rpcCode(c.readResource({ uri: 'genservice://generations/nothing-here' }))).code).toBe(-32002);
     // Another user's generation reads as missing, exactly like one that never existed.
     expect((await rpcCode((await client(BOB.apiKey)).readResource({ uri: resources[0]!.uri }))).code).toBe(-32002);
+  });
+});
+
+describe('behind a host body parser', () => {
+  it('takes the body express.json() already read from req.body', async () => {
+    const service = demoService();
+    await service.start();
+    const mcp = createMcpHandler(service, { apiPrefix: '/api' });
+    const app = express();
+    app.use(express.json());
+    app.use('/api/mcp', mcp);
+    app.use('/api', genserviceRouter(service));
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+    try {
+      const c = await connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/mcp`, ALICE.apiKey);
+      expect((await c.listTools()).tools).toHaveLength(3);
+      const r = await c.callTool({ name: 'demo-text', arguments: { prompt: 'parsed first' } });
+      expect(r.isError).toBeFalsy();
+      await c.close();
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await service.stop();
+    }
   });
 });
 
