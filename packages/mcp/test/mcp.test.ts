@@ -372,10 +372,11 @@ describe('behind a host body parser', () => {
 });
 
 describe.each(ADAPTERS)('cancelling on %s', (adapter) => {
-  // Slow demo models (demo-video takes 30 s): a cancel always reaches a generation that is still running.
+  // Slow demo models (demo-video takes 30 s): a cancel always reaches a generation that is still running. One
+  // generation in flight per user, for the 429.
   let host: Host;
   beforeAll(async () => {
-    host = await startHost(adapter, { speed: 5 });
+    host = await startHost(adapter, { speed: 5, service: { limits: { inFlightPerUser: 1 } } });
   });
   afterAll(async () => {
     await host.close();
@@ -404,6 +405,21 @@ describe.each(ADAPTERS)('cancelling on %s', (adapter) => {
     const again = await rpcCode(c.experimental.tasks.cancelTask(taskId));
     expect(again.code).toBe(-32602);
     expect(again.message).toContain('terminal status: cancelled');
+    await c.close();
+  });
+
+  it('a 429 (too many generations in flight) is a tool error saying when to retry, with nothing charged', async () => {
+    const u = await newUser(host.service, 100);
+    const c = await connect(host.mcpUrl, u.apiKey);
+    const created = await c.request({ method: 'tools/call', params: { name: 'demo-video', arguments: VIDEO, task: {} } }, CreateTaskResultSchema);
+    const busy = await c.callTool({ name: 'demo-text', arguments: { prompt: 'one more' } });
+    expect(busy.isError).toBe(true);
+    expect(textOf(busy)).toContain('(rate_limited)');
+    expect(textOf(busy)).toMatch(/Retry after \d+ s\./);
+    expect(busy.structuredContent).toMatchObject({ error: { status: 429, code: 'rate_limited' } });
+    expect(await host.service.balance(u.userId)).toBe(80); // the video's reserve only
+    await c.experimental.tasks.cancelTask(created.task.taskId);
+    expect(await host.service.balance(u.userId)).toBe(100);
     await c.close();
   });
 
