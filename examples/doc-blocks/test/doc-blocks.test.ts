@@ -55,7 +55,11 @@ export const myModel = {
  * Docs whose blocks are not checked yet, each with why. writing-a-store.md is being rewritten with the store port
  * (its blocks use the reader's own `../src/index.js` and free names); take it off this list with the rewrite.
  */
-const NOT_YET: Record<string, string> = {};
+const NOT_YET: Record<string, string> = {
+  // The contributors' page: its blocks are excerpts of core's own source (the route table), which core's own tests
+  // compile and run where they stand; a reader of the library never pastes them.
+  'docs/architecture.md': 'excerpts of packages/core/src, compiled by the core project',
+};
 
 function extract(): Block[] {
   const docs = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)].filter(
