@@ -22,7 +22,8 @@ export class Circuit {
   constructor(
     private readonly threshold: number,
     private readonly openMs: number,
-    private readonly now: () => number = Date.now,
+    /** The clock the circuit reads (the service's clock). */
+    private readonly now: () => number,
   ) {}
 
   get state(): CircuitState {

@@ -10,7 +10,8 @@ import type { GenerationStore } from '../ports/store.js';
 import { TOKENS } from '../tokens.js';
 import { Admission, type BatchRequestItem } from './admission.js';
 import { GenerationReads } from './generation-reads.js';
-import { idempotencyConflict, IdempotentCreates, requestHash } from './idempotent.js';
+import { requestHash } from '../domain/request-hash.js';
+import { idempotencyConflict, IdempotentCreates } from './idempotent.js';
 import type { GenerationPage } from './types.js';
 
 export type { BatchRequestItem } from './admission.js';

@@ -10,11 +10,12 @@ import type { Principal } from '../ports/api-keys.js';
 import type { ModelDefinition } from '../ports/provider.js';
 import { Admission } from './admission.js';
 import { GenerationReads } from './generation-reads.js';
-import { IdempotentCreates, requestHash } from './idempotent.js';
+import { requestHash } from '../domain/request-hash.js';
+import { IdempotentCreates } from './idempotent.js';
 import type { CancelOutcome, CreateGenerationInput, CreateOptions, GenerationPage, GenerationUseCases, ListOptions, QuoteOptions, ReadOptions } from './types.js';
 import type { GenerationItem } from './views.js';
 
-export { canonical } from './idempotent.js';
+export { canonical } from '../domain/request-hash.js';
 export { decodeCursor, encodeCursor } from '../domain/paging.js';
 export { keyAllows } from './admission.js';
 export type { GenerationUseCases } from './types.js';
