@@ -13,7 +13,6 @@ import { BatchCompletion } from './batch-completion.js';
 import { GenerationLog } from './generation-log.js';
 import { LifecycleObserver } from './observer.js';
 
-export { FAILURE_MESSAGES, type FailureCause, type FeeRule } from '../domain/fees.js';
 /** Kept for the files that imported it from here (http/batch-schemas.ts, openapi/batches.ts, index.ts); the rule is the domain's. */
 export { MAX_BATCH_SIZE } from '../domain/batches.js';
 

@@ -15,7 +15,7 @@ import { TOKENS } from '../tokens.js';
  */
 @injectable()
 export class LifecycleObserver {
-  readonly logger: Logger;
+  private readonly logger: Logger;
   /** False with the default silent logger: the per-generation log lines are then not even built. */
   private readonly logs: boolean;
 

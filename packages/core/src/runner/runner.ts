@@ -11,8 +11,6 @@ import { TOKENS } from '../tokens.js';
 import { Execution } from './execution.js';
 import { JobAbort } from './job-signal.js';
 
-export { PROGRESS_INTERVAL_MS } from './progress.js';
-export { nextCheckDelay } from './remote-jobs.js';
 
 /**
  * Runs one generation: claim it, then run it (execution.ts: a deadline, retries, fallbacks or a remote job's turn,
