@@ -12,7 +12,7 @@ import {
   MemoryLedger,
   type GenerationService,
 } from '@genservice/core';
-import { expiresAt, hasExpired, MAX_LIFE_SECONDS, maxLifeSeconds } from '../src/lifecycle/lifecycle.js';
+import { expiresAt, hasExpired, MAX_LIFE_SECONDS, maxLifeSeconds } from '../src/domain/rules.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {

@@ -26,7 +26,7 @@ afterAll(async () => {
   await db?.drop();
 });
 
-/** The id the outbox gives a delivery (packages/core/src/push/webhooks.ts). */
+/** The id the outbox gives a delivery (`webhookMessageId` in packages/core/src/push/webhook-messages.ts). */
 function deliveryId(generationId: string, seq: number, url: string): string {
   return `msg_${createHash('sha256').update(`${generationId}\n${seq}\n${url}`).digest('base64url').slice(0, 24)}`;
 }
