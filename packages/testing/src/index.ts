@@ -2,3 +2,5 @@
 export * from './contracts/index.js';
 export * from './conformance/index.js';
 export * from './fakes.js';
+export { until, type UntilOptions } from './until.js';
+export { createTestService, type TestService, type TestServiceOptions } from './service.js';
