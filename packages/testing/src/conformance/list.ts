@@ -15,8 +15,9 @@ export function defineListTests({ fx }: ModeContext): void {
       const ids: string[] = [];
       for (let i = 0; i < 5; i++) {
         ids.push((await fx.create(alice, { modelId: 'noop' })).body.generationId);
-        // Distinct creation times make "newest first" the reverse of creation order.
-        await new Promise((r) => setTimeout(r, 3));
+        // Distinct creation times make "newest first" the reverse of creation order: the next create waits for the clock.
+        const created = Date.now();
+        await until(() => Date.now() > created, { what: 'the clock to move on', intervalMs: 0 });
       }
       await fx.create(bob, { modelId: 'noop' });
       for (const id of ids) await fx.terminal(alice, id);

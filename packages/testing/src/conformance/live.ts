@@ -8,8 +8,12 @@ import { useFixture, withHeldGeneration, type ModeContext } from './kit.js';
 /** Live status through the adapter: the event stream and the long-poll. */
 export function defineLiveStatusTests({ fx }: ModeContext): void {
   describe('live status: event stream, long-poll', () => {
-    /** Reads SSE messages from a fetch response until it ends or `count` are read. */
-    async function readSse(res: Response, count = Infinity): Promise<Array<{ id?: string; event?: string; data?: any; comment?: string }>> {
+    /** Reads SSE messages from a fetch response until it ends or `count` are read; `onMessage` sees each as it comes. */
+    async function readSse(
+      res: Response,
+      count = Infinity,
+      onMessage: (msg: { id?: string; event?: string; data?: any; comment?: string }) => void = () => undefined,
+    ): Promise<Array<{ id?: string; event?: string; data?: any; comment?: string }>> {
       const reader = res.body!.getReader();
       const decoder = new TextDecoder();
       const out: Array<{ id?: string; event?: string; data?: any; comment?: string }> = [];
@@ -30,6 +34,7 @@ export function defineLiveStatusTests({ fx }: ModeContext): void {
             else if (line.startsWith('data: ')) msg.data = JSON.parse(line.slice(6));
           }
           out.push(msg);
+          onMessage(msg);
         }
       }
       await reader.cancel().catch(() => undefined);
@@ -42,10 +47,8 @@ export function defineLiveStatusTests({ fx }: ModeContext): void {
         const res = await fetch(`${fx.baseUrl}/v1/generations/${id}/events`, { headers: user.auth });
         expect(res.status).toBe(200);
         expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
-        const reading = readSse(res);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        fx.gate.open();
-        const messages = await reading;
+        // The first event shows the stream is live: only then may the run finish.
+        const messages = await readSse(res, Infinity, () => fx.gate.open());
         fx.gate.close();
         expect(messages.map((m) => m.event)).toEqual(['processing', 'completed']);
         expect(messages[1]!.data).toMatchObject({ generationId: id, status: 'completed', price: 4 });
@@ -63,14 +66,8 @@ export function defineLiveStatusTests({ fx }: ModeContext): void {
       expect(res.status).toBe(200);
       const reading = readSse(res);
       // The preview is in the log once the details show it (it is written a window after the first delta).
-      for (let i = 0; i < 500; i++) {
-        const d = await fx.call(`/v1/generations/${id}/details`, { headers: user.auth });
-        if (d.body.output?.preview) {
-          expect(d.body.output).toEqual({ text: 'Hello', preview: { url: expect.stringContaining('/v1/files/'), mimeType: 'image/png' } });
-          break;
-        }
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      const shown = await until(() => fx.call(`/v1/generations/${id}/details`, { headers: user.auth }), { accept: (d) => Boolean(d.body.output?.preview), what: 'the preview in the details' });
+      expect(shown.body.output).toEqual({ text: 'Hello', preview: { url: expect.stringContaining('/v1/files/'), mimeType: 'image/png' } });
       // The contract's poll, plain and long: nothing of the partial output.
       const poll = await fx.get(user, id);
       expect(poll.body).toEqual({ status: 'processing' });
@@ -115,7 +112,7 @@ export function defineLiveStatusTests({ fx }: ModeContext): void {
           expect(first[0]?.event).toBe('processing');
           controller.abort();
         }
-        for (let i = 0; i < 200 && fx.service.stats().watchers > watchersBefore; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+        await until(() => fx.service.stats().watchers <= watchersBefore, 'the streams of the clients that went away to be released');
         expect(fx.service.stats().watchers).toBe(watchersBefore);
       });
     });
@@ -123,8 +120,10 @@ export function defineLiveStatusTests({ fx }: ModeContext): void {
     it('Prefer: wait=N answers as soon as the status changes, with Preference-Applied', async () => {
       const user = await fx.user(100);
       await withHeldGeneration(fx, user, async (id) => {
+        const watchersBefore = fx.service.stats().watchers;
         const waiting = fx.call(`/v1/generations/${id}`, { headers: { ...user.auth, prefer: 'wait=20' } });
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        // The long-poll waits as a watcher of the generation: once it is one, the run may finish.
+        await until(() => fx.service.stats().watchers > watchersBefore, 'the long-poll to wait for the next event');
         fx.gate.open();
         const res = await waiting;
         fx.gate.close();
@@ -170,11 +169,7 @@ export function defineStreamCapTests({ mount, mode }: ModeContext): void {
         expect((JSON.parse(third.body) as { error: { code: string } }).error.code).toBe('rate_limited');
         // The first client goes away: once the server has seen it, that stream's slot is free again.
         clients[0]!.destroy();
-        let status = 429;
-        for (let i = 0; i < 500 && status === 429; i++) {
-          status = (await open()).status;
-          if (status === 429) await new Promise((r) => setTimeout(r, 10));
-        }
+        const status = await until(async () => (await open()).status, { accept: (s) => s !== 429, what: 'the slot of the client that went away' });
         expect(status).toBe(200);
         expect((await open()).status).toBe(429);
       } finally {

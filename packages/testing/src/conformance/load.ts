@@ -52,8 +52,8 @@ export function defineLifecycleTests({ fx, heavy }: ModeContext): void {
           const seen: string[] = [];
           let terminalText: string | undefined;
           let after = 0;
-          const until = Date.now() + 15_000;
-          while (after < 5 && Date.now() < until) {
+          // Read back to back until it is terminal and read 5 times more; a generation that never gets there is a problem below.
+          const read = async (): Promise<boolean> => {
             const r = await fx.get(user, id);
             seen.push(r.body.status);
             const last = seen.length > 1 ? seen[seen.length - 2]! : 'pending';
@@ -64,7 +64,9 @@ export function defineLifecycleTests({ fx, heavy }: ModeContext): void {
             } else if (STATUS_RANK[r.body.status] === 2) {
               terminalText = r.text;
             }
-          }
+            return after >= 5;
+          };
+          await until(read, { what: `${id} to be read 5 times once terminal`, timeoutMs: 15_000, intervalMs: 0 }).catch(() => undefined);
           if (terminalText === undefined) problems.push(`${id}: not terminal after 15 s (${seen.at(-1)})`);
         }),
       );
