@@ -19,8 +19,11 @@ const realSetImmediate = globalThis.setImmediate;
 const realNow = performance.now.bind(performance);
 
 export interface UntilOptions<T = unknown> {
-  /** What is awaited, in words, for the error on timeout. Default: the check's source text. */
-  what?: string;
+  /**
+   * What is awaited, in words, for the error on timeout (a function is asked at the timeout, so it may tell what was
+   * seen meanwhile). Default: the check's source text.
+   */
+  what?: string | (() => string);
   /**
    * How long to keep polling before giving up with an error. A safety net against a hang, never an assertion about
    * speed: pick it far above what the awaited event needs on a loaded machine. Default 10 000 ms.
@@ -53,7 +56,7 @@ export async function until<T>(check: () => T | Promise<T>, options: string | Un
     const value = await check();
     if (accept ? accept(value) : value) return value;
     if (realNow() > deadline) {
-      const awaited = what ?? `${describeCheck(check)} to hold`;
+      const awaited = (typeof what === 'function' ? what() : what) ?? `${describeCheck(check)} to hold`;
       throw new Error(`until: timed out after ${timeoutMs} ms waiting for ${awaited} (last value: ${inspect(value, { depth: 3, breakLength: Infinity }).slice(0, 500)})`);
     }
     await new Promise<void>((resolve) => (intervalMs > 0 ? realSetTimeout(resolve, intervalMs) : realSetImmediate(resolve)));
