@@ -26,7 +26,8 @@ export interface UntilOptions<T = unknown> {
   what?: string | (() => string);
   /**
    * How long to keep polling before giving up with an error. A safety net against a hang, never an assertion about
-   * speed: pick it far above what the awaited event needs on a loaded machine. Default 10 000 ms.
+   * speed: pick it far above what the awaited event needs on a loaded machine. Default 20 000 ms: keep it below the test's
+   * own timeout, so that the error naming what was awaited is the one reported.
    */
   timeoutMs?: number;
   /** Pause between two polls. Default 10 ms; `0` polls again on the next turn of the event loop. */
@@ -50,20 +51,20 @@ type Truthy<T> = Exclude<T, false | 0 | 0n | '' | null | undefined>;
 export function until<T>(check: () => T | Promise<T>, options: UntilOptions<T> & { accept: (value: T) => boolean }): Promise<T>;
 export function until<T>(check: () => T | Promise<T>, options?: string | UntilOptions<T>): Promise<Truthy<T>>;
 export async function until<T>(check: () => T | Promise<T>, options: string | UntilOptions<T> = {}): Promise<T> {
-  const { what, timeoutMs = 10_000, intervalMs = 10, accept } = typeof options === 'string' ? { what: options } : options;
+  const { what, timeoutMs = 20_000, intervalMs = 10, accept } = typeof options === 'string' ? { what: options } : options;
   const deadline = realNow() + timeoutMs;
   for (;;) {
     const value = await check();
     if (accept ? accept(value) : value) return value;
     if (realNow() > deadline) {
-      const awaited = (typeof what === 'function' ? what() : what) ?? `${describeCheck(check)} to hold`;
+      const awaited = (typeof what === 'function' ? what() : what) ?? (accept ? `${describeCheck(accept)} to hold for ${describeCheck(check)}` : `${describeCheck(check)} to hold`);
       throw new Error(`until: timed out after ${timeoutMs} ms waiting for ${awaited} (last value: ${inspect(value, { depth: 3, breakLength: Infinity }).slice(0, 500)})`);
     }
     await new Promise<void>((resolve) => (intervalMs > 0 ? realSetTimeout(resolve, intervalMs) : realSetImmediate(resolve)));
   }
 }
 
-function describeCheck(check: () => unknown): string {
+function describeCheck(check: (...args: never[]) => unknown): string {
   const source = String(check).replace(/\s+/g, ' ').trim();
   return source.length > 200 ? `${source.slice(0, 200)}...` : source;
 }
