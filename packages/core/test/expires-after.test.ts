@@ -12,8 +12,8 @@ import {
   MemoryLedger,
   type GenerationService,
 } from '@genservice/core';
-import { expiresAt, hasExpired, MAX_LIFE_SECONDS, maxLifeSeconds } from '../src/lifecycle/lifecycle.js';
 import { until } from '@genservice/testing';
+import { expiresAt, hasExpired, MAX_LIFE_SECONDS, maxLifeSeconds } from '../src/lifecycle/lifecycle.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {

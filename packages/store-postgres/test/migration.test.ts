@@ -2,11 +2,11 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService } from '@genservice/core';
+import { until } from '@genservice/testing';
 import { createPostgresStores, PostgresLedger, PostgresWebhookStore, runMigrations } from '../src/index.js';
 import { runMigrations as runOldMigrations } from './fixtures/v0/migrations.js';
 import { generationSql as oldGenerationSql } from './fixtures/v0/generation-sql.js';
 import { createTestDatabase, lifecycleOps, newGeneration, readFeedUntil, type TestDatabase } from './helpers.js';
-import { until } from '@genservice/testing';
 
 const T0 = 1_700_000_000_000;
 const SCHEMA = 'upgraded';

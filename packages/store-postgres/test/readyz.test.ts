@@ -2,9 +2,9 @@ import { createServer, type Server, type Socket, connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { createGenerationService, type GenerationService } from '@genservice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '@genservice/testing';
 import { createPostgresStores, type PostgresStores } from '../src/index.js';
 import { createTestDatabase, type TestDatabase } from './helpers.js';
-import { until } from '@genservice/testing';
 
 /** A TCP proxy to the database that the test can cut (every connection dropped, the port closed) and restore. */
 class Proxy {
