@@ -6,7 +6,7 @@
  * import { until } from '@genservice/testing';
  *
  * await until(() => gate.waiting === 2, 'both runs at the gate');
- * const done = await until(() => service.get('alice', id), { accept: (g) => g.status === 'completed', what: 'the generation to complete' });
+ * const done = await until(() => service.get('alice', id), { accept: (g) => g.status === 'completed', what: 'the generation' });
  * ```
  */
 import { inspect } from 'node:util';
@@ -26,8 +26,8 @@ export interface UntilOptions<T = unknown> {
   what?: string | (() => string);
   /**
    * How long to keep polling before giving up with an error. A safety net against a hang, never an assertion about
-   * speed: pick it far above what the awaited event needs on a loaded machine. Default 20 000 ms: keep it below the test's
-   * own timeout, so that the error naming what was awaited is the one reported.
+   * speed: pick it far above what the awaited event needs on a loaded machine. Default 20 000 ms; keep it below the
+   * test's own timeout, so that the error naming what was awaited is the one reported.
    */
   timeoutMs?: number;
   /** Pause between two polls. Default 10 ms; `0` polls again on the next turn of the event loop. */
@@ -57,8 +57,10 @@ export async function until<T>(check: () => T | Promise<T>, options: string | Un
     const value = await check();
     if (accept ? accept(value) : value) return value;
     if (realNow() > deadline) {
-      const awaited = (typeof what === 'function' ? what() : what) ?? (accept ? `${describeCheck(accept)} to hold for ${describeCheck(check)}` : `${describeCheck(check)} to hold`);
-      throw new Error(`until: timed out after ${timeoutMs} ms waiting for ${awaited} (last value: ${inspect(value, { depth: 3, breakLength: Infinity }).slice(0, 500)})`);
+      const said = typeof what === 'function' ? what() : what;
+      const awaited = said ?? (accept ? `${describeCheck(accept)} to hold for ${describeCheck(check)}` : `${describeCheck(check)} to hold`);
+      const last = inspect(value, { depth: 3, breakLength: Infinity }).slice(0, 500);
+      throw new Error(`until: timed out after ${timeoutMs} ms waiting for ${awaited} (last value: ${last})`);
     }
     await new Promise<void>((resolve) => (intervalMs > 0 ? realSetTimeout(resolve, intervalMs) : realSetImmediate(resolve)));
   }
