@@ -47,8 +47,8 @@ export function defineLiveStatusTests({ fx }: ModeContext): void {
         const res = await fetch(`${fx.baseUrl}/v1/generations/${id}/events`, { headers: user.auth });
         expect(res.status).toBe(200);
         expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
-        // The first event shows the stream is live: only then may the run finish.
-        const messages = await readSse(res, Infinity, () => fx.gate.open());
+        // The `processing` event shows the stream is live: only then may the run finish.
+        const messages = await readSse(res, Infinity, (m) => m.event === 'processing' && fx.gate.open());
         fx.gate.close();
         expect(messages.map((m) => m.event)).toEqual(['processing', 'completed']);
         expect(messages[1]!.data).toMatchObject({ generationId: id, status: 'completed', price: 4 });
