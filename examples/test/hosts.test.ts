@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { poll, startHost, tempData, type RunningHost, type TempData } from './helpers.js';
+import { until } from '@genservice/testing';
+import { startHost, tempData, type RunningHost, type TempData } from './helpers.js';
 
 const KEY = 'alice-key-0123456789abcdef';
 const ADMIN_KEY = 'admin-key-0123456789abcdef0123456789';
@@ -42,9 +43,9 @@ describe.each(['express', 'fastify', 'koa'] as const)('%s-host', (kind) => {
     });
     expect(created.status).toBe(201);
     const { generationId } = (await created.json()) as { generationId: string };
-    const done = await poll(
+    const done = await until(
       async () => (await (await fetch(`${host.api}/v1/generations/${generationId}`, { headers: auth })).json()) as { status: string; result?: string; price?: number },
-      (g) => g.status === 'completed' || g.status === 'failed',
+      { accept: (g) => g.status === 'completed' || g.status === 'failed', timeoutMs: 30_000, intervalMs: 50 },
     );
     expect(done.status).toBe('completed');
     expect(done.price).toBeGreaterThan(0);

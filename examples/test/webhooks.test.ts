@@ -10,6 +10,7 @@ import {
   type GenerationService,
   type HttpRequest,
 } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 interface Received {
   id: string;
@@ -97,14 +98,6 @@ const call = async (service: GenerationService, req: Partial<HttpRequest> & { ke
   });
   return { status: r.status, headers: r.headers, body: JSON.parse(String(r.body || 'null')) };
 };
-
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('webhooks', () => {
   it('delivers the terminal event of each of 500 generations to a real receiver, every signature valid', { timeout: 60_000 }, async () => {

@@ -9,7 +9,7 @@ import {
   MemoryGenerationStore,
   MemoryLedger,
 } from '@genservice/core';
-import { createScriptedProvider, fakeModel, fileScript } from '@genservice/testing';
+import { createScriptedProvider, fakeModel, fileScript, until } from '@genservice/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalS3, S3RVER_CREDENTIALS, startS3 } from './s3rver.js';
 
@@ -54,12 +54,9 @@ function serviceOn(blobs: S3BlobStore, ledger = new MemoryLedger({ balances: { a
   return service;
 }
 
-async function settled(service: GenerationService, id: string): Promise<{ status: string; result?: string; error?: unknown; price?: number }> {
-  for (;;) {
-    const g = (await service.details('alice', id)) as unknown as { status: string; result?: string; error?: unknown; price?: number };
-    if (g.status === 'completed' || g.status === 'failed') return g;
-    await new Promise((r) => setTimeout(r, 5));
-  }
+function settled(service: GenerationService, id: string): Promise<{ status: string; result?: string; error?: unknown; price?: number }> {
+  const read = async () => (await service.details('alice', id)) as unknown as { status: string; result?: string; error?: unknown; price?: number };
+  return until(read, { accept: (g) => g.status === 'completed' || g.status === 'failed', what: `${id} to finish` });
 }
 
 function get(service: GenerationService, url: string, headers: Record<string, string> = {}): Promise<HttpResponse> {

@@ -12,6 +12,7 @@ import {
   type ModelProvider,
 } from '@genservice/core';
 import { genserviceRouter } from '@genservice/express';
+import { until } from '@genservice/testing';
 import {
   ConnectionError,
   GenServiceError,
@@ -99,14 +100,6 @@ const streamOpens: Array<string | null> = [];
 
 function client(apiKey = 'alice-key', extra: Partial<Parameters<typeof createClient>[0]> = {}): GenServiceClient {
   return createClient({ baseUrl, apiKey, ...extra });
-}
-
-async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 beforeAll(async () => {

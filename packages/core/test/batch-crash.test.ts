@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryGenerationStore, MemoryLedger, MemoryWebhookStore, type GenerationService } from '@genservice/core';
 import type { NewDelivery } from '@genservice/core/ports';
+import { until } from '@genservice/testing';
 
 // A batch's completion (its completedAt and its batch.completed delivery) after a process died half-way through it:
 // the outbox write comes first, then the compare-and-set, and recovery completes any open batch whose generations
@@ -12,15 +13,6 @@ const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 2000; i++) {
-    const v = await fn();
-    if (ok(v)) return v;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 /**
  * While `dead`, every `completeBatch` throws: the process died after the batch's last generation finished, before
@@ -89,7 +81,7 @@ async function serviceWith(store: MemoryGenerationStore, webhookStore: MemoryWeb
 /** Creates a batch and waits until all its generations finished (the completion itself is what the crash lost). */
 async function finishedBatch(service: GenerationService, store: MemoryGenerationStore, url: string): Promise<string> {
   const { batchId } = await service.batches.create('alice', { requests: Array.from({ length: 3 }, () => ({ modelId: 'ok' })), webhook: { url } });
-  await until(() => store.batchCounts(batchId), (c) => c.counts.completed === 3, 'the batch generations');
+  await until(() => store.batchCounts(batchId), { accept: (c) => c.counts.completed === 3, what: 'the batch generations' });
   // The batch must be strictly older than recovery's cut-off (createdAt < now - openBatchMs); a tick guarantees it.
   await new Promise((r) => setTimeout(r, 2));
   return batchId;
@@ -97,7 +89,7 @@ async function finishedBatch(service: GenerationService, store: MemoryGeneration
 
 async function expectCompletedOnce(service: GenerationService, webhookStore: MemoryWebhookStore, bodies: string[], batchId: string): Promise<void> {
   expect(await service.batches.get('alice', batchId)).toEqual({ status: 'completed', counts: { pending: 0, processing: 0, completed: 3, failed: 0 }, price: 6 });
-  const delivered = await until(() => webhookStore.deliveriesOf(batchId), (ds) => ds.length > 0 && ds.every((d) => d.state === 'delivered'), 'the delivery');
+  const delivered = await until(() => webhookStore.deliveriesOf(batchId), { accept: (ds) => ds.length > 0 && ds.every((d) => d.state === 'delivered'), what: 'the delivery' });
   expect(delivered.map((d) => d.type)).toEqual(['batch.completed']);
   expect(bodies).toHaveLength(1);
   expect(JSON.parse(bodies[0]!)).toMatchObject({ type: 'batch.completed', data: { batchId, status: 'completed', counts: { completed: 3 }, price: 6 } });
@@ -195,6 +187,6 @@ describe('a batch completion lost to a crash', () => {
     expect((await service.recover()).batchesCompleted).toBe(0);
     expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
     release();
-    await until(() => store.getBatch(batchId, 'alice'), (b) => b?.completedAt !== undefined, 'the batch completion');
+    await until(() => store.getBatch(batchId, 'alice'), { accept: (b) => b?.completedAt !== undefined, what: 'the batch completion' });
   });
 });

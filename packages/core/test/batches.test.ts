@@ -2,20 +2,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGenerationService, InProcessQueue, MemoryLedger, MemoryWebhookStore, type GenerationService } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 2000; i++) {
-    const v = await fn();
-    if (ok(v)) return v;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 describe('batches', () => {
   it('sends batch.completed once, to the batch webhook, with the final counts and price', async () => {
@@ -51,7 +43,7 @@ describe('batches', () => {
     cleanups.push(() => service.stop({ timeoutMs: 500 }));
     await service.start();
     const { batchId } = await service.batches.create('alice', { requests: Array.from({ length: 5 }, () => ({ modelId: 'ok' })), webhook: { url } });
-    await until(async () => bodies.length, (l) => l >= 1, 'batch.completed');
+    await until(async () => bodies.length, { accept: (l) => l >= 1, what: 'batch.completed' });
     const event = JSON.parse(bodies[0]!);
     expect(event).toMatchObject({ type: 'batch.completed', data: { batchId, status: 'completed', counts: { pending: 0, processing: 0, completed: 4, failed: 1 }, price: 9 } });
     expect(await service.batches.get('alice', batchId)).toEqual({ status: 'completed', counts: { pending: 0, processing: 0, completed: 4, failed: 1 }, price: 9 });
@@ -82,7 +74,7 @@ describe('batches', () => {
     await service.start();
     const { batchId } = await service.batches.create('alice', { requests: Array.from({ length: 1000 }, () => ({ modelId: 'ok', settings: { who: 'alice' } })) });
     const { generationId } = await service.create('bob', { modelId: 'ok', settings: { who: 'bob' } });
-    await until(() => service.get('bob', generationId), (g) => g.status === 'completed', "bob's generation");
+    await until(() => service.get('bob', generationId), { accept: (g) => g.status === 'completed', what: "bob's generation" });
     // Round-robin over owners: bob's one job is taken within about one round of alice's, never behind her 1,000.
     const bobAt = started.indexOf('bob');
     expect(bobAt).toBeGreaterThanOrEqual(0);

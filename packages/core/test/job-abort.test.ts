@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGenerationService, InProcessQueue, MemoryLedger, type GenerationContext, type GenerationService, type ModelDefinition } from '@genservice/core';
+import { until } from '@genservice/testing';
 import { JobAbort } from '../src/runner/job-signal.js';
 
 const model: ModelDefinition = {
@@ -17,13 +18,8 @@ afterEach(async () => {
   for (const s of services.splice(0)) await s.stop({ timeoutMs: 1000 });
 });
 
-async function settled(service: GenerationService, id: string): Promise<unknown> {
-  for (let i = 0; i < 500; i++) {
-    const g = await service.get('alice', id);
-    if (g.status === 'completed' || g.status === 'failed') return g;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error('never finished');
+function settled(service: GenerationService, id: string): Promise<unknown> {
+  return until(() => service.get('alice', id), { accept: (g) => g.status === 'completed' || g.status === 'failed', what: `${id} to finish` });
 }
 
 describe('JobAbort (a run aborts without an AbortSignal until one is read)', () => {

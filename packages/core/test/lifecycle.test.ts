@@ -13,6 +13,7 @@ import {
   type ModelDefinition,
 } from '@genservice/core';
 import type { GenerationChange } from '@genservice/core/ports';
+import { until } from '@genservice/testing';
 
 const model = (over: Partial<ModelDefinition> = {}): ModelDefinition => ({
   modelId: 'm',
@@ -50,17 +51,7 @@ function make(
   return { service, ledger, store };
 }
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`condition not met: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-const terminal = (s: GenerationService, id: string) => until(() => s.details('alice', id), (g) => g.status === 'completed' || g.status === 'failed');
+const terminal = (s: GenerationService, id: string) => until(() => s.details('alice', id), { accept: (g) => g.status === 'completed' || g.status === 'failed' });
 
 describe('hostile-review defects', () => {
   it('charges a cancel by the state the store moved from, even when a worker claims between the read and the fail', async () => {
@@ -200,10 +191,10 @@ describe('progress', () => {
     });
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
-    const first = await until(() => service.details('alice', generationId), (g) => g.progress !== undefined);
+    const first = await until(() => service.details('alice', generationId), { accept: (g) => g.progress !== undefined });
     expect(first.progress).toEqual({ fraction: 0.01, message: 'step 1' });
     // The 49 later reports within the second collapse into one trailing event with the latest value.
-    const latest = await until(() => service.details('alice', generationId), (g) => g.progress?.fraction === 0.5, 3000);
+    const latest = await until(() => service.details('alice', generationId), { accept: (g) => g.progress?.fraction === 0.5, timeoutMs: 3000 });
     expect(latest.progress).toEqual({ fraction: 0.5, message: 'step 50' });
     release();
     await terminal(service, generationId);

@@ -13,6 +13,7 @@ import {
   type GenerationContext,
   type GenerationInput,
 } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 const textModel = (over: Partial<ModelDefinition> = {}): ModelDefinition => ({
   modelId: 'echo',
@@ -53,16 +54,6 @@ function make(p: ModelProvider, extra: Record<string, unknown> = {}): { service:
   return { service, ledger, store };
 }
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`condition not met: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 afterEach(async () => {
   await Promise.all(services.splice(0).map((s) => s.stop({ timeoutMs: 100 })));
 });
@@ -72,7 +63,7 @@ describe('createGenerationService', () => {
     const { service, ledger } = make(provider([textModel({ price: 10 })], async (input) => ({ text: `hi ${String(input.settings.prompt)}`, price: 7 })));
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
-    const done = await until(() => service.get('alice', generationId), (g) => g.status === 'completed');
+    const done = await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'completed' });
     expect(done).toEqual({ status: 'completed', result: 'hi x', price: 7 });
     expect(await ledger.account('alice')).toEqual({ balance: 93, reserved: 0, settled: 7 });
   });
@@ -81,7 +72,7 @@ describe('createGenerationService', () => {
     const { service } = make(provider([textModel({ modelId: 'img', resultType: 'image' })], async () => ({ bytes: new Uint8Array([1, 2, 3]), mimeType: 'image/png' })));
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
-    const done = await until(() => service.get('alice', generationId), (g) => g.status === 'completed');
+    const done = await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'completed' });
     expect(done.result).toMatch(/^http:\/\/files\.test\/api\/v1\/files\/[A-Za-z0-9_-]+\?exp=\d+&sig=[A-Za-z0-9_-]{43}$/);
     const res = await service.handle({ method: 'GET', path: done.result!.slice('http://files.test/api'.length), headers: {} });
     expect(res.status).toBe(200);
@@ -114,7 +105,7 @@ describe('createGenerationService', () => {
     );
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
-    expect(await until(() => service.get('alice', generationId), (g) => g.status === 'completed')).toMatchObject({ result: 'ok' });
+    expect(await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'completed' })).toMatchObject({ result: 'ok' });
     expect(calls).toBe(3);
   });
 
@@ -127,8 +118,8 @@ describe('createGenerationService', () => {
     await service.start();
     const a = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
     const b = await service.create('alice', { modelId: 'hard', settings: { prompt: 'x' } });
-    expect(await until(() => service.get('alice', a.generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 2 });
-    expect(await until(() => service.get('alice', b.generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 2 });
+    expect(await until(() => service.get('alice', a.generationId), { accept: (g) => g.status === 'failed' })).toEqual({ status: 'failed', price: 2 });
+    expect(await until(() => service.get('alice', b.generationId), { accept: (g) => g.status === 'failed' })).toEqual({ status: 'failed', price: 2 });
     expect(await ledger.account('alice')).toEqual({ balance: 96, reserved: 0, settled: 4 });
   });
 
@@ -139,7 +130,7 @@ describe('createGenerationService', () => {
     );
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
-    expect(await until(() => service.get('alice', generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 2 });
+    expect(await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'failed' })).toEqual({ status: 'failed', price: 2 });
     expect(aborted).toBe(true);
   });
 
@@ -157,7 +148,7 @@ describe('createGenerationService', () => {
     await service.start();
     const running = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
     const waiting = await service.create('alice', { modelId: 'echo', settings: { prompt: 'y' } });
-    await until(() => service.get('alice', running.generationId), (g) => g.status === 'processing');
+    await until(() => service.get('alice', running.generationId), { accept: (g) => g.status === 'processing' });
     expect(await service.cancel('alice', waiting.generationId)).toEqual({ outcome: 'cancelled', generation: { status: 'failed', price: 0 } });
     expect(await service.cancel('alice', running.generationId)).toEqual({ outcome: 'cancelled', generation: { status: 'failed', price: 2 } });
     expect(seenAbort).toBe(true);
@@ -185,7 +176,7 @@ describe('createGenerationService', () => {
     const second = createGenerationService({ providers: [p], ledger, store });
     services.push(second);
     await second.start();
-    expect(await until(() => second.get('alice', generationId), (g) => g.status === 'completed')).toMatchObject({ result: 'done', price: 10 });
+    expect(await until(() => second.get('alice', generationId), { accept: (g) => g.status === 'completed' })).toMatchObject({ result: 'done', price: 10 });
     expect(await ledger.account('alice')).toEqual({ balance: 88, reserved: 0, settled: 12 });
   });
 
@@ -213,7 +204,7 @@ describe('createGenerationService', () => {
     }));
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
-    await until(() => service.get('alice', generationId), (g) => g.status === 'processing');
+    await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'processing' });
     await service.stop({ timeoutMs: 2000 });
     expect(finished).toBe(true);
     expect((await service.get('alice', generationId)).status).toBe('completed');
@@ -294,14 +285,14 @@ describe('retention', () => {
     const done = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
     const slow = await service.create('alice', { modelId: 'slow', settings: { prompt: 'x' } });
     // The store itself, not the client's view: an expired generation reads as deleted before the sweep removes it.
-    await until(() => store.getById(done.generationId), (g) => g === null);
+    await until(() => store.getById(done.generationId), { accept: (g) => g === null });
     expect(keys).toHaveLength(1);
     expect(await blobs.get(keys[0]!)).toBeNull();
     // The unfinished one is never swept, and finishes normally later.
-    await until(() => service.get('alice', slow.generationId), (g) => g.status === 'processing');
+    await until(() => service.get('alice', slow.generationId), { accept: (g) => g.status === 'processing' });
     expect(await store.getById(slow.generationId)).not.toBeNull();
     release();
-    await until(() => service.get('alice', slow.generationId), (g) => g.status === 'completed');
+    await until(() => service.get('alice', slow.generationId), { accept: (g) => g.status === 'completed' });
   });
 
   it('shows expiresAt; an expired generation reads exactly like a deleted one before the sweep comes by', async () => {
@@ -312,7 +303,7 @@ describe('retention', () => {
     });
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
-    const rec = (await until(() => store.getById(generationId), (g) => g?.status === 'completed'))!;
+    const rec = (await until(() => store.getById(generationId), { accept: (g) => g?.status === 'completed' }))!;
     const item = await service.details('alice', generationId).catch(() => null);
     // Read before it expired (or, on a slow machine, already gone: then the rest still holds).
     if (item) {
@@ -321,7 +312,7 @@ describe('retention', () => {
       expect(exp * 1000).toBeLessThanOrEqual(rec.finishedAt! + ttl);
       expect((await service.list('alice', {})).data.map((g) => g.expiresAt)).toEqual([item.expiresAt]);
     }
-    await until(() => service.get('alice', generationId).then(() => 'there', () => 'gone'), (s) => s === 'gone');
+    await until(() => service.get('alice', generationId).then(() => 'there', () => 'gone'), { accept: (s) => s === 'gone' });
     const gone = await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: { authorization: 'Bearer ka' } });
     const missing = await service.handle({ method: 'GET', path: `/v1/generations/${'A'.repeat(22)}`, headers: { authorization: 'Bearer ka' } });
     expect(gone.status).toBe(404);
@@ -335,7 +326,7 @@ describe('retention', () => {
 
 describe('retention sweep', () => {
   /** Until every one of these (finished with `finishedTtlMs: 1`) is past its expiry, so a sweep now sees them all. */
-  const pastExpiry = (finishedAt: number[]): Promise<number> => until(async () => Date.now(), (now) => now > Math.max(...finishedAt) + 1);
+  const pastExpiry = (finishedAt: number[]): Promise<number> => until(async () => Date.now(), { accept: (now) => now > Math.max(...finishedAt) + 1 });
   const imageProvider = (price = 10): ModelProvider =>
     provider([textModel({ modelId: 'img', resultType: 'image', price })], async () => ({ bytes: new Uint8Array([9]), mimeType: 'image/png' }));
 
@@ -346,7 +337,7 @@ describe('retention sweep', () => {
     await service.start();
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } })).generationId);
-    const recs = await Promise.all(ids.map((id) => until(() => store.getById(id), (g) => g?.status === 'completed')));
+    const recs = await Promise.all(ids.map((id) => until(() => store.getById(id), { accept: (g) => g?.status === 'completed' })));
     await pastExpiry(recs.map((r) => r!.finishedAt!));
     const deleteMany = blobs.deleteMany.bind(blobs);
     blobs.deleteMany = async () => {
@@ -373,7 +364,7 @@ describe('retention sweep', () => {
     const ids: string[] = [];
     for (let i = 0; i < 450; i++) ids.push((await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } })).generationId);
     const finished: number[] = [];
-    for (const id of ids) finished.push((await until(() => store.getById(id), (g) => g?.status === 'completed'))!.finishedAt!);
+    for (const id of ids) finished.push((await until(() => store.getById(id), { accept: (g) => g?.status === 'completed' }))!.finishedAt!);
     await pastExpiry(finished);
     const batches: number[] = [];
     const deleteMany = blobs.deleteMany.bind(blobs);
@@ -407,12 +398,12 @@ describe('retention sweep', () => {
       const { service } = make(imageProvider(), { store: counted, idempotency: shared.idempotency, retention: { finishedTtlMs: 60_000, sweepIntervalMs: 20 } });
       await service.start();
     }
-    await until(async () => elections.filter((e) => e.state === 'new').length, (n) => n >= 4);
+    await until(async () => elections.filter((e) => e.state === 'new').length, { accept: (n) => n >= 4 });
     const won = elections.filter((e) => e.state === 'new').map((e) => e.key);
     // Each interval elected one sweeper, and only elected sweepers read the store (once each: nothing to delete).
     expect(new Set(won).size).toBe(won.length);
     expect(elections.length).toBeGreaterThan(won.length);
-    await until(async () => lists, (n) => n >= won.length);
+    await until(async () => lists, { accept: (n) => n >= won.length });
     const electedNow = elections.filter((e) => e.state === 'new').length;
     expect(lists).toBeLessThanOrEqual(electedNow);
   });
@@ -482,7 +473,7 @@ describe('recovery of a large backlog', () => {
     services.push(worker);
     await worker.start();
     expect((await worker.recover()).requeued).toBe(1234);
-    await until(() => store.countByStatus!(), (c) => c.completed === 1234, 20_000);
+    await until(() => store.countByStatus!(), { accept: (c) => c.completed === 1234, timeoutMs: 20_000 });
     expect(await ledger.account('alice')).toEqual({ balance: 1e9 - 1234, reserved: 0, settled: 1234 });
   });
 });

@@ -75,15 +75,6 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-export async function waitUntil(check: () => boolean | Promise<boolean>, what: string, timeoutMs: number, everyMs = 100): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
-
 /** Settings of one host process (test/fixtures/host.ts); all optional ones have test-friendly defaults there. */
 export interface HostEnv {
   DATABASE_URL: string;

@@ -1,8 +1,9 @@
 import { Queue, Worker } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Job } from '@genservice/core/ports';
+import { until } from '@genservice/testing';
 import { BullMQQueue } from '../src/index.js';
-import { QUEUE_NAME, REDIS_URL, obliterate, randomName, sleep, waitUntil } from './helpers.js';
+import { QUEUE_NAME, REDIS_URL, obliterate, randomName, sleep } from './helpers.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -30,7 +31,7 @@ describe('BullMQQueue lifecycle', () => {
     });
     const first = job();
     await queue.enqueue(first);
-    await waitUntil(() => seen.includes(first.generationId), 'the first job', 5000, 10);
+    await until(() => seen.includes(first.generationId), { what: 'the first job', timeoutMs: 5000, intervalMs: 10 });
     await queue.stop({ timeoutMs: 1000 });
 
     const later = job();
@@ -44,7 +45,7 @@ describe('BullMQQueue lifecycle', () => {
     await queue.start(async (j) => {
       seen.push(`again:${j.generationId}`);
     });
-    await waitUntil(() => seen.includes(`again:${later.generationId}`), 'the job enqueued while stopped', 5000, 10);
+    await until(() => seen.includes(`again:${later.generationId}`), { what: 'the job enqueued while stopped', timeoutMs: 5000, intervalMs: 10 });
   });
 
   it('enqueues again a generation whose earlier BullMQ job failed (recovery must not be swallowed by the kept failure)', async () => {
@@ -61,7 +62,7 @@ describe('BullMQQueue lifecycle', () => {
     );
     try {
       await raw.add('generation', j, { jobId: j.generationId, removeOnFail: { age: 86_400 } });
-      await waitUntil(async () => (await raw.getJobState(j.generationId)) === 'failed', 'the job to fail', 5000, 20);
+      await until(async () => (await raw.getJobState(j.generationId)) === 'failed', { what: 'the job to fail', timeoutMs: 5000, intervalMs: 20 });
     } finally {
       await failing.close();
       await raw.close();
@@ -71,7 +72,7 @@ describe('BullMQQueue lifecycle', () => {
       seen.push(got.generationId);
     });
     await queue.enqueue(j);
-    await waitUntil(() => seen.includes(j.generationId), 'the re-enqueued job', 5000, 10);
+    await until(() => seen.includes(j.generationId), { what: 'the re-enqueued job', timeoutMs: 5000, intervalMs: 10 });
   });
 
   it('a handler that ignores its abort signal does not hold up stop; its job is handed back to Redis', async () => {
@@ -84,7 +85,7 @@ describe('BullMQQueue lifecycle', () => {
       return new Promise<void>(() => undefined); // never settles
     });
     await queue.enqueue(job());
-    await waitUntil(() => started, 'the job to start', 5000, 10);
+    await until(() => started, { what: 'the job to start', timeoutMs: 5000, intervalMs: 10 });
     // A stop that waited for the job instead of its timeout would never return (the job never settles).
     await queue.stop({ timeoutMs: 100 });
     expect(signal?.aborted).toBe(true);
@@ -115,7 +116,7 @@ describe('BullMQQueue lifecycle', () => {
     const [a, b] = [job(), job()];
     await queue.enqueue(a);
     await queue.enqueue(b);
-    await waitUntil(() => signals.size === 2, 'both jobs to run', 5000, 10);
+    await until(() => signals.size === 2, { what: 'both jobs to run', timeoutMs: 5000, intervalMs: 10 });
     expect(queue.abort(a.generationId)).toBe(true);
     expect(signals.get(a.generationId)!.aborted).toBe(true);
     expect(signals.get(b.generationId)!.aborted).toBe(false);

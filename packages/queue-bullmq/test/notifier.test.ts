@@ -7,6 +7,7 @@ import {
   type GenerationService,
   type ModelProvider,
 } from '@genservice/core';
+import { until } from '@genservice/testing';
 import { RedisNotifier } from '../src/index.js';
 import { REDIS_URL, randomName } from './helpers.js';
 
@@ -19,14 +20,6 @@ function notifier(channel: string): RedisNotifier {
   const n = new RedisNotifier({ connection: REDIS_URL, channel });
   open.push(n);
   return n;
-}
-
-async function until(check: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 describe('RedisNotifier', () => {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Expectation, FeedPage, GenerationPatch, GenerationRecord, GenerationStore, NewEvent, NewGeneration } from '@genservice/core/ports';
+import { until } from '@genservice/testing';
 
 /**
  * The database tests connect to in order to create their own: `DATABASE_URL` when set, else the local server
@@ -100,14 +101,9 @@ export function newGeneration(id: string, overrides: Partial<NewGeneration> = {}
 }
 
 /**
- * Reads the feed from `cursor` until `count` events came back (or ~20 s of tries): an event reaches the feed once every
- * older transaction of the whole server has ended, and other tests' transactions may be running.
+ * Reads the feed from `cursor` until `count` events came back: an event reaches the feed once every older transaction
+ * of the whole server has ended, and other tests' transactions may be running.
  */
-export async function readFeedUntil(store: GenerationStore, cursor: string, count: number): Promise<FeedPage> {
-  let page = await store.readFeed(cursor, 1000);
-  for (let i = 0; i < 2000 && page.events.length < count; i++) {
-    await new Promise((r) => setTimeout(r, 10));
-    page = await store.readFeed(cursor, 1000);
-  }
-  return page;
+export function readFeedUntil(store: GenerationStore, cursor: string, count: number): Promise<FeedPage> {
+  return until(() => store.readFeed(cursor, 1000), { accept: (page) => page.events.length >= count, what: `${count} events from the feed` });
 }
