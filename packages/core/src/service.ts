@@ -181,7 +181,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   port(TOKENS.Store, options.store, () => new MemoryGenerationStore());
   // Every client-facing read goes through the expiry check (the service's retention, or a life asked for at create),
   // so an expired generation reads as deleted before the sweep has removed it.
-  const reads = new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), resolved.retention.finishedTtlMs);
+  const reads = new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), resolved.retention.finishedTtlMs, () => clock.now());
   c.register(TOKENS.Store, { useValue: reads });
   c.register(ExpiringReads, { useValue: reads });
   port(TOKENS.Ledger, options.ledger, () => new MemoryLedger({ clock }));

@@ -82,8 +82,8 @@ export interface Candidate {
 @injectable()
 export class Fallbacks {
   private readonly circuits = new Map<ModelProvider, Circuit>();
-  /** The clock of the circuits; tests set a fake one. */
-  now: () => number = Date.now;
+  /** The clock of the circuits: the service's clock. */
+  now: () => number = () => this.options.clock.now();
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
