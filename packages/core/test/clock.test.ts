@@ -20,6 +20,7 @@ import {
   type ModelProvider,
 } from '@genservice/core';
 import { FakeClock } from '@genservice/testing';
+import { stopOn, until } from './support/fake-time.js';
 
 const T0 = Date.UTC(2026, 0, 15, 12, 0, 0);
 
@@ -47,14 +48,8 @@ function signal<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
 }
 
 const running: Array<{ service: GenerationService; clock: FakeClock }> = [];
-/** Stops every service; its stop waits on the service's clock, so that clock is moved until the stop is done. */
 afterEach(async () => {
-  for (const { service, clock } of running.splice(0)) {
-    let stopped = false;
-    const stop = service.stop({ timeoutMs: 100 }).then(() => (stopped = true));
-    while (!stopped) await clock.advance(100);
-    await stop;
-  }
+  for (const { service, clock } of running.splice(0)) await stopOn(clock, service);
 });
 
 function make(clock: FakeClock, options: Partial<GenerationServiceOptions> & { providers: ModelProvider[] }): GenerationService {
@@ -77,18 +72,6 @@ const hourly = {
   push: { pollIntervalMs: 3_600_000 },
   webhooks: { pollIntervalMs: 3_600_000 },
 } satisfies Partial<GenerationServiceOptions>;
-
-/** Polls a read of the service until `ok` (vitest's poll: no timer of the service's clock is involved). */
-function until<T>(read: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
-  return vi.waitFor(
-    async () => {
-      const v = await read();
-      if (!ok(v)) throw new Error(`not yet: ${JSON.stringify(v)}`);
-      return v;
-    },
-    { timeout: 10_000, interval: 5 },
-  );
-}
 
 const get = (service: GenerationService, id: string, key = 'ka') =>
   service.handle({ method: 'GET', path: `/v1/generations/${id}`, headers: { authorization: `Bearer ${key}` } });

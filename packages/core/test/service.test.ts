@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   createGenerationService,
   DomainError,
@@ -14,6 +14,7 @@ import {
   type GenerationInput,
 } from '@genservice/core';
 import { FakeClock } from '@genservice/testing';
+import { stopOn, until } from './support/fake-time.js';
 
 const textModel = (over: Partial<ModelDefinition> = {}): ModelDefinition => ({
   modelId: 'echo',
@@ -57,27 +58,13 @@ function make(p: ModelProvider, extra: Record<string, unknown> = {}): { service:
   return { service, ledger, store };
 }
 
-/** Polls `fn` until `ok` holds (vitest's poll, every 5 ms, at most `ms`): waits for an outcome, not for a time. */
-function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
-  return vi.waitFor(
-    async () => {
-      const v = await fn();
-      if (!ok(v)) throw new Error(`condition not met: ${JSON.stringify(v)}`);
-      return v;
-    },
-    { timeout: ms, interval: 5 },
-  );
-}
 
 afterEach(async () => {
   await Promise.all(
-    services.splice(0).map(async (s) => {
+    services.splice(0).map((s) => {
       const clock = clocks.get(s);
       clocks.delete(s);
-      let stopped = false;
-      const stop = s.stop({ timeoutMs: 100 }).then(() => (stopped = true));
-      while (clock && !stopped) await clock.advance(100);
-      await stop;
+      return clock ? stopOn(clock, s) : s.stop({ timeoutMs: 100 });
     }),
   );
 });
