@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
-import { createGenerationService, MemoryGenerationStore, MemoryLedger, MemoryWebhookStore, type GenerationService } from '@genservice/core';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createGenerationService, MemoryGenerationStore, MemoryLedger, MemoryWebhookStore, systemClock, type Clock, type GenerationService } from '@genservice/core';
 import type { NewDelivery } from '@genservice/core/ports';
 
 // A batch's completion (its completedAt and its batch.completed delivery) after a process died half-way through it:
@@ -13,13 +13,25 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 2000; i++) {
-    const v = await fn();
-    if (ok(v)) return v;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
+/** Polls `fn` until `ok` holds (vitest's poll, every 5 ms, at most 10 s): waits for an outcome, not for a time. */
+function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
+  return vi.waitFor(
+    async () => {
+      const v = await fn();
+      if (!ok(v)) throw new Error(`timed out waiting for ${what}`);
+      return v;
+    },
+    { timeout: 10_000, interval: 5 },
+  );
+}
+
+/**
+ * The system clock (real timers, so the webhook sender delivers on its own), with a time the test moves ahead when
+ * recovery must see a batch as older than its cut-off.
+ */
+function aheadClock(): { clock: Clock; advance: (ms: number) => void } {
+  let ahead = 0;
+  return { clock: { ...systemClock, now: () => systemClock.now() + ahead }, advance: (ms) => void (ahead += ms) };
 }
 
 /**
@@ -66,8 +78,10 @@ async function receiver(): Promise<{ url: string; bodies: string[] }> {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, bodies };
 }
 
-async function serviceWith(store: MemoryGenerationStore, webhookStore: MemoryWebhookStore, openBatchMs = 0): Promise<GenerationService> {
+async function serviceWith(store: MemoryGenerationStore, webhookStore: MemoryWebhookStore, openBatchMs = 0): Promise<{ service: GenerationService; advance: (ms: number) => void }> {
+  const { clock, advance } = aheadClock();
   const service = createGenerationService({
+    clock,
     providers: [
       {
         models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 2 }],
@@ -83,15 +97,15 @@ async function serviceWith(store: MemoryGenerationStore, webhookStore: MemoryWeb
   });
   cleanups.push(() => service.stop({ timeoutMs: 500 }));
   await service.start();
-  return service;
+  return { service, advance };
 }
 
 /** Creates a batch and waits until all its generations finished (the completion itself is what the crash lost). */
-async function finishedBatch(service: GenerationService, store: MemoryGenerationStore, url: string): Promise<string> {
+async function finishedBatch({ service, advance }: { service: GenerationService; advance: (ms: number) => void }, store: MemoryGenerationStore, url: string): Promise<string> {
   const { batchId } = await service.batches.create('alice', { requests: Array.from({ length: 3 }, () => ({ modelId: 'ok' })), webhook: { url } });
   await until(() => store.batchCounts(batchId), (c) => c.counts.completed === 3, 'the batch generations');
-  // The batch must be strictly older than recovery's cut-off (createdAt < now - openBatchMs); a tick guarantees it.
-  await new Promise((r) => setTimeout(r, 2));
+  // The batch must be strictly older than recovery's cut-off (createdAt < now - openBatchMs): the clock moves 1 ms.
+  advance(1);
   return batchId;
 }
 
@@ -108,8 +122,9 @@ describe('a batch completion lost to a crash', () => {
     const { url, bodies } = await receiver();
     const store = new DiesAtCompleteBatch();
     const webhookStore = new MemoryWebhookStore();
-    const service = await serviceWith(store, webhookStore);
-    const batchId = await finishedBatch(service, store, url);
+    const made = await serviceWith(store, webhookStore);
+    const service = made.service;
+    const batchId = await finishedBatch(made, store, url);
     expect(store.crashes).toBeGreaterThan(0);
     expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
     // The outbox write came first: the delivery is there (the outbox may send it already); a retry writes the same one.
@@ -129,8 +144,9 @@ describe('a batch completion lost to a crash', () => {
     const { url, bodies } = await receiver();
     const store = new MemoryGenerationStore();
     const webhookStore = new DiesAtBatchDelivery();
-    const service = await serviceWith(store, webhookStore);
-    const batchId = await finishedBatch(service, store, url);
+    const made = await serviceWith(store, webhookStore);
+    const service = made.service;
+    const batchId = await finishedBatch(made, store, url);
     expect(webhookStore.crashes).toBeGreaterThan(0);
     // Never completed without its delivery: it reads open, and nothing is in the outbox for it.
     expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
@@ -146,8 +162,9 @@ describe('a batch completion lost to a crash', () => {
     const { url, bodies } = await receiver();
     const store = new MemoryGenerationStore();
     const webhookStore = new DiesAtBatchDelivery();
-    const service = await serviceWith(store, webhookStore);
-    const batchId = await finishedBatch(service, store, url);
+    const made = await serviceWith(store, webhookStore);
+    const service = made.service;
+    const batchId = await finishedBatch(made, store, url);
     expect(webhookStore.crashes).toBeGreaterThan(0);
     webhookStore.dead = false;
     // Both passes see an open batch whose generations all finished; both write the same delivery, one completes it.
@@ -160,8 +177,9 @@ describe('a batch completion lost to a crash', () => {
     const { url } = await receiver();
     const store = new DiesAtCompleteBatch();
     const webhookStore = new MemoryWebhookStore();
-    const service = await serviceWith(store, webhookStore, 60_000);
-    const batchId = await finishedBatch(service, store, url);
+    const made = await serviceWith(store, webhookStore, 60_000);
+    const service = made.service;
+    const batchId = await finishedBatch(made, store, url);
     store.dead = false;
     expect((await service.recover()).batchesCompleted).toBe(0);
     expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
@@ -172,7 +190,9 @@ describe('a batch completion lost to a crash', () => {
     const webhookStore = new MemoryWebhookStore();
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
+    const { clock, advance } = aheadClock();
     const service = createGenerationService({
+      clock,
       providers: [
         {
           models: [{ modelId: 'slow', title: 'Slow', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }],
@@ -191,7 +211,8 @@ describe('a batch completion lost to a crash', () => {
     cleanups.push(async () => release());
     await service.start();
     const { batchId } = await service.batches.create('alice', { requests: [{ modelId: 'slow' }, { modelId: 'slow' }] });
-    await new Promise((r) => setTimeout(r, 2));
+    // Older than the cut-off (openBatchMs 0), so only its running generations keep it open.
+    advance(1);
     expect((await service.recover()).batchesCompleted).toBe(0);
     expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
     release();
