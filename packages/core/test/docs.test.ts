@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryLedger, type ModelProvider } from '@genservice/core';
+import { until } from './support/fake-time.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -13,14 +14,6 @@ function testedBlock(doc: string): string {
   return m[1]!;
 }
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
-  for (let i = 0; i < 500; i++) {
-    const v = await fn();
-    if (ok(v)) return v;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('timed out');
-}
 
 describe('docs/writing-a-provider.md', () => {
   it('its provider example runs as documented', async () => {

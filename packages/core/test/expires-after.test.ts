@@ -13,6 +13,7 @@ import {
   type GenerationService,
 } from '@genservice/core';
 import { expiresAt, hasExpired, MAX_LIFE_SECONDS, maxLifeSeconds } from '../src/lifecycle/lifecycle.js';
+import { until } from './support/fake-time.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -56,15 +57,6 @@ async function get(service: GenerationService, path: string) {
 }
 
 /** Waits for a condition the service brings about; the bound only turns a hang into a failure. */
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`condition not met: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('the expiry rule (lifecycle.ts)', () => {
   it('is the earlier of the retention and the own life, from when it finished; nothing while it runs', () => {

@@ -8,6 +8,7 @@ import {
   type RemoteJobProvider,
   type RemoteJobStatus,
 } from '@genservice/core';
+import { until } from './support/fake-time.js';
 
 /** An upstream that runs jobs for `checksToFinish` checks, and counts every call. */
 function upstream(options: { checksToFinish?: number; startFailures?: number; result?: (id: string) => RemoteJobStatus } = {}) {
@@ -57,15 +58,6 @@ function make(provider: RemoteJobProvider, extra: Record<string, unknown> = {}) 
   return { service, store, ledger };
 }
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`condition not met: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 const done = (s: GenerationService, id: string) => until(() => s.details('alice', id), (g) => g.status === 'completed' || g.status === 'failed');
 
 describe('remote jobs (two-phase providers)', () => {

@@ -13,6 +13,7 @@ import {
 } from '@genservice/core';
 import type { ClaimFairness, Delivery } from '@genservice/core/ports';
 import { retryDelay } from '../src/push/webhooks.js';
+import { untilTrue as until } from './support/fake-time.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -78,13 +79,6 @@ async function create(service: GenerationService, key: string, url: string): Pro
 }
 
 /** Waits for a condition the service brings about; the bound only turns a hang into a failure. */
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 describe("a receiver's Retry-After (issue 24, item 9)", () => {
   it('lengthens a wait, never shortens it', () => {
