@@ -5,7 +5,7 @@ import { silentLogger } from '@genservice/core';
 import type { Job } from '@genservice/core/ports';
 import { BullMQQueue } from '../src/index.js';
 import { fairAddScript, installFairAdd } from '../src/fair-add.js';
-import { QUEUE_NAME, REDIS_URL, obliterate, randomName } from './helpers.js';
+import { QUEUE_NAME, REDIS_URL, obliterate, randomName, waitUntil } from './helpers.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -25,7 +25,7 @@ async function clientCommands(prefix: string, work: () => Promise<void>): Promis
     const probe = new Redis(REDIS_URL);
     await probe.ping(prefix);
     await probe.quit();
-    for (let i = 0; i < 100 && !seen.includes('ping'); i++) await new Promise((r) => setTimeout(r, 10));
+    await waitUntil(() => seen.includes('ping'), 'the PING in the MONITOR stream', 5000, 10);
   } finally {
     monitor.disconnect();
   }
@@ -101,11 +101,11 @@ describe('BullMQQueue: a fresh enqueue is one round trip', () => {
       },
       { concurrency: 1, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger },
     );
-    for (let i = 0; i < 500 && ran.length < 6; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitUntil(() => ran.length >= 6, 'the six jobs to run', 5000, 10);
     expect(ran).toEqual(['a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
     const redis = new Redis(REDIS_URL);
     cleanups.push(async () => void (await redis.quit()));
-    for (let i = 0; i < 100 && (await redis.hlen(`${prefix}:${QUEUE_NAME}:gs-waiting-by-owner`)) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitUntil(async () => (await redis.hlen(`${prefix}:${QUEUE_NAME}:gs-waiting-by-owner`)) === 0, 'the owner counts to empty', 5000, 10);
     expect(await redis.hgetall(`${prefix}:${QUEUE_NAME}:gs-waiting-by-owner`)).toEqual({});
   });
 });

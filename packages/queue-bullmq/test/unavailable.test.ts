@@ -6,11 +6,13 @@ import {
   MemoryLedger,
   UnavailableError,
   createGenerationService,
+  silentLogger,
   type GenerationService,
+  type Logger,
   type ModelProvider,
 } from '@genservice/core';
 import { BullMQQueue } from '../src/index.js';
-import { REDIS_URL, obliterate, randomName, sleep, waitUntil } from './helpers.js';
+import { REDIS_URL, obliterate, randomName, waitUntil } from './helpers.js';
 
 const provider: ModelProvider = {
   models: [
@@ -35,12 +37,12 @@ interface Subject {
 }
 
 /** The same service shape each time: in-memory store and ledger, one user `u` with key `k` and 100 tokens. */
-async function build(connection: string, prefix: string): Promise<Subject> {
+async function build(connection: string, prefix: string, logger?: Logger): Promise<Subject> {
   const ledger = new MemoryLedger();
   const apiKeys = new MemoryApiKeyStore();
   await apiKeys.addKey('k', 'u');
   await ledger.credit('u', 100);
-  const queue = new BullMQQueue({ connection, prefix, lockDurationMs: 2000, stalledIntervalMs: 1000 });
+  const queue = new BullMQQueue({ connection, prefix, lockDurationMs: 2000, stalledIntervalMs: 1000, ...(logger ? { logger } : {}) });
   const service = createGenerationService({ providers: [provider], ledger, apiKeys, queue, runner: { leaseMs: 1500 }, recovery: { intervalMs: 500 } });
   return { service, ledger, queue };
 }
@@ -133,7 +135,10 @@ describe('BullMQQueue while Redis is unreachable', () => {
       redis.kill('SIGKILL');
     });
     await waitUntil(() => redisUp(port), 'the private redis-server', 10_000);
-    const s = await build(`redis://127.0.0.1:${port}`, randomName('gsq'));
+    // Which of the queue's connections reported a Redis error ('queue' is the producer's).
+    const reported: string[] = [];
+    const logger: Logger = { ...silentLogger, warn: (obj) => void reported.push(String((obj as { source?: string }).source)) };
+    const s = await build(`redis://127.0.0.1:${port}`, randomName('gsq'), logger);
     cleanups.push(() => s.service.stop({ timeoutMs: 500 }));
     await s.service.start();
 
@@ -143,7 +148,8 @@ describe('BullMQQueue while Redis is unreachable', () => {
 
     redis.kill('SIGKILL');
     await waitUntil(async () => !(await redisUp(port)), 'redis to go away', 5000);
-    await sleep(200);
+    // The producer's connection has seen it go (a create now fails at once instead of writing to a dead socket).
+    await waitUntil(() => reported.includes('queue'), 'the producer to report Redis gone', 5000, 10);
     const during = await post(s.service);
     expect(during.status).toBe(503);
     expect(during.body.error?.code).toBe('unavailable');
