@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createSqliteStores } from '@genservice/store-sqlite';
 import { fakeFal, fakeReplicate, type Fake } from './fakes.js';
+import { untilTrue } from '../../core/test/support/until.js';
 
 const TOKEN = 'crash-test-upstream-token';
 const KEY = 'key-crash-0123456789abcdef';
@@ -49,14 +50,8 @@ function kill(host: Host): Promise<void> {
   });
 }
 
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+/** Polls `check` (every 50 ms: it reads another process's database) until it holds. */
+const until = (check: () => boolean | Promise<boolean>, what: string, ms = 30_000): Promise<void> => untilTrue(check, what, ms, 50);
 
 describe.each(['replicate', 'fal'] as const)('remote jobs survive a SIGKILL of the host (%s, SQLite)', (provider) => {
   const dir = mkdtempSync(join(tmpdir(), `genservice-providers-${provider}-`));

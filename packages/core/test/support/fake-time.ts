@@ -1,37 +1,7 @@
 import type { GenerationService } from '@genservice/core';
 import type { FakeClock } from '@genservice/testing';
 
-// Taken when this module loads, before a test installs vitest's fake timers: a poll keeps looking in real time
-// without moving (or being frozen by) a fake clock.
-const realSetTimeout = globalThis.setTimeout;
-const realNow = performance.now.bind(performance);
-/** How often `until` looks again: a poll's pace, not a wait for something to have happened. */
-const POLL_EVERY_MS = 5;
-
-/**
- * Polls `read` until `ok` holds and answers that value, failing after `ms`: a wait for an outcome (a status, a count,
- * a record), never for a time. Works beside a FakeClock and beside vitest's fake timers alike (it moves neither).
- */
-export async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
-  const end = realNow() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v)) return v;
-    if (realNow() > end) throw new Error(`condition not met within ${ms} ms: ${JSON.stringify(v)}`);
-    await new Promise((resolve) => realSetTimeout(resolve, POLL_EVERY_MS));
-  }
-}
-
-/** `until` for a yes/no check, naming what it waits for in its failure. */
-export async function untilTrue(check: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  await until(
-    async () => await check(),
-    (yes) => yes,
-    ms,
-  ).catch((err: unknown) => {
-    throw new Error(`timed out waiting for ${what} (${err instanceof Error ? err.message : String(err)})`);
-  });
-}
+export { until, untilTrue } from './until.js';
 
 /**
  * Stops a service whose clock is a FakeClock: its stop waits on that clock (for running work, then after aborting
