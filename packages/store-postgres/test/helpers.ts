@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Expectation, FeedPage, GenerationPatch, GenerationRecord, GenerationStore, NewEvent, NewGeneration } from '@genservice/core/ports';
+import { until } from '../../core/test/support/until.js';
 
 /**
  * The database tests connect to in order to create their own: `DATABASE_URL` when set, else the local server
@@ -104,10 +105,13 @@ export function newGeneration(id: string, overrides: Partial<NewGeneration> = {}
  * older transaction of the whole server has ended, and other tests' transactions may be running.
  */
 export async function readFeedUntil(store: GenerationStore, cursor: string, count: number): Promise<FeedPage> {
+  // Answers the last page read when the count never comes: the caller's assertion then says what was missing.
   let page = await store.readFeed(cursor, 1000);
-  for (let i = 0; i < 2000 && page.events.length < count; i++) {
-    await new Promise((r) => setTimeout(r, 10));
-    page = await store.readFeed(cursor, 1000);
-  }
+  await until(
+    async () => (page = await store.readFeed(cursor, 1000)),
+    (p) => p.events.length >= count,
+    20_000,
+    10,
+  ).catch(() => undefined);
   return page;
 }

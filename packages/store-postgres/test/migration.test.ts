@@ -6,6 +6,7 @@ import { createPostgresStores, PostgresLedger, PostgresWebhookStore, runMigratio
 import { runMigrations as runOldMigrations } from './fixtures/v0/migrations.js';
 import { generationSql as oldGenerationSql } from './fixtures/v0/generation-sql.js';
 import { createTestDatabase, lifecycleOps, newGeneration, readFeedUntil, type TestDatabase } from './helpers.js';
+import { until as poll } from '../../core/test/support/until.js';
 
 const T0 = 1_700_000_000_000;
 const SCHEMA = 'upgraded';
@@ -32,13 +33,8 @@ function deliveryId(generationId: string, seq: number, url: string): string {
 }
 
 /** Reads until `done` holds; the work it waits for runs in the background (the service's runner and outbox). */
-async function until<T>(read: () => Promise<T>, done: (v: T) => boolean): Promise<T> {
-  let v = await read();
-  for (let i = 0; i < 1000 && !done(v); i++) {
-    await new Promise((r) => setTimeout(r, 10));
-    v = await read();
-  }
-  return v;
+function until<T>(read: () => Promise<T>, done: (v: T) => boolean): Promise<T> {
+  return poll(read, done, 10_000, 10);
 }
 
 describe('a database made by the release before issue 22', () => {

@@ -4,6 +4,7 @@ import { createGenerationService, type GenerationService } from '@genservice/cor
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStores, type PostgresStores } from '../src/index.js';
 import { createTestDatabase, type TestDatabase } from './helpers.js';
+import { until as poll } from '../../core/test/support/until.js';
 
 /** A TCP proxy to the database that the test can cut (every connection dropped, the port closed) and restore. */
 class Proxy {
@@ -48,14 +49,11 @@ async function readyz(service: GenerationService): Promise<{ status: number; bod
   return { status: r.status, body: JSON.parse(String(r.body)) };
 }
 
-async function until<T>(probe: () => Promise<T>, ok: (value: T) => boolean, what: string): Promise<T> {
-  let last: T | undefined;
-  for (let i = 0; i < 200; i++) {
-    last = await probe();
-    if (ok(last)) return last;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
+/** Polls `probe` (every 50 ms) until `ok`; `what` names it in the failure. */
+function until<T>(probe: () => Promise<T>, ok: (value: T) => boolean, what: string): Promise<T> {
+  return poll(probe, ok, 10_000, 50).catch((err: unknown) => {
+    throw new Error(`timed out waiting for ${what}: ${err instanceof Error ? err.message : String(err)}`);
+  });
 }
 
 describe('readyz with Postgres', () => {

@@ -4,6 +4,7 @@ import { runWebhookStoreContract } from '@genservice/testing';
 import { createGenerationService, MemoryApiKeyStore, MemoryGenerationStore, MemoryLedger } from '@genservice/core';
 import { createPostgresStores, PostgresNotifier, PostgresWebhookStore } from '../src/index.js';
 import { createTestDatabase, type TestDatabase } from './helpers.js';
+import { untilTrue } from '../../core/test/support/until.js';
 
 let db: TestDatabase;
 let pool: pg.Pool;
@@ -47,7 +48,7 @@ describe('PostgresNotifier', () => {
     await api.start();
     try {
       const { generationId } = await worker.create('alice', { modelId: 'm' });
-      for (let i = 0; i < 200 && !finish; i++) await new Promise((r) => setTimeout(r, 10));
+      await untilTrue(() => finish !== undefined, 'the worker to start the run', 2000, 10);
       const res = await api.handle({ method: 'GET', path: `/v1/generations/${generationId}/events`, headers: { authorization: 'Bearer ka' } });
       const it = (res.body as AsyncIterable<string>)[Symbol.asyncIterator]();
       expect(String((await it.next()).value)).toContain('event: processing');
