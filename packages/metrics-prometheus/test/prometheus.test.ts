@@ -2,14 +2,9 @@ import { createGenerationService, METRIC_NAMES, MemoryApiKeyStore, MemoryLedger 
 import { createScriptedProvider, failingScript, fakeModel, textScript } from '@genservice/testing';
 import { describe, expect, it } from 'vitest';
 import { createPrometheusMetrics } from '../src/index.js';
+import { untilTrue } from '../../core/test/support/until.js';
 
-async function until(check: () => Promise<boolean>, what: string): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = (check: () => Promise<boolean>, what: string): Promise<void> => untilTrue(check, what, 10_000, 25);
 
 describe('createPrometheusMetrics', () => {
   it('serves every genservice instrument under exactly its documented Prometheus name, with route templates', async () => {
