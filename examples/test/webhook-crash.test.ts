@@ -23,6 +23,8 @@ describe('webhook delivery across a SIGKILL (SQLite, express-host)', () => {
     let secret = '';
     const verified = new Map<string, number>();
     let hold = true;
+    /** Deliveries the slow receiver is holding (in flight when the host dies). */
+    let holding = 0;
     const app = express();
     app.post('/hook', express.raw({ type: 'application/json' }), (req, res) => {
       const body = (req.body as Buffer).toString('utf8');
@@ -37,8 +39,10 @@ describe('webhook delivery across a SIGKILL (SQLite, express-host)', () => {
           res.sendStatus(400);
         }
       };
-      if (hold) setTimeout(answer, 10_000);
-      else answer();
+      if (hold) {
+        holding++;
+        setTimeout(answer, 10_000);
+      } else answer();
     });
     server = await new Promise<Server>((resolve) => {
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
@@ -73,7 +77,8 @@ describe('webhook delivery across a SIGKILL (SQLite, express-host)', () => {
       },
       { accept: (n) => n > 0, timeoutMs: 30_000, intervalMs: 50 },
     );
-    await new Promise((r) => setTimeout(r, 300));
+    // A delivery is in flight: the receiver holds it.
+    await until(async () => holding, { accept: (n) => n > 0 });
     await host.kill();
     hold = false;
     host = await startHost('express', env);

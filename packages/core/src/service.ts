@@ -212,7 +212,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   const cache = resolved.apiKeyCache;
   if (cache) {
     // The cache in front of whichever resolver the line above registered.
-    c.register(TOKENS.ApiKeys, { useFactory: instanceCachingFactory(() => new CachedApiKeyResolver(keyStore, cache)) });
+    c.register(TOKENS.ApiKeys, { useFactory: instanceCachingFactory(() => new CachedApiKeyResolver(keyStore, cache, clock)) });
   }
   port(TOKENS.AuditLog, options.auditLog, () => new MemoryAuditLog());
   c.register(FileUrlSigner, { useFactory: instanceCachingFactory(() => new FileUrlSigner(resolved.fileUrls.secret, resolved.fileUrls.ttlSeconds)) });

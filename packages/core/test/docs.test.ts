@@ -14,6 +14,7 @@ function testedBlock(doc: string): string {
   return m[1]!;
 }
 
+
 describe('docs/writing-a-provider.md', () => {
   it('its provider example runs as documented', async () => {
     const dir = `${root}packages/core/test/.generated`;

@@ -3,6 +3,7 @@ import { createGenerationService, MemoryBlobStore, MemoryGenerationStore, Memory
 import { createDemoProvider } from '../src/index.js';
 import { checkGlb, checkWav } from './structure.js';
 import { checkMp4, checkPng } from './validate.js';
+import { until } from '@genservice/testing';
 
 /** The catalogue inside a real service: validation of its descriptors, billing, the failed shape, stored files. */
 describe('demo models in a generation service', () => {
@@ -20,13 +21,8 @@ describe('demo models in a generation service', () => {
 
   async function finish(modelId: string, settings: Settings): Promise<{ id: string; view: GenerationView }> {
     const { generationId } = await service.create('alice', { modelId, settings });
-    const end = Date.now() + 10_000;
-    for (;;) {
-      const view = await service.get('alice', generationId);
-      if (view.status === 'completed' || view.status === 'failed') return { id: generationId, view };
-      if (Date.now() > end) throw new Error(`${modelId} did not finish`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    const view = await until(() => service.get('alice', generationId), { accept: (v) => v.status === 'completed' || v.status === 'failed', timeoutMs: 10_000, intervalMs: 10 });
+    return { id: generationId, view };
   }
 
   async function file(id: string): Promise<{ bytes: Uint8Array; mimeType: string }> {

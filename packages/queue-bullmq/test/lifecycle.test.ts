@@ -1,9 +1,9 @@
 import { Queue, Worker } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Job } from '@genservice/core/ports';
+import { silentLogger, type Job } from '@genservice/core/ports';
 import { until } from '@genservice/testing';
 import { BullMQQueue } from '../src/index.js';
-import { QUEUE_NAME, REDIS_URL, obliterate, randomName, sleep } from './helpers.js';
+import { QUEUE_NAME, REDIS_URL, obliterate, randomName } from './helpers.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -24,7 +24,7 @@ const job = (): Job => ({ generationId: randomName('gen'), modelId: 'm' });
 
 describe('BullMQQueue lifecycle', () => {
   it('can be started again after a stop, and enqueue after a stop keeps the job for the next start', async () => {
-    const { queue } = subject();
+    const { queue, prefix } = subject();
     const seen: string[] = [];
     await queue.start(async (j) => {
       seen.push(j.generationId);
@@ -36,7 +36,13 @@ describe('BullMQQueue lifecycle', () => {
 
     const later = job();
     await queue.enqueue(later); // the producer reopens; the job waits in Redis
-    await sleep(300);
+    // No worker of the queue is connected to Redis after the stop: nothing can take the job.
+    const raw = new Queue(QUEUE_NAME, { connection: { url: REDIS_URL }, prefix });
+    try {
+      expect(await raw.getWorkersCount()).toBe(0);
+    } finally {
+      await raw.close();
+    }
     expect(seen).not.toContain(later.generationId);
     // Waiting: fair scheduling gives every job a priority, so BullMQ keeps it among the prioritized.
     const counts = await queue.counts();
@@ -95,9 +101,12 @@ describe('BullMQQueue lifecycle', () => {
   });
 
   it('stop returns promptly while Redis is unreachable', async () => {
-    const queue = new BullMQQueue({ connection: 'redis://127.0.0.1:1', prefix: randomName('gsq') });
+    const errors: string[] = [];
+    const logger = { ...silentLogger, warn: (obj: object) => void errors.push(String((obj as { source?: string }).source)) };
+    const queue = new BullMQQueue({ connection: 'redis://127.0.0.1:1', prefix: randomName('gsq'), logger });
     await queue.start(async () => undefined);
-    await sleep(300);
+    // The worker has tried Redis and failed (it now retries): the stop comes while it is reconnecting.
+    await until(() => errors.includes('worker'), { what: 'the worker to report Redis unreachable', timeoutMs: 5000, intervalMs: 10 });
     // Returning at all is the check: a stop that waited for Redis would hang until the test's timeout.
     await expect(queue.stop({ timeoutMs: 100 })).resolves.toBeUndefined();
   });
@@ -109,8 +118,8 @@ describe('BullMQQueue lifecycle', () => {
       (j, s) =>
         new Promise<void>((resolve) => {
           signals.set(j.generationId, s);
+          // Ends when aborted: `a` by abort(id), `b` by the stop at the end of the test.
           s.addEventListener('abort', () => resolve());
-          setTimeout(resolve, 3000);
         }),
     );
     const [a, b] = [job(), job()];
@@ -120,7 +129,9 @@ describe('BullMQQueue lifecycle', () => {
     expect(queue.abort(a.generationId)).toBe(true);
     expect(signals.get(a.generationId)!.aborted).toBe(true);
     expect(signals.get(b.generationId)!.aborted).toBe(false);
-    await sleep(100);
+    // Its handler resolved on the abort: once BullMQ holds only b as active, a's run is over.
+    await until(async () => (await queue.counts()).active === 1, { what: 'the aborted job to end', timeoutMs: 5000, intervalMs: 10 });
     expect(queue.abort(a.generationId)).toBe(false); // it has finished
+    expect(signals.get(b.generationId)!.aborted).toBe(false);
   });
 });

@@ -2,22 +2,7 @@
 // load balancer would. Each test has its own schema and key prefix, and kills whatever it started.
 import { afterEach, describe, expect, it } from 'vitest';
 import { until } from '@genservice/testing';
-import {
-  HostProcess,
-  REDIS_URL,
-  createOn,
-  databaseUrl,
-  freshStores,
-  generationRows,
-  jobCounts,
-  obliterate,
-  randomName,
-  seedUsers,
-  sleep,
-  type CreateAnswer,
-  type FreshStores,
-  type HostEnv,
-} from './helpers.js';
+import { HostProcess, REDIS_URL, createOn, databaseUrl, freshStores, generationRows, jobCounts, obliterate, randomName, seedUsers, type CreateAnswer, type FreshStores, type HostEnv } from './helpers.js';
 
 const PRICE = 3;
 const FAILURE_FEE = 1;
@@ -142,7 +127,8 @@ describe('BullMQQueue across host processes', () => {
             a.kill('SIGKILL');
             live.splice(live.indexOf(a), 1);
             restarted = (async () => {
-              await sleep(1000);
+              // Started again once the killed process is gone.
+              await a.exited;
               const again = c.start('A2', quiet);
               await again.ready();
               live.push(again);
@@ -209,8 +195,8 @@ describe('BullMQQueue across host processes', () => {
       const refused = refusals([a, b], id)[0]!;
       const winner = refused === a ? 'B' : 'A';
       expect(row!.resultText).toBe(`done by ${winner} on attempt 2`);
-      // Give the refused worker's process a moment to write anything it still would; nothing may change.
-      await sleep(500);
+      // Both processes stop gracefully (each waits for what it still runs and would write): nothing may change.
+      await Promise.all([a.terminate(), b.terminate()]);
       expect(await c.stores.ledger.account('u')).toEqual({ balance: 27, reserved: 0, settled: 3 });
       await expectBilledOnce(c.stores, { u: 30 });
     },

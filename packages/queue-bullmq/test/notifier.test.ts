@@ -37,9 +37,13 @@ describe('RedisNotifier', () => {
     a.publish();
     a.publish(); // same tick: one message
     await until(() => wokeA >= 1 && wokeB >= 1, 'both subscribers');
-    await new Promise((r) => setTimeout(r, 50));
-    expect(wokeB).toBe(1);
-    expect(wokeOther).toBe(0);
+    // Markers published after it: pub/sub keeps each connection's order, so a second message from that tick (or one
+    // that leaked to the other channel) would have arrived before them.
+    a.publish();
+    other.publish();
+    await until(() => wokeB >= 2 && wokeOther >= 1, 'the markers');
+    expect(wokeB).toBe(2);
+    expect(wokeOther).toBe(1);
   });
 
   it('never throws on publish while Redis is unreachable', async () => {
@@ -47,7 +51,9 @@ describe('RedisNotifier', () => {
     open.push(n);
     await n.start(() => undefined);
     expect(() => n.publish()).not.toThrow();
-    await new Promise((r) => setTimeout(r, 20));
+    // Without an offline queue the publish (sent in a microtask) fails at once; a turn of the loop lets its rejection
+    // be handled within the test (an unhandled one would fail the run).
+    await new Promise((r) => setImmediate(r));
   });
 
   it("lets a stream on one instance see another instance's transition at once, without waiting for the log poll", async () => {

@@ -6,12 +6,14 @@ import {
   MemoryLedger,
   UnavailableError,
   createGenerationService,
+  silentLogger,
   type GenerationService,
+  type Logger,
   type ModelProvider,
 } from '@genservice/core';
 import { until } from '@genservice/testing';
 import { BullMQQueue } from '../src/index.js';
-import { REDIS_URL, obliterate, randomName, sleep } from './helpers.js';
+import { REDIS_URL, obliterate, randomName } from './helpers.js';
 
 const provider: ModelProvider = {
   models: [
@@ -36,12 +38,12 @@ interface Subject {
 }
 
 /** The same service shape each time: in-memory store and ledger, one user `u` with key `k` and 100 tokens. */
-async function build(connection: string, prefix: string): Promise<Subject> {
+async function build(connection: string, prefix: string, logger?: Logger): Promise<Subject> {
   const ledger = new MemoryLedger();
   const apiKeys = new MemoryApiKeyStore();
   await apiKeys.addKey('k', 'u');
   await ledger.credit('u', 100);
-  const queue = new BullMQQueue({ connection, prefix, lockDurationMs: 2000, stalledIntervalMs: 1000 });
+  const queue = new BullMQQueue({ connection, prefix, lockDurationMs: 2000, stalledIntervalMs: 1000, ...(logger ? { logger } : {}) });
   const service = createGenerationService({ providers: [provider], ledger, apiKeys, queue, runner: { leaseMs: 1500 }, recovery: { intervalMs: 500 } });
   return { service, ledger, queue };
 }
@@ -133,8 +135,11 @@ describe('BullMQQueue while Redis is unreachable', () => {
     cleanups.push(async () => {
       redis.kill('SIGKILL');
     });
-    await until(() => redisUp(port), { what: 'the private redis-server', timeoutMs: 10_000, intervalMs: 100 });
-    const s = await build(`redis://127.0.0.1:${port}`, randomName('gsq'));
+    await until(() => redisUp(port), { what: 'the private redis-server', timeoutMs: 10_000 });
+    // Which of the queue's connections reported a Redis error ('queue' is the producer's).
+    const reported: string[] = [];
+    const logger: Logger = { ...silentLogger, warn: (obj) => void reported.push(String((obj as { source?: string }).source)) };
+    const s = await build(`redis://127.0.0.1:${port}`, randomName('gsq'), logger);
     cleanups.push(() => s.service.stop({ timeoutMs: 500 }));
     await s.service.start();
 
@@ -143,8 +148,9 @@ describe('BullMQQueue while Redis is unreachable', () => {
     await until(async () => (await statusOf(s.service, first.body.generationId!)) === 'completed', { what: 'the first generation', timeoutMs: 10_000, intervalMs: 100 });
 
     redis.kill('SIGKILL');
-    await until(async () => !(await redisUp(port)), { what: 'redis to go away', timeoutMs: 5000, intervalMs: 100 });
-    await sleep(200);
+    await until(async () => !(await redisUp(port)), { what: 'redis to go away', timeoutMs: 5000 });
+    // The producer's connection has seen it go (a create now fails at once instead of writing to a dead socket).
+    await until(() => reported.includes('queue'), { what: 'the producer to report Redis gone', timeoutMs: 5000, intervalMs: 10 });
     const during = await post(s.service);
     expect(during.status).toBe(503);
     expect(during.body.error?.code).toBe('unavailable');
