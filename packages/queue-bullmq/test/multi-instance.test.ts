@@ -5,7 +5,6 @@ import {
   HostProcess,
   REDIS_URL,
   createOn,
-  databaseUrl,
   freshStores,
   generationRows,
   jobCounts,
@@ -48,7 +47,7 @@ async function cluster(): Promise<Cluster> {
     hosts,
     start(instanceId, extra = {}) {
       const host = new HostProcess({
-        DATABASE_URL: databaseUrl(),
+        DATABASE_URL: stores.databaseUrl,
         SCHEMA: stores.schema,
         REDIS_URL,
         PREFIX: prefix,
