@@ -240,14 +240,14 @@ describe('the usage chart', () => {
       await expect.poll(async () => (await usage()).data.length > 0 && (await bars.count()) === (await usage()).data.length).toBe(true);
       const drawn = await page.locator('#usage svg').evaluate((svg) => {
         const box = svg.getBoundingClientRect();
-        return [...svg.querySelectorAll('g.usage-bar')].map((g) => ({
+        return Array.from(svg.querySelectorAll('g.usage-bar')).map((g) => ({
           model: g.getAttribute('data-model'),
-          label: [...g.querySelectorAll('text.usage-label')].map((t) => t.textContent).join(' '),
-          inside: [...g.querySelectorAll('text')].every((t) => {
+          label: Array.from(g.querySelectorAll('text.usage-label')).map((t) => t.textContent).join(' '),
+          inside: Array.from(g.querySelectorAll('text')).every((t) => {
             const r = t.getBoundingClientRect();
             return r.left >= box.left - 0.5 && r.right <= box.right + 0.5 && r.top >= box.top - 0.5 && r.bottom <= box.bottom + 0.5;
           }),
-          fontPx: Math.min(...[...g.querySelectorAll('text')].map((t) => t.getBoundingClientRect().height)),
+          fontPx: Math.min(...Array.from(g.querySelectorAll('text')).map((t) => t.getBoundingClientRect().height)),
         }));
       });
       for (const bar of drawn) {
@@ -280,7 +280,7 @@ describe('the model select', () => {
         const ctx = document.createElement('canvas').getContext('2d')!;
         ctx.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
         const room = el.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 20;
-        return [...el.options].map((o) => ({ value: o.value, text: o.text, title: o.title, fits: ctx.measureText(o.text).width <= room }));
+        return Array.from(el.options).map((o) => ({ value: o.value, text: o.text, title: o.title, fits: ctx.measureText(o.text).width <= room }));
       });
       expect(fit.length).toBeGreaterThanOrEqual(7);
       for (const o of fit) {
