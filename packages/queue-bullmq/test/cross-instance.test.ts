@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { afterEach, describe, expect, it } from 'vitest';
 import { until } from '@genservice/testing';
-import { HostProcess, REDIS_URL, createOn, databaseUrl, freshStores, obliterate, randomName, seedUsers, type FreshStores } from './helpers.js';
+import { HostProcess, REDIS_URL, createOn, freshStores, obliterate, randomName, seedUsers, type FreshStores } from './helpers.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -14,7 +14,7 @@ async function twoHosts(): Promise<{ stores: FreshStores; a: HostProcess; b: Hos
   const stores = await freshStores();
   const prefix = randomName('gsx');
   const start = (id: string): HostProcess =>
-    new HostProcess({ DATABASE_URL: databaseUrl(), SCHEMA: stores.schema, REDIS_URL, PREFIX: prefix, INSTANCE_ID: id, LEASE_MS: '1500', LOCK_MS: '2000', RECOVERY_MS: '500' });
+    new HostProcess({ DATABASE_URL: stores.databaseUrl, SCHEMA: stores.schema, REDIS_URL, PREFIX: prefix, INSTANCE_ID: id, LEASE_MS: '1500', LOCK_MS: '2000', RECOVERY_MS: '500' });
   const a = start('A');
   const b = start('B');
   cleanups.push(async () => {

@@ -2,7 +2,7 @@
 // load balancer would. Each test has its own schema and key prefix, and kills whatever it started.
 import { afterEach, describe, expect, it } from 'vitest';
 import { until } from '@genservice/testing';
-import { HostProcess, REDIS_URL, createOn, databaseUrl, freshStores, generationRows, jobCounts, obliterate, randomName, seedUsers, type CreateAnswer, type FreshStores, type HostEnv } from './helpers.js';
+import { HostProcess, REDIS_URL, createOn, freshStores, generationRows, jobCounts, obliterate, randomName, seedUsers, type CreateAnswer, type FreshStores, type HostEnv } from './helpers.js';
 
 const PRICE = 3;
 const FAILURE_FEE = 1;
@@ -33,7 +33,7 @@ async function cluster(): Promise<Cluster> {
     hosts,
     start(instanceId, extra = {}) {
       const host = new HostProcess({
-        DATABASE_URL: databaseUrl(),
+        DATABASE_URL: stores.databaseUrl,
         SCHEMA: stores.schema,
         REDIS_URL,
         PREFIX: prefix,

@@ -4,15 +4,16 @@ import type { Expectation, FeedPage, GenerationPatch, GenerationRecord, Generati
 import { until } from '@genservice/testing';
 
 /**
- * The database tests connect to in order to create their own: `DATABASE_URL` when set, else the local server
- * (libpq `PG*` variables still override host, port and user).
+ * The database tests connect to in order to create their own (and only for that): `DATABASE_URL` when set, else the
+ * local server's `postgres` maintenance database, which every PostgreSQL server has (libpq `PG*` variables override
+ * host, port, user and database). No test needs a database that exists before it.
  */
 export function adminUrl(): string {
   if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
   const host = process.env.PGHOST ?? '127.0.0.1';
   const port = process.env.PGPORT ?? '5432';
   const user = process.env.PGUSER ?? 'postgres';
-  const database = process.env.PGDATABASE ?? 'test';
+  const database = process.env.PGDATABASE ?? 'postgres';
   return `postgres://${encodeURIComponent(user)}@${host}:${port}/${database}`;
 }
 
