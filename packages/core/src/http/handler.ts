@@ -5,7 +5,7 @@ import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
 import type { Logger } from '../ports/logger.js';
 import { ModelRegistry } from '../domain/registry.js';
 import { contextRead, type RequestContext, requestIdOf, withRequestContext } from '../request-context.js';
-import { contextOfTraceparent, Telemetry } from '../telemetry.js';
+import { contextOfHeaders, Telemetry } from '../telemetry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import type { GenerationService } from '../service-types.js';
 import { isThenable } from '../domain/thenable.js';
@@ -59,8 +59,8 @@ export class HttpHandler {
    */
   handle(req: HttpRequest, service: GenerationService): Promise<HttpResponse> {
     const ctx: RequestContext = { requestId: requestIdOf(req.headers['x-request-id']) };
-    const traceparent = req.headers.traceparent;
-    if (traceparent !== undefined) ctx.traceContext = contextOfTraceparent(Array.isArray(traceparent) ? traceparent[0] : traceparent);
+    const traceContext = contextOfHeaders(req.headers);
+    if (traceContext !== undefined) ctx.traceContext = traceContext;
     const answer = withRequestContext(ctx, () => this.answer(req, ctx, service), ctx.traceContext !== undefined);
     // One step after the route's own promise: its answer or its error's, with the request's id and metric.
     if (answer instanceof Promise) return answer.then((res) => this.finish(ctx, res), (err: unknown) => this.finish(ctx, this.fromError(err)));

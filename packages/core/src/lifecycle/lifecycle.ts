@@ -15,7 +15,7 @@ import { Webhooks } from '../push/webhooks.js';
 import { isRemoteJobProvider, ModelRegistry } from '../domain/registry.js';
 import type { WebhookStore } from '../ports/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
-import { Telemetry, traceparentOf } from '../telemetry.js';
+import { Telemetry, traceHeaders, traceparentOf } from '../telemetry.js';
 import { currentRequestContext } from '../request-context.js';
 import { type Span, trace } from '@opentelemetry/api';
 import { TOKENS } from '../tokens.js';
@@ -213,7 +213,7 @@ export class Lifecycle {
     }
     this.feed.committed();
     try {
-      await this.queue.enqueue({ generationId: id, modelId: input.modelId, ownerId: input.userId }, { fresh: true });
+      await this.queue.enqueue({ generationId: id, modelId: input.modelId, ownerId: input.userId, ...(traceparent !== undefined ? { trace: traceHeaders() } : {}) }, { fresh: true });
     } catch (err) {
       const gen = { id, modelId: input.modelId, ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}) };
       await this.fail(gen, FROM.pending, { code: 'model_unavailable', reason: 'queue unavailable at create', fee: 'free' }).catch(() => undefined);

@@ -11,9 +11,9 @@ import type { GenerateProvider, GenerationContext, GenerationOutput } from '../p
 import type { Job } from '../ports/queue.js';
 import { isRemoteJobProvider, ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import { withRequestContext } from '../request-context.js';
-import { contextOfTraceparent, Telemetry } from '../telemetry.js';
+import { continuedContext, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
-import { ROOT_CONTEXT, SpanKind } from '@opentelemetry/api';
+import { SpanKind } from '@opentelemetry/api';
 import { JobAbort } from './job-signal.js';
 import { OutputReporter } from './output-stream.js';
 import type { Clock, ClockTimer } from '../ports/clock.js';
@@ -231,7 +231,7 @@ export class Runner {
     if (rec.startedAt !== undefined) attributes['genservice.queue_wait_ms'] = rec.startedAt - rec.createdAt;
     this.telemetry.running(1);
     try {
-      await this.telemetry.inSpan('genservice.run', attributes, () => this.runClaimed(rec, model, abort), contextOfTraceparent(rec.traceparent) ?? ROOT_CONTEXT);
+      await this.telemetry.inSpan('genservice.run', attributes, () => this.runClaimed(rec, model, abort), continuedContext(job.trace, rec.traceparent));
     } finally {
       this.telemetry.running(-1);
     }
