@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { createClient } from '@genservice/client';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const dir = fileURLToPath(new URL('../.generated-otlp/', import.meta.url));
@@ -109,25 +110,28 @@ export const myProvider: ModelProvider = {
     host.stderr!.on('data', (d: Buffer) => (output += d.toString()));
     const exited = new Promise<number | null>((resolve) => host.once('exit', (code) => resolve(code)));
     try {
-      // Started when it says so (the bound only turns a hang into a failure).
-      for (let i = 0; i < 600 && !output.includes('listening') && host.exitCode === null; i++) await new Promise((r) => setTimeout(r, 50));
+      // Started when it says so, or gone.
+      await new Promise<void>((resolve) => {
+        host.stdout!.on('data', () => output.includes('listening') && resolve());
+        host.once('exit', () => resolve());
+      });
       expect(output).toContain('listening');
 
-      const base = `http://127.0.0.1:${port}/gen/v1`;
-      const auth = { authorization: 'Bearer alice-otlp-key' };
-      const created = await fetch(`${base}/generations`, {
-        method: 'POST',
-        headers: { ...auth, 'content-type': 'application/json', traceparent: `00-${TRACE_ID}-${CLIENT_SPAN}-01`, tracestate: 'vendor=abc' },
-        body: JSON.stringify({ modelId: 'echo', settings: { prompt: 'hi' } }),
+      // The client, its create carrying a client's trace context (its POST only: polls are not traced).
+      const client = createClient({
+        baseUrl: `http://127.0.0.1:${port}/gen`,
+        apiKey: 'alice-otlp-key',
+        fetch: (url, init) => {
+          const headers = new Headers(init?.headers);
+          if (init?.method === 'POST') {
+            headers.set('traceparent', `00-${TRACE_ID}-${CLIENT_SPAN}-01`);
+            headers.set('tracestate', 'vendor=abc');
+          }
+          return fetch(url, { ...init, headers });
+        },
       });
-      expect(created.status).toBe(201);
-      const { generationId } = (await created.json()) as { generationId: string };
-      let status = '';
-      for (let i = 0; i < 400 && status !== 'completed'; i++) {
-        status = ((await (await fetch(`${base}/generations/${generationId}`, { headers: auth })).json()) as { status: string }).status;
-        if (status !== 'completed') await new Promise((r) => setTimeout(r, 25));
-      }
-      expect(status).toBe('completed');
+      const done = await client.generations.run({ modelId: 'echo', settings: { prompt: 'hi' } }, { timeoutMs: 20_000 });
+      expect(done).toMatchObject({ status: 'completed', result: 'echo: hi' });
       // SIGTERM: the recipe stops the service and shuts the provider down, which exports what is buffered.
       host.kill('SIGTERM');
       expect(await exited, output).toBe(0);

@@ -12,7 +12,7 @@ import {
   trace,
   TraceFlags,
 } from '@opentelemetry/api';
-import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryApiKeyStore, MemoryLedger, traceHeaders, type ModelProvider } from '@genservice/core';
 import { contextOfHeaders, continuedContext } from '../src/trace-context.js';
@@ -43,7 +43,18 @@ function recordingProvider(): { provider: ModelProvider; sent: Array<Record<stri
 
 async function traced(headers: Record<string, string>): Promise<{ spans: ReadableSpan[]; sent: Array<Record<string, string>> }> {
   const exporter = new InMemorySpanExporter();
-  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  // The run's span ends after the generation is stored as completed: the test waits for that, not for time.
+  let runEnded!: () => void;
+  const ran = new Promise<void>((resolve) => (runEnded = resolve));
+  const onRunEnd: SpanProcessor = {
+    onStart: () => undefined,
+    onEnd: (span) => {
+      if (span.name === 'genservice.run') runEnded();
+    },
+    forceFlush: async () => undefined,
+    shutdown: async () => undefined,
+  };
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter), onRunEnd] });
   const { provider, sent } = recordingProvider();
   const service = createGenerationService({
     providers: [provider],
@@ -62,10 +73,8 @@ async function traced(headers: Record<string, string>): Promise<{ spans: Readabl
   });
   expect(created.status).toBe(201);
   const { generationId } = JSON.parse(String(created.body)) as { generationId: string };
-  // Waits on the service's own state; the bound only turns a hang into a failure.
-  for (let i = 0; i < 2000 && (await service.get('alice', generationId)).status !== 'completed'; i++) await new Promise((r) => setTimeout(r, 5));
+  await ran;
   expect((await service.get('alice', generationId)).status).toBe('completed');
-  for (let i = 0; i < 2000 && !exporter.getFinishedSpans().some((s) => s.name === 'genservice.run'); i++) await new Promise((r) => setTimeout(r, 5));
   return { spans: exporter.getFinishedSpans(), sent };
 }
 
