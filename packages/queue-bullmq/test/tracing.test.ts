@@ -90,7 +90,8 @@ describe('tracing across instances', () => {
     // The API instance runs nothing.
     expect(apiSpans.some((s) => s.name === 'genservice.run')).toBe(false);
 
-    await waitUntil(() => worker.spans.getFinishedSpans().some((s) => s.name === 'genservice.run' && s.status.code !== 2), 'the run spans', 5000, 20);
+    // The start's run (parked) and the check's: the check's span ends just after the generation is stored completed.
+    await waitUntil(() => worker.spans.getFinishedSpans().filter((s) => s.name === 'genservice.run' && s.status.code !== 2).length >= 2, 'the run spans', 5000, 20);
     const workerSpans: ReadableSpan[] = worker.spans.getFinishedSpans();
     const runs = workerSpans.filter((s) => s.name === 'genservice.run');
     // The start, then (parked) at least one check: the check's job was enqueued from inside the first run.
