@@ -52,14 +52,13 @@ export type SettingsField<S> = {} extends S
     };
 
 /**
- * A create of model `K` of the model map `M`: its `settings` typed by that model. The client's methods infer `K` from
- * the `modelId` given, so a bad setting is reported against that model's own settings type. Without a model map
- * (`AnyModels`), any model id with any settings.
+ * A create of model `K` of the model map `M`: its `settings` typed by that model (for several models, a union with
+ * each model's own settings). The client's methods infer `K` from the `modelId` given, so a bad setting is reported
+ * against that model's own settings type. Without a model map (`AnyModels`), any model id with any settings.
  */
-export type CreateGenerationInput<M extends ModelMap<M> = AnyModels, K extends keyof M & string = keyof M & string> = {
-  modelId: K;
-} & SettingsField<M[K]> &
-  CreateGenerationCommon;
+export type CreateGenerationInput<M extends ModelMap<M> = AnyModels, K extends keyof M & string = keyof M & string> = K extends unknown
+  ? { modelId: K } & SettingsField<M[K]> & CreateGenerationCommon
+  : never;
 
 /** What every create may carry beside its model and settings. */
 export interface CreateGenerationCommon {
