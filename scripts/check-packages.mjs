@@ -3,13 +3,19 @@
 // packs it the way `pnpm publish` does (workspace:* becomes the version), and then
 //   - lints each tarball with publint (strict: warnings and suggestions count) and @arethetypeswrong/core (types for
 //     node10, node16 CJS and ESM, and bundlers);
-//   - installs all the tarballs into one fresh app with plain npm, typechecks it with `skipLibCheck: false` under
-//     nodenext (an ESM and a CommonJS file) and bundler resolution, and runs a create-and-poll exchange over loopback
-//     from ESM and from CommonJS (core + Express adapter + client).
+//   - installs all the tarballs into one fresh app with plain npm, beside the OpenTelemetry SDK 2.x and the OTLP/HTTP
+//     exporter (no ERESOLVE, one @opentelemetry/api), typechecks it with `skipLibCheck: false` under nodenext (an ESM
+//     and a CommonJS file, and the `/metrics` and OTLP blocks of docs/observability.md) and bundler resolution, runs a
+//     create-and-poll exchange over loopback from ESM and from CommonJS (core + Express adapter + client; CommonJS
+//     with `--no-experimental-require-module`, as Node before 20.19 behaves), and runs the OTLP recipe of
+//     docs/observability.md against a loopback collector (one trace: create -> run -> provider call);
+//   - installs core with the oldest @opentelemetry/api its peer range admits (1.3.0) and the SDK 2.x into a second
+//     app, typechecks it and runs one traced generation (create -> run -> provider call, tracestate kept).
 // Prints one line per check and ends with `packages: N passed, M failed` (scripts/test.mjs adds it to its count).
 // Options: --no-build (use the dist/ already built), --keep (leave the temp dir and print it).
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -95,10 +101,18 @@ try {
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'fresh-app', private: true, type: 'module' }, null, 2));
   // content-disposition@1: only because this one app has both Express and Koa. Express 5 hoists content-disposition 2,
   // whose own types lack the `Options` that @types/koa reads; an app with one of the two frameworks never meets it.
-  const installArgs = ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error', ...pkgs.map(tarballOf), 'express@5', 'fastify@5', 'koa@3', 'content-disposition@1', '@ai-sdk/provider@3', 'vitest@4', '@types/node@20'];
+  // The OpenTelemetry packages of the OTLP recipe in docs/observability.md, as a reader installs them beside core.
+  const otel = ['@opentelemetry/sdk-trace-node@2', '@opentelemetry/sdk-trace-base@2', '@opentelemetry/resources@2', '@opentelemetry/exporter-trace-otlp-http@0.203'];
+  const installArgs = ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=warn', ...pkgs.map(tarballOf), 'express@5', 'fastify@5', 'koa@3', 'content-disposition@1', '@ai-sdk/provider@3', 'vitest@4', '@types/node@20', ...otel];
   const install = await run('npm', installArgs, app);
-  record('fresh app: npm install of every tarball', install.status === 0, install.out);
+  // A peer conflict npm resolved by overriding is only a warning (`npm warn ERESOLVE overriding peer dependency`).
+  record('fresh app: npm install of every tarball and the OpenTelemetry SDK 2.x + OTLP exporter, no ERESOLVE', install.status === 0 && !install.out.includes('ERESOLVE'), install.out);
   if (install.status !== 0) finish();
+  // One copy of the API, or the SDK registers with one and genservice reads another (its spans then never record).
+  const apis = await run('npm', ['ls', '@opentelemetry/api', '--all', '--parseable'], app);
+  const apiCopies = new Set(apis.out.split('\n').filter((l) => l.includes('@opentelemetry/api')));
+  const apiTree = await run('npm', ['ls', '@opentelemetry/api', '--all'], app);
+  record('fresh app: one @opentelemetry/api (npm ls)', apis.status === 0 && apiTree.status === 0 && apiCopies.size === 1, `${[...apiCopies].join('\n')}\n${apiTree.out}`);
 
   for (const [name, text] of Object.entries(freshAppFiles())) writeFileSync(join(app, name), text);
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -106,14 +120,174 @@ try {
   record('fresh app: tsc --strict, skipLibCheck false, nodenext (ESM and CommonJS)', nodenext.status === 0, nodenext.out);
   record('fresh app: tsc --strict, skipLibCheck false, bundler', bundler.status === 0, bundler.out);
   if (nodenext.status === 0) {
-    const [esm, cjs] = await Promise.all([run(process.execPath, ['out/exchange.js'], app), run(process.execPath, ['out/exchange-cjs.cjs'], app)]);
+    // CommonJS as Node before 20.19 runs it (no require of an ES module): the ESM-only dependencies must be bundled.
+    const [esm, cjs] = await Promise.all([
+      run(process.execPath, ['out/exchange.js'], app),
+      run(process.execPath, ['--no-experimental-require-module', 'out/exchange-cjs.cjs'], app),
+    ]);
     record('fresh app: create-and-poll from ESM', esm.status === 0 && esm.out.includes('completed echo: esm'), esm.out);
-    record('fresh app: create-and-poll from CommonJS', cjs.status === 0 && cjs.out.includes('completed echo: cjs'), cjs.out);
+    record('fresh app: create-and-poll from CommonJS, without require(esm)', cjs.status === 0 && cjs.out.includes('completed echo: cjs'), cjs.out);
+    const otlp = await otlpRecipe(app);
+    record('fresh app: the OTLP recipe of docs/observability.md exports one trace create -> run -> provider to a loopback collector', otlp.ok, otlp.detail);
   }
+  const core = pkgs.find((p) => p.json.name === '@genservice/core');
+  await oldestApi(core, tarballOf(core));
 } catch (error) {
   record('check-packages ran', false, String(error?.stack ?? error));
 }
 finish();
+
+/**
+ * Runs the app's `out/server.js` (the recipe's server.ts, compiled) with `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` at a
+ * collector on loopback (node:http, OTLP/HTTP JSON POSTs to /v1/traces), creates a generation with a client's
+ * `traceparent`, waits for it, stops the host with SIGTERM (the recipe then exports what is buffered) and checks the
+ * trace: genservice.create (a child of the client's span) -> genservice.run -> genservice.provider.generate.
+ */
+async function otlpRecipe(app) {
+  const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const clientSpan = '00f067aa0ba902b7';
+  const spans = [];
+  const refused = [];
+  const collector = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      if (req.method !== 'POST' || req.url !== '/v1/traces' || !String(req.headers['content-type']).startsWith('application/json')) {
+        refused.push(`${req.method} ${req.url} ${req.headers['content-type']}`);
+        return void res.writeHead(415).end();
+      }
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      for (const rs of body.resourceSpans ?? []) for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []));
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise((resolve) => collector.listen(0, '127.0.0.1', resolve));
+  const probe = createServer();
+  await new Promise((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const port = probe.address().port;
+  await new Promise((resolve) => probe.close(resolve));
+  const host = spawn(process.execPath, ['out/server.js'], {
+    cwd: app,
+    env: { ...env, PORT: String(port), ALICE_KEY: 'alice-otlp-key', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${collector.address().port}/v1/traces` },
+  });
+  let out = '';
+  host.stdout.on('data', (d) => (out += d));
+  host.stderr.on('data', (d) => (out += d));
+  const exited = new Promise((resolve) => host.once('exit', resolve));
+  const problems = [];
+  try {
+    await Promise.race([new Promise((resolve) => host.stdout.on('data', () => out.includes('listening') && resolve())), exited]);
+    if (!out.includes('listening')) throw new Error('the host did not start');
+    const base = `http://127.0.0.1:${port}/gen/v1`;
+    const auth = { authorization: 'Bearer alice-otlp-key' };
+    const created = await fetch(`${base}/generations`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json', traceparent: `00-${traceId}-${clientSpan}-01` },
+      body: JSON.stringify({ modelId: 'echo', settings: { prompt: 'otlp' } }),
+    });
+    const { generationId } = await created.json();
+    let status = '';
+    for (let i = 0; i < 200 && status !== 'completed'; i++) {
+      status = (await (await fetch(`${base}/generations/${generationId}`, { headers: auth })).json()).status;
+      if (status !== 'completed') await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    if (status !== 'completed') problems.push(`generation ${generationId} is ${status}`);
+    host.kill('SIGTERM');
+    const code = await exited;
+    if (code !== 0) problems.push(`the host exited with ${code}`);
+  } catch (error) {
+    problems.push(String(error?.stack ?? error));
+    host.kill('SIGKILL');
+  } finally {
+    collector.close();
+  }
+  const named = (name) => spans.filter((s) => s.name === name && s.traceId === traceId);
+  const [create, run, call] = ['genservice.create', 'genservice.run', 'genservice.provider.generate'].map(named);
+  if (refused.length > 0) problems.push(`collector refused: ${refused.join(', ')}`);
+  if (create?.length !== 1 || run?.length !== 1 || call?.length !== 1) problems.push(`not one each of create, run, provider call in trace ${traceId}`);
+  else {
+    if (create[0].parentSpanId !== clientSpan) problems.push(`create's parent is ${create[0].parentSpanId}`);
+    if (run[0].parentSpanId !== create[0].spanId) problems.push(`run's parent is ${run[0].parentSpanId}, not the create`);
+    if (call[0].parentSpanId !== run[0].spanId) problems.push(`provider call's parent is ${call[0].parentSpanId}, not the run`);
+  }
+  const detail = `${problems.join('\n')}\nspans: ${spans.map((s) => `${s.name} ${s.traceId}/${s.spanId}<-${s.parentSpanId ?? ''}`).join('; ')}\nhost: ${out}`;
+  return { ok: problems.length === 0, detail };
+}
+
+/**
+ * Core's peer range for @opentelemetry/api is the widest its code works with: this app holds it to the lower end
+ * (1.3.0, beside sdk-trace-base 2.x, which accepts it), typechecks a traced host with skipLibCheck off and runs it.
+ */
+async function oldestApi(core, tarball) {
+  const min = core.json.peerDependencies['@opentelemetry/api'].replace(/^\^/, '');
+  const dir = join(work, 'oldest-api');
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'oldest-api', private: true, type: 'module' }));
+  const install = await run('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=warn', tarball, `@opentelemetry/api@${min}`, '@opentelemetry/sdk-trace-base@2', '@types/node@20'], dir);
+  const copies = await run('npm', ['ls', '@opentelemetry/api', '--all'], dir);
+  const versions = new Set(copies.out.match(/@opentelemetry\/api@[\d.]+/g) ?? []);
+  record(`oldest api app: core beside @opentelemetry/api@${min} and sdk-trace-base 2.x, one copy`, install.status === 0 && !install.out.includes('ERESOLVE') && versions.size === 1 && versions.has(`@opentelemetry/api@${min}`), install.out + copies.out);
+  if (install.status !== 0) return;
+  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { strict: true, skipLibCheck: false, module: 'nodenext', moduleResolution: 'nodenext', target: 'ES2022', outDir: 'out', types: ['node'] }, include: ['traced.ts'] }));
+  writeFileSync(
+    join(dir, 'traced.ts'),
+    `import { createGenerationService, MemoryApiKeyStore, MemoryLedger, traceHeaders, type ModelProvider } from '@genservice/core';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+
+const exporter = new InMemorySpanExporter();
+const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+const sent: Array<Record<string, string>> = [];
+const provider: ModelProvider = {
+  models: [{ modelId: 'echo', title: 'Echo', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }],
+  generate: async () => {
+    await new Promise((resolve) => setImmediate(resolve));
+    sent.push(traceHeaders());
+    return { text: 'ok' };
+  },
+};
+const service = createGenerationService({
+  providers: [provider],
+  apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'k', userId: 'u' }] }),
+  ledger: new MemoryLedger({ balances: { u: 10 } }),
+  telemetry: { tracerProvider },
+});
+await service.start();
+const created = await service.handle({
+  method: 'POST',
+  path: '/v1/generations',
+  headers: { authorization: 'Bearer k', 'content-type': 'application/json', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', tracestate: 'a=1' },
+  body: JSON.stringify({ modelId: 'echo' }),
+});
+const { generationId } = JSON.parse(String(created.body)) as { generationId: string };
+while ((await service.get('u', generationId)).status !== 'completed') await new Promise((resolve) => setTimeout(resolve, 10));
+await service.stop();
+const spans = exporter.getFinishedSpans();
+const one = (name: string) => spans.filter((s) => s.name === name);
+const [create, run, call] = ['genservice.create', 'genservice.run', 'genservice.provider.generate'].map(one);
+const ok =
+  create?.length === 1 && run?.length === 1 && call?.length === 1 &&
+  create[0]!.parentSpanContext?.spanId === '00f067aa0ba902b7' &&
+  run[0]!.parentSpanContext?.spanId === create[0]!.spanContext().spanId &&
+  call[0]!.parentSpanContext?.spanId === run[0]!.spanContext().spanId &&
+  [create[0]!, run[0]!, call[0]!].every((s) => s.spanContext().traceId === '4bf92f3577b34da6a3ce929d0e0e4736' && s.spanContext().traceState?.serialize() === 'a=1') &&
+  sent[0]?.traceparent === '00-4bf92f3577b34da6a3ce929d0e0e4736-' + call[0]!.spanContext().spanId + '-01' && sent[0]?.tracestate === 'a=1';
+console.log(ok ? 'one trace' : 'wrong trace', JSON.stringify(spans.map((s) => [s.name, s.spanContext().spanId, s.parentSpanContext?.spanId])), JSON.stringify(sent));
+`,
+  );
+  const tsc = await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], dir);
+  record(`oldest api app: tsc --strict, skipLibCheck false, with @opentelemetry/api@${min}`, tsc.status === 0, tsc.out);
+  if (tsc.status !== 0) return;
+  const traced = await run(process.execPath, ['out/traced.js'], dir);
+  record(`oldest api app: one trace create -> run -> provider call (telemetry.tracerProvider, tracestate kept) on @opentelemetry/api@${min}`, traced.status === 0 && traced.out.startsWith('one trace'), traced.out);
+}
+
+/** The ```ts blocks of a doc, by their first line (`// name.ts`) or by a string they contain. */
+function docBlock(doc, pick) {
+  const text = readFileSync(join(root, 'docs', doc), 'utf8');
+  const found = [...text.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]).filter((code) => (pick.endsWith('.ts') ? code.startsWith(`// ${pick}\n`) : code.includes(pick)));
+  if (found.length !== 1) throw new Error(`docs/${doc}: ${found.length} blocks match ${pick}, not one`);
+  return found[0];
+}
 
 function freshAppFiles() {
   const compilerOptions = { strict: true, skipLibCheck: false, noEmit: false, outDir: 'out', target: 'ES2022', types: ['node'] };
@@ -174,7 +348,19 @@ main().catch((error) => {
   process.exit(1);
 });
 `;
+  // The reader's own provider, which the doc blocks import (as examples/doc-blocks supplies it).
+  const myProvider = `import type { ModelProvider } from '@genservice/core';
+export const myProvider: ModelProvider = {
+  models: [{ modelId: 'echo', title: 'Echo', resultType: 'text', estimatedGenerationTime: 0.1, settings: [{ name: 'prompt', title: 'Prompt', fieldType: 'text', required: true }], price: 1 }],
+  generate: async (input) => ({ text: 'echo: ' + String(input.settings.prompt) }),
+};
+`;
   return {
+    // docs/observability.md as a reader copies it: the /metrics page, and the OTLP recipe (run by otlpRecipe).
+    'my-provider.ts': myProvider,
+    'metrics-page.ts': docBlock('observability.md', 'createPrometheusMetrics()'),
+    'tracing.ts': docBlock('observability.md', 'tracing.ts'),
+    'server.ts': docBlock('observability.md', 'server.ts'),
     'tsconfig.json': JSON.stringify({ compilerOptions: { ...compilerOptions, module: 'nodenext', moduleResolution: 'nodenext' }, include: ['*.ts', '*.cts'] }),
     'tsconfig.bundler.json': JSON.stringify({ compilerOptions: { ...compilerOptions, noEmit: true, module: 'esnext', moduleResolution: 'bundler' }, include: ['everything.ts', 'exchange.ts'] }),
     'everything.ts': everything,

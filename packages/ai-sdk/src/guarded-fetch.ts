@@ -1,4 +1,4 @@
-import { currentTraceparent, guardedRequest, type GuardedRequestOptions } from '@genservice/core/ports';
+import { guardedRequest, traceHeaders, type GuardedRequestOptions } from '@genservice/core/ports';
 
 /** Options of {@link createGuardedFetch}: the outbound guard's address policy and limits, per request. */
 export interface GuardedFetchOptions
@@ -30,9 +30,9 @@ export function createGuardedFetch(options: GuardedFetchOptions = {}): typeof gl
     request.headers.forEach((value, name) => {
       headers[name] = value;
     });
-    // The provider call's span (with an OpenTelemetry SDK): the model's API continues the generation's trace.
-    const traceparent = currentTraceparent();
-    if (traceparent !== undefined && headers.traceparent === undefined) headers.traceparent = traceparent;
+    // The provider call's span (with an OpenTelemetry SDK): the model's API continues the generation's trace (the host's
+    // propagator's fields: traceparent, tracestate, ...), unless the request set them itself.
+    for (const [name, value] of Object.entries(traceHeaders())) headers[name] ??= value;
     const body = request.body === null ? undefined : new Uint8Array(await request.arrayBuffer());
     const answer = await guardedRequest(request.url, {
       ...limits,

@@ -1,15 +1,15 @@
 import { GenServiceError } from './errors.js';
 import { isRecord, type Transport } from './transport.js';
-import type { Batch, BatchCancelResult, BatchCreated, CreateBatchInput, GenerationItem, GenerationPage } from './types.js';
+import type { AnyModels, Batch, BatchCancelResult, BatchCreated, CreateBatchInput, GenerationItem, GenerationPage, ModelMap } from './types.js';
 
 /** `client.batches`: many generations created, reserved and followed as one. */
-export interface BatchesApi {
+export interface BatchesApi<M extends ModelMap<M> = AnyModels> {
   /**
    * POST /v1/batches. All or nothing: a bad request throws a 400 InvalidRequestError naming each bad one by its index
    * (`requests[3].settings.prompt`), a total the balance or key budget cannot cover a 402; nothing is created then.
    * With `idempotencyKey`, a retry answers the same batch.
    */
-  create(input: CreateBatchInput, options?: { idempotencyKey?: string; signal?: AbortSignal }): Promise<BatchCreated>;
+  create(input: CreateBatchInput<M>, options?: { idempotencyKey?: string; signal?: AbortSignal }): Promise<BatchCreated>;
   /** GET /v1/batches/:id: running or completed, its generations by status, the tokens charged so far. */
   get(batchId: string, options?: { signal?: AbortSignal }): Promise<Batch>;
   /** GET /v1/batches/:id/generations: one page of its generations, newest first. */

@@ -9,8 +9,10 @@ import {
   isTransientError,
 } from './errors.js';
 import { batchesApi, type BatchesApi } from './batches.js';
+import type { RetryOptions } from './retry.js';
 import { Transport, isRecord, readEventStream, type FetchLike } from './transport.js';
 import type {
+  AnyModels,
   Balance,
   CancelResult,
   CompletedGeneration,
@@ -22,15 +24,22 @@ import type {
   GenerationStatus,
   ListOptions,
   Model,
+  ModelMap,
   Quote,
   TerminalGeneration,
 } from './types.js';
 
 export interface ClientOptions {
-  /** Where the API is mounted, without `/v1` (e.g. `https://api.example.com` or `http://localhost:3000/gen`). */
+  /**
+   * Where the API is mounted, without `/v1` (e.g. `https://api.example.com` or `http://localhost:3000/gen`): the client
+   * adds `/v1/...` itself. (A 404 "No such endpoint." through a baseUrl ending in `/v1` says so.)
+   */
   baseUrl: string;
-  /** Sent as `Authorization: Bearer <apiKey>`. */
-  apiKey: string;
+  /**
+   * Sent as `Authorization: Bearer <apiKey>`. Default: the `GENSERVICE_API_KEY` environment variable, where there is a
+   * `process` (Node, Bun, Deno; never in a browser); without either, `createClient` throws a TypeError.
+   */
+  apiKey?: string;
   /** Default: the global `fetch`. */
   fetch?: FetchLike;
   /** Default in Node: `genservice-client/<version>`; in browsers none is sent unless given (CORS). */
@@ -39,6 +48,12 @@ export interface ClientOptions {
   requestTimeoutMs?: number;
   /** How long the models list fetched for polling estimates is reused. Default 5 minutes. */
   modelsCacheTtlMs?: number;
+  /**
+   * Trying safe requests again (every GET, and a create that carries an Idempotency-Key) after no response, a 502,
+   * 503 or 504, or a 429 with Retry-After: on by default (3 tries, 500 ms then 1 s apart); `false` turns it off.
+   * `run` and `waitFor` keep their own, longer patience (`maxOutageMs`).
+   */
+  retry?: RetryOptions | false;
 }
 
 export interface RequestSignalOptions {
@@ -111,15 +126,19 @@ export interface RunOptions extends Omit<WaitForOptions, 'modelId'> {
   throwOnFailure?: boolean;
 }
 
-export interface GenServiceClient {
+/**
+ * A client of one genservice API. `M` is its model map (`generateModelTypes` writes it): each create, quote and batch
+ * request is checked against its model's settings at compile time. Default: any model, any settings.
+ */
+export interface GenServiceClient<M extends ModelMap<M> = AnyModels> {
   models: {
     /** GET /v1/models. Also refreshes the cache polling uses. */
     list(options?: RequestSignalOptions): Promise<Model[]>;
   };
   generations: {
     /** POST /v1/generations. Returns at once; the generation runs on the server. */
-    create(input: CreateGenerationInput, options?: CreateOptions): Promise<{ generationId: string }>;
-    /** GET /v1/generations/:id, one request, no retries. */
+    create<K extends keyof M & string>(input: CreateGenerationInput<M, K>, options?: CreateOptions): Promise<{ generationId: string }>;
+    /** GET /v1/generations/:id (tried again by the `retry` policy, as every GET). */
     get(generationId: string, options?: RequestSignalOptions): Promise<Generation>;
     /** GET /v1/generations/:id/details: timestamps, progress, metadata and the reason of a failure. */
     details(generationId: string, options?: RequestSignalOptions): Promise<GenerationItem>;
@@ -135,7 +154,7 @@ export interface GenServiceClient {
      */
     output(generationId: string, options?: OutputOptions): AsyncIterable<OutputChunk>;
     /** POST /v1/quotes: the price a create with this input would reserve, and your balance; reserves nothing. */
-    quote(input: CreateGenerationInput, options?: RequestSignalOptions): Promise<Quote>;
+    quote<K extends keyof M & string>(input: CreateGenerationInput<M, K>, options?: RequestSignalOptions): Promise<Quote>;
     /** POST /v1/generations/:id/cancel. A finished generation is returned unchanged. */
     cancel(generationId: string, options?: RequestSignalOptions): Promise<CancelResult>;
     /**
@@ -146,12 +165,12 @@ export interface GenServiceClient {
     /** Polls until `completed` or `failed` and returns that generation; a failed one is returned, not thrown. */
     waitFor(generationId: string, options?: WaitForOptions): Promise<TerminalGeneration>;
     /** create + waitFor. Returns the completed generation; throws GenerationFailedError for a failed one. */
-    run(input: CreateGenerationInput, options?: RunOptions & { throwOnFailure?: true }): Promise<CompletedGeneration>;
-    run(input: CreateGenerationInput, options: RunOptions & { throwOnFailure: false }): Promise<TerminalGeneration>;
-    run(input: CreateGenerationInput, options?: RunOptions): Promise<TerminalGeneration>;
+    run<K extends keyof M & string>(input: CreateGenerationInput<M, K>, options?: RunOptions & { throwOnFailure?: true }): Promise<CompletedGeneration>;
+    run<K extends keyof M & string>(input: CreateGenerationInput<M, K>, options: RunOptions & { throwOnFailure: false }): Promise<TerminalGeneration>;
+    run<K extends keyof M & string>(input: CreateGenerationInput<M, K>, options?: RunOptions): Promise<TerminalGeneration>;
   };
   /** POST /v1/batches and the rest: many generations created, reserved and followed as one. */
-  batches: BatchesApi;
+  batches: BatchesApi<M>;
   /** GET /v1/balance: the caller's spendable tokens. */
   balance(options?: RequestSignalOptions): Promise<Balance>;
 }
@@ -250,7 +269,7 @@ function randomIdempotencyKey(): string | undefined {
   return undefined;
 }
 
-class Client implements GenServiceClient {
+class Client implements GenServiceClient<AnyModels> {
   readonly models: GenServiceClient['models'];
   readonly generations: GenServiceClient['generations'];
   readonly batches: BatchesApi;
@@ -294,13 +313,14 @@ class Client implements GenServiceClient {
     return models;
   }
 
-  private async create(input: CreateGenerationInput, options: CreateOptions = {}): Promise<{ generationId: string }> {
+  private async create(input: CreateGenerationInput, options: CreateOptions = {}, retry = true): Promise<{ generationId: string }> {
     const headers: Record<string, string> = {};
     if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
     const body = await this.transport.request('POST', '/v1/generations', {
       body: bodyOf(input),
       headers,
       signal: options.signal,
+      retry,
     });
     if (!isRecord(body) || typeof body.generationId !== 'string' || body.generationId === '') {
       throw invalidResponse('POST /v1/generations: no generationId');
@@ -356,9 +376,10 @@ class Client implements GenServiceClient {
     }
   }
 
-  private async get(generationId: string, options: RequestSignalOptions = {}): Promise<Generation> {
+  private async get(generationId: string, options: RequestSignalOptions = {}, retry = true): Promise<Generation> {
     const body = await this.transport.request('GET', `/v1/generations/${encodeURIComponent(generationId)}`, {
       signal: options.signal,
+      retry,
     });
     return toGeneration(generationId, body);
   }
@@ -469,9 +490,10 @@ class Client implements GenServiceClient {
     cancelOnAbort: boolean,
     op: Operation,
   ): Promise<string> {
-    if (!cancelOnAbort) return (await this.create(input, { idempotencyKey, signal: op.signal })).generationId;
+    // One try each: createWithRetries is the retry loop here.
+    if (!cancelOnAbort) return (await this.create(input, { idempotencyKey, signal: op.signal }, false)).generationId;
     throwIfAborted(op.signal);
-    const attempt = this.create(input, { idempotencyKey });
+    const attempt = this.create(input, { idempotencyKey }, false);
     try {
       return (await raceAbort(attempt, op.signal)).generationId;
     } catch (error) {
@@ -520,7 +542,8 @@ class Client implements GenServiceClient {
         delay = backoff.next();
       } else {
         try {
-          const generation = await this.get(generationId, { signal: op.signal });
+          // One try each: this loop has its own patience (maxOutageMs) and pace.
+          const generation = await this.get(generationId, { signal: op.signal }, false);
           outageStartedAt = undefined;
           state.lastError = undefined;
           if (generation.status !== state.lastStatus) {
@@ -706,12 +729,14 @@ function delayAfter(error: unknown, backoffMs: number): number {
  * A client for one genservice API and one API key.
  *
  * @example
- * const client = createClient({ baseUrl: 'https://api.example.com', apiKey: process.env.GENSERVICE_KEY! });
+ * // The API key from GENSERVICE_API_KEY; `Models` written by generateModelTypes, so settings are checked per model.
+ * const client = createClient<Models>({ baseUrl: 'https://api.example.com' });
  * const { result, price } = await client.generations.run(
  *   { modelId: 'text-small', settings: { prompt: 'A haiku about rain' } },
  *   { timeoutMs: 60_000, onStatus: (status) => console.log(status) },
  * );
  */
-export function createClient(options: ClientOptions): GenServiceClient {
-  return new Client(options);
+export function createClient<M extends ModelMap<M> = AnyModels>(options: ClientOptions): GenServiceClient<M> {
+  // One implementation for every model map: the map only narrows what the caller may pass.
+  return new Client(options) as unknown as GenServiceClient<M>;
 }

@@ -7,7 +7,8 @@
  * @example
  * import { createClient, InsufficientFundsError } from '@genservice/client';
  *
- * const client = createClient({ baseUrl: 'https://api.example.com', apiKey: 'sk-...' });
+ * // The API key from GENSERVICE_API_KEY (or pass apiKey).
+ * const client = createClient({ baseUrl: 'https://api.example.com' });
  * try {
  *   const generation = await client.generations.run(
  *     { modelId: 'text-small', settings: { prompt: 'A haiku about rain' } },
@@ -53,11 +54,15 @@ export {
 } from './errors.js';
 export type { ErrorCode, GenServiceErrorOptions, KnownErrorCode } from './errors.js';
 export { pollSchedule } from './backoff.js';
+export { generateModelTypes } from './model-types.js';
+export type { GenerateModelTypesOptions } from './model-types.js';
+export type { RetryOptions } from './retry.js';
 export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
 export type { PollSchedule, PollScheduleOverrides } from './backoff.js';
 export type { FetchLike } from './transport.js';
 export type { BatchesApi } from './batches.js';
 export type {
+  AnyModels,
   Balance,
   Batch,
   BatchCancelResult,
@@ -66,6 +71,7 @@ export type {
   CreateBatchInput,
   CancelResult,
   CompletedGeneration,
+  CreateGenerationCommon,
   CreateGenerationInput,
   ErrorDetail,
   FailedGeneration,
@@ -80,8 +86,10 @@ export type {
   GenerationStatus,
   InProgressGeneration,
   Model,
+  ModelMap,
   ResultType,
   SettingDescriptor,
+  SettingsField,
   TerminalGeneration,
   TerminalStatus,
 } from './types.js';

@@ -1,6 +1,7 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { linkSignals, throwIfAborted, timeoutSignal } from './abort.js';
 import { ConnectionError, GenServiceError, errorFromResponse } from './errors.js';
+import { retryDelay, retryPolicy, type RetryOptions, type RetryPolicy } from './retry.js';
 import type { ErrorDetail } from './types.js';
 
 /** Kept by hand: importing package.json would pull it into the browser bundle for one string. */
@@ -10,16 +11,30 @@ export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 
 export interface TransportOptions {
   baseUrl: string;
-  apiKey: string;
+  /** Default: the `GENSERVICE_API_KEY` environment variable (where there is a `process`: Node, Bun, Deno). */
+  apiKey?: string;
   fetch?: FetchLike;
   userAgent?: string;
   requestTimeoutMs?: number;
+  retry?: RetryOptions | false;
 }
 
 export interface RequestOptions {
   body?: unknown;
   headers?: Record<string, string>;
   signal?: AbortSignal;
+  /**
+   * False: one try, whatever the retry policy (for a caller with a retry loop of its own). Otherwise a GET, or a POST
+   * with an Idempotency-Key, is tried again by the client's retry policy.
+   */
+  retry?: boolean;
+}
+
+/** The environment's `GENSERVICE_API_KEY`, read only where a `process` exists (never in a browser bundle). */
+function apiKeyFromEnvironment(): string | undefined {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  const key = env?.GENSERVICE_API_KEY;
+  return typeof key === 'string' && key !== '' ? key : undefined;
 }
 
 /** Marks an abort caused by the per-request timer, so it can be told apart from the caller's own abort. */
@@ -38,16 +53,19 @@ export class Transport {
   private readonly headers: Record<string, string>;
   private readonly fetchImpl: FetchLike;
   private readonly requestTimeoutMs: number;
+  private readonly retry: RetryPolicy;
 
   constructor(options: TransportOptions) {
     if (!options.baseUrl) throw new TypeError('createClient: baseUrl is required');
-    if (!options.apiKey) throw new TypeError('createClient: apiKey is required');
+    const apiKey = options.apiKey === undefined ? apiKeyFromEnvironment() : options.apiKey;
+    if (!apiKey) throw new TypeError('createClient: apiKey is required (pass it, or set GENSERVICE_API_KEY in the environment)');
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.retry = retryPolicy(options.retry);
     // Looked up on each call, not captured: tests and polyfills may install fetch later, and an unbound
     // window.fetch throws "Illegal invocation" in browsers.
     this.fetchImpl = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
-    this.headers = { authorization: `Bearer ${options.apiKey}`, accept: 'application/json' };
+    this.headers = { authorization: `Bearer ${apiKey}`, accept: 'application/json' };
     // Browsers: a custom User-Agent is a non-safelisted header and would fail CORS preflight on hosts that do
     // not list it, so it is only sent there when the caller asks for it.
     const userAgent = options.userAgent ?? (isNodeLike() ? `genservice-client/${CLIENT_VERSION}` : undefined);
@@ -72,7 +90,35 @@ export class Transport {
     }
   }
 
+  /**
+   * Sends the request, and again while the retry policy says so (a GET, or a POST with an Idempotency-Key: safe to
+   * repeat). Returns the parsed JSON of a 2xx; throws the last error otherwise, or the caller's abort reason.
+   */
   async request(method: 'GET' | 'POST' | 'DELETE', path: string, options: RequestOptions = {}): Promise<unknown> {
+    const safe = options.retry !== false && (method === 'GET' || (method === 'POST' && options.headers?.['idempotency-key'] !== undefined));
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.requestOnce(method, path, options);
+      } catch (error) {
+        const delay = safe && !options.signal?.aborted ? retryDelay(this.retry, attempt, error) : undefined;
+        if (delay === undefined) throw this.withHint(error);
+        await this.retry.sleep(delay, options.signal);
+      }
+    }
+  }
+
+  /**
+   * A route this service does not have, asked through a `baseUrl` that ends in `/v1`: the client adds `/v1` itself,
+   * so the request went to `.../v1/v1/...`. Said in the error, with the baseUrl to use.
+   */
+  private withHint(error: unknown): unknown {
+    if (!(error instanceof GenServiceError) || error.status !== 404 || !/\/v1$/i.test(this.baseUrl)) return error;
+    if (!(error.code === 'unknown' || (error.code === 'not_found' && error.message === 'No such endpoint.'))) return error;
+    const hint = `${error.message} The client's baseUrl "${this.baseUrl}" ends in /v1, and the client adds /v1 to every path: give the mount point without /v1 ("${this.baseUrl.slice(0, -3)}").`;
+    return errorFromResponse(hint, { status: error.status, code: error.code, details: error.details, retryAfterMs: error.retryAfterMs, requestId: error.requestId, cause: error });
+  }
+
+  private async requestOnce(method: 'GET' | 'POST' | 'DELETE', path: string, options: RequestOptions): Promise<unknown> {
     throwIfAborted(options.signal);
     const timeout = this.requestTimeoutMs > 0 ? timeoutSignal(this.requestTimeoutMs, new RequestTimeout()) : undefined;
     const linked = linkSignals([options.signal, timeout?.signal]);

@@ -30,10 +30,38 @@ export interface Model {
   settings: SettingDescriptor[];
 }
 
-export interface CreateGenerationInput {
-  modelId: string;
-  /** Keyed by the `name` of the model's settings; media settings take arrays of URLs. */
-  settings?: Record<string, unknown>;
+/**
+ * The settings of each model, by model id (`{ 'image-fast': { prompt: string; size?: '512x512' | '1024x1024' } }`):
+ * what `generateModelTypes` writes from a service's `GET /v1/models` or OpenAPI document. `createClient<Models>()`
+ * then checks the `modelId` and `settings` of every create, quote and batch against it at compile time.
+ */
+export type ModelMap<M = Record<string, unknown>> = { [K in keyof M]: object };
+
+/** Any model id, any settings: the client's default, when no model map is given. */
+export type AnyModels = Record<string, Record<string, unknown>>;
+
+/** `settings` of a create for a model with settings `S`: optional when none of them is required. */
+export type SettingsField<S> = {} extends S
+  ? {
+      /** Keyed by the `name` of the model's settings; media settings take arrays of URLs. */
+      settings?: S;
+    }
+  : {
+      /** Keyed by the `name` of the model's settings; media settings take arrays of URLs. */
+      settings: S;
+    };
+
+/**
+ * A create of model `K` of the model map `M`: its `settings` typed by that model (for several models, a union with
+ * each model's own settings). The client's methods infer `K` from the `modelId` given, so a bad setting is reported
+ * against that model's own settings type. Without a model map (`AnyModels`), any model id with any settings.
+ */
+export type CreateGenerationInput<M extends ModelMap<M> = AnyModels, K extends keyof M & string = keyof M & string> = K extends unknown
+  ? { modelId: K } & SettingsField<M[K]> & CreateGenerationCommon
+  : never;
+
+/** What every create may carry beside its model and settings. */
+export interface CreateGenerationCommon {
   /** Your own labels: at most 16 string values (keys up to 64 characters, values up to 512). */
   metadata?: Record<string, string>;
   /** Where the service should send this generation's events (Standard Webhooks, signed with your secret). */
@@ -167,16 +195,14 @@ export interface ErrorDetail {
   message: string;
 }
 
-/** One request of a batch: a create without a webhook of its own. */
-export interface BatchRequest {
-  modelId: string;
-  settings?: Record<string, unknown>;
-  metadata?: Record<string, string>;
-}
+/** One request of a batch: a create without a webhook of its own (its settings typed by its model, as a create's). */
+export type BatchRequest<M extends ModelMap<M> = AnyModels> = {
+  [K in keyof M & string]: { modelId: K; metadata?: Record<string, string> } & SettingsField<M[K]>;
+}[keyof M & string];
 
-export interface CreateBatchInput {
+export interface CreateBatchInput<M extends ModelMap<M> = AnyModels> {
   /** 1 to 1,000 requests, validated and reserved as a whole. */
-  requests: BatchRequest[];
+  requests: BatchRequest<M>[];
   /** Where `batch.completed` is sent when every generation of the batch has finished. */
   webhook?: { url: string };
 }

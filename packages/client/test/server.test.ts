@@ -336,8 +336,8 @@ describe('client against core on Express', () => {
     expect(flaky).toEqual({ unavailable: 0, dropped: 0, cutStreams: 0 });
   });
 
-  it('a one-shot request reports a dropped connection as ConnectionError and a 503 as typed', async () => {
-    const c = client();
+  it('a one-shot request (retry: false) reports a dropped connection as ConnectionError and a 503 as typed', async () => {
+    const c = client(undefined, { retry: false });
     flaky.dropped = 1;
     await expect(c.generations.get('any')).rejects.toBeInstanceOf(ConnectionError);
     flaky.unavailable = 1;
@@ -356,7 +356,7 @@ describe('client against core on Express', () => {
   });
 
   it('reports an unreachable server as ConnectionError', async () => {
-    const c = createClient({ baseUrl: 'http://127.0.0.1:1', apiKey: 'k' });
+    const c = createClient({ baseUrl: 'http://127.0.0.1:1', apiKey: 'k', retry: false });
     await expect(c.models.list()).rejects.toBeInstanceOf(ConnectionError);
   });
 });

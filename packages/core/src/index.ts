@@ -47,5 +47,5 @@ export { DEFAULT_LIMITS } from './settings/compile.js';
 export * from './memory/index.js';
 export * from './disk/index.js';
 export * from './outbound/index.js';
-export { METRIC_NAMES, TELEMETRY_SCOPE, currentTraceparent } from './telemetry.js';
+export { METRIC_NAMES, TELEMETRY_SCOPE, currentTraceparent, traceHeaders } from './telemetry.js';
 export type { CheckOutcome } from './http/health.js';

@@ -39,5 +39,8 @@ export * from './outbound/index.js';
 export { MAX_TOKENS, assertTokenAmount, creditFits, isTokenAmount } from './domain/amounts.js';
 /** How every ledger adds up and orders its usage report, so all answer the same. */
 export { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from './domain/usage.js';
-/** The W3C `traceparent` of the active span: providers send it with their upstream HTTP calls. */
-export { currentTraceparent } from './trace-context.js';
+/**
+ * The active span's propagation fields (`traceparent`, `tracestate`, and whatever else the host's propagator writes),
+ * and its W3C `traceparent` alone: providers send them with their upstream HTTP calls.
+ */
+export { currentTraceparent, traceHeaders } from './trace-context.js';

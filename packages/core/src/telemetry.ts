@@ -6,18 +6,17 @@ import {
   type ObservableUpDownCounter,
   type Span,
   type Tracer,
-  context,
   metrics,
   SpanKind,
   SpanStatusCode,
   trace,
 } from '@opentelemetry/api';
 import { inject, injectable } from 'tsyringe';
-import { contextOfTraceparent, currentTraceparent, traceparentOf } from './trace-context.js';
+import { activeContext, contextOfHeaders, contextOfTraceparent, continuedContext, currentTraceparent, runInContext, traceHeaders, traceparentOf } from './trace-context.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
 
-export { contextOfTraceparent, currentTraceparent, traceparentOf };
+export { activeContext, contextOfHeaders, contextOfTraceparent, continuedContext, currentTraceparent, traceHeaders, traceparentOf };
 
 /** The instrumentation scope of every metric and span genservice makes. */
 export const TELEMETRY_SCOPE = 'genservice';
@@ -170,22 +169,30 @@ export class Telemetry {
 
   /**
    * Runs `fn` in a new span (a child of `parent`, else of the active span); the span ends when `fn` settles, with
-   * an error status when it throws.
+   * an error status when it throws. The span is active while `fn` runs, also across its awaits when the host has no
+   * context manager of its own (a `telemetry.tracerProvider` without a registered SDK): a span made inside, and a
+   * provider's `currentTraceparent()`, see it as their parent.
    */
   inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, parent?: Context, kind: SpanKind = SpanKind.INTERNAL): Promise<T> {
-    return this.tracer.startActiveSpan(name, { attributes, kind }, parent ?? context.active(), (span) =>
-      fn(span).then(
-        (value) => {
-          span.end();
-          return value;
-        },
-        (err: unknown) => {
-          span.recordException(err instanceof Error ? err : String(err));
-          span.setStatus({ code: SpanStatusCode.ERROR });
-          span.end();
-          throw err;
-        },
-      ),
+    const ctx = parent ?? activeContext();
+    const span = this.tracer.startSpan(name, { attributes, kind }, ctx);
+    return runInContext(trace.setSpan(ctx, span), () => {
+      try {
+        return fn(span);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }).then(
+      (value) => {
+        span.end();
+        return value;
+      },
+      (err: unknown) => {
+        span.recordException(err instanceof Error ? err : String(err));
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        span.end();
+        throw err;
+      },
     );
   }
 }

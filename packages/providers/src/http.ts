@@ -1,4 +1,4 @@
-import { currentTraceparent, fetchMedia, OutboundError, ProviderError, type FetchMediaOptions, type GenerationContext, type GenerationOutput } from '@genservice/core/ports';
+import { fetchMedia, OutboundError, ProviderError, type FetchMediaOptions, type GenerationContext, type GenerationOutput, traceHeaders } from '@genservice/core/ports';
 
 /** How a ready provider talks to its upstream API. */
 export interface UpstreamOptions {
@@ -139,8 +139,9 @@ export async function callUpstream(
   const url = path.startsWith('http://') || path.startsWith('https://') ? path : `${upstream.baseUrl}${path}`;
   const timeout = AbortSignal.timeout(upstream.timeoutMs);
   let res: Response;
-  // The provider call's span (with an OpenTelemetry SDK): the upstream continues the generation's trace.
-  const traceparent = currentTraceparent();
+  // The provider call's span (with an OpenTelemetry SDK): the upstream continues the generation's trace (the host's
+  // propagator's fields: traceparent, tracestate, ...).
+  const trace = traceHeaders();
   try {
     res = await upstream.fetch(url, {
       method,
@@ -148,7 +149,7 @@ export async function callUpstream(
         ...upstream.headers,
         accept: 'application/json',
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        ...(traceparent !== undefined ? { traceparent } : {}),
+        ...trace,
       },
       body: body === undefined ? undefined : JSON.stringify(body),
       redirect: 'error',

@@ -155,6 +155,8 @@ export class BullMQQueue implements JobQueue {
   /** Aborting it makes every job still running on the current worker let go (the last step of a forced stop). */
   private letGo = new AbortController();
   private readonly running = new Map<string, AbortController>();
+  /** The trace context each running job carried, by generation: its next check (enqueued from inside it) carries it on. */
+  private readonly carried = new Map<string, Record<string, string>>();
   private stopping: Promise<void> | undefined;
   private readonly lastLogged = new Map<string, number>();
 
@@ -267,6 +269,10 @@ export class BullMQQueue implements JobQueue {
       throw new UnavailableError(`Redis is unreachable: ${message(open.lastError)}`, { cause: open.lastError });
     }
     const data: Job = { generationId: job.generationId, modelId: job.modelId, ...(job.ownerId !== undefined ? { ownerId: job.ownerId } : {}) };
+    // The create's trace context travels in the job's data, so the run on another instance continues it whole; a
+    // remote job's next check, enqueued from inside its running job, carries that job's.
+    const trace = job.trace ?? this.carried.get(job.generationId);
+    if (trace !== undefined) data.trace = trace;
     const adding = this.add(open, data, options.fresh === true, options.delayMs ?? 0);
     // The loser of the race below may still land later, once Redis is back: harmless, since core has failed the
     // generation by then and the job's claim finds nothing to do. Its rejection must not surface as unhandled.
@@ -379,6 +385,7 @@ export class BullMQQueue implements JobQueue {
     if (job.attemptsStarted <= 1) this.release(this.openProducer(), job.data.ownerId ?? '');
     const controller = new AbortController();
     this.running.set(id, controller);
+    if (job.data.trace !== undefined) this.carried.set(id, job.data.trace);
     let finished = false;
     const running = (async (): Promise<void> => {
       try {
@@ -402,7 +409,10 @@ export class BullMQQueue implements JobQueue {
         });
       });
     } finally {
-      if (this.running.get(id) === controller) this.running.delete(id);
+      if (this.running.get(id) === controller) {
+        this.running.delete(id);
+        this.carried.delete(id);
+      }
     }
     if (!finished || controller.signal.reason instanceof QueueStoppedError) {
       // Stopped before it finished: hand it back for another instance, once the store lease of this run has run

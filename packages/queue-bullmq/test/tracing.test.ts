@@ -26,12 +26,12 @@ afterAll(() => {
 });
 
 describe('tracing across instances', () => {
-  it('one trace from the POST (with a client traceparent) through a BullMQ run on a second instance and its provider calls', async () => {
+  it('one trace from the POST (with a client traceparent and tracestate) through BullMQ runs on a second instance and their provider calls', async () => {
     const stores = await freshStores();
     const prefix = randomName('gs-trace');
     cleanups.push(() => stores.drop(), () => obliterate(prefix));
     await stores.ledger.credit('u', 100);
-    const upstream = await fakeReplicate(TOKEN, { checksToFinish: 1, result: 'text' });
+    const upstream = await fakeReplicate(TOKEN, { checksToFinish: 2, result: 'text' });
     cleanups.push(() => upstream.close());
     const apiKeys = new MemoryApiKeyStore();
     await apiKeys.addKey('trace-user-key-0123456789', 'u');
@@ -73,6 +73,7 @@ describe('tracing across instances', () => {
         authorization: 'Bearer trace-user-key-0123456789',
         'content-type': 'application/json',
         traceparent: `00-${traceId}-00f067aa0ba902b7-01`,
+        tracestate: 'vendor=abc,other=1',
       },
       body: JSON.stringify({ modelId: 'llm', settings: { prompt: 'hi' } }),
     });
@@ -85,17 +86,22 @@ describe('tracing across instances', () => {
     expect(create, apiSpans.map((s) => s.name).join()).toBeDefined();
     expect(create.spanContext().traceId).toBe(traceId);
     expect(create.parentSpanContext?.spanId).toBe('00f067aa0ba902b7');
+    expect(create.spanContext().traceState?.serialize()).toBe('vendor=abc,other=1');
     expect(create.attributes['genservice.generation_id']).toBe(generationId);
     // The API instance runs nothing.
     expect(apiSpans.some((s) => s.name === 'genservice.run')).toBe(false);
 
-    await until(() => worker.spans.getFinishedSpans().some((s) => s.name === 'genservice.run' && s.status.code !== 2), { what: 'the run spans', timeoutMs: 5000, intervalMs: 20 });
+    // The start's run (parked) and the check's: the check's span ends just after the generation is stored completed.
+    await until(() => worker.spans.getFinishedSpans().filter((s) => s.name === 'genservice.run' && s.status.code !== 2).length >= 2, { what: 'the run spans', timeoutMs: 5000, intervalMs: 20 });
     const workerSpans: ReadableSpan[] = worker.spans.getFinishedSpans();
     const runs = workerSpans.filter((s) => s.name === 'genservice.run');
-    expect(runs.length).toBeGreaterThanOrEqual(1);
+    // The start, then (parked) at least one check: the check's job was enqueued from inside the first run.
+    expect(runs.length).toBeGreaterThanOrEqual(2);
     for (const run of runs) {
-      // The second instance continues the trace of the create, as the create's child.
+      // The second instance continues the trace of the create, as the create's child, with the client's tracestate
+      // (carried in the job's data across Redis: the store keeps only the traceparent).
       expect(run.spanContext().traceId).toBe(traceId);
+      expect(run.spanContext().traceState?.serialize()).toBe('vendor=abc,other=1');
       expect(run.parentSpanContext?.spanId).toBe(create.spanContext().spanId);
       expect(run.attributes['genservice.generation_id']).toBe(generationId);
     }
@@ -104,6 +110,7 @@ describe('tracing across instances', () => {
     expect(calls.map((s) => s.name)).toEqual(expect.arrayContaining(['genservice.provider.start', 'genservice.provider.check']));
     for (const call of calls) {
       expect(call.spanContext().traceId).toBe(traceId);
+      expect(call.spanContext().traceState?.serialize()).toBe('vendor=abc,other=1');
       expect(runs.map((r) => r.spanContext().spanId)).toContain(call.parentSpanContext?.spanId);
     }
     // The provider's HTTP calls carried their span's traceparent to the upstream API.

@@ -4,7 +4,7 @@ import { asError, childLogger } from '../logger.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { Logger } from '../ports/logger.js';
 import { contextRead, type RequestContext, requestIdOf, withRequestContext } from '../request-context.js';
-import { contextOfTraceparent, Telemetry } from '../telemetry.js';
+import { contextOfHeaders, Telemetry } from '../telemetry.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { isThenable } from '../domain/thenable.js';
 import { TOKENS } from '../tokens.js';
@@ -55,8 +55,8 @@ export class HttpHandler {
    */
   handle(req: HttpRequest): Promise<HttpResponse> {
     const ctx: RequestContext = { requestId: requestIdOf(req.headers['x-request-id']) };
-    const traceparent = req.headers.traceparent;
-    if (traceparent !== undefined) ctx.traceContext = contextOfTraceparent(Array.isArray(traceparent) ? traceparent[0] : traceparent);
+    const traceContext = contextOfHeaders(req.headers);
+    if (traceContext !== undefined) ctx.traceContext = traceContext;
     const answer = withRequestContext(ctx, () => this.answer(req, ctx), ctx.traceContext !== undefined);
     // One step after the route's own promise: its answer or its error's, with the request's id and metric.
     if (answer instanceof Promise) return answer.then((res) => this.finish(ctx, res), (err: unknown) => this.finish(ctx, this.fromError(err)));

@@ -6,6 +6,7 @@ import type { JobQueue } from '../ports/queue.js';
 import type { NewEvent, NewGeneration } from '../ports/store.js';
 import { currentRequestContext } from '../request-context.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { traceHeaders } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import { GenerationLog } from './generation-log.js';
 import { Lifecycle, type ReserveKey } from './lifecycle.js';
@@ -150,7 +151,8 @@ export class Creation {
     for (let i = 0; i < gens.length; i++) {
       const gen = gens[i]!;
       try {
-        await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ownerId: userId }, { fresh: true });
+        // A traced create hands its trace fields (the host propagator's, tracestate included) to the run.
+        await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ownerId: userId, ...(gen.traceparent !== undefined ? { trace: traceHeaders() } : {}) }, { fresh: true });
       } catch (err) {
         await this.lifecycle.failUnqueued(gens.slice(i));
         if (err instanceof UnavailableError) throw new DomainError('unavailable', 'The job queue is unavailable; try again shortly.', { cause: err });

@@ -6,6 +6,13 @@ export interface Job {
    * (a job without one, enqueued by an older version, counts as one shared owner).
    */
   ownerId?: string;
+  /**
+   * The create's trace context as propagation fields (`traceparent`, `tracestate`, and whatever else the host's
+   * propagator writes, such as `baggage`), so its run continues it with everything it carried. A queue carries it
+   * unchanged; absent without tracing and on a job re-enqueued from the store (its run then continues the
+   * generation's stored `traceparent`).
+   */
+  trace?: Record<string, string>;
 }
 
 /** Runs one job. Resolves when the job is finished (whatever its outcome); rejects only on an infrastructure fault. */

@@ -1,4 +1,3 @@
-import { ROOT_CONTEXT } from '@opentelemetry/api';
 import { inject, injectable } from 'tsyringe';
 import { ModelRegistry } from '../domain/registry.js';
 import { Lifecycle } from '../lifecycle/lifecycle.js';
@@ -6,7 +5,7 @@ import { childLogger, silentLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { Job } from '../ports/queue.js';
 import { withRequestContext } from '../request-context.js';
-import { contextOfTraceparent, Telemetry } from '../telemetry.js';
+import { continuedContext, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import { Execution } from './execution.js';
 import { JobAbort } from './job-signal.js';
@@ -63,7 +62,7 @@ export class Runner {
           if (log !== silentLogger) log.info({ status: 'processing' }, 'generation processing');
           return this.execution.run(rec, model, abort, log);
         },
-        contextOfTraceparent(rec.traceparent) ?? ROOT_CONTEXT,
+        continuedContext(job.trace, rec.traceparent),
       );
     } finally {
       this.telemetry.running(-1);
