@@ -57,6 +57,11 @@ import type {
 import { Telemetry } from './telemetry.js';
 import { TOKENS } from './tokens.js';
 import { Views, type GenerationItem } from './use-cases/views.js';
+import { OpenAi } from './openai/openai.js';
+import { OpenAiImages } from './openai/images.js';
+import { OpenAiJobs } from './openai/jobs.js';
+import { OpenAiSpeech } from './openai/speech.js';
+import { OpenAiVideos } from './openai/videos.js';
 
 /**
  * The service object a host holds. Each method is one module's: the use cases are `Generations`', `handle` the HTTP
@@ -203,7 +208,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
   // lifecycle, ...); the symbols some files still name are aliases of the same instances.
-  for (const cls of [Telemetry, Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Fallbacks, Runner, Maintenance, Background, Generations, Batches, Accounts]) {
+  for (const cls of [Telemetry, Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Fallbacks, Runner, Maintenance, Background, Generations, Batches, Accounts, OpenAiJobs, OpenAiImages, OpenAiVideos, OpenAiSpeech, OpenAi]) {
     c.registerSingleton(cls as unknown as new () => object);
   }
   // The HTTP layer: the route handlers are given the use cases above (the same objects the service's methods call)
@@ -220,6 +225,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
         live: r.resolve(LiveStatus),
         webhooks: r.resolve(Webhooks),
         views: r.resolve(Views),
+        openai: r.resolve(OpenAi),
         files: r.resolve(FilesRoute),
         health: r.resolve(HealthRoute),
         playground: r.resolve(PlaygroundRoute),

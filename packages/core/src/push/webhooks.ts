@@ -38,7 +38,7 @@ export type WebhookUrlCheck = (url: string) => Promise<void>;
 
 export interface DeliveryView {
   id: string;
-  type: WebhookEventType | 'batch.completed';
+  type: Delivery['type'];
   url: string;
   state: Delivery['state'];
   attempts: Array<{ at: string; status?: number; error?: string; durationMs: number }>;

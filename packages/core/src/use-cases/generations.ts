@@ -122,8 +122,11 @@ export class Generations implements GenerationUseCases {
     return { price, balance: await this.ledger.balance(userId) };
   }
 
-  /** With `options.key`, the key's model allow-list and budget apply. */
-  async create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}): Promise<{ generationId: string }> {
+  /**
+   * With `options.key`, the key's model allow-list and budget apply. `basis`, when given, is what an Idempotency-Key's
+   * request is recognised by instead of the settings (the OpenAI surface's uploads: by their bytes, not their URLs).
+   */
+  async create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}, basis?: unknown): Promise<{ generationId: string }> {
     const { key, idempotencyKey } = options;
     const { model, settings, price } = this.priced(input, key);
     const webhook = input.webhook ? await this.webhooks.check(input.webhook) : undefined;
@@ -142,7 +145,7 @@ export class Generations implements GenerationUseCases {
 
     const hash = createHash('sha256')
       .update(
-        canonical({
+        canonical(basis ?? {
           modelId: input.modelId,
           settings,
           metadata: input.metadata ?? null,
