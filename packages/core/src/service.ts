@@ -86,6 +86,10 @@ export class GenerationServiceImpl implements GenerationService {
     return this.http.bodyTimeoutMs;
   }
 
+  get servesOpenAi(): boolean {
+    return this.http.servesOpenAi;
+  }
+
   listModels(): ModelInfo[] {
     return this.generations.listModels();
   }

@@ -45,6 +45,11 @@ export class HttpHandler {
     return this.options.limits.bodyBytes;
   }
 
+  /** Whether the OpenAI-compatible surface is served (`options.openai`). */
+  get servesOpenAi(): boolean {
+    return this.options.openai !== undefined;
+  }
+
   /** How long a request body may take to arrive: adapters stop reading after it. */
   get bodyTimeoutMs(): number {
     return this.options.limits.bodyTimeoutMs;

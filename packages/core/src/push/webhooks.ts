@@ -14,6 +14,7 @@ import { TOKENS } from '../tokens.js';
 import { ROOT_CONTEXT, SpanKind } from '@opentelemetry/api';
 import { Views } from '../use-cases/views.js';
 import { EventFeed } from './event-feed.js';
+import { openAiVideoDeliveries } from '../openai/video-webhooks.js';
 import type { ClockTimer } from '../ports/clock.js';
 
 /** One POST to a receiver, as the transport is asked to make it. */
@@ -232,6 +233,7 @@ export class Webhooks {
       const urls = new Set<string>();
       if (rec.webhook && rec.webhook.events.includes(type)) urls.add(rec.webhook.url);
       for (const ep of defaults.get(rec.ownerId)!) if (ep.events.includes(type)) urls.add(ep.url);
+      out.push(...openAiVideoDeliveries(this.options, e, rec, defaults.get(rec.ownerId)!, now));
       if (urls.size === 0) continue;
       const payload = JSON.stringify({ type, timestamp: new Date(e.at).toISOString(), data: this.item(rec) });
       for (const url of urls) {
