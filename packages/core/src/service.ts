@@ -60,6 +60,7 @@ import { Views, type GenerationItem } from './use-cases/views.js';
 import { OpenAi } from './openai/openai.js';
 import { OpenAiImages } from './openai/images.js';
 import { OpenAiJobs } from './openai/jobs.js';
+import { OpenAiFiles } from './openai/uploads.js';
 import { OpenAiSpeech } from './openai/speech.js';
 import { OpenAiVideos } from './openai/videos.js';
 
@@ -212,7 +213,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
   // lifecycle, ...); the symbols some files still name are aliases of the same instances.
-  for (const cls of [Telemetry, Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Fallbacks, Runner, Maintenance, Background, Generations, Batches, Accounts, OpenAiJobs, OpenAiImages, OpenAiVideos, OpenAiSpeech, OpenAi]) {
+  for (const cls of [Telemetry, Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Fallbacks, Runner, Maintenance, Background, Generations, Batches, Accounts, OpenAiFiles, OpenAiJobs, OpenAiImages, OpenAiVideos, OpenAiSpeech, OpenAi]) {
     c.registerSingleton(cls as unknown as new () => object);
   }
   // The HTTP layer: the route handlers are given the use cases above (the same objects the service's methods call)

@@ -1,4 +1,4 @@
-import type { UploadedFile } from '../openai/jobs.js';
+import type { UploadedFile } from '../openai/uploads.js';
 import { MultipartError, boundaryOf, parseMultipart } from './multipart.js';
 import { readBody } from './request-body.js';
 import { Refusal, fail, header } from './respond.js';

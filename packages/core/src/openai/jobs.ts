@@ -1,25 +1,21 @@
 import { createHash } from 'node:crypto';
 import { inject, injectable } from 'tsyringe';
 import { DomainError } from '../domain/errors.js';
-import { FileUrlSigner } from '../domain/file-urls.js';
 import { GENERATION_ID_PATTERN } from '../domain/ids.js';
-import { expiresAt } from '../domain/rules.js';
 import { isTerminal, type BaseUrl, type GenerationRecord, type ResultType } from '../domain/types.js';
 import { ExpiringReads } from '../lifecycle/expiring-reads.js';
 import type { Principal } from '../ports/api-keys.js';
-import type { BlobStore, StoredBlob } from '../ports/blob.js';
+import type { StoredBlob } from '../ports/blob.js';
 import type { ModelDefinition } from '../ports/provider.js';
 import { LiveStatus } from '../push/live-status.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
+import { Batches } from '../use-cases/batches.js';
 import { Generations, keyAllows } from '../use-cases/generations.js';
 import { inClientWords, modelFor, settingsOf, type ControlFields } from './mapping.js';
+import { OpenAiFiles, type UploadedFile } from './uploads.js';
 
-/** An uploaded file of a multipart request (an image to edit, a mask, a video's reference). */
-export interface UploadedFile {
-  bytes: Uint8Array;
-  mimeType: string;
-}
+export type { UploadedFile };
 
 /** What a request of the OpenAI surface starts: its model's fields, and files by field. */
 export interface JobRequest {
@@ -42,10 +38,10 @@ export class OpenAiJobs {
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(Generations) private readonly generations: Generations,
+    @inject(Batches) private readonly batches: Batches,
     @inject(ExpiringReads) private readonly store: ExpiringReads,
     @inject(LiveStatus) private readonly live: LiveStatus,
-    @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
-    @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
+    @inject(OpenAiFiles) readonly files: OpenAiFiles,
   ) {}
 
   /** The models the key may use. */
@@ -63,60 +59,38 @@ export class OpenAiJobs {
 
   /**
    * Starts `n` generations of the request on `model` (ids in order). Uploads are stored in the blob store and handed
-   * to the model as the service's signed file URLs. With an Idempotency-Key, the request is recognised by its fields
-   * and its files' bytes; the i-th of several generations gets the key `<key>#<i>`. When one cannot be started, the
-   * ones started before it are cancelled (free: they are still pending) and its error is the answer.
+   * to the model as the service's signed file URLs. One is created as a single generation (with an Idempotency-Key,
+   * recognised by the request's fields and its files' bytes); several as one batch, reserved as a whole (a 402 starts
+   * none of them) and idempotent as a batch.
    */
   async start(key: Principal, model: ModelDefinition, request: JobRequest, control: ControlFields): Promise<string[]> {
     const fields: Record<string, unknown> = { ...request.fields };
     const digests: Record<string, string[]> = {};
     for (const [field, files] of Object.entries(request.files ?? {})) {
-      fields[field] = await Promise.all(files.map((f) => this.upload(f, request.baseUrl)));
+      fields[field] = await Promise.all(files.map((f) => this.files.upload(f, request.baseUrl)));
       digests[field] = files.map((f) => createHash('sha256').update(f.bytes).digest('hex'));
     }
-    let settings: ReturnType<typeof settingsOf>;
-    try {
-      settings = settingsOf(model, fields, control);
-    } catch (err) {
-      throw inClientWords(err, model, model.modelId, fields);
-    }
-    const basis = { surface: 'openai', fields: request.fields, files: digests };
-    const ids: string[] = [];
     const n = request.n ?? 1;
     try {
-      for (let i = 0; i < n; i++) {
-        const idempotencyKey = request.idempotencyKey === undefined ? undefined : i === 0 ? request.idempotencyKey : `${request.idempotencyKey}#${i}`;
-        const created = await this.generations.create(
-          key.userId,
-          { modelId: model.modelId, settings },
-          { key, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) },
-          Object.keys(digests).length > 0 ? { ...basis, index: i } : undefined,
-        );
-        ids.push(created.generationId);
+      const settings = settingsOf(model, fields, control);
+      const input = { modelId: model.modelId, settings };
+      const idempotencyKey = request.idempotencyKey;
+      if (n > 1) {
+        // Checked as a single create would be, so that a bad value is named as the client named it.
+        this.generations.priced(input, key);
+        return (await this.batches.create(key, { requests: Array.from({ length: n }, () => input) }, idempotencyKey)).generationIds;
       }
+      const basis = Object.keys(digests).length > 0 ? { surface: 'openai', fields: request.fields, files: digests } : undefined;
+      const created = await this.generations.create(key.userId, input, { key, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) }, basis);
+      return [created.generationId];
     } catch (err) {
-      for (const id of ids) await this.generations.cancel(key.userId, id).catch(() => undefined);
       throw inClientWords(err, model, model.modelId, fields);
     }
-    return ids;
-  }
-
-  /** An uploaded file, stored, as a URL the model can read. */
-  private async upload(file: UploadedFile, baseUrl: BaseUrl | undefined): Promise<string> {
-    const key = await this.blobs.put(file.bytes, file.mimeType);
-    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now());
-  }
-
-  private base(baseUrl: BaseUrl | undefined): string {
-    if (this.options.publicUrl) return this.options.publicUrl;
-    const base = typeof baseUrl === 'function' ? baseUrl() : baseUrl;
-    if (this.options.trustRequestHost && base) return base.replace(/\/+$/, '');
-    throw new Error('a file URL needs options.publicUrl (or trustRequestHost)');
   }
 
   /** The signed URL of one of a generation's files; it stops working when the generation expires. */
   fileUrl(rec: GenerationRecord, key: string, baseUrl: BaseUrl | undefined): string {
-    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
+    return this.files.url(rec, key, baseUrl);
   }
 
   /** The caller's generation; 404 (`notFound`) for another user's or a missing one. */
@@ -169,7 +143,7 @@ export class OpenAiJobs {
 
   /** A generation's result file. */
   async result(rec: GenerationRecord): Promise<StoredBlob> {
-    const blob = rec.resultKey === undefined ? null : await this.blobs.get(rec.resultKey);
+    const blob = rec.resultKey === undefined ? null : await this.files.get(rec.resultKey);
     if (!blob) throw new DomainError('not_found', 'The generation has no result file.');
     return blob;
   }
@@ -182,6 +156,6 @@ export class OpenAiJobs {
 
   /** A file's bytes (a preview), or null when it is gone. */
   file(key: string): Promise<StoredBlob | null> {
-    return this.blobs.get(key);
+    return this.files.get(key);
   }
 }
