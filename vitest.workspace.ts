@@ -45,6 +45,7 @@ export default [
   project('store-postgres', 'packages/store-postgres', { fileParallelism: false }),
   project('blob-s3', 'packages/blob-s3'),
   project('metrics-prometheus', 'packages/metrics-prometheus'),
+  project('mcp', 'packages/mcp', { fileParallelism: false }),
   project('queue-bullmq', 'packages/queue-bullmq', { fileParallelism: false }),
   project('examples', 'examples', { include: ['test/**/*.test.ts'], fileParallelism: false }),
   project('docs', 'examples/doc-blocks'),

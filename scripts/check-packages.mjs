@@ -134,12 +134,14 @@ import { createReplicateProvider, createFalProvider } from '@genservice/provider
 import { createAiSdkProvider } from '@genservice/ai-sdk';
 import { runPortContracts } from '@genservice/testing';
 import { readPlaygroundAsset } from '@genservice/playground';
+import { createMcpHandler } from '@genservice/mcp';
 
 export const used: unknown[] = [
   createGenerationService, InvalidOptionsError, MemoryApiKeyStore, MemoryLedger, DiskBlobStore, createJsonLogger,
   genserviceRouter, genservicePlugin, genserviceFrameworkErrors, genserviceMiddleware, onBodyParserError,
   createClient, GenServiceError, createSqliteStores, createPostgresStores, BullMQQueue, RedisNotifier,
   createDemoProvider, createReplicateProvider, createFalProvider, createAiSdkProvider, runPortContracts, readPlaygroundAsset,
+  createMcpHandler,
 ];
 export type Types = [ModelProvider, GenerationStore, Ledger, HttpRequest];
 `;

@@ -101,7 +101,8 @@ export function rawSqliteRun(dir: string, n: number, tag: string): number {
 
 // ---------------------------------------------------------------- Postgres
 
-export const PG_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/test';
+/** Only to create and drop the bench's own databases: the maintenance database every server has. */
+export const PG_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 export const PG_POOL_SIZE = 10;
 export const PG_CONCURRENCY = 10;
 

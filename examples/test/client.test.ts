@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, InsufficientFundsError, InvalidSettingsError, GenerationFailedError } from '@genservice/client';
 import { startHost, tempData, type RunningHost, type TempData } from './helpers.js';
+import { until } from '@genservice/testing';
 
 // issue 6: the typed client against a real example host (demo models, SQLite), started as `pnpm start` would.
 describe('@genservice/client against examples/fastify-host', () => {
@@ -40,11 +41,7 @@ describe('@genservice/client against examples/fastify-host', () => {
     const client = createClient({ baseUrl: host.api, apiKey: 'carol-key-0123456789abcdef' });
     const before = (await client.balance()).balance;
     const { batchId, generationIds } = await client.batches.create({ requests: Array.from({ length: 12 }, (_, i) => ({ modelId: 'demo-text-flaky', settings: { prompt: `flaky ${i}` } })) });
-    let batch = await client.batches.get(batchId);
-    for (let i = 0; i < 600 && batch.status !== 'completed'; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      batch = await client.batches.get(batchId);
-    }
+    const batch = await until(() => client.batches.get(batchId), { accept: (b) => b.status === 'completed', timeoutMs: 30_000, intervalMs: 50 });
     expect(batch.counts).toEqual({ pending: 0, processing: 0, completed: 12, failed: 0 });
     const served = await Promise.all(generationIds.map((id) => client.generations.details(id)));
     // About half hit the outage (by id: all 12 missing it has a chance of 1 in 4,096); every one completed, the

@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createSqliteStores } from '@genservice/store-sqlite';
-import { poll, startHost, tempData, type RunningHost } from './helpers.js';
+import { until } from '@genservice/testing';
+import { startHost, tempData, type RunningHost } from './helpers.js';
 
 const users = [
   { id: 'alice', apiKey: 'alice-key-0123456789abcdef', balance: 1000 },
@@ -50,17 +51,15 @@ describe('crash recovery (SQLite, express-host)', () => {
     const read = async (g: { id: string; key: string }, api: string): Promise<Gen> =>
       (await (await fetch(`${api}/v1/generations/${g.id}`, { headers: { authorization: `Bearer ${g.key}` } })).json()) as Gen;
     // Some are processing, the rest pending, when the process dies.
-    await poll(async () => Promise.all(created.map((g) => read(g, host!.api))), (all) => all.some((g) => g.status === 'processing'));
+    await until(async () => Promise.all(created.map((g) => read(g, host!.api))), { accept: (all) => all.some((g) => g.status === 'processing'), timeoutMs: 30_000, intervalMs: 50 });
     const before = await Promise.all(created.map((g) => read(g, host!.api)));
     expect(before.some((g) => g.status === 'pending')).toBe(true);
     await host.kill();
 
     host = await startHost('express', { ...env, DEMO_SPEED: '0.05' });
-    const after = await poll(
+    const after = await until(
       async () => Promise.all(created.map((g) => read(g, host!.api))),
-      (all) => all.every((g) => g.status === 'completed' || g.status === 'failed'),
-      60_000,
-      100,
+      { accept: (all) => all.every((g) => g.status === 'completed' || g.status === 'failed'), timeoutMs: 60_000, intervalMs: 100 },
     );
     for (const g of after) {
       expect(g.price).toBeTypeOf('number');

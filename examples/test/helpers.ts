@@ -83,13 +83,3 @@ export async function startHost(kind: 'express' | 'fastify' | 'koa', env: Record
     },
   };
 }
-
-export async function poll<T>(fn: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 30_000, everyMs = 50): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (done(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting; last value ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}

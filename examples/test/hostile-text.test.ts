@@ -3,17 +3,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type GenerationService, type GenerationServiceOptions } from '@genservice/core';
 import { createPostgresStores } from '@genservice/store-postgres';
 import { createSqliteStores } from '@genservice/store-sqlite';
+import { createTestDatabase } from '../../packages/store-postgres/test/helpers.js';
 
-function databaseUrl(): string {
-  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
-  const user = process.env.PGUSER ?? 'postgres';
-  return `postgres://${encodeURIComponent(user)}@${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? '5432'}/${process.env.PGDATABASE ?? 'test'}`;
-}
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterAll(async () => {
@@ -37,12 +32,11 @@ const STORES: Record<string, () => Promise<Stores>> = {
     return ports;
   },
   postgres: async () => {
-    const schema = `hostile_${randomBytes(5).toString('hex')}`;
-    const stores = await createPostgresStores({ connectionString: databaseUrl(), schema, poolSize: 3 });
-    cleanups.push(async () => {
-      await stores.pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await stores.close();
-    });
+    // A database of its own, dropped afterwards (cleanups run in reverse: the pool closes first).
+    const db = await createTestDatabase('genservice_hostile');
+    cleanups.push(() => db.drop());
+    const stores = await createPostgresStores({ connectionString: db.url, poolSize: 3 });
+    cleanups.push(() => stores.close());
     await stores.apiKeys.addKey('key-u', 'u');
     await stores.ledger.credit('u', 1000);
     const { pool: _pool, close: _close, migrate: _migrate, ...ports } = stores;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { poll, startHost, tempData, type RunningHost, type TempData } from './helpers.js';
+import { until } from '@genservice/testing';
+import { startHost, tempData, type RunningHost, type TempData } from './helpers.js';
 
 const KEY = 'alice-key-0123456789abcdef';
 const ADMIN_KEY = 'admin-key-0123456789abcdef0123456789';
@@ -42,9 +43,9 @@ describe.each(['express', 'fastify', 'koa'] as const)('%s-host', (kind) => {
     });
     expect(created.status).toBe(201);
     const { generationId } = (await created.json()) as { generationId: string };
-    const done = await poll(
+    const done = await until(
       async () => (await (await fetch(`${host.api}/v1/generations/${generationId}`, { headers: auth })).json()) as { status: string; result?: string; price?: number },
-      (g) => g.status === 'completed' || g.status === 'failed',
+      { accept: (g) => g.status === 'completed' || g.status === 'failed', timeoutMs: 30_000, intervalMs: 50 },
     );
     expect(done.status).toBe('completed');
     expect(done.price).toBeGreaterThan(0);
@@ -85,6 +86,36 @@ describe.each(['express', 'fastify', 'koa'] as const)('%s-host', (kind) => {
     const noKey = await fetch(`${host.api}/openai/v1/models`);
     expect(noKey.status).toBe(401);
     expect(await noKey.json()).toMatchObject({ error: { code: 'invalid_api_key', type: 'invalid_request_error', param: null } });
+  });
+
+  it('serves MCP at /api/mcp: the user\u2019s models as tools, a call answered and charged, a wrong key refused', async () => {
+    const mcp = `${host.api}/mcp`;
+    const post = (body: unknown, headers: Record<string, string>): Promise<Response> =>
+      fetch(mcp, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', ...headers },
+        body: JSON.stringify(body),
+      });
+    const messages = async (res: Response): Promise<Array<{ id?: number; result?: Record<string, unknown> }>> =>
+      (await res.text())
+        .split('\n')
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => JSON.parse(l.slice(5)));
+    const init = { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'hosts.test', version: '1' } } };
+    expect((await post(init, { authorization: 'Bearer nobody' })).status).toBe(401);
+    const opened = await post(init, auth);
+    expect(opened.status).toBe(200);
+    const session = { ...auth, 'mcp-session-id': opened.headers.get('mcp-session-id')! };
+    await opened.text();
+    const tools = (await messages(await post({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, session)))[0]!.result!.tools as Array<{ name: string }>;
+    expect(tools.map((t) => t.name)).toContain('demo-text');
+    const before = ((await (await fetch(`${host.api}/v1/balance`, { headers: auth })).json()) as { balance: number }).balance;
+    const called = await messages(await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'demo-text', arguments: { prompt: 'an agent says hello' } } }, session));
+    const result = called.find((m) => m.id === 2)!.result!;
+    expect(result.isError).toBeFalsy();
+    expect(result.structuredContent).toMatchObject({ modelId: 'demo-text', status: 'completed', price: 1 });
+    const after = ((await (await fetch(`${host.api}/v1/balance`, { headers: auth })).json()) as { balance: number }).balance;
+    expect(after).toBe(before - 1);
   });
 
   it('answers the contract errors through the host', async () => {

@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, poll, startHost, tempData, type RunningHost, type TempData } from './helpers.js';
+import { until } from '@genservice/testing';
+import { freePort, startHost, tempData, type RunningHost, type TempData } from './helpers.js';
 
 const KEY = 'prom-user-key-0123456789abcdef';
 const PROMETHEUS = '/usr/bin/prometheus';
@@ -73,18 +74,16 @@ describe('an example host with METRICS=1, scraped by Prometheus', () => {
     for (let i = 0; i < 3; i++) await create(text.modelId, { prompt: `hello ${i}` });
     for (let i = 0; i < 2; i++) await create('demo-always-fails', { prompt: 'fail, please' });
     for (const id of ids) {
-      await poll(
+      await until(
         async () => ((await (await fetch(`${host.api}/v1/generations/${id}`, { headers: auth })).json()) as { status: string }).status,
-        (s) => s === 'completed' || s === 'failed',
+        { accept: (s) => s === 'completed' || s === 'failed', timeoutMs: 30_000, intervalMs: 50 },
       );
     }
 
     // Bounded wait: Prometheus starts, scrapes every second, and answers once the samples are in.
-    const finished = await poll(
+    const finished = await until(
       () => query(promUrl, 'sum by (model, status) (genservice_generations_finished_total)').catch(() => []),
-      (rows) => rows.reduce((n, r) => n + r.value, 0) >= 5,
-      60_000,
-      250,
+      { accept: (rows) => rows.reduce((n, r) => n + r.value, 0) >= 5, timeoutMs: 60_000, intervalMs: 250 },
     ).catch((err: unknown) => {
       throw new Error(`${String(err)}\nprometheus output:\n${promOut}`);
     });

@@ -1,7 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
+import { until } from '@genservice/testing';
 import { fakeFal, fakeReplicate, type Fake } from '../../packages/providers/test/fakes.js';
-import { poll, startHost, tempData, type RunningHost } from './helpers.js';
+import { startHost, tempData, type RunningHost } from './helpers.js';
 
 const users = [{ id: 'alice', apiKey: 'alice-key-0123456789abcdef', balance: 100 }];
 const auth = { authorization: `Bearer ${users[0]!.apiKey}` };
@@ -63,9 +64,9 @@ describe('example host with REPLICATE_API_TOKEN, FAL_KEY and OPENAI_API_KEY set 
       body: JSON.stringify({ modelId: 'openai-chat', settings: { prompt: 'hello' } }),
     });
     const chatId = ((await chat.json()) as { generationId: string }).generationId;
-    const answered = await poll(
+    const answered = await until(
       async () => (await (await fetch(`${host!.api}/v1/generations/${chatId}`, { headers: auth })).json()) as { status: string; result?: string },
-      (g) => g.status === 'completed' || g.status === 'failed',
+      { accept: (g) => g.status === 'completed' || g.status === 'failed', timeoutMs: 30_000, intervalMs: 50 },
     );
     expect(answered).toMatchObject({ status: 'completed', result: 'hi from openai' });
     for (const modelId of ['replicate-flux-schnell', 'fal-flux-schnell']) {
@@ -76,9 +77,9 @@ describe('example host with REPLICATE_API_TOKEN, FAL_KEY and OPENAI_API_KEY set 
       });
       expect(r.status).toBe(201);
       const { generationId } = (await r.json()) as { generationId: string };
-      const done = await poll(
+      const done = await until(
         async () => (await (await fetch(`${host!.api}/v1/generations/${generationId}`, { headers: auth })).json()) as { status: string; result?: string },
-        (g) => g.status === 'completed' || g.status === 'failed',
+        { accept: (g) => g.status === 'completed' || g.status === 'failed', timeoutMs: 30_000, intervalMs: 50 },
       );
       expect(done.status, JSON.stringify(done)).toBe('completed');
       const file = await fetch(done.result!);

@@ -4,9 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // The servers the packages' own tests start: a real S3-compatible server (s3rver) and a database of its own.
+import { until } from '@genservice/testing';
 import { type LocalS3, S3RVER_CREDENTIALS, startS3 } from '../../packages/blob-s3/test/s3rver.js';
 import { createTestDatabase, type TestDatabase } from '../../packages/store-postgres/test/helpers.js';
-import { poll, type RunningHost, startHost } from './helpers.js';
+import { type RunningHost, startHost } from './helpers.js';
 
 const KEY = 'alice-key-0123456789abcdef';
 const auth = { authorization: `Bearer ${KEY}` };
@@ -41,9 +42,9 @@ async function createImage(api: string): Promise<string> {
 }
 
 function completed(api: string, id: string): Promise<Gen> {
-  return poll(
+  return until(
     async () => (await (await fetch(`${api}/v1/generations/${id}`, { headers: auth })).json()) as Gen,
-    (g) => g.status === 'completed' || g.status === 'failed',
+    { accept: (g) => g.status === 'completed' || g.status === 'failed', timeoutMs: 30_000, intervalMs: 50 },
   );
 }
 

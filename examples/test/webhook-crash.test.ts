@@ -2,7 +2,8 @@ import express from 'express';
 import type { Server } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, describe, expect, it } from 'vitest';
-import { poll, startHost, tempData, type RunningHost } from './helpers.js';
+import { until } from '@genservice/testing';
+import { startHost, tempData, type RunningHost } from './helpers.js';
 
 const users = [{ id: 'alice', apiKey: 'alice-key-0123456789abcdef', balance: 1000 }];
 const auth = { authorization: `Bearer ${users[0]!.apiKey}` };
@@ -22,6 +23,8 @@ describe('webhook delivery across a SIGKILL (SQLite, express-host)', () => {
     let secret = '';
     const verified = new Map<string, number>();
     let hold = true;
+    /** Deliveries the slow receiver is holding (in flight when the host dies). */
+    let holding = 0;
     const app = express();
     app.post('/hook', express.raw({ type: 'application/json' }), (req, res) => {
       const body = (req.body as Buffer).toString('utf8');
@@ -36,8 +39,10 @@ describe('webhook delivery across a SIGKILL (SQLite, express-host)', () => {
           res.sendStatus(400);
         }
       };
-      if (hold) setTimeout(answer, 10_000);
-      else answer();
+      if (hold) {
+        holding++;
+        setTimeout(answer, 10_000);
+      } else answer();
     });
     server = await new Promise<Server>((resolve) => {
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
@@ -65,18 +70,19 @@ describe('webhook delivery across a SIGKILL (SQLite, express-host)', () => {
       ids.push(((await r.json()) as { generationId: string }).generationId);
     }
     // Wait until deliveries are being attempted (and held by the slow receiver), then kill the host.
-    await poll(
+    await until(
       async () => {
         const d = (await (await fetch(`${host!.api}/v1/generations/${ids[0]}/webhook-deliveries`, { headers: auth })).json()) as { data: unknown[] };
         return d.data.length;
       },
-      (n) => n > 0,
+      { accept: (n) => n > 0, timeoutMs: 30_000, intervalMs: 50 },
     );
-    await new Promise((r) => setTimeout(r, 300));
+    // A delivery is in flight: the receiver holds it.
+    await until(async () => holding, { accept: (n) => n > 0 });
     await host.kill();
     hold = false;
     host = await startHost('express', env);
-    await poll(async () => ids.filter((id) => verified.has(id)).length, (n) => n === ids.length, 60_000, 100);
+    await until(async () => ids.filter((id) => verified.has(id)).length, { accept: (n) => n === ids.length, timeoutMs: 60_000, intervalMs: 100 });
     // At least once: every generation's completed event arrived with a valid signature.
     for (const id of ids) expect(verified.get(id)).toBeGreaterThanOrEqual(1);
     const deliveries = (await (await fetch(`${host.api}/v1/generations/${ids[0]}/webhook-deliveries`, { headers: auth })).json()) as {

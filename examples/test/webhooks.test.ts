@@ -10,6 +10,7 @@ import {
   type GenerationService,
   type HttpRequest,
 } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 interface Received {
   id: string;
@@ -97,14 +98,6 @@ const call = async (service: GenerationService, req: Partial<HttpRequest> & { ke
   });
   return { status: r.status, headers: r.headers, body: JSON.parse(String(r.body || 'null')) };
 };
-
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('webhooks', () => {
   it('delivers the terminal event of each of 500 generations to a real receiver, every signature valid', { timeout: 60_000 }, async () => {
@@ -272,10 +265,13 @@ describe('webhooks', () => {
     });
     await service.start();
     secret = (await call(service, { key: 'kb', path: '/v1/webhooks/secret' })).body.key;
+    // Alice's (no endpoint) finishes first, so its events come before bob's in the log the outbox reads in order.
+    const alice = (await call(service, { path: '/v1/generations', json: { modelId: 'ok' } })).body.generationId;
+    await until(async () => (await call(service, { path: `/v1/generations/${alice}` })).body.status === 'completed', 'alice\u2019s generation');
     const bob = (await call(service, { key: 'kb', path: '/v1/generations', json: { modelId: 'ok' } })).body.generationId;
-    await call(service, { path: '/v1/generations', json: { modelId: 'ok' } }); // alice: no endpoint
     await until(() => hook.verified.length >= 1, 'bob\u2019s delivery');
-    await new Promise((r) => setTimeout(r, 200));
+    // The outbox wrote bob's delivery, so it had read alice's events before it: it wrote none for them.
+    expect((await call(service, { path: `/v1/generations/${alice}/webhook-deliveries` })).body.data).toEqual([]);
     expect(hook.verified.map((v) => v.data.generationId)).toEqual([bob]);
   });
 });

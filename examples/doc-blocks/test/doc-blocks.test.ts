@@ -1,13 +1,18 @@
-// Every ```ts block of README.md and docs/*.md, as a reader copies it: each one is written out as a module and the
-// whole lot typechecked under --strict; the getting-started chain is also run, against a host started on loopback.
+// Every ```ts block of README.md and docs/*.md, as a reader copies it: each one is written out as a file of its own
+// and the whole lot typechecked twice, as an ESM app and as a CommonJS app (--strict, skipLibCheck: false, module
+// NodeNext); the getting-started chain is also run, against a host started on loopback.
 //
 // The conventions a doc follows (so that a block stays what a reader can paste):
-// - A block is a module of its own. It may import the reader's own code from `./my-provider.js` (`myProvider`, a
-//   ModelProvider) and `./my-model.js` (`myModel`, the model a provider calls); this test supplies both.
+// - A block is a complete module: everything it uses is imported or declared in it. There is no hidden setup.
+// - It may import the reader's own code, visibly: `./my-provider.js` (`myProvider`, a ModelProvider),
+//   `./my-model.js` (`myModel`, the model a provider calls) and `./my-stores.js` (`createMyStores`, the reader's
+//   own store package: docs/writing-a-store.md). This test supplies those three.
 // - A block whose first line is `// name.ts` is written under that name, so a later block of the same doc can import
-//   it (`import { provider } from './provider.js'`).
-// - A fragment (a few lines that only make sense inside the app the prose describes) is preceded by a hidden
-//   `<!-- prelude ... -->` comment holding the declarations it needs; the prelude is typechecked with it.
+//   it (`import { service } from './service.js'`).
+// - A block that only makes sense after another one says so in its first line, `// continues name.ts above`: it is
+//   checked joined to that block (the named block's text, then its own), as a reader pasting it below would have it.
+// - As ESM every block compiles without an error. As CommonJS the only errors allowed are those of top-level await
+//   (a CommonJS reader wraps the block in an async function): every other line must be valid there too.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -26,12 +31,7 @@ const out = join(here, '.generated');
 rmSync(out, { recursive: true, force: true });
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
-interface Block {
-  doc: string;
-  line: number;
-  file: string;
-}
-
+/** The reader's own code the blocks may import (named in the block itself). */
 const CONTEXT: Record<string, string> = {
   'my-provider.ts': `import type { ModelProvider } from '@genservice/core';
 /** The reader's own provider (see docs/writing-a-provider.md). */
@@ -49,74 +49,149 @@ export const myModel = {
   },
 };
 `,
+  'my-stores.ts': `import { MemoryApiKeyStore, MemoryGenerationStore, MemoryIdempotencyStore, MemoryLedger } from '@genservice/core';
+import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
+/** The reader's own store package (see docs/writing-a-store.md): here core's in-memory ports stand in for it. */
+export async function createMyStores(_options: { url: string | undefined; fresh: boolean }): Promise<{
+  store: GenerationStore; ledger: Ledger; apiKeys: ApiKeyStore; idempotency: IdempotencyStore; close(): Promise<void>;
+}> {
+  return { store: new MemoryGenerationStore(), ledger: new MemoryLedger(), apiKeys: new MemoryApiKeyStore(), idempotency: new MemoryIdempotencyStore(), close: async () => {} };
+}
+`,
 };
 
+interface Block {
+  doc: string;
+  /** Line of the opening fence in the doc. */
+  line: number;
+  /** File name inside the doc's directory. */
+  name: string;
+  /** What is written: the block, or the block it continues followed by it. */
+  text: string;
+}
+
+type Flavour = 'esm' | 'cjs';
+
 /**
- * Docs whose blocks are not checked yet, each with why. writing-a-store.md is being rewritten with the store port
- * (its blocks use the reader's own `../src/index.js` and free names); take it off this list with the rewrite.
+ * The diagnostic of top-level await (and of a top-level `for await`) in a CommonJS file under module NodeNext:
+ * TS1309, "The current file is a CommonJS module and cannot use 'await' at the top level".
  */
-const NOT_YET: Record<string, string> = {};
+const TOP_LEVEL_AWAIT = new Set([1309]);
+
+// docs/architecture.md is the contributors' page: its blocks are excerpts of core's own source (the route table),
+// which core's own tests compile and run where they stand; a reader of the library never pastes them.
+const docs = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md') && f !== 'architecture.md').map((f) => `docs/${f}`)];
 
 function extract(): Block[] {
-  const docs = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)].filter(
-    (doc) => !(doc in NOT_YET),
-  );
   const blocks: Block[] = [];
   for (const doc of docs) {
     const text = readFileSync(join(root, doc), 'utf8');
-    const dir = join(out, doc.replace(/[/.]/g, '_'));
-    mkdirSync(dir, { recursive: true });
-    for (const [name, code] of Object.entries(CONTEXT)) writeFileSync(join(dir, name), code);
-    const fence = /(?:<!-- prelude\n([\s\S]*?)-->\n)?```ts\n([\s\S]*?)```/g;
+    const named = new Map<string, string>();
+    const fence = /^```ts\n([\s\S]*?)^```/gm;
     for (let m = fence.exec(text); m; m = fence.exec(text)) {
       const line = text.slice(0, m.index).split('\n').length;
-      const code = m[2]!;
-      const named = /^\/\/ ([\w-]+\.ts)\b/.exec(code);
-      const file = join(dir, named ? named[1]! : `block-${line}.ts`);
-      // `export {}` keeps a block without imports a module of its own (top-level await, no shared globals).
-      writeFileSync(file, `${m[1] ?? ''}${code}\nexport {};\n`);
-      blocks.push({ doc, line, file });
+      const code = m[1]!;
+      const first = code.split('\n', 1)[0]!;
+      const continues = /^\/\/ continues ([\w-]+\.ts) above\b/.exec(first);
+      const name = /^\/\/ ([\w-]+\.ts)\b/.exec(first);
+      let body = code;
+      if (continues) {
+        const before = named.get(continues[1]!);
+        if (before === undefined) throw new Error(`${doc}:${line} continues ${continues[1]}, which no block above it is named`);
+        body = `${before}${code}`;
+      }
+      if (name) {
+        if (named.has(name[1]!)) throw new Error(`${doc}:${line}: a second block named ${name[1]}`);
+        named.set(name[1]!, code);
+      }
+      blocks.push({ doc, line, name: name ? name[1]! : `block-${line}.ts`, text: body });
     }
   }
   return blocks;
 }
 
+function dirOf(flavour: Flavour, doc: string): string {
+  return join(out, flavour, doc.replace(/[/.]/g, '_'));
+}
+
+/** Writes every block as a file of a `type: module` (esm) or `type: commonjs` (cjs) app. */
+function write(flavour: Flavour, blocks: Block[]): Map<string, Block> {
+  mkdirSync(join(out, flavour), { recursive: true });
+  writeFileSync(join(out, flavour, 'package.json'), JSON.stringify({ type: flavour === 'esm' ? 'module' : 'commonjs' }));
+  const files = new Map<string, Block>();
+  for (const doc of docs) {
+    mkdirSync(dirOf(flavour, doc), { recursive: true });
+    for (const [name, code] of Object.entries(CONTEXT)) writeFileSync(join(dirOf(flavour, doc), name), code);
+  }
+  for (const block of blocks) {
+    const file = join(dirOf(flavour, block.doc), block.name);
+    writeFileSync(file, block.text);
+    files.set(file, block);
+  }
+  return files;
+}
+
+/** Typechecks the blocks as a reader's app would (skipLibCheck off); the problems by block, `doc:line`. */
+function check(files: Map<string, Block>): Map<string, { code: number; text: string }[]> {
+  const program = ts.createProgram([...files.keys()], {
+    strict: true,
+    noEmit: true,
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    // The workspace packages from source (the packed ones are checked the same way by scripts/check-packages.mjs).
+    customConditions: ['@genservice/source'],
+    esModuleInterop: true,
+    skipLibCheck: false,
+    // Each block is a file of its own: no block's top-level names meet another's.
+    moduleDetection: ts.ModuleDetectionKind.Force,
+    lib: ['lib.es2022.d.ts'],
+    types: ['node'],
+    typeRoots: [join(root, 'node_modules/@types')],
+  });
+  const problems = new Map<string, { code: number; text: string }[]>();
+  const workspaceSources = join(root, 'packages');
+  for (const d of ts.getPreEmitDiagnostics(program)) {
+    const fileName = d.file?.fileName;
+    // The packages' own sources are checked by the repository's tsc under their own options.
+    if (fileName?.startsWith(workspaceSources)) continue;
+    const block = fileName ? files.get(fileName) : undefined;
+    const where = block ? `${block.doc}:${block.line}` : (fileName ?? '(options)');
+    const at = d.file ? `line ${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ` : '';
+    const list = problems.get(where) ?? [];
+    list.push({ code: d.code, text: `${at}TS${d.code} ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}` });
+    problems.set(where, list);
+  }
+  return problems;
+}
+
 describe('the code blocks of README.md and docs/*.md', () => {
   const blocks = extract();
+  const files = { esm: write('esm', blocks), cjs: write('cjs', blocks) };
 
-  it('typecheck under --strict, each as a module of its own', () => {
-    expect(blocks.length).toBeGreaterThan(25);
-    const program = ts.createProgram(
-      blocks.map((b) => b.file),
-      {
-        strict: true,
-        noEmit: true,
-        target: ts.ScriptTarget.ES2022,
-        module: ts.ModuleKind.ESNext,
-        moduleResolution: ts.ModuleResolutionKind.Bundler,
-        customConditions: ['@genservice/source'],
-        experimentalDecorators: true,
-        esModuleInterop: true,
-        skipLibCheck: true,
-        isolatedModules: true,
-        lib: ['lib.es2022.d.ts'],
-        types: ['node'],
-        typeRoots: [join(root, 'node_modules/@types')],
-      },
-    );
-    const where = new Map(blocks.map((b) => [b.file, `${b.doc}:${b.line}`]));
-    const problems = ts
-      .getPreEmitDiagnostics(program)
-      .filter((d) => d.file?.fileName.startsWith(out))
-      .map((d) => {
-        const at = d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line + 1;
-        return `${where.get(d.file!.fileName) ?? d.file!.fileName.slice(out.length)} (line ${at} of the extracted file): ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`;
-      });
-    expect(problems).toEqual([]);
-  }, 120_000);
+  it('hide no setup: no doc has a hidden prelude comment', () => {
+    const hidden = docs.filter((doc) => readFileSync(join(root, doc), 'utf8').includes('<!-- prelude'));
+    expect(hidden).toEqual([]);
+    expect(blocks.length).toBeGreaterThan(30);
+  });
+
+  it('compile as copied into an ESM app, each as a file of its own (continuations joined to what they continue)', () => {
+    const problems = check(files.esm);
+    const report = [...problems].map(([where, list]) => `${where}: ${list.map((p) => p.text).join(' | ')}`);
+    expect(report, `${problems.size} of ${blocks.length} blocks do not compile as ESM`).toEqual([]);
+  }, 240_000);
+
+  it('compile as copied into a CommonJS app, where top-level await is the only error allowed', () => {
+    const problems = check(files.cjs);
+    const report = [...problems]
+      .map(([where, list]) => [where, list.filter((p) => !TOP_LEVEL_AWAIT.has(p.code))] as const)
+      .filter(([, list]) => list.length > 0)
+      .map(([where, list]) => `${where}: ${list.map((p) => p.text).join(' | ')}`);
+    expect(report, `${report.length} of ${blocks.length} blocks have errors other than top-level await as CommonJS (${problems.size} have some error)`).toEqual([]);
+  }, 240_000);
 
   it('getting-started runs as written: its provider, its SQLite service with ALICE_KEY, mounted, and its client', async () => {
-    const dir = join(out, 'docs_getting-started_md');
+    const dir = dirOf('esm', 'docs/getting-started.md');
     const cwd = mkdtempSync(join(tmpdir(), 'gs-getting-started-'));
     const before = process.cwd();
     process.env.ALICE_KEY = 'alice-key-from-the-environment';
@@ -178,3 +253,31 @@ describe('the options of createGenerationService', () => {
   });
 });
 
+
+describe('the README', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+
+  it('lists every environment variable the example hosts read', () => {
+    const dir = join(root, 'examples/host-kit/src');
+    const names = new Set<string>();
+    for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
+      const src = readFileSync(join(dir, file), 'utf8');
+      // `env.NAME` / `process.env.NAME`, and the keys of the zod schema the host parses the environment with.
+      for (const m of src.matchAll(/\benv\.([A-Z][A-Z0-9_]+)/g)) names.add(m[1]!);
+      const schema = /const envSchema = z\.object\(\{([\s\S]*?)\n\}\);/.exec(src);
+      if (schema) for (const m of schema[1]!.matchAll(/^\s+([A-Z][A-Z0-9_]+):/gm)) names.add(m[1]!);
+    }
+    expect(names.size).toBeGreaterThan(25);
+    expect([...names].filter((name) => !readme.includes(`\`${name}\``))).toEqual([]);
+  });
+
+  it('lists every package in its packages table', () => {
+    const rows = readme.split('\n').filter((l) => l.startsWith('| `@genservice/'));
+    const names = readdirSync(join(root, 'packages'))
+      .map((dir) => JSON.parse(readFileSync(join(root, 'packages', dir, 'package.json'), 'utf8')) as { name: string; private?: boolean })
+      .filter((p) => !p.private)
+      .map((p) => p.name);
+    expect(names.length).toBeGreaterThan(10);
+    expect(names.filter((name) => !rows.some((row) => row.split('|')[1]!.includes(`\`${name}\``)))).toEqual([]);
+  });
+});

@@ -18,6 +18,8 @@ if (metrics) app.get('/metrics', (req, res) => metrics(req, res));
 // genservice first: it reads its own raw bodies with its own size and time limits, and answers unknown paths under
 // its mount with its JSON 404 (nothing else of this host lives there). Then the host's JSON parser, for its own
 // routes (a parser in front would read every hostile body to its end first; see docs/adapters.md).
+// The MCP endpoint for AI agents (docs/mcp.md) first: the API's router answers every other path under its mount.
+app.use(`${host.config.mountPath}/mcp`, host.mcpHandler);
 app.use(host.config.mountPath, genserviceRouter(host.service, { notFound: true }));
 app.use(express.json());
 

@@ -17,6 +17,17 @@ if (metrics) {
     metrics(request.raw, reply.raw);
   });
 }
+// The MCP endpoint for AI agents (docs/mcp.md): handed the raw request before Fastify parses its body.
+const mcp = host.mcpHandler;
+app.route({
+  method: ['GET', 'POST', 'DELETE'],
+  url: `${host.config.mountPath}/mcp`,
+  onRequest: async (request, reply) => {
+    reply.hijack();
+    await mcp(request.raw, reply.raw);
+  },
+  handler: async () => undefined,
+});
 await app.register(genservicePlugin, { service: host.service, prefix: host.config.mountPath });
 
 await host.service.start();

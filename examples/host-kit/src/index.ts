@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { createGenerationService, createJsonLogger, DiskBlobStore, MAX_TOKENS, type GenerationService, type GenerationServiceOptions, type Logger } from '@genservice/core';
 import type { ApiKeyStore, Ledger } from '@genservice/core/ports';
 import { createDemoProvider } from '@genservice/demo-models';
+import { createMcpHandler, type McpHandler } from '@genservice/mcp';
 import { configuredProviders, flakyDemoProvider } from './providers.js';
 
 export interface HostConfig {
@@ -224,6 +225,11 @@ export interface Host {
    * the public internet).
    */
   metricsHandler?: (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => void;
+  /**
+   * The MCP endpoint (docs/mcp.md): every model a tool for AI agents, with the user's own key. Each host mounts it at
+   * `${mountPath}/mcp`, before the API's own mount.
+   */
+  mcpHandler: McpHandler;
   /** Set when the host made a demo user: its API key, to print. */
   demoKey?: string;
   /** Stops the service (waiting for running generations) and closes the stores and queue. */
@@ -333,6 +339,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     config,
     logger,
     demoKey,
+    mcpHandler: createMcpHandler(service, { apiPrefix: config.mountPath, logger }),
     ...(metrics ? { metricsHandler: metrics.handler } : {}),
     close: () =>
       (closing ??= (async () => {
@@ -384,5 +391,6 @@ export function announce(host: Host): void {
   console.log(`genservice API at ${host.config.publicUrl}${host.config.mountPath}/v1`);
   console.log(`playground at ${host.config.publicUrl}${host.config.mountPath}/playground/`);
   console.log(`OpenAI-compatible API at ${host.config.publicUrl}${host.config.mountPath}/openai/v1`);
+  console.log(`MCP endpoint at ${host.config.publicUrl}${host.config.mountPath}/mcp (docs/mcp.md)`);
   if (host.demoKey) console.log(`demo API key: ${host.demoKey}`);
 }

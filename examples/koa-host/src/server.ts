@@ -20,6 +20,13 @@ if (metrics) {
     metrics(ctx.req, ctx.res);
   });
 }
+// The MCP endpoint for AI agents (docs/mcp.md): Koa stands aside and the handler writes the answer.
+const mcp = host.mcpHandler;
+app.use(async (ctx, next) => {
+  if (ctx.path !== `${host.config.mountPath}/mcp`) return next();
+  ctx.respond = false;
+  await mcp(ctx.req, ctx.res);
+});
 app.use(genserviceMiddleware(host.service, { prefix: host.config.mountPath }));
 app.use(router.routes()).use(router.allowedMethods());
 

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { GenerationItem, GenerationService, Logger } from '@genservice/core';
 import { encodePng } from '@genservice/demo-models';
+import { until } from '@genservice/testing';
 
 export const PNG = encodePng({ width: 2, height: 2, data: new Uint8Array(16).fill(90) }, { alpha: false });
 /** An ID3 tag, then an MPEG-1 layer III frame header: what OpenAI's speech endpoint sends (mp3). */
@@ -52,6 +53,8 @@ function read(req: IncomingMessage): Promise<Buffer> {
 export class FakeUpstream {
   readonly seen: SeenRequest[] = [];
   closedEarly = 0;
+  /** Requests that arrived on a held path (and wait there). */
+  holding = 0;
   base = '';
   private server?: Server;
   private readonly failures = new Map<string, Array<{ status: number; message: string }>>();
@@ -97,6 +100,7 @@ export class FakeUpstream {
     const path = (req.url ?? '/').split('?')[0]!;
     if (this.held.has(path)) {
       req.on('close', () => this.closedEarly++);
+      this.holding++;
       return;
     }
     const body = await read(req);
@@ -199,11 +203,5 @@ export function recordingLogger(): { logger: Logger; warnings: Array<{ obj: Reco
 /** Creates a generation and waits until it is completed or failed; returns its details view. */
 export async function runToEnd(service: GenerationService, modelId: string, settings: Record<string, unknown>, userId = 'u'): Promise<GenerationItem> {
   const { generationId } = await service.create(userId, { modelId, settings });
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline) {
-    const d = await service.details(userId, generationId);
-    if (d.status === 'completed' || d.status === 'failed') return d;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`generation ${generationId} did not finish`);
+  return until(() => service.details(userId, generationId), { accept: (d) => d.status === 'completed' || d.status === 'failed', timeoutMs: 15_000 });
 }

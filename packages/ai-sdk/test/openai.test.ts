@@ -12,6 +12,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAiSdkProvider } from '../src/index.js';
 import { FakeUpstream, MP3, PNG, recordingLogger, runToEnd, WAV } from './fake-upstream.js';
+import { until } from '@genservice/testing';
 
 const SECRET = 'sk-test-secret-0123456789abcdef';
 const upstream = new FakeUpstream();
@@ -147,11 +148,7 @@ describe('@ai-sdk/openai models through a real genservice (fake api.openai.com o
     });
     expect(created.status).toBe(201);
     const { generationId } = body(created) as { generationId: string };
-    let view: { status: string; result?: string; price?: number } = { status: 'pending' };
-    for (let i = 0; i < 1000 && (view.status === 'pending' || view.status === 'processing'); i++) {
-      await new Promise((r) => setTimeout(r, 5));
-      view = body(await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: auth })) as typeof view;
-    }
+    const view = await until(async () => body(await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: auth })) as { status: string; result?: string; price?: number }, { accept: (v) => v.status !== 'pending' && v.status !== 'processing' });
     expect(view).toMatchObject({ status: 'completed', price: 8 });
     const url = new URL(view.result!);
     expect(url.origin).toBe('http://api.test');
@@ -323,12 +320,12 @@ describe('@ai-sdk/openai models through a real genservice (fake api.openai.com o
     upstream.hold('/v1/chat/completions');
     try {
       const closed = upstream.closedEarly;
+      const holding = upstream.holding;
       const { generationId } = await service.create('u', { modelId: 'chat', settings: { prompt: 'slow' } });
-      const deadline = Date.now() + 5000;
-      while (Date.now() < deadline && (await service.get('u', generationId)).status !== 'processing') await new Promise((r) => setTimeout(r, 5));
-      await new Promise((r) => setTimeout(r, 50));
+      // The request is upstream (and held there) before the cancel.
+      await until(() => upstream.holding > holding, { what: 'the request to reach the upstream', timeoutMs: 5000 });
       await service.cancel('u', generationId);
-      while (Date.now() < deadline && upstream.closedEarly === closed) await new Promise((r) => setTimeout(r, 5));
+      await until(() => upstream.closedEarly > closed, { what: 'the upstream request to be closed', timeoutMs: 5000 });
       expect(upstream.closedEarly).toBe(closed + 1);
       expect((await service.get('u', generationId)).status).toBe('failed');
     } finally {

@@ -9,7 +9,7 @@ import {
   MemoryGenerationStore,
   MemoryLedger,
 } from '@genservice/core';
-import { createScriptedProvider, fakeModel, fileScript } from '@genservice/testing';
+import { createScriptedProvider, FakeClock, fakeModel, fileScript, until } from '@genservice/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalS3, S3RVER_CREDENTIALS, startS3 } from './s3rver.js';
 
@@ -34,7 +34,7 @@ async function newBucket(): Promise<string> {
   return bucket;
 }
 
-function serviceOn(blobs: S3BlobStore, ledger = new MemoryLedger({ balances: { alice: 100 } }), extra: { fileUrlSecret?: string; retention?: { finishedTtlMs?: number; sweepIntervalMs?: number } } = {}): GenerationService {
+function serviceOn(blobs: S3BlobStore, ledger = new MemoryLedger({ balances: { alice: 100 } }), extra: { fileUrlSecret?: string; retention?: { finishedTtlMs?: number; sweepIntervalMs?: number }; clock?: FakeClock } = {}): GenerationService {
   const service = createGenerationService({
     providers: [
       createScriptedProvider({
@@ -54,12 +54,9 @@ function serviceOn(blobs: S3BlobStore, ledger = new MemoryLedger({ balances: { a
   return service;
 }
 
-async function settled(service: GenerationService, id: string): Promise<{ status: string; result?: string; error?: unknown; price?: number }> {
-  for (;;) {
-    const g = (await service.details('alice', id)) as unknown as { status: string; result?: string; error?: unknown; price?: number };
-    if (g.status === 'completed' || g.status === 'failed') return g;
-    await new Promise((r) => setTimeout(r, 5));
-  }
+function settled(service: GenerationService, id: string): Promise<{ status: string; result?: string; error?: unknown; price?: number }> {
+  const read = async () => (await service.details('alice', id)) as unknown as { status: string; result?: string; error?: unknown; price?: number };
+  return until(read, { accept: (g) => g.status === 'completed' || g.status === 'failed', what: `${id} to finish` });
 }
 
 function get(service: GenerationService, url: string, headers: Record<string, string> = {}): Promise<HttpResponse> {
@@ -193,7 +190,9 @@ describe('expiry of a generation whose file is in S3', () => {
     const bucket = await newBucket();
     const blobs = s3Store(bucket);
     // The sweep's own timer stays out of the way: the test sweeps.
-    const service = serviceOn(blobs, undefined, { retention: { finishedTtlMs: 3_600_000, sweepIntervalMs: 3_600_000 } });
+    // Its life ends when the test moves the clock.
+    const clock = new FakeClock(Date.now());
+    const service = serviceOn(blobs, undefined, { clock, retention: { finishedTtlMs: 3_600_000, sweepIntervalMs: 3_600_000 } });
     await service.start();
     const auth = { authorization: 'Bearer ka' };
     const res = await service.handle({ method: 'POST', path: '/v1/generations', headers: { ...auth, 'content-type': 'application/json' }, body: '{"modelId":"img","expiresAfterSeconds":1}' });
@@ -202,11 +201,13 @@ describe('expiry of a generation whose file is in S3', () => {
     await settled(service, generationId).catch(() => undefined);
     expect(await s3.keys(bucket)).toHaveLength(1);
     // Expired: every read is the 404 of a missing generation, before any sweep.
-    for (;;) {
-      const poll = await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: auth });
-      if (poll.status === 404) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const read = async () => (await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: auth })).status;
+    await clock.advance(999);
+    expect(await read()).toBe(200);
+    await clock.advance(1);
+    expect(await read()).toBe(404);
+    // The sweep takes the generations whose life ended before its time.
+    await clock.advance(1);
     const deleteMany = blobs.deleteMany.bind(blobs);
     const endpoint = await deadEndpoint();
     const dead = s3Store('any-bucket', { client: new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS, maxAttempts: 1 }) });

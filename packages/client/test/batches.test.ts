@@ -6,6 +6,7 @@ import express from 'express';
 import { MemoryApiKeyStore, MemoryLedger, createGenerationService, type GenerationService } from '@genservice/core';
 import { genserviceRouter } from '@genservice/express';
 import { InsufficientFundsError, InvalidRequestError, NotFoundError, createClient } from '../src/index.js';
+import { until } from '@genservice/testing';
 
 let service: GenerationService;
 let server: Server;
@@ -51,11 +52,7 @@ describe('client.batches', () => {
     const created = await client.batches.create({ requests: [{ modelId: 'echo', settings: { prompt: 'a' } }, { modelId: 'echo', settings: { prompt: 'b' } }] }, { idempotencyKey: 'b1' });
     expect(created.generationIds).toHaveLength(2);
     expect(await client.batches.create({ requests: [{ modelId: 'echo', settings: { prompt: 'a' } }, { modelId: 'echo', settings: { prompt: 'b' } }] }, { idempotencyKey: 'b1' })).toEqual(created);
-    let batch = await client.batches.get(created.batchId);
-    for (let i = 0; i < 500 && batch.status !== 'completed'; i++) {
-      await new Promise((r) => setTimeout(r, 10));
-      batch = await client.batches.get(created.batchId);
-    }
+    const batch = await until(() => client.batches.get(created.batchId), { accept: (b) => b.status === 'completed', timeoutMs: 5000, intervalMs: 10 });
     expect(batch).toEqual({ status: 'completed', counts: { pending: 0, processing: 0, completed: 2, failed: 0 }, price: 6 });
     const items = [];
     for await (const item of client.batches.listAll(created.batchId, { limit: 1 })) items.push(item.result);

@@ -10,20 +10,7 @@ import {
   type GenerationStatus,
 } from '../src/index.js';
 import { Backoff } from '../src/backoff.js';
-import {
-  MODELS,
-  completed,
-  errorBody,
-  failed,
-  fakeServer,
-  hang,
-  json,
-  model,
-  pending,
-  processing,
-  scripted,
-  type FakeRequest,
-} from './helpers.js';
+import { MODELS, completed, errorBody, failed, fakeServer, hang, json, model, pending, processing, scripted, type FakeRequest } from './helpers.js';
 
 /** Fake time of each generation poll, relative to the first call of the test. */
 function pollTimes(calls: FakeRequest[], polls: FakeRequest[]): number[] {

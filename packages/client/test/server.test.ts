@@ -8,10 +8,12 @@ import {
   MemoryLedger,
   ProviderError,
   createGenerationService,
+  systemClock,
   type GenerationService,
   type ModelProvider,
 } from '@genservice/core';
 import { genserviceRouter } from '@genservice/express';
+import { until } from '@genservice/testing';
 import {
   ConnectionError,
   GenServiceError,
@@ -64,10 +66,12 @@ const provider: ModelProvider = {
   async generate(input, ctx) {
     const text = String(input.settings.prompt);
     if (input.model.modelId === 'words') {
+      // Each word once a client follows the run's stream: the run is still going when it listens (and, when its
+      // stream is cut, the words wait for it to come back).
       const words = text.split(' ');
       for (const [i, word] of words.entries()) {
+        await until(() => service.stats().openStreams > 0, { what: 'a client on the stream', timeoutMs: 10_000 });
         ctx.output.append(i === 0 ? word : ` ${word}`);
-        await new Promise((r) => setTimeout(r, 30));
       }
       return { text };
     }
@@ -101,13 +105,8 @@ function client(apiKey = 'alice-key', extra: Partial<Parameters<typeof createCli
   return createClient({ baseUrl, apiKey, ...extra });
 }
 
-async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+/** The service's time runs this far ahead of the system's: a test moves it to order what it creates. */
+let ahead = 0;
 
 beforeAll(async () => {
   service = createGenerationService({
@@ -119,6 +118,7 @@ beforeAll(async () => {
       ],
     }),
     ledger: new MemoryLedger({ balances: { alice: 100, bob: 100 } }),
+    clock: { ...systemClock, now: () => systemClock.now() + ahead },
   });
   await service.start();
   const app = express();
@@ -368,7 +368,8 @@ describe('client: lists, details, quotes, metadata, reasons, live status, webhoo
     for (let i = 0; i < 3; i++) {
       const g = await c.generations.run({ modelId: 'echo', settings: { prompt: `p${i}` }, metadata: { n: String(i) } });
       ids.push(g.generationId);
-      await new Promise((r) => setTimeout(r, 3));
+      // The next one is created a millisecond later: newest first is then one order.
+      ahead += 1;
     }
     const page = await c.generations.list({ limit: 2, modelId: 'echo' });
     expect(page.data.map((g) => g.generationId)).toEqual([ids[2], ids[1]]);
@@ -418,6 +419,10 @@ describe('client: lists, details, quotes, metadata, reasons, live status, webhoo
     const statuses: GenerationStatus[] = [];
     const running = c.generations.run({ modelId: 'slow', settings: { prompt: 'stream-me' } }, { onStatus: (s) => statuses.push(s), timeoutMs: 10_000 });
     await until(() => held.has('stream-me'));
+    await until(() => service.stats().openStreams === 1);
+    // A fixed wait, on purpose: what is shown is that nothing happens (no poll while the stream is open). A client
+    // that polled would do it on its own schedule (its first check is due within about the estimate, 50 ms), and
+    // the absence of a request is no event a test can await, so the run is held for six of those.
     await new Promise((r) => setTimeout(r, 300));
     held.get('stream-me')!();
     const done = await running;

@@ -20,7 +20,27 @@ import type { HttpRequest, HttpResponse } from './http/types.js';
 import { Lifecycle } from './lifecycle/lifecycle.js';
 import { silentLogger } from './logger.js';
 import { contextualLogger } from './request-context.js';
-import { Maintenance, type RecoveryReport } from './runner/maintenance.js';
+import { Maintenance } from './runner/maintenance.js';
+import { Recovery, type RecoveryReport } from './lifecycle/recovery.js';
+import { GenerationLog } from './lifecycle/generation-log.js';
+import { LifecycleObserver } from './lifecycle/observer.js';
+import { BatchCompletion } from './lifecycle/batch-completion.js';
+import { Creation } from './lifecycle/creation.js';
+import { Cancellation } from './lifecycle/cancellation.js';
+import { Cleanup } from './lifecycle/cleanup.js';
+import { Deletion } from './lifecycle/deletion.js';
+import { Workers } from './runner/workers.js';
+import { LeaseKeeper } from './runner/leases.js';
+import { ProviderCalls } from './runner/provider-calls.js';
+import { Results } from './runner/results.js';
+import { RemoteJobs } from './runner/remote-jobs.js';
+import { Execution } from './runner/execution.js';
+import { WebhookSender } from './push/webhook-sender.js';
+import { WebhookOutbox } from './push/webhook-outbox.js';
+import { WebhookPump } from './push/webhook-pump.js';
+import { Admission } from './use-cases/admission.js';
+import { IdempotentCreates } from './use-cases/idempotent.js';
+import { GenerationReads } from './use-cases/generation-reads.js';
 import type { GenerationStore } from './ports/store.js';
 import {
   MemoryApiKeyStore,
@@ -74,7 +94,6 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(Generations) private readonly generations: Generations,
     @inject(HttpHandler) private readonly http: HttpHandler,
     @inject(Background) private readonly background: Background,
-    @inject(Maintenance) private readonly maintenance: Maintenance,
     @inject(Accounts) readonly accounts: Accounts,
     @inject(Batches) readonly batches: Batches,
   ) {}
@@ -148,11 +167,11 @@ export class GenerationServiceImpl implements GenerationService {
   }
 
   recover(): Promise<RecoveryReport> {
-    return this.maintenance.recover();
+    return this.background.recover();
   }
 
   sweep(): Promise<number> {
-    return this.maintenance.sweep();
+    return this.background.sweep();
   }
 }
 
@@ -189,7 +208,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   port(TOKENS.Store, options.store, () => new MemoryGenerationStore());
   // Every client-facing read goes through the expiry check (the service's retention, or a life asked for at create),
   // so an expired generation reads as deleted before the sweep has removed it.
-  const reads = new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), resolved.retention.finishedTtlMs);
+  const reads = new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), resolved.retention.finishedTtlMs, () => clock.now());
   c.register(TOKENS.Store, { useValue: reads });
   c.register(ExpiringReads, { useValue: reads });
   port(TOKENS.Ledger, options.ledger, () => new MemoryLedger({ clock }));
@@ -203,7 +222,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   const cache = resolved.apiKeyCache;
   if (cache) {
     // The cache in front of whichever resolver the line above registered.
-    c.register(TOKENS.ApiKeys, { useFactory: instanceCachingFactory(() => new CachedApiKeyResolver(keyStore, cache)) });
+    c.register(TOKENS.ApiKeys, { useFactory: instanceCachingFactory(() => new CachedApiKeyResolver(keyStore, cache, clock)) });
   }
   port(TOKENS.AuditLog, options.auditLog, () => new MemoryAuditLog());
   c.register(FileUrlSigner, { useFactory: instanceCachingFactory(() => new FileUrlSigner(resolved.fileUrls.secret, resolved.fileUrls.ttlSeconds)) });
@@ -213,7 +232,52 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
   // lifecycle, ...); the symbols some files still name are aliases of the same instances.
-  for (const cls of [Telemetry, Views, EventFeed, LiveStatus, Webhooks, Lifecycle, Fallbacks, Runner, Maintenance, Background, Generations, Batches, Accounts, OpenAiFiles, OpenAiJobs, OpenAiImages, OpenAiVideos, OpenAiSpeech, OpenAi]) {
+  for (const cls of [
+    Telemetry,
+    Views,
+    EventFeed,
+    LiveStatus,
+    // push/: webhooks (owner-facing), their outbox, its delivery, and the loop that runs both
+    Webhooks,
+    WebhookSender,
+    WebhookOutbox,
+    WebhookPump,
+    // lifecycle/: the state machine and its money, and what asks it
+    GenerationLog,
+    LifecycleObserver,
+    BatchCompletion,
+    Lifecycle,
+    Creation,
+    Cancellation,
+    Cleanup,
+    Deletion,
+    Recovery,
+    // runner/
+    Fallbacks,
+    ProviderCalls,
+    Results,
+    RemoteJobs,
+    LeaseKeeper,
+    Execution,
+    Runner,
+    Workers,
+    Maintenance,
+    Background,
+    // use-cases/
+    Admission,
+    IdempotentCreates,
+    GenerationReads,
+    Generations,
+    Batches,
+    Accounts,
+    // openai/: the OpenAI-compatible surface (docs/openai-compatible.md)
+    OpenAiFiles,
+    OpenAiJobs,
+    OpenAiImages,
+    OpenAiVideos,
+    OpenAiSpeech,
+    OpenAi,
+  ]) {
     c.registerSingleton(cls as unknown as new () => object);
   }
   // The HTTP layer: the route handlers are given the use cases above (the same objects the service's methods call)

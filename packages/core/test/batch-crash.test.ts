@@ -1,8 +1,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
-import { createGenerationService, MemoryGenerationStore, MemoryLedger, MemoryWebhookStore, type GenerationService } from '@genservice/core';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createGenerationService, MemoryGenerationStore, MemoryLedger, MemoryWebhookStore, systemClock, type Clock, type GenerationService } from '@genservice/core';
 import type { NewDelivery } from '@genservice/core/ports';
+import { until } from '@genservice/testing';
 
 // A batch's completion (its completedAt and its batch.completed delivery) after a process died half-way through it:
 // the outbox write comes first, then the compare-and-set, and recovery completes any open batch whose generations
@@ -13,13 +14,13 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 2000; i++) {
-    const v = await fn();
-    if (ok(v)) return v;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
+/**
+ * The system clock (real timers, so the webhook sender delivers on its own), with a time the test moves ahead when
+ * recovery must see a batch as older than its cut-off.
+ */
+function aheadClock(): { clock: Clock; advance: (ms: number) => void } {
+  let ahead = 0;
+  return { clock: { ...systemClock, now: () => systemClock.now() + ahead }, advance: (ms) => void (ahead += ms) };
 }
 
 /**
@@ -66,8 +67,10 @@ async function receiver(): Promise<{ url: string; bodies: string[] }> {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, bodies };
 }
 
-async function serviceWith(store: MemoryGenerationStore, webhookStore: MemoryWebhookStore, openBatchMs = 0): Promise<GenerationService> {
+async function serviceWith(store: MemoryGenerationStore, webhookStore: MemoryWebhookStore, openBatchMs = 0): Promise<{ service: GenerationService; advance: (ms: number) => void }> {
+  const { clock, advance } = aheadClock();
   const service = createGenerationService({
+    clock,
     providers: [
       {
         models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 2 }],
@@ -83,21 +86,21 @@ async function serviceWith(store: MemoryGenerationStore, webhookStore: MemoryWeb
   });
   cleanups.push(() => service.stop({ timeoutMs: 500 }));
   await service.start();
-  return service;
+  return { service, advance };
 }
 
 /** Creates a batch and waits until all its generations finished (the completion itself is what the crash lost). */
-async function finishedBatch(service: GenerationService, store: MemoryGenerationStore, url: string): Promise<string> {
+async function finishedBatch({ service, advance }: { service: GenerationService; advance: (ms: number) => void }, store: MemoryGenerationStore, url: string): Promise<string> {
   const { batchId } = await service.batches.create('alice', { requests: Array.from({ length: 3 }, () => ({ modelId: 'ok' })), webhook: { url } });
-  await until(() => store.batchCounts(batchId), (c) => c.counts.completed === 3, 'the batch generations');
-  // The batch must be strictly older than recovery's cut-off (createdAt < now - openBatchMs); a tick guarantees it.
-  await new Promise((r) => setTimeout(r, 2));
+  await until(() => store.batchCounts(batchId), { accept: (c) => c.counts.completed === 3, what: 'the batch generations' });
+  // The batch must be strictly older than recovery's cut-off (createdAt < now - openBatchMs): the clock moves 1 ms.
+  advance(1);
   return batchId;
 }
 
 async function expectCompletedOnce(service: GenerationService, webhookStore: MemoryWebhookStore, bodies: string[], batchId: string): Promise<void> {
   expect(await service.batches.get('alice', batchId)).toEqual({ status: 'completed', counts: { pending: 0, processing: 0, completed: 3, failed: 0 }, price: 6 });
-  const delivered = await until(() => webhookStore.deliveriesOf(batchId), (ds) => ds.length > 0 && ds.every((d) => d.state === 'delivered'), 'the delivery');
+  const delivered = await until(() => webhookStore.deliveriesOf(batchId), { accept: (ds) => ds.length > 0 && ds.every((d) => d.state === 'delivered'), what: 'the delivery' });
   expect(delivered.map((d) => d.type)).toEqual(['batch.completed']);
   expect(bodies).toHaveLength(1);
   expect(JSON.parse(bodies[0]!)).toMatchObject({ type: 'batch.completed', data: { batchId, status: 'completed', counts: { completed: 3 }, price: 6 } });
@@ -108,8 +111,9 @@ describe('a batch completion lost to a crash', () => {
     const { url, bodies } = await receiver();
     const store = new DiesAtCompleteBatch();
     const webhookStore = new MemoryWebhookStore();
-    const service = await serviceWith(store, webhookStore);
-    const batchId = await finishedBatch(service, store, url);
+    const made = await serviceWith(store, webhookStore);
+    const service = made.service;
+    const batchId = await finishedBatch(made, store, url);
     expect(store.crashes).toBeGreaterThan(0);
     expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
     // The outbox write came first: the delivery is there (the outbox may send it already); a retry writes the same one.
@@ -129,8 +133,9 @@ describe('a batch completion lost to a crash', () => {
     const { url, bodies } = await receiver();
     const store = new MemoryGenerationStore();
     const webhookStore = new DiesAtBatchDelivery();
-    const service = await serviceWith(store, webhookStore);
-    const batchId = await finishedBatch(service, store, url);
+    const made = await serviceWith(store, webhookStore);
+    const service = made.service;
+    const batchId = await finishedBatch(made, store, url);
     expect(webhookStore.crashes).toBeGreaterThan(0);
     // Never completed without its delivery: it reads open, and nothing is in the outbox for it.
     expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
@@ -146,8 +151,9 @@ describe('a batch completion lost to a crash', () => {
     const { url, bodies } = await receiver();
     const store = new MemoryGenerationStore();
     const webhookStore = new DiesAtBatchDelivery();
-    const service = await serviceWith(store, webhookStore);
-    const batchId = await finishedBatch(service, store, url);
+    const made = await serviceWith(store, webhookStore);
+    const service = made.service;
+    const batchId = await finishedBatch(made, store, url);
     expect(webhookStore.crashes).toBeGreaterThan(0);
     webhookStore.dead = false;
     // Both passes see an open batch whose generations all finished; both write the same delivery, one completes it.
@@ -160,8 +166,9 @@ describe('a batch completion lost to a crash', () => {
     const { url } = await receiver();
     const store = new DiesAtCompleteBatch();
     const webhookStore = new MemoryWebhookStore();
-    const service = await serviceWith(store, webhookStore, 60_000);
-    const batchId = await finishedBatch(service, store, url);
+    const made = await serviceWith(store, webhookStore, 60_000);
+    const service = made.service;
+    const batchId = await finishedBatch(made, store, url);
     store.dead = false;
     expect((await service.recover()).batchesCompleted).toBe(0);
     expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
@@ -172,7 +179,9 @@ describe('a batch completion lost to a crash', () => {
     const webhookStore = new MemoryWebhookStore();
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
+    const { clock, advance } = aheadClock();
     const service = createGenerationService({
+      clock,
       providers: [
         {
           models: [{ modelId: 'slow', title: 'Slow', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }],
@@ -191,10 +200,11 @@ describe('a batch completion lost to a crash', () => {
     cleanups.push(async () => release());
     await service.start();
     const { batchId } = await service.batches.create('alice', { requests: [{ modelId: 'slow' }, { modelId: 'slow' }] });
-    await new Promise((r) => setTimeout(r, 2));
+    // Older than the cut-off (openBatchMs 0), so only its running generations keep it open.
+    advance(1);
     expect((await service.recover()).batchesCompleted).toBe(0);
     expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
     release();
-    await until(() => store.getBatch(batchId, 'alice'), (b) => b?.completedAt !== undefined, 'the batch completion');
+    await until(() => store.getBatch(batchId, 'alice'), { accept: (b) => b?.completedAt !== undefined, what: 'the batch completion' });
   });
 });

@@ -1,21 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createGenerationService, InProcessQueue, MemoryLedger, MemoryWebhookStore, type GenerationService } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 2000; i++) {
-    const v = await fn();
-    if (ok(v)) return v;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 describe('batches', () => {
   it('sends batch.completed once, to the batch webhook, with the final counts and price', async () => {
@@ -51,25 +43,39 @@ describe('batches', () => {
     cleanups.push(() => service.stop({ timeoutMs: 500 }));
     await service.start();
     const { batchId } = await service.batches.create('alice', { requests: Array.from({ length: 5 }, () => ({ modelId: 'ok' })), webhook: { url } });
-    await until(async () => bodies.length, (l) => l >= 1, 'batch.completed');
+    await until(async () => bodies.length, { accept: (l) => l >= 1, what: 'batch.completed' });
     const event = JSON.parse(bodies[0]!);
     expect(event).toMatchObject({ type: 'batch.completed', data: { batchId, status: 'completed', counts: { pending: 0, processing: 0, completed: 4, failed: 1 }, price: 9 } });
     expect(await service.batches.get('alice', batchId)).toEqual({ status: 'completed', counts: { pending: 0, processing: 0, completed: 4, failed: 1 }, price: 9 });
-    const deliveries = await webhookStore.deliveriesOf(batchId);
-    expect(deliveries.map((d) => d.type)).toEqual(['batch.completed']);
-    await new Promise((r) => setTimeout(r, 50));
+    // One message, delivered at its first attempt: nothing is left for the sender to send again.
+    const deliveries = await until(() => webhookStore.deliveriesOf(batchId), { accept: (d) => d.every((x) => x.state === 'delivered'), what: 'the delivery recorded' });
+    expect(deliveries.map((d) => [d.type, d.state, d.attempts])).toEqual([['batch.completed', 'delivered', 1]]);
+    // The sender stops after what it has in flight: still the one body.
+    await service.stop({ timeoutMs: 500 });
     expect(bodies).toHaveLength(1);
   });
 
   it("treats a batch as its owner's work: another user's generation starts before a 1,000-item batch drains", async () => {
     const started: string[] = [];
+    // Alice's first two runs (both slots) wait until bob's create is in; her later ones until the test ends, so her
+    // batch is still draining when bob's generation is done.
+    let firstRound!: () => void;
+    const bobIsIn = new Promise<void>((r) => (firstRound = r));
+    let end!: () => void;
+    const testEnds = new Promise<void>((r) => (end = r));
+    let slotsTaken!: () => void;
+    const bothSlots = new Promise<void>((r) => (slotsTaken = r));
     const service = createGenerationService({
       providers: [
         {
           models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [{ name: 'who', title: 'Who', fieldType: 'text' }], price: 1 }],
-          generate: async (input) => {
-            started.push(String(input.settings.who));
-            await new Promise((r) => setTimeout(r, 1));
+          generate: async (input, ctx) => {
+            const who = String(input.settings.who);
+            started.push(who);
+            if (who === 'alice') {
+              if (started.length === 2) slotsTaken();
+              await Promise.race([started.length <= 2 ? bobIsIn : testEnds, new Promise((r) => ctx.signal.addEventListener('abort', r))]);
+            }
             return { text: 'x' };
           },
         },
@@ -79,10 +85,13 @@ describe('batches', () => {
       recovery: { intervalMs: 0 },
     });
     cleanups.push(() => service.stop({ timeoutMs: 500 }));
+    cleanups.push(async () => end());
     await service.start();
     const { batchId } = await service.batches.create('alice', { requests: Array.from({ length: 1000 }, () => ({ modelId: 'ok', settings: { who: 'alice' } })) });
+    await bothSlots;
     const { generationId } = await service.create('bob', { modelId: 'ok', settings: { who: 'bob' } });
-    await until(() => service.get('bob', generationId), (g) => g.status === 'completed', "bob's generation");
+    firstRound();
+    await until(() => service.get('bob', generationId), { accept: (g) => g.status === 'completed', what: "bob's generation" });
     // Round-robin over owners: bob's one job is taken within about one round of alice's, never behind her 1,000.
     const bobAt = started.indexOf('bob');
     expect(bobAt).toBeGreaterThanOrEqual(0);

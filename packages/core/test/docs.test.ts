@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryLedger, type ModelProvider } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -13,14 +14,6 @@ function testedBlock(doc: string): string {
   return m[1]!;
 }
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
-  for (let i = 0; i < 500; i++) {
-    const v = await fn();
-    if (ok(v)) return v;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('timed out');
-}
 
 describe('docs/writing-a-provider.md', () => {
   it('its provider example runs as documented', async () => {
@@ -33,12 +26,12 @@ describe('docs/writing-a-provider.md', () => {
     await service.start();
     try {
       const a = await service.create('u', { modelId: 'shout-1', settings: { prompt: 'hi', volume: 'louder' } });
-      expect(await until(() => service.get('u', a.generationId), (g) => g.status === 'completed')).toEqual({ status: 'completed', result: 'HI!!!', price: 3 });
+      expect(await until(() => service.get('u', a.generationId), { accept: (g) => g.status === 'completed' })).toEqual({ status: 'completed', result: 'HI!!!', price: 3 });
       const b = await service.create('u', { modelId: 'badge-1', settings: { prompt: 'hello' } });
-      const badge = await until(() => service.get('u', b.generationId), (g) => g.status === 'completed');
+      const badge = await until(() => service.get('u', b.generationId), { accept: (g) => g.status === 'completed' });
       expect(badge.result).toMatch(/^https:\/\/api\.example\.com\/gen\/v1\/files\//);
       const c = await service.create('u', { modelId: 'shout-1', settings: { prompt: 'upstream busy' } });
-      expect(await until(() => service.get('u', c.generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 1 });
+      expect(await until(() => service.get('u', c.generationId), { accept: (g) => g.status === 'failed' })).toEqual({ status: 'failed', price: 1 });
       expect((await service.details('u', c.generationId)).error).toEqual({ code: 'provider_error', message: 'The badge service is busy; try again in a minute.' });
       expect((await service.details('u', b.generationId)).progress).toEqual({ fraction: 0.5, message: 'rendering' });
       expect(await ledger.account('u')).toEqual({ balance: 91, reserved: 0, settled: 9 });

@@ -12,7 +12,8 @@ import {
   MemoryLedger,
   type GenerationService,
 } from '@genservice/core';
-import { expiresAt, hasExpired, MAX_LIFE_SECONDS, maxLifeSeconds } from '../src/lifecycle/lifecycle.js';
+import { until } from '@genservice/testing';
+import { expiresAt, hasExpired, MAX_LIFE_SECONDS, maxLifeSeconds } from '../src/domain/rules.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -53,17 +54,6 @@ async function post(service: GenerationService, path: string, body: unknown) {
 
 async function get(service: GenerationService, path: string) {
   return service.handle({ method: 'GET', path, headers: { authorization: 'Bearer ka' } });
-}
-
-/** Waits for a condition the service brings about; the bound only turns a hang into a failure. */
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`condition not met: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 describe('the expiry rule (lifecycle.ts)', () => {
@@ -114,13 +104,13 @@ describe('expiresAfterSeconds on create', () => {
     const res = await post(service, '/v1/generations', { modelId: 'txt', expiresAfterSeconds: MAX_LIFE_SECONDS });
     expect(res.status).toBe(201);
     const id = res.body.generationId as string;
-    const rec = (await until(() => store.getById(id), (r) => r?.status === 'completed'))!;
+    const rec = (await until(() => store.getById(id), { accept: (r) => r?.status === 'completed' }))!;
     expect(rec).toMatchObject({ expiresAfterSeconds: MAX_LIFE_SECONDS, lifeEndsAt: rec.finishedAt! + MAX_LIFE_SECONDS * 1000 });
     const details = JSON.parse(String((await get(service, `/v1/generations/${id}/details`)).body));
     expect(details.expiresAt).toBe(new Date(rec.finishedAt! + MAX_LIFE_SECONDS * 1000).toISOString());
     // A generation that asked for nothing keeps forever, as before: no expiresAt.
     const plain = (await post(service, '/v1/generations', { modelId: 'txt' })).body.generationId as string;
-    await until(() => store.getById(plain), (r) => r?.status === 'completed');
+    await until(() => store.getById(plain), { accept: (r) => r?.status === 'completed' });
     expect(JSON.parse(String((await get(service, `/v1/generations/${plain}/details`)).body)).expiresAt).toBeUndefined();
   });
 
@@ -170,13 +160,13 @@ describe('an expired generation (its own life ended)', () => {
     const id = (await post(service, '/v1/generations', { modelId: 'img', expiresAfterSeconds: 1, webhook: { url: hook, events: ['generation.completed'] } })).body
       .generationId as string;
     const kept = (await post(service, '/v1/generations', { modelId: 'img' })).body.generationId as string;
-    const rec = (await until(() => store.getById(id), (r) => r?.status === 'completed'))!;
-    await until(() => store.getById(kept), (r) => r?.status === 'completed');
+    const rec = (await until(() => store.getById(id), { accept: (r) => r?.status === 'completed' }))!;
+    await until(() => store.getById(kept), { accept: (r) => r?.status === 'completed' });
     const at = new Date(rec.finishedAt! + 1000).toISOString();
     expect(rec.lifeEndsAt).toBe(rec.finishedAt! + 1000);
 
     // The webhook was built when it completed: it carries the same expiresAt.
-    await until(async () => bodies.length, (n) => n >= 1);
+    await until(async () => bodies.length, { accept: (n) => n >= 1 });
     expect(bodies[0]).toMatchObject({ type: 'generation.completed', data: { generationId: id, expiresAt: at } });
 
     const details = await service.details('alice', id).catch(() => null);
@@ -189,7 +179,7 @@ describe('an expired generation (its own life ended)', () => {
     const ownFile = details ? new URL(details.result!) : null;
 
     // Past its life: 404 on poll, details and stream, exactly like a missing id; gone from the list; DELETE 404.
-    await until(() => service.get('alice', id).then(() => 'there', () => 'gone'), (s) => s === 'gone');
+    await until(() => service.get('alice', id).then(() => 'there', () => 'gone'), { accept: (s) => s === 'gone' });
     const missing = await get(service, `/v1/generations/${'A'.repeat(22)}`);
     for (const path of [`/v1/generations/${id}`, `/v1/generations/${id}/details`, `/v1/generations/${id}?include=details`, `/v1/generations/${id}/events`]) {
       const res = await get(service, path);
@@ -224,8 +214,8 @@ describe('an expired generation (its own life ended)', () => {
     const services = [0, 1].map(() => make({ store, blobs, idempotency, retention: { sweepIntervalMs: 20 } }).service);
     for (const s of services) await s.start();
     const id = (await post(services[0]!, '/v1/generations', { modelId: 'img', expiresAfterSeconds: 1 })).body.generationId as string;
-    const rec = (await until(() => store.getById(id), (r) => r?.status === 'completed'))!;
-    await until(() => store.getById(id), (r) => r === null);
+    const rec = (await until(() => store.getById(id), { accept: (r) => r?.status === 'completed' }))!;
+    await until(() => store.getById(id), { accept: (r) => r === null });
     expect(await blobs.get(rec.resultKey!)).toBeNull();
     // Only elected sweepers read: never two reads for one interval.
     const windows = lists.map((t) => Math.floor(t / 20));

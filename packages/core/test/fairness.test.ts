@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryLedger, type GenerationService } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 const services: GenerationService[] = [];
 afterEach(async () => {
@@ -32,11 +33,11 @@ describe('fair scheduling through the service', () => {
     services.push(service);
     await service.start();
     for (let i = 0; i < 2000; i++) await service.create('flooder', { modelId: 'm' });
-    for (let i = 0; i < 200 && started.length < concurrency; i++) await new Promise((r) => setTimeout(r, 5));
+    await until(async () => started.length, { accept: (n) => n >= concurrency });
     expect(started).toHaveLength(concurrency);
     const { generationId } = await service.create('polite', { modelId: 'm' });
     open();
-    for (let i = 0; i < 2000 && !started.includes(generationId); i++) await new Promise((r) => setTimeout(r, 2));
+    await until(async () => started.includes(generationId), { accept: (seen) => seen, timeoutMs: 10_000 });
     const at = started.indexOf(generationId);
     expect(at).toBeGreaterThanOrEqual(concurrency);
     expect(at).toBeLessThan(concurrency + 2 * concurrency);

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryLedger, ProviderError, type GenerationService, type ModelDefinition, type ModelProvider } from '@genservice/core';
+import { until } from '@genservice/testing';
 import { Circuit } from '../src/runner/fallbacks.js';
 
 const text = (modelId: string, price: number, extra: Partial<ModelDefinition> = {}): ModelDefinition => ({
@@ -19,13 +20,8 @@ afterEach(async () => {
   for (const s of services.splice(0)) await s.stop({ timeoutMs: 1000 });
 });
 
-async function settled(service: GenerationService, id: string): Promise<{ status: string; price?: number; result?: string }> {
-  for (let i = 0; i < 2000; i++) {
-    const g = await service.get('alice', id);
-    if (g.status === 'completed' || g.status === 'failed') return g;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error('never finished');
+function settled(service: GenerationService, id: string): Promise<{ status: string; price?: number; result?: string }> {
+  return until(() => service.get('alice', id), { accept: (g) => g.status === 'completed' || g.status === 'failed', what: `${id} to finish` });
 }
 
 describe('Circuit (a provider circuit breaker, on a fake clock)', () => {

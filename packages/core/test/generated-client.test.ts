@@ -54,7 +54,8 @@ export async function exchange(fetch: (r: Request) => Promise<Response>, prompt:
   if (!created.data) throw new Error('create failed');
   const id: string = created.data.generationId;
   for (;;) {
-    const { data: g, error } = await client.GET('/v1/generations/{id}', { params: { path: { id } } });
+    // A long-poll: the answer comes when the status changes (or after 5 s), so the loop needs no sleep.
+    const { data: g, error } = await client.GET('/v1/generations/{id}', { params: { path: { id }, header: { Prefer: 'wait=5' } } });
     if (error) throw new Error(error.error.message);
     if (g.status === 'completed') {
       const result: string = g.result;
@@ -71,7 +72,6 @@ export async function exchange(fetch: (r: Request) => Promise<Response>, prompt:
     }
     // @ts-expect-error pending and processing carry no price
     g.price;
-    await new Promise((r) => setTimeout(r, 5));
   }
   const { data: d } = await client.GET('/v1/generations/{id}/details', { params: { path: { id } } });
   if (d?.status === 'completed') {

@@ -1,6 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGenerationService, InProcessQueue, MemoryLedger, type GenerationContext, type GenerationService, type ModelDefinition } from '@genservice/core';
+import { until } from '@genservice/testing';
 import { JobAbort } from '../src/runner/job-signal.js';
+import { FakeClock } from '@genservice/testing';
+import { stopOn } from './support/fake-time.js';
 
 const model: ModelDefinition = {
   modelId: 'echo',
@@ -13,17 +16,18 @@ const model: ModelDefinition = {
 };
 
 const services: GenerationService[] = [];
+/** The fake clock of a service that has one (its stop waits on it). */
+const clocks = new Map<GenerationService, FakeClock>();
 afterEach(async () => {
-  for (const s of services.splice(0)) await s.stop({ timeoutMs: 1000 });
+  for (const s of services.splice(0)) {
+    const clock = clocks.get(s);
+    clocks.delete(s);
+    await (clock ? stopOn(clock, s, 1000) : s.stop({ timeoutMs: 1000 }));
+  }
 });
 
-async function settled(service: GenerationService, id: string): Promise<unknown> {
-  for (let i = 0; i < 500; i++) {
-    const g = await service.get('alice', id);
-    if (g.status === 'completed' || g.status === 'failed') return g;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error('never finished');
+function settled(service: GenerationService, id: string): Promise<unknown> {
+  return until(() => service.get('alice', id), { accept: (g) => g.status === 'completed' || g.status === 'failed', what: `${id} to finish` });
 }
 
 describe('JobAbort (a run aborts without an AbortSignal until one is read)', () => {
@@ -88,23 +92,31 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
     globalThis.AbortController = Counting;
     try {
       let ctxSeen: GenerationContext | undefined;
+      let reached!: () => void;
+      const running = new Promise<void>((r) => (reached = r));
+      let proceed!: () => void;
+      const pastDeadline = new Promise<void>((r) => (proceed = r));
+      const clock = new FakeClock();
       const service = createGenerationService({
         providers: [
           {
-            models: [model, { ...model, modelId: 'slow', timeoutMs: 30 }],
+            models: [model, { ...model, modelId: 'slow', timeoutMs: 30_000 }],
             generate: async (input, ctx) => {
               if (input.model.modelId === 'echo') return { text: 'hi' };
               ctxSeen = ctx;
+              reached();
               // Reads the signal only after its deadline has passed: it must be aborted already, with the timeout.
-              await new Promise((r) => setTimeout(r, 80));
+              await pastDeadline;
               if (!ctx.signal.aborted) throw new Error('the signal read after the deadline was not aborted');
               throw ctx.signal.reason;
             },
           },
         ],
         ledger: new MemoryLedger({ balances: { alice: 100 } }),
+        clock,
       });
       services.push(service);
+      clocks.set(service, clock);
       await service.start();
       const before = made;
       const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
@@ -112,6 +124,9 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
       // The one the in-process queue hands the runner for the job; the runner follows it without one of its own.
       expect(made - before).toBe(1);
       const slow = await service.create('alice', { modelId: 'slow', settings: { prompt: 'x' } });
+      await running;
+      await clock.advance(30_000);
+      proceed();
       expect(await settled(service, slow.generationId)).toEqual({ status: 'failed', price: 2 });
       expect(ctxSeen?.signal.reason).toMatchObject({ name: 'TimeoutAbort' });
     } finally {
@@ -130,13 +145,23 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
         inner.start((job, _signal) => {
           const c = new AbortController();
           controllers.push(c);
-          setTimeout(() => c.abort(new Error('queue says stop')), 20);
           return handler(job as never, c.signal);
         }, settings),
     };
     let reason: unknown;
+    let listening!: () => void;
+    const provided = new Promise<void>((r) => (listening = r));
     const service = createGenerationService({
-      providers: [{ models: [model], generate: (_i, ctx) => new Promise((_r, reject) => ctx.signal.addEventListener('abort', () => reject((reason = ctx.signal.reason)))) }],
+      providers: [
+        {
+          models: [model],
+          generate: (_i, ctx) =>
+            new Promise((_r, reject) => {
+              ctx.signal.addEventListener('abort', () => reject((reason = ctx.signal.reason)));
+              listening();
+            }),
+        },
+      ],
       ledger: new MemoryLedger({ balances: { alice: 100 } }),
       queue,
       runner: { leaseMs: 1000 },
@@ -144,7 +169,10 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
     services.push(service);
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
-    for (let i = 0; i < 200 && reason === undefined; i++) await new Promise((r) => setTimeout(r, 5));
+    // The queue aborts its signal while the provider runs (as BullMQ's does on stop).
+    await provided;
+    controllers[0]!.abort(new Error('queue says stop'));
+    await until(async () => reason, { accept: (r) => r !== undefined });
     expect(reason).toMatchObject({ message: 'queue says stop' });
     expect(controllers).toHaveLength(1);
     // Aborted by its queue (shutting down): not failed, left for recovery once its lease expires.

@@ -13,6 +13,8 @@ import {
   type ModelDefinition,
 } from '@genservice/core';
 import type { GenerationChange } from '@genservice/core/ports';
+import { FakeClock, until } from '@genservice/testing';
+import { stopOn } from './support/fake-time.js';
 
 const model = (over: Partial<ModelDefinition> = {}): ModelDefinition => ({
   modelId: 'm',
@@ -26,8 +28,16 @@ const model = (over: Partial<ModelDefinition> = {}): ModelDefinition => ({
 });
 
 const services: GenerationService[] = [];
+/** The fake clock of a service that has one (its stop waits on it). */
+const clocks = new Map<GenerationService, FakeClock>();
 afterEach(async () => {
-  await Promise.all(services.splice(0).map((s) => s.stop({ timeoutMs: 100 })));
+  await Promise.all(
+    services.splice(0).map((s) => {
+      const clock = clocks.get(s);
+      clocks.delete(s);
+      return clock ? stopOn(clock, s) : s.stop({ timeoutMs: 100 });
+    }),
+  );
 });
 
 function make(
@@ -47,20 +57,11 @@ function make(
     store,
   });
   services.push(service);
+  if (extra.clock instanceof FakeClock) clocks.set(service, extra.clock);
   return { service, ledger, store };
 }
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`condition not met: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-const terminal = (s: GenerationService, id: string) => until(() => s.details('alice', id), (g) => g.status === 'completed' || g.status === 'failed');
+const terminal = (s: GenerationService, id: string) => until(() => s.details('alice', id), { accept: (g) => g.status === 'completed' || g.status === 'failed' });
 
 describe('hostile-review defects', () => {
   it('charges a cancel by the state the store moved from, even when a worker claims between the read and the fail', async () => {
@@ -137,16 +138,20 @@ describe('Idempotency-Key after a crash', () => {
         // killed: nothing runs after the crash
       }
     }
-    const first = make(async () => ({ text: 'done' }), { idempotency: new LoseFinish(), store, ledger, runner: { enabled: false, leaseMs: 200 } });
+    // Both instances on one clock: the lease time passes when the test moves it.
+    const clock = new FakeClock();
+    const first = make(async () => ({ text: 'done' }), { idempotency: new LoseFinish(), store, ledger, clock, runner: { enabled: false, leaseMs: 200 } });
     await expect(first.service.create('alice', body, { idempotencyKey: 'k' })).rejects.toThrow('process killed');
     const [stored] = await store.list('alice', { limit: 10 });
     expect(stored).toBeDefined();
 
-    const second = make(async () => ({ text: 'done' }), { idempotency, store, ledger, runner: { leaseMs: 200 } });
+    const second = make(async () => ({ text: 'done' }), { idempotency, store, ledger, clock, runner: { leaseMs: 200 } });
     await second.service.start();
-    // Within the lease time the first request may still be alive: 409.
+    // Within the lease time the first request may still be alive: 409, up to the lease time's last millisecond.
     await expect(second.service.create('alice', body, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_conflict' });
-    await new Promise((r) => setTimeout(r, 250));
+    await clock.advance(200);
+    await expect(second.service.create('alice', body, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_conflict' });
+    await clock.advance(1);
     const again = await second.service.create('alice', body, { idempotencyKey: 'k' });
     expect(again.generationId).toBe(stored!.id);
     expect((await terminal(second.service, again.generationId)).status).toBe('completed');
@@ -171,15 +176,18 @@ describe('Idempotency-Key after a crash', () => {
         throw new Error('process killed');
       }
     }
-    const dead = make(async () => ({ text: 'done' }), { idempotency: new DiesAfterBegin(), ledger, store: new InsertCrashes(), runner: { enabled: false, leaseMs: 200 } });
+    const clock = new FakeClock();
+    const dead = make(async () => ({ text: 'done' }), { idempotency: new DiesAfterBegin(), ledger, store: new InsertCrashes(), clock, runner: { enabled: false, leaseMs: 200 } });
     await expect(dead.service.create('alice', body, { idempotencyKey: 'k' })).rejects.toThrow('process killed');
     // Its reserve was compensated by the dying request; a real SIGKILL would leave it to recovery as an orphan.
     expect(await ledger.account('alice')).toEqual({ balance: 100, reserved: 0, settled: 0 });
 
-    const live = make(async () => ({ text: 'done' }), { idempotency, ledger, runner: { leaseMs: 200 } });
+    const live = make(async () => ({ text: 'done' }), { idempotency, ledger, clock, runner: { leaseMs: 200 } });
     await live.service.start();
     await expect(live.service.create('alice', body, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_conflict' });
-    await new Promise((r) => setTimeout(r, 250));
+    await clock.advance(200);
+    await expect(live.service.create('alice', body, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_conflict' });
+    await clock.advance(1);
     const created = await live.service.create('alice', body, { idempotencyKey: 'k' });
     expect((await terminal(live.service, created.generationId)).status).toBe('completed');
     expect(await live.service.create('alice', body, { idempotencyKey: 'k' })).toEqual(created);
@@ -191,21 +199,36 @@ describe('progress', () => {
   it('records at most one progress event a second, the latest value winning, and shows it in details', async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const { service, store } = make(async (ctx) => {
-      for (let i = 1; i <= 50; i++) ctx.progress(i / 100, `step ${i}`);
-      await gate;
-      ctx.progress(2, 'clamped');
-      await new Promise((r) => setTimeout(r, 1100));
-      return { text: 'done' };
-    });
+    let clamped!: () => void;
+    const reportedClamped = new Promise<void>((r) => (clamped = r));
+    let finish!: () => void;
+    const finishing = new Promise<void>((r) => (finish = r));
+    // The progress interval runs on the service's clock: the test moves it, so no report races the end of a second.
+    const clock = new FakeClock();
+    const { service, store } = make(
+      async (ctx) => {
+        for (let i = 1; i <= 50; i++) ctx.progress(i / 100, `step ${i}`);
+        await gate;
+        ctx.progress(2, 'clamped');
+        clamped();
+        await finishing;
+        return { text: 'done' };
+      },
+      { clock },
+    );
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
-    const first = await until(() => service.details('alice', generationId), (g) => g.progress !== undefined);
+    const first = await until(() => service.details('alice', generationId), { accept: (g) => g.progress !== undefined });
     expect(first.progress).toEqual({ fraction: 0.01, message: 'step 1' });
-    // The 49 later reports within the second collapse into one trailing event with the latest value.
-    const latest = await until(() => service.details('alice', generationId), (g) => g.progress?.fraction === 0.5, 3000);
-    expect(latest.progress).toEqual({ fraction: 0.5, message: 'step 50' });
+    // The 49 later reports within the second collapse into one trailing event with the latest value, at its end.
+    await clock.advance(999);
+    expect((await service.details('alice', generationId)).progress).toEqual({ fraction: 0.01, message: 'step 1' });
+    await clock.advance(1);
+    expect((await service.details('alice', generationId)).progress).toEqual({ fraction: 0.5, message: 'step 50' });
     release();
+    await reportedClamped;
+    await clock.advance(1000);
+    finish();
     await terminal(service, generationId);
     const events = await store.eventsOf(generationId);
     const progress = events.filter((e) => e.type === 'progress');
@@ -214,21 +237,26 @@ describe('progress', () => {
       { fraction: 0.5, message: 'step 50' },
       { fraction: 1, message: 'clamped' },
     ]);
-    for (let i = 1; i < progress.length; i++) expect(progress[i]!.at - progress[i - 1]!.at).toBeGreaterThanOrEqual(900);
+    expect(progress.map((e) => e.at - progress[0]!.at)).toEqual([0, 1000, 2000]);
     expect(events.map((e) => e.type)).toEqual(['created', 'processing', 'progress', 'progress', 'progress', 'completed']);
   });
 
   it('ignores progress reported after the run has ended', async () => {
     let late!: GenerationContext;
-    const { service, store } = make(async (ctx) => {
-      late = ctx;
-      return { text: 'done' };
-    });
+    const clock = new FakeClock();
+    const { service, store } = make(
+      async (ctx) => {
+        late = ctx;
+        return { text: 'done' };
+      },
+      { clock },
+    );
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
     await terminal(service, generationId);
     late.progress(0.9);
-    await new Promise((r) => setTimeout(r, 50));
+    // Past any progress interval, with the writes it would start settled.
+    await clock.advance(2000);
     expect((await store.eventsOf(generationId)).map((e) => e.type)).toEqual(['created', 'processing', 'completed']);
   });
 });

@@ -8,6 +8,8 @@ import {
   type HttpResponse,
   type ModelDefinition,
 } from '@genservice/core';
+import { FakeClock, until } from '@genservice/testing';
+import { stopOn } from './support/fake-time.js';
 
 const model: ModelDefinition = {
   modelId: 'm',
@@ -22,18 +24,22 @@ const model: ModelDefinition = {
 /** A provider whose runs wait for the test: `step()` lets the oldest waiting run report progress, `finish()` end it. */
 function gated() {
   const waiting: Array<{ progress: (f: number) => void; done: (text: string) => void }> = [];
+  /** Who waits for the n-th run to start. */
+  const starts: Array<{ n: number; resolve: () => void }> = [];
   return {
     provider: {
       models: [model],
       generate: (_input: unknown, ctx: { progress: (f: number) => void; signal: AbortSignal }) =>
         new Promise<{ text: string }>((resolve, reject) => {
           waiting.push({ progress: ctx.progress, done: (text) => resolve({ text }) });
+          for (const s of starts.filter((s) => waiting.length >= s.n)) s.resolve();
           ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
         }),
     },
-    async started(n = 1): Promise<void> {
-      for (let i = 0; i < 500 && waiting.length < n; i++) await new Promise((r) => setTimeout(r, 5));
-      if (waiting.length < n) throw new Error('the run did not start');
+    /** Resolves once `n` runs are waiting in the provider. */
+    started(n = 1): Promise<void> {
+      if (waiting.length >= n) return Promise.resolve();
+      return new Promise((resolve) => starts.push({ n, resolve }));
     },
     progress(f: number): void {
       waiting[0]!.progress(f);
@@ -45,8 +51,16 @@ function gated() {
 }
 
 const services: GenerationService[] = [];
+/** The fake clock of a service that has one (its stop waits on it). */
+const clocks = new Map<GenerationService, FakeClock>();
 afterEach(async () => {
-  await Promise.all(services.splice(0).map((s) => s.stop({ timeoutMs: 100 })));
+  await Promise.all(
+    services.splice(0).map((s) => {
+      const clock = clocks.get(s);
+      clocks.delete(s);
+      return clock ? stopOn(clock, s) : s.stop({ timeoutMs: 100 });
+    }),
+  );
 });
 
 function make(provider: ReturnType<typeof gated>['provider'], extra: Record<string, unknown> = {}) {
@@ -58,41 +72,71 @@ function make(provider: ReturnType<typeof gated>['provider'], extra: Record<stri
     ...extra,
   });
   services.push(service);
+  if (extra.clock instanceof FakeClock) clocks.set(service, extra.clock);
   return service;
 }
 
 const auth = { authorization: 'Bearer ka' };
 
-/** Reads SSE messages from a streamed body until `until` says stop or the stream ends. */
-async function readEvents(res: HttpResponse, count = Infinity): Promise<{ messages: Array<{ id?: string; event?: string; data?: any; comment?: string }>; ended: boolean }> {
-  const body = res.body as AsyncIterable<string>;
-  const it = body[Symbol.asyncIterator]();
-  const messages: Array<{ id?: string; event?: string; data?: any; comment?: string }> = [];
+type Message = { id?: string; event?: string; data?: any; comment?: string };
+
+/**
+ * A streamed SSE body read one message at a time: `next()` resolves with the next message as it arrives (undefined
+ * once the stream has ended), so a test acts right after the event it waits for.
+ */
+function sse(res: HttpResponse) {
+  const it = (res.body as AsyncIterable<string>)[Symbol.asyncIterator]();
+  const queue: Message[] = [];
   let buffer = '';
   let ended = false;
-  while (messages.length < count) {
-    const r = await it.next();
-    if (r.done) {
-      ended = true;
-      break;
-    }
-    buffer += String(r.value);
-    let i: number;
-    while ((i = buffer.indexOf('\n\n')) !== -1) {
-      const block = buffer.slice(0, i);
-      buffer = buffer.slice(i + 2);
-      const msg: { id?: string; event?: string; data?: any; comment?: string } = {};
-      for (const line of block.split('\n')) {
-        if (line.startsWith(':')) msg.comment = line.slice(1).trim();
-        else if (line.startsWith('id: ')) msg.id = line.slice(4);
-        else if (line.startsWith('event: ')) msg.event = line.slice(7);
-        else if (line.startsWith('data: ')) msg.data = JSON.parse(line.slice(6));
+  return {
+    get ended(): boolean {
+      return ended && queue.length === 0;
+    },
+    async next(): Promise<Message | undefined> {
+      for (;;) {
+        if (queue.length > 0) return queue.shift();
+        if (ended) return undefined;
+        const r = await it.next();
+        if (r.done) {
+          ended = true;
+          continue;
+        }
+        buffer += String(r.value);
+        let i: number;
+        while ((i = buffer.indexOf('\n\n')) !== -1) {
+          const block = buffer.slice(0, i);
+          buffer = buffer.slice(i + 2);
+          const msg: Message = {};
+          for (const line of block.split('\n')) {
+            if (line.startsWith(':')) msg.comment = line.slice(1).trim();
+            else if (line.startsWith('id: ')) msg.id = line.slice(4);
+            else if (line.startsWith('event: ')) msg.event = line.slice(7);
+            else if (line.startsWith('data: ')) msg.data = JSON.parse(line.slice(6));
+          }
+          queue.push(msg);
+        }
       }
-      messages.push(msg);
-    }
+    },
+    close: async (): Promise<void> => {
+      await it.return?.();
+    },
+  };
+}
+
+/** Reads SSE messages from a streamed body: `count` of them, or until the stream ends. */
+async function readEvents(res: HttpResponse, count = Infinity): Promise<{ messages: Message[]; ended: boolean }> {
+  return readRest(sse(res), count);
+}
+
+async function readRest(stream: ReturnType<typeof sse>, count = Infinity, messages: Message[] = []): Promise<{ messages: Message[]; ended: boolean }> {
+  while (messages.length < count) {
+    const m = await stream.next();
+    if (!m) return { messages, ended: true };
+    messages.push(m);
   }
-  if (!ended && messages.length >= count) await it.return?.();
-  return { messages, ended };
+  await stream.close();
+  return { messages, ended: false };
 }
 
 async function create(service: GenerationService, key = 'ka'): Promise<string> {
@@ -117,12 +161,13 @@ describe('GET /v1/generations/:id/events', () => {
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toBe('text/event-stream; charset=utf-8');
     expect(res.headers['cache-control']).toBe('no-store');
-    const reading = readEvents(res);
-    await new Promise((r) => setTimeout(r, 20));
+    const stream = sse(res);
+    // Each step once the stream has sent what came before it.
+    const seen = [(await stream.next())!];
     g.progress(0.5);
-    await new Promise((r) => setTimeout(r, 20));
+    seen.push((await stream.next())!);
     g.finish('hello');
-    const { messages, ended } = await reading;
+    const { messages, ended } = await readRest(stream, Infinity, seen);
     expect(ended).toBe(true);
     expect(messages.map((m) => m.event)).toEqual(['processing', 'progress', 'completed']);
     expect(messages[0]!.data).toMatchObject({ generationId: id, status: 'processing' });
@@ -141,7 +186,7 @@ describe('GET /v1/generations/:id/events', () => {
     const id = await create(service);
     await g.started();
     g.finish('x');
-    for (let i = 0; i < 100 && (await service.get('alice', id)).status !== 'completed'; i++) await new Promise((r) => setTimeout(r, 5));
+    await until(() => service.get('alice', id), { accept: (v) => v.status === 'completed' });
     const { messages, ended } = await readEvents(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
     expect(ended).toBe(true);
     expect(messages).toHaveLength(1);
@@ -157,9 +202,10 @@ describe('GET /v1/generations/:id/events', () => {
     const first = await readEvents(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }), 1);
     expect(first.messages[0]!.event).toBe('processing');
     g.progress(0.3);
-    await new Promise((r) => setTimeout(r, 20));
+    // Recorded before the run ends (a progress write still in flight at the end would be refused).
+    await until(() => service.details('alice', id), { accept: (v) => v.progress?.fraction === 0.3 });
     g.finish('y');
-    for (let i = 0; i < 100 && (await service.get('alice', id)).status !== 'completed'; i++) await new Promise((r) => setTimeout(r, 5));
+    await until(() => service.get('alice', id), { accept: (v) => v.status === 'completed' });
     const resumed = await readEvents(
       await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: { ...auth, 'last-event-id': first.messages[0]!.id! } }),
     );
@@ -202,15 +248,25 @@ describe('GET /v1/generations/:id/events', () => {
     expect(service.stats()).toEqual({ openStreams: 0, watchers: 0 });
   });
 
-  it('sends a keep-alive comment while nothing happens', async () => {
+  it('sends a keep-alive comment every keepAliveMs while nothing happens', async () => {
     const g = gated();
-    const service = make(g.provider, { push: { keepAliveMs: 30 } });
+    const clock = new FakeClock();
+    const service = make(g.provider, { clock, push: { keepAliveMs: 10_000 } });
     await service.start();
     const id = await create(service);
     await g.started();
-    const { messages } = await readEvents(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }), 3);
-    expect(messages[0]!.event).toBe('processing');
-    expect(messages.slice(1).map((m) => m.comment)).toEqual(['keepalive', 'keepalive']);
+    const stream = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
+    expect((await stream.next())!.event).toBe('processing');
+    for (let i = 0; i < 2; i++) {
+      let got: Message | undefined;
+      const next = stream.next().then((m) => (got = m));
+      await clock.advance(9_999);
+      expect(got).toBeUndefined();
+      await clock.advance(1);
+      await next;
+      expect(got).toEqual({ comment: 'keepalive' });
+    }
+    await stream.close();
   });
 
   it('sees transitions made by another instance sharing the store, through the log', async () => {
@@ -224,10 +280,11 @@ describe('GET /v1/generations/:id/events', () => {
     await api.start();
     const id = await create(worker);
     await g.started();
-    const reading = readEvents(await api.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
-    await new Promise((r) => setTimeout(r, 30));
+    const stream = sse(await api.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
+    // Finished once the stream on the other instance has sent the state it started from.
+    const seen = [(await stream.next())!];
     g.finish('remote');
-    const { messages, ended } = await reading;
+    const { messages, ended } = await readRest(stream, Infinity, seen);
     expect(ended).toBe(true);
     expect(messages.map((m) => m.event)).toEqual(['processing', 'completed']);
     expect(messages[1]!.data.result).toBe('remote');
@@ -242,30 +299,44 @@ describe('Prefer: wait=N', () => {
     const id = await create(service);
     await g.started();
     // wait=60 is past the test's own timeout (30 s): an answer at the deadline instead of at the change fails the test.
-    const waiting = service.handle({ method: 'GET', path: `/v1/generations/${id}`, headers: { ...auth, prefer: 'respond-async, wait=60' } });
-    await new Promise((r) => setTimeout(r, 30));
+    // A stream beside the wait: once it has sent the progress event, the feed has handed it to every watcher.
+    const probe = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
+    expect((await probe.next())!.event).toBe('processing');
+    let answered = false;
+    const waiting = service.handle({ method: 'GET', path: `/v1/generations/${id}`, headers: { ...auth, prefer: 'respond-async, wait=60' } }).finally(() => (answered = true));
+    await until(async () => service.stats().watchers, { accept: (n) => n === 2 });
     g.progress(0.4); // not a status change: still waiting
-    await new Promise((r) => setTimeout(r, 30));
+    expect((await probe.next())!.event).toBe('progress');
+    expect(answered).toBe(false);
     g.finish('z');
     const res = await waiting;
     expect(res.status).toBe(200);
     expect(res.headers['preference-applied']).toBe('wait=60');
     expect(JSON.parse(String(res.body))).toEqual({ status: 'completed', result: 'z', price: 10 });
+    expect((await readRest(probe)).messages.map((m) => m.event)).toEqual(['completed']);
     expect(service.stats().watchers).toBe(0);
   });
 
   it('answers after N seconds with the unchanged state, caps N, and gives details when asked', async () => {
     const g = gated();
-    const service = make(g.provider, { push: { maxWaitSeconds: 1 } });
+    const clock = new FakeClock();
+    const service = make(g.provider, { clock, push: { maxWaitSeconds: 1 } });
     await service.start();
     const id = await create(service);
     await g.started();
-    const res = await service.handle({ method: 'GET', path: `/v1/generations/${id}?include=details`, headers: { ...auth, prefer: 'wait=600' } });
+    let answered = false;
+    const waiting = service.handle({ method: 'GET', path: `/v1/generations/${id}?include=details`, headers: { ...auth, prefer: 'wait=600' } }).finally(() => (answered = true));
+    await until(async () => service.stats().watchers, { accept: (n) => n === 1 });
+    // Capped at maxWaitSeconds: still waiting 1 ms before it, answered at it.
+    await clock.advance(999);
+    expect(answered).toBe(false);
+    await clock.advance(1);
+    const res = await waiting;
     expect(res.headers['preference-applied']).toBe('wait=1');
     expect(JSON.parse(String(res.body))).toMatchObject({ generationId: id, status: 'processing' });
     // Finished ones answer at once; a malformed preference is ignored.
     g.finish('done');
-    for (let i = 0; i < 100 && (await service.get('alice', id)).status !== 'completed'; i++) await new Promise((r) => setTimeout(r, 5));
+    await until(() => service.get('alice', id), { accept: (v) => v.status === 'completed' });
     const now = await service.handle({ method: 'GET', path: `/v1/generations/${id}`, headers: { ...auth, prefer: 'wait=1' } });
     expect(JSON.parse(String(now.body)).status).toBe('completed');
     const ignored = await service.handle({ method: 'GET', path: `/v1/generations/${id}`, headers: { ...auth, prefer: 'wait=soon' } });

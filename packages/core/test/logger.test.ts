@@ -4,6 +4,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { createGenerationService, createJsonLogger, MemoryApiKeyStore, MemoryLedger, type Logger, type ModelProvider } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 const provider: ModelProvider = {
   models: [{ modelId: 'boom', title: 'Boom', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 1 }],
@@ -22,7 +23,7 @@ async function failOnce(logger: Logger): Promise<void> {
   await service.start();
   try {
     const { generationId } = await service.create('u', { modelId: 'boom' });
-    for (let i = 0; i < 500 && (await service.get('u', generationId)).status !== 'failed'; i++) await new Promise((r) => setTimeout(r, 5));
+    await until(() => service.get('u', generationId), { accept: (g) => g.status === 'failed' });
     expect((await service.get('u', generationId)).status).toBe('failed');
   } finally {
     await service.stop();

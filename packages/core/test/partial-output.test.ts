@@ -12,6 +12,8 @@ import {
 } from '@genservice/core';
 import { OUTPUT_INTERVAL_MS, OutputReporter } from '../src/runner/output-stream.js';
 import { systemClock } from '../src/clock.js';
+import { FakeClock, until } from '@genservice/testing';
+import { stopOn } from './support/fake-time.js';
 
 describe('OutputReporter: coalescing window', () => {
   afterEach(() => {
@@ -106,21 +108,21 @@ const imageModel: ModelDefinition = { ...textModel, modelId: 'picture', title: '
 
 /** A provider whose runs wait for the test between steps. */
 function stepped() {
-  let ctx: GenerationContext | undefined;
   let finish: ((out: unknown) => void) | undefined;
+  let started!: (ctx: GenerationContext) => void;
+  const run = new Promise<GenerationContext>((r) => (started = r));
   return {
     provider: {
       models: [textModel, imageModel],
       generate: (_input: unknown, c: GenerationContext) =>
         new Promise<never>((resolve) => {
-          ctx = c;
           finish = resolve as (out: unknown) => void;
+          started(c);
         }),
     },
-    async started(): Promise<GenerationContext> {
-      for (let i = 0; i < 500 && !ctx; i++) await new Promise((r) => setTimeout(r, 5));
-      if (!ctx) throw new Error('the run did not start');
-      return ctx;
+    /** The run's context, once the provider was called. */
+    started(): Promise<GenerationContext> {
+      return run;
     },
     finish(out: unknown): void {
       finish!(out);
@@ -129,11 +131,19 @@ function stepped() {
 }
 
 const services: GenerationService[] = [];
+/** The fake clock of a service that has one (its stop waits on it). */
+const clocks = new Map<GenerationService, FakeClock>();
 afterEach(async () => {
-  await Promise.all(services.splice(0).map((s) => s.stop({ timeoutMs: 100 })));
+  await Promise.all(
+    services.splice(0).map((s) => {
+      const clock = clocks.get(s);
+      clocks.delete(s);
+      return clock ? stopOn(clock, s) : s.stop({ timeoutMs: 100 });
+    }),
+  );
 });
 
-function make(provider: ReturnType<typeof stepped>['provider'], blobs = new MemoryBlobStore()): GenerationService {
+function make(provider: ReturnType<typeof stepped>['provider'], blobs = new MemoryBlobStore(), clock?: FakeClock): GenerationService {
   const service = createGenerationService({
     providers: [provider as never],
     apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'ka', userId: 'alice' }] }),
@@ -141,20 +151,27 @@ function make(provider: ReturnType<typeof stepped>['provider'], blobs = new Memo
     blobs,
     publicUrl: 'https://gen.example.test',
     recovery: { intervalMs: 0 },
+    ...(clock ? { clock } : {}),
   });
   services.push(service);
+  if (clock) clocks.set(service, clock);
   return service;
 }
 
 const auth = { authorization: 'Bearer ka' };
 type Message = { id?: string; event?: string; data?: any };
 
-/** Reads SSE messages from a streamed body until `stop` says so or the stream ends. */
+/** Reads SSE messages from a streamed body as they come; `until` resolves once the messages so far satisfy `pred`. */
 function reader(res: HttpResponse) {
   const it = (res.body as AsyncIterable<string>)[Symbol.asyncIterator]();
   const messages: Message[] = [];
   let buffer = '';
   let ended = false;
+  /** Waiters of `until`, checked after every message and at the end. */
+  const waiters = new Set<() => void>();
+  const check = (): void => {
+    for (const w of [...waiters]) w();
+  };
   const done = (async () => {
     for (;;) {
       const r = await it.next();
@@ -172,9 +189,11 @@ function reader(res: HttpResponse) {
           else if (line.startsWith('data: ')) msg.data = JSON.parse(line.slice(6));
         }
         messages.push(msg);
+        check();
       }
     }
     ended = true;
+    check();
   })();
   return {
     messages,
@@ -182,9 +201,20 @@ function reader(res: HttpResponse) {
     get ended() {
       return ended;
     },
-    async until(pred: (m: Message[]) => boolean): Promise<void> {
-      for (let i = 0; i < 1000 && !pred(messages); i++) await new Promise((r) => setTimeout(r, 5));
-      if (!pred(messages)) throw new Error(`not seen: ${JSON.stringify(messages)}`);
+    until(pred: (m: Message[]) => boolean): Promise<void> {
+      return new Promise((resolve, reject) => {
+        const w = (): void => {
+          if (pred(messages)) {
+            waiters.delete(w);
+            resolve();
+          } else if (ended) {
+            waiters.delete(w);
+            reject(new Error(`not seen before the stream ended: ${JSON.stringify(messages)}`));
+          }
+        };
+        waiters.add(w);
+        w();
+      });
     },
     close: () => it.return?.(),
   };
@@ -275,11 +305,7 @@ describe('partial output on the stream', () => {
     ctx.output.append('two ');
     ctx.output.append('three');
     // Wait until both are in the log (the second after the window).
-    for (let i = 0; i < 400; i++) {
-      const d = json(await get(service, `/v1/generations/${id}/details`));
-      if (d.output?.text === 'one two three') break;
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await until(async () => json(await get(service, `/v1/generations/${id}/details`)), { accept: (d) => d.output?.text === 'one two three' });
     const late = reader(await get(service, `/v1/generations/${id}/events`));
     await late.until((m) => m.length >= 2);
     expect(late.messages.slice(0, 2).map((m) => [m.event, m.data.delta ?? m.data.status])).toEqual([
@@ -296,20 +322,22 @@ describe('partial output on the stream', () => {
 
   it('Prefer: wait on details answers new output; the contract long-poll waits for the status', async () => {
     const s = stepped();
-    const service = make(s.provider);
+    const clock = new FakeClock();
+    const service = make(s.provider, new MemoryBlobStore(), clock);
     await service.start();
     const id = await create(service, 'words');
     const ctx = await s.started();
     const details = get(service, `/v1/generations/${id}/details`, { prefer: 'wait=30' });
     const plain = get(service, `/v1/generations/${id}`, { prefer: 'wait=30' });
     // Both are watching before the output comes.
-    for (let i = 0; i < 200 && service.stats().watchers < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    await until(async () => service.stats().watchers, { accept: (n) => n === 2 });
     ctx.output.append('partial');
     const d = json(await details);
     expect(d).toMatchObject({ status: 'processing', output: { text: 'partial' } });
     let plainDone = false;
     void plain.then(() => (plainDone = true));
-    await new Promise((r) => setTimeout(r, 50));
+    // The output event reached both watchers (details answered on it); 29 s later the plain one still waits.
+    await clock.advance(29_000);
     expect(plainDone).toBe(false);
     s.finish({ text: 'partial and whole' });
     expect(json(await plain)).toEqual({ status: 'completed', result: 'partial and whole', price: 10 });

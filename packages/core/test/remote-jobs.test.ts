@@ -8,6 +8,7 @@ import {
   type RemoteJobProvider,
   type RemoteJobStatus,
 } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 /** An upstream that runs jobs for `checksToFinish` checks, and counts every call. */
 function upstream(options: { checksToFinish?: number; startFailures?: number; result?: (id: string) => RemoteJobStatus } = {}) {
@@ -57,16 +58,7 @@ function make(provider: RemoteJobProvider, extra: Record<string, unknown> = {}) 
   return { service, store, ledger };
 }
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`condition not met: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-const done = (s: GenerationService, id: string) => until(() => s.details('alice', id), (g) => g.status === 'completed' || g.status === 'failed');
+const done = (s: GenerationService, id: string) => until(() => s.details('alice', id), { accept: (g) => g.status === 'completed' || g.status === 'failed' });
 
 describe('remote jobs (two-phase providers)', () => {
   it('starts the upstream job once, checks it until done, and settles the price', async () => {
@@ -97,7 +89,7 @@ describe('remote jobs (two-phase providers)', () => {
     const ids = [];
     for (let i = 0; i < 20; i++) ids.push((await service.create('alice', { modelId: 'remote' })).generationId);
     // All 20 get started upstream while the first is still running: waiting holds no slot.
-    await until(async () => up.calls.start, (n) => n === 20, 5000);
+    await until(async () => up.calls.start, { accept: (n) => n === 20, timeoutMs: 5000 });
     const results = await Promise.all(ids.map((id) => done(service, id)));
     expect(results.every((r) => r.status === 'completed')).toBe(true);
     expect(up.calls.start).toBe(20);
@@ -110,7 +102,7 @@ describe('remote jobs (two-phase providers)', () => {
     const first = make(up.provider, { store, ledger, instanceId: 'first' });
     await first.service.start();
     const { generationId } = await first.service.create('alice', { modelId: 'remote' });
-    await until(() => store.getById(generationId), (r) => r?.remoteHandle !== undefined && r.parkedUntil !== undefined);
+    await until(() => store.getById(generationId), { accept: (r) => r?.remoteHandle !== undefined && r.parkedUntil !== undefined });
     // The instance dies: its in-process timers are gone with it.
     await first.service.stop({ timeoutMs: 10 });
     services.splice(services.indexOf(first.service), 1);
@@ -137,7 +129,7 @@ describe('remote jobs (two-phase providers)', () => {
     const { service, ledger } = make(up.provider);
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'remote' });
-    await until(async () => up.calls.check, (n) => n >= 1);
+    await until(async () => up.calls.check, { accept: (n) => n >= 1 });
     const out = await service.cancel('alice', generationId);
     expect(out.outcome).toBe('cancelled');
     expect(up.calls.cancel).toBe(1);

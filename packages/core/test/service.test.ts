@@ -13,6 +13,8 @@ import {
   type GenerationContext,
   type GenerationInput,
 } from '@genservice/core';
+import { FakeClock, until } from '@genservice/testing';
+import { stopOn } from './support/fake-time.js';
 
 const textModel = (over: Partial<ModelDefinition> = {}): ModelDefinition => ({
   modelId: 'echo',
@@ -37,6 +39,8 @@ function provider(
 }
 
 const services: GenerationService[] = [];
+/** The fake clock of a service that has one: its stop waits on that clock, so afterEach moves it. */
+const clocks = new Map<GenerationService, FakeClock>();
 function make(p: ModelProvider, extra: Record<string, unknown> = {}): { service: GenerationService; ledger: MemoryLedger; store: MemoryGenerationStore } {
   const ledger = new MemoryLedger({ balances: { alice: 100, bob: 100 } });
   const store = new MemoryGenerationStore();
@@ -50,21 +54,18 @@ function make(p: ModelProvider, extra: Record<string, unknown> = {}): { service:
     ...extra,
   });
   services.push(service);
+  if (extra.clock instanceof FakeClock) clocks.set(service, extra.clock);
   return { service, ledger, store };
 }
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`condition not met: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 afterEach(async () => {
-  await Promise.all(services.splice(0).map((s) => s.stop({ timeoutMs: 100 })));
+  await Promise.all(
+    services.splice(0).map((s) => {
+      const clock = clocks.get(s);
+      clocks.delete(s);
+      return clock ? stopOn(clock, s) : s.stop({ timeoutMs: 100 });
+    }),
+  );
 });
 
 describe('createGenerationService', () => {
@@ -72,7 +73,7 @@ describe('createGenerationService', () => {
     const { service, ledger } = make(provider([textModel({ price: 10 })], async (input) => ({ text: `hi ${String(input.settings.prompt)}`, price: 7 })));
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
-    const done = await until(() => service.get('alice', generationId), (g) => g.status === 'completed');
+    const done = await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'completed' });
     expect(done).toEqual({ status: 'completed', result: 'hi x', price: 7 });
     expect(await ledger.account('alice')).toEqual({ balance: 93, reserved: 0, settled: 7 });
   });
@@ -81,7 +82,7 @@ describe('createGenerationService', () => {
     const { service } = make(provider([textModel({ modelId: 'img', resultType: 'image' })], async () => ({ bytes: new Uint8Array([1, 2, 3]), mimeType: 'image/png' })));
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
-    const done = await until(() => service.get('alice', generationId), (g) => g.status === 'completed');
+    const done = await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'completed' });
     expect(done.result).toMatch(/^http:\/\/files\.test\/api\/v1\/files\/[A-Za-z0-9_-]+\?exp=\d+&sig=[A-Za-z0-9_-]{43}$/);
     const res = await service.handle({ method: 'GET', path: done.result!.slice('http://files.test/api'.length), headers: {} });
     expect(res.status).toBe(200);
@@ -114,7 +115,7 @@ describe('createGenerationService', () => {
     );
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
-    expect(await until(() => service.get('alice', generationId), (g) => g.status === 'completed')).toMatchObject({ result: 'ok' });
+    expect(await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'completed' })).toMatchObject({ result: 'ok' });
     expect(calls).toBe(3);
   });
 
@@ -127,8 +128,8 @@ describe('createGenerationService', () => {
     await service.start();
     const a = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
     const b = await service.create('alice', { modelId: 'hard', settings: { prompt: 'x' } });
-    expect(await until(() => service.get('alice', a.generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 2 });
-    expect(await until(() => service.get('alice', b.generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 2 });
+    expect(await until(() => service.get('alice', a.generationId), { accept: (g) => g.status === 'failed' })).toEqual({ status: 'failed', price: 2 });
+    expect(await until(() => service.get('alice', b.generationId), { accept: (g) => g.status === 'failed' })).toEqual({ status: 'failed', price: 2 });
     expect(await ledger.account('alice')).toEqual({ balance: 96, reserved: 0, settled: 4 });
   });
 
@@ -139,7 +140,7 @@ describe('createGenerationService', () => {
     );
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
-    expect(await until(() => service.get('alice', generationId), (g) => g.status === 'failed')).toEqual({ status: 'failed', price: 2 });
+    expect(await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'failed' })).toEqual({ status: 'failed', price: 2 });
     expect(aborted).toBe(true);
   });
 
@@ -157,12 +158,13 @@ describe('createGenerationService', () => {
     await service.start();
     const running = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
     const waiting = await service.create('alice', { modelId: 'echo', settings: { prompt: 'y' } });
-    await until(() => service.get('alice', running.generationId), (g) => g.status === 'processing');
+    await until(() => service.get('alice', running.generationId), { accept: (g) => g.status === 'processing' });
     expect(await service.cancel('alice', waiting.generationId)).toEqual({ outcome: 'cancelled', generation: { status: 'failed', price: 0 } });
     expect(await service.cancel('alice', running.generationId)).toEqual({ outcome: 'cancelled', generation: { status: 'failed', price: 2 } });
     expect(seenAbort).toBe(true);
     release();
-    await new Promise((r) => setTimeout(r, 20));
+    // The released run ends (stop waits for it): its late result is refused.
+    await service.stop({ timeoutMs: 5000 });
     expect(await service.get('alice', running.generationId)).toEqual({ status: 'failed', price: 2 });
     expect(await service.cancel('alice', running.generationId)).toMatchObject({ outcome: 'already_finished' });
     await expect(service.cancel('bob', running.generationId)).rejects.toMatchObject({ code: 'not_found' });
@@ -185,7 +187,7 @@ describe('createGenerationService', () => {
     const second = createGenerationService({ providers: [p], ledger, store });
     services.push(second);
     await second.start();
-    expect(await until(() => second.get('alice', generationId), (g) => g.status === 'completed')).toMatchObject({ result: 'done', price: 10 });
+    expect(await until(() => second.get('alice', generationId), { accept: (g) => g.status === 'completed' })).toMatchObject({ result: 'done', price: 10 });
     expect(await ledger.account('alice')).toEqual({ balance: 88, reserved: 0, settled: 12 });
   });
 
@@ -206,15 +208,27 @@ describe('createGenerationService', () => {
 
   it('stop() waits for running generations', async () => {
     let finished = false;
-    const { service } = make(provider([textModel()], async () => {
-      await new Promise((r) => setTimeout(r, 50));
-      finished = true;
-      return { text: 'x' };
-    }));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const clock = new FakeClock();
+    const { service } = make(
+      provider([textModel()], async () => {
+        await gate;
+        finished = true;
+        return { text: 'x' };
+      }),
+      { clock },
+    );
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
-    await until(() => service.get('alice', generationId), (g) => g.status === 'processing');
-    await service.stop({ timeoutMs: 2000 });
+    await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'processing' });
+    let stopped = false;
+    const stopping = service.stop({ timeoutMs: 2000 }).then(() => (stopped = true));
+    // 1 ms short of its timeout, stop is still waiting for the run.
+    await clock.advance(1999);
+    expect(stopped).toBe(false);
+    release();
+    await stopping;
     expect(finished).toBe(true);
     expect((await service.get('alice', generationId)).status).toBe('completed');
   });
@@ -272,17 +286,19 @@ describe('retention', () => {
     const blobs = new MemoryBlobStore();
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
+    // On a clock of its own: the life ends when the test moves the clock, never while the test is reading.
+    const clock = new FakeClock();
     const { service, store } = make(
-      provider([textModel({ modelId: 'img', resultType: 'image' }), textModel({ modelId: 'slow' })], async (input) => {
+      provider([textModel({ modelId: 'img', resultType: 'image' }), textModel({ modelId: 'slow', timeoutMs: 3_600_000 })], async (input) => {
         if (input.model.modelId === 'slow') {
           await gate;
           return { text: 'late' };
         }
         return { bytes: new Uint8Array([9]), mimeType: 'image/png' };
       }),
-      { blobs, retention: { finishedTtlMs: 20, sweepIntervalMs: 10 } },
+      { blobs, clock, retention: { finishedTtlMs: 20_000, sweepIntervalMs: 10_000 } },
     );
-    // The result file's key, taken as it is written: with a 20 ms life, a poll may never see the generation completed.
+    // The result file's key, taken as it is written.
     const keys: string[] = [];
     const put = blobs.put.bind(blobs);
     blobs.put = async (bytes, mimeType) => {
@@ -293,35 +309,48 @@ describe('retention', () => {
     await service.start();
     const done = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
     const slow = await service.create('alice', { modelId: 'slow', settings: { prompt: 'x' } });
-    // The store itself, not the client's view: an expired generation reads as deleted before the sweep removes it.
-    await until(() => store.getById(done.generationId), (g) => g === null);
+    expect(await until(() => service.get('alice', done.generationId), { accept: (g) => g.status === 'completed' })).toMatchObject({ status: 'completed' });
+    await until(() => service.get('alice', slow.generationId), { accept: (g) => g.status === 'processing' });
     expect(keys).toHaveLength(1);
+    // The sweeps at 10 s and 20 s find nothing past its life (the sweep takes those that ended before its time).
+    await clock.advance(20_000);
+    expect(await store.getById(done.generationId)).not.toBeNull();
+    expect(await blobs.get(keys[0]!)).not.toBeNull();
+    // The sweep at 30 s deletes both. The store itself, not the client's view, which hides an expired generation
+    // before the sweep removes it.
+    await clock.advance(9_999);
+    expect(await store.getById(done.generationId)).not.toBeNull();
+    await clock.advance(1);
+    expect(await store.getById(done.generationId)).toBeNull();
     expect(await blobs.get(keys[0]!)).toBeNull();
     // The unfinished one is never swept, and finishes normally later.
-    await until(() => service.get('alice', slow.generationId), (g) => g.status === 'processing');
+    await clock.advance(60_000);
     expect(await store.getById(slow.generationId)).not.toBeNull();
     release();
-    await until(() => service.get('alice', slow.generationId), (g) => g.status === 'completed');
+    await until(() => service.get('alice', slow.generationId), { accept: (g) => g.status === 'completed' });
   });
 
   it('shows expiresAt; an expired generation reads exactly like a deleted one before the sweep comes by', async () => {
     const ttl = 300;
+    const clock = new FakeClock();
     const { service, store } = make(provider([textModel({ modelId: 'img', resultType: 'image' })], async () => ({ bytes: new Uint8Array([9]), mimeType: 'image/png' })), {
+      clock,
       // A sweep that never runs during the test: what is asserted is the reads, not the deletion.
       retention: { finishedTtlMs: ttl, sweepIntervalMs: 3_600_000 },
     });
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
-    const rec = (await until(() => store.getById(generationId), (g) => g?.status === 'completed'))!;
-    const item = await service.details('alice', generationId).catch(() => null);
-    // Read before it expired (or, on a slow machine, already gone: then the rest still holds).
-    if (item) {
-      expect(item.expiresAt).toBe(new Date(rec.finishedAt! + ttl).toISOString());
-      const exp = Number(new URL(item.result!).searchParams.get('exp'));
-      expect(exp * 1000).toBeLessThanOrEqual(rec.finishedAt! + ttl);
-      expect((await service.list('alice', {})).data.map((g) => g.expiresAt)).toEqual([item.expiresAt]);
-    }
-    await until(() => service.get('alice', generationId).then(() => 'there', () => 'gone'), (s) => s === 'gone');
+    const rec = (await until(() => store.getById(generationId), { accept: (g) => g?.status === 'completed' }))!;
+    // Read before it expired: the clock stands still until the test moves it.
+    const item = await service.details('alice', generationId);
+    expect(item.expiresAt).toBe(new Date(rec.finishedAt! + ttl).toISOString());
+    const exp = Number(new URL(item.result!).searchParams.get('exp'));
+    expect(exp * 1000).toBeLessThanOrEqual(rec.finishedAt! + ttl);
+    expect((await service.list('alice', {})).data.map((g) => g.expiresAt)).toEqual([item.expiresAt]);
+    await clock.advance(ttl - 1);
+    expect((await service.get('alice', generationId)).status).toBe('completed');
+    await clock.advance(1);
+    await expect(service.get('alice', generationId)).rejects.toMatchObject({ code: 'not_found' });
     const gone = await service.handle({ method: 'GET', path: `/v1/generations/${generationId}`, headers: { authorization: 'Bearer ka' } });
     const missing = await service.handle({ method: 'GET', path: `/v1/generations/${'A'.repeat(22)}`, headers: { authorization: 'Bearer ka' } });
     expect(gone.status).toBe(404);
@@ -334,20 +363,26 @@ describe('retention', () => {
 });
 
 describe('retention sweep', () => {
-  /** Until every one of these (finished with `finishedTtlMs: 1`) is past its expiry, so a sweep now sees them all. */
-  const pastExpiry = (finishedAt: number[]): Promise<number> => until(async () => Date.now(), (now) => now > Math.max(...finishedAt) + 1);
+  /**
+   * Moves the service's clock past the expiry of every one of these (finished with `finishedTtlMs: 1`): the sweep
+   * takes those whose life ended before its time.
+   */
+  const pastExpiry = async (clock: FakeClock, finishedAt: number[]): Promise<void> => {
+    await clock.advanceTo(Math.max(...finishedAt) + 2);
+  };
   const imageProvider = (price = 10): ModelProvider =>
     provider([textModel({ modelId: 'img', resultType: 'image', price })], async () => ({ bytes: new Uint8Array([9]), mimeType: 'image/png' }));
 
   it('deletes files before rows: a blob store outage leaves every expired record for the next sweep', async () => {
     const { MemoryBlobStore, UnavailableError } = await import('@genservice/core');
     const blobs = new MemoryBlobStore();
-    const { service, store } = make(imageProvider(), { blobs, retention: { finishedTtlMs: 1, sweepIntervalMs: 3_600_000 } });
+    const clock = new FakeClock();
+    const { service, store } = make(imageProvider(), { blobs, clock, retention: { finishedTtlMs: 1, sweepIntervalMs: 3_600_000 } });
     await service.start();
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } })).generationId);
-    const recs = await Promise.all(ids.map((id) => until(() => store.getById(id), (g) => g?.status === 'completed')));
-    await pastExpiry(recs.map((r) => r!.finishedAt!));
+    const recs = await Promise.all(ids.map((id) => until(() => store.getById(id), { accept: (g) => g?.status === 'completed' })));
+    await pastExpiry(clock, recs.map((r) => r!.finishedAt!));
     const deleteMany = blobs.deleteMany.bind(blobs);
     blobs.deleteMany = async () => {
       throw new UnavailableError('blob store down');
@@ -368,13 +403,14 @@ describe('retention sweep', () => {
   it('works in bounded batches: one batched file delete per batch of 200', async () => {
     const { MemoryBlobStore } = await import('@genservice/core');
     const blobs = new MemoryBlobStore();
-    const { service, store } = make(imageProvider(0), { blobs, retention: { finishedTtlMs: 1, sweepIntervalMs: 3_600_000 }, limits: { inFlightPerUser: 1000 } });
+    const clock = new FakeClock();
+    const { service, store } = make(imageProvider(0), { blobs, clock, retention: { finishedTtlMs: 1, sweepIntervalMs: 3_600_000 }, limits: { inFlightPerUser: 1000 } });
     await service.start();
     const ids: string[] = [];
     for (let i = 0; i < 450; i++) ids.push((await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } })).generationId);
     const finished: number[] = [];
-    for (const id of ids) finished.push((await until(() => store.getById(id), (g) => g?.status === 'completed'))!.finishedAt!);
-    await pastExpiry(finished);
+    for (const id of ids) finished.push((await until(() => store.getById(id), { accept: (g) => g?.status === 'completed' }))!.finishedAt!);
+    await pastExpiry(clock, finished);
     const batches: number[] = [];
     const deleteMany = blobs.deleteMany.bind(blobs);
     blobs.deleteMany = async (keys) => {
@@ -403,18 +439,22 @@ describe('retention sweep', () => {
       }
     }
     const counted = new Counted();
+    // Both instances on one clock, as two processes share the time.
+    const clock = new FakeClock();
     for (let i = 0; i < 2; i++) {
-      const { service } = make(imageProvider(), { store: counted, idempotency: shared.idempotency, retention: { finishedTtlMs: 60_000, sweepIntervalMs: 20 } });
+      const { service } = make(imageProvider(), { store: counted, clock, idempotency: shared.idempotency, retention: { finishedTtlMs: 60_000, sweepIntervalMs: 20_000 } });
       await service.start();
     }
-    await until(async () => elections.filter((e) => e.state === 'new').length, (n) => n >= 4);
+    await clock.advance(19_999);
+    expect(elections).toEqual([]);
+    // Four intervals: both timers fire in each, and the store elects exactly one sweeper per interval.
+    await clock.advance(4 * 20_000 - 19_999);
     const won = elections.filter((e) => e.state === 'new').map((e) => e.key);
-    // Each interval elected one sweeper, and only elected sweepers read the store (once each: nothing to delete).
-    expect(new Set(won).size).toBe(won.length);
-    expect(elections.length).toBeGreaterThan(won.length);
-    await until(async () => lists, (n) => n >= won.length);
-    const electedNow = elections.filter((e) => e.state === 'new').length;
-    expect(lists).toBeLessThanOrEqual(electedNow);
+    const last = Math.floor(clock.now() / 20_000);
+    expect(won).toEqual([last - 3, last - 2, last - 1, last].map((w) => `sweep:${w}`));
+    expect(elections).toHaveLength(8);
+    // Only elected sweepers read the store (once each: nothing to delete).
+    expect(lists).toBe(4);
   });
 });
 
@@ -432,7 +472,8 @@ describe('apiKeyCache', () => {
     let calls = 0;
     const keys = new MemoryApiKeyStore({ keys: [{ apiKey: 'k1', userId: 'u' }] });
     const counting = { resolve: (k: string) => (calls++, keys.resolve(k)) };
-    const s = createGenerationService({ providers: [], apiKeys: counting, apiKeyCache: { ttlMs: 50 } });
+    const clock = new FakeClock();
+    const s = createGenerationService({ providers: [], apiKeys: counting, apiKeyCache: { ttlMs: 50 }, clock });
     const req = (k: string) => ({ method: 'GET', path: '/v1/models', headers: { authorization: `Bearer ${k}` } });
     expect((await s.handle(req('k1'))).status).toBe(200);
     expect((await s.handle(req('k1'))).status).toBe(200);
@@ -441,8 +482,13 @@ describe('apiKeyCache', () => {
     await keys.addKey('k2', 'v');
     expect((await s.handle(req('k2'))).status).toBe(200);
     await keys.revokeKey('k1');
-    await new Promise((r) => setTimeout(r, 80));
+    // Trusted for the whole TTL after it was resolved, asked again once it has passed.
+    await clock.advance(50);
+    expect((await s.handle(req('k1'))).status).toBe(200);
+    expect(calls).toBe(3);
+    await clock.advance(1);
     expect((await s.handle(req('k1'))).status).toBe(401);
+    expect(calls).toBe(4);
   });
 });
 
@@ -454,15 +500,19 @@ describe('Idempotency-Key while the first request is in progress', () => {
     const held = new Promise<void>((r) => (hold = r));
     // A ledger whose reserve waits, so the first create stays in progress while the others arrive.
     const ledger = new MemoryLedger({ balances: { alice: 100 } });
+    let reserving!: () => void;
+    const reserveCalled = new Promise<void>((r) => (reserving = r));
     const slowLedger = Object.assign(Object.create(ledger) as MemoryLedger, {
       reserve: async (...args: Parameters<MemoryLedger['reserve']>) => {
+        reserving();
         await held;
         return ledger.reserve(...args);
       },
     });
     const s = createGenerationService({ providers: [provider([textModel()], async () => ({ text: 'x' }))], ledger: slowLedger, idempotency });
     const first = s.create('alice', { modelId: 'echo', settings: { prompt: 'a' } }, { idempotencyKey: 'k' });
-    await new Promise((r) => setTimeout(r, 5));
+    // The first create holds its key and waits in the ledger.
+    await reserveCalled;
     await expect(s.create('alice', { modelId: 'echo', settings: { prompt: 'a' } }, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_conflict' });
     await expect(s.create('alice', { modelId: 'echo', settings: { prompt: 'b' } }, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_mismatch' });
     hold();
@@ -482,7 +532,7 @@ describe('recovery of a large backlog', () => {
     services.push(worker);
     await worker.start();
     expect((await worker.recover()).requeued).toBe(1234);
-    await until(() => store.countByStatus!(), (c) => c.completed === 1234, 20_000);
+    await until(() => store.countByStatus!(), { accept: (c) => c.completed === 1234, timeoutMs: 20_000 });
     expect(await ledger.account('alice')).toEqual({ balance: 1e9 - 1234, reserved: 0, settled: 1234 });
   });
 });

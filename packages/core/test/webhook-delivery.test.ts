@@ -12,6 +12,7 @@ import {
   type GenerationService,
 } from '@genservice/core';
 import type { ClaimFairness, Delivery } from '@genservice/core/ports';
+import { until } from '@genservice/testing';
 import { retryDelay } from '../src/push/webhooks.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -75,15 +76,6 @@ async function create(service: GenerationService, key: string, url: string): Pro
   });
   expect(r.status).toBe(201);
   return JSON.parse(String(r.body)).generationId as string;
-}
-
-/** Waits for a condition the service brings about; the bound only turns a hang into a failure. */
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 describe("a receiver's Retry-After (issue 24, item 9)", () => {

@@ -8,6 +8,7 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryApiKeyStore, MemoryLedger, MemoryWebhookStore } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -38,15 +39,6 @@ async function receiver(): Promise<{ url: string; ids: string[] }> {
     await new Promise((r) => server.close(r));
   });
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, ids };
-}
-
-/** Waits for a condition the service brings about; the bound only turns a hang into a failure. */
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 describe('webhook delivery spans', () => {

@@ -78,7 +78,10 @@ export function createDemoProvider(options: DemoProviderOptions = {}): GenerateP
       } catch (error) {
         if (ctx.signal.aborted || error instanceof ProviderError) throw error;
         // A bug in a demo model must fail its generation with a reason, not retry forever or escape as a crash.
-        throw new ProviderError(`${input.model.modelId} failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
+        throw new ProviderError(`${input.model.modelId} failed: ${(error as Error)?.message ?? String(error)}`, {
+          cause: error,
+          publicMessage: `${input.model.modelId} failed unexpectedly (a bug in the demo model; the service's log has the details).`,
+        });
       }
     },
   };

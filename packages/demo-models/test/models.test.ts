@@ -226,10 +226,11 @@ describe('demo-3d', () => {
 });
 
 describe('demo-always-fails', () => {
-  it('fails every run with a non-retryable ProviderError', async () => {
+  it('fails every run with a non-retryable ProviderError whose public message says it fails on purpose', async () => {
     const failure = await run('demo-always-fails', { prompt: 'anything' }).catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(ProviderError);
-    expect(failure).toMatchObject({ retryable: false, message: ALWAYS_FAILS_MESSAGE });
+    expect(failure).toMatchObject({ retryable: false, code: 'provider_error', message: ALWAYS_FAILS_MESSAGE, publicMessage: ALWAYS_FAILS_MESSAGE });
+    expect(ALWAYS_FAILS_MESSAGE).toMatch(/on purpose/);
   });
 });
 
@@ -274,15 +275,27 @@ describe('demo-image-remix', () => {
 
   it('fails the generation with a clear non-retryable reason for a refused or missing input', async () => {
     // The default provider refuses loopback addresses: the same URL that works above is an SSRF attempt here.
+    // Each says, in its public message, which input could not be used and why.
     const refused = await go({ prompt: 'x', images: [`${base}/red.png`] }, provider).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ProviderError);
-    expect(refused).toMatchObject({ retryable: false, message: expect.stringMatching(/refusing to fetch .*loopback/) });
-    const missing = await go({ prompt: 'x', images: [`${base}/nothing.png`] }).catch((e: unknown) => e);
-    expect(missing).toMatchObject({ name: 'ProviderError', retryable: false, message: expect.stringContaining('HTTP 404') });
+    expect(refused).toMatchObject({
+      retryable: false,
+      code: 'invalid_input',
+      message: expect.stringMatching(/refusing to fetch .*loopback/),
+      publicMessage: expect.stringMatching(/^Input image 1 could not be used: refusing to fetch http:\/\/127\.0\.0\.1:\d+\/red\.png: .*loopback/),
+    });
+    const missing = await go({ prompt: 'x', images: [`${base}/red.png`, `${base}/nothing.png`] }).catch((e: unknown) => e);
+    expect(missing).toMatchObject({
+      name: 'ProviderError',
+      retryable: false,
+      code: 'invalid_input',
+      message: expect.stringContaining('HTTP 404'),
+      publicMessage: expect.stringMatching(/^Input image 2 could not be used: .*\/nothing\.png answered HTTP 404\.$/),
+    });
     const notHttp = await go({ prompt: 'x', images: ['file:///etc/passwd'] }).catch((e: unknown) => e);
-    expect(notHttp).toMatchObject({ name: 'ProviderError', message: expect.stringContaining('only http and https') });
+    expect(notHttp).toMatchObject({ name: 'ProviderError', message: expect.stringContaining('only http and https'), publicMessage: expect.stringMatching(/^Input image 1 could not be used: only http and https/) });
     const tooMany = await go({ prompt: 'x', images: Array(5).fill(`${base}/red.png`) }).catch((e: unknown) => e);
-    expect(tooMany).toMatchObject({ name: 'ProviderError', message: expect.stringContaining('at most 4') });
+    expect(tooMany).toMatchObject({ name: 'ProviderError', message: expect.stringContaining('at most 4'), publicMessage: 'This model takes at most 4 input images; it was given 5.' });
   });
 });
 

@@ -1,8 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryBlobStore, MemoryGenerationStore, MemoryLedger, type GenerationService, type GenerationView, type Settings } from '@genservice/core';
-import { createDemoProvider } from '../src/index.js';
+import { ALWAYS_FAILS_MESSAGE, createDemoProvider } from '../src/index.js';
 import { checkGlb, checkWav } from './structure.js';
 import { checkMp4, checkPng } from './validate.js';
+import { until } from '@genservice/testing';
 
 /** The catalogue inside a real service: validation of its descriptors, billing, the failed shape, stored files. */
 describe('demo models in a generation service', () => {
@@ -20,13 +21,8 @@ describe('demo models in a generation service', () => {
 
   async function finish(modelId: string, settings: Settings): Promise<{ id: string; view: GenerationView }> {
     const { generationId } = await service.create('alice', { modelId, settings });
-    const end = Date.now() + 10_000;
-    for (;;) {
-      const view = await service.get('alice', generationId);
-      if (view.status === 'completed' || view.status === 'failed') return { id: generationId, view };
-      if (Date.now() > end) throw new Error(`${modelId} did not finish`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    const view = await until(() => service.get('alice', generationId), { accept: (v) => v.status === 'completed' || v.status === 'failed', timeoutMs: 10_000, intervalMs: 10 });
+    return { id: generationId, view };
   }
 
   async function file(id: string): Promise<{ bytes: Uint8Array; mimeType: string }> {
@@ -59,17 +55,22 @@ describe('demo models in a generation service', () => {
     expect(text.view).toMatchObject({ status: 'completed', price: 1, result: expect.stringContaining('lighthouse') });
   });
 
-  it('the always-failing model ends failed with its failure fee', async () => {
+  it('the always-failing model ends failed with its failure fee, and its details say it fails on purpose', async () => {
     const before = await service.balance('alice');
-    const { view } = await finish('demo-always-fails', { prompt: 'x' });
+    const { id, view } = await finish('demo-always-fails', { prompt: 'x' });
     expect(view).toEqual({ status: 'failed', price: 2 });
     expect(await service.balance('alice')).toBe(before - 2);
+    expect((await service.details('alice', id)).error).toEqual({ code: 'provider_error', message: ALWAYS_FAILS_MESSAGE });
   });
 
-  it('a refused input URL fails the remix without charging for a result', async () => {
-    const { id, view } = await finish('demo-image-remix', { prompt: 'x', images: ['http://169.254.169.254/latest/meta-data/'] });
+  it('a refused input URL fails the remix without charging for a result, and its details name the input and why', async () => {
+    const { id, view } = await finish('demo-image-remix', { prompt: 'x', images: ['http://169.254.169.254/latest/meta-data/?token=secret'] });
     expect(view).toEqual({ status: 'failed', price: 0 });
     expect((await store.get(id, 'alice'))?.failureReason).toMatch(/refusing to fetch/);
+    const { error } = await service.details('alice', id);
+    expect(error).toEqual({ code: 'invalid_input', message: expect.stringMatching(/^Input image 1 could not be used: refusing to fetch http:\/\/169\.254\.169\.254\/latest\/meta-data\/: /) });
+    // The query (a token, say) is not repeated to anyone.
+    expect(error!.message).not.toContain('secret');
   });
 
   it('settings outside the descriptors are refused before anything is charged', async () => {

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryLedger, type GenerationService } from '@genservice/core';
 import { createDemoProvider, encodePng, ImageWorkerPool } from '../src/index.js';
 import { crc32 } from '../src/util/crc32.js';
+import { until } from '@genservice/testing';
 
 function chunk(type: string, data: Uint8Array): Buffer {
   const out = Buffer.alloc(12 + data.length);
@@ -72,15 +73,14 @@ describe('image work off the event loop (issue 13)', () => {
     await new Promise((r) => server.close(r));
   });
 
+  /** Polls the generation until it ends; `during` runs between reads (a test's probe while it runs). */
   async function finish(user: string, id: string, during?: () => Promise<void>): Promise<Record<string, unknown>> {
-    const deadline = Date.now() + 30_000;
-    while (Date.now() < deadline) {
-      const view = await service.details(user, id);
-      if (view.status === 'completed' || view.status === 'failed') return view as unknown as Record<string, unknown>;
-      if (during) await during();
-      else await new Promise((r) => setTimeout(r, 5));
-    }
-    throw new Error('the generation did not finish');
+    const view = await until(async () => {
+        const v = await service.details(user, id);
+        if (v.status !== 'completed' && v.status !== 'failed' && during) await during();
+        return v;
+      }, { accept: (v) => v.status === 'completed' || v.status === 'failed', timeoutMs: 30_000, intervalMs: during ? 0 : 5 });
+    return view as unknown as Record<string, unknown>;
   }
 
   it('refuses the 4000x4000 16-bit PNG from its header, before inflating it, with a reason the user can read', async () => {

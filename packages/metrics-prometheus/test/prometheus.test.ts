@@ -1,15 +1,7 @@
 import { createGenerationService, METRIC_NAMES, MemoryApiKeyStore, MemoryLedger } from '@genservice/core';
-import { createScriptedProvider, failingScript, fakeModel, textScript } from '@genservice/testing';
+import { createScriptedProvider, failingScript, fakeModel, textScript, until } from '@genservice/testing';
 import { describe, expect, it } from 'vitest';
 import { createPrometheusMetrics } from '../src/index.js';
-
-async function until(check: () => Promise<boolean>, what: string): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 describe('createPrometheusMetrics', () => {
   it('serves every genservice instrument under exactly its documented Prometheus name, with route templates', async () => {

@@ -2,6 +2,7 @@
 // the result, and the caller's history. Every answer of the API is shown next to what caused it. No innerHTML:
 // everything the service sends is set as text.
 import { Api, apiBase, httpUrl, idempotencyKey } from './api.js';
+import { clientCall, curlCommand, tabs } from './code.js';
 import { SettingsForm, detailsBySetting, h } from './form.js';
 import { drawUsage } from './usage.js';
 import { ModelError, showModel } from './viewer3d.js';
@@ -9,6 +10,9 @@ import { ModelError, showModel } from './viewer3d.js';
 const KEY_STORAGE = 'genservice.playground.apiKey';
 const MODEL_STORAGE = 'genservice.playground.modelId';
 const HISTORY_PAGE = 10;
+/** The metadata label the page gives a generation it starts: its prompt, which the history shows. */
+const PROMPT_LABEL = 'prompt';
+const RESULT_TYPES = { image: 'Image', video: 'Video', audio: 'Audio', text: 'Text', '3d': '3D' };
 
 const $ = (id) => /** @type {any} */ (document.getElementById(id));
 const ui = {
@@ -37,12 +41,24 @@ const ui = {
   usage: $('usage'),
   usageError: $('usage-error'),
   usageRefresh: $('usage-refresh'),
+  resultTabs: $('result-tabs'),
+  code: $('code'),
+  codeEmpty: $('code-empty'),
+  codeCurl: $('code-curl'),
+  codeTs: $('code-ts'),
+  copyCurl: $('copy-curl'),
+  copyTs: $('copy-ts'),
+  codeCopied: $('code-copied'),
 };
 
 const api = new Api(apiBase(window.location), () => ui.key.value.trim());
 /** @type {Map<string, any>} */
 const models = new Map();
-const form = new SettingsForm(ui.fields, () => scheduleQuote());
+const form = new SettingsForm(ui.fields, () => {
+  scheduleQuote();
+  showCode();
+});
+const showTab = tabs(ui.resultTabs);
 let watching = null; // AbortController of the generation being followed
 let historyCursor = null;
 
@@ -120,10 +136,16 @@ async function connect() {
   }
   models.clear();
   ui.model.replaceChildren();
+  // Grouped by result type; each option is the model's title (the title attribute and the hint below give all of it).
+  const groups = new Map();
   for (const m of answer.data.models) {
     models.set(m.modelId, m);
-    ui.model.append(h('option', { value: m.modelId, text: `${m.title} (${m.resultType}, ${seconds(m.estimatedGenerationTime)})` }));
+    const type = RESULT_TYPES[m.resultType] ?? String(m.resultType);
+    if (!groups.has(type)) groups.set(type, h('optgroup', { label: type }));
+    groups.get(type).append(h('option', { value: m.modelId, title: m.title, text: m.title }));
   }
+  ui.model.append(...groups.values());
+  labelModels();
   ui.model.disabled = models.size === 0;
   if (!models.size) ui.model.append(h('option', { value: '', text: 'This service has no models' }));
   const remembered = sessionStorage.getItem(MODEL_STORAGE);
@@ -134,6 +156,36 @@ async function connect() {
   void refreshBalance();
   void loadHistory(true);
   void loadUsage();
+}
+
+/**
+ * Fits each option's text in the select as it is drawn now: the whole title when it fits; else the title without a
+ * closing remark in brackets, when that still names one model only; else the title cut at a word, with an ellipsis.
+ * The whole title is always in the option's title attribute and, for the chosen model, in the hint below.
+ */
+function labelModels() {
+  const style = getComputedStyle(ui.model);
+  const canvas = (labelModels.canvas ??= document.createElement('canvas'));
+  const ctx = canvas.getContext('2d');
+  if (!ctx || !ui.model.clientWidth) return;
+  ctx.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+  // The select's text box: its width less padding and the arrow.
+  const room = ui.model.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 28;
+  const fits = (text) => ctx.measureText(text).width <= room;
+  const short = (title) => title.replace(/\s*\([^()]*\)\s*$/, '');
+  const shorts = [...models.values()].map((m) => short(m.title));
+  for (const option of ui.model.querySelectorAll('option[value]')) {
+    const title = models.get(option.value)?.title;
+    if (!title) continue;
+    let text = title;
+    if (!fits(text) && short(title) && shorts.filter((s) => s === short(title)).length === 1) text = short(title);
+    if (!fits(text)) {
+      const words = text.split(' ');
+      while (words.length > 1 && !fits(`${words.join(' ')}…`)) words.pop();
+      text = `${words.join(' ')}…`;
+    }
+    option.textContent = text;
+  }
 }
 
 let shownModel = null; // the model whose form is shown: choosing it again keeps what was typed
@@ -149,13 +201,46 @@ function selectModel() {
     return;
   }
   sessionStorage.setItem(MODEL_STORAGE, model.modelId);
-  ui.modelInfo.textContent = `Result: ${model.resultType}. Takes ${seconds(model.estimatedGenerationTime)}. Id: ${model.modelId}.`;
+  ui.modelInfo.textContent = `${model.title}: ${RESULT_TYPES[model.resultType] ?? model.resultType} result, takes ${seconds(model.estimatedGenerationTime)}. Id: ${model.modelId}.`;
+  ui.model.title = model.title;
   form.render(model.settings);
   ui.settingsEmpty.textContent = model.settings.length
     ? 'Fields marked * are required; empty optional fields use the model’s defaults.'
     : 'This model has no settings.';
   ui.generate.disabled = false;
   scheduleQuote(0);
+  showCode();
+}
+
+// ------------------------------------------------------------------------------------------------ code
+
+/** The API's base URL as the caller would type it: the mount point, no trailing slash. */
+function apiRoot() {
+  return api.url('').replace(/\/+$/, '');
+}
+
+/** The Code tab: this form's generation as a curl command and as a @genservice/client call, kept up to date. */
+function showCode() {
+  const model = models.get(ui.model.value);
+  ui.code.hidden = !model;
+  ui.codeEmpty.hidden = Boolean(model);
+  if (!model) return;
+  const body = { modelId: model.modelId, settings: form.read() };
+  ui.codeCurl.textContent = curlCommand(apiRoot(), body);
+  ui.codeTs.textContent = clientCall(apiRoot(), body);
+  ui.code.dataset.model = model.modelId;
+}
+
+async function copy(pre, what) {
+  try {
+    await navigator.clipboard.writeText(pre.textContent);
+    ui.codeCopied.textContent = `${what} copied.`;
+  } catch {
+    // No clipboard (an insecure origin, or permission refused): select the text for the caller to copy.
+    getSelection()?.selectAllChildren(pre);
+    pre.focus();
+    ui.codeCopied.textContent = `${what} selected: copy it with your keyboard.`;
+  }
 }
 
 // ------------------------------------------------------------------------------------------------ price and balance
@@ -210,14 +295,18 @@ async function generate() {
   ui.generate.disabled = true;
   ui.generate.textContent = 'Starting…';
   try {
+    const settings = form.read();
+    const prompt = promptOf(model, settings);
     const answer = await api.request('POST', 'v1/generations', {
-      body: { modelId: model.modelId, settings: form.read() },
+      // The prompt as a label of the generation (metadata), so the history can show it.
+      body: { modelId: model.modelId, settings, ...(prompt ? { metadata: { [PROMPT_LABEL]: prompt } } : {}) },
       headers: { 'idempotency-key': idempotencyKey() },
     });
     if (!answer.ok) {
       showApiError(answer, 'generate');
       return;
     }
+    showTab('tab-result');
     void refreshBalance();
     void loadHistory(true);
     void watch(answer.data.generationId, model);
@@ -225,6 +314,18 @@ async function generate() {
     ui.generate.disabled = false;
     ui.generate.textContent = 'Generate';
   }
+}
+
+/**
+ * What the history shows of a generation the page starts: the `prompt` setting, else the first text setting; at most
+ * 200 characters (whole code points: a cut never splits a character, which the API would refuse as a label).
+ */
+function promptOf(model, settings) {
+  const name = model.settings.some((s) => s.name === 'prompt') ? 'prompt' : model.settings.find((s) => s.fieldType === 'text')?.name;
+  const value = name === undefined ? undefined : settings[name];
+  if (typeof value !== 'string' || !value.trim()) return undefined;
+  const chars = Array.from(value.trim());
+  return chars.length > 200 ? `${chars.slice(0, 199).join('')}…` : chars.join('');
 }
 
 // ------------------------------------------------------------------------------------------------ status and result
@@ -341,8 +442,14 @@ async function showResult(item, model, signal) {
   const type = model?.resultType;
   const title = model?.title ?? item.modelId;
   if (item.status === 'failed') {
-    const reason = item.error ?? { code: 'failed', message: 'The generation failed.' };
-    out.push(h('p', { class: 'failure', 'data-code': reason.code }, [h('strong', { text: 'Failed: ' }), reason.message, h('span', { class: 'muted', text: ` (${reason.code})` })]));
+    const reason = item.error ?? (await failureOf(ui.status.dataset.generation)) ?? { code: 'failed', message: 'The generation failed.' };
+    if (signal?.aborted) return;
+    out.push(
+      h('div', { class: 'failure', 'data-code': reason.code }, [
+        h('p', {}, [h('strong', { text: 'Why it failed: ' }), h('span', { class: 'failure-message', text: reason.message })]),
+        h('p', { class: 'muted' }, ['Code ', h('code', { class: 'failure-code', text: reason.code }), '.']),
+      ]),
+    );
   } else if (type === 'text' || httpUrl(item.result) === null) {
     // Not an http(s) URL (whatever the model's type claims): text, never a link or a media source.
     out.push(h('div', { class: 'text-result', tabindex: '0', role: 'region', 'aria-label': 'Generated text', text: item.result ?? '' }));
@@ -369,6 +476,13 @@ async function showResult(item, model, signal) {
     out.push(h('p', {}, [fileLink(item.result, 'Open the result')]));
   }
   ui.result.replaceChildren(...out, priceLine(item));
+}
+
+/** The reason a generation failed, from its details (`GET v1/generations/{id}/details` → `error`). */
+async function failureOf(id) {
+  if (!id) return null;
+  const answer = await api.request('GET', `v1/generations/${encodeURIComponent(id)}/details`);
+  return answer.ok && answer.data?.error ? answer.data.error : null;
 }
 
 function priceLine(item) {
@@ -408,17 +522,56 @@ async function loadHistory(reset) {
   ui.historyEmpty.hidden = ui.history.children.length > 0;
 }
 
+/** When, briefly: the time for today's, the date for older ones (the full date and time is the element's title). */
+function shortWhen(when, raw) {
+  if (Number.isNaN(when.getTime())) return raw;
+  const today = new Date().toDateString() === when.toDateString();
+  return when.toLocaleString(undefined, today ? { timeStyle: 'short' } : { dateStyle: 'medium' });
+}
+
+/** A short piece of a text, whole words, for one line of a history card. */
+function excerpt(text, max = 90) {
+  const chars = Array.from(String(text).replace(/\s+/g, ' ').trim());
+  if (chars.length <= max) return chars.join('');
+  const cut = chars.slice(0, max).join('');
+  return `${cut.slice(0, Math.max(cut.lastIndexOf(' '), max / 2))}…`;
+}
+
+/**
+ * The thumbnail of a history card: the picture of an image result (the page's own small copy of the result URL), else
+ * the result type in a box.
+ */
+function thumbnail(item, model) {
+  const type = model?.resultType;
+  const src = item.status === 'completed' && type === 'image' ? httpUrl(item.result) : null;
+  if (src !== null) return h('span', { class: 'thumb' }, [h('img', { src, alt: '', loading: 'lazy', decoding: 'async', width: '48', height: '48' })]);
+  return h('span', { class: 'thumb', 'aria-hidden': 'true', text: type ? (RESULT_TYPES[type] ?? type) : '?' });
+}
+
+/** One compact card: thumbnail, the prompt (or the model), a line of the text result or the failure, status and time. */
 function historyEntry(item) {
   const model = models.get(item.modelId);
   const when = new Date(item.createdAt);
+  const prompt = item.metadata?.[PROMPT_LABEL];
+  const modelTitle = model?.title ?? item.modelId;
+  let line = null;
+  if (item.status === 'failed' && item.error) line = h('span', { class: 'entry-line failed', text: excerpt(item.error.message) });
+  else if (item.status === 'completed' && (model?.resultType === 'text' || httpUrl(item.result) === null)) line = h('span', { class: 'entry-line', text: excerpt(item.result ?? '') });
   const button = h('button', { type: 'button', class: 'entry' }, [
-    h('span', { class: `badge ${item.status}`, text: item.status }),
-    h('span', { class: 'entry-title', text: model?.title ?? item.modelId }),
-    h('time', { datetime: item.createdAt, text: Number.isNaN(when.getTime()) ? item.createdAt : when.toLocaleString() }),
+    thumbnail(item, model),
+    h('span', { class: 'entry-body' }, [
+      h('span', { class: 'entry-title', text: prompt ?? modelTitle }),
+      ...(line ? [line] : []),
+      h('span', { class: 'entry-meta' }, [
+        h('span', { class: `badge ${item.status}`, text: item.status }),
+        ...(prompt ? [h('span', { class: 'entry-model', text: modelTitle })] : []),
+        h('time', { datetime: item.createdAt, title: Number.isNaN(when.getTime()) ? undefined : when.toLocaleString(), text: shortWhen(when, item.createdAt) }),
+      ]),
+    ]),
   ]);
   button.addEventListener('click', () => void open(item.generationId));
   const title = `${model?.title ?? item.modelId}, ${Number.isNaN(when.getTime()) ? item.createdAt : when.toLocaleString()}`;
-  const remove = h('button', { type: 'button', class: 'delete', 'aria-label': `Delete ${title}`, text: 'Delete' });
+  const remove = h('button', { type: 'button', class: 'delete small', 'aria-label': `Delete ${title}`, text: 'Delete' });
   remove.addEventListener('click', () => void deleteEntry(item, title, remove));
   return h('li', { 'data-id': item.generationId }, [button, remove]);
 }
@@ -461,6 +614,7 @@ async function open(id) {
   }
   const item = answer.data;
   const model = models.get(item.modelId);
+  showTab('tab-result');
   ui.resultHeading.setAttribute('tabindex', '-1');
   ui.resultHeading.focus();
   watching?.abort();
@@ -488,6 +642,13 @@ ui.form.addEventListener('submit', (e) => {
 ui.historyMore.addEventListener('click', () => void loadHistory(false));
 ui.historyRefresh.addEventListener('click', () => void loadHistory(true));
 ui.usageRefresh.addEventListener('click', () => void loadUsage());
+ui.copyCurl.addEventListener('click', () => void copy(ui.codeCurl, 'The curl command'));
+ui.copyTs.addEventListener('click', () => void copy(ui.codeTs, 'The TypeScript'));
+let relabel = 0;
+window.addEventListener('resize', () => {
+  cancelAnimationFrame(relabel);
+  relabel = requestAnimationFrame(() => labelModels());
+});
 
 const saved = sessionStorage.getItem(KEY_STORAGE);
 if (saved) {

@@ -122,10 +122,12 @@ describe('the playground page on the Express example host', () => {
   it('runs every demo model from the form to a result that really loaded', async () => {
     const { page, problems } = await newPage();
     await connect(page, host.api, ALICE);
-    // Every model of the service is offered, with its result type and time.
-    const options = await page.getByLabel('Model', { exact: true }).locator('option').allTextContents();
-    expect(options.length).toBeGreaterThanOrEqual(7);
-    expect(options.find((o) => o.startsWith('Demo image (PNG'))).toMatch(/\(image, about \d+ s\)$/);
+    // Every model of the service is offered, grouped by its result type; the hint gives its time.
+    const options = await page.getByLabel('Model', { exact: true }).locator('optgroup[label="Image"] option').allTextContents();
+    expect(options).toEqual(expect.arrayContaining(['Demo image (PNG drawn from the prompt)']));
+    expect(await page.getByLabel('Model', { exact: true }).locator('option').count()).toBeGreaterThanOrEqual(7);
+    await page.getByLabel('Model', { exact: true }).selectOption('demo-image');
+    expect(await page.locator('#model-info').textContent()).toMatch(/^Demo image \(PNG drawn from the prompt\): Image result, takes about \d+ s\. Id: demo-image\.$/);
 
     // image
     expect(await generate(page, 'demo-image', { Prompt: 'a lighthouse at dusk', Size: '256x256' })).toBe('completed');
@@ -182,7 +184,7 @@ describe('the playground page on the Express example host', () => {
     expect(await generate(page, 'demo-always-fails', { Prompt: 'anything' })).toBe('failed');
     const failure = page.locator('#result .failure');
     expect(await failure.getAttribute('data-code')).toBe('provider_error');
-    expect((await failure.textContent())!).toMatch(/^Failed: .+\(provider_error\)$/);
+    expect((await failure.textContent())!).toMatch(/^Why it failed: .+on purpose.*Code provider_error\.$/);
     expect(await page.locator('#result .price-line').textContent()).toMatch(/^Price: \d+ tokens?$/);
     await keepScreenshot(page, 'failed');
     await page.screenshot({ path: join(ARTIFACTS, 'page.png'), fullPage: true });
@@ -420,7 +422,7 @@ describe('usable without a mouse and on a phone', () => {
       await page.keyboard.press('Tab');
       order.push(await page.evaluate(() => document.activeElement?.id ?? ''));
     }
-    expect(order).toEqual(['setting-prompt', 'setting-length', 'setting-style', 'generate', 'usage-refresh']);
+    expect(order).toEqual(['setting-prompt', 'setting-length', 'setting-style', 'generate', 'tab-result']);
     await page.getByLabel('Prompt', { exact: true }).focus();
     await page.keyboard.type('typed, not clicked');
     await page.keyboard.press('Tab');

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createSqliteStores } from '@genservice/store-sqlite';
+import { until } from '@genservice/testing';
 import { fakeFal, fakeReplicate, type Fake } from './fakes.js';
 
 const TOKEN = 'crash-test-upstream-token';
@@ -49,15 +50,6 @@ function kill(host: Host): Promise<void> {
   });
 }
 
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 describe.each(['replicate', 'fal'] as const)('remote jobs survive a SIGKILL of the host (%s, SQLite)', (provider) => {
   const dir = mkdtempSync(join(tmpdir(), `genservice-providers-${provider}-`));
   const hosts: Host[] = [];
@@ -89,7 +81,7 @@ describe.each(['replicate', 'fal'] as const)('remote jobs survive a SIGKILL of t
       ids.push(((await r.json()) as { generationId: string }).generationId);
     }
     // Every job is waiting upstream and has been checked at least once (its handle was stored before that check).
-    await until(() => fake!.creates === 20 && [...fake!.jobs.values()].every((j) => j.checks > 0), '20 started and checked jobs');
+    await until(() => fake!.creates === 20 && [...fake!.jobs.values()].every((j) => j.checks > 0), { what: '20 started and checked jobs', timeoutMs: 30_000 });
     await kill(first);
 
     fake.releaseAll();
@@ -97,7 +89,7 @@ describe.each(['replicate', 'fal'] as const)('remote jobs survive a SIGKILL of t
     hosts.push(second);
     const read = async (id: string) =>
       (await (await fetch(`${second.url}/v1/generations/${id}`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as { status: string; result?: string; price?: number };
-    await until(async () => (await Promise.all(ids.map(read))).every((g) => g.status === 'completed'), 'every generation completed', 60_000);
+    await until(async () => (await Promise.all(ids.map(read))).every((g) => g.status === 'completed'), { what: 'every generation completed', timeoutMs: 60_000 });
     const all = await Promise.all(ids.map(read));
     for (let i = 0; i < 20; i++) expect(all[i]).toEqual({ status: 'completed', result: `Hello, job ${i}`, price: PRICE });
 

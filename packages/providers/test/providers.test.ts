@@ -9,6 +9,7 @@ import {
   type GenerationService,
   type RemoteJobProvider,
 } from '@genservice/core';
+import { until } from '@genservice/testing';
 import { createFalProvider, createReplicateProvider } from '../src/index.js';
 import { fakeFal, fakeReplicate, MP3, MP4, PNG, type Fake } from './fakes.js';
 
@@ -41,14 +42,8 @@ async function serviceWith(provider: RemoteJobProvider) {
   return { service, ledger, blobs, store };
 }
 
-async function finish(service: GenerationService, id: string): Promise<GenerationItem> {
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    const d = await service.details('alice', id);
-    if (d.status === 'completed' || d.status === 'failed') return d;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`${id} did not finish`);
+function finish(service: GenerationService, id: string): Promise<GenerationItem> {
+  return until(() => service.details('alice', id), { accept: (d) => d.status === 'completed' || d.status === 'failed', what: `${id} to finish` });
 }
 
 async function fake(kind: 'replicate' | 'fal', options: Parameters<typeof fakeReplicate>[1] = {}): Promise<Fake> {
@@ -122,12 +117,7 @@ describe.each(['replicate', 'fal'] as const)('%s provider against a local fake o
     const f = await fake(kind, { hold: true });
     const { service } = await serviceWith(make(f));
     const { generationId } = await service.create('alice', { modelId, settings: { prompt: 'slow' } });
-    const deadline = Date.now() + 10_000;
-    let seen: { fraction: number; message?: string } | undefined;
-    while (Date.now() < deadline && !seen) {
-      seen = (await service.details('alice', generationId)).progress;
-      if (!seen) await new Promise((r) => setTimeout(r, 10));
-    }
+    const seen = await until(async () => (await service.details('alice', generationId)).progress, 'the progress from the upstream logs');
     // The fakes print tqdm-style bars: 42% (Replicate), 60% (fal).
     expect(seen?.fraction).toBe(kind === 'replicate' ? 0.42 : 0.6);
     f.releaseAll();
@@ -218,14 +208,12 @@ describe.each(['replicate', 'fal'] as const)('%s provider against a local fake o
     const { service } = await serviceWith(make(f));
     const { generationId } = await service.create('alice', { modelId, settings: { prompt: 'cancel me' } });
     // Wait until the job exists upstream and has been checked.
-    const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && ![...f.jobs.values()].some((j) => j.checks > 0)) await new Promise((r) => setTimeout(r, 10));
+    await until(() => [...f.jobs.values()].some((j) => j.checks > 0), 'the upstream job to be checked');
     await service.cancel('alice', generationId);
     const d = await finish(service, generationId);
     expect(d.status).toBe('failed');
     expect(d.error?.code).toBe('cancelled');
-    const until = Date.now() + 5000;
-    while (Date.now() < until && f.cancels === 0) await new Promise((r) => setTimeout(r, 10));
+    await until(() => f.cancels > 0, 'the upstream cancel');
     expect(f.cancels).toBe(1);
   });
 

@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryLedger, type GenerationItem } from '@genservice/core';
 import { createAcmeProvider } from './fixtures/wrap-any-api.js';
+import { until } from '@genservice/testing';
 
 // docs/connecting-models.md shows this provider; the doc's code block must be this file, byte for byte.
 describe('the "wrap any HTTP API" example of docs/connecting-models.md', () => {
@@ -56,16 +57,13 @@ describe('the "wrap any HTTP API" example of docs/connecting-models.md', () => {
     const service = createGenerationService({ providers: [provider], ledger: new MemoryLedger({ balances: { u: 100 } }), recovery: { intervalMs: 0 } });
     await service.start();
     try {
-      const finish = async (id: string): Promise<GenerationItem> => {
-        const deadline = Date.now() + 10_000;
-        while (Date.now() < deadline) {
-          const d = await service.details('u', id);
-          if (d.progress) progress.push(d.progress.fraction);
-          if (d.status === 'completed' || d.status === 'failed') return d;
-          await new Promise((r) => setTimeout(r, 5));
-        }
-        throw new Error('not finished');
-      };
+      // Every read along the way records the progress it shows.
+      const finish = (id: string): Promise<GenerationItem> =>
+        until(async () => {
+            const d = await service.details('u', id);
+            if (d.progress) progress.push(d.progress.fraction);
+            return d;
+          }, { accept: (d) => d.status === 'completed' || d.status === 'failed' });
       const ok = await finish((await service.create('u', { modelId: 'acme-story', settings: { prompt: 'a fox' } })).generationId);
       expect(ok).toMatchObject({ status: 'completed', result: 'a story about a fox', price: 5 });
       expect(progress.some((p) => p > 0 && p < 1)).toBe(true);

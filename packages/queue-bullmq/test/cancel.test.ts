@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGenerationService, type GenerationService, type ModelProvider } from '@genservice/core';
+import { until } from '@genservice/testing';
 import { BullMQQueue } from '../src/index.js';
-import { REDIS_URL, freshStores, obliterate, randomName, waitUntil, type FreshStores } from './helpers.js';
+import { REDIS_URL, freshStores, obliterate, randomName, type FreshStores } from './helpers.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -57,16 +58,16 @@ describe('cancellation with the BullMQ runner', () => {
     await worker.start();
 
     const running = await api.create('u', { modelId: 'slow' });
-    await waitUntil(async () => (await api.get('u', running.generationId)).status === 'processing', 'the worker to start it', 10_000, 50);
+    await until(async () => (await api.get('u', running.generationId)).status === 'processing', { what: 'the worker to start it', timeoutMs: 10_000, intervalMs: 50 });
     // The worker has concurrency 1, so this one waits in Redis.
     const waiting = await api.create('u', { modelId: 'slow' });
 
     expect(await api.cancel('u', waiting.generationId)).toEqual({ outcome: 'cancelled', generation: { status: 'failed', price: 0 } });
     expect(await api.cancel('u', running.generationId)).toEqual({ outcome: 'cancelled', generation: { status: 'failed', price: 2 } });
     // The worker notices at its next lease renewal (leaseMs / 3) and aborts the provider.
-    await waitUntil(() => aborted === 1, 'the running provider to see its signal', 5000, 20);
+    await until(() => aborted === 1, { what: 'the running provider to see its signal', timeoutMs: 5000, intervalMs: 20 });
     // The cancelled waiting job is claimed by nobody: its claim finds a terminal generation.
-    await waitUntil(async () => (await stores.ledger.account('u')).reserved === 0, 'every reserve to settle', 5000, 50);
+    await until(async () => (await stores.ledger.account('u')).reserved === 0, { what: 'every reserve to settle', timeoutMs: 5000, intervalMs: 50 });
     expect(started).toBe(1);
     expect(await api.get('u', running.generationId)).toEqual({ status: 'failed', price: 2 });
     expect(await stores.ledger.account('u')).toEqual({ balance: 98, reserved: 0, settled: 2 });

@@ -2,7 +2,8 @@ import express from 'express';
 import type { Server } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { afterEach, describe, expect, it } from 'vitest';
-import { HostProcess, REDIS_URL, createOn, databaseUrl, freshStores, obliterate, randomName, seedUsers, waitUntil, type FreshStores } from './helpers.js';
+import { until } from '@genservice/testing';
+import { HostProcess, REDIS_URL, createOn, freshStores, obliterate, randomName, seedUsers, type FreshStores } from './helpers.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -13,7 +14,7 @@ async function twoHosts(): Promise<{ stores: FreshStores; a: HostProcess; b: Hos
   const stores = await freshStores();
   const prefix = randomName('gsx');
   const start = (id: string): HostProcess =>
-    new HostProcess({ DATABASE_URL: databaseUrl(), SCHEMA: stores.schema, REDIS_URL, PREFIX: prefix, INSTANCE_ID: id, LEASE_MS: '1500', LOCK_MS: '2000', RECOVERY_MS: '500' });
+    new HostProcess({ DATABASE_URL: stores.databaseUrl, SCHEMA: stores.schema, REDIS_URL, PREFIX: prefix, INSTANCE_ID: id, LEASE_MS: '1500', LOCK_MS: '2000', RECOVERY_MS: '500' });
   const a = start('A');
   const b = start('B');
   cleanups.push(async () => {
@@ -67,13 +68,13 @@ describe('push across host processes (Postgres + Redis)', () => {
       expect(r.status, await r.clone().text()).toBe(201);
       ids.push(((await r.json()) as { generationId: string }).generationId);
     }
-    await waitUntil(async () => {
+    await until(async () => {
       const { rows } = await stores.pool.query(`SELECT count(*)::int AS n FROM "${stores.schema}".webhook_attempts`);
       return Number(rows[0].n) > 0 || delivered.size > 0;
-    }, 'deliveries to begin', 30_000, 50);
+    }, { what: 'deliveries to begin', timeoutMs: 30_000, intervalMs: 50 });
     a.kill('SIGKILL');
     slow = false;
-    await waitUntil(() => ids.every((id) => delivered.has(id)), 'every completed event delivered', 60_000, 100);
+    await until(() => ids.every((id) => delivered.has(id)), { what: 'every completed event delivered', timeoutMs: 60_000, intervalMs: 100 });
     for (const id of ids) expect(delivered.get(id)).toBeGreaterThanOrEqual(1);
   });
 

@@ -3,6 +3,7 @@ import { silentLogger } from '@genservice/core';
 import type { Job } from '@genservice/core/ports';
 import { BullMQQueue } from '../src/index.js';
 import { REDIS_URL, obliterate, randomName } from './helpers.js';
+import { until } from '@genservice/testing';
 
 describe('BullMQQueue fairness', () => {
   it("with 2,000 queued for one user, another user's job starts before the flooder's next 2 x concurrency", { timeout: 60_000 }, async () => {
@@ -21,11 +22,11 @@ describe('BullMQQueue fairness', () => {
         },
         { concurrency, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger },
       );
-      for (let i = 0; i < 500 && started.length < concurrency; i++) await new Promise((r) => setTimeout(r, 10));
+      await until(() => started.length >= concurrency, { what: 'the first jobs to start', timeoutMs: 5000, intervalMs: 10 });
       expect(started).toHaveLength(concurrency);
       await queue.enqueue({ generationId: 'polite', modelId: 'm', ownerId: 'someone-else' });
       open();
-      for (let i = 0; i < 2000 && !started.includes('polite'); i++) await new Promise((r) => setTimeout(r, 5));
+      await until(() => started.includes('polite'), { what: "the other user's job to start", timeoutMs: 10_000, intervalMs: 5 });
       const at = started.indexOf('polite');
       expect(at).toBeGreaterThanOrEqual(concurrency);
       expect(at).toBeLessThan(concurrency + 2 * concurrency);

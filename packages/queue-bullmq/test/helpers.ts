@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { createPostgresStores, type PostgresStores } from '@genservice/store-postgres';
+import { createTestDatabase } from '../../store-postgres/test/helpers.js';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const QUEUE_NAME = 'genservice';
@@ -15,15 +16,6 @@ const rootTsconfig = fileURLToPath(new URL('../../../tsconfig.json', import.meta
 
 export function randomName(prefix: string): string {
   return `${prefix}_${randomBytes(6).toString('hex')}`;
-}
-
-/** The database tests make their schemas in: `DATABASE_URL`, else the local server's `test` database. */
-export function databaseUrl(): string {
-  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
-  const host = process.env.PGHOST ?? '127.0.0.1';
-  const port = process.env.PGPORT ?? '5432';
-  const user = process.env.PGUSER ?? 'postgres';
-  return `postgres://${encodeURIComponent(user)}@${host}:${port}/${process.env.PGDATABASE ?? 'test'}`;
 }
 
 /** Removes every key of one BullMQ queue under a test's prefix. */
@@ -49,23 +41,30 @@ export async function jobCounts(prefix: string, queueName = QUEUE_NAME): Promise
 }
 
 export interface FreshStores extends PostgresStores {
+  /** The URL of the test's own database (host processes connect to it). */
+  databaseUrl: string;
   schema: string;
-  /** Drops the schema and closes the pool. */
+  /** Closes the pool and drops the database. */
   drop(): Promise<void>;
 }
 
-/** Stores in a schema of their own, dropped afterwards. */
+/** Stores in a database of their own (created here, from the `postgres` maintenance database), dropped afterwards. */
 export async function freshStores(): Promise<FreshStores> {
+  const db = await createTestDatabase('genservice_qb');
   const schema = randomName('qb');
-  const stores = await createPostgresStores({ connectionString: databaseUrl(), schema, poolSize: 5 });
+  const stores = await createPostgresStores({ connectionString: db.url, schema, poolSize: 5 }).catch(async (err: unknown) => {
+    await db.drop();
+    throw err;
+  });
   return {
     ...stores,
+    databaseUrl: db.url,
     schema,
     async drop(): Promise<void> {
       try {
-        await stores.pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      } finally {
         await stores.close();
+      } finally {
+        await db.drop();
       }
     },
   };
@@ -73,15 +72,6 @@ export async function freshStores(): Promise<FreshStores> {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-export async function waitUntil(check: () => boolean | Promise<boolean>, what: string, timeoutMs: number, everyMs = 100): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
 }
 
 /** Settings of one host process (test/fixtures/host.ts); all optional ones have test-friendly defaults there. */

@@ -1,23 +1,8 @@
 // Several host processes (test/fixtures/host.ts) share one Postgres schema and one BullMQ queue, as instances behind a
 // load balancer would. Each test has its own schema and key prefix, and kills whatever it started.
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  HostProcess,
-  REDIS_URL,
-  createOn,
-  databaseUrl,
-  freshStores,
-  generationRows,
-  jobCounts,
-  obliterate,
-  randomName,
-  seedUsers,
-  sleep,
-  waitUntil,
-  type CreateAnswer,
-  type FreshStores,
-  type HostEnv,
-} from './helpers.js';
+import { until } from '@genservice/testing';
+import { HostProcess, REDIS_URL, createOn, freshStores, generationRows, jobCounts, obliterate, randomName, seedUsers, type CreateAnswer, type FreshStores, type HostEnv } from './helpers.js';
 
 const PRICE = 3;
 const FAILURE_FEE = 1;
@@ -48,7 +33,7 @@ async function cluster(): Promise<Cluster> {
     hosts,
     start(instanceId, extra = {}) {
       const host = new HostProcess({
-        DATABASE_URL: databaseUrl(),
+        DATABASE_URL: stores.databaseUrl,
         SCHEMA: stores.schema,
         REDIS_URL,
         PREFIX: prefix,
@@ -142,7 +127,8 @@ describe('BullMQQueue across host processes', () => {
             a.kill('SIGKILL');
             live.splice(live.indexOf(a), 1);
             restarted = (async () => {
-              await sleep(1000);
+              // Started again once the killed process is gone.
+              await a.exited;
               const again = c.start('A2', quiet);
               await again.ready();
               live.push(again);
@@ -165,10 +151,10 @@ describe('BullMQQueue across host processes', () => {
       expect(refused.length).toBeGreaterThan(0);
       expect(accepted.length).toBeGreaterThan(300);
 
-      await waitUntil(async () => (await unfinished(c.stores)) === 0, 'every generation to finish', 90_000, 250);
+      await until(async () => (await unfinished(c.stores)) === 0, { what: 'every generation to finish', timeoutMs: 90_000, intervalMs: 250 });
       // A create cut off between its reserve and its insert leaves a reserve without a generation; recovery releases
       // it after orphanReserveMs (2 s in the fixture).
-      await waitUntil(async () => (await c.stores.ledger.openReserves(10)).length === 0, 'orphan reserves to be released', 30_000, 250);
+      await until(async () => (await c.stores.ledger.openReserves(10)).length === 0, { what: 'orphan reserves to be released', timeoutMs: 30_000, intervalMs: 250 });
 
       const rows = await generationRows(c.stores);
       const byId = new Map(rows.map((r) => [r.id, r]));
@@ -199,9 +185,9 @@ describe('BullMQQueue across host processes', () => {
       expect(created.status).toBe(201);
       const id = created.generationId!;
 
-      await waitUntil(async () => (await unfinished(c.stores)) === 0, 'the takeover to finish the generation', 30_000);
+      await until(async () => (await unfinished(c.stores)) === 0, { what: 'the takeover to finish the generation', timeoutMs: 30_000, intervalMs: 100 });
       // The blocked worker wakes after 6 s, tries to complete, and the store refuses it.
-      await waitUntil(() => refusals([a, b], id).length === 1, 'the blocked worker to be refused', 20_000);
+      await until(() => refusals([a, b], id).length === 1, { what: 'the blocked worker to be refused', timeoutMs: 20_000, intervalMs: 100 });
 
       const [row] = await generationRows(c.stores);
       expect(row!.status).toBe('completed');
@@ -209,8 +195,8 @@ describe('BullMQQueue across host processes', () => {
       const refused = refusals([a, b], id)[0]!;
       const winner = refused === a ? 'B' : 'A';
       expect(row!.resultText).toBe(`done by ${winner} on attempt 2`);
-      // Give the refused worker's process a moment to write anything it still would; nothing may change.
-      await sleep(500);
+      // Both processes stop gracefully (each waits for what it still runs and would write): nothing may change.
+      await Promise.all([a.terminate(), b.terminate()]);
       expect(await c.stores.ledger.account('u')).toEqual({ balance: 27, reserved: 0, settled: 3 });
       await expectBilledOnce(c.stores, { u: 30 });
     },
@@ -248,7 +234,7 @@ describe('BullMQQueue across host processes', () => {
       }
       expect(others.length).toBeGreaterThan(0);
 
-      await waitUntil(async () => (await unfinished(c.stores)) === 0, 'every generation to finish', 90_000, 250);
+      await until(async () => (await unfinished(c.stores)) === 0, { what: 'every generation to finish', timeoutMs: 90_000, intervalMs: 250 });
       supervising = false;
 
       const rows = await generationRows(c.stores);
@@ -280,7 +266,7 @@ describe('BullMQQueue across host processes', () => {
         expect(r.status).toBe(201);
         ids.push(r.generationId!);
       }
-      await waitUntil(async () => (await statusCounts(c.stores)).processing === 2, 'two jobs running on A', 10_000, 50);
+      await until(async () => (await statusCounts(c.stores)).processing === 2, { what: 'two jobs running on A', timeoutMs: 10_000, intervalMs: 50 });
 
       const exit = await a.terminate();
       expect(exit.code).toBe(0);
@@ -300,7 +286,7 @@ describe('BullMQQueue across host processes', () => {
 
       const b = c.start('B', { CONCURRENCY: '4' });
       await b.ready();
-      await waitUntil(async () => (await unfinished(c.stores)) === 0, 'B to run the waiting jobs', 30_000);
+      await until(async () => (await unfinished(c.stores)) === 0, { what: 'B to run the waiting jobs', timeoutMs: 30_000, intervalMs: 100 });
       const after = await generationRows(c.stores);
       expect(after.filter((r) => r.resultText === 'done by B on attempt 1')).toHaveLength(6);
       await expectBilledOnce(c.stores, { u: 100 });
@@ -317,7 +303,7 @@ describe('BullMQQueue across host processes', () => {
       await a.ready();
       const r = await createOn(a.url, 'key-u', 'sleep:4000');
       expect(r.status).toBe(201);
-      await waitUntil(async () => (await statusCounts(c.stores)).processing === 1, 'the job to run on A', 10_000, 50);
+      await until(async () => (await statusCounts(c.stores)).processing === 1, { what: 'the job to run on A', timeoutMs: 10_000, intervalMs: 50 });
 
       const exit = await a.terminate();
       expect(exit.code).toBe(0);
@@ -328,7 +314,7 @@ describe('BullMQQueue across host processes', () => {
 
       const b = c.start('B');
       await b.ready();
-      await waitUntil(async () => (await unfinished(c.stores)) === 0, 'B to finish the job', 30_000);
+      await until(async () => (await unfinished(c.stores)) === 0, { what: 'B to finish the job', timeoutMs: 30_000, intervalMs: 100 });
       const [done] = await generationRows(c.stores);
       expect(done!.status).toBe('completed');
       expect(done!.resultText).toMatch(/^done by B on attempt \d$/);

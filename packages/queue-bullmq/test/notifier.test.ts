@@ -7,6 +7,7 @@ import {
   type GenerationService,
   type ModelProvider,
 } from '@genservice/core';
+import { until } from '@genservice/testing';
 import { RedisNotifier } from '../src/index.js';
 import { REDIS_URL, randomName } from './helpers.js';
 
@@ -19,14 +20,6 @@ function notifier(channel: string): RedisNotifier {
   const n = new RedisNotifier({ connection: REDIS_URL, channel });
   open.push(n);
   return n;
-}
-
-async function until(check: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 describe('RedisNotifier', () => {
@@ -44,9 +37,13 @@ describe('RedisNotifier', () => {
     a.publish();
     a.publish(); // same tick: one message
     await until(() => wokeA >= 1 && wokeB >= 1, 'both subscribers');
-    await new Promise((r) => setTimeout(r, 50));
-    expect(wokeB).toBe(1);
-    expect(wokeOther).toBe(0);
+    // Markers published after it: pub/sub keeps each connection's order, so a second message from that tick (or one
+    // that leaked to the other channel) would have arrived before them.
+    a.publish();
+    other.publish();
+    await until(() => wokeB >= 2 && wokeOther >= 1, 'the markers');
+    expect(wokeB).toBe(2);
+    expect(wokeOther).toBe(1);
   });
 
   it('never throws on publish while Redis is unreachable', async () => {
@@ -54,7 +51,9 @@ describe('RedisNotifier', () => {
     open.push(n);
     await n.start(() => undefined);
     expect(() => n.publish()).not.toThrow();
-    await new Promise((r) => setTimeout(r, 20));
+    // Without an offline queue the publish (sent in a microtask) fails at once; a turn of the loop lets its rejection
+    // be handled within the test (an unhandled one would fail the run).
+    await new Promise((r) => setImmediate(r));
   });
 
   it("lets a stream on one instance see another instance's transition at once, without waiting for the log poll", async () => {

@@ -6,6 +6,7 @@ import type { Job } from '@genservice/core/ports';
 import { BullMQQueue } from '../src/index.js';
 import { fairAddScript, installFairAdd } from '../src/fair-add.js';
 import { QUEUE_NAME, REDIS_URL, obliterate, randomName } from './helpers.js';
+import { until } from '@genservice/testing';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -25,7 +26,7 @@ async function clientCommands(prefix: string, work: () => Promise<void>): Promis
     const probe = new Redis(REDIS_URL);
     await probe.ping(prefix);
     await probe.quit();
-    for (let i = 0; i < 100 && !seen.includes('ping'); i++) await new Promise((r) => setTimeout(r, 10));
+    await until(() => seen.includes('ping'), { what: 'the PING in the MONITOR stream', timeoutMs: 5000, intervalMs: 10 });
   } finally {
     monitor.disconnect();
   }
@@ -101,11 +102,11 @@ describe('BullMQQueue: a fresh enqueue is one round trip', () => {
       },
       { concurrency: 1, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger },
     );
-    for (let i = 0; i < 500 && ran.length < 6; i++) await new Promise((r) => setTimeout(r, 10));
+    await until(() => ran.length >= 6, { what: 'the six jobs to run', timeoutMs: 5000, intervalMs: 10 });
     expect(ran).toEqual(['a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
     const redis = new Redis(REDIS_URL);
     cleanups.push(async () => void (await redis.quit()));
-    for (let i = 0; i < 100 && (await redis.hlen(`${prefix}:${QUEUE_NAME}:gs-waiting-by-owner`)) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await until(async () => (await redis.hlen(`${prefix}:${QUEUE_NAME}:gs-waiting-by-owner`)) === 0, { what: 'the owner counts to empty', timeoutMs: 5000, intervalMs: 10 });
     expect(await redis.hgetall(`${prefix}:${QUEUE_NAME}:gs-waiting-by-owner`)).toEqual({});
   });
 });

@@ -4,9 +4,10 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryApiKeyStore, type GenerationService } from '@genservice/core';
 import { createReplicateProvider } from '@genservice/providers';
+import { until } from '@genservice/testing';
 import { fakeReplicate } from '../../providers/test/fakes.js';
 import { BullMQQueue } from '../src/index.js';
-import { REDIS_URL, freshStores, obliterate, randomName, waitUntil } from './helpers.js';
+import { REDIS_URL, freshStores, obliterate, randomName } from './helpers.js';
 
 const TOKEN = 'r8_trace_test_token';
 const cleanups: Array<() => Promise<void>> = [];
@@ -77,7 +78,7 @@ describe('tracing across instances', () => {
     });
     expect(created.status).toBe(201);
     const { generationId } = JSON.parse(String(created.body)) as { generationId: string };
-    await waitUntil(async () => (await api.service.get('u', generationId)).status === 'completed', 'the worker to complete it', 20_000, 50);
+    await until(async () => (await api.service.get('u', generationId)).status === 'completed', { what: 'the worker to complete it', timeoutMs: 20_000, intervalMs: 50 });
 
     const apiSpans = api.spans.getFinishedSpans();
     const create = apiSpans.find((s) => s.name === 'genservice.create')!;
@@ -88,7 +89,7 @@ describe('tracing across instances', () => {
     // The API instance runs nothing.
     expect(apiSpans.some((s) => s.name === 'genservice.run')).toBe(false);
 
-    await waitUntil(() => worker.spans.getFinishedSpans().some((s) => s.name === 'genservice.run' && s.status.code !== 2), 'the run spans', 5000, 20);
+    await until(() => worker.spans.getFinishedSpans().some((s) => s.name === 'genservice.run' && s.status.code !== 2), { what: 'the run spans', timeoutMs: 5000, intervalMs: 20 });
     const workerSpans: ReadableSpan[] = worker.spans.getFinishedSpans();
     const runs = workerSpans.filter((s) => s.name === 'genservice.run');
     expect(runs.length).toBeGreaterThanOrEqual(1);

@@ -6,11 +6,14 @@ import {
   MemoryLedger,
   UnavailableError,
   createGenerationService,
+  silentLogger,
   type GenerationService,
+  type Logger,
   type ModelProvider,
 } from '@genservice/core';
+import { until } from '@genservice/testing';
 import { BullMQQueue } from '../src/index.js';
-import { REDIS_URL, obliterate, randomName, sleep, waitUntil } from './helpers.js';
+import { REDIS_URL, obliterate, randomName } from './helpers.js';
 
 const provider: ModelProvider = {
   models: [
@@ -35,12 +38,12 @@ interface Subject {
 }
 
 /** The same service shape each time: in-memory store and ledger, one user `u` with key `k` and 100 tokens. */
-async function build(connection: string, prefix: string): Promise<Subject> {
+async function build(connection: string, prefix: string, logger?: Logger): Promise<Subject> {
   const ledger = new MemoryLedger();
   const apiKeys = new MemoryApiKeyStore();
   await apiKeys.addKey('k', 'u');
   await ledger.credit('u', 100);
-  const queue = new BullMQQueue({ connection, prefix, lockDurationMs: 2000, stalledIntervalMs: 1000 });
+  const queue = new BullMQQueue({ connection, prefix, lockDurationMs: 2000, stalledIntervalMs: 1000, ...(logger ? { logger } : {}) });
   const service = createGenerationService({ providers: [provider], ledger, apiKeys, queue, runner: { leaseMs: 1500 }, recovery: { intervalMs: 500 } });
   return { service, ledger, queue };
 }
@@ -96,11 +99,11 @@ describe('BullMQQueue while Redis is unreachable', () => {
     // Once the first connection attempt failed, the answer comes from the fail-fast branch, which names the unreachable
     // Redis, not from the enqueue timeout ("no answer from Redis within ..."): the mechanism, not a stopwatch.
     let n = 0;
-    await waitUntil(async () => {
+    await until(async () => {
       const error = await queue.enqueue({ generationId: `g${n++}`, modelId: 'fake' }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(UnavailableError);
       return /Redis is unreachable/.test((error as Error).message);
-    }, 'the fail-fast answer', 10_000);
+    }, { what: 'the fail-fast answer', timeoutMs: 10_000, intervalMs: 100 });
   });
 
   it('a create answers 503 unavailable and reserves nothing; the same service shape works against a reachable Redis', async () => {
@@ -122,7 +125,7 @@ describe('BullMQQueue while Redis is unreachable', () => {
     await up.service.start();
     const ok = await post(up.service);
     expect(ok.status).toBe(201);
-    await waitUntil(async () => (await statusOf(up.service, ok.body.generationId!)) === 'completed', 'the generation to complete', 10_000);
+    await until(async () => (await statusOf(up.service, ok.body.generationId!)) === 'completed', { what: 'the generation to complete', timeoutMs: 10_000, intervalMs: 100 });
     expect(await up.ledger.account('u')).toEqual({ balance: 97, reserved: 0, settled: 3 });
   });
 
@@ -132,38 +135,40 @@ describe('BullMQQueue while Redis is unreachable', () => {
     cleanups.push(async () => {
       redis.kill('SIGKILL');
     });
-    await waitUntil(() => redisUp(port), 'the private redis-server', 10_000);
-    const s = await build(`redis://127.0.0.1:${port}`, randomName('gsq'));
+    await until(() => redisUp(port), { what: 'the private redis-server', timeoutMs: 10_000 });
+    // Which of the queue's connections reported a Redis error ('queue' is the producer's).
+    const reported: string[] = [];
+    const logger: Logger = { ...silentLogger, warn: (obj) => void reported.push(String((obj as { source?: string }).source)) };
+    const s = await build(`redis://127.0.0.1:${port}`, randomName('gsq'), logger);
     cleanups.push(() => s.service.stop({ timeoutMs: 500 }));
     await s.service.start();
 
     const first = await post(s.service);
     expect(first.status).toBe(201);
-    await waitUntil(async () => (await statusOf(s.service, first.body.generationId!)) === 'completed', 'the first generation', 10_000);
+    await until(async () => (await statusOf(s.service, first.body.generationId!)) === 'completed', { what: 'the first generation', timeoutMs: 10_000, intervalMs: 100 });
 
     redis.kill('SIGKILL');
-    await waitUntil(async () => !(await redisUp(port)), 'redis to go away', 5000);
-    await sleep(200);
+    await until(async () => !(await redisUp(port)), { what: 'redis to go away', timeoutMs: 5000 });
+    // The producer's connection has seen it go (a create now fails at once instead of writing to a dead socket).
+    await until(() => reported.includes('queue'), { what: 'the producer to report Redis gone', timeoutMs: 5000, intervalMs: 10 });
     const during = await post(s.service);
     expect(during.status).toBe(503);
     expect(during.body.error?.code).toBe('unavailable');
     expect(await s.ledger.account('u')).toEqual({ balance: 97, reserved: 0, settled: 3 });
 
     redis = startRedis(port);
-    await waitUntil(() => redisUp(port), 'redis to come back', 10_000);
+    await until(() => redisUp(port), { what: 'redis to come back', timeoutMs: 10_000, intervalMs: 100 });
     // The producer reconnects on its own: creates succeed again within a few seconds...
     let after: Awaited<ReturnType<typeof post>> | undefined;
-    await waitUntil(
+    await until(
       async () => {
         after = await post(s.service);
         return after.status === 201;
       },
-      'a create to succeed after Redis came back',
-      15_000,
-      250,
+      { what: 'a create to succeed after Redis came back', timeoutMs: 15_000, intervalMs: 250 },
     );
     // ...and so does the worker: the job runs without anyone restarting anything.
-    await waitUntil(async () => (await statusOf(s.service, after!.body.generationId!)) === 'completed', 'the job after the outage', 15_000);
+    await until(async () => (await statusOf(s.service, after!.body.generationId!)) === 'completed', { what: 'the job after the outage', timeoutMs: 15_000, intervalMs: 100 });
     const account = await s.ledger.account('u');
     expect(account.reserved).toBe(0);
     expect(account.balance + account.settled).toBe(100);

@@ -8,7 +8,7 @@
  *
  *   cd packages/store-postgres && npx tsx bench/scale.ts [--small 1000] [--large 1000000] [--samples 2000]
  *
- * Connects to DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) only to create and drop its database.
+ * Connects to DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) only to create and drop its database.
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -29,7 +29,7 @@ const BACKLOG = 100;
 const USERS = 10_000;
 const T0 = 1_700_000_000_000;
 
-const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 interface Stats {
   p50: number;

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService, type GenerationService } from '@genservice/core';
 import { createPostgresStores, type PostgresStores } from '../src/index.js';
 import { createTestDatabase, randomName, type TestDatabase } from './helpers.js';
+import { FakeClock } from '@genservice/testing';
 
 // Two service instances, each with its own pool on one database, the way two hosts behind a load balancer share it.
 let db: TestDatabase;
@@ -78,9 +79,10 @@ describe('a key budget on Postgres, two service instances', () => {
 });
 
 describe('revoking a key with the key cache on, two more instances on the same database', () => {
-  function cached(ttlMs: number, i: number): GenerationService {
+  function cached(ttlMs: number, i: number, clock?: FakeClock): GenerationService {
     const { stores } = instances[i % 2]!;
     const service = createGenerationService({
+      ...(clock ? { clock } : {}),
       providers: [],
       store: stores.store,
       ledger: stores.ledger,
@@ -102,7 +104,9 @@ describe('revoking a key with the key cache on, two more instances on the same d
     const key = await post(admin, '/v1/admin/users/cached-user/keys', ADMIN_KEY, { name: 'cached' });
     expect(key.status).toBe(201);
     const longTtl = cached(3_600_000, 0);
-    const shortTtl = cached(150, 1);
+    // Its cache's TTL runs on a clock the test moves.
+    const clock = new FakeClock(Date.now());
+    const shortTtl = cached(150, 1, clock);
     expect(await models(longTtl, key.json.apiKey)).toBe(200);
     expect(await models(shortTtl, key.json.apiKey)).toBe(200);
 
@@ -113,7 +117,9 @@ describe('revoking a key with the key cache on, two more instances on the same d
     // ... an instance whose cache still holds it trusts it for the rest of its TTL (the documented trade-off) ...
     expect(await models(longTtl, key.json.apiKey)).toBe(200);
     // ... and once the TTL has passed, the next request asks the store again and is refused.
-    await new Promise((r) => setTimeout(r, 200));
+    await clock.advance(150);
+    expect(await models(shortTtl, key.json.apiKey)).toBe(200);
+    await clock.advance(1);
     expect(await models(shortTtl, key.json.apiKey)).toBe(401);
     // A refusal is never cached: the key stays refused on every later request.
     expect(await models(shortTtl, key.json.apiKey)).toBe(401);

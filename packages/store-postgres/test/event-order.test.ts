@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GenerationEvent } from '@genservice/core/ports';
 import { PostgresGenerationStore, runMigrations } from '../src/index.js';
 import { createTestDatabase, lifecycleOps, newGeneration, readFeedUntil, type TestDatabase } from './helpers.js';
+import { until } from '@genservice/testing';
 
 const WRITERS = 32;
 const PER_WRITER = 6;
@@ -96,9 +97,10 @@ describe('the event feed under concurrent writers with random commit delays', ()
     await reading;
     // Until the feed is drained: the server's other transactions (other tests') may hold its horizon back a moment.
     const total = WRITERS * PER_WRITER * 4;
-    for (let i = 0; i < 2000 && seen.length < total; i++) {
-      if ((await walk()) === 0) await new Promise((r) => setTimeout(r, 10));
-    }
+    await until(async () => {
+        await walk();
+        return seen.length;
+      }, { accept: (n) => n >= total, timeoutMs: 20_000, intervalMs: 10 }).catch(() => undefined);
 
     expect(pages).toBeGreaterThan(10);
     expect(seen).toHaveLength(total);

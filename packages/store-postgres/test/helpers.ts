@@ -1,17 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Expectation, FeedPage, GenerationPatch, GenerationRecord, GenerationStore, NewEvent, NewGeneration } from '@genservice/core/ports';
+import { until } from '@genservice/testing';
 
 /**
- * The database tests connect to in order to create their own: `DATABASE_URL` when set, else the local server
- * (libpq `PG*` variables still override host, port and user).
+ * The database tests connect to in order to create their own (and only for that): `DATABASE_URL` when set, else the
+ * local server's `postgres` maintenance database, which every PostgreSQL server has (libpq `PG*` variables override
+ * host, port, user and database). No test needs a database that exists before it.
  */
 export function adminUrl(): string {
   if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
   const host = process.env.PGHOST ?? '127.0.0.1';
   const port = process.env.PGPORT ?? '5432';
   const user = process.env.PGUSER ?? 'postgres';
-  const database = process.env.PGDATABASE ?? 'test';
+  const database = process.env.PGDATABASE ?? 'postgres';
   return `postgres://${encodeURIComponent(user)}@${host}:${port}/${database}`;
 }
 
@@ -100,14 +102,9 @@ export function newGeneration(id: string, overrides: Partial<NewGeneration> = {}
 }
 
 /**
- * Reads the feed from `cursor` until `count` events came back (or ~20 s of tries): an event reaches the feed once every
- * older transaction of the whole server has ended, and other tests' transactions may be running.
+ * Reads the feed from `cursor` until `count` events came back: an event reaches the feed once every older transaction
+ * of the whole server has ended, and other tests' transactions may be running.
  */
-export async function readFeedUntil(store: GenerationStore, cursor: string, count: number): Promise<FeedPage> {
-  let page = await store.readFeed(cursor, 1000);
-  for (let i = 0; i < 2000 && page.events.length < count; i++) {
-    await new Promise((r) => setTimeout(r, 10));
-    page = await store.readFeed(cursor, 1000);
-  }
-  return page;
+export function readFeedUntil(store: GenerationStore, cursor: string, count: number): Promise<FeedPage> {
+  return until(() => store.readFeed(cursor, 1000), { accept: (page) => page.events.length >= count, what: `${count} events from the feed` });
 }

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService } from '@genservice/core';
+import { until } from '@genservice/testing';
 import { createPostgresStores, PostgresLedger, PostgresWebhookStore, runMigrations } from '../src/index.js';
 import { runMigrations as runOldMigrations } from './fixtures/v0/migrations.js';
 import { generationSql as oldGenerationSql } from './fixtures/v0/generation-sql.js';
@@ -26,19 +27,9 @@ afterAll(async () => {
   await db?.drop();
 });
 
-/** The id the outbox gives a delivery (packages/core/src/push/webhooks.ts). */
+/** The id the outbox gives a delivery (`webhookMessageId` in packages/core/src/push/webhook-messages.ts). */
 function deliveryId(generationId: string, seq: number, url: string): string {
   return `msg_${createHash('sha256').update(`${generationId}\n${seq}\n${url}`).digest('base64url').slice(0, 24)}`;
-}
-
-/** Reads until `done` holds; the work it waits for runs in the background (the service's runner and outbox). */
-async function until<T>(read: () => Promise<T>, done: (v: T) => boolean): Promise<T> {
-  let v = await read();
-  for (let i = 0; i < 1000 && !done(v); i++) {
-    await new Promise((r) => setTimeout(r, 10));
-    v = await read();
-  }
-  return v;
 }
 
 describe('a database made by the release before issue 22', () => {
@@ -150,10 +141,7 @@ describe('a database made by the release before issue 22', () => {
     });
     await service.start();
     try {
-      const done = await until(
-        async () => [await store.getById('g2'), await store.getById('g3')],
-        (recs) => recs.every((r) => r?.status === 'completed'),
-      );
+      const done = await until(async () => [await store.getById('g2'), await store.getById('g3')], { accept: (recs) => recs.every((r) => r?.status === 'completed') });
       expect(done).toMatchObject([
         { status: 'completed', claims: 2, resultText: 'new' },
         { status: 'completed', claims: 1, resultText: 'new' },
@@ -165,16 +153,10 @@ describe('a database made by the release before issue 22', () => {
         [4, 'completed'],
       ]);
       const { generationId } = await service.create('alice', { modelId: 'm' });
-      await until(() => store.getById(generationId), (r) => r?.status === 'completed');
-      const deliveries = await until(
-        () => hooks.deliveriesOf('g1'),
-        (d) => d.length >= 3,
-      );
+      await until(() => store.getById(generationId), { accept: (r) => r?.status === 'completed' });
+      const deliveries = await until(() => hooks.deliveriesOf('g1'), { accept: (d) => d.length >= 3 });
       // Until the outbox has read the whole feed: the passes after it add nothing more.
-      await until(
-        async () => (await store.readFeed(await hooks.getCursor('webhooks'), 1)).events.length,
-        (left) => left === 0,
-      );
+      await until(async () => (await store.readFeed(await hooks.getCursor('webhooks'), 1)).events.length, { accept: (left) => left === 0 });
       expect((await hooks.deliveriesOf('g1')).map((d) => [d.id, d.seq, d.type])).toEqual([
         [deliveryId('g1', 2, URL_A), 2, 'generation.processing'],
         [deliveryId('g1', 3, URL_A), 3, 'generation.progress'],

@@ -11,6 +11,7 @@ import {
   type PostgresStores,
 } from '../src/index.js';
 import { createTestDatabase, lifecycleOps, newGeneration, randomName, readFeedUntil, type TestDatabase } from './helpers.js';
+import { until } from '@genservice/testing';
 
 const T0 = 1_700_000_000_000;
 const pkgDir = fileURLToPath(new URL('..', import.meta.url));
@@ -425,15 +426,14 @@ describe('durability and failures', () => {
       await blocker.query('BEGIN');
       await blocker.query(`LOCK TABLE "${schema}".accounts IN ACCESS EXCLUSIVE MODE`);
       const waiting = stores.ledger.balance('u');
-      let pid: number | undefined;
-      for (let i = 0; i < 1000 && pid === undefined; i++) {
-        const { rows } = await pool.query<{ pid: number }>(
-          `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND query LIKE '%' || $1 || '%'`,
-          [schema],
-        );
-        pid = rows[0]?.pid;
-        if (pid === undefined) await new Promise((r) => setTimeout(r, 10));
-      }
+      // The backend of the read, once it waits on the lock.
+      const pid = await until(async () => {
+          const { rows } = await pool.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND query LIKE '%' || $1 || '%'`,
+            [schema],
+          );
+          return rows[0]?.pid;
+        }, { accept: (p) => p !== undefined, timeoutMs: 10_000, intervalMs: 10 });
       expect(pid).toBeDefined();
       await pool.query('SELECT pg_terminate_backend($1)', [pid]);
       await expect(waiting).rejects.toBeInstanceOf(UnavailableError);

@@ -2,6 +2,7 @@ import { createServer, type Server, type Socket, connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { createGenerationService, type GenerationService } from '@genservice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '@genservice/testing';
 import { createPostgresStores, type PostgresStores } from '../src/index.js';
 import { createTestDatabase, type TestDatabase } from './helpers.js';
 
@@ -48,16 +49,6 @@ async function readyz(service: GenerationService): Promise<{ status: number; bod
   return { status: r.status, body: JSON.parse(String(r.body)) };
 }
 
-async function until<T>(probe: () => Promise<T>, ok: (value: T) => boolean, what: string): Promise<T> {
-  let last: T | undefined;
-  for (let i = 0; i < 200; i++) {
-    last = await probe();
-    if (ok(last)) return last;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
-}
-
 describe('readyz with Postgres', () => {
   let db: TestDatabase;
   let proxy: Proxy;
@@ -88,7 +79,7 @@ describe('readyz with Postgres', () => {
     expect(before.body).toEqual({ status: 'ready', checks: { store: 'ok', ledger: 'ok' } });
 
     await proxy.down();
-    const down = await until(() => readyz(service), (r) => r.status === 503, 'readyz to fail');
+    const down = await until(() => readyz(service), { accept: (r) => r.status === 503, what: 'readyz to fail' });
     expect(down.body.status).toBe('unavailable');
     expect(down.body.failing).toContain('store');
     expect(down.body.checks.store).toMatch(/^(error|timeout)$/);
@@ -96,7 +87,7 @@ describe('readyz with Postgres', () => {
     expect(JSON.stringify(down.body)).not.toMatch(/127\.0\.0\.1|ECONN|password|postgres/i);
 
     await proxy.up();
-    const back = await until(() => readyz(service), (r) => r.status === 200, 'readyz to recover');
+    const back = await until(() => readyz(service), { accept: (r) => r.status === 200, what: 'readyz to recover' });
     expect(back.body).toEqual({ status: 'ready', checks: { store: 'ok', ledger: 'ok' } });
   });
 });

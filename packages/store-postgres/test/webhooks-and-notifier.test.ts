@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runWebhookStoreContract } from '@genservice/testing';
+import { runWebhookStoreContract, until } from '@genservice/testing';
 import { createGenerationService, MemoryApiKeyStore, MemoryGenerationStore, MemoryLedger } from '@genservice/core';
 import { createPostgresStores, PostgresNotifier, PostgresWebhookStore } from '../src/index.js';
 import { createTestDatabase, type TestDatabase } from './helpers.js';
@@ -47,7 +47,7 @@ describe('PostgresNotifier', () => {
     await api.start();
     try {
       const { generationId } = await worker.create('alice', { modelId: 'm' });
-      for (let i = 0; i < 200 && !finish; i++) await new Promise((r) => setTimeout(r, 10));
+      await until(() => finish !== undefined, { what: 'the worker to start the run', timeoutMs: 2000, intervalMs: 10 });
       const res = await api.handle({ method: 'GET', path: `/v1/generations/${generationId}/events`, headers: { authorization: 'Bearer ka' } });
       const it = (res.body as AsyncIterable<string>)[Symbol.asyncIterator]();
       expect(String((await it.next()).value)).toContain('event: processing');

@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { GenerationEvent } from '@genservice/core/ports';
 import { createSqliteStores } from '../src/index.js';
 import { exited, killFixtures, nextJsonLine, spawnFixture, tempDir } from './helpers.js';
+import { until } from '@genservice/testing';
 
 // The feed guarantee of the port: a reader walking readFeed from cursor to cursor while many writers commit late
 // receives every committed event exactly once, each generation's in seq order, and never one that rolled back.
@@ -45,7 +46,8 @@ describe('the feed under concurrent writers', () => {
         if (page.events.length === 0) {
           expect(page.cursor).toBe(cursor);
           if (!writing) break;
-          await new Promise((resolve) => setTimeout(resolve, 1));
+          // Caught up with the writers: look again once they have committed more (or all exited).
+          await until(async () => running === 0 || (await reader.store.readFeed(cursor, 1)).events.length > 0, { what: 'more events or the writers done', timeoutMs: 60_000, intervalMs: 1 });
         } else {
           expect(Number(page.cursor)).toBeGreaterThan(cursor === '' ? 0 : Number(cursor));
           if (writing) pagesWhileWriting++;

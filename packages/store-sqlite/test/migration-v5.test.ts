@@ -4,6 +4,7 @@ import { createGenerationService, type GenerationRecord } from '@genservice/core
 import { MIGRATIONS, appliedMigrations, createSqliteStores, runMigrations, type SqliteStores } from '../src/index.js';
 import { LEGACY_MIGRATIONS, legacyStore } from './fixtures/legacy-v4.js';
 import { tempDir } from './helpers.js';
+import { until } from '@genservice/testing';
 
 // A file written by the release before the compare-and-set port (schema versions 1-4, its own statements) opens
 // with the new code and keeps everything: generations, events (renumbered per generation, in their old order,
@@ -243,9 +244,7 @@ describe('migration 5 on a database written by the release before it', () => {
         (await webhookStore.deliveriesOf('lost')).length === 3 &&
         // and the outbox has read the log to its end (it commits its cursor after the events that finished them).
         (await webhookStore.getCursor(CURSOR)) === (await store.readFeed(String(before.lastSeq), 100)).cursor;
-      for (let i = 0; i < 500 && !(await settled()); i++) {
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await until(settled, { what: 'the migrated generations to settle', timeoutMs: 5000, intervalMs: 10 }).catch(() => undefined);
       expect(await store.getById('waiting')).toMatchObject({ status: 'completed', resultText: 'after the migration', claims: 1, price: 10 });
       expect(await store.getById('ancient')).toMatchObject({ status: 'completed', claims: 1 });
       expect(await store.getById('lost')).toMatchObject({ status: 'completed', claims: 2 });

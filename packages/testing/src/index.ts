@@ -3,3 +3,5 @@ export * from './contracts/index.js';
 export * from './conformance/index.js';
 export * from './fakes.js';
 export * from './clock.js';
+export { until, type UntilOptions } from './until.js';
+export { createTestService, type TestService, type TestServiceOptions } from './service.js';

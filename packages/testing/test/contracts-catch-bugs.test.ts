@@ -186,7 +186,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryGenerationStore, MemoryIdempotencyStore, MemoryLedger } from '@genservice/core';
 import { runBlobStoreContract, runPortContracts, runQueueContract } from '@genservice/testing';
-const tick = () => new Promise((r) => setTimeout(r, 0));
+// One turn of the event loop: the window a racing mutant needs.
+const tick = () => new Promise((r) => setImmediate(r));
 const ports = (o) => async () => ({
   store: (o.store ?? (() => new MemoryGenerationStore()))(),
   ledger: (o.ledger ?? (() => new MemoryLedger()))(),
@@ -212,12 +213,17 @@ class Naive {
       const owner = this.ring.shift(); const lane = this.lanes.get(owner); const j = lane.shift();
       if (lane.length) this.ring.push(owner); else this.lanes.delete(owner);
       const c = new AbortController(); this.active++; this.running.set(j.generationId, c);
-      Promise.resolve().then(() => this.h(j, c.signal)).catch(() => {}).finally(() => { this.active--; this.running.delete(j.generationId); this.pump(); });
+      Promise.resolve().then(() => this.h(j, c.signal)).catch(() => {}).finally(() => { this.active--; this.running.delete(j.generationId); if (!this.running.size) this.idle?.(); this.pump(); });
     }
   }
   async stop(o = {}) {
-    this.stopped = true; const end = Date.now() + (o.timeoutMs ?? 10000);
-    while (this.running.size && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
+    this.stopped = true;
+    // Until the running jobs are done (the last one's end calls idle) or the timeout, whichever comes first.
+    let timer;
+    const done = new Promise((r) => { this.idle = r; if (!this.running.size) r(); });
+    await Promise.race([done, new Promise((r) => { timer = setTimeout(r, o.timeoutMs ?? 10000); })]);
+    clearTimeout(timer);
+    this.idle = undefined;
     if (this.o.abort) for (const c of this.running.values()) c.abort();
   }
 }

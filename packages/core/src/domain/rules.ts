@@ -1,14 +1,12 @@
 /**
- * The Lifecycle's pure rules (no store, no I/O): batch size, key budget windows and expiry. They live beside
- * lifecycle.ts, which re-exports them, so that views and reads can ask them without importing the Lifecycle class
- * (and through it the webhook sender, which imports the views).
+ * Pure rules of a generation's life (no store, no I/O, no clock of their own: `now` is given): key budget windows,
+ * the life a create may ask for, and expiry. Everyone asks them here: the Lifecycle, the use cases, reads, views,
+ * file links and the sweep.
  */
 import type { GenerationRecord } from './types.js';
+import { DomainError } from './errors.js';
 import type { KeyBudget } from '../ports/api-keys.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
-
-/** The most requests one batch may hold. */
-export const MAX_BATCH_SIZE = 1000;
 
 /**
  * The budget window a key's spend counts in at `now`: the UTC day or UTC month it falls in. The one rule for key
@@ -35,6 +33,23 @@ export function maxLifeSeconds(retention: ResolvedServiceOptions['retention']): 
   return ttl === undefined ? MAX_LIFE_SECONDS : Math.max(1, Math.min(MAX_LIFE_SECONDS, Math.floor(ttl / 1000)));
 }
 
+/**
+ * Checks the life a create (or a quote) asks for: an integer of seconds from 1 to `maxLifeSeconds`. Throws the 400
+ * naming the field.
+ */
+export function checkLife(expiresAfterSeconds: number | undefined, retention: ResolvedServiceOptions['retention']): void {
+  if (expiresAfterSeconds === undefined) return;
+  const max = maxLifeSeconds(retention);
+  if (Number.isInteger(expiresAfterSeconds) && expiresAfterSeconds >= 1 && expiresAfterSeconds <= max) return;
+  const message =
+    retention.finishedTtlMs === undefined
+      ? `must be an integer from 1 to ${max}`
+      : `must be an integer from 1 to ${max} (this service keeps finished generations for ${max} s)`;
+  throw new DomainError('invalid_request', `expiresAfterSeconds ${message}.`, {
+    details: [{ field: 'expiresAfterSeconds', code: 'invalid_value', message }],
+  });
+}
+
 /** When a generation's own life ends if it finishes at `finishedAt`; undefined when it asked for none. */
 export function lifeEnd(expiresAfterSeconds: number | undefined, finishedAt: number): number | undefined {
   return expiresAfterSeconds === undefined ? undefined : finishedAt + expiresAfterSeconds * 1000;
@@ -59,4 +74,3 @@ export function hasExpired(rec: Pick<GenerationRecord, 'finishedAt' | 'expiresAf
   const at = expiresAt(rec, ttlMs);
   return at !== undefined && at <= now;
 }
-

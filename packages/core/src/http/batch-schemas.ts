@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { GENERATION_STATUSES } from '../domain/types.js';
-import { MAX_BATCH_SIZE } from '../domain/rules.js';
+import { MAX_BATCH_SIZE } from '../domain/batches.js';
 import { metadataSchema, settingsObject } from './schemas.js';
 
 /** One request of a batch: a create body without a webhook of its own (the batch has one). */

@@ -4,7 +4,7 @@ import type { GenerationChange, GenerationStore, InsertOptions, ListQuery, NewEv
 import { isThenable } from '../domain/thenable.js';
 
 /**
- * The store as every client-facing read sees it: a generation past its expiry (the Lifecycle's rule: the service's
+ * The store as every client-facing read sees it: a generation past its expiry (the domain's rule: the service's
  * retention, or the shorter life asked for at create) reads exactly like a deleted one (absent from `get` and
  * `list`), whether or not the sweep has come by yet. Workers, recovery and the
  * sweep read through `getById` and the other methods, which see everything. Reads are the only thing it changes.
@@ -16,7 +16,8 @@ export class ExpiringReads implements GenerationStore {
     private readonly store: GenerationStore,
     /** `retention.finishedTtlMs`; undefined: only a life asked for at create ends a generation. */
     private readonly ttlMs: number | undefined,
-    private readonly now: () => number = Date.now,
+    /** The service's clock (`options.clock.now`). */
+    private readonly now: () => number,
   ) {
     if (store.countByStatus) this.countByStatus = () => store.countByStatus!();
   }

@@ -1,6 +1,6 @@
 import { checkOutboundUrl, guardedRequest, OutboundError } from '../outbound/index.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
-import type { WebhookRequest, WebhookResponse, WebhookTransport, WebhookUrlCheck } from './webhooks.js';
+import type { WebhookRequest, WebhookResponse, WebhookTransport, WebhookUrlCheck } from './webhook-messages.js';
 
 /** At most this much of a receiver's answer is read: it is only looked at for its status. */
 const ANSWER_BYTES = 64 * 1024;

@@ -22,7 +22,8 @@ export class Circuit {
   constructor(
     private readonly threshold: number,
     private readonly openMs: number,
-    private readonly now: () => number = Date.now,
+    /** The clock the circuit reads (the service's clock). */
+    private readonly now: () => number,
   ) {}
 
   get state(): CircuitState {
@@ -77,13 +78,13 @@ export interface Candidate {
  * The fallback rules, asked by the runner: which models a generation may run on and in which order (its own model,
  * then its `fallbacks`, skipping those whose provider's circuit is open or whose settings validation refuses the
  * generation's settings), which failures move it on to the next one (a retryable ProviderError after all attempts),
- * and each provider's circuit. What a fallback is charged is the Lifecycle's rule (`Lifecycle.fallbackPrice`).
+ * and each provider's circuit. What a fallback is charged is the domain's rule (`completionCharge`, asked by the Lifecycle).
  */
 @injectable()
 export class Fallbacks {
   private readonly circuits = new Map<ModelProvider, Circuit>();
-  /** The clock of the circuits; tests set a fake one. */
-  now: () => number = Date.now;
+  /** The clock of the circuits: the service's clock (tests move a fake one). */
+  now: () => number = () => this.options.clock.now();
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,

@@ -1,30 +1,24 @@
 import { inject, injectable } from 'tsyringe';
-import type { GenerationRecord } from '../domain/types.js';
-import { Lifecycle } from '../lifecycle/lifecycle.js';
+import { Cleanup } from '../lifecycle/cleanup.js';
+import { Recovery, type RecoveryReport } from '../lifecycle/recovery.js';
 import { asError, childLogger } from '../logger.js';
 import type { IdempotencyStore } from '../ports/idempotency.js';
 import type { Logger } from '../ports/logger.js';
-import type { GenerationStore } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
-
-import type { RecoveryReport } from '../service-types.js';
 import type { ClockTimer } from '../ports/clock.js';
 
 export type { RecoveryReport };
 
-const PAGE = 500;
-/** Open batches per page of recovery's batch walk (each one costs a count read). */
-const BATCH_PAGE = 100;
 /** Records per retention batch: one batched file delete, then one remove each. */
 const SWEEP_BATCH = 200;
 /** The idempotency store's "user" under which instances elect the sweeper of each interval. */
 const SWEEPER = 'genservice:maintenance';
 
 /**
- * Background upkeep with its timers: recovery (re-enqueue unfinished work, give up on work that lost its worker too
- * often, settle forgotten reserves, complete batches whose completion a crash lost), the retention sweep and the idempotency purge. Every state change it makes is
- * the Lifecycle's.
+ * Background upkeep with its timers: recovery (`Recovery`: re-enqueue unfinished work, give up on work that lost its
+ * worker too often, settle forgotten reserves, complete batches whose completion a crash lost), the retention sweep
+ * (`Cleanup`: which generations expired, and their purge) and the idempotency purge.
  */
 @injectable()
 export class Maintenance {
@@ -33,8 +27,8 @@ export class Maintenance {
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
-    @inject(Lifecycle) private readonly lifecycle: Lifecycle,
-    @inject(TOKENS.Store) private readonly store: GenerationStore,
+    @inject(Recovery) private readonly recovery: Recovery,
+    @inject(Cleanup) private readonly cleanup: Cleanup,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
@@ -70,57 +64,9 @@ export class Maintenance {
     this.timers.push(t);
   }
 
-  async recover(): Promise<RecoveryReport> {
-    const out: RecoveryReport = { requeued: 0, failed: 0, settled: 0, released: 0, batchesCompleted: 0 };
-    const now = this.options.clock.now();
-    // Paged, so a backlog of any size is walked, not just its oldest page.
-    for await (const rec of this.unfinished()) {
-      try {
-        const action = await this.lifecycle.recover(rec, now);
-        if (action !== 'skipped') out[action]++;
-      } catch (err) {
-        this.logger.warn({ err: asError(err), generationId: rec.id }, 'recovery could not enqueue');
-      }
-    }
-    const reserves = await this.lifecycle.reconcileReserves(PAGE);
-    out.settled = reserves.settled;
-    out.released = reserves.released;
-    out.batchesCompleted = await this.completeOpenBatches(now);
-    if (out.requeued + out.failed + out.settled + out.released + out.batchesCompleted > 0) this.logger.info({ ...out }, 'recovery pass');
-    return out;
-  }
-
-  /**
-   * Every open batch older than `recovery.openBatchMs` goes through the Lifecycle's `completeBatchIfDone`: one whose
-   * generations all finished but whose completion (or its `batch.completed` delivery) a dying process never wrote is
-   * completed now. Younger ones are left to the instance finishing them. Answers how many it completed.
-   */
-  private async completeOpenBatches(now: number): Promise<number> {
-    const before = now - this.options.recovery.openBatchMs;
-    let completed = 0;
-    let after: string | undefined;
-    for (;;) {
-      const page = await this.store.listOpenBatches(before, BATCH_PAGE, after);
-      for (const batch of page) {
-        try {
-          if (await this.lifecycle.completeBatchIfDone(batch.id, batch.ownerId)) completed++;
-        } catch (err) {
-          this.logger.warn({ err: asError(err), batchId: batch.id }, 'recovery could not complete a batch');
-        }
-      }
-      if (page.length < BATCH_PAGE) return completed;
-      after = page[page.length - 1]!.id;
-    }
-  }
-
-  private async *unfinished(): AsyncGenerator<GenerationRecord> {
-    let after: string | undefined;
-    for (;;) {
-      const batch = await this.store.listUnfinished(PAGE, after);
-      yield* batch;
-      if (batch.length < PAGE) return;
-      after = batch[batch.length - 1]!.id;
-    }
+  /** One recovery pass now (see `Recovery`). */
+  recover(): Promise<RecoveryReport> {
+    return this.recovery.recover();
   }
 
   /**
@@ -137,16 +83,16 @@ export class Maintenance {
   }
 
   /**
-   * Deletes expired generations (the Lifecycle's rule: past the service's retention, or past the life asked for at
-   * create) with their files, records, events and deliveries (the Lifecycle's purge), `SWEEP_BATCH` at a time. A blob
+   * Deletes expired generations (the domain's expiry rule: past the service's retention, or past the life asked for at
+   * create) with their files, records, events and deliveries (`Cleanup`), `SWEEP_BATCH` at a time. A blob
    * store outage ends the pass with every remaining record in place; the next sweep tries again.
    */
   async sweep(now: number = this.options.clock.now()): Promise<number> {
     let total = 0;
     for (;;) {
-      const batch = await this.lifecycle.expired(now, SWEEP_BATCH);
+      const batch = await this.cleanup.expired(now, SWEEP_BATCH);
       if (batch.length === 0) break;
-      const removed = await this.lifecycle.purge(batch);
+      const removed = await this.cleanup.purge(batch);
       total += removed;
       // Nothing removed from a full batch means others are removing the same rows: stop rather than spin on them.
       if (batch.length < SWEEP_BATCH || removed === 0) break;

@@ -1,6 +1,8 @@
 import { LRUCache } from 'lru-cache';
 import { hashApiKey } from '../domain/ids.js';
 import type { ApiKeyResolver, Principal } from '../ports/api-keys.js';
+import { systemClock } from '../clock.js';
+import type { Clock } from '../ports/clock.js';
 
 export interface ApiKeyCacheOptions {
   /**
@@ -25,8 +27,11 @@ export class CachedApiKeyResolver implements ApiKeyResolver {
   constructor(
     private readonly inner: ApiKeyResolver,
     options: ApiKeyCacheOptions,
+    /** Where the TTL's time comes from (the service gives its own clock). Default: the system clock. */
+    clock: Clock = systemClock,
   ) {
-    this.cache = new LRUCache<string, Principal>({ max: options.max ?? 10_000, ttl: options.ttlMs });
+    // The TTL reads the clock at each lookup (ttlResolution 0), not performance.now() cached for a millisecond.
+    this.cache = new LRUCache<string, Principal>({ max: options.max ?? 10_000, ttl: options.ttlMs, ttlResolution: 0, perf: { now: () => clock.now() } });
   }
 
   async resolve(apiKey: string): Promise<Principal | null> {

@@ -16,6 +16,7 @@ const definition: ModelDefinition = {
   timeoutMs: 30_000,
 };
 
+/** Why every run fails: the log's message and the owner's (`publicMessage`), the same sentence. */
 export const ALWAYS_FAILS_MESSAGE = 'demo-always-fails fails every generation on purpose, to show what a failed generation looks like';
 
 export const failingModel: DemoModel = {
@@ -24,6 +25,6 @@ export const failingModel: DemoModel = {
     const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal, (f) => ctx.progress(f));
     textSetting(settings, 'prompt');
     await pacer.reach(1);
-    throw new ProviderError(ALWAYS_FAILS_MESSAGE, { retryable: false });
+    throw new ProviderError(ALWAYS_FAILS_MESSAGE, { retryable: false, publicMessage: ALWAYS_FAILS_MESSAGE });
   },
 };

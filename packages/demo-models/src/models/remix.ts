@@ -37,8 +37,12 @@ const definition: ModelDefinition = {
   timeoutMs: 60_000,
 };
 
-/** Fetches one input, turning fetch failures into the ProviderError the runner understands. */
-async function fetchInput(url: string, ctx: GenerationContext, runtime: DemoRuntime): Promise<Uint8Array> {
+/**
+ * Fetches one input (`index` from 0), turning fetch failures into the ProviderError the runner understands; its
+ * public message names the input and why it could not be used (the guard's messages name the URL without its
+ * credentials or query, and never what a host resolved to).
+ */
+async function fetchInput(url: string, index: number, ctx: GenerationContext, runtime: DemoRuntime): Promise<Uint8Array> {
   try {
     const media = await fetchMedia(url, { ...runtime.fetch, signal: ctx.signal });
     return media.bytes;
@@ -46,7 +50,12 @@ async function fetchInput(url: string, ctx: GenerationContext, runtime: DemoRunt
     if (ctx.signal.aborted) throw error;
     if (error instanceof MediaFetchError) {
       ctx.logger.warn({ code: error.code, reason: error.message }, 'demo-image-remix: input image refused or unavailable');
-      throw new ProviderError(`input image could not be used: ${error.message}`, { retryable: error.retryable, cause: error });
+      throw new ProviderError(`input image ${index + 1} could not be used: ${error.message}`, {
+        retryable: error.retryable,
+        cause: error,
+        code: 'invalid_input',
+        publicMessage: `Input image ${index + 1} could not be used: ${error.message}.`,
+      });
     }
     throw error;
   }
@@ -146,14 +155,19 @@ export const remixModel: DemoModel = {
     const pacer = new Pacer(budgetMs(definition, runtime), ctx.signal, (f) => ctx.progress(f));
     const prompt = textSetting(settings, 'prompt');
     const urls = urlListSetting(settings, 'images');
-    if (urls.length > REMIX_MAX_IMAGES) throw new ProviderError(`at most ${REMIX_MAX_IMAGES} input images are accepted, got ${urls.length}`);
+    if (urls.length > REMIX_MAX_IMAGES) {
+      throw new ProviderError(`at most ${REMIX_MAX_IMAGES} input images are accepted, got ${urls.length}`, {
+        code: 'invalid_input',
+        publicMessage: `This model takes at most ${REMIX_MAX_IMAGES} input images; it was given ${urls.length}.`,
+      });
+    }
     const style = selectSetting(settings, 'style', REMIX_STYLES);
     const size = selectSetting(settings, 'size', REMIX_SIZES);
     const { width, height } = parseSize(size);
 
     const inputs: Uint8Array[] = [];
     for (const url of urls) {
-      const bytes = await fetchInput(url, ctx, runtime);
+      const bytes = await fetchInput(url, inputs.length, ctx, runtime);
       checkInputSize(bytes, inputs.length);
       inputs.push(bytes);
     }

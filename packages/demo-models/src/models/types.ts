@@ -18,6 +18,11 @@ export interface DemoModel {
   run(settings: Settings, ctx: GenerationContext, runtime: DemoRuntime): Promise<GenerationOutput>;
 }
 
+/** A setting the model cannot use: the owner reads which one and why. */
+function settingError(message: string): ProviderError {
+  return new ProviderError(message, { code: 'invalid_input', publicMessage: `The ${message}.` });
+}
+
 /** The run's whole budget in ms: `estimatedGenerationTime` scaled by the speed option. */
 export function budgetMs(definition: ModelDefinition, runtime: DemoRuntime): number {
   return definition.estimatedGenerationTime * 1000 * runtime.speed;
@@ -30,7 +35,7 @@ export function budgetMs(definition: ModelDefinition, runtime: DemoRuntime): num
 export function textSetting(settings: Settings, name: string, required = true): string {
   const value = settings[name];
   if (typeof value === 'string' && value.trim() !== '') return value.trim();
-  if (required) throw new ProviderError(`setting "${name}" is required and must be a non-empty string`);
+  if (required) throw settingError(`setting "${name}" is required and must be a non-empty string`);
   return '';
 }
 
@@ -39,7 +44,7 @@ export function selectSetting<T extends string>(settings: Settings, name: string
   const value = settings[name];
   if (value === undefined || value === null) return options[0];
   if (typeof value === 'string' && (options as readonly string[]).includes(value)) return value as T;
-  throw new ProviderError(`setting "${name}" must be one of ${options.join(', ')}`);
+  throw settingError(`setting "${name}" must be one of ${options.join(', ')}`);
 }
 
 /** A media setting: an array of URL strings. */
@@ -47,7 +52,7 @@ export function urlListSetting(settings: Settings, name: string): string[] {
   const value = settings[name];
   const list = typeof value === 'string' ? [value] : value;
   if (!Array.isArray(list) || list.length === 0 || !list.every((u) => typeof u === 'string')) {
-    throw new ProviderError(`setting "${name}" must be a non-empty array of URLs`);
+    throw settingError(`setting "${name}" must be a non-empty array of URLs`);
   }
   return list as string[];
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Fixture, User } from './fixture.js';
+import { until } from '../until.js';
 import { expectError } from './expect-error.js';
 
 /** The batch routes, on every adapter: created whole or not at all, read, listed, cancelled, owner-only. */
@@ -10,14 +11,12 @@ export function defineBatchTests(fixture: () => Fixture): void {
   const getBatch = (user: User, id: string) => fixture().call(`/v1/batches/${id}`, { headers: user.auth });
 
   async function completed(user: User, id: string): Promise<Record<string, any>> {
-    const deadline = Date.now() + 20_000;
-    for (;;) {
+    const read = async (): Promise<Record<string, any>> => {
       const r = await getBatch(user, id);
       expect(r.status, r.text).toBe(200);
-      if (r.body.status === 'completed') return r.body;
-      if (Date.now() > deadline) throw new Error(`batch ${id} still running: ${r.text}`);
-      await new Promise((res) => setTimeout(res, 20));
-    }
+      return r.body;
+    };
+    return until(read, { accept: (batch) => batch.status === 'completed', timeoutMs: 20_000, what: `batch ${id} to complete` });
   }
 
   describe('batches', () => {

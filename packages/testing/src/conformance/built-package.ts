@@ -78,7 +78,7 @@ function isStale(packageDir: string): boolean {
 }
 
 function withLock(work: () => void): void {
-  const until = Date.now() + 300_000;
+  const deadline = Date.now() + 300_000;
   for (;;) {
     try {
       mkdirSync(LOCK);
@@ -90,7 +90,7 @@ function withLock(work: () => void): void {
       } catch {
         // It was just released.
       }
-      if (Date.now() > until) throw new Error(`could not take the build lock ${LOCK}`);
+      if (Date.now() > deadline) throw new Error(`could not take the build lock ${LOCK}`);
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
     }
   }

@@ -1,13 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import {
-  createGenerationService,
-  MemoryApiKeyStore,
-  MemoryLedger,
-  type GenerationService,
-  type GenerationView,
-  type LimitsOptions,
-  type ModelDefinition,
-} from '@genservice/core';
+import { MemoryApiKeyStore, MemoryLedger, type GenerationService, type GenerationView, type LimitsOptions, type ModelDefinition } from '@genservice/core';
 import {
   createGate,
   createScriptedProvider,
@@ -20,6 +12,8 @@ import {
   type Gate,
   type ScriptedProvider,
 } from '../fakes.js';
+import { createTestService } from '../service.js';
+import { until } from '../until.js';
 import { call, type CallOptions, type Reply } from './http.js';
 import type { MountFn, MountOptions } from './types.js';
 
@@ -143,7 +137,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
   const keys = new MemoryApiKeyStore();
   const ledger = new MemoryLedger();
   const secret = randomBytes(32).toString('hex');
-  const service = createGenerationService({
+  const { service, stop } = await createTestService({
     providers: [provider],
     apiKeys: keys,
     ledger,
@@ -153,12 +147,10 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     trustRequestHost: true,
     // The suite runs hundreds of generations per user at once; the in-flight cap has tests of its own.
     limits: { inFlightPerUser: 100_000, ...options.limits },
-    runner: { concurrency: 16, retryBaseDelayMs: 5, retryMaxDelayMs: 20 },
-    recovery: { intervalMs: 0 },
+    runner: { concurrency: 16 },
     cors: { origins: [CORS_ORIGIN] },
     ...(options.playground ? { playground: true } : {}),
   });
-  await service.start();
   const server = await mount(service, mode);
   const baseUrl = server.baseUrl.replace(/\/+$/, '');
   const origin = new URL(baseUrl).origin;
@@ -191,20 +183,18 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
       return r.body.balance as number;
     },
     async terminal(user, id, timeoutMs = 10_000) {
-      const until = Date.now() + timeoutMs;
-      for (;;) {
+      const read = async (): Promise<GenerationView> => {
         const r = await fx.get(user, id);
         if (r.status !== 200) throw new Error(`GET /v1/generations/${id} answered ${r.status}: ${r.text}`);
-        if (r.body.status === 'completed' || r.body.status === 'failed') return r.body as GenerationView;
-        if (Date.now() > until) throw new Error(`generation ${id} still ${String(r.body.status)} after ${timeoutMs} ms`);
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+        return r.body as GenerationView;
+      };
+      return until(read, { accept: (view) => view.status === 'completed' || view.status === 'failed', timeoutMs, what: `generation ${id} to finish` });
     },
     async close() {
       gate.open();
       streamGate.open();
       await server.close();
-      await service.stop({ timeoutMs: 2000 });
+      await stop();
     },
   };
   return fx;

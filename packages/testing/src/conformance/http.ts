@@ -83,15 +83,30 @@ export async function listen(listener: RequestListener, prefix = ''): Promise<Mo
   };
 }
 
-/** Sends half of a declared body on a raw socket, then drops the connection (an adapter must give up and go on). */
-export async function disconnectMidBody(url: string): Promise<void> {
+/**
+ * Sends half of a declared body on a raw socket, then ends the connection (an adapter must give up and go on).
+ * Resolves once the server has closed its side too: by then it has seen the body end short and reacted to it.
+ */
+export async function disconnectMidBody(url: string, timeoutMs = 10_000): Promise<void> {
   const { hostname, port, pathname } = new URL(url);
   const socket = connect(Number(port), hostname);
-  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"modelId":`);
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  socket.destroy();
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`disconnectMidBody: the server did not close the connection within ${timeoutMs} ms after the client ended it`));
+    }, timeoutMs);
+    // Whatever the server answers (if anything) is read and dropped; the close is what is awaited.
+    socket.on('data', () => undefined);
+    socket.once('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    socket.once('error', () => socket.destroy());
+    socket.once('connect', () => {
+      // TCP keeps the order: the server gets the head and half the body, then the end of the stream.
+      socket.end(`POST ${pathname} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"modelId":`);
+    });
+  });
 }
 
 /** What a raw exchange on one socket gave: the status line's code, the headers, the body text, and whether the server closed. */

@@ -26,7 +26,7 @@ import type { MountFn, MountOptions } from './types.js';
 export type { MountFn, MountOptions, MountedServer } from './types.js';
 export { call, chunkedBody, disconnectMidBody, listen, type CallOptions, type Reply } from './http.js';
 export { conformanceModels, createFixture, IMAGE_BYTES, VIDEO_BYTES, type Fixture, type FixtureOptions, type User } from './fixture.js';
-export { expectError } from './suite.js';
+export { expectError } from './expect-error.js';
 export { createRecordingService, type EchoedRequest, type RecordingService } from './recording.js';
 export { loadBuiltPackage, type BuiltPackageExports, type BuiltPackageOptions } from './built-package.js';
 

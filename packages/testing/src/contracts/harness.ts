@@ -30,19 +30,6 @@ export function uid(prefix: string): string {
   return `${prefix}-${counter}-${Math.random().toString(36).slice(2, 10)}`;
 }
 
-/** Polls until `check` is true; fails with `what` after `timeoutMs`. */
-export async function waitFor(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(5);
-  }
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 /** Settles every promise and says which fulfilled, so a race's losers may reject or return a falsy value. */
 export async function settleAll<T>(promises: Array<Promise<T>>): Promise<Array<{ ok: true; value: T } | { ok: false; error: unknown }>> {
   const results = await Promise.allSettled(promises);

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { createGenerationService, type GenerationService, type GenerationServiceOptions, type HttpResponse } from '@genservice/core';
 import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
-import { sleep, uid, useFresh } from './harness.js';
+import { until } from '../until.js';
+import { uid, useFresh } from './harness.js';
 
 interface KeyScenarioPorts {
   store: GenerationStore;
@@ -124,16 +125,10 @@ export function describeKeyScenarios(make: () => Promise<KeyScenarioPorts>): voi
         const { user, apiKey, keyId } = await userWithKey(s, {});
         for (const modelId of ['img', 'img', 'vid']) {
           const { json } = await call(s, 'POST', '/v1/generations', apiKey, { modelId });
-          for (let i = 0; i < 500; i++) {
-            if ((await call(s, 'GET', `/v1/generations/${json.generationId}`, apiKey)).json.status === 'completed') break;
-            await sleep(10);
-          }
+          await until(async () => (await call(s, 'GET', `/v1/generations/${json.generationId}`, apiKey)).json.status === 'completed', `${modelId} to complete`);
         }
         // The Lifecycle settles right after the completed change: a poll may see `completed` a moment before the ledger does.
-        for (let i = 0; i < 500; i++) {
-          if ((await call(s, 'GET', '/v1/usage', apiKey)).json.total?.count === 3) break;
-          await sleep(10);
-        }
+        await until(async () => (await call(s, 'GET', '/v1/usage', apiKey)).json.total?.count === 3, 'the three settles in the usage');
         const today = new Date().toISOString().slice(0, 10);
         expect((await call(s, 'GET', '/v1/usage', apiKey)).json).toEqual({ data: [{ period: today, count: 3, tokens: 9 }], total: { count: 3, tokens: 9 } });
         expect((await call(s, 'GET', '/v1/usage?groupBy=model', apiKey)).json.data).toEqual([

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '@genservice/core';
 import type { Job, JobHandler, JobQueue, RunnerSettings } from '@genservice/core/ports';
-import { sleep, uid, useFresh, waitFor } from './harness.js';
+import { createDeferred } from '../fakes.js';
+import { until } from '../until.js';
+import { uid, useFresh } from './harness.js';
 
 export interface QueueUnderTest {
   queue: JobQueue;
@@ -43,31 +45,39 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
     /** Starts the queue as a service would: with its runner settings. */
     const start = (handler: JobHandler, over: Partial<RunnerSettings> = {}): Promise<void> => queue().start(handler, settings(over));
 
-    /** Records every handler call; `hold` keeps jobs running until released. */
+    /** Records every handler call; with `hold`, each run waits until the test lets it go (all at once, or the oldest). */
     function recorder(hold = false): {
       seen: string[];
       running: Set<string>;
       maxRunning: number;
       signals: Map<string, AbortSignal>;
+      /** Lets every run through, now and later. */
       release(): void;
+      /** Lets the oldest waiting run through. */
+      releaseOne(): void;
       handler: (job: Job, signal: AbortSignal) => Promise<void>;
     } {
-      let open: () => void = () => undefined;
-      const gate = hold ? new Promise<void>((resolve) => (open = resolve)) : Promise.resolve();
+      let open = !hold;
+      const waiting: Array<() => void> = [];
       const state = {
         seen: [] as string[],
         running: new Set<string>(),
         maxRunning: 0,
         signals: new Map<string, AbortSignal>(),
-        release: (): void => open(),
+        release: (): void => {
+          open = true;
+          for (const letGo of waiting.splice(0)) letGo();
+        },
+        releaseOne: (): void => waiting.shift()?.(),
         handler: async (j: Job, signal: AbortSignal): Promise<void> => {
           state.seen.push(j.generationId);
           state.signals.set(j.generationId, signal);
           state.running.add(j.generationId);
           state.maxRunning = Math.max(state.maxRunning, state.running.size);
           try {
-            await gate;
-            await sleep(1);
+            if (!open) await new Promise<void>((resolve) => waiting.push(resolve));
+            // One turn of the event loop, so that runs overlap as real jobs do.
+            await new Promise((resolve) => setImmediate(resolve));
           } finally {
             state.running.delete(j.generationId);
           }
@@ -76,12 +86,25 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       return state;
     }
 
+    /**
+     * With `limit` held runs going, lets them go one at a time until `total` were handed out: each freed slot must take
+     * exactly one waiting job, so `limit` run at every step and never more.
+     */
+    async function releaseOneByOne(r: ReturnType<typeof recorder>, limit: number, total: number): Promise<void> {
+      for (let started = r.seen.length; started < total; started++) {
+        expect(r.running.size, `running once ${started} were handed out`).toBe(limit);
+        r.releaseOne();
+        await until(() => r.seen.length > started, `job ${started + 1} to start in the freed slot`);
+      }
+      expect(r.maxRunning).toBeLessThanOrEqual(limit);
+    }
+
     it('hands every enqueued job to the handler, with its model and a live signal', async () => {
       const r = recorder();
       await start(r.handler);
       const jobs = Array.from({ length: 40 }, job);
       await Promise.all(jobs.map((j) => queue().enqueue(j)));
-      await waitFor(() => jobs.every((j) => r.seen.includes(j.generationId)), 'every job to reach the handler');
+      await until(() => jobs.every((j) => r.seen.includes(j.generationId)), 'every job to reach the handler');
       for (const j of jobs) expect(r.signals.get(j.generationId)?.aborted).toBe(false);
       await queue().stop({ timeoutMs: 1000 });
     });
@@ -93,7 +116,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       }, settings());
       const j = { generationId: uid('gen'), modelId: 'model-with-ünïcode' };
       await queue().enqueue(j);
-      await waitFor(() => got.length === 1, 'the job');
+      await until(() => got.length === 1, 'the job');
       expect(got[0]).toMatchObject(j);
       await queue().stop({ timeoutMs: 1000 });
     });
@@ -103,7 +126,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       for (const j of jobs) await queue().enqueue(j);
       const r = recorder();
       await start(r.handler);
-      await waitFor(() => jobs.every((j) => r.seen.includes(j.generationId)), 'jobs enqueued before start');
+      await until(() => jobs.every((j) => r.seen.includes(j.generationId)), 'jobs enqueued before start');
       await queue().stop({ timeoutMs: 1000 });
     });
 
@@ -115,8 +138,12 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       await Promise.all([queue().enqueue(twice), queue().enqueue(twice), queue().enqueue(other)]);
       const r = recorder();
       await start(r.handler);
-      await waitFor(() => r.seen.includes(twice.generationId) && r.seen.includes(other.generationId), 'both jobs');
-      await sleep(100);
+      await until(() => r.seen.includes(twice.generationId) && r.seen.includes(other.generationId), 'both jobs');
+      // A job enqueued after every copy: one owner's waiting jobs are handed out in the order they came, so once it
+      // has run and nothing runs any more, a second copy would have run before it.
+      const last = job();
+      await queue().enqueue(last);
+      await until(() => r.seen.includes(last.generationId) && r.running.size === 0, 'a job enqueued after every copy to run');
       expect(r.seen.filter((id) => id === twice.generationId)).toHaveLength(1);
       await queue().stop({ timeoutMs: 1000 });
     });
@@ -129,52 +156,61 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
         if (j.generationId === bad.generationId) throw new Error('infrastructure fault');
       }, settings());
       await queue().enqueue(bad);
-      await waitFor(() => seen.includes(bad.generationId), 'the failing job');
+      await until(() => seen.includes(bad.generationId), 'the failing job');
       const after = Array.from({ length: 3 }, job);
       for (const j of after) await queue().enqueue(j);
-      await waitFor(() => after.every((j) => seen.includes(j.generationId)), 'jobs after the failure');
+      await until(() => after.every((j) => seen.includes(j.generationId)), 'jobs after the failure');
       await queue().stop({ timeoutMs: 1000 });
     });
 
     it('stop waits for a running job that finishes within the timeout, without aborting it', async () => {
-      let finished = false;
+      const events: string[] = [];
+      const letGo = createDeferred();
       let signal: AbortSignal | undefined;
       const j = job();
       await queue().start(async (_job, s) => {
         signal = s;
-        await sleep(200);
-        finished = true;
+        await letGo.promise;
+        events.push('job finished');
       }, settings());
       await queue().enqueue(j);
-      await waitFor(() => signal !== undefined, 'the job to start');
-      await queue().stop({ timeoutMs: 5_000 });
-      expect(finished).toBe(true);
+      await until(() => signal !== undefined, 'the job to start');
+      const stopping = queue().stop({ timeoutMs: 5_000 }).then(() => events.push('stop returned'));
+      // A turn of the event loop first, in which a stop that does not wait would return; then the job may finish.
+      await new Promise((resolve) => setImmediate(resolve));
+      events.push('job let go');
+      letGo.resolve();
+      await stopping;
+      expect(events).toEqual(['job let go', 'job finished', 'stop returned']);
       expect(signal?.aborted).toBe(false);
     });
 
     it('stop aborts a running job once the timeout passes, and then returns', async () => {
+      const events: string[] = [];
       let signal: AbortSignal | undefined;
-      let sawAbort = false;
+      // A job that never finishes on its own: only its signal ends it.
       await queue().start(
         (_job, s) =>
           new Promise<void>((resolve) => {
             signal = s;
-            const give = setTimeout(resolve, 20_000);
             s.addEventListener('abort', () => {
-              sawAbort = true;
-              clearTimeout(give);
+              events.push('job aborted');
               resolve();
             });
-          }), settings());
+          }),
+        settings(),
+      );
       await queue().enqueue(job());
-      await waitFor(() => signal !== undefined, 'the job to start');
-      const started = Date.now();
-      await queue().stop({ timeoutMs: 150 });
-      const took = Date.now() - started;
+      await until(() => signal !== undefined, 'the job to start');
+      const timeoutMs = 150;
+      events.push('stop called');
+      // Set before stop sets its own timeout, so it fires first: the abort must come after it (stop waits first).
+      const halfway = setTimeout(() => events.push('half the timeout passed'), timeoutMs / 2);
+      await queue().stop({ timeoutMs });
+      clearTimeout(halfway);
+      events.push('stop returned');
       expect(signal?.aborted).toBe(true);
-      expect(sawAbort).toBe(true);
-      expect(took).toBeGreaterThanOrEqual(100);
-      expect(took).toBeLessThan(10_000);
+      expect(events).toEqual(['stop called', 'half the timeout passed', 'job aborted', 'stop returned']);
     });
 
     it('starts no job after stop', async () => {
@@ -182,7 +218,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       await start(r.handler);
       const first = job();
       await queue().enqueue(first);
-      await waitFor(() => r.seen.includes(first.generationId), 'the first job');
+      await until(() => r.seen.includes(first.generationId), 'the first job');
       // Jobs that are waiting when stop is called must not start later either.
       const waiting = Array.from({ length: 50 }, job);
       for (const j of waiting) await queue().enqueue(j).catch(() => undefined);
@@ -194,7 +230,8 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       // A queue may have started waiting jobs before stop was called, but none once stop has returned.
       expect(seenAfterStop).toBeGreaterThanOrEqual(seenAtStop);
       await queue().enqueue(job()).catch(() => undefined);
-      await sleep(200);
+      // Nothing to await: the assertion is that no job starts, so this only bounds how long a broken queue gets to start one.
+      await new Promise((resolve) => setTimeout(resolve, 200));
       expect(r.seen.length).toBe(seenAfterStop);
     });
 
@@ -203,11 +240,11 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       const r = recorder(true);
       await start(r.handler, { concurrency: 2 });
       for (let i = 0; i < 6; i++) await queue().enqueue(job());
-      await waitFor(() => r.running.size === 2, 'two running');
-      await sleep(100);
+      await until(() => r.running.size >= 2, 'two running');
       expect(r.maxRunning).toBe(2);
+      await releaseOneByOne(r, 2, 6);
       r.release();
-      await waitFor(() => r.seen.length === 6, 'all six handed out');
+      await until(() => r.seen.length === 6, 'all six handed out');
       expect(r.maxRunning).toBe(2);
     });
 
@@ -217,12 +254,11 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       await start(r.handler);
       const flood = Array.from({ length: Math.max(40, 6 * c) }, () => ({ ...job(), ownerId: 'flooding-user' }));
       for (const j of flood) await queue().enqueue(j);
-      await waitFor(() => r.running.size === c, `${c} running`);
+      await until(() => r.running.size === c, `${c} running`);
       const other = { ...job(), ownerId: 'another-user' };
       await queue().enqueue(other);
-      await sleep(50);
       r.release();
-      await waitFor(() => r.seen.length === flood.length + 1, 'every job handed out', 20_000);
+      await until(() => r.seen.length === flood.length + 1, { what: 'every job handed out', timeoutMs: 20_000 });
       // The first c were running before it arrived; it must start within the next 2 x c.
       const at = r.seen.indexOf(other.generationId);
       expect(at, `started ${at}th of ${r.seen.length}`).toBeGreaterThanOrEqual(c);
@@ -243,7 +279,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
         }
       });
       await queue().enqueue(j);
-      await waitFor(() => seenAt.length === 2, 'the delayed job', 10_000);
+      await until(() => seenAt.length === 2, { what: 'the delayed job', timeoutMs: 10_000 });
       expect(seenAt.map((s) => s.id)).toEqual([j.generationId, j.generationId]);
       expect(seenAt[1]!.at - seenAt[0]!.at).toBeGreaterThanOrEqual(550);
       expect(seenAt[0]!.at - t0).toBeLessThan(5000);
@@ -257,12 +293,12 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       const jobs = Array.from({ length: (limit ?? 4) * 3 }, job);
       for (const j of jobs) await queue().enqueue(j);
       if (limit !== undefined) {
-        await waitFor(() => r.running.size === limit, `${limit} jobs to run at once`);
-        await sleep(100);
+        await until(() => r.running.size >= limit, `${limit} jobs to run at once`);
         expect(r.running.size).toBe(limit);
+        await releaseOneByOne(r, limit, jobs.length);
       }
       r.release();
-      await waitFor(() => jobs.every((j) => r.seen.includes(j.generationId)), 'every job');
+      await until(() => jobs.every((j) => r.seen.includes(j.generationId)), 'every job');
       if (limit !== undefined) expect(r.maxRunning).toBeLessThanOrEqual(limit);
       await queue().stop({ timeoutMs: 1000 });
     });
@@ -279,7 +315,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
           }), settings());
       const j = job();
       await q.enqueue(j);
-      await waitFor(() => signal !== undefined, 'the job to start');
+      await until(() => signal !== undefined, 'the job to start');
       expect(q.abort(uid('not-running'))).toBe(false);
       expect(q.abort(j.generationId)).toBe(true);
       expect(signal?.aborted).toBe(true);

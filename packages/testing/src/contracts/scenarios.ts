@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { createGenerationService, type GenerationService } from '@genservice/core';
 import type { GenerationStore } from '@genservice/core/ports';
 import type { IdempotencyStore, Ledger } from '@genservice/core/ports';
-import { sleep, uid, useFresh } from './harness.js';
+import { until } from '../until.js';
+import { uid, useFresh } from './harness.js';
 
 interface ScenarioPorts {
   store: GenerationStore;
@@ -41,13 +42,14 @@ function service(ports: Pick<ScenarioPorts, 'store' | 'ledger' | 'idempotency'>,
   });
 }
 
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 500; i++) {
-    const v = await fn();
-    if (ok(v)) return v;
-    await sleep(10);
-  }
-  throw new Error(`timed out waiting for ${what}`);
+/** Creates with an Idempotency-Key until the key's lease (LEASE_MS from the crashed create) has run out: a conflict until then. */
+function createOnceTheLeaseRanOut(live: GenerationService, user: string, idempotencyKey: string): Promise<{ generationId: string }> {
+  const attempt = (): Promise<{ generationId: string } | undefined> =>
+    live.create(user, { modelId: 'm' }, { idempotencyKey }).catch((err: { code?: string }) => {
+      if (err.code === 'idempotency_conflict') return undefined;
+      throw err;
+    });
+  return until(attempt, `the create with key ${idempotencyKey} to be taken once the crashed create's lease ran out`);
 }
 
 /**
@@ -69,13 +71,9 @@ export function describeServiceScenarios(make: () => Promise<ScenarioPorts>): vo
         const { batchId, generationIds } = await live.batches.create(user, { requests: Array.from({ length: 1000 }, () => ({ modelId: 'm' })) });
         expect(generationIds).toHaveLength(1000);
         expect(new Set(generationIds).size).toBe(1000);
-        let view = await live.batches.get(user, batchId);
-        for (let i = 0; i < 6000 && view.status !== 'completed'; i++) {
-          await sleep(10);
-          view = await live.batches.get(user, batchId);
-        }
+        const view = await until(() => live.batches.get(user, batchId), { accept: (v) => v.status === 'completed', timeoutMs: 60_000, what: 'the batch to complete' });
         expect(view).toEqual({ status: 'completed', counts: { pending: 0, processing: 0, completed: 1000, failed: 0 }, price: 1000 * PRICE });
-        await until(() => p.ledger.account(user), (a) => a.reserved === 0, 'the last settle');
+        await until(() => p.ledger.account(user), { accept: (a) => a.reserved === 0, what: 'the last settle' });
         expect(await p.ledger.account(user)).toEqual({ balance: 5, reserved: 0, settled: 1000 * PRICE });
         expect(await p.ledger.openReserves(10)).toEqual([]);
         const day = new Date().toISOString().slice(0, 10);
@@ -114,15 +112,14 @@ export function describeServiceScenarios(make: () => Promise<ScenarioPorts>): vo
       await live.start();
       try {
         await expect(live.create(user, { modelId: 'm' }, { idempotencyKey: 'k' })).rejects.toMatchObject({ code: 'idempotency_conflict' });
-        await sleep(LEASE_MS + 50);
-        const retried = await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k' });
+        const retried = await createOnceTheLeaseRanOut(live, user, 'k');
         expect(retried.generationId).toBe(stored!.id);
         await live.recover(); // the crashed create never enqueued it on this instance
-        await until(() => live.get(user, retried.generationId), (g) => g.status === 'completed', 'the generation to complete');
+        await until(() => live.get(user, retried.generationId), { accept: (g) => g.status === 'completed', what: 'the generation to complete' });
         expect(await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k' })).toEqual(retried);
         expect(await p.store.list(user, { limit: 10 })).toHaveLength(1);
         // The status is visible a moment before the settle that follows it lands.
-        await until(() => p.ledger.account(user), (a) => a.reserved === 0, 'the settle');
+        await until(() => p.ledger.account(user), { accept: (a) => a.reserved === 0, what: 'the settle' });
         expect(await p.ledger.account(user)).toEqual({ balance: 100 - PRICE, reserved: 0, settled: PRICE });
       } finally {
         await live.stop({ timeoutMs: 500 });
@@ -148,13 +145,12 @@ export function describeServiceScenarios(make: () => Promise<ScenarioPorts>): vo
       const live = service(p, true);
       await live.start();
       try {
-        await sleep(LEASE_MS + 50);
-        const created = await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k2' });
-        await until(() => live.get(user, created.generationId), (g) => g.status === 'completed', 'the generation to complete');
+        const created = await createOnceTheLeaseRanOut(live, user, 'k2');
+        await until(() => live.get(user, created.generationId), { accept: (g) => g.status === 'completed', what: 'the generation to complete' });
         // Recovery releases the orphaned reserve of the crash; the user is charged once.
         await live.recover();
         // The status is visible a moment before the settle that follows it lands.
-        await until(() => p.ledger.account(user), (a) => a.reserved === 0, 'the settle');
+        await until(() => p.ledger.account(user), { accept: (a) => a.reserved === 0, what: 'the settle' });
         expect(await p.ledger.account(user)).toEqual({ balance: 100 - PRICE, reserved: 0, settled: PRICE });
         expect(await p.store.list(user, { limit: 10 })).toHaveLength(1);
         expect(await live.create(user, { modelId: 'm' }, { idempotencyKey: 'k2' })).toEqual(created);

@@ -1,4 +1,4 @@
-import { MAX_BATCH_SIZE } from '../../domain/rules.js';
+import { MAX_BATCH_SIZE } from '../../domain/batches.js';
 import { generationPageDoc } from '../../openapi/common.js';
 import { batchCancelSchema, batchCreatedSchema, batchSchema } from '../batch-schemas.js';
 import { batchBody } from '../bodies.js';

@@ -1,0 +1,80 @@
+import { inject, injectable } from 'tsyringe';
+import { asError, childLogger } from '../logger.js';
+import type { ClockTimer } from '../ports/clock.js';
+import type { Logger } from '../ports/logger.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
+import { EventFeed } from './event-feed.js';
+import { WebhookOutbox } from './webhook-outbox.js';
+import { WebhookSender } from './webhook-sender.js';
+
+/**
+ * Webhooks as background work: the outbox is written from the log on every wake-up of the event feed (a transition
+ * here, or another instance's) and every `webhooks.pollIntervalMs`, when due deliveries are claimed too. Started and
+ * stopped with the service.
+ */
+@injectable()
+export class WebhookPump {
+  private readonly logger: Logger;
+  private timer: ClockTimer | undefined;
+  private pumping: Promise<void> | undefined;
+  private pumpAgain = false;
+  private unsubscribe: (() => void) | undefined;
+  private running = false;
+
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(EventFeed) private readonly feed: EventFeed,
+    @inject(WebhookOutbox) private readonly outbox: WebhookOutbox,
+    @inject(WebhookSender) private readonly sender: WebhookSender,
+    @inject(TOKENS.Logger) logger: Logger,
+  ) {
+    this.logger = childLogger(logger, { component: 'webhooks' });
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.sender.start();
+    this.unsubscribe = this.feed.onWake(() => this.pump());
+    this.timer = this.options.clock.setInterval(() => {
+      this.pump();
+      this.sender.deliver();
+    }, this.options.webhooks.pollIntervalMs);
+    this.timer.unref?.();
+    this.pump();
+  }
+
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    this.unsubscribe?.();
+    this.options.clock.clearInterval(this.timer);
+    const sending = this.sender.stop();
+    await this.pumping;
+    await sending;
+  }
+
+  /** Writes the outbox from the log past the shared cursor. Calls during a pass make one more pass after it. */
+  pump(): void {
+    if (!this.running) return;
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = (async () => {
+      do {
+        this.pumpAgain = false;
+        try {
+          while (this.running && (await this.outbox.fromLog())) {
+            // another page
+          }
+        } catch (err) {
+          this.logger.warn({ err: asError(err) }, 'writing the webhook outbox failed; retried on the next wake-up');
+        }
+      } while (this.pumpAgain && this.running);
+    })().finally(() => {
+      this.pumping = undefined;
+    });
+  }
+}

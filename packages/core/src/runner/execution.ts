@@ -1,0 +1,108 @@
+import { inject, injectable } from 'tsyringe';
+import { ProviderError } from '../domain/errors.js';
+import { isRemoteJobProvider, type RegisteredModel } from '../domain/registry.js';
+import type { GenerationRecord } from '../domain/types.js';
+import { Lifecycle } from '../lifecycle/lifecycle.js';
+import { asError } from '../logger.js';
+import type { Logger } from '../ports/logger.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
+import type { JobAbort } from './job-signal.js';
+import { LeaseKeeper } from './leases.js';
+import { OutputReporter } from './output-stream.js';
+import { ProgressReporter } from './progress.js';
+import { ProviderCalls } from './provider-calls.js';
+import { RemoteJobs } from './remote-jobs.js';
+import { Results } from './results.js';
+import { type Run, RunContext, StorageUnavailable, TimeoutAbort } from './run.js';
+
+/**
+ * One claimed run, from its deadline to its end: the lease held, progress and partial output reported, the provider
+ * called (locally with retries and fallbacks, or a remote job's turn), the result kept. When it fails, the runner says
+ * what happened (a `FailureCause`: timeout, the provider's failure, our storage) and the Lifecycle decides the rest.
+ */
+@injectable()
+export class Execution {
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(Lifecycle) private readonly lifecycle: Lifecycle,
+    @inject(LeaseKeeper) private readonly leases: LeaseKeeper,
+    @inject(ProviderCalls) private readonly calls: ProviderCalls,
+    @inject(RemoteJobs) private readonly remote: RemoteJobs,
+    @inject(Results) private readonly results: Results,
+  ) {}
+
+  async run(rec: GenerationRecord, model: RegisteredModel, abort: JobAbort, log: Logger): Promise<void> {
+    const { clock } = this.options;
+    // A remote job's time limit runs from its first start, across checks and restarts; a local run's from now.
+    const remote = isRemoteJobProvider(model.provider);
+    const deadline = remote ? (rec.startedAt ?? clock.now()) + model.timeoutMs : clock.now() + model.timeoutMs;
+    const timeout = clock.setTimeout(() => abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)), Math.max(0, deadline - clock.now()));
+    this.leases.hold(rec.id, abort);
+    const run: Run = { rec, model, abort, log, deadline, handle: rec.remoteHandle };
+    const progress = new ProgressReporter((id, fraction, message) => this.lifecycle.progress(id, fraction, message), rec.id, log, clock);
+    const output = new OutputReporter(this.results.sink(rec.id), log, clock);
+    const ctx = new RunContext(run, this.results.files, progress.report, output);
+    try {
+      // A remote job checked after its time limit (a check that was due late, or a restart): time out now rather
+      // than on a timer that a quick check would outrun.
+      if (clock.now() >= deadline) abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`));
+      if (abort.aborted) throw abort.reason;
+      if (!remote) {
+        // Its own model, then its fallbacks while one fails retryably or its provider is unavailable (fallbacks.ts).
+        const { value, served } = await this.calls.generate(run, ctx);
+        progress.stop();
+        // Every delta and preview reported is in the log before the completion that follows it.
+        await output.flush();
+        output.stop();
+        await this.results.finish(run, value, served.fallback ? served : undefined);
+        return;
+      }
+      const step = await this.remote.step(run, ctx, async () => {
+        await progress.flush();
+        await output.flush();
+      });
+      if (!step) return;
+      progress.stop();
+      await output.flush();
+      output.stop();
+      if ('error' in step) throw step.error;
+      await this.results.finish(run, step.output);
+    } catch (err) {
+      progress.stop();
+      output.stop();
+      await this.failed(run, err, remote);
+    } finally {
+      progress.stop();
+      output.stop();
+      clock.clearTimeout(timeout);
+      this.leases.release(rec.id);
+    }
+  }
+
+  /** What the run's failure was, told to the Lifecycle (which decides its code and fee). */
+  private async failed(run: Run, err: unknown, remote: boolean): Promise<void> {
+    const { rec, model, abort, log } = run;
+    const reason: unknown = abort.aborted ? abort.reason : undefined;
+    if (reason instanceof TimeoutAbort) {
+      const publicMessage = `The generation took longer than ${Math.round(model.timeoutMs / 1000)} s.`;
+      const failed = await this.lifecycle.failClaimed(rec, { cause: 'timeout', publicMessage, reason: reason.message });
+      if (failed !== null && remote && run.handle !== undefined) await this.remote.cancelUpstream(run);
+      return;
+    }
+    if (abort.aborted) {
+      // Cancelled (the canceller already failed it), shutting down or lease lost: an unfinished generation is
+      // retried by recovery once its lease expires.
+      log.info({ reason: reason instanceof Error ? reason.message : String(reason) }, 'generation run aborted');
+      return;
+    }
+    if (!(err instanceof ProviderError)) log.error({ err: asError(err) }, 'provider threw an unexpected error');
+    // Only a ProviderError's own publicMessage reaches the owner; anything else gets the generic sentence.
+    await this.lifecycle.failClaimed(rec, {
+      cause: err instanceof StorageUnavailable ? 'storage_unavailable' : 'provider_failed',
+      ...(err instanceof ProviderError ? { providerCode: err.code } : {}),
+      ...(err instanceof ProviderError && err.publicMessage !== undefined ? { publicMessage: err.publicMessage } : {}),
+      reason: err instanceof Error ? err.message : String(err),
+    });
+  }
+}

@@ -1,0 +1,76 @@
+import { SpanKind } from '@opentelemetry/api';
+import { inject, injectable } from 'tsyringe';
+import { ProviderError } from '../domain/errors.js';
+import type { RegisteredModel } from '../domain/registry.js';
+import type { GenerationRecord } from '../domain/types.js';
+import { asError } from '../logger.js';
+import type { GenerateProvider, GenerationOutput } from '../ports/provider.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { Telemetry } from '../telemetry.js';
+import { TOKENS } from '../tokens.js';
+import { type Candidate, Fallbacks } from './fallbacks.js';
+import { sleep, type Run, type RunContext } from './run.js';
+
+/**
+ * Calling providers: each call in its own span, retried with exponential backoff while it fails retryably (up to
+ * the model's `maxAttempts`), and a local run moved on to the model's fallbacks (fallbacks.ts) when its own model
+ * keeps failing, each provider's circuit counting its failures.
+ */
+@injectable()
+export class ProviderCalls {
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(Fallbacks) private readonly fallbacks: Fallbacks,
+    @inject(Telemetry) private readonly telemetry: Telemetry,
+  ) {}
+
+  /** A local run: `generate` on its own model, then on its fallbacks in turn (see `Fallbacks.run`). */
+  generate(run: Run, ctx: RunContext): Promise<{ value: GenerationOutput; served: Candidate }> {
+    return this.fallbacks.run(
+      run.model,
+      run.rec.settings,
+      (c) => {
+        if (c.fallback) run.log.warn({ servedModelId: c.model.info.modelId }, 'running on a fallback model');
+        return this.withRetries(
+          () => this.call('generate', run.rec, () => (c.model.provider as GenerateProvider).generate({ model: c.model.definition, settings: c.settings }, ctx)),
+          c.model,
+          run,
+          true,
+        );
+      },
+      () => run.abort.aborted,
+    );
+  }
+
+  /** One call of a provider, in its own span (a client span: the provider's HTTP requests carry its traceparent). */
+  call<T>(op: 'generate' | 'start' | 'check', rec: GenerationRecord, fn: () => Promise<T>): Promise<T> {
+    return this.telemetry.inSpan(`genservice.provider.${op}`, { 'genservice.generation_id': rec.id, 'genservice.model': rec.modelId }, fn, undefined, SpanKind.CLIENT);
+  }
+
+  /**
+   * Calls `fn`, again with exponential backoff while it throws a retryable ProviderError, up to the model's
+   * maxAttempts. Throws the last error, or the abort reason once the run is aborted. `provider`: `fn` is the model's
+   * provider (its circuit counts the outcome).
+   */
+  async withRetries<T>(fn: () => Promise<T>, model: RegisteredModel, run: Pick<Run, 'abort' | 'log'>, provider = false): Promise<T> {
+    const { abort, log } = run;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const out = await fn();
+        if (abort.aborted) throw abort.reason;
+        if (provider) this.fallbacks.succeeded(model);
+        return out;
+      } catch (err) {
+        if (abort.aborted) throw abort.reason;
+        const retryable = err instanceof ProviderError && err.retryable;
+        // The provider's circuit counts its retryable failures (a blob store's outage is not the provider's).
+        if (provider && retryable) this.fallbacks.failed(model);
+        if (!retryable || attempt >= model.maxAttempts) throw err;
+        const delay = Math.min(this.options.runner.retryMaxDelayMs, this.options.runner.retryBaseDelayMs * 2 ** (attempt - 1));
+        log.warn({ err: asError(err), retryInMs: delay }, 'provider failed; retrying');
+        await sleep(this.options.clock, delay, abort);
+        if (abort.aborted) throw abort.reason;
+      }
+    }
+  }
+}

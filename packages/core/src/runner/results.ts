@@ -1,0 +1,106 @@
+import { inject, injectable } from 'tsyringe';
+import { UnavailableError } from '../domain/errors.js';
+import { Lifecycle } from '../lifecycle/lifecycle.js';
+import { asError } from '../logger.js';
+import type { BlobStore } from '../ports/blob.js';
+import type { GenerationContext, GenerationOutput } from '../ports/provider.js';
+import { Telemetry } from '../telemetry.js';
+import { TOKENS } from '../tokens.js';
+import type { Candidate } from './fallbacks.js';
+import type { OutputSink } from './output-stream.js';
+import { ProviderCalls } from './provider-calls.js';
+import { BadOutput, StorageUnavailable, type Run } from './run.js';
+
+/**
+ * What a run produces, kept: files a provider stores (`ctx.files`, previews), and its result, checked against the
+ * provider contract, stored, and handed to the Lifecycle's `complete` (which decides the charge). A result the
+ * Lifecycle refuses (the run lost its generation) is deleted again.
+ */
+@injectable()
+export class Results {
+  /** `ctx.files` of every run: one object for all of them. */
+  readonly files: GenerationContext['files'] = { put: (bytes, mimeType) => this.upload(bytes, mimeType) };
+
+  constructor(
+    @inject(Lifecycle) private readonly lifecycle: Lifecycle,
+    @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
+    @inject(ProviderCalls) private readonly calls: ProviderCalls,
+    @inject(Telemetry) private readonly telemetry: Telemetry,
+  ) {}
+
+  /** `blobs.put`, with an outage turned into a retryable failure (the runner's backoff applies). */
+  upload(bytes: Uint8Array, mimeType: string): Promise<string> {
+    return this.telemetry.inSpan('genservice.blob.put', { 'genservice.blob.bytes': bytes.byteLength, 'genservice.blob.mime_type': mimeType }, async () => {
+      try {
+        return await this.blobs.put(bytes, mimeType);
+      } catch (err) {
+        throw err instanceof UnavailableError ? new StorageUnavailable(err) : err;
+      }
+    });
+  }
+
+  /** Where a run's `ctx.output` writes: the log, and a preview's bytes to the blob store first. */
+  sink(id: string): OutputSink {
+    return {
+      text: (delta) => this.lifecycle.output(id, delta),
+      preview: async (bytes, mimeType) => {
+        const key = await this.upload(bytes, mimeType);
+        // Refused (the run lost its lease, or was cancelled): nobody will ever see or delete this file otherwise.
+        if (!(await this.lifecycle.preview(id, key, mimeType))) await this.blobs.delete(key);
+      },
+    };
+  }
+
+  /** Checks, stores and completes a run's result (`fallback`: the model that served it, when not its own). */
+  async finish(run: Run, output: GenerationOutput, fallback?: Candidate): Promise<void> {
+    const { rec, model, abort, log } = run;
+    let resultText: string | undefined;
+    let resultKey: string | undefined;
+    let stored = false;
+    try {
+      if (output.price !== undefined && !(typeof output.price === 'number' && Number.isFinite(output.price) && output.price >= 0)) {
+        throw new BadOutput(`the provider priced the result at ${String(output.price)}`);
+      }
+      if ('text' in output && typeof output.text === 'string') {
+        if (model.info.resultType !== 'text') throw new BadOutput(`a ${model.info.resultType} model returned text`);
+        resultText = output.text;
+      } else if ('bytes' in output && output.bytes instanceof Uint8Array) {
+        if (model.info.resultType === 'text') throw new BadOutput('a text model must return { text }');
+        const bytes = output.bytes;
+        const mimeType = output.mimeType;
+        try {
+          resultKey = await this.calls.withRetries(() => this.upload(bytes, mimeType), model, run);
+        } catch (err) {
+          if (!(err instanceof StorageUnavailable)) throw err;
+          // The model did its work and our storage failed it: the Lifecycle charges nothing for this cause.
+          log.error({ err }, 'the result could not be stored');
+          await this.lifecycle.failClaimed(rec, { cause: 'storage_unavailable', publicMessage: err.publicMessage, reason: err.message });
+          return;
+        }
+        stored = true;
+      } else if ('file' in output && typeof output.file === 'string') {
+        if (model.info.resultType === 'text') throw new BadOutput('a text model must return { text }');
+        resultKey = output.file;
+      } else {
+        throw new BadOutput('the provider returned no result');
+      }
+    } catch (err) {
+      // Aborted while the result was being stored: the run's own handler decides (cancelled, timed out, lease lost).
+      if (abort.aborted) throw err;
+      log.error({ err: asError(err) }, 'provider broke its contract');
+      await this.lifecycle.failClaimed(rec, { cause: 'bad_output', reason: err instanceof Error ? err.message : String(err) });
+      return;
+    }
+    const ok = await this.lifecycle.complete(rec, {
+      ...(output.price !== undefined ? { reportedPrice: output.price } : {}),
+      ...(fallback ? { servedBy: { model: fallback.model, settings: fallback.settings } } : {}),
+      ...(resultText !== undefined ? { resultText } : {}),
+      ...(resultKey !== undefined ? { resultKey } : {}),
+    });
+    if (!ok) {
+      // Another worker took over (our lease expired) or the generation was cancelled: our result is void.
+      log.warn({}, 'completion refused by the store; result discarded');
+      if (resultKey && stored) await this.blobs.delete(resultKey);
+    }
+  }
+}

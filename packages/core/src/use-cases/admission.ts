@@ -1,0 +1,99 @@
+import { inject, injectable } from 'tsyringe';
+import type { Metadata, ModelInfo, Settings, WebhookEventType } from '../domain/types.js';
+import { DomainError, type ErrorDetail } from '../domain/errors.js';
+import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
+import { checkLife } from '../domain/rules.js';
+import type { BatchItem } from '../lifecycle/creation.js';
+import type { Principal } from '../ports/api-keys.js';
+import type { Ledger } from '../ports/ledger.js';
+import type { ModelDefinition } from '../ports/provider.js';
+import { Webhooks } from '../push/webhooks.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
+import type { CreateGenerationInput, QuoteOptions } from './types.js';
+
+/** Whether a key's model allow-list lets it use `modelId` (no key, or no list: every model). */
+export function keyAllows(key: Principal | undefined, modelId: string): boolean {
+  return key?.models === undefined || key.models.includes(modelId);
+}
+
+/** One request of a batch, as the client sent it (its shape already checked). */
+export interface BatchRequestItem {
+  modelId: string;
+  settings?: Settings;
+  metadata?: Metadata;
+}
+
+/**
+ * What a user may ask for and what it costs, checked before anything is reserved: the models (within a key's
+ * allow-list), a create's settings, price and life, its webhook, and a batch's requests (each named by its index);
+ * quotes and the balance they are read against.
+ */
+@injectable()
+export class Admission {
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(ModelRegistry) private readonly registry: ModelRegistry,
+    @inject(Webhooks) private readonly webhooks: Webhooks,
+    @inject(TOKENS.Ledger) private readonly ledger: Ledger,
+  ) {}
+
+  listModels(): ModelInfo[] {
+    return this.registry.list;
+  }
+
+  getModel(modelId: string): ModelDefinition | undefined {
+    return this.registry.get(modelId)?.definition;
+  }
+
+  /** The model, checked settings and price of a create (a batch's items are priced the same way); throws the 404 / 400 a create would. */
+  priced(input: CreateGenerationInput, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
+    // A model outside the key's allow-list answers exactly as a missing one: the key cannot tell them apart.
+    const model = keyAllows(key, input.modelId) ? this.registry.get(input.modelId) : undefined;
+    if (!model) throw new DomainError('model_not_found', `Model "${input.modelId}" is not found or is unavailable.`);
+    const checked = model.validate(input.settings ?? {});
+    if (!checked.ok) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: checked.details });
+    checkLife(input.expiresAfterSeconds, this.options.retention);
+    return { model, settings: checked.value, price: this.registry.priceOf(model, checked.value) };
+  }
+
+  /** A create's webhook, checked (throws invalid_request naming the field), with its events. */
+  webhook(webhook: { url: string; events?: WebhookEventType[] }): Promise<{ url: string; events: WebhookEventType[] }> {
+    return this.webhooks.check(webhook);
+  }
+
+  async quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<{ price: number; balance: number }> {
+    const { price } = this.priced(input, options.key);
+    if (input.webhook) await this.webhooks.check(input.webhook);
+    return { price, balance: await this.ledger.balance(userId) };
+  }
+
+  balance(userId: string): Promise<number> {
+    return this.ledger.balance(userId);
+  }
+
+  /**
+   * A batch's requests, every one validated before anything is reserved: one bad request refuses the whole batch with
+   * a 400 that names each bad one by its index (`requests[3]`, `requests[7].settings.prompt`).
+   */
+  batchItems(requests: readonly BatchRequestItem[], key?: Principal): BatchItem[] {
+    const details: ErrorDetail[] = [];
+    const items: BatchItem[] = [];
+    requests.forEach((req, i) => {
+      try {
+        const { settings, price } = this.priced(req, key);
+        items.push({ modelId: req.modelId, settings, price, ...(req.metadata !== undefined ? { metadata: req.metadata } : {}) });
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        if (err.code === 'invalid_settings' && err.details && err.details.length > 0) {
+          for (const d of err.details) details.push({ ...d, field: `requests[${i}].settings.${d.field}` });
+        } else details.push({ field: `requests[${i}].modelId`, code: 'invalid_value', message: `requests[${i}]: ${err.message}` });
+      }
+    });
+    if (details.length > 0) {
+      const bad = new Set(details.map((d) => /^requests\[(\d+)\]/.exec(d.field)?.[1])).size;
+      throw new DomainError('invalid_request', `${bad} of the ${requests.length} requests ${bad === 1 ? 'is' : 'are'} not valid; nothing was created.`, { details });
+    }
+    return items;
+  }
+}
