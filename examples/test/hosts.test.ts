@@ -71,6 +71,23 @@ describe.each(['express', 'fastify', 'koa'] as const)('%s-host', (kind) => {
     expect((await fetch(`${host.api}/v1/balance`, { headers: { authorization: `Bearer ${apiKey}` } })).status).toBe(401);
   });
 
+  it('serves the OpenAI-compatible surface (issue 39): an image in OpenAI\u2019s shape, its errors in OpenAI\u2019s', async () => {
+    const models = (await (await fetch(`${host.api}/openai/v1/models`, { headers: auth })).json()) as { object: string; data: Array<{ id: string }> };
+    expect(models.object).toBe('list');
+    expect(models.data.map((m) => m.id)).toContain('demo-image');
+    const image = await fetch(`${host.api}/openai/v1/images/generations`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'demo-image', prompt: 'a fox', size: '256x256' }),
+    });
+    expect(image.status).toBe(200);
+    const b64 = ((await image.json()) as { data: Array<{ b64_json: string }> }).data[0]!.b64_json;
+    expect([...Buffer.from(b64, 'base64').subarray(0, 4)]).toEqual([0x89, 0x50, 0x4e, 0x47]);
+    const noKey = await fetch(`${host.api}/openai/v1/models`);
+    expect(noKey.status).toBe(401);
+    expect(await noKey.json()).toMatchObject({ error: { code: 'invalid_api_key', type: 'invalid_request_error', param: null } });
+  });
+
   it('serves MCP at /api/mcp: the user\u2019s models as tools, a call answered and charged, a wrong key refused', async () => {
     const mcp = `${host.api}/mcp`;
     const post = (body: unknown, headers: Record<string, string>): Promise<Response> =>

@@ -318,6 +318,8 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     retention: config.retentionHours ? { finishedTtlMs: config.retentionHours * 3600_000 } : undefined,
     // The playground page at <mount>/playground (packages/playground).
     playground: true,
+    // OpenAI's SDKs as clients at <mount>/openai/v1 (docs/openai-compatible.md).
+    openai: { enabled: true },
     logger,
     // `<mount>/readyz` asks the store, the ledger and the queue (Redis) itself; the rate limits' Redis too.
     ...(metrics ? { telemetry: { meterProvider: metrics.meterProvider } } : {}),
@@ -388,6 +390,7 @@ export function announce(host: Host): void {
   console.log(`listening on ${host.config.publicUrl}`);
   console.log(`genservice API at ${host.config.publicUrl}${host.config.mountPath}/v1`);
   console.log(`playground at ${host.config.publicUrl}${host.config.mountPath}/playground/`);
+  console.log(`OpenAI-compatible API at ${host.config.publicUrl}${host.config.mountPath}/openai/v1`);
   console.log(`MCP endpoint at ${host.config.publicUrl}${host.config.mountPath}/mcp (docs/mcp.md)`);
   if (host.demoKey) console.log(`demo API key: ${host.demoKey}`);
 }

@@ -21,6 +21,7 @@ export type {
   Logger,
   ModelDefinition,
   ModelProvider,
+  OpenAiMapping,
   Principal,
   RemoteJobProvider,
   RemoteJobStatus,

@@ -171,6 +171,7 @@ export const optionsSchema = z.strictObject({
     })
     .refine((w) => (w.leaseMs ?? 60_000) > (w.timeoutMs ?? 15_000), { message: 'leaseMs must exceed timeoutMs', path: ['leaseMs'] })
     .optional(),
+  openai: z.strictObject({ enabled: z.boolean().optional(), maxWaitSeconds: positiveInt.max(3600).optional() }).optional(),
   // The SQL store packages document spreading their result into the options: these keys are the host's, not ours.
   db: z.unknown().optional(),
   close: z.unknown().optional(),
@@ -262,6 +263,14 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       pollIntervalMs: options.webhooks?.pollIntervalMs ?? 1000,
       rotationOverlapMs: options.webhooks?.rotationOverlapMs ?? 24 * 3600_000,
     },
+    ...(options.openai?.enabled
+      ? {
+          openai: {
+            maxWaitSeconds: options.openai.maxWaitSeconds ?? 120,
+            videoModels: new Set(options.providers.flatMap((p) => p.models).filter((m) => m.resultType === 'video').map((m) => m.modelId)),
+          },
+        }
+      : {}),
     health: { timeoutMs: options.health?.timeoutMs ?? 2000, checks: options.health?.checks ?? {} },
     telemetry: { ...options.telemetry },
     push: {

@@ -194,6 +194,21 @@ export interface WebhookOptions {
   rotationOverlapMs?: number;
 }
 
+/**
+ * The OpenAI-compatible surface at `<mount>/openai/v1/...` (docs/openai-compatible.md): OpenAI's models, images,
+ * videos and speech shapes over the same generations, keys, budgets and webhooks.
+ */
+export interface OpenAiOptions {
+  /** Serve the surface. Default false: its paths answer 404, as if they did not exist. */
+  enabled?: boolean;
+  /**
+   * Longest time, in seconds, a request that answers when its generation finishes (`POST /images/generations`,
+   * `/images/edits`, `/audio/speech`) is held. Past it the answer is `408` (the generation goes on: repeat the request
+   * with the same `Idempotency-Key` to wait for it again). Default 120, at most 3600.
+   */
+  maxWaitSeconds?: number;
+}
+
 export interface AdminOptions {
   /**
    * The admin keys, each a string of at least 32 characters, or `{ key, name }`: the name is the actor the audit log
@@ -278,6 +293,8 @@ export interface GenerationServiceOptions {
    */
   admin?: AdminOptions;
   webhooks?: WebhookOptions;
+  /** The OpenAI-compatible surface (`<mount>/openai/v1`): off unless `enabled`. */
+  openai?: OpenAiOptions;
   /** `<mount>/readyz`: its time limit and the host's own checks. */
   health?: HealthOptions;
   /** Where metrics and spans go (default: the global OpenTelemetry API, a no-op until the host registers an SDK). */

@@ -10,6 +10,8 @@ export interface RequestContext {
   generationId?: string;
   /** The route template the request matched (`/v1/generations/{id}`), for the request metric. Internal. */
   route?: string;
+  /** The error shape of the matched route (`errorShape` of the route table; internal): `openai` on that surface. */
+  errorShape?: 'native' | 'openai';
   /** The client's `traceparent` as a parent context (internal): the create's span continues it. */
   traceContext?: Context;
 }

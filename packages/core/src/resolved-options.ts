@@ -42,5 +42,7 @@ export interface ResolvedServiceOptions {
   };
   telemetry: TelemetryOptions;
   health: { timeoutMs: number; checks: Record<string, () => unknown> };
+  /** The OpenAI-compatible surface, when enabled: the hold limit, and the video models (their `video.*` webhooks). */
+  openai?: { maxWaitSeconds: number; videoModels: ReadonlySet<string> };
   webhooks: Required<Omit<WebhookOptions, 'endpoints'>> & Pick<WebhookOptions, 'endpoints'>;
 }

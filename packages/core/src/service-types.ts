@@ -52,6 +52,11 @@ export interface GenerationService extends GenerationUseCases {
   sweep(): Promise<number>;
   /** Largest request body in bytes (limits.bodyBytes); adapters stop reading beyond it. */
   readonly bodyLimit: number;
+  /**
+   * Whether the OpenAI-compatible surface is on (`options.openai.enabled`): adapters hand `<mount>/openai/v1/...` to
+   * `handle` only then (`isApiPath(path, service)`), so a host's own routes there stay the host's otherwise.
+   */
+  readonly servesOpenAi?: boolean;
   /** How long a request body may take to arrive (limits.bodyTimeoutMs); adapters stop reading after it. */
   readonly bodyTimeoutMs: number;
 }

@@ -77,6 +77,12 @@ import type {
 import { Telemetry } from './telemetry.js';
 import { TOKENS } from './tokens.js';
 import { Views, type GenerationItem } from './use-cases/views.js';
+import { OpenAi } from './openai/openai.js';
+import { OpenAiImages } from './openai/images.js';
+import { OpenAiJobs } from './openai/jobs.js';
+import { OpenAiFiles } from './openai/uploads.js';
+import { OpenAiSpeech } from './openai/speech.js';
+import { OpenAiVideos } from './openai/videos.js';
 
 /**
  * The service object a host holds. Each method is one module's: the use cases are `Generations`', `handle` the HTTP
@@ -98,6 +104,10 @@ export class GenerationServiceImpl implements GenerationService {
 
   get bodyTimeoutMs(): number {
     return this.http.bodyTimeoutMs;
+  }
+
+  get servesOpenAi(): boolean {
+    return this.http.servesOpenAi;
   }
 
   listModels(): ModelInfo[] {
@@ -260,6 +270,13 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Generations,
     Batches,
     Accounts,
+    // openai/: the OpenAI-compatible surface (docs/openai-compatible.md)
+    OpenAiFiles,
+    OpenAiJobs,
+    OpenAiImages,
+    OpenAiVideos,
+    OpenAiSpeech,
+    OpenAi,
   ]) {
     c.registerSingleton(cls as unknown as new () => object);
   }
@@ -277,6 +294,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
         live: r.resolve(LiveStatus),
         webhooks: r.resolve(Webhooks),
         views: r.resolve(Views),
+        openai: r.resolve(OpenAi),
         files: r.resolve(FilesRoute),
         health: r.resolve(HealthRoute),
         playground: r.resolve(PlaygroundRoute),

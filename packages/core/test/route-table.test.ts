@@ -32,6 +32,17 @@ describe('the route table', () => {
       cancelBatch: 'generate',
       balance: 'read',
       usage: 'read',
+      // The OpenAI-compatible surface (issue 39): the same rule.
+      openaiModels: 'read',
+      openaiModel: 'read',
+      openaiImages: 'generate',
+      openaiImageEdits: 'generate',
+      openaiCreateVideo: 'generate',
+      openaiListVideos: 'read',
+      openaiGetVideo: 'read',
+      openaiDeleteVideo: 'generate',
+      openaiVideoContent: 'read',
+      openaiSpeech: 'generate',
     });
   });
 
@@ -44,6 +55,10 @@ describe('the route table', () => {
       ['create', 'create'],
       ['events', 'stream'],
       ['createBatch', 'create'],
+      ['openaiImages', 'create'],
+      ['openaiImageEdits', 'create'],
+      ['openaiCreateVideo', 'create'],
+      ['openaiSpeech', 'create'],
     ]);
     const polled = classOf({ prefer: 'wait=5' });
     expect(Object.entries(polled).filter(([, c]) => c !== 'read')).toEqual([
@@ -52,6 +67,11 @@ describe('the route table', () => {
       ['details', 'stream'],
       ['events', 'stream'],
       ['createBatch', 'create'],
+      ['openaiImages', 'create'],
+      ['openaiImageEdits', 'create'],
+      ['openaiCreateVideo', 'create'],
+      ['openaiGetVideo', 'stream'],
+      ['openaiSpeech', 'create'],
     ]);
   });
 

@@ -43,13 +43,13 @@ export function genserviceRouter(service: GenerationService, options: Genservice
   const limits = bodyLimitsOf(service, options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes);
   const router = express.Router();
   router.use((req, res, next) => {
-    if (isApiPath(req.path)) answer(service, limits, req, res, next, { value: req.body });
+    if (isApiPath(req.path, service)) answer(service, limits, req, res, next, { value: req.body });
     else next();
   });
   if (options.notFound) router.use((req, res, next) => answer(service, limits, req, res, next, { raw: Buffer.alloc(0) }));
 
   const hostParserErrors: ErrorRequestHandler = (err: unknown, req, res, next) => {
-    if (!isCoreAnsweredError(err, req.headers) || !isApiPath(req.path) || res.headersSent) {
+    if (!isCoreAnsweredError(err, req.headers) || !isApiPath(req.path, service) || res.headersSent) {
       next(err);
       return;
     }

@@ -32,7 +32,8 @@ export const genservicePlugin: FastifyPluginAsync<GenservicePluginOptions> = asy
     readRawBody(payload, mount.limits.bytes, request.headers['content-length'], mount.limits.timeoutMs).then((raw) => done(null, { raw } satisfies HostBody), done);
   });
   const handler = (request: FastifyRequest, reply: FastifyReply): void => answer(mount, request, reply, pathBelow(request, mount.prefix));
-  for (const path of ['/v1', '/v1/*', '/playground', '/playground/*', '/healthz', '/readyz']) app.all(path, handler);
+  const paths = ['/v1', '/v1/*', '/playground', '/playground/*', '/healthz', '/readyz', ...(service.servesOpenAi ? ['/openai/v1', '/openai/v1/*'] : [])];
+  for (const path of paths) app.all(path, handler);
   // Paths under a (non-root) prefix that no route serves get genservice's JSON 404, as on every adapter.
   if (mount.prefix !== '') app.setNotFoundHandler(handler);
 };
@@ -96,5 +97,6 @@ function pathBelow(request: FastifyRequest, prefix: string): string {
   if (request.url.startsWith(prefix)) return request.url.slice(prefix.length);
   const q = request.url.indexOf('?');
   const rest = (request.params as Record<string, string | undefined>)['*'];
-  return `${request.routeOptions.url?.includes('/playground') ? '/playground' : '/v1'}${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : request.url.slice(q)}`;
+  const url = request.routeOptions.url ?? '';
+  return `${url.includes('/playground') ? '/playground' : url.includes('/openai/v1') ? '/openai/v1' : '/v1'}${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : request.url.slice(q)}`;
 }

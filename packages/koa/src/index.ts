@@ -32,10 +32,10 @@ export interface GenserviceMiddlewareOptions {
 const PARSER_ERROR = Symbol.for('@genservice/koa:bodyParserError');
 
 /** The path below `prefix` (ctx.url: still percent-encoded, query included) when it is one of the API's, else null. */
-function apiPathOf(url: string, prefix: string): string | null {
+function apiPathOf(url: string, prefix: string, service?: GenerationService): string | null {
   const q = url.indexOf('?');
   const pathname = q === -1 ? url : url.slice(0, q);
-  if (!pathname.startsWith(prefix) || !isApiPath(pathname.slice(prefix.length))) return null;
+  if (!pathname.startsWith(prefix) || !isApiPath(pathname.slice(prefix.length), service)) return null;
   return url.slice(prefix.length);
 }
 
@@ -45,7 +45,7 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
   const prefix = normalizePrefix(options.prefix);
   const limits = bodyLimitsOf(service, options.bodyLimit ?? service.bodyLimit ?? DEFAULT_LIMITS.bodyBytes);
   return async function genservice(ctx: Context, next: Next): Promise<void> {
-    let path = apiPathOf(ctx.url, prefix);
+    let path = apiPathOf(ctx.url, prefix, service);
     // What a body parser that ran first made of the body (@koa/bodyparser keeps the text it parsed), or its error.
     const state = ctx.state as Record<symbol, unknown>;
     const parsed = ctx.request as { rawBody?: unknown; body?: unknown };
@@ -76,10 +76,10 @@ export function genserviceMiddleware(service: GenerationService, options: Genser
 }
 
 /** For `@koa/bodyparser`'s `onError`: a body it rejects on an API path goes to genservice; elsewhere the error is rethrown. */
-export function onBodyParserError(options: { prefix?: string } = {}): (err: Error, ctx: Context) => void {
+export function onBodyParserError(options: { prefix?: string; service?: GenerationService } = {}): (err: Error, ctx: Context) => void {
   const prefix = normalizePrefix(options.prefix);
   return (err, ctx) => {
-    if (apiPathOf(ctx.url, prefix) === null) throw err;
+    if (apiPathOf(ctx.url, prefix, options.service) === null) throw err;
     (ctx.state as Record<symbol, unknown>)[PARSER_ERROR] = err;
   };
 }

@@ -15,9 +15,9 @@ export function isPreflight(req: HttpRequest, method: string): boolean {
 }
 
 /** The answer to a CORS preflight for a known route. */
-export function preflight(cors: Cors, req: HttpRequest, origin: string): HttpResponse {
+export function preflight(cors: Cors, req: HttpRequest, origin: string, options?: ResolvedServiceOptions): HttpResponse {
   const q = req.path.indexOf('?');
-  const methods = allowedMethods(q === -1 ? req.path : req.path.slice(0, q));
+  const methods = allowedMethods(q === -1 ? req.path : req.path.slice(0, q), options);
   if (!methods) return fail('not_found', 'No such endpoint.');
   if (!allowedOrigin(cors, origin)) return { status: 204, headers: { vary: 'Origin' }, body: '' };
   return {

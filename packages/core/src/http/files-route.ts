@@ -25,4 +25,14 @@ export class FilesRoute {
     const res = await fileResponse(this.blobs, key, Number(exp), header(req, 'range'), this.clock.now());
     return res ?? fail('not_found', 'File not found.');
   }
+
+  /**
+   * A file its caller may read (checked by the route: its own generation's), answered as the files route answers a
+   * link, Range included; `ttlSeconds` is how long a cache or a store's redirect may keep it.
+   */
+  async serveKey(req: HttpRequest, key: string, ttlSeconds: number): Promise<HttpResponse> {
+    const now = this.clock.now();
+    const res = await fileResponse(this.blobs, key, Math.floor(now / 1000) + ttlSeconds, header(req, 'range'), now);
+    return res ?? fail('not_found', 'File not found.');
+  }
 }

@@ -14,7 +14,8 @@ import { headOf, isPreflight, preflight, withCors } from './cors.js';
 import type { RateLimitClass } from './rate-limits.js';
 import { Refusal, fail, header } from './respond.js';
 import { type AdminRoute, type Answer, ROUTE_SERVICES, type RouteServices, type UserRoute } from './route.js';
-import { matchRoute, type RouteMatch } from './routes.js';
+import { openAiAnswer } from './openai-errors.js';
+import { errorShapeOf, matchRoute, type RouteMatch } from './routes.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
 /** A path's id goes into the log context only when it looks like one (a hostile path stays out of the logs). */
@@ -44,6 +45,11 @@ export class HttpHandler {
     return this.options.limits.bodyBytes;
   }
 
+  /** Whether the OpenAI-compatible surface is served (`options.openai`). */
+  get servesOpenAi(): boolean {
+    return this.options.openai !== undefined;
+  }
+
   /** How long a request body may take to arrive: adapters stop reading after it. */
   get bodyTimeoutMs(): number {
     return this.options.limits.bodyTimeoutMs;
@@ -65,6 +71,8 @@ export class HttpHandler {
 
   private finish(ctx: RequestContext, res: HttpResponse): HttpResponse {
     this.telemetry.httpRequest(ctx.route ?? 'unmatched', res.status);
+    // Every error of a route of the OpenAI surface, whoever decided it, is rendered in OpenAI's shape here.
+    if (ctx.errorShape === 'openai' && res.status >= 400) res = openAiAnswer(res);
     // Copied with Object.assign, then the id set: a spread with a property after it takes V8's slow path (bench/notes.md).
     const headers: Record<string, string> = Object.assign({}, res.headers);
     headers['x-request-id'] = ctx.requestId!;
@@ -91,7 +99,7 @@ export class HttpHandler {
     let res: HttpResponse;
     if (cors && origin !== undefined && isPreflight(req, method)) {
       try {
-        res = preflight(cors, req, origin);
+        res = preflight(cors, req, origin, this.options);
       } catch (err) {
         res = this.fromError(err);
       }
@@ -137,9 +145,13 @@ export class HttpHandler {
     const q = req.path.indexOf('?');
     const path = q === -1 ? req.path : req.path.slice(0, q);
     const query = q === -1 ? '' : req.path.slice(q + 1);
-    const match = matchRoute(req.method.toUpperCase(), path);
-    if (!('entry' in match)) return match;
+    const match = matchRoute(req.method.toUpperCase(), path, this.options);
+    if (!('entry' in match)) {
+      if (this.options.openai !== undefined) ctx.errorShape = errorShapeOf(path, this.options);
+      return match;
+    }
     ctx.route = match.template;
+    if (match.entry.errorShape !== undefined) ctx.errorShape = match.entry.errorShape;
     // Only a log line reads the generation id.
     const id = match.id;
     if (typeof id === 'string' && contextRead() && GENERATION_ID.test(id)) ctx.generationId = id;

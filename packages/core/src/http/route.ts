@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { ModelRegistry } from '../domain/registry.js';
 import type { Json } from '../openapi/common.js';
+import type { OpenAi } from '../openai/openai.js';
 import type { Accounts } from '../use-cases/accounts.js';
 import type { Batches } from '../use-cases/batches.js';
 import type { Generations } from '../use-cases/generations.js';
@@ -115,6 +116,8 @@ export interface RouteServices {
   readonly live: LiveStatus;
   readonly webhooks: Webhooks;
   readonly views: Views;
+  /** The OpenAI-compatible surface's use cases (its entries are served only with `options.openai`). */
+  readonly openai: OpenAi;
   readonly files: FilesRoute;
   readonly health: HealthRoute;
   readonly playground: PlaygroundRoute;
@@ -147,6 +150,17 @@ interface RouteBase<B, Q> {
   errors?: readonly number[];
   /** In the OpenAPI document when given (every `/v1/` route has one). */
   doc?: OperationDoc;
+  /**
+   * The shape of every error this route answers (its own, its body's and query's refusals, 401, 403, 429, 404 and 405
+   * of its path): `native` (the contract's `{error: {code, message, details?}}`, the default) or `openai` (OpenAI's
+   * `{error: {message, type, param, code}}`, same statuses). Rendered in one place, the handler's last step.
+   */
+  errorShape?: 'native' | 'openai';
+  /**
+   * Served only when this says so (an optional surface): otherwise its path answers exactly as a path that is no
+   * route (404). Every entry of one path must say the same.
+   */
+  servedWhen?: (options: ResolvedServiceOptions) => boolean;
 }
 
 /** A route for a user's API key: it needs `scope`, and counts against the `rate` class. */

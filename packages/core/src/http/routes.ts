@@ -1,6 +1,7 @@
 import { fail } from './respond.js';
 import { pathParamNames, type RouteEntry } from './route.js';
 import { ROUTE_TABLE } from './route-table/index.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
 import type { HttpResponse } from './types.js';
 
 /** The dispatcher's view of the route table: one pattern per path, its methods, and the names of its segments. */
@@ -11,6 +12,10 @@ interface PathRoutes {
   methods: Record<string, RouteEntry>;
   /** What a 405 of this path answers in Allow (GET brings HEAD), in the table's order. */
   allow: string[];
+  /** Its entries' `servedWhen`: without it the path is served always. */
+  servedWhen?: RouteEntry['servedWhen'];
+  /** Its entries' error shape. */
+  errorShape: 'native' | 'openai';
 }
 
 /** The route a request matched: its entry, its path template, and each `{name}` segment of the path as it came. */
@@ -34,8 +39,12 @@ function compile(table: readonly RouteEntry[]): PathRoutes[] {
   for (const entry of table) {
     let path = byPath.get(entry.path);
     if (path === undefined) {
-      path = { template: entry.path, pattern: entry.pattern ?? patternOf(entry.path, entry.exact === true), params: pathParamNames(entry.path), methods: {}, allow: [] };
+      path = { template: entry.path, pattern: entry.pattern ?? patternOf(entry.path, entry.exact === true), params: pathParamNames(entry.path), methods: {}, allow: [], errorShape: entry.errorShape ?? 'native' };
+      if (entry.servedWhen) path.servedWhen = entry.servedWhen;
       byPath.set(entry.path, path);
+    }
+    if (path.servedWhen !== entry.servedWhen || path.errorShape !== (entry.errorShape ?? 'native')) {
+      throw new Error(`route ${entry.method} ${entry.path}: every entry of a path must have the same servedWhen and errorShape`);
     }
     // Mistakes in the table show at once, when the module loads.
     if (path.methods[entry.method]) throw new Error(`the route table declares ${entry.method} ${entry.path} twice`);
@@ -54,14 +63,26 @@ const PATHS = compile(ROUTE_TABLE);
 /** Every `METHOD /path/{param}` of the API (`/v1/...`); the OpenAPI test checks the document lists exactly these. */
 export const SERVED_ROUTES: readonly string[] = ROUTE_TABLE.filter((r) => r.path.startsWith('/v1/')).map((r) => `${r.method} ${r.path}`);
 
-/** The methods a path answers (GET brings HEAD); undefined for a path that is no endpoint. */
-export function allowedMethods(path: string): readonly string[] | undefined {
-  return PATHS.find((p) => p.pattern.test(path))?.allow;
+/** The methods a path answers (GET brings HEAD); undefined for a path that is no endpoint (or not served with `options`). */
+export function allowedMethods(path: string, options?: ResolvedServiceOptions): readonly string[] | undefined {
+  return PATHS.find((p) => (p.servedWhen === undefined || (options !== undefined && p.servedWhen(options))) && p.pattern.test(path))?.allow;
 }
 
-/** The route of a method and path (query string removed); the 404 or 405 answer when there is none. */
-export function matchRoute(method: string, path: string): RouteMatch | HttpResponse {
+/**
+ * The error shape of a path that matched no route: that of the optional surface whose paths it is under, when served
+ * (`/openai/v1/nope` answers OpenAI's 404), else the native one.
+ */
+export function errorShapeOf(path: string, options: ResolvedServiceOptions): 'native' | 'openai' {
+  return options.openai !== undefined && (path === '/openai/v1' || path.startsWith('/openai/v1/')) ? 'openai' : 'native';
+}
+
+/**
+ * The route of a method and path (query string removed); the 404 or 405 answer when there is none. A path whose
+ * entries are not served with `options` (`servedWhen`) is no route; without `options`, neither is any such path.
+ */
+export function matchRoute(method: string, path: string, options?: ResolvedServiceOptions): RouteMatch | HttpResponse {
   for (const p of PATHS) {
+    if (p.servedWhen !== undefined && (options === undefined || !p.servedWhen(options))) continue;
     const m = p.pattern.exec(path);
     if (!m) continue;
     const entry = p.methods[method];

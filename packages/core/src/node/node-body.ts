@@ -132,12 +132,14 @@ function hasNoBodyByHeaders(stream: Readable): boolean {
 }
 
 /**
- * Which paths below the mount point the service answers: `/v1` and below, the playground page (`/playground`), and
- * the health checks (`/healthz`, `/readyz`). Everything else is left to the host, so mounting at the root does not
+ * Which paths below the mount point the service answers: `/v1` and below, the playground page (`/playground`), the
+ * health checks (`/healthz`, `/readyz`), and `/openai/v1` and below when the service serves the OpenAI-compatible
+ * surface (pass the service: `isApiPath(path, service)`). Everything else is left to the host, so mounting at the root does not
  * swallow its own routes.
  */
-export function isApiPath(pathname: string): boolean {
+export function isApiPath(pathname: string, service?: { readonly servesOpenAi?: boolean }): boolean {
   return (
+    (service?.servesOpenAi === true && (pathname === '/openai/v1' || pathname.startsWith('/openai/v1/'))) ||
     pathname === '/v1' ||
     pathname.startsWith('/v1/') ||
     pathname === '/playground' ||

@@ -5,12 +5,14 @@ import { isApiPath } from './node-body.js';
  * The mount points of the API on one server, for a framework hook that runs before (or outside) every mount, such as
  * Fastify's `frameworkErrors`: which mount a URL belongs to, and the path below it.
  */
-export class ApiMounts<M extends { prefix: string }> {
-  private static readonly byServer = new WeakMap<object, ApiMounts<{ prefix: string }>>();
+type Mount = { prefix: string; service?: { readonly servesOpenAi?: boolean } };
+
+export class ApiMounts<M extends Mount> {
+  private static readonly byServer = new WeakMap<object, ApiMounts<Mount>>();
   private mounts: M[] = [];
 
   /** The mounts of one server (any object standing for it, e.g. Node's `http.Server`): one list per server. */
-  static of<M extends { prefix: string }>(server: object): ApiMounts<M> {
+  static of<M extends Mount>(server: object): ApiMounts<M> {
     let mounts = ApiMounts.byServer.get(server);
     if (mounts === undefined) ApiMounts.byServer.set(server, (mounts = new ApiMounts()));
     return mounts as unknown as ApiMounts<M>;
@@ -25,7 +27,7 @@ export class ApiMounts<M extends { prefix: string }> {
   find(url: string): { mount: M; path: string } | undefined {
     const q = url.indexOf('?');
     const pathname = q === -1 ? url : url.slice(0, q);
-    const mount = this.mounts.find((m) => pathname.startsWith(m.prefix) && isApiPath(pathname.slice(m.prefix.length)));
+    const mount = this.mounts.find((m) => pathname.startsWith(m.prefix) && isApiPath(pathname.slice(m.prefix.length), m.service));
     return mount && { mount, path: url.slice(mount.prefix.length) };
   }
 }

@@ -85,6 +85,19 @@ export interface ModelDefinition extends ModelInfo {
    * reports), never more than was reserved for this model; its details name the model that served it.
    */
   fallbacks?: string[];
+  /**
+   * How OpenAI's request fields reach this model's settings on the OpenAI-compatible surface (`<mount>/openai/v1`,
+   * docs/openai-compatible.md). A field goes to the setting of the same name unless `params` names another:
+   * `{ params: { seconds: 'duration', input: 'prompt', voice: 'instrument' } }`. The uploaded `image` of an image
+   * edit (and a video's `input_reference`) goes to the first `image` setting unless `params` names one.
+   */
+  openai?: OpenAiMapping;
+}
+
+/** A model's mapping of OpenAI's request fields to its settings (`ModelDefinition.openai`). */
+export interface OpenAiMapping {
+  /** OpenAI field name -> setting name, for fields whose setting has another name. */
+  params?: Record<string, string>;
 }
 
 /**

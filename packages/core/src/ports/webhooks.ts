@@ -2,10 +2,17 @@ import type { WebhookEventType } from '../domain/types.js';
 
 export type { WebhookEventType };
 
+/**
+ * The events of the OpenAI-compatible surface (docs/openai-compatible.md): a video generation finished, in OpenAI's
+ * event shape. Sent to a user's default endpoints (`webhooks.endpoints`) that list them.
+ */
+export type OpenAiWebhookEventType = 'video.completed' | 'video.failed';
+
 /** Where and what to deliver: one per generation (given at create) or the host's default endpoints of a user. */
 export interface WebhookEndpoint {
   url: string;
-  events: WebhookEventType[];
+  /** A generation's own webhook takes `generation.*` events only; a default endpoint may also list `video.*`. */
+  events: Array<WebhookEventType | OpenAiWebhookEventType>;
 }
 
 /** A user's signing secrets: the current one, and during a rotation's overlap the previous one too. */
@@ -25,8 +32,8 @@ export interface NewDelivery {
   ownerId: string;
   /** The `seq` of the generation's event this message is about. */
   seq: number;
-  /** A generation's event, or `batch.completed` (then `generationId` is the batch's id). */
-  type: WebhookEventType | 'batch.completed';
+  /** A generation's event, `batch.completed` (then `generationId` is the batch's id), or an OpenAI `video.*` event. */
+  type: WebhookEventType | 'batch.completed' | OpenAiWebhookEventType;
   url: string;
   /** The JSON body, exactly as it is sent (and signed) on every attempt. */
   payload: string;

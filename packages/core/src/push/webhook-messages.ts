@@ -28,7 +28,7 @@ export type WebhookUrlCheck = (url: string) => Promise<void>;
 
 export interface DeliveryView {
   id: string;
-  type: WebhookEventType | 'batch.completed';
+  type: NewDelivery['type'];
   url: string;
   state: Delivery['state'];
   attempts: Array<{ at: string; status?: number; error?: string; durationMs: number }>;

@@ -9,6 +9,7 @@ import { TOKENS } from '../tokens.js';
 import { Views } from '../use-cases/views.js';
 import { outboxEntries } from './webhook-messages.js';
 import { WebhookSender } from './webhook-sender.js';
+import { openAiVideoDeliveries } from '../openai/video-webhooks.js';
 
 const CURSOR = 'webhooks';
 const PAGE = 500;
@@ -61,6 +62,7 @@ export class WebhookOutbox {
       const rec = records.get(e.generationId);
       if (!rec) continue; // deleted by retention before the outbox got to it
       if (!defaults.has(rec.ownerId)) defaults.set(rec.ownerId, await this.defaultEndpoints(rec.ownerId));
+      out.push(...openAiVideoDeliveries(this.options, e, rec, defaults.get(rec.ownerId)!, now));
       const urls = this.receivers(rec, defaults.get(rec.ownerId)!, type);
       if (urls.size === 0) continue;
       const payload = JSON.stringify({ type, timestamp: new Date(e.at).toISOString(), data: this.views.pushItem(rec) });

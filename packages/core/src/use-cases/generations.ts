@@ -57,8 +57,11 @@ export class Generations implements GenerationUseCases {
     return this.admission.quote(userId, input, options);
   }
 
-  /** With `options.key`, the key's model allow-list and budget apply. */
-  async create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}): Promise<{ generationId: string }> {
+  /**
+   * With `options.key`, the key's model allow-list and budget apply. `basis`, when given, is what an Idempotency-Key's
+   * request is recognised by instead of the settings (the OpenAI surface's uploads: by their bytes, not their URLs).
+   */
+  async create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}, basis?: unknown): Promise<{ generationId: string }> {
     const { key, idempotencyKey } = options;
     const { model, settings, price } = this.admission.priced(input, key);
     const webhook = input.webhook ? await this.admission.webhook(input.webhook) : undefined;
@@ -77,7 +80,7 @@ export class Generations implements GenerationUseCases {
     return this.idempotent.run({
       userId,
       key: idempotencyKey,
-      hash: requestHash({
+      hash: requestHash(basis ?? {
         modelId: input.modelId,
         settings,
         metadata: input.metadata ?? null,

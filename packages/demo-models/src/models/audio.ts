@@ -29,6 +29,9 @@ const definition: ModelDefinition = {
   // 4 tokens, 6 for the 10-second clip.
   price: (settings) => (selectSetting(settings, 'duration', AUDIO_DURATIONS) === '10' ? 6 : 4),
   timeoutMs: 30_000,
+  // On the OpenAI-compatible surface (POST /openai/v1/audio/speech): the text to speak is the prompt, the voice the
+  // instrument (`sine`, `square`, `pluck`).
+  openai: { params: { input: 'prompt', voice: 'instrument' } },
 };
 
 interface Note {

@@ -29,6 +29,8 @@ const definition: ModelDefinition = {
     (selectSetting(settings, 'size', VIDEO_SIZES) === '320x240' ? 10 : 0) +
     (selectSetting(settings, 'duration', VIDEO_DURATIONS) === '4' ? 10 : 0),
   timeoutMs: 60_000,
+  // On the OpenAI-compatible surface (POST /openai/v1/videos), OpenAI's `seconds: "4"` is this model's duration.
+  openai: { params: { seconds: 'duration' } },
 };
 
 export const videoModel: DemoModel = {

@@ -20,6 +20,7 @@
  */
 import { describe } from 'vitest';
 import { defineModeTests } from './suite.js';
+import { defineOpenAiTests } from './openai.js';
 import type { MountFn, MountOptions } from './types.js';
 
 export type { MountFn, MountOptions, MountedServer } from './types.js';
@@ -48,7 +49,10 @@ export function runConformanceSuite(name: string, mount: MountFn, options: Confo
   describe(`${name}: HTTP conformance`, () => {
     modes.forEach((mode, i) => {
       const label = `${mode.prefix ? `under ${mode.prefix}` : 'at the root'}, ${mode.hostParsers ? 'with' : 'without'} host body parsers`;
-      describe(label, () => defineModeTests(mount, mode, { heavy: i === 0 }));
+      describe(label, () => {
+        defineModeTests(mount, mode, { heavy: i === 0 });
+        defineOpenAiTests(mount, mode);
+      });
     });
   });
 }

@@ -3,6 +3,7 @@ import { accountRoutes } from './account.js';
 import { adminRoutes } from './admin.js';
 import { batchRoutes } from './batches.js';
 import { generationRoutes } from './generations.js';
+import { openAiRoutes } from './openai.js';
 import { pushRoutes } from './push.js';
 import { siteRoutes } from './site.js';
 
@@ -10,4 +11,4 @@ import { siteRoutes } from './site.js';
  * The route table: every route the service answers, each declared once (see `../route.ts` for what an entry holds).
  * Adding a route is one entry in the file of its area, and the use-case method its handler calls.
  */
-export const ROUTE_TABLE: readonly RouteEntry[] = [...generationRoutes, ...pushRoutes, ...batchRoutes, ...accountRoutes, ...adminRoutes, ...siteRoutes];
+export const ROUTE_TABLE: readonly RouteEntry[] = [...generationRoutes, ...pushRoutes, ...batchRoutes, ...accountRoutes, ...adminRoutes, ...siteRoutes, ...openAiRoutes];

@@ -1,0 +1,49 @@
+import { inject, injectable } from 'tsyringe';
+import { FileUrlSigner } from '../domain/file-urls.js';
+import { expiresAt } from '../domain/rules.js';
+import type { BaseUrl, GenerationRecord } from '../domain/types.js';
+import type { BlobStore, StoredBlob } from '../ports/blob.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
+
+/** An uploaded file of a multipart request (an image to edit, a mask, a video's reference). */
+export interface UploadedFile {
+  bytes: Uint8Array;
+  mimeType: string;
+}
+
+/**
+ * The OpenAI surface's files: uploads stored in the blob store and handed to a model as the service's own signed file
+ * URLs (the model reads them like any media URL), and the signed URLs and bytes of a generation's files.
+ */
+@injectable()
+export class OpenAiFiles {
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
+    @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
+  ) {}
+
+  /** An uploaded file, stored, as a URL the model can read (valid for `fileUrlTtlSeconds`). */
+  async upload(file: UploadedFile, baseUrl: BaseUrl | undefined): Promise<string> {
+    const key = await this.blobs.put(file.bytes, file.mimeType);
+    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now());
+  }
+
+  /** The signed URL of one of a generation's files; it stops working when the generation expires. */
+  url(rec: GenerationRecord, key: string, baseUrl: BaseUrl | undefined): string {
+    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
+  }
+
+  /** A file's bytes, or null when it is gone. */
+  get(key: string): Promise<StoredBlob | null> {
+    return this.blobs.get(key);
+  }
+
+  private base(baseUrl: BaseUrl | undefined): string {
+    if (this.options.publicUrl) return this.options.publicUrl;
+    const base = typeof baseUrl === 'function' ? baseUrl() : baseUrl;
+    if (this.options.trustRequestHost && base) return base.replace(/\/+$/, '');
+    throw new Error('a file URL needs options.publicUrl (or trustRequestHost)');
+  }
+}
