@@ -42,5 +42,6 @@ export interface ResolvedServiceOptions {
   };
   telemetry: TelemetryOptions;
   health: { timeoutMs: number; checks: Record<string, () => unknown> };
+  uploads: { maxBytes: number; types: string[]; ttlSeconds: number };
   webhooks: Required<Omit<WebhookOptions, 'endpoints'>> & Pick<WebhookOptions, 'endpoints'>;
 }

@@ -32,6 +32,7 @@ describe('the route table', () => {
       cancelBatch: 'generate',
       balance: 'read',
       usage: 'read',
+      createUpload: 'generate',
     });
   });
 
@@ -44,6 +45,7 @@ describe('the route table', () => {
       ['create', 'create'],
       ['events', 'stream'],
       ['createBatch', 'create'],
+      ['createUpload', 'create'],
     ]);
     const polled = classOf({ prefer: 'wait=5' });
     expect(Object.entries(polled).filter(([, c]) => c !== 'read')).toEqual([
@@ -52,6 +54,7 @@ describe('the route table', () => {
       ['details', 'stream'],
       ['events', 'stream'],
       ['createBatch', 'create'],
+      ['createUpload', 'create'],
     ]);
   });
 
