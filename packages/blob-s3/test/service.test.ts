@@ -238,7 +238,7 @@ describe('S3 outages', () => {
     const { generationId } = await service.create('alice', { modelId: 'img' });
     const failed = await settled(service, generationId);
     expect(failed.status).toBe('failed');
-    expect(failed.error).toEqual({ code: 'provider_error', message: 'The result could not be stored. Please try again.' });
+    expect(failed.error).toEqual({ code: 'storage_unavailable', message: 'The result could not be stored. Please try again.' });
     expect(failed.price).toBe(0);
     // The model's maxAttempts (2) bounds the upload's attempts too.
     expect(puts).toBe(2);

@@ -79,7 +79,7 @@ export type WebhookEventType = 'generation.processing' | 'generation.progress' |
 
 /** Why a generation failed, in words safe to show its owner. */
 export interface FailureReason {
-  code: 'cancelled' | 'timeout' | 'provider_error' | 'invalid_input' | 'worker_lost' | 'model_unavailable' | (string & {});
+  code: 'cancelled' | 'timeout' | 'provider_error' | 'invalid_input' | 'worker_lost' | 'model_unavailable' | 'storage_unavailable' | (string & {});
   message: string;
 }
 

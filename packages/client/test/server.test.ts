@@ -75,6 +75,9 @@ const provider: ModelProvider = {
       }
       return { text };
     }
+    if (input.model.modelId === 'broken' && text === 'say-why') {
+      throw new ProviderError('upstream 422: nsfw filter tripped', { retryable: false, code: 'invalid_input', publicMessage: 'The prompt was refused by the content filter.' });
+    }
     if (input.model.modelId === 'broken') throw new ProviderError('the model broke', { retryable: false });
     if (input.model.modelId === 'slow') {
       await new Promise<void>((resolve, reject) => {
@@ -407,6 +410,21 @@ describe('client: lists, details, quotes, metadata, reasons, live status, webhoo
     expect(err).toBeInstanceOf(GenerationFailedError);
     expect((err as GenerationFailedError).error).toEqual({ code: 'provider_error', message: expect.any(String) });
     expect((err as GenerationFailedError).message).not.toContain('the model broke');
+  });
+
+  it("gives the model's public reason (code and message from details) in run's GenerationFailedError and in waitFor's answer", async () => {
+    const c = client('bob-key');
+    const err = await c.generations.run({ modelId: 'broken', settings: { prompt: 'say-why' } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GenerationFailedError);
+    const reason = { code: 'invalid_input', message: 'The prompt was refused by the content filter.' };
+    expect((err as GenerationFailedError).error).toEqual(reason);
+    expect((err as GenerationFailedError).generation.error).toEqual(reason);
+    expect((err as GenerationFailedError).message).toContain('The prompt was refused by the content filter.');
+    expect((err as GenerationFailedError).message).not.toContain('nsfw');
+    const id = (err as GenerationFailedError).generationId;
+    // The same reason the details route gives, and waitFor returns it with the failed generation.
+    expect((await c.generations.details(id)).error).toEqual(reason);
+    expect(await c.generations.waitFor(id)).toMatchObject({ status: 'failed', error: reason });
   });
 
   it('follows the live stream instead of polling, and still polls a service without one', async () => {

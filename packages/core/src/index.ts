@@ -27,6 +27,7 @@ export type {
   RemoteJobStatus,
 } from './ports/index.js';
 export type * from './options.js';
+export { DEFAULT_UPLOAD_TYPES } from './options.js';
 export type * from './service-types.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';
 export { SERVED_ROUTES } from './http/routes.js';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { hashApiKey } from './domain/ids.js';
 import { systemClock } from './clock.js';
-import type { GenerationServiceOptions } from './options.js';
+import { DEFAULT_UPLOAD_TYPES, type GenerationServiceOptions } from './options.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { BUILTIN_FIELD_TYPES, DEFAULT_LIMITS } from './settings/compile.js';
 
@@ -35,6 +35,13 @@ export const optionsSchema = z.strictObject({
     .strictObject({
       timeoutMs: positiveInt.max(60_000).optional(),
       checks: z.record(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'check names are letters, digits, _ and -'), z.custom<() => unknown>((v) => typeof v === 'function', { message: 'must be a function' })).optional(),
+    })
+    .optional(),
+  uploads: z
+    .strictObject({
+      maxBytes: positiveInt.optional(),
+      types: z.array(z.string().regex(/^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/, 'a content type in lower case, such as image/png')).min(1).optional(),
+      ttlSeconds: positiveInt.optional(),
     })
     .optional(),
   telemetry: z.strictObject({ meterProvider: port('getMeter').optional(), tracerProvider: port('getTracer').optional() }).optional(),
@@ -272,6 +279,11 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
         }
       : {}),
     health: { timeoutMs: options.health?.timeoutMs ?? 2000, checks: options.health?.checks ?? {} },
+    uploads: {
+      maxBytes: Math.min(options.uploads?.maxBytes ?? Number.POSITIVE_INFINITY, options.limits?.bodyBytes ?? DEFAULT_LIMITS.bodyBytes),
+      types: [...(options.uploads?.types ?? DEFAULT_UPLOAD_TYPES)],
+      ttlSeconds: options.uploads?.ttlSeconds ?? 3600,
+    },
     telemetry: { ...options.telemetry },
     push: {
       pollIntervalMs: options.push?.pollIntervalMs ?? 1000,

@@ -297,6 +297,8 @@ export interface GenerationServiceOptions {
   openai?: OpenAiOptions;
   /** `<mount>/readyz`: its time limit and the host's own checks. */
   health?: HealthOptions;
+  /** `POST /v1/uploads`: the size, types and life of the files users upload as inputs. */
+  uploads?: UploadOptions;
   /** Where metrics and spans go (default: the global OpenTelemetry API, a no-op until the host registers an SDK). */
   telemetry?: TelemetryOptions;
 }
@@ -315,6 +317,22 @@ export interface HealthOptions {
    */
   checks?: Record<string, () => unknown>;
 }
+
+/**
+ * `POST /v1/uploads` (a raw body with its `Content-Type`): the file is kept in the blob store and answered as the
+ * service's own signed file URL, which works for `ttlSeconds` (at most `fileUrlTtlSeconds`).
+ */
+export interface UploadOptions {
+  /** Largest upload in bytes. Default, and at most, `limits.bodyBytes` (adapters read no more than that). */
+  maxBytes?: number;
+  /** The content types taken (anything else is 415). Default: `DEFAULT_UPLOAD_TYPES` (common images and audio). */
+  types?: string[];
+  /** Seconds an upload's URL works. Default 3600; the URL never outlives `fileUrlTtlSeconds` either. */
+  ttlSeconds?: number;
+}
+
+/** The content types `POST /v1/uploads` takes by default. */
+export const DEFAULT_UPLOAD_TYPES: readonly string[] = ['image/png', 'image/jpeg', 'image/webp', 'image/gif', 'audio/mpeg', 'audio/wav', 'audio/ogg', 'audio/webm'];
 
 /**
  * OpenTelemetry providers to use instead of the global ones (`metrics.getMeterProvider()`,

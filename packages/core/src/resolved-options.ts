@@ -44,5 +44,6 @@ export interface ResolvedServiceOptions {
   health: { timeoutMs: number; checks: Record<string, () => unknown> };
   /** The OpenAI-compatible surface, when enabled: the hold limit, and the video models (their `video.*` webhooks). */
   openai?: { maxWaitSeconds: number; videoModels: ReadonlySet<string> };
+  uploads: { maxBytes: number; types: string[]; ttlSeconds: number };
   webhooks: Required<Omit<WebhookOptions, 'endpoints'>> & Pick<WebhookOptions, 'endpoints'>;
 }

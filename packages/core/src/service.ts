@@ -7,6 +7,7 @@ import { ExpiringReads } from './lifecycle/expiring-reads.js';
 import { FileUrlSigner } from './domain/file-urls.js';
 import { Background } from './runner/background.js';
 import { Generations } from './use-cases/generations.js';
+import { Uploads } from './use-cases/uploads.js';
 import { Access } from './http/access.js';
 import { FilesRoute } from './http/files-route.js';
 import { HealthRoute } from './http/health.js';
@@ -277,6 +278,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     OpenAiVideos,
     OpenAiSpeech,
     OpenAi,
+    Uploads,
   ]) {
     c.registerSingleton(cls as unknown as new () => object);
   }
@@ -291,6 +293,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
         generations: r.resolve(Generations),
         batches: r.resolve(Batches),
         accounts: r.resolve(Accounts),
+        uploads: r.resolve(Uploads),
         live: r.resolve(LiveStatus),
         webhooks: r.resolve(Webhooks),
         views: r.resolve(Views),

@@ -16,7 +16,7 @@ describe('the fee of each failure (domain/fees.ts)', () => {
     ['timeout', 'timeout', 'failure_fee'],
     ['provider_failed', 'provider_error', 'failure_fee'],
     ['bad_output', 'provider_error', 'failure_fee'],
-    ['storage_unavailable', 'provider_error', 'free'],
+    ['storage_unavailable', 'storage_unavailable', 'free'],
     ['worker_lost', 'worker_lost', 'failure_fee'],
     ['model_gone', 'model_unavailable', 'free'],
     ['not_queued', 'model_unavailable', 'free'],
@@ -32,7 +32,7 @@ describe('the fee of each failure (domain/fees.ts)', () => {
 
   it("takes a provider's own code for its own failures only", () => {
     expect(failureRule('provider_failed', 'invalid_input')).toEqual({ code: 'invalid_input', fee: 'failure_fee' });
-    expect(failureRule('storage_unavailable', 'invalid_input')).toEqual({ code: 'provider_error', fee: 'free' });
+    expect(failureRule('storage_unavailable', 'invalid_input')).toEqual({ code: 'storage_unavailable', fee: 'free' });
     expect(failureRule('timeout', 'invalid_input')).toEqual({ code: 'timeout', fee: 'failure_fee' });
   });
 });

@@ -143,6 +143,7 @@ describe('HttpHandler', () => {
         '/v1/models',
         '/v1/openapi.json',
         '/v1/quotes',
+        '/v1/uploads',
         '/v1/usage',
         '/v1/webhooks/secret',
         '/v1/webhooks/secret/rotate',

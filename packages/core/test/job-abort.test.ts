@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createGenerationService, InProcessQueue, MemoryLedger, type GenerationContext, type GenerationService, type ModelDefinition } from '@genservice/core';
+import { createGenerationService, InProcessQueue, MemoryGenerationStore, MemoryLedger, type GenerationContext, type GenerationService, type ModelDefinition } from '@genservice/core';
 import { until } from '@genservice/testing';
 import { JobAbort } from '../src/runner/job-signal.js';
 import { FakeClock } from '@genservice/testing';
@@ -181,7 +181,9 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
 
   it('ctx members work detached from ctx: progress, files.put and a destructured signal', async () => {
     let seen: { aborted: boolean; hasProgress: boolean } | undefined;
+    const store = new MemoryGenerationStore();
     const service = createGenerationService({
+      store,
       providers: [
         {
           models: [{ ...model, resultType: 'image' }],
@@ -202,7 +204,7 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
     expect(await settled(service, generationId)).toMatchObject({ status: 'completed', price: 10 });
     expect(seen).toEqual({ aborted: false, hasProgress: true });
-    const details = await service.details('alice', generationId);
-    expect(details.progress).toMatchObject({ fraction: 0.5, message: 'half' });
+    const reported = (await store.eventsOf(generationId)).filter((e) => e.type === 'progress');
+    expect(reported.map((e) => e.data)).toEqual([{ fraction: 0.5, message: 'half' }]);
   });
 });

@@ -179,6 +179,28 @@ describe('GET /v1/generations/:id/events', () => {
     expect(service.stats()).toEqual({ openStreams: 0, watchers: 0 });
   });
 
+  it('reports progress 1 once completed, whatever the provider last reported (details, list, completed event)', async () => {
+    const g = gated();
+    const service = make(g.provider);
+    await service.start();
+    const id = await create(service);
+    await g.started();
+    const stream = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
+    const seen = [(await stream.next())!];
+    g.progress(0.5);
+    seen.push((await stream.next())!);
+    expect((await service.details('alice', id)).progress).toEqual({ fraction: 0.5 });
+    g.finish('hello');
+    const { messages } = await readRest(stream, Infinity, seen);
+    expect(messages.map((m) => m.event)).toEqual(['processing', 'progress', 'completed']);
+    expect(messages[2]!.data).toMatchObject({ status: 'completed', progress: { fraction: 1 } });
+    expect((await service.details('alice', id)).progress).toEqual({ fraction: 1 });
+    const page = await service.list('alice');
+    expect(page.data.find((i) => i.generationId === id)).toMatchObject({ status: 'completed', progress: { fraction: 1 } });
+    const listed = await service.handle({ method: 'GET', path: '/v1/generations', headers: auth });
+    expect(JSON.parse(String(listed.body)).data[0]).toMatchObject({ generationId: id, progress: { fraction: 1 } });
+  });
+
   it('answers a finished generation with its final state and ends at once', async () => {
     const g = gated();
     const service = make(g.provider);

@@ -43,6 +43,7 @@ describe('the route table', () => {
       openaiDeleteVideo: 'generate',
       openaiVideoContent: 'read',
       openaiSpeech: 'generate',
+      createUpload: 'generate',
     });
   });
 
@@ -59,6 +60,7 @@ describe('the route table', () => {
       ['openaiImageEdits', 'create'],
       ['openaiCreateVideo', 'create'],
       ['openaiSpeech', 'create'],
+      ['createUpload', 'create'],
     ]);
     const polled = classOf({ prefer: 'wait=5' });
     expect(Object.entries(polled).filter(([, c]) => c !== 'read')).toEqual([
@@ -72,6 +74,7 @@ describe('the route table', () => {
       ['openaiCreateVideo', 'create'],
       ['openaiGetVideo', 'stream'],
       ['openaiSpeech', 'create'],
+      ['createUpload', 'create'],
     ]);
   });
 

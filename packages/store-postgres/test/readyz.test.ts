@@ -76,7 +76,7 @@ describe('readyz with Postgres', () => {
   it('answers 503 naming the store while the database is unreachable, and 200 again once it is back', async () => {
     const before = await readyz(service);
     expect(before.status).toBe(200);
-    expect(before.body).toEqual({ status: 'ready', checks: { store: 'ok', ledger: 'ok' } });
+    expect(before.body).toEqual({ status: 'ready', checks: { store: 'ok', ledger: 'ok', blobs: 'ok' } });
 
     await proxy.down();
     const down = await until(() => readyz(service), { accept: (r) => r.status === 503, what: 'readyz to fail' });
@@ -88,6 +88,6 @@ describe('readyz with Postgres', () => {
 
     await proxy.up();
     const back = await until(() => readyz(service), { accept: (r) => r.status === 200, what: 'readyz to recover' });
-    expect(back.body).toEqual({ status: 'ready', checks: { store: 'ok', ledger: 'ok' } });
+    expect(back.body).toEqual({ status: 'ready', checks: { store: 'ok', ledger: 'ok', blobs: 'ok' } });
   });
 });

@@ -14,6 +14,7 @@ export const FAILURE_MESSAGES: Record<FailureCode, string> = {
   invalid_input: 'The model could not use the given settings.',
   worker_lost: 'The generation was interrupted too many times and was given up.',
   model_unavailable: 'The model is no longer available.',
+  storage_unavailable: 'The result could not be stored. Please try again.',
 };
 
 /** How a failure is charged. */
@@ -48,7 +49,7 @@ const RULES: Record<FailureCause, { code: FailureCode; fee: FeeRule }> = {
   timeout: { code: 'timeout', fee: 'failure_fee' },
   provider_failed: { code: 'provider_error', fee: 'failure_fee' },
   bad_output: { code: 'provider_error', fee: 'failure_fee' },
-  storage_unavailable: { code: 'provider_error', fee: 'free' },
+  storage_unavailable: { code: 'storage_unavailable', fee: 'free' },
   worker_lost: { code: 'worker_lost', fee: 'failure_fee' },
   model_gone: { code: 'model_unavailable', fee: 'free' },
   not_queued: { code: 'model_unavailable', fee: 'free' },

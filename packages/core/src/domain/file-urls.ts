@@ -28,6 +28,11 @@ export class FileUrlSigner {
     return `/v1/files/${encodeURIComponent(key)}?exp=${exp}&sig=${this.mac(key, exp).toString('base64url')}`;
   }
 
+  /** A tag binding a file to its owner (an upload's `owner` query parameter): unforgeable without the secret. */
+  ownerTag(key: string, userId: string): string {
+    return createHmac('sha256', this.secret).update(`upload\n${userId}\n${key}`).digest('base64url');
+  }
+
   verify(key: string, exp: string | null, sig: string | null, nowMs: number): boolean {
     if (!exp || !sig || !/^\d{1,12}$/.test(exp) || !/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;
     const expNum = Number(exp);

@@ -133,7 +133,7 @@ export interface BatchCounts {
 export type Metadata = Record<string, string>;
 
 /** Why a generation failed, in words its owner may read. */
-export const FAILURE_CODES = ['cancelled', 'timeout', 'provider_error', 'invalid_input', 'worker_lost', 'model_unavailable'] as const;
+export const FAILURE_CODES = ['cancelled', 'timeout', 'provider_error', 'invalid_input', 'worker_lost', 'model_unavailable', 'storage_unavailable'] as const;
 export type FailureCode = (typeof FAILURE_CODES)[number];
 export interface FailureInfo {
   code: FailureCode;

@@ -1,5 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import { asError, childLogger } from '../logger.js';
+import type { BlobStore } from '../ports/blob.js';
 import type { Ledger } from '../ports/ledger.js';
 import type { Logger } from '../ports/logger.js';
 import type { JobQueue } from '../ports/queue.js';
@@ -14,6 +15,11 @@ export type CheckOutcome = 'ok' | 'error' | 'timeout';
 
 /** An id no generation or account has (ids never contain `#`): the checks read nothing and write nothing. */
 const PROBE = 'genservice#readyz';
+/**
+ * A key of the shape blob stores hand out (43 URL-safe characters) that none ever will (they are random): `get` of it
+ * reaches the backing service and answers null, or throws when the service cannot be reached.
+ */
+const BLOB_PROBE = 'genservice-readyz-probe'.padEnd(43, '_');
 
 /**
  * `/healthz` (the process serves requests) and `/readyz` (the parts a request needs answer within the deadline).
@@ -29,6 +35,7 @@ export class HealthRoute {
     @inject(TOKENS.Store) store: GenerationStore,
     @inject(TOKENS.Ledger) ledger: Ledger,
     @inject(TOKENS.Queue) queue: JobQueue,
+    @inject(TOKENS.Blobs) blobs: BlobStore,
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
@@ -36,6 +43,7 @@ export class HealthRoute {
     this.checks = [
       ['store', () => store.get(PROBE, PROBE)],
       ['ledger', () => ledger.balance(PROBE)],
+      ['blobs', () => blobs.get(BLOB_PROBE)],
     ];
     if (queue.ping) this.checks.push(['queue', () => queue.ping!()]);
     const backend = options.rateLimits?.backend;

@@ -5,6 +5,7 @@ import type { OpenAi } from '../openai/openai.js';
 import type { Accounts } from '../use-cases/accounts.js';
 import type { Batches } from '../use-cases/batches.js';
 import type { Generations } from '../use-cases/generations.js';
+import type { Uploads } from '../use-cases/uploads.js';
 import type { Views } from '../use-cases/views.js';
 import type { KeyScope, Principal } from '../ports/api-keys.js';
 import type { LiveStatus } from '../push/live-status.js';
@@ -57,6 +58,8 @@ export interface QuerySpec<T> {
 /** A route's request body: its JSON Schema in the document (none: not documented), and the body read and checked. */
 export interface BodySpec<T> {
   doc?(ctx: DocContext): Json;
+  /** The whole `content` map of a body that is not JSON (an upload's raw bytes); `doc` is then not read. */
+  content?(ctx: DocContext): Json;
   /** The checked body; throws a `Refusal` (400, 413, 415) otherwise. */
   read(req: HttpRequest, bodyBytes: number): T;
 }
@@ -113,6 +116,7 @@ export interface RouteServices {
   readonly generations: Generations;
   readonly batches: Batches;
   readonly accounts: Accounts;
+  readonly uploads: Uploads;
   readonly live: LiveStatus;
   readonly webhooks: Webhooks;
   readonly views: Views;

@@ -274,6 +274,8 @@ export class Lifecycle {
         status: 'completed',
         price,
         finishedAt: now,
+        // Whatever the provider last reported, a completed generation is done: its progress is whole.
+        progress: { fraction: 1 },
         ...(lifeEndsAt !== undefined ? { lifeEndsAt } : {}),
         ...(result.resultText !== undefined ? { resultText: result.resultText } : {}),
         ...(result.resultKey !== undefined ? { resultKey: result.resultKey } : {}),

@@ -27,7 +27,7 @@ function operation(r: RouteEntry, ctx: DocContext): Json {
     ...(r.query?.params.map((p) => p.doc) ?? []),
     ...(r.headers?.map((h) => (typeof h === 'function' ? h(ctx.options) : h)) ?? []),
   ];
-  const body = r.body?.doc?.(ctx);
+  const content = r.body?.content?.(ctx) ?? (r.body?.doc ? json(r.body.doc(ctx)) : undefined);
   const responses: Json = {};
   for (const [status, a] of Object.entries(r.answers ?? {})) responses[status] = answer(a);
   Object.assign(responses, errors(...(r.errors ?? []), ...(r.auth === 'none' ? [] : COMMON)));
@@ -38,7 +38,7 @@ function operation(r: RouteEntry, ctx: DocContext): Json {
     tags: [doc.tag],
     ...(r.auth === 'admin' ? { security: ADMIN } : r.auth === 'none' ? { security: [] } : {}),
     ...(parameters.length > 0 ? { parameters } : {}),
-    ...(body !== undefined ? { requestBody: { required: true, content: json(body) } } : {}),
+    ...(content !== undefined ? { requestBody: { required: true, content } } : {}),
     responses,
   };
 }

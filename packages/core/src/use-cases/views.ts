@@ -48,7 +48,8 @@ export class Views {
     @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
   ) {}
 
-  private fileBase(baseUrl: BaseUrl | undefined): string {
+  /** Where file URLs start: `publicUrl`, or the request's own address with `trustRequestHost`. */
+  fileBase(baseUrl: BaseUrl | undefined): string {
     if (this.options.publicUrl) return this.options.publicUrl;
     const base = typeof baseUrl === 'function' ? baseUrl() : baseUrl;
     if (this.options.trustRequestHost && base) return base.replace(/\/+$/, '');

@@ -38,6 +38,8 @@ export function defineListTests({ fx }: ModeContext): void {
           finishedAt: expect.stringMatching(ISO),
           result: expect.any(String),
           price: 1,
+          // A completed generation's progress is whole, whatever its provider reported (or if it reported none).
+          progress: { fraction: 1 },
         });
       }
 
@@ -98,6 +100,7 @@ export function defineListTests({ fx }: ModeContext): void {
         finishedAt: expect.stringMatching(ISO),
         result: plain.result,
         price: plain.price,
+        progress: { fraction: 1 },
         metadata: { order: 'A-1' },
       });
       const path = await fx.call(`/v1/generations/${id}/details`, { headers: user.auth });

@@ -1,0 +1,71 @@
+import { timingSafeEqual } from 'node:crypto';
+import { inject, injectable } from 'tsyringe';
+import { DomainError } from '../domain/errors.js';
+import { FileUrlSigner } from '../domain/file-urls.js';
+import type { BaseUrl } from '../domain/types.js';
+import type { BlobStore } from '../ports/blob.js';
+import type { ResolvedServiceOptions } from '../resolved-options.js';
+import { TOKENS } from '../tokens.js';
+import { Views } from './views.js';
+
+/** What `POST /v1/uploads` answers: the file's id and the service's own signed URL of it. */
+export interface Upload {
+  id: string;
+  url: string;
+  /** ISO 8601: when the URL stops working. */
+  expiresAt: string;
+}
+
+/**
+ * Files users upload as inputs (`POST /v1/uploads`): checked against `uploads.types` and `uploads.maxBytes`, kept in
+ * the blob store, and answered as the service's own signed file URL, tagged with its owner (`owner`, an HMAC of
+ * owner and key), so `isOwnUpload` can tell the caller's uploads from anybody else's.
+ */
+@injectable()
+export class Uploads {
+  constructor(
+    @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
+    @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
+    @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
+    @inject(Views) private readonly views: Views,
+  ) {}
+
+  /** Keeps one file of `userId`'s; `contentType` is the request's (parameters such as `charset` are dropped). */
+  async create(userId: string, bytes: Uint8Array, contentType: string | undefined, baseUrl?: BaseUrl): Promise<Upload> {
+    const { maxBytes, types, ttlSeconds } = this.options.uploads;
+    const mimeType = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+    if (!types.includes(mimeType)) {
+      throw new DomainError('unsupported_media_type', `An upload must be one of: ${types.join(', ')} (its Content-Type).`);
+    }
+    if (bytes.byteLength > maxBytes) throw new DomainError('payload_too_large', `An upload is at most ${maxBytes} bytes.`);
+    if (bytes.byteLength === 0) throw new DomainError('invalid_request', 'The upload is empty.');
+    const base = this.views.fileBase(baseUrl);
+    const now = this.options.clock.now();
+    const key = await this.blobs.put(bytes, mimeType);
+    const path = this.signer.sign(key, now, now + ttlSeconds * 1000);
+    const exp = Number(new URL(path, 'http://x').searchParams.get('exp'));
+    return { id: key, url: `${base}${path}&owner=${this.signer.ownerTag(key, userId)}`, expiresAt: new Date(exp * 1000).toISOString() };
+  }
+
+  /**
+   * Whether `url` is the service's own file URL of one of `userId`'s uploads, still valid: below the file base, its
+   * signature and expiry verified, its owner tag `userId`'s. Anybody else's upload, a result link, a forged or expired
+   * URL: false.
+   */
+  isOwnUpload(url: string, userId: string, baseUrl?: BaseUrl): boolean {
+    let base: string;
+    try {
+      base = this.views.fileBase(baseUrl);
+    } catch {
+      return false;
+    }
+    const prefix = `${base}/v1/files/`;
+    if (!url.startsWith(prefix)) return false;
+    const parsed = new URL(url);
+    const key = decodeURIComponent(url.slice(prefix.length).split('?')[0]!);
+    if (!this.signer.verify(key, parsed.searchParams.get('exp'), parsed.searchParams.get('sig'), this.options.clock.now())) return false;
+    const given = Buffer.from(parsed.searchParams.get('owner') ?? '', 'latin1');
+    const want = Buffer.from(this.signer.ownerTag(key, userId), 'latin1');
+    return given.length === want.length && timingSafeEqual(given, want);
+  }
+}
