@@ -312,6 +312,30 @@ export class Lifecycle {
     );
   }
 
+  /**
+   * Cancels, free, every member of a batch no worker has started, in one set-based store step (the cancel of a pending
+   * generation: the same failure, event and price 0, so a claim racing it finds it failed); their reserves are given
+   * back. Answers the cancelled ids. The processing members are left to `cancel`, one by one.
+   */
+  async cancelPendingOfBatch(batchId: string): Promise<string[]> {
+    const request: FailRequest = { cause: 'cancelled_pending', reason: 'cancelled by its owner' };
+    const { code } = failureRule(request.cause);
+    const price = failurePrice(request.cause, 0);
+    const now = this.options.clock.now();
+    const error: FailureInfo = { code, message: FAILURE_MESSAGES[code] };
+    const failed = await this.log.changeBatchMembers(batchId, {
+      expect: FROM.pending,
+      set: { status: 'failed', price, failureReason: request.reason, error, parkedUntil: null, finishedAt: now },
+      event: { type: 'failed', data: { price, error: { ...error } } },
+      now,
+    });
+    // The ledger port settles one reserve per call.
+    for (const rec of failed) await this.ledger.settle(rec.id, price);
+    for (const rec of failed) this.observer.failed(rec, price, code, request.reason, now);
+    if (failed[0]) await this.batches.memberFinished(failed[0]);
+    return failed.map((r) => r.id);
+  }
+
   /** The model's failure fee (0 when the model is gone). */
   private failureFeeOf(modelId: string): number {
     return this.registry.get(modelId)?.failureFee ?? 0;
