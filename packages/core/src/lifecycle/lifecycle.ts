@@ -294,11 +294,6 @@ export class Lifecycle {
     return this.fail(gen, FROM.held(this.holder), request);
   }
 
-  /** Fails, free, generations just created whose jobs the queue could not take (each best effort). */
-  async failUnqueued(gens: ReadonlyArray<Finishing & { modelId: string }>): Promise<void> {
-    for (const gen of gens) await this.fail(gen, FROM.pending, { cause: 'not_queued', reason: 'queue unavailable at create' }).catch(() => undefined);
-  }
-
   /**
    * Cancels a pending or processing generation: free from pending, the model's failure fee once a worker has it (the
    * state it really moved from decides: a cancel racing a claim is tried from pending first). The generation as
