@@ -154,10 +154,10 @@ const TYPES: Record<string, string> = { remote_handle: '::jsonb', price: '::nume
  * against the winner's row and updates nothing), and the event is numbered from the row's own counter, so only that
  * row is locked. Its text depends only on the change's shape, so it is built once per shape.
  */
-export function updateSql(s: string, change: GenerationChange): { text: string; values: (id: string, change: GenerationChange) => unknown[] } {
+export function updateSql(s: string, change: GenerationChange, by: 'id' | 'batch_id' = 'id'): { text: string; values: (id: string, change: GenerationChange) => unknown[] } {
   const { expect, set, event } = change;
   const sets: string[] = ['updated_at = $2'];
-  const where: string[] = ['id = $1', 'status = ANY($3::text[])'];
+  const where: string[] = [`${by} = $1`, 'status = ANY($3::text[])'];
   const pick: Array<(c: GenerationChange) => unknown[]> = [(c) => [c.now, [...c.expect.status]]];
   let n = 4;
   const keys = (Object.keys(set) as Array<keyof GenerationPatch>).filter((k) => set[k] !== undefined).sort();
@@ -425,6 +425,16 @@ export class PostgresGenerationStore implements GenerationStore {
   async getById(id: string): Promise<GenerationRecord | null> {
     const { rows } = await this.db.query(this.sql.getById, [encodeKey(id)]);
     return rows[0] ? toRecord(rows[0]) : null;
+  }
+
+  /** One statement: the UPDATE over the batch's index and every moved row's event (a CTE), atomic by itself. */
+  async updateBatchMembers(batchId: string, change: GenerationChange): Promise<GenerationRecord[]> {
+    if (change.expect.status.length === 0) return [];
+    const shape = `batch|${shapeOf(change)}`;
+    let stmt = this.shapes.get(shape);
+    if (!stmt) this.shapes.set(shape, (stmt = updateSql(this.db.s, change, 'batch_id')));
+    const { rows } = await this.db.query(stmt.text, stmt.values(batchId, change));
+    return rows.map((row) => toRecord(row));
   }
 
   async update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {

@@ -137,7 +137,7 @@ export function listSql(shape: ListShape): string {
  * The compare-and-set of one change: its SET from the patch's keys, its WHERE from the expectation's parts. Values
  * are bound parameters (`@s0..` statuses, `@holder`, `@claims`, `@now`, `@p_<column>`); only the shape is text.
  */
-export function updateSql(change: GenerationChange): string {
+export function updateSql(change: GenerationChange, by: 'id' | 'batch_id' = 'id'): string {
   const set = ['updated_at = @now'];
   for (const key of Object.keys(change.set) as Array<keyof GenerationPatch>) {
     if (change.set[key] === undefined) continue;
@@ -146,7 +146,7 @@ export function updateSql(change: GenerationChange): string {
   }
   if (change.event) set.push('last_seq = last_seq + 1');
   const { status, lease, parked, claims, noRemoteHandle } = change.expect;
-  const where = ['id = @id', `status IN (${status.length === 0 ? 'NULL' : status.map((_, i) => `@s${i}`).join(', ')})`];
+  const where = [`${by} = @id`, `status IN (${status.length === 0 ? 'NULL' : status.map((_, i) => `@s${i}`).join(', ')})`];
   if (lease === 'free') where.push('(lease_expires_at IS NULL OR lease_expires_at <= @now)');
   else if (lease !== undefined) where.push('lease_owner = @holder AND lease_expires_at > @now');
   if (parked !== undefined) where.push(parked ? 'parked_until IS NOT NULL' : 'parked_until IS NULL');
@@ -274,6 +274,7 @@ export class SqliteGenerationStore implements GenerationStore {
 
   private readonly insertTx: Tx<[NewGeneration, NewEvent, number | undefined], 'inserted' | 'limit_reached'>;
   private readonly updateTx: Tx<[Statement, Record<string, SqlValue>, NewEvent, number], GenerationRow | undefined>;
+  private readonly updateBatchTx: Tx<[Statement, Record<string, SqlValue>, NewEvent | undefined, number], GenerationRow[]>;
   private readonly removeTx: Tx<[string, string], boolean>;
   private readonly insertBatchTx: Tx<[NewBatch, readonly NewGeneration[], readonly NewEvent[]], void>;
 
@@ -320,6 +321,13 @@ export class SqliteGenerationStore implements GenerationStore {
         insertRow(gen);
         append({ id: gen.id, owner_id: gen.ownerId }, 1, events[i]!, gen.createdAt);
       });
+    }).immediate;
+
+    // Every member in one statement; their events in the same transaction.
+    this.updateBatchTx = db.transaction((stmt: Statement, params: Record<string, SqlValue>, event: NewEvent | undefined, now: number) => {
+      const rows = stmt.all(params) as GenerationRow[];
+      if (event) for (const row of rows) append(row, row.last_seq, event, now);
+      return rows;
     }).immediate;
 
     this.updateTx = db.transaction((stmt: Statement, params: Record<string, SqlValue>, event: NewEvent, now: number) => {
@@ -401,6 +409,14 @@ export class SqliteGenerationStore implements GenerationStore {
     // Without an event the UPDATE alone is the whole change, and one statement is atomic by itself.
     const row = change.event ? this.updateTx(stmt, params, change.event, change.now) : (stmt.get(params) as GenerationRow | undefined);
     return toRecord(row);
+  }
+
+  async updateBatchMembers(batchId: string, change: GenerationChange): Promise<GenerationRecord[]> {
+    const shape = `batch|${shapeOf(change)}`;
+    let stmt = this.statements.get(shape);
+    if (!stmt) this.statements.set(shape, (stmt = this.db.prepare(updateSql(change, 'batch_id'))));
+    const rows = this.updateBatchTx(stmt, updateParams(batchId, change), change.event, change.now);
+    return rows.map((row) => toRecord(row)!);
   }
 
   /** Appends no event: a renewal is an instance keeping its claims, not a change a client could see. */

@@ -35,6 +35,11 @@ export class Cancellation {
     return cancelled;
   }
 
+  /** Cancels, free and at once, every member of the batch no worker has started; answers their ids. */
+  cancelPendingOfBatch(batchId: string): Promise<string[]> {
+    return this.lifecycle.cancelPendingOfBatch(batchId);
+  }
+
   /** Cancels each of these generations (each as a single cancel); answers how many it cancelled. */
   async cancelAll(gens: ReadonlyArray<Finishing & { modelId: string }>): Promise<number> {
     let cancelled = 0;

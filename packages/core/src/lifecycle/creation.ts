@@ -1,6 +1,8 @@
 import { inject, injectable } from 'tsyringe';
 import type { Metadata, Settings, WebhookEventType } from '../domain/types.js';
-import { DomainError, UnavailableError } from '../domain/errors.js';
+import { DomainError } from '../domain/errors.js';
+import { asError, childLogger } from '../logger.js';
+import type { Logger } from '../ports/logger.js';
 import { newBatchId, newGenerationId } from '../domain/ids.js';
 import type { JobQueue } from '../ports/queue.js';
 import type { NewEvent, NewGeneration } from '../ports/store.js';
@@ -11,6 +13,10 @@ import { TOKENS } from '../tokens.js';
 import { GenerationLog } from './generation-log.js';
 import { Lifecycle, type ReserveKey } from './lifecycle.js';
 import { LifecycleObserver } from './observer.js';
+
+/** A refused enqueue is tried again this long after the create (times the attempt), a few times, before recovery's pass. */
+const REQUEUE_MS = 1000;
+const REQUEUE_ATTEMPTS = 3;
 
 /** One generation to create, validated and priced by the use case. */
 export interface NewGenerationRequest {
@@ -49,8 +55,9 @@ export interface NewBatchRequest {
 
 /**
  * Creating generations, one or a batch, in the same three steps: reserve (the Lifecycle's money), insert (with the
- * `created` event), enqueue. A step that fails undoes the ones before it (`insertOrRelease`, `enqueueOrFail`: the
- * one compensation of both), so nothing stays charged for a generation the client was never told about.
+ * `created` event), enqueue. A reserve or insert that fails undoes what came before (`insertOrRelease`), so nothing
+ * stays charged for a generation the client was never told about; once the insert committed the create has
+ * succeeded, and a queue that refuses the job only delays it (`enqueueOrLeave`).
  */
 @injectable()
 export class Creation {
@@ -60,7 +67,12 @@ export class Creation {
     @inject(GenerationLog) private readonly log: GenerationLog,
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
     @inject(LifecycleObserver) private readonly observer: LifecycleObserver,
-  ) {}
+    @inject(TOKENS.Logger) logger: Logger,
+  ) {
+    this.logger = childLogger(logger, { component: 'lifecycle' });
+  }
+
+  private readonly logger: Logger;
 
   /** Reserve, insert, enqueue one generation, in the create's span; answers its id. */
   create(input: NewGenerationRequest): Promise<string> {
@@ -92,7 +104,7 @@ export class Creation {
           retryAfterSeconds: Math.max(1, Math.ceil(input.estimatedSeconds ?? 1)),
         });
       }
-      await this.enqueueOrFail(input.userId, [gen]);
+      await this.enqueueOrLeave(input.userId, [gen]);
       this.observer.created(gen);
       return id;
     });
@@ -128,7 +140,7 @@ export class Creation {
     const events: NewEvent[] = input.items.map((item) => ({ type: 'created', data: { modelId: item.modelId } }));
     const batch = { id: batchId, ownerId: input.userId, generationIds: ids, createdAt: now, ...(input.webhook ? { webhook: { url: input.webhook.url } } : {}) };
     await this.insertOrRelease(ids, () => this.log.insertBatch(batch, gens, events));
-    await this.enqueueOrFail(input.userId, gens);
+    await this.enqueueOrLeave(input.userId, gens);
     this.observer.batchCreated(batchId, input.userId, ids.length, input.items.reduce((sum, i) => sum + i.price, 0));
     return { batchId, generationIds: ids };
   }
@@ -144,20 +156,42 @@ export class Creation {
   }
 
   /**
-   * Enqueues each new generation as fresh work. When the queue refuses one, it and the rest cannot run now: they fail
-   * free (a batch then completes with them failed) and the client is told (503 when the queue is unavailable).
+   * Enqueues each new generation as fresh work. The generations are stored (committed) by now, so the create has
+   * succeeded whatever the queue says: a job the queue refuses (down, or slower than its enqueue timeout) leaves its
+   * generation pending, and the service enqueues it again itself: soon (`requeueUnqueued`, on the service clock) and,
+   * failing that, at recovery's next pass, which re-enqueues every pending generation nobody holds.
    */
-  private async enqueueOrFail(userId: string, gens: readonly NewGeneration[]): Promise<void> {
+  private async enqueueOrLeave(userId: string, gens: readonly NewGeneration[]): Promise<void> {
     for (let i = 0; i < gens.length; i++) {
       const gen = gens[i]!;
       try {
         // A traced create hands its trace fields (the host propagator's, tracestate included) to the run.
         await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ownerId: userId, ...(gen.traceparent !== undefined ? { trace: traceHeaders() } : {}) }, { fresh: true });
       } catch (err) {
-        await this.lifecycle.failUnqueued(gens.slice(i));
-        if (err instanceof UnavailableError) throw new DomainError('unavailable', 'The job queue is unavailable; try again shortly.', { cause: err });
-        throw err;
+        this.logger.warn({ err: asError(err), generationId: gen.id, left: gens.length - i }, 'the queue refused a new job; the generation stays pending and is enqueued again');
+        this.requeueUnqueued(userId, gens.slice(i), 1);
+        return;
       }
     }
+  }
+
+  /** Another enqueue of the jobs the queue refused, `REQUEUE_MS * attempt` later; after the last, recovery's. */
+  private requeueUnqueued(userId: string, gens: readonly NewGeneration[], attempt: number): void {
+    if (attempt > REQUEUE_ATTEMPTS) return;
+    const timer = this.options.clock.setTimeout(() => {
+      void (async () => {
+        for (let i = 0; i < gens.length; i++) {
+          const gen = gens[i]!;
+          try {
+            // Not `fresh`: the job may have reached the queue after all (a slow answer), and a second one is then none.
+            await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ownerId: userId });
+          } catch {
+            this.requeueUnqueued(userId, gens.slice(i), attempt + 1);
+            return;
+          }
+        }
+      })();
+    }, REQUEUE_MS * attempt);
+    timer.unref?.();
   }
 }

@@ -81,6 +81,10 @@ export class ExpiringReads implements GenerationStore {
   update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
     return this.store.update(id, change);
   }
+
+  updateBatchMembers(batchId: string, change: GenerationChange): Promise<GenerationRecord[]> {
+    return this.store.updateBatchMembers(batchId, change);
+  }
   renewLeases(ids: readonly string[], holder: string, until: number, now: number): Promise<string[]> {
     return this.store.renewLeases(ids, holder, until, now);
   }

@@ -29,6 +29,13 @@ export class GenerationLog {
     return after;
   }
 
+  /** The same change on every member of a batch whose expectation holds, in one atomic step; the records after it. */
+  async changeBatchMembers(batchId: string, change: GenerationChange): Promise<GenerationRecord[]> {
+    const after = await this.store.updateBatchMembers(batchId, change);
+    if (after.length > 0) this.feed.committed();
+    return after;
+  }
+
   /** A new generation with its `created` event (refused when its owner is at `maxUnfinishedPerOwner`). */
   async insert(gen: NewGeneration, event: NewEvent, options: InsertOptions): Promise<'inserted' | 'limit_reached'> {
     const inserted = await this.store.insert(gen, event, options);

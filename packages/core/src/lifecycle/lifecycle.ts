@@ -296,11 +296,6 @@ export class Lifecycle {
     return this.fail(gen, FROM.held(this.holder), request);
   }
 
-  /** Fails, free, generations just created whose jobs the queue could not take (each best effort). */
-  async failUnqueued(gens: ReadonlyArray<Finishing & { modelId: string }>): Promise<void> {
-    for (const gen of gens) await this.fail(gen, FROM.pending, { cause: 'not_queued', reason: 'queue unavailable at create' }).catch(() => undefined);
-  }
-
   /**
    * Cancels a pending or processing generation: free from pending, the model's failure fee once a worker has it (the
    * state it really moved from decides: a cancel racing a claim is tried from pending first). The generation as
@@ -312,6 +307,30 @@ export class Lifecycle {
       (await this.failAt(gen, FROM.pending, { cause: 'cancelled_pending', reason })) ??
       (await this.failAt(gen, FROM.processing, { cause: 'cancelled_running', reason }, this.failureFeeOf(gen.modelId)))
     );
+  }
+
+  /**
+   * Cancels, free, every member of a batch no worker has started, in one set-based store step (the cancel of a pending
+   * generation: the same failure, event and price 0, so a claim racing it finds it failed); their reserves are given
+   * back. Answers the cancelled ids. The processing members are left to `cancel`, one by one.
+   */
+  async cancelPendingOfBatch(batchId: string): Promise<string[]> {
+    const request: FailRequest = { cause: 'cancelled_pending', reason: 'cancelled by its owner' };
+    const { code } = failureRule(request.cause);
+    const price = failurePrice(request.cause, 0);
+    const now = this.options.clock.now();
+    const error: FailureInfo = { code, message: FAILURE_MESSAGES[code] };
+    const failed = await this.log.changeBatchMembers(batchId, {
+      expect: FROM.pending,
+      set: { status: 'failed', price, failureReason: request.reason, error, parkedUntil: null, finishedAt: now },
+      event: { type: 'failed', data: { price, error: { ...error } } },
+      now,
+    });
+    // The ledger port settles one reserve per call.
+    for (const rec of failed) await this.ledger.settle(rec.id, price);
+    for (const rec of failed) this.observer.failed(rec, price, code, request.reason, now);
+    if (failed[0]) await this.batches.memberFinished(failed[0]);
+    return failed.map((r) => r.id);
   }
 
   /** The model's failure fee (0 when the model is gone). */

@@ -165,6 +165,23 @@ export class MemoryGenerationStore implements GenerationStore {
     return renewed;
   }
 
+  /** One synchronous step over the batch's members: nothing else runs in between. */
+  async updateBatchMembers(batchId: string, change: GenerationChange): Promise<GenerationRecord[]> {
+    const out: GenerationRecord[] = [];
+    for (const id of this.batches.get(batchId)?.generationIds ?? []) {
+      const entry = this.entries.get(id);
+      if (!entry || entry.record.batchId !== batchId || !holds(entry.record, change.expect, change.now)) continue;
+      const record = entry.record;
+      const wasFinished = record.finishedAt !== undefined;
+      apply(record, change.set);
+      record.updatedAt = change.now;
+      if (!wasFinished && record.finishedAt !== undefined) this.finished(record.ownerId);
+      if (change.event) this.append(entry, change.event, change.now);
+      out.push(copy(record));
+    }
+    return out;
+  }
+
   private finished(ownerId: string): void {
     const n = (this.unfinished.get(ownerId) ?? 1) - 1;
     if (n > 0) this.unfinished.set(ownerId, n);

@@ -180,6 +180,13 @@ export interface GenerationStore {
   getById(id: string): Promise<GenerationRecord | null>;
   /** The one way a stored generation changes: a compare-and-set with its event. */
   update(id: string, change: GenerationChange): Promise<GenerationRecord | null>;
+  /**
+   * `update` over a batch, set-based: applies `change` to every generation of batch `batchId` whose `change.expect`
+   * holds, each with its own `change.event`, all in one atomic step (one statement or transaction, never a read and
+   * a write per member); answers the records after it (any order). A member a concurrent change moved first (a claim)
+   * is either changed by it or left as the other change wrote it, never both.
+   */
+  updateBatchMembers(batchId: string, change: GenerationChange): Promise<GenerationRecord[]>;
   /** Extends the leases `holder` still holds among `ids`; answers those renewed. */
   renewLeases(ids: readonly string[], holder: string, until: number, now: number): Promise<string[]>;
   /**

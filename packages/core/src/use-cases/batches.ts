@@ -114,19 +114,29 @@ export class Batches {
     return this.reads.list(userId, request, { batchId: batch.id }, baseUrl);
   }
 
-  /** Cancels every generation of the batch that has not finished (each charged as a single cancel). */
+  /**
+   * Cancels every generation of the batch that has not finished: the ones no worker started all at once, free (one
+   * set-based step, so the runner can no longer claim them), then the running ones each as a single cancel.
+   */
   async cancel(userId: string, batchId: string): Promise<BatchView & { cancelled: number }> {
     const batch = await this.owned(userId, batchId);
     const { counts } = await this.store.batchCounts(batch.id);
     let cancelled = 0;
     if (!isBatchDone(counts)) {
-      const open: GenerationRecord[] = [];
-      for (const id of batch.generationIds) {
-        const rec = await this.store.get(id, userId);
-        if (rec && !isTerminal(rec.status)) open.push(rec);
-      }
-      cancelled = await this.cancellation.cancelAll(open);
+      cancelled = (await this.cancellation.cancelPendingOfBatch(batch.id)).length;
+      cancelled += await this.cancellation.cancelAll(await this.processingOf(userId, batch.id));
     }
     return { ...(await this.get(userId, batchId)), cancelled };
+  }
+
+  /** The batch's processing generations, read a page at a time. */
+  private async processingOf(userId: string, batchId: string): Promise<GenerationRecord[]> {
+    const out: GenerationRecord[] = [];
+    for (;;) {
+      const last = out[out.length - 1];
+      const page = await this.store.list(userId, { limit: 100, status: 'processing', batchId, ...(last ? { before: { createdAt: last.createdAt, id: last.id } } : {}) });
+      out.push(...page);
+      if (page.length < 100) return out;
+    }
   }
 }

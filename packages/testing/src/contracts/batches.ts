@@ -37,6 +37,65 @@ export function describeBatchContract(make: () => Promise<{ store: GenerationSto
       now,
     });
 
+    const cancelPending = (now: number): GenerationChange => ({
+      expect: { status: ['pending'] },
+      set: { status: 'failed', price: 0, finishedAt: now, failureReason: 'cancelled by its owner', error: { code: 'cancelled', message: 'x' } },
+      event: { type: 'failed', data: { price: 0 } },
+      now,
+    });
+    const claim = (now: number): GenerationChange => ({
+      expect: { status: ['pending'] },
+      set: { status: 'processing', claims: 1, startedAt: now, leaseOwner: 'w', leaseExpiresAt: now + 1000 },
+      event: { type: 'processing', data: { claim: 1 } },
+      now,
+    });
+
+    it('updateBatchMembers changes every member whose expectation holds, each with its event, and no other', async () => {
+      const { batch, gens, events } = batchOf(6);
+      const other = batchOf(2, batch.ownerId);
+      await store().insertBatch(batch, gens, events);
+      await store().insertBatch(other.batch, other.gens, other.events);
+      expect(await store().update(gens[1]!.id, claim(T0 + 5))).not.toBeNull();
+      expect(await store().update(gens[2]!.id, finish(3, 'completed', T0 + 6))).not.toBeNull();
+      const changed = await store().updateBatchMembers(batch.id, cancelPending(T0 + 10));
+      expect(changed.map((r) => r.id).sort()).toEqual([gens[0]!.id, gens[3]!.id, gens[4]!.id, gens[5]!.id].sort());
+      for (const rec of changed) expect(rec).toMatchObject({ status: 'failed', price: 0, finishedAt: T0 + 10, updatedAt: T0 + 10, batchId: batch.id, error: { code: 'cancelled' } });
+      for (const i of [0, 3]) {
+        expect((await store().eventsOf(gens[i]!.id)).map((e) => [e.seq, e.type, e.at])).toEqual([[1, 'created', T0 + i], [2, 'failed', T0 + 10]]);
+      }
+      expect((await store().getById(gens[1]!.id))?.status).toBe('processing');
+      expect((await store().getById(gens[2]!.id))?.status).toBe('completed');
+      expect(await store().eventsOf(gens[1]!.id)).toHaveLength(2);
+      for (const g of other.gens) expect((await store().getById(g.id))?.status).toBe('pending');
+      expect((await store().batchCounts(batch.id)).counts).toMatchObject({ pending: 0, processing: 1, completed: 1, failed: 4 });
+      // Again: nothing is pending any more.
+      expect(await store().updateBatchMembers(batch.id, cancelPending(T0 + 11))).toEqual([]);
+      expect(await store().updateBatchMembers(uid('batch'), cancelPending(T0 + 11))).toEqual([]);
+    });
+
+    it('a member claimed while its batch is cancelled is either claimed or cancelled, never both', async () => {
+      const { batch, gens, events } = batchOf(200);
+      await store().insertBatch(batch, gens, events);
+      const claims = gens.map((g, i) => (i % 2 === 0 ? store().update(g.id, claim(T0 + 20)) : null));
+      const [cancelled, ...claimed] = await Promise.all([store().updateBatchMembers(batch.id, cancelPending(T0 + 20)), ...claims]);
+      const cancelledIds = new Set(cancelled.map((r) => r.id));
+      const claimedIds = new Set(claimed.filter((r) => r !== null).map((r) => r!.id));
+      for (const g of gens) {
+        const rec = await store().getById(g.id);
+        const kinds = (await store().eventsOf(g.id)).map((e) => e.type);
+        if (claimedIds.has(g.id)) {
+          expect(cancelledIds.has(g.id)).toBe(false);
+          expect(rec?.status).toBe('processing');
+          expect(kinds).toEqual(['created', 'processing']);
+        } else {
+          expect(cancelledIds.has(g.id)).toBe(true);
+          expect(rec?.status).toBe('failed');
+          expect(kinds).toEqual(['created', 'failed']);
+        }
+      }
+      expect(cancelledIds.size + claimedIds.size).toBe(200);
+    });
+
     it('stores a batch of 1,000 generations with their first events in one call, owner-scoped', async () => {
       const { batch, gens, events } = batchOf(1000);
       await store().insertBatch({ ...batch, webhook: { url: 'https://example.com/hook' } }, gens, events);

@@ -1,6 +1,7 @@
 import { describe } from 'vitest';
 import type { ApiKeyStore, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
 import { describeApiKeyContract } from './api-keys.js';
+import { describeBatchCancel } from './batch-cancel.js';
 import { describeBatchContract } from './batches.js';
 import { describeIdempotencyContract } from './idempotency.js';
 import { describeKeyScenarios } from './keys-scenarios.js';
@@ -37,6 +38,7 @@ export function runPortContracts(name: string, make: () => Promise<PortsUnderTes
     describeStoreContract(make);
     describeLedgerContract(make);
     describeBatchContract(make);
+    describeBatchCancel(make);
     describeApiKeyContract(make);
     describeIdempotencyContract(make);
     describeServiceScenarios(make);
