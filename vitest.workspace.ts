@@ -46,6 +46,7 @@ export default [
   project('blob-s3', 'packages/blob-s3'),
   project('metrics-prometheus', 'packages/metrics-prometheus'),
   project('queue-bullmq', 'packages/queue-bullmq', { fileParallelism: false }),
+  project('queue-pgboss', 'packages/queue-pgboss', { fileParallelism: false }),
   project('examples', 'examples', { include: ['test/**/*.test.ts'], fileParallelism: false }),
   project('docs', 'examples/doc-blocks'),
 ];
