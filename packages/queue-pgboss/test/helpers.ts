@@ -94,6 +94,8 @@ export interface HostEnv {
   MAX_CLAIMS?: string;
   STOP_TIMEOUT_MS?: string;
   POLL_MS?: string;
+  RUNNER?: string;
+  PUSH_POLL_MS?: string;
   LOG_LEVEL?: string;
 }
 
