@@ -268,7 +268,7 @@ export class PgBossQueue implements JobQueue {
       boss.on('error', (err: unknown) => this.report('pg-boss', err));
       try {
         await boss.start();
-        await boss.createQueue(this.name, { name: this.name, policy: 'short' });
+        if (!(await boss.getQueue(this.name))) await this.createQueue(open);
         const queue = await boss.getQueue(this.name);
         if (queue?.policy !== 'short') {
           throw new Error(`pg-boss queue ${this.name} in schema ${this.schema} has policy ${String(queue?.policy)}; this queue needs its own, with policy short`);
@@ -289,6 +289,26 @@ export class PgBossQueue implements JobQueue {
       open.preparing = undefined;
     });
     return open.preparing;
+  }
+
+  /**
+   * Creates the pg-boss queue (policy `short`: one waiting job per key) with pg-boss's own `create_queue`, under an
+   * advisory lock: pg-boss's `createQueue` deadlocks when two instances create the same queue at once (each inserts
+   * the queue row and then waits for the other's lock on it while attaching its partition).
+   */
+  private async createQueue(open: Open): Promise<void> {
+    const client = await open.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`genservice-queue-pgboss:${this.schema}:create-queue`]);
+      await client.query(`SELECT ${this.schema}.create_queue($1, $2::json)`, [this.name, JSON.stringify({ policy: 'short' })]);
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
   }
 
   // ------------------------------------------------------------------ enqueue
@@ -575,6 +595,8 @@ export class PgBossQueue implements JobQueue {
         // A handler that ignores its signal: stop waiting for it (its late writes are refused by the store lease).
         for (const stopWaiting of this.waiting) stopWaiting();
         this.waiting.clear();
+        // Its bookkeeping (the hand-back) runs a few microtasks later.
+        await within(allDone(), ABORT_GRACE_MS);
       }
     }
     this.open = undefined;

@@ -32,6 +32,17 @@ export async function waitUntil(check: () => boolean | Promise<boolean>, what: s
   }
 }
 
+/** One statement on a connection of the test's own. */
+export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, text: string, values: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
 /** Counts of one pg-boss queue's jobs by state, read by a connection of the test's own. */
 export async function jobStates(url: string, queueName: string, schema = 'genservice_jobs'): Promise<Record<string, number>> {
   const client = new pg.Client({ connectionString: url });
