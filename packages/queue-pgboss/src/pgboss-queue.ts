@@ -11,7 +11,7 @@ import {
   type QueueStopOptions,
   type RunnerSettings,
 } from '@genservice/core/ports';
-import { countInSql, fairInsert, INSERT_PARAMETERS, MAX_PLACE, ownersTableSql, releaseSql, sweepSql } from './fair-send.js';
+import { countInSql, fairFetch, fairInsert, INSERT_PARAMETERS, MAX_PLACE, ownersTableSql, sweepSql, takenSql } from './fair-send.js';
 
 export interface PgBossQueueOptions {
   /**
@@ -99,10 +99,12 @@ interface Open {
   preparing?: Promise<PgBoss>;
   /** pg-boss's insert with the fair count in front, once known; null when the installed pg-boss differs. */
   fairText?: string | null;
+  /** pg-boss's fetch with the owners' count-out behind it, once known; null when the installed pg-boss differs. */
+  fairFetchText?: string | null;
   /** A query succeeded at least once; until then a failed attempt makes `enqueue` answer at once. */
   ready: boolean;
   lastError: unknown;
-  /** Jobs that started, by owner, not yet counted out of their owners' lines. */
+  /** Jobs that started, by owner, not yet counted out of their owners' lines (only when fetching cannot do it). */
   releases: Map<string, number>;
   /** Jobs that finished (their pg-boss ids), not yet completed in pg-boss. */
   completions: string[];
@@ -344,6 +346,16 @@ export class PgBossQueue implements JobQueue {
     else if (this.looping) this.pokeAfter(delayMs);
   }
 
+  /** Says once that a statement of pg-boss is not the one this version knows, so the slower path is taken. */
+  private slowPath(which: 'insert' | 'fetch', err?: unknown): void {
+    this.logger.warn(
+      { component: 'queue-pgboss', ...(err !== undefined ? { err: message(err) } : {}) },
+      which === 'insert'
+        ? 'the installed pg-boss does not have the insert statement this version knows: every enqueue takes two round trips (same fairness)'
+        : 'the installed pg-boss does not have the fetch statement this version knows: started jobs are counted out in statements of their own (same fairness)',
+    );
+  }
+
   private async send(open: Open, boss: PgBoss, data: JobData, delayMs: number): Promise<void> {
     const owner = data.ownerId ?? '';
     // Waiting work is deduplicated by generation (a short queue keeps one waiting job per key). A remote job's next
@@ -361,27 +373,30 @@ export class PgBossQueue implements JobQueue {
     if (open.fairText !== null) {
       // One round trip: pg-boss's own insert, run with the owner's place as its priority (see fair-send.ts).
       let fair = true;
-      await boss.send(this.name, data, {
-        ...sendOptions,
-        db: {
-          executeSql: (text: string, values: unknown[]) => {
-            if (open.fairText === undefined) {
-              open.fairText = values.length === INSERT_PARAMETERS ? fairInsert(text, this.schema) : null;
-              if (open.fairText === null) {
-                this.logger.warn(
-                  { component: 'queue-pgboss' },
-                  'the installed pg-boss does not have the insert statement this version knows: every enqueue takes two round trips (same fairness)',
-                );
+      try {
+        await boss.send(this.name, data, {
+          ...sendOptions,
+          db: {
+            executeSql: (text: string, values: unknown[]) => {
+              if (open.fairText === undefined) {
+                open.fairText = values.length === INSERT_PARAMETERS ? fairInsert(text, this.schema) : null;
+                if (open.fairText === null) this.slowPath('insert');
               }
-            }
-            if (open.fairText === null) {
-              fair = false;
-              return Promise.resolve({ rows: [] });
-            }
-            return this.query(open, open.fairText, [...values, owner]);
+              if (open.fairText === null) {
+                fair = false;
+                return Promise.resolve({ rows: [] });
+              }
+              return this.query(open, open.fairText, [...values, owner]);
+            },
           },
-        },
-      });
+        });
+      } catch (err) {
+        // Postgres is away: the caller's answer. Anything else means the statement no longer fits this pg-boss.
+        if (isConnectionFault(err) || open.fairText === null) throw err;
+        open.fairText = null;
+        this.slowPath('insert', err);
+        fair = false;
+      }
       if (fair) return;
     }
     // Two round trips (three for a duplicate): count the job in, send it with its place as priority, and count it out
@@ -390,9 +405,9 @@ export class PgBossQueue implements JobQueue {
     const place = Math.min(Math.max(1, Number(rows[0]?.waiting ?? 1)), MAX_PLACE);
     try {
       const id = await boss.send(this.name, data, { ...sendOptions, priority: -place });
-      if (id === null) await this.query(open, releaseSql(this.schema), [this.name, [owner], [1]]);
+      if (id === null) await this.query(open, takenSql(this.schema), [this.name, [owner], [1]]);
     } catch (err) {
-      await this.query(open, releaseSql(this.schema), [this.name, [owner], [1]]).catch(() => undefined);
+      await this.query(open, takenSql(this.schema), [this.name, [owner], [1]]).catch(() => undefined);
       throw err;
     }
   }
@@ -434,7 +449,7 @@ export class PgBossQueue implements JobQueue {
         // pg-boss answers a failed fetch with no jobs (the failure is reported by `query`): the next poll tries again.
         let jobs: Array<PgBoss.JobWithMetadata<JobData>> = [];
         try {
-          jobs = await boss.fetch<JobData>(this.name, { batchSize: free, priority: true, includeMetadata: true });
+          jobs = await boss.fetch<JobData>(this.name, { batchSize: free, priority: true, includeMetadata: true, db: this.fetchDb(open) });
         } catch (err) {
           this.report('fetch', err);
         }
@@ -478,12 +493,38 @@ export class PgBossQueue implements JobQueue {
     this.delayTimers.add(timer);
   }
 
+  /**
+   * pg-boss's connection for `fetch`: its own statement with the fetched jobs counted out of their owners' lines
+   * behind it (see fair-send.ts). pg-boss answers a failed fetch with no jobs, so a statement error other than a lost
+   * connection switches to plain fetches at once, rather than leaving the queue to fetch nothing for ever.
+   */
+  private fetchDb(open: Open): PgBoss.Db {
+    return {
+      executeSql: async (text: string, values: unknown[]) => {
+        if (open.fairFetchText === undefined) {
+          open.fairFetchText = fairFetch(text, this.schema);
+          if (open.fairFetchText === null) this.slowPath('fetch');
+        }
+        if (open.fairFetchText === null) return this.query(open, text, values);
+        try {
+          return await this.query(open, open.fairFetchText, values);
+        } catch (err) {
+          if (isConnectionFault(err)) throw err;
+          open.fairFetchText = null;
+          this.slowPath('fetch', err);
+          return this.query(open, text, values);
+        }
+      },
+    };
+  }
+
   private run(open: Open, job: PgBoss.JobWithMetadata<JobData>): void {
     const handler = this.handler;
     const data = job.data;
-    // It left the line: the owner's next job moves up. Only on its first start (a job handed out again was counted
-    // out already).
-    if (job.retryCount === 0) {
+    // It left the line: the owner's next job moves up. The fetch did that already, unless the installed pg-boss's
+    // fetch could not be extended; then it is written with the next flush. Only on its first start (a job handed out
+    // again was counted out already).
+    if (open.fairFetchText === null && job.retryCount === 0) {
       const owner = data.ownerId ?? '';
       open.releases.set(owner, (open.releases.get(owner) ?? 0) + 1);
     }
@@ -551,7 +592,7 @@ export class PgBossQueue implements JobQueue {
     if (counts.size > 0) {
       // Until this is written the owners' counts are that many too high, so their next jobs queue that much further
       // back (never ahead of anyone).
-      writes.push(this.query(open, releaseSql(this.schema), [this.name, [...counts.keys()], [...counts.values()]]));
+      writes.push(this.query(open, takenSql(this.schema), [this.name, [...counts.keys()], [...counts.values()]]));
     }
     if (Date.now() - open.lastSweep > SWEEP_EVERY_MS) {
       open.lastSweep = Date.now();

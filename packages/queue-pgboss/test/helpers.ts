@@ -57,16 +57,15 @@ export async function jobStates(url: string, queueName: string, schema = 'genser
   }
 }
 
-/** The owners' waiting counts of one queue (the fairness table), read by a connection of the test's own. */
+/** The owners' waiting counts of one queue (added minus taken, in the fairness table), read by a connection of the test's own. */
 export async function waitingByOwner(url: string, queueName: string, schema = 'genservice_jobs'): Promise<Record<string, number>> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    const { rows } = await client.query(`SELECT owner, waiting FROM ${schema}.genservice_waiting WHERE queue = $1 AND waiting > 0`, [queueName]);
-    return Object.fromEntries((rows as Array<{ owner: string; waiting: number }>).map((r) => [r.owner, Number(r.waiting)]));
-  } finally {
-    await client.end();
-  }
+  const rows = await sql<{ owner: string; waiting: string }>(
+    url,
+    `SELECT owner, sum(CASE kind WHEN 'added' THEN n ELSE -n END) AS waiting FROM ${schema}.genservice_owner_counts
+      WHERE queue = $1 GROUP BY owner HAVING sum(CASE kind WHEN 'added' THEN n ELSE -n END) > 0`,
+    [queueName],
+  );
+  return Object.fromEntries(rows.map((r) => [r.owner, Number(r.waiting)]));
 }
 
 export interface FreshStores extends PostgresStores {

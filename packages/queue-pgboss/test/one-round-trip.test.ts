@@ -4,7 +4,7 @@ import PgBoss from 'pg-boss';
 import { silentLogger } from '@genservice/core';
 import type { Job } from '@genservice/core/ports';
 import { PgBossQueue } from '../src/index.js';
-import { fairInsert, INSERT_PARAMETERS } from '../src/fair-send.js';
+import { fairFetch, fairInsert, INSERT_PARAMETERS } from '../src/fair-send.js';
 import { createTestDatabase, randomName, sql, waitUntil, waitingByOwner, type TestDatabase } from './helpers.js';
 
 let db: TestDatabase;
@@ -48,8 +48,21 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
     expect(seen!.values).toHaveLength(INSERT_PARAMETERS);
     const fair = fairInsert(seen!.text, 'gs_x');
     expect(fair).not.toBeNull();
-    expect(fair).toContain('INSERT INTO gs_x.genservice_waiting');
+    expect(fair).toContain('INSERT INTO gs_x.genservice_owner_counts');
     expect(fairInsert('SELECT 1', 'gs_x')).toBeNull();
+    // And its fetch (as this queue fetches: by priority, with metadata), which counts the fetched jobs out.
+    let fetched: string | undefined;
+    const fetchDb = {
+      executeSql: async (text: string) => {
+        fetched = text;
+        return { rows: [] };
+      },
+    };
+    expect(await boss.fetch('q', { batchSize: 3, priority: true, includeMetadata: true, db: fetchDb })).toEqual([]);
+    const fairF = fairFetch(fetched!, 'gs_x');
+    expect(fairF).not.toBeNull();
+    expect(fairF).toContain('INSERT INTO gs_x.genservice_owner_counts');
+    expect(fairFetch('SELECT 1', 'gs_x')).toBeNull();
   });
 
   it('sends one statement per enqueue, and stores the job as pg-boss does with the owner’s place as priority', async () => {
@@ -86,9 +99,10 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
     expect((await sql(db.url, 'SELECT 1 FROM genservice_jobs.job WHERE name = $1', [name])).length).toBe(4);
   });
 
-  it('a worker runs the jobs so added, owners taking turns, and the counts go back to nothing', async () => {
+  it('a worker runs the jobs so added, owners taking turns, and the fetches count them out (no statement of their own)', async () => {
     const name = randomName('q');
-    const queue = new PgBossQueue({ connectionString: db.url, queueName: name, poolSize: 3 });
+    const { pool, sent } = recordingPool();
+    const queue = new PgBossQueue({ pool, queueName: name });
     cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
     for (let i = 1; i <= 3; i++) await queue.enqueue({ generationId: `a${i}`, modelId: 'm', ownerId: 'alice' }, { fresh: true });
     for (let i = 1; i <= 3; i++) await queue.enqueue({ generationId: `b${i}`, modelId: 'm', ownerId: 'bob' }, { fresh: true });
@@ -101,6 +115,9 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
     );
     await waitUntil(() => ran.length === 6, 'six runs', 5000, 10);
     expect(ran).toEqual(['a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
-    await waitUntil(async () => Object.keys(await waitingByOwner(db.url, name)).length === 0, 'the counts to empty', 5000, 20);
+    // Counted out by the statements that fetched them: nothing waits the moment the last one is fetched.
+    expect(await waitingByOwner(db.url, name)).toEqual({});
+    expect(sent.some((t) => t.startsWith('WITH gs_fetched AS'))).toBe(true);
+    expect(sent.filter((t) => t.includes('genservice_owner_counts') && !/^WITH gs_(place|fetched) AS/.test(t) && !t.startsWith('BEGIN'))).toEqual([]);
   });
 });
