@@ -4,7 +4,7 @@ import PgBoss from 'pg-boss';
 import { silentLogger } from '@genservice/core';
 import type { Job } from '@genservice/core/ports';
 import { PgBossQueue } from '../src/index.js';
-import { fairFetch, fairInsert, INSERT_PARAMETERS } from '../src/fair-send.js';
+import { fairFetch, fairInsert, INSERT_PARAMETERS, sweepSql } from '../src/fair-send.js';
 import { createTestDatabase, randomName, sql, waitUntil, waitingByOwner, type TestDatabase } from './helpers.js';
 
 let db: TestDatabase;
@@ -120,4 +120,24 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
     expect(sent.some((t) => t.startsWith('WITH gs_fetched AS'))).toBe(true);
     expect(sent.filter((t) => t.includes('genservice_owner_counts') && !/^WITH gs_(place|fetched) AS/.test(t) && !t.startsWith('BEGIN'))).toEqual([]);
   });
+
+  it("the sweep drops the counts of owners with nothing waiting, and keeps a waiting owner's", async () => {
+    const name = randomName('q');
+    const queue = new PgBossQueue({ connectionString: db.url, queueName: name, poolSize: 3 });
+    cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
+    const ran: string[] = [];
+    await queue.start(async (job: Job) => void ran.push(job.generationId), { concurrency: 2, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger });
+    for (let i = 0; i < 3; i++) await queue.enqueue({ generationId: `done-${i}`, modelId: 'm', ownerId: 'idle' }, { fresh: true });
+    await waitUntil(() => ran.length === 3, 'the idle owner’s jobs to run', 5000, 10);
+    await queue.stop({ timeoutMs: 1000 });
+    // A waiting job of another owner (the queue is stopped: it stays waiting).
+    await queue.enqueue({ generationId: 'waits', modelId: 'm', ownerId: 'busy' }, { fresh: true });
+    const owners = async (): Promise<string[]> =>
+      (await sql<{ owner: string; kind: string }>(db.url, 'SELECT owner, kind FROM genservice_jobs.genservice_owner_counts WHERE queue = $1 ORDER BY 1, 2', [name])).map((r) => `${r.owner}:${r.kind}`);
+    expect(await owners()).toEqual(['busy:added', 'idle:added', 'idle:taken']);
+    await sql(db.url, sweepSql('genservice_jobs'), [name]);
+    expect(await owners()).toEqual(['busy:added']);
+    expect(await waitingByOwner(db.url, name)).toEqual({ busy: 1 });
+  });
 });
+
