@@ -129,6 +129,7 @@ import { createClient, GenServiceError } from '@genservice/client';
 import { createSqliteStores } from '@genservice/store-sqlite';
 import { createPostgresStores } from '@genservice/store-postgres';
 import { BullMQQueue, RedisNotifier } from '@genservice/queue-bullmq';
+import { PgBossQueue } from '@genservice/queue-pgboss';
 import { createDemoProvider } from '@genservice/demo-models';
 import { createReplicateProvider, createFalProvider } from '@genservice/providers';
 import { createAiSdkProvider } from '@genservice/ai-sdk';
@@ -138,7 +139,7 @@ import { readPlaygroundAsset } from '@genservice/playground';
 export const used: unknown[] = [
   createGenerationService, InvalidOptionsError, MemoryApiKeyStore, MemoryLedger, DiskBlobStore, createJsonLogger,
   genserviceRouter, genservicePlugin, genserviceFrameworkErrors, genserviceMiddleware, onBodyParserError,
-  createClient, GenServiceError, createSqliteStores, createPostgresStores, BullMQQueue, RedisNotifier,
+  createClient, GenServiceError, createSqliteStores, createPostgresStores, BullMQQueue, RedisNotifier, PgBossQueue,
   createDemoProvider, createReplicateProvider, createFalProvider, createAiSdkProvider, runPortContracts, readPlaygroundAsset,
 ];
 export type Types = [ModelProvider, GenerationStore, Ledger, HttpRequest];
