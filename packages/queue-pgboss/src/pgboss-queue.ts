@@ -295,8 +295,9 @@ export class PgBossQueue implements JobQueue {
 
   /**
    * Creates the pg-boss queue (policy `short`: one waiting job per key) with pg-boss's own `create_queue`, under an
-   * advisory lock: pg-boss's `createQueue` deadlocks when two instances create the same queue at once (each inserts
-   * the queue row and then waits for the other's lock on it while attaching its partition).
+   * advisory lock: two instances creating the same queue at once through pg-boss's `createQueue` deadlock (one waits
+   * for the other's queue row, the other for a lock on the queue table the first holds), and Postgres fails one of
+   * them after its deadlock timeout (a second: that instance's first enqueue would answer 503).
    */
   private async createQueue(open: Open): Promise<void> {
     const client = await open.pool.connect();
