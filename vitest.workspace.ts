@@ -47,6 +47,7 @@ export default [
   project('metrics-prometheus', 'packages/metrics-prometheus'),
   project('mcp', 'packages/mcp', { fileParallelism: false }),
   project('queue-bullmq', 'packages/queue-bullmq', { fileParallelism: false }),
+  project('queue-pgboss', 'packages/queue-pgboss', { fileParallelism: false }),
   project('examples', 'examples', { include: ['test/**/*.test.ts'], fileParallelism: false }),
   project('docs', 'examples/doc-blocks'),
 ];

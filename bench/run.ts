@@ -43,6 +43,7 @@ import {
 } from './sections/stores.js';
 import { memoryPerGeneration, scaleMemory, scaleSqlite, type ScaleResult } from './sections/scale.js';
 import { pushBench } from './sections/push.js';
+import { oursPgBoss, rawPgBoss, rawPgBossE2E, servicePgBossE2E, PGBOSS_CONCURRENCY, PGBOSS_POOL } from './sections/pgboss.js';
 import { usageScale } from './sections/usage.js';
 import { batchBench, BATCH_SIZE } from './sections/batch.js';
 import { telemetryBench } from './sections/telemetry.js';
@@ -104,6 +105,8 @@ const S = {
   pg: { n: Q ? 1_000 : 5_000, warm: Q ? 200 : 1_000, rounds: Q ? 1 : 3 },
   pgE2E: { n: Q ? 1_000 : 4_000, warm: Q ? 200 : 500, rounds: Q ? 1 : 3, clients: [1, 32] as const },
   bull: { n: Q ? 1_000 : 3_000, warm: Q ? 200 : 500, rounds: Q ? 1 : 3 },
+  pgboss: { n: Q ? 1_000 : 3_000, warm: Q ? 200 : 500, rounds: Q ? 1 : 3 },
+  pgbossE2E: { n: Q ? 1_000 : 4_000, warm: Q ? 200 : 500, rounds: Q ? 1 : 3, clients: 32 },
   scale: { small: 1_000, large: Q ? 100_000 : 1_000_000, gets: Q ? 5_000 : 20_000, creates: Q ? 2_000 : 5_000, mem: Q ? 20_000 : 100_000 },
   profileSeconds: Q ? 2 : 4,
 };
@@ -494,6 +497,88 @@ async function runStores(): Promise<Row[]> {
     const n = await cleanRedisPrefix(prefix);
     log(`[stores] deleted ${n} Redis keys under ${prefix}:`);
   }
+  rows.push(...(await pgBossRows()));
+  return rows;
+}
+
+/**
+ * Issue 43: the PgBossQueue beside BullMQ, against raw pg-boss (enqueue + no-op job), and Postgres end to end with it
+ * against hand-written pg + raw pg-boss. A throwaway database, dropped at the end; a queue name per run.
+ */
+async function pgBossRows(): Promise<Row[]> {
+  const rows: Row[] = [];
+  const db = await throwawayDatabase();
+  let runs = 0;
+  const fresh = (side: string): string => `${side}_${runs++}`;
+  try {
+    log('[stores] pg-boss warm-up');
+    await oursPgBoss(db.url, fresh('warm_ours'), S.pgboss.warm);
+    await rawPgBoss(db.url, fresh('warm_raw'), S.pgboss.warm);
+    const pb = await alternate(
+      'pg-boss enqueue+process',
+      S.pgboss.rounds,
+      () => oursPgBoss(db.url, fresh('ours'), S.pgboss.n),
+      () => rawPgBoss(db.url, fresh('raw'), S.pgboss.n),
+    );
+    rows.push(
+      evaluate({
+        id: 'stores.pgboss',
+        section: 'stores',
+        name: `pg-boss: enqueue + no-op job (${S.pgboss.n / 1000}k, concurrency ${PGBOSS_CONCURRENCY}, pool ${PGBOSS_POOL})`,
+        ours: { value: pb.ours, unit: 'ops/s' },
+        oursLabel: 'PgBossQueue',
+        base: { value: pb.raw, unit: 'ops/s' },
+        baseLabel: 'raw send + fetch/complete',
+        ratio: pb.ours / pb.raw,
+        target: { kind: 'min', bound: 0.85 },
+      }),
+    );
+    const clients = S.pgbossE2E.clients;
+    type Side = 'ours' | 'raw' | 'hand';
+    const e2e = (side: Side, n: number): Promise<E2EResult> =>
+      side === 'hand' ? rawPgBossE2E(db.url, fresh('e2e_hand'), fresh('q'), n, clients) : servicePgBossE2E(side, db.url, fresh(`e2e_${side}`), fresh('q'), n, clients);
+    log(`[stores] pg-boss end to end warm-up, ${clients} clients`);
+    for (const side of ['ours', 'raw', 'hand'] as const) await e2e(side, S.pgbossE2E.warm);
+    const got: Record<Side, E2EResult[]> = { ours: [], raw: [], hand: [] };
+    const order: Side[] = ['ours', 'raw', 'hand'];
+    for (let round = 0; round < S.pgbossE2E.rounds; round++) {
+      // Each round starts with another side.
+      for (const side of [...order.slice(round % 3), ...order.slice(0, round % 3)]) {
+        const v = await e2e(side, S.pgbossE2E.n);
+        got[side].push(v);
+        log(`[stores] pg-boss e2e round ${round + 1} ${side}: ${Math.round(v.rate)} gen/s, ${v.cpuUs.toFixed(0)} µs node CPU/generation`);
+      }
+    }
+    const bestOf = (xs: E2EResult[]): E2EResult => xs.reduce((a, b) => (b.rate > a.rate ? b : a));
+    const [ours, raw, hand] = [bestOf(got.ours), bestOf(got.raw), bestOf(got.hand)];
+    const measure = (x: E2EResult) => ({ value: x.rate, unit: 'gen/s' as const, extra: `(node CPU ${x.cpuUs.toFixed(0)} µs/gen)` });
+    const what = `${clients} clients, ${S.pgbossE2E.n / 1000}k generations, ${PG_E2E_USERS} users, runner ${PG_E2E_RUNNER}, pool ${PG_E2E_POOL} + queue ${PGBOSS_POOL}`;
+    rows.push(
+      evaluate({
+        id: 'stores.pgboss-e2e',
+        section: 'stores',
+        name: `Postgres end to end, public API, the service's queue on pg-boss (${what})`,
+        ours: measure(ours),
+        oursLabel: 'service.create + PgBossQueue',
+        base: measure(raw),
+        baseLabel: 'service.create + raw pg-boss queue',
+        ratio: ours.rate / raw.rate,
+        target: { kind: 'min', bound: 0.85 },
+      }),
+      evaluate({
+        id: 'stores.pgboss-e2e.handwritten',
+        section: 'stores',
+        name: `Postgres end to end on pg-boss, public API against hand-written (${what})`,
+        ours: measure(ours),
+        oursLabel: 'service.create + PgBossQueue',
+        base: measure(hand),
+        baseLabel: 'hand-written pg + raw pg-boss',
+        ratio: ours.rate / hand.rate,
+      }),
+    );
+  } finally {
+    await db.drop();
+  }
   return rows;
 }
 
@@ -617,9 +702,17 @@ async function runPush(): Promise<Row[]> {
   const streams = Q ? 1_000 : 5_000;
   const samples = Q ? 50 : 300;
   log(`[push] ${streams} idle event streams; ${samples} commit-to-client samples in-process and across instances`);
-  const r = await pushBench({ streams, samples, redisUrl: REDIS_URL });
+  // PostgresNotifier's figure on a throwaway database (LISTEN/NOTIFY needs no table; the database only scopes it).
+  const db = await throwawayDatabase();
+  let r: Awaited<ReturnType<typeof pushBench>>;
+  try {
+    r = await pushBench({ streams, samples, redisUrl: REDIS_URL, postgresUrl: db.url });
+  } finally {
+    await db.drop();
+  }
   log(`[push] per idle stream: heap ${r.memory.heapPerStreamB.toFixed(0)} B, RSS ${r.memory.rssPerStreamB.toFixed(0)} B`);
-  log(`[push] commit to client: in-process p50 ${r.latency.inProcess.p50Ms.toFixed(1)} ms / p99 ${r.latency.inProcess.p99Ms.toFixed(1)} ms; across instances (Redis) p50 ${r.latency.acrossInstances.p50Ms.toFixed(1)} ms / p99 ${r.latency.acrossInstances.p99Ms.toFixed(1)} ms`);
+  const pgLatency = r.latency.acrossInstancesPostgres!;
+  log(`[push] commit to client: in-process p50 ${r.latency.inProcess.p50Ms.toFixed(1)} ms / p99 ${r.latency.inProcess.p99Ms.toFixed(1)} ms; across instances (Redis) p50 ${r.latency.acrossInstances.p50Ms.toFixed(1)} ms / p99 ${r.latency.acrossInstances.p99Ms.toFixed(1)} ms; across instances (Postgres) p50 ${pgLatency.p50Ms.toFixed(1)} ms / p99 ${pgLatency.p99Ms.toFixed(1)} ms`);
   const ms = (l: { p50Ms: number; p99Ms: number; n: number }) => ({ value: l.p50Ms, unit: 'ms' as const, extra: `p50 (p99 ${l.p99Ms.toFixed(1)} ms, ${l.n} events)` });
   const o = r.outputDeltas;
   log(`[push] output deltas: ${o.eventsPerSecond.toFixed(0)} events/s to ${o.streams} streams (${o.deltasPerSecond.toFixed(0)} deltas/s appended, ${o.logEventsPerGenerationPerSecond.toFixed(2)} log events/s per generation)`);
@@ -648,6 +741,13 @@ async function runPush(): Promise<Row[]> {
       section: 'push',
       name: 'Commit to client, across instances (worker on one, stream on another, Redis notifier)',
       ours: ms(r.latency.acrossInstances),
+      oursLabel: 'transition committed -> event read',
+    },
+    {
+      id: 'push.latency.remote-postgres',
+      section: 'push',
+      name: 'Commit to client, across instances (worker on one, stream on another, Postgres notifier: LISTEN/NOTIFY)',
+      ours: ms(pgLatency),
       oursLabel: 'transition committed -> event read',
     },
   ];
@@ -818,12 +918,12 @@ function documentFor(saved: Saved, rows: Row[]): string {
     '<!-- Generated by `pnpm bench` (bench/run.ts); edit bench/notes.md, not this file. -->',
     '',
     'How much genservice costs against what a user would otherwise write: a bare route of the same framework, raw',
-    'p-queue, the raw database driver, raw BullMQ. Every ratio is ours / baseline, both measured alternately in the',
+    'p-queue, the raw database driver, raw BullMQ, raw pg-boss. Every ratio is ours / baseline, both measured alternately in the',
     'same run on the same machine, same settings, after a warm-up.',
     '',
     '```',
     'pnpm bench                          # everything',
-    'pnpm bench -- --only http           # one section (http|runner|stores|scale); the others keep their figures',
+    'pnpm bench -- --only http           # one section (http|runner|stores|scale|push|telemetry); the others keep their figures',
     'pnpm bench -- --quick               # short smoke run, prints only',
     '```',
     '',
@@ -876,6 +976,16 @@ function documentFor(saved: Saved, rows: Row[]): string {
     '  shared with the database server. BullMQ: `enqueue` of a just-created generation (`{ fresh: true }` and its',
     '  owner, as `Lifecycle.create` does) in a loop and a no-op handler, until all ran, against `Queue.add` with a',
     `  jobId and a raw \`Worker\` (concurrency ${BULL_CONCURRENCY}); a random Redis prefix, deleted at the end.`,
+    '  **pg-boss** (issue 43), on a throwaway database: the `PgBossQueue` the same way (fresh enqueues with their owner,',
+    `  a no-op handler, concurrency ${PGBOSS_CONCURRENCY}, pool ${PGBOSS_POOL}) against raw pg-boss 10: \`send\` with the generation id as`,
+    '  singleton key on a `short` queue (the deduplication ours does) and a consumer keeping as many jobs in flight with',
+    '  `fetch`, completing each fetched batch with one `complete` (pg-boss\'s `work` does the same but sleeps its polling',
+    '  interval, at least 0.5 s, after every batch); both woken by their own process\'s sends. Ours also keeps the',
+    '  owners\' counts (fairness) in the statements that insert and fetch. **End to end on pg-boss**: the Postgres end to',
+    `  end of issue 22 (${S.pgbossE2E.clients} clients) with the \`PgBossQueue\` as the service\'s queue, against the same service with raw`,
+    '  pg-boss as its queue (a JobQueue of a few lines: `send`, and the consumer above): what our queue costs a whole',
+    '  create-to-settled path; and, without a target, against the hand-written `pg` of that section with raw pg-boss',
+    '  carrying the work (there the stores\' own cost is in the ratio too).',
     `- **Scale**: single \`service.get\` / \`service.create\` calls timed one by one (${S.scale.gets / 1000}k gets on random`,
     `  stored ids, ${S.scale.creates / 1000}k creates) with ${S.scale.small / 1000}k and then ${S.scale.large >= 1e6 ? S.scale.large / 1e6 + 'M' : S.scale.large / 1e3 + 'k'}`,
     '  generations stored, two stores side by side measured in alternating batches (the small store\'s own creates',

@@ -303,6 +303,7 @@ import { createClient, GenServiceError } from '@genservice/client';
 import { createSqliteStores } from '@genservice/store-sqlite';
 import { createPostgresStores } from '@genservice/store-postgres';
 import { BullMQQueue, RedisNotifier } from '@genservice/queue-bullmq';
+import { PgBossQueue } from '@genservice/queue-pgboss';
 import { createDemoProvider } from '@genservice/demo-models';
 import { createReplicateProvider, createFalProvider } from '@genservice/providers';
 import { createAiSdkProvider } from '@genservice/ai-sdk';
@@ -313,7 +314,7 @@ import { createMcpHandler } from '@genservice/mcp';
 export const used: unknown[] = [
   createGenerationService, InvalidOptionsError, MemoryApiKeyStore, MemoryLedger, DiskBlobStore, createJsonLogger,
   genserviceRouter, genservicePlugin, genserviceFrameworkErrors, genserviceMiddleware, onBodyParserError,
-  createClient, GenServiceError, createSqliteStores, createPostgresStores, BullMQQueue, RedisNotifier,
+  createClient, GenServiceError, createSqliteStores, createPostgresStores, BullMQQueue, RedisNotifier, PgBossQueue,
   createDemoProvider, createReplicateProvider, createFalProvider, createAiSdkProvider, runPortContracts, readPlaygroundAsset,
   createMcpHandler,
 ];

@@ -18,10 +18,10 @@ export const PG_E2E_USERS = 64;
 export const PG_E2E_POOL = 34;
 /** The runner's concurrency on both sides: enough that 32 clients' generations do not wait for a lane. */
 export const PG_E2E_RUNNER = 32;
-const IN_FLIGHT = 10_000_000;
-const LEASE_MS = 30_000;
-const BALANCE = 1e12;
-const users = Array.from({ length: PG_E2E_USERS }, (_, i) => `user-${i}`);
+export const IN_FLIGHT = 10_000_000;
+export const LEASE_MS = 30_000;
+export const BALANCE = 1e12;
+export const users = Array.from({ length: PG_E2E_USERS }, (_, i) => `user-${i}`);
 
 export interface E2EResult {
   /** Generations per second, created to settled. */
@@ -31,7 +31,7 @@ export interface E2EResult {
 }
 
 /** `clients` loops, each creating the next generation as soon as its previous create returned. */
-async function clientsCreate(n: number, clients: number, create: (user: string) => Promise<unknown>): Promise<void> {
+export async function clientsCreate(n: number, clients: number, create: (user: string) => Promise<unknown>): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: clients }, async () => {
@@ -44,7 +44,7 @@ async function clientsCreate(n: number, clients: number, create: (user: string) 
 }
 
 /** Counts calls; resolves when `n` were made. */
-function countdown(n: number): { hit: () => void; done: Promise<void> } {
+export function countdown(n: number): { hit: () => void; done: Promise<void> } {
   let left = n;
   let resolve!: () => void;
   const done = new Promise<void>((r) => (resolve = r));
@@ -135,7 +135,7 @@ export const PG_E2E_SQL = (s: string) => ({
 });
 
 /** The settings check a hand-written service would do for the bench model. */
-function validSettings(settings: Record<string, unknown>): boolean {
+export function validSettings(settings: Record<string, unknown>): boolean {
   for (const [name, v] of Object.entries(settings)) {
     const def = MODEL.settings.find((x) => x.name === name);
     if (!def || typeof v !== 'string' || (def.fieldType === 'select' && !def.options!.includes(v))) return false;
@@ -143,7 +143,7 @@ function validSettings(settings: Record<string, unknown>): boolean {
   return MODEL.settings.every((x) => !x.required || settings[x.name] !== undefined);
 }
 
-async function inTransaction<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
   const c = await pool.connect();
   try {
     await c.query('BEGIN');

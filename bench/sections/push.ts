@@ -9,11 +9,13 @@
  *   generation per second), so it says what a client gets, and that nothing is lost, rather than a raw rate.
  * - Latency: the time from a transition's commit (the event's `at`, taken by the store) to the client reading that
  *   event from the stream: in-process (one service), and across instances (the worker on one service, the stream on
- *   another, sharing a store and woken by Redis pub/sub).
+ *   another, sharing a store and woken by Redis pub/sub, or by Postgres LISTEN/NOTIFY for hosts without Redis).
  */
 import { connect } from 'node:net';
 import { createGenerationService, MemoryApiKeyStore, MemoryGenerationStore, MemoryLedger, type GenerationService } from '@genservice/core';
 import { RedisNotifier } from '@genservice/queue-bullmq';
+import { PostgresNotifier } from '@genservice/store-postgres';
+import type { Notifier } from '@genservice/core/ports';
 import { nextMessage, spawnTs, stopChild } from '../lib/proc.js';
 
 export interface OutputDeltasResult {
@@ -32,7 +34,12 @@ export interface OutputDeltasResult {
 export interface PushResult {
   outputDeltas: OutputDeltasResult;
   memory: { streams: number; heapPerStreamB: number; rssPerStreamB: number };
-  latency: { inProcess: { p50Ms: number; p99Ms: number; n: number }; acrossInstances: { p50Ms: number; p99Ms: number; n: number } };
+  latency: {
+    inProcess: { p50Ms: number; p99Ms: number; n: number };
+    acrossInstances: { p50Ms: number; p99Ms: number; n: number };
+    /** The same across instances woken by PostgresNotifier (when a database was given). */
+    acrossInstancesPostgres?: { p50Ms: number; p99Ms: number; n: number };
+  };
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -216,7 +223,7 @@ export async function outputDeltasBench(streams: number, seconds: number, everyM
   }
 }
 
-export async function pushBench(opts: { streams: number; samples: number; redisUrl: string }): Promise<PushResult> {
+export async function pushBench(opts: { streams: number; samples: number; redisUrl: string; postgresUrl?: string }): Promise<PushResult> {
   const outputDeltas = await outputDeltasBench(100, 3);
   const memory = await measureMemory(opts.streams);
 
@@ -233,9 +240,19 @@ export async function pushBench(opts: { streams: number; samples: number; redisU
   const inProcess = await measureLatency(single, single, inGate, opts.samples);
   await single.stop({ timeoutMs: 100 });
 
+  const channel = `gs-bench-${process.pid}`;
+  const acrossInstances = await acrossTwo(apiKeys, () => new RedisNotifier({ connection: opts.redisUrl, channel }), opts.samples);
+  const pgUrl = opts.postgresUrl;
+  const acrossInstancesPostgres = pgUrl
+    ? await acrossTwo(apiKeys, () => new PostgresNotifier({ connectionString: pgUrl, channel: `gs_bench_${process.pid}` }), opts.samples)
+    : undefined;
+  return { outputDeltas, memory, latency: { inProcess, acrossInstances, ...(acrossInstancesPostgres ? { acrossInstancesPostgres } : {}) } };
+}
+
+/** Two services sharing a store, the worker on one and the streams on the other, woken through `notifier()`s. */
+async function acrossTwo(apiKeys: MemoryApiKeyStore, notifier: () => Notifier, samples: number): Promise<{ p50Ms: number; p99Ms: number; n: number }> {
   const store = new MemoryGenerationStore();
   const ledger = new MemoryLedger({ balances: { u: 1_000_000 } });
-  const channel = `gs-bench-${process.pid}`;
   const crossGate = gated();
   const make = (runner: boolean): GenerationService =>
     createGenerationService({
@@ -247,14 +264,16 @@ export async function pushBench(opts: { streams: number; samples: number; redisU
       recovery: { intervalMs: 0 },
       limits: { inFlightPerUser: 1_000_000 },
       // A long poll interval: the figure is the notifier's path, not the fallback's.
-      push: { notifier: new RedisNotifier({ connection: opts.redisUrl, channel }), pollIntervalMs: 60_000 },
+      push: { notifier: notifier(), pollIntervalMs: 60_000 },
     });
   const workerSide = make(true);
   const apiSide = make(false);
   await workerSide.start();
   await apiSide.start();
-  const acrossInstances = await measureLatency(workerSide, apiSide, crossGate, opts.samples);
-  await workerSide.stop({ timeoutMs: 100 });
-  await apiSide.stop({ timeoutMs: 100 });
-  return { outputDeltas, memory, latency: { inProcess, acrossInstances } };
+  try {
+    return await measureLatency(workerSide, apiSide, crossGate, samples);
+  } finally {
+    await workerSide.stop({ timeoutMs: 100 });
+    await apiSide.stop({ timeoutMs: 100 });
+  }
 }

@@ -18,6 +18,8 @@ const service = createGenerationService({
   apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'bench-key', userId: 'u' }] }),
   ledger: new MemoryLedger({ balances: { u: 10 } }),
   recovery: { intervalMs: 0 },
+  // Every stream is one user's: the caps (20 a user, 5 000 a process by default) would refuse most of them.
+  limits: { streamsPerUser: 1_000_000, streamsTotal: 1_000_000 },
 });
 await service.start();
 const { generationId } = await service.create('u', { modelId: 'hold' });

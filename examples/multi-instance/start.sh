@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Starts several instances of an example host that share one Postgres (DATABASE_URL) and one Redis (REDIS_URL), as
-# instances behind a load balancer would: any of them accepts a create, any of them runs it.
+# instances behind a load balancer would: any of them accepts a create, any of them runs it. With QUEUE=pgboss they
+# share Postgres alone (the queue on pg-boss, no REDIS_URL needed).
 #
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/genservice REDIS_URL=redis://127.0.0.1:6379 \
 #     examples/multi-instance/start.sh
+#   DATABASE_URL=postgres://postgres@127.0.0.1:5432/genservice QUEUE=pgboss examples/multi-instance/start.sh
 #
 # Optional: INSTANCES (2), BASE_PORT (3001; instance i listens on BASE_PORT+i), HOST_APP (express-host; or
 # fastify-host, koa-host), DATA_DIR (examples/multi-instance/data), S3_BUCKET (result files in S3: no directory is
 # shared; with S3_ENDPOINT, S3_REGION, S3_FORCE_PATH_STYLE=1, AWS_ACCESS_KEY_ID, ...), and anything the host reads (USERS_FILE,
 # CONCURRENCY, LEASE_MS, RECOVERY_INTERVAL_MS, LOG_LEVEL, DEMO_SPEED, ...). Ctrl-C or SIGTERM stops every instance
-# gracefully (each finishes its running generations; waiting ones stay in Redis).
+# gracefully (each finishes its running generations; waiting ones stay in Redis, or in Postgres with pg-boss).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -19,8 +21,12 @@ INSTANCES="${INSTANCES:-2}"
 BASE_PORT="${BASE_PORT:-3001}"
 
 : "${DATABASE_URL:?set DATABASE_URL, e.g. postgres://postgres@127.0.0.1:5432/genservice}"
-: "${REDIS_URL:?set REDIS_URL, e.g. redis://127.0.0.1:6379}"
-export DATABASE_URL REDIS_URL
+if [ "${QUEUE:-}" = "pgboss" ]; then
+  export DATABASE_URL QUEUE
+else
+  : "${REDIS_URL:?set REDIS_URL, e.g. redis://127.0.0.1:6379 (or QUEUE=pgboss for Postgres alone)}"
+  export DATABASE_URL REDIS_URL
+fi
 # Without S3_BUCKET, one data directory for all instances: a file result written by one is served by whichever the
 # client reaches, the file-URL secret kept there is the same for all, and so is the demo user. With S3_BUCKET the files
 # are in the bucket and each instance has a directory of its own (DATA_DIR/instance-N): nothing on disk is shared, so
@@ -85,7 +91,8 @@ for i in $(seq 0 $((INSTANCES - 1))); do
   echo "instance $((i + 1)) of $INSTANCES: http://127.0.0.1:$port (pid ${pids[-1]})"
 done
 
-echo "all $INSTANCES instances share one Postgres and one Redis${S3_BUCKET:+ and the bucket $S3_BUCKET}; each serves the API at http://127.0.0.1:<port>/api/v1"
+if [ "${QUEUE:-}" = "pgboss" ]; then shared="one Postgres (the queue on pg-boss)"; else shared="one Postgres and one Redis"; fi
+echo "all $INSTANCES instances share $shared${S3_BUCKET:+ and the bucket $S3_BUCKET}; each serves the API at http://127.0.0.1:<port>/api/v1"
 # Each instance made by itself keeps the demo user's key in its own directory; the keys live in Postgres, so the first
 # instance's works on all of them.
 first="$(instance_dir 0)"

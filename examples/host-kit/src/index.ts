@@ -22,6 +22,11 @@ export interface HostConfig {
   dataDir: string;
   databaseUrl?: string;
   redisUrl?: string;
+  /**
+   * Which queue hands out the work: `in-process` (each instance runs what it accepted), `bullmq` (Redis, `REDIS_URL`)
+   * or `pgboss` (Postgres alone, `DATABASE_URL`). Default: `bullmq` with `REDIS_URL`, else `in-process`.
+   */
+  queue: 'in-process' | 'bullmq' | 'pgboss';
   retentionHours?: number;
   /** Multiplies the demo models' artificial work time (1 = about each model's estimatedGenerationTime). */
   demoSpeed: number;
@@ -59,6 +64,7 @@ const envSchema = z.object({
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: z.string().min(1).optional(),
   REDIS_URL: z.string().min(1).optional(),
+  QUEUE: z.enum(['in-process', 'bullmq', 'pgboss']).optional(),
   RETENTION_HOURS: z.coerce.number().positive().optional(),
   DEMO_SPEED: z.coerce.number().positive().default(1),
   ALLOW_PRIVATE_MEDIA: z.enum(['0', '1', 'true', 'false']).default('0'),
@@ -89,6 +95,15 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): HostConfig {
     process.exit(2);
   }
   const e = parsed.data;
+  const queue = e.QUEUE ?? (e.REDIS_URL ? 'bullmq' : 'in-process');
+  if (queue === 'bullmq' && !e.REDIS_URL) {
+    console.error('invalid QUEUE: bullmq needs REDIS_URL');
+    process.exit(2);
+  }
+  if (queue === 'pgboss' && !e.DATABASE_URL) {
+    console.error('invalid QUEUE: pgboss needs DATABASE_URL (the queue lives in Postgres)');
+    process.exit(2);
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -98,6 +113,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): HostConfig {
     dataDir: resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
     redisUrl: e.REDIS_URL,
+    queue,
     retentionHours: e.RETENTION_HOURS,
     demoSpeed: e.DEMO_SPEED,
     allowPrivateMedia: e.ALLOW_PRIVATE_MEDIA === '1' || e.ALLOW_PRIVATE_MEDIA === 'true',
@@ -258,7 +274,16 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
   let notifier: NonNullable<GenerationServiceOptions['push']>['notifier'];
   let rateLimitBackend: NonNullable<GenerationServiceOptions['rateLimits']>['backend'] = { type: 'memory' };
   let redisForLimits: { quit(): Promise<unknown> } | undefined;
-  if (config.redisUrl) {
+  if (config.queue === 'pgboss' && config.databaseUrl && 'pool' in stores) {
+    // Postgres alone: the jobs in pg-boss's schema of the same database, live status through LISTEN/NOTIFY, the rate
+    // limits' counters in a table. service.stop() stops the queue and the notifier, which close their connections.
+    const { PgBossQueue } = await import('@genservice/queue-pgboss');
+    const { PostgresNotifier } = await import('@genservice/store-postgres');
+    const pool = (stores as unknown as { pool: NonNullable<import('@genservice/store-postgres').PostgresNotifierOptions['pool']> }).pool;
+    queue = new PgBossQueue({ connectionString: config.databaseUrl });
+    notifier = new PostgresNotifier({ connectionString: config.databaseUrl, pool, logger });
+    rateLimitBackend = { type: 'postgres', client: pool };
+  } else if (config.queue === 'bullmq' && config.redisUrl) {
     // service.stop() stops the queue and the notifier, which close their Redis connections.
     const { BullMQQueue, RedisNotifier } = await import('@genservice/queue-bullmq');
     // Concurrency, lock duration (the store lease) and logger come from the service's settings at start.
@@ -321,14 +346,14 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     // OpenAI's SDKs as clients at <mount>/openai/v1 (docs/openai-compatible.md).
     openai: { enabled: true },
     logger,
-    // `<mount>/readyz` asks the store, the ledger and the queue (Redis) itself; the rate limits' Redis too.
+    // `<mount>/readyz` asks the store, the ledger and the queue (Redis or Postgres) itself; the rate limits' Redis too.
     ...(metrics ? { telemetry: { meterProvider: metrics.meterProvider } } : {}),
   });
   logger.info(
     {
       store: stores.describe,
       files: config.s3 ? `s3 ${config.s3.bucket}` : join(config.dataDir, 'files'),
-      queue: config.redisUrl ? 'bullmq' : 'in-process',
+      queue: config.queue,
       users: users.length,
     },
     'genservice configured',

@@ -23,6 +23,8 @@ export class PostgresNotifier implements Notifier {
   private ownPool: pg.Pool | undefined;
   private pending = false;
   private stopped = false;
+  /** Counts starts and stops: a connection made for an earlier start is closed, not kept. */
+  private epoch = 0;
   private lastReport = 0;
   private readonly logger: Logger;
 
@@ -35,6 +37,7 @@ export class PostgresNotifier implements Notifier {
 
   async start(onWake: () => void): Promise<void> {
     this.stopped = false;
+    this.epoch++;
     if (!this.options.pool) {
       this.ownPool = new pg.Pool({ connectionString: this.options.connectionString, max: 2 });
       this.ownPool.on('error', () => undefined);
@@ -44,7 +47,9 @@ export class PostgresNotifier implements Notifier {
 
   private async listen(onWake: () => void): Promise<void> {
     if (this.stopped) return;
-    const client = new pg.Client({ connectionString: this.options.connectionString });
+    const epoch = this.epoch;
+    const gone = (): boolean => this.stopped || this.epoch !== epoch;
+    const client = new pg.Client({ connectionString: this.options.connectionString, application_name: 'genservice-notifier' });
     client.on('notification', (n) => {
       if (n.channel === this.channel) onWake();
     });
@@ -53,17 +58,24 @@ export class PostgresNotifier implements Notifier {
       // Reconnect after a moment; meanwhile readers poll.
       client.end().catch(() => undefined);
       if (this.listener === client) this.listener = undefined;
+      if (gone()) return;
       setTimeout(() => void this.listen(onWake).catch((e: unknown) => this.report(e)), 1000).unref();
     });
     try {
       await client.connect();
       await client.query(`LISTEN ${this.channel}`);
+      if (gone()) {
+        // Stopped while this connection was being made: close it rather than keep it listening for nobody.
+        await client.end().catch(() => undefined);
+        return;
+      }
       this.listener = client;
       // Whatever was committed while not listening: read the log once.
       onWake();
     } catch (err) {
       this.report(err);
       client.end().catch(() => undefined);
+      if (gone()) return;
       setTimeout(() => void this.listen(onWake).catch((e: unknown) => this.report(e)), 1000).unref();
     }
   }
@@ -81,6 +93,7 @@ export class PostgresNotifier implements Notifier {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.epoch++;
     const listener = this.listener;
     this.listener = undefined;
     await listener?.end().catch(() => undefined);

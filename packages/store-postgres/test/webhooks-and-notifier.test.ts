@@ -64,4 +64,22 @@ describe('PostgresNotifier', () => {
       await api.stop({ timeoutMs: 100 });
     }
   });
+
+  it('keeps no connection when stopped while its listening connection is still being made, or started again at once', async () => {
+    const listeners = async (): Promise<number> =>
+      Number((await pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'genservice-notifier'`)).rows[0].n);
+    const channel = `gs_${Math.random().toString(36).slice(2, 10)}`;
+    const n = new PostgresNotifier({ connectionString: db.url, pool, channel });
+    const first = n.start(() => undefined);
+    await n.stop(); // before the connection of `first` is made
+    await first;
+    // Started again before the earlier start's connection was made: exactly one listens afterwards.
+    const again = n.start(() => undefined);
+    const third = n.start(() => undefined);
+    await Promise.all([again, third]);
+    await n.stop();
+    for (let i = 0; i < 200 && (await listeners()) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await listeners()).toBe(0);
+  });
 });
+

@@ -1,0 +1,238 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { createPostgresStores, type PostgresStores } from '@genservice/store-postgres';
+// The store tests' way to make a database of a test file's own (dropped afterwards, connections or not).
+import { adminUrl, createTestDatabase, type TestDatabase } from '../../store-postgres/test/helpers.js';
+
+export { adminUrl, createTestDatabase, type TestDatabase };
+
+const pkgDir = fileURLToPath(new URL('..', import.meta.url));
+/**
+ * tsx applies a tsconfig only to the files it includes; the root one includes every package's source, so core's
+ * decorators compile when a host process loads it through the `@genservice/source` condition.
+ */
+const rootTsconfig = fileURLToPath(new URL('../../../tsconfig.json', import.meta.url));
+
+export function randomName(prefix: string): string {
+  return `${prefix}_${randomBytes(6).toString('hex')}`;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** One statement on a connection of the test's own. */
+export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, text: string, values: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** Counts of one pg-boss queue's jobs by state, read by a connection of the test's own. */
+export async function jobStates(url: string, queueName: string, schema = 'genservice_jobs'): Promise<Record<string, number>> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query(`SELECT state::text AS state, count(*)::int AS n FROM ${schema}.job WHERE name = $1 GROUP BY state`, [queueName]);
+    const out: Record<string, number> = { created: 0, retry: 0, active: 0, completed: 0, cancelled: 0, failed: 0 };
+    for (const r of rows as Array<{ state: string; n: number }>) out[r.state] = Number(r.n);
+    return out;
+  } finally {
+    await client.end();
+  }
+}
+
+/** The owners' waiting counts of one queue (added minus taken, in the fairness table), read by a connection of the test's own. */
+export async function waitingByOwner(url: string, queueName: string, schema = 'genservice_jobs'): Promise<Record<string, number>> {
+  const rows = await sql<{ owner: string; waiting: string }>(
+    url,
+    `SELECT owner, sum(CASE kind WHEN 'added' THEN n ELSE -n END) AS waiting FROM ${schema}.genservice_owner_counts
+      WHERE queue = $1 GROUP BY owner HAVING sum(CASE kind WHEN 'added' THEN n ELSE -n END) > 0`,
+    [queueName],
+  );
+  return Object.fromEntries(rows.map((r) => [r.owner, Number(r.waiting)]));
+}
+
+export interface FreshStores extends PostgresStores {
+  db: TestDatabase;
+  schema: string;
+  /** Closes the pool and drops the database. */
+  drop(): Promise<void>;
+}
+
+/** A database of its own with the stores in it (schema `genservice`); the queue's schema goes beside them. */
+export async function freshStores(prefix = 'gs_pgboss'): Promise<FreshStores> {
+  const db = await createTestDatabase(prefix);
+  const stores = await createPostgresStores({ connectionString: db.url, poolSize: 4 });
+  return {
+    ...stores,
+    db,
+    schema: 'genservice',
+    async drop(): Promise<void> {
+      try {
+        await stores.close();
+      } finally {
+        await db.drop();
+      }
+    },
+  };
+}
+
+/** Settings of one host process (test/fixtures/host.ts); all optional ones have test-friendly defaults there. */
+export interface HostEnv {
+  DATABASE_URL: string;
+  INSTANCE_ID: string;
+  QUEUE_NAME?: string;
+  CONCURRENCY?: string;
+  LEASE_MS?: string;
+  RECOVERY_MS?: string;
+  MAX_CLAIMS?: string;
+  STOP_TIMEOUT_MS?: string;
+  POLL_MS?: string;
+  RUNNER?: string;
+  PUSH_POLL_MS?: string;
+  LOG_LEVEL?: string;
+}
+
+/** One host process: a genservice instance on pg-boss + Postgres behind node:http, with no Redis anywhere. */
+export class HostProcess {
+  readonly child: ChildProcess;
+  port = 0;
+  output = '';
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  private readonly listening: Promise<number>;
+
+  constructor(readonly env: HostEnv) {
+    // No REDIS_URL reaches the host: nothing of it may need Redis.
+    const { REDIS_URL: _redis, ...inherited } = process.env;
+    this.child = spawn(process.execPath, ['--conditions=@genservice/source', '--import', 'tsx', 'test/fixtures/host.ts'], {
+      cwd: pkgDir,
+      env: { ...inherited, TSX_TSCONFIG_PATH: rootTsconfig, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.exited = new Promise((resolve) => {
+      this.child.on('exit', (code, signal) => {
+        this.exitInfo = { code, signal };
+        resolve({ code, signal });
+      });
+    });
+    this.listening = new Promise<number>((resolve, reject) => {
+      const onData = (d: Buffer): void => {
+        this.output += d.toString();
+        const m = /"event":"listening","port":(\d+)/.exec(this.output);
+        if (m && this.port === 0) {
+          this.port = Number(m[1]);
+          resolve(this.port);
+        }
+      };
+      this.child.stdout!.on('data', onData);
+      this.child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
+      void this.exited.then(({ code, signal }) => reject(new Error(`host ${env.INSTANCE_ID} exited (${code ?? signal}) before listening:\n${this.output}`)));
+    });
+    this.listening.catch(() => undefined);
+  }
+
+  get alive(): boolean {
+    return this.exitInfo === undefined;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  ready(timeoutMs = 30_000): Promise<number> {
+    return Promise.race([
+      this.listening,
+      sleep(timeoutMs).then(() => {
+        throw new Error(`host ${this.env.INSTANCE_ID} did not listen within ${timeoutMs} ms:\n${this.output}`);
+      }),
+    ]);
+  }
+
+  kill(signal: NodeJS.Signals = 'SIGKILL'): void {
+    if (this.alive) this.child.kill(signal);
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited within `timeoutMs`. */
+  async terminate(timeoutMs = 15_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    if (!this.alive) return this.exitInfo!;
+    this.child.kill('SIGTERM');
+    const done = await Promise.race([this.exited, sleep(timeoutMs).then(() => undefined)]);
+    if (done) return done;
+    this.child.kill('SIGKILL');
+    return this.exited;
+  }
+
+  /** JSON log lines the host printed. */
+  logs(): Array<Record<string, unknown>> {
+    const out: Array<Record<string, unknown>> = [];
+    for (const line of this.output.split('\n')) {
+      if (!line.startsWith('{')) continue;
+      try {
+        out.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        // A line cut off by SIGKILL.
+      }
+    }
+    return out;
+  }
+}
+
+export interface CreateAnswer {
+  status: number;
+  generationId?: string;
+  code?: string;
+}
+
+/** POST /v1/generations against a host; network failures (a killed host) come back as status 0. */
+export async function createOn(baseUrl: string, apiKey: string, prompt: string, timeoutMs = 10_000): Promise<CreateAnswer> {
+  try {
+    const res = await fetch(`${baseUrl}/v1/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ modelId: 'fake', settings: { prompt } }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const body = (await res.json()) as { generationId?: string; error?: { code?: string } };
+    return { status: res.status, generationId: body.generationId, code: body.error?.code };
+  } catch {
+    return { status: 0 };
+  }
+}
+
+/** Per-generation rows of the store and the ledger, read straight from the schema. */
+export async function generationRows(
+  stores: FreshStores,
+): Promise<Array<{ id: string; ownerId: string; status: string; price: number | null; claims: number; resultText: string | null; reserveState: string | null; charged: number | null; amount: number | null }>> {
+  const s = `"${stores.schema}"`;
+  const { rows } = await stores.pool.query(
+    `SELECT g.id, g.owner_id, g.status, g.price, g.claims, g.result_text, r.state, r.charged, r.amount
+       FROM ${s}.generations g LEFT JOIN ${s}.reserves r ON r.generation_id = g.id`,
+  );
+  return rows.map((r: Record<string, unknown>) => ({
+    id: String(r.id),
+    ownerId: String(r.owner_id),
+    status: String(r.status),
+    price: r.price === null ? null : Number(r.price),
+    claims: Number(r.claims),
+    resultText: r.result_text === null ? null : String(r.result_text),
+    reserveState: r.state === null ? null : String(r.state),
+    charged: r.charged === null ? null : Number(r.charged),
+    amount: r.amount === null ? null : Number(r.amount),
+  }));
+}
+
+/** Gives each user a key (`key-<user>`) and a balance. */
+export async function seedUsers(stores: FreshStores, balances: Record<string, number>): Promise<void> {
+  for (const [user, balance] of Object.entries(balances)) {
+    await stores.apiKeys.addKey(`key-${user}`, user);
+    await stores.ledger.credit(user, balance);
+  }
+}

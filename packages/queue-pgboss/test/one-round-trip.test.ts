@@ -1,0 +1,144 @@
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import PgBoss from 'pg-boss';
+import { silentLogger } from '@genservice/core';
+import type { Job } from '@genservice/core/ports';
+import { PgBossQueue } from '../src/index.js';
+import { fairFetch, fairInsert, INSERT_PARAMETERS, sweepSql } from '../src/fair-send.js';
+import { createTestDatabase, randomName, sql, waitingByOwner, type TestDatabase } from './helpers.js';
+import { until } from '@genservice/testing';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase('gs_pgboss_rt');
+}, 60_000);
+afterAll(async () => {
+  await db?.drop();
+});
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** A real pool whose statements are recorded (the text of each `query` the queue sends). */
+function recordingPool(): { pool: pg.Pool; sent: string[] } {
+  const pool = new pg.Pool({ connectionString: db.url, max: 3 });
+  const sent: string[] = [];
+  const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
+  (pool as unknown as { query: (...args: unknown[]) => Promise<unknown> }).query = (...args: unknown[]) => {
+    sent.push(String(typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string }).text));
+    return query(...args);
+  };
+  cleanups.push(() => pool.end());
+  return { pool, sent };
+}
+
+describe('PgBossQueue: a fair enqueue is one round trip', () => {
+  it("the installed pg-boss's insert has the shape the one-round-trip path builds on", async () => {
+    // If this fails after a pg-boss upgrade, fair-send.ts must follow pg-boss's new statement before the upgrade ships.
+    const boss = new PgBoss({ connectionString: 'postgres://unused@127.0.0.1:1/none', schema: 'gs_x' }); // never started
+    let seen: { text: string; values: unknown[] } | undefined;
+    const db = {
+      executeSql: async (text: string, values: unknown[]) => {
+        seen = { text, values };
+        return { rows: [{ id: 'id' }] };
+      },
+    };
+    expect(await boss.send('q', { a: 1 }, { singletonKey: 'k', db })).toBe('id');
+    expect(seen!.values).toHaveLength(INSERT_PARAMETERS);
+    const fair = fairInsert(seen!.text, 'gs_x');
+    expect(fair).not.toBeNull();
+    expect(fair).toContain('INSERT INTO gs_x.genservice_owner_counts');
+    expect(fairInsert('SELECT 1', 'gs_x')).toBeNull();
+    // And its fetch (as this queue fetches: by priority, with metadata), which counts the fetched jobs out.
+    let fetched: string | undefined;
+    const fetchDb = {
+      executeSql: async (text: string) => {
+        fetched = text;
+        return { rows: [] };
+      },
+    };
+    expect(await boss.fetch('q', { batchSize: 3, priority: true, includeMetadata: true, db: fetchDb })).toEqual([]);
+    const fairF = fairFetch(fetched!, 'gs_x');
+    expect(fairF).not.toBeNull();
+    expect(fairF).toContain('INSERT INTO gs_x.genservice_owner_counts');
+    expect(fairFetch('SELECT 1', 'gs_x')).toBeNull();
+  });
+
+  it('sends one statement per enqueue, and stores the job as pg-boss does with the owner’s place as priority', async () => {
+    const name = randomName('q');
+    const { pool, sent } = recordingPool();
+    const queue = new PgBossQueue({ pool, queueName: name });
+    cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
+    // The first enqueue installs pg-boss and the queue: not the steady state measured.
+    await queue.enqueue({ generationId: 'warm-1', modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    sent.length = 0;
+    await queue.enqueue({ generationId: 'gen-a2', modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatch(/^WITH gs_place AS/);
+    await queue.enqueue({ generationId: 'gen-b1', modelId: 'm', ownerId: 'bob' }, { fresh: true });
+    await queue.enqueue({ generationId: 'gen-x1', modelId: 'm' }, { fresh: true });
+
+    expect(await waitingByOwner(db.url, name)).toEqual({ alice: 2, bob: 1, '': 1 });
+    const rows = await sql<{ singleton_key: string; priority: number; data: unknown; state: string; policy: string; retry_limit: number }>(
+      db.url,
+      'SELECT singleton_key, priority, data, state::text, policy, retry_limit FROM genservice_jobs.job WHERE name = $1 ORDER BY created_on',
+      [name],
+    );
+    expect(rows.map((r) => [r.singleton_key, r.priority])).toEqual([
+      ['warm-1', -1],
+      ['gen-a2', -2],
+      ['gen-b1', -1],
+      ['gen-x1', -1],
+    ]);
+    expect(rows[1]).toMatchObject({ data: { generationId: 'gen-a2', modelId: 'm', ownerId: 'alice' }, state: 'created', policy: 'short', retry_limit: 10 });
+
+    // A duplicate (the same generation still waiting) is pg-boss's no-op, and counts nothing.
+    await queue.enqueue({ generationId: 'gen-a2', modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    expect(await waitingByOwner(db.url, name)).toEqual({ alice: 2, bob: 1, '': 1 });
+    expect((await sql(db.url, 'SELECT 1 FROM genservice_jobs.job WHERE name = $1', [name])).length).toBe(4);
+  });
+
+  it('a worker runs the jobs so added, owners taking turns, and the fetches count them out (no statement of their own)', async () => {
+    const name = randomName('q');
+    const { pool, sent } = recordingPool();
+    const queue = new PgBossQueue({ pool, queueName: name });
+    cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
+    for (let i = 1; i <= 3; i++) await queue.enqueue({ generationId: `a${i}`, modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    for (let i = 1; i <= 3; i++) await queue.enqueue({ generationId: `b${i}`, modelId: 'm', ownerId: 'bob' }, { fresh: true });
+    const ran: string[] = [];
+    await queue.start(
+      async (job: Job) => {
+        ran.push(job.generationId);
+      },
+      { concurrency: 1, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger },
+    );
+    await until(() => ran.length === 6, { what: 'six runs', timeoutMs: 5000, intervalMs: 10 });
+    expect(ran).toEqual(['a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
+    // Counted out by the statements that fetched them: nothing waits the moment the last one is fetched.
+    expect(await waitingByOwner(db.url, name)).toEqual({});
+    expect(sent.some((t) => t.startsWith('WITH gs_fetched AS'))).toBe(true);
+    expect(sent.filter((t) => t.includes('genservice_owner_counts') && !/^WITH gs_(place|fetched) AS/.test(t) && !t.startsWith('BEGIN'))).toEqual([]);
+  });
+
+  it("the sweep drops the counts of owners with nothing waiting, and keeps a waiting owner's", async () => {
+    const name = randomName('q');
+    const queue = new PgBossQueue({ connectionString: db.url, queueName: name, poolSize: 3 });
+    cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
+    const ran: string[] = [];
+    await queue.start(async (job: Job) => void ran.push(job.generationId), { concurrency: 2, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger });
+    for (let i = 0; i < 3; i++) await queue.enqueue({ generationId: `done-${i}`, modelId: 'm', ownerId: 'idle' }, { fresh: true });
+    await until(() => ran.length === 3, { what: 'the idle owner’s jobs to run', timeoutMs: 5000, intervalMs: 10 });
+    await queue.stop({ timeoutMs: 1000 });
+    // A waiting job of another owner (the queue is stopped: it stays waiting).
+    await queue.enqueue({ generationId: 'waits', modelId: 'm', ownerId: 'busy' }, { fresh: true });
+    const owners = async (): Promise<string[]> =>
+      (await sql<{ owner: string; kind: string }>(db.url, 'SELECT owner, kind FROM genservice_jobs.genservice_owner_counts WHERE queue = $1 ORDER BY 1, 2', [name])).map((r) => `${r.owner}:${r.kind}`);
+    expect(await owners()).toEqual(['busy:added', 'idle:added', 'idle:taken']);
+    await sql(db.url, sweepSql('genservice_jobs'), [name]);
+    expect(await owners()).toEqual(['busy:added']);
+    expect(await waitingByOwner(db.url, name)).toEqual({ busy: 1 });
+  });
+});
+
