@@ -1,22 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { createGenerationService, MemoryApiKeyStore, MemoryLedger, SERVED_ROUTES, type ModelDefinition } from '@genservice/core';
+import { createGenerationService, MemoryApiKeyStore, MemoryLedger, SERVED_ROUTES } from '@genservice/core';
+import { openApiFixtureModels } from './fixtures/openapi-models.js';
 
-const models: ModelDefinition[] = [
-  {
-    modelId: 'img',
-    title: 'Image',
-    resultType: 'image',
-    estimatedGenerationTime: 1,
-    settings: [
-      { name: 'prompt', title: 'Prompt', fieldType: 'text', required: true },
-      { name: 'size', title: 'Size', fieldType: 'select', options: ['256', '512'] },
-      { name: 'images', title: 'Inputs', fieldType: 'image' },
-    ],
-    price: 3,
-  },
-  { modelId: 'txt', title: 'Text', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 1 },
-];
+const models = openApiFixtureModels;
 
 const service = createGenerationService({
   providers: [{ models, generate: async () => ({ text: 'x' }) }],
