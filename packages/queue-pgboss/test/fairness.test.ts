@@ -3,6 +3,7 @@ import { silentLogger } from '@genservice/core';
 import type { Job } from '@genservice/core/ports';
 import { PgBossQueue } from '../src/index.js';
 import { createTestDatabase, randomName, waitingByOwner, type TestDatabase } from './helpers.js';
+import { until } from '@genservice/testing';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -30,11 +31,11 @@ describe('PgBossQueue fairness', () => {
         },
         { concurrency, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger },
       );
-      for (let i = 0; i < 500 && started.length < concurrency; i++) await new Promise((r) => setTimeout(r, 10));
+      await until(() => started.length >= concurrency, { what: 'the first jobs to start', timeoutMs: 5000, intervalMs: 10 });
       expect(started).toHaveLength(concurrency);
       await queue.enqueue({ generationId: 'polite', modelId: 'm', ownerId: 'someone-else' }, { fresh: true });
       open();
-      for (let i = 0; i < 4000 && !started.includes('polite'); i++) await new Promise((r) => setTimeout(r, 5));
+      await until(() => started.includes('polite'), { what: "the other user's job to start", timeoutMs: 20_000, intervalMs: 5 });
       const at = started.indexOf('polite');
       expect(at).toBeGreaterThanOrEqual(concurrency);
       expect(at).toBeLessThan(concurrency + 2 * concurrency);

@@ -43,6 +43,7 @@ describe('PgBossQueue lifecycle', () => {
 
     const later = job();
     await queue.enqueue(later); // the connection reopens; the job waits in pg-boss
+    // Nothing to await: the assertion is that a stopped queue starts no job; this bounds how long a broken one gets.
     await sleep(300);
     expect(seen).not.toContain(later.generationId);
     expect((await jobStates(db.url, name)).created).toBe(1);
@@ -95,6 +96,7 @@ describe('PgBossQueue lifecycle', () => {
   it('stop returns promptly while Postgres is unreachable', async () => {
     const queue = new PgBossQueue({ connectionString: 'postgres://postgres@127.0.0.1:1/none', queueName: randomName('q') });
     await start(queue, async () => undefined);
+    // The queue's connection attempts fail inside pg-boss with no event it exposes; the stop is asked while they do.
     await sleep(300);
     // Returning at all is the check: a stop that waited for Postgres would hang until the test's timeout.
     await expect(queue.stop({ timeoutMs: 100 })).resolves.toBeUndefined();
@@ -109,7 +111,7 @@ describe('PgBossQueue lifecycle', () => {
         new Promise<void>((resolve) => {
           signals.set(j.generationId, s);
           s.addEventListener('abort', () => resolve());
-          setTimeout(resolve, 3000);
+          setTimeout(resolve, 3000); // a job that is never aborted still ends (not a wait of the test's)
         }),
     );
     const [a, b] = [job(), job()];
@@ -119,6 +121,7 @@ describe('PgBossQueue lifecycle', () => {
     expect(queue.abort(a.generationId)).toBe(true);
     expect(signals.get(a.generationId)!.aborted).toBe(true);
     expect(signals.get(b.generationId)!.aborted).toBe(false);
+    // The aborted job's end inside the worker is not observable from outside the queue but by this answer.
     await sleep(100);
     expect(queue.abort(a.generationId)).toBe(false); // it has finished
   });

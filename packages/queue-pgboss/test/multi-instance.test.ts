@@ -121,6 +121,7 @@ describe('PgBossQueue across host processes (no Redis)', () => {
             a.kill('SIGKILL');
             live.splice(live.indexOf(a), 1);
             restarted = (async () => {
+              // The killed instance stays down a while, as a real restart does: its leases must lapse meanwhile.
               await sleep(1000);
               const again = c.start('A2', quiet);
               await again.ready();

@@ -164,6 +164,7 @@ describe('PgBossQueue while Postgres is unreachable', () => {
     await until(async () => (await statusOf(s.service, first.body.generationId!)) === 'completed', { what: 'the first generation', timeoutMs: 10_000 });
 
     await link.down();
+    // The pool learns of the cut only when its sockets are used or closed; no event says when.
     await sleep(200);
     const during = await post(s.service);
     expect(during.status).toBe(503);

@@ -78,7 +78,7 @@ describe('PostgresNotifier', () => {
     const third = n.start(() => undefined);
     await Promise.all([again, third]);
     await n.stop();
-    for (let i = 0; i < 200 && (await listeners()) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await until(async () => (await listeners()) === 0, { what: 'the listening connection to close', timeoutMs: 2000, intervalMs: 10 }).catch(() => undefined);
     expect(await listeners()).toBe(0);
   });
 });
