@@ -56,11 +56,11 @@ describe('the route table', () => {
       ['create', 'create'],
       ['events', 'stream'],
       ['createBatch', 'create'],
+      ['createUpload', 'create'],
       ['openaiImages', 'create'],
       ['openaiImageEdits', 'create'],
       ['openaiCreateVideo', 'create'],
       ['openaiSpeech', 'create'],
-      ['createUpload', 'create'],
     ]);
     const polled = classOf({ prefer: 'wait=5' });
     expect(Object.entries(polled).filter(([, c]) => c !== 'read')).toEqual([
@@ -69,12 +69,12 @@ describe('the route table', () => {
       ['details', 'stream'],
       ['events', 'stream'],
       ['createBatch', 'create'],
+      ['createUpload', 'create'],
       ['openaiImages', 'create'],
       ['openaiImageEdits', 'create'],
       ['openaiCreateVideo', 'create'],
       ['openaiGetVideo', 'stream'],
       ['openaiSpeech', 'create'],
-      ['createUpload', 'create'],
     ]);
   });
 
