@@ -101,6 +101,7 @@ interface Open {
   fairText?: string | null;
   /** pg-boss's fetch with the owners' count-out behind it, once known; null when the installed pg-boss differs. */
   fairFetchText?: string | null;
+  fetchDb?: PgBoss.Db;
   /** A query succeeded at least once; until then a failed attempt makes `enqueue` answer at once. */
   ready: boolean;
   lastError: unknown;
@@ -112,6 +113,9 @@ interface Open {
   flushing: Promise<void>;
   lastSweep: number;
 }
+
+/** A fetched job; its retry count only when fetched with pg-boss's metadata (the slower path). */
+type Fetched = PgBoss.Job<JobData> & { retryCount?: number };
 
 interface Running {
   generationId: string;
@@ -276,6 +280,7 @@ export class PgBossQueue implements JobQueue {
           throw new Error(`pg-boss queue ${this.name} in schema ${this.schema} has policy ${String(queue?.policy)}; this queue needs its own, with policy short`);
         }
         await this.query(open, ownersTableSql(this.schema));
+        await this.learnStatements(open, boss);
       } catch (err) {
         await boss.stop({ graceful: false, close: false }).catch(() => undefined);
         throw err;
@@ -291,6 +296,29 @@ export class PgBossQueue implements JobQueue {
       open.preparing = undefined;
     });
     return open.preparing;
+  }
+
+  /**
+   * Reads the insert and fetch statements the installed pg-boss builds (through a connection that only records them:
+   * nothing reaches the database) and wraps them with the owners' counts, or notes that they cannot be (see
+   * fair-send.ts).
+   */
+  private async learnStatements(open: Open, boss: PgBoss): Promise<void> {
+    if (open.fairText !== undefined && open.fairFetchText !== undefined) return;
+    const seen: Array<{ text: string; values: unknown[] }> = [];
+    const recorder: PgBoss.Db = {
+      executeSql: async (text: string, values: unknown[]) => {
+        seen.push({ text, values: values ?? [] });
+        return { rows: [] };
+      },
+    };
+    await boss.send(this.name, {}, { singletonKey: 'x', db: recorder });
+    await boss.fetch(this.name, { batchSize: 1, priority: true, db: recorder });
+    const [insert, fetch] = seen;
+    open.fairText = insert && insert.values.length === INSERT_PARAMETERS ? fairInsert(insert.text, this.schema) : null;
+    open.fairFetchText = fetch ? fairFetch(fetch.text, this.schema) : null;
+    if (open.fairText === null) this.slowPath('insert');
+    if (open.fairFetchText === null) this.slowPath('fetch');
   }
 
   /**
@@ -371,34 +399,18 @@ export class PgBossQueue implements JobQueue {
       // Seconds from the database's clock, not ours.
       ...(delayMs > 0 ? { startAfter: `${delayMs / 1000} seconds` } : {}),
     };
-    if (open.fairText !== null) {
+    const fairText = open.fairText;
+    if (typeof fairText === 'string') {
       // One round trip: pg-boss's own insert, run with the owner's place as its priority (see fair-send.ts).
-      let fair = true;
       try {
-        await boss.send(this.name, data, {
-          ...sendOptions,
-          db: {
-            executeSql: (text: string, values: unknown[]) => {
-              if (open.fairText === undefined) {
-                open.fairText = values.length === INSERT_PARAMETERS ? fairInsert(text, this.schema) : null;
-                if (open.fairText === null) this.slowPath('insert');
-              }
-              if (open.fairText === null) {
-                fair = false;
-                return Promise.resolve({ rows: [] });
-              }
-              return this.query(open, open.fairText, [...values, owner]);
-            },
-          },
-        });
+        await boss.send(this.name, data, { ...sendOptions, db: { executeSql: (_text: string, values: unknown[]) => this.query(open, fairText, [...values, owner]) } });
+        return;
       } catch (err) {
         // Postgres is away: the caller's answer. Anything else means the statement no longer fits this pg-boss.
-        if (isConnectionFault(err) || open.fairText === null) throw err;
+        if (isConnectionFault(err)) throw err;
         open.fairText = null;
         this.slowPath('insert', err);
-        fair = false;
       }
-      if (fair) return;
     }
     // Two round trips (three for a duplicate): count the job in, send it with its place as priority, and count it out
     // again if pg-boss answered that it was a duplicate.
@@ -448,9 +460,14 @@ export class PgBossQueue implements JobQueue {
       if (free > 0 && this.mayHaveWork) {
         this.mayHaveWork = false;
         // pg-boss answers a failed fetch with no jobs (the failure is reported by `query`): the next poll tries again.
-        let jobs: Array<PgBoss.JobWithMetadata<JobData>> = [];
+        let jobs: Fetched[] = [];
         try {
-          jobs = await boss.fetch<JobData>(this.name, { batchSize: free, priority: true, includeMetadata: true, db: this.fetchDb(open) });
+          // The fetch counts its jobs out of their owners' lines itself, unless the installed pg-boss's fetch could
+          // not be extended: then each job's retry count says whether it is a first start, to count it out here.
+          jobs =
+            typeof open.fairFetchText === 'string'
+              ? await boss.fetch<JobData>(this.name, { batchSize: free, priority: true, db: this.fetchDb(open) })
+              : await boss.fetch<JobData>(this.name, { batchSize: free, priority: true, includeMetadata: true });
         } catch (err) {
           this.report('fetch', err);
         }
@@ -500,26 +517,26 @@ export class PgBossQueue implements JobQueue {
    * connection switches to plain fetches at once, rather than leaving the queue to fetch nothing for ever.
    */
   private fetchDb(open: Open): PgBoss.Db {
-    return {
+    open.fetchDb ??= {
       executeSql: async (text: string, values: unknown[]) => {
-        if (open.fairFetchText === undefined) {
-          open.fairFetchText = fairFetch(text, this.schema);
-          if (open.fairFetchText === null) this.slowPath('fetch');
-        }
-        if (open.fairFetchText === null) return this.query(open, text, values);
+        const fair = open.fairFetchText;
+        if (typeof fair !== 'string') return this.query(open, text, values);
         try {
-          return await this.query(open, open.fairFetchText, values);
+          return await this.query(open, fair, values);
         } catch (err) {
           if (isConnectionFault(err)) throw err;
           open.fairFetchText = null;
           this.slowPath('fetch', err);
+          // This batch is taken plainly (its jobs stay counted as waiting: their owners' next jobs queue a few
+          // places further back); from the next fetch on, the retry counts say which starts to count out.
           return this.query(open, text, values);
         }
       },
     };
+    return open.fetchDb;
   }
 
-  private run(open: Open, job: PgBoss.JobWithMetadata<JobData>): void {
+  private run(open: Open, job: Fetched): void {
     const handler = this.handler;
     const data = job.data;
     // It left the line: the owner's next job moves up. The fetch did that already, unless the installed pg-boss's

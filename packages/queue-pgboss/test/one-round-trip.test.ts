@@ -50,7 +50,7 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
     expect(fair).not.toBeNull();
     expect(fair).toContain('INSERT INTO gs_x.genservice_owner_counts');
     expect(fairInsert('SELECT 1', 'gs_x')).toBeNull();
-    // And its fetch (as this queue fetches: by priority, with metadata), which counts the fetched jobs out.
+    // And its fetch (as this queue fetches: by priority, without metadata), which counts the fetched jobs out.
     let fetched: string | undefined;
     const fetchDb = {
       executeSql: async (text: string) => {
@@ -58,7 +58,7 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
         return { rows: [] };
       },
     };
-    expect(await boss.fetch('q', { batchSize: 3, priority: true, includeMetadata: true, db: fetchDb })).toEqual([]);
+    expect(await boss.fetch('q', { batchSize: 3, priority: true, db: fetchDb })).toEqual([]);
     const fairF = fairFetch(fetched!, 'gs_x');
     expect(fairF).not.toBeNull();
     expect(fairF).toContain('INSERT INTO gs_x.genservice_owner_counts');
@@ -138,6 +138,30 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
     await sql(db.url, sweepSql('genservice_jobs'), [name]);
     expect(await owners()).toEqual(['busy:added']);
     expect(await waitingByOwner(db.url, name)).toEqual({ busy: 1 });
+  });
+
+  it('a job handed back and taken again is counted out of its owner’s line once', async () => {
+    const name = randomName('q');
+    const queue = new PgBossQueue({ connectionString: db.url, queueName: name, poolSize: 3 });
+    cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
+    const settings = { concurrency: 2, leaseMs: 1000, modelConcurrency: () => undefined, logger: silentLogger };
+    let started = 0;
+    await queue.start(() => {
+      started++;
+      return new Promise<void>(() => undefined); // ignores its signal: handed back at the stop's deadline
+    }, settings);
+    await queue.enqueue({ generationId: 'g', modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    await waitUntil(() => started === 1, 'the first run', 5000, 10);
+    await queue.stop({ timeoutMs: 50 });
+    const ran: string[] = [];
+    await queue.start(async (job: Job) => void ran.push(job.generationId), settings);
+    // Handed back with a retry delay of the lease (1 s): taken again after it.
+    await waitUntil(() => ran.length === 1, 'the second run', 10_000, 20);
+    const counts = await sql<{ kind: string; n: string }>(db.url, 'SELECT kind, n FROM genservice_jobs.genservice_owner_counts WHERE queue = $1 ORDER BY kind', [name]);
+    expect(counts.map((c) => [c.kind, Number(c.n)])).toEqual([
+      ['added', 1],
+      ['taken', 1],
+    ]);
   });
 });
 
