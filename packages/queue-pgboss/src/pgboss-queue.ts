@@ -235,7 +235,19 @@ export class PgBossQueue implements JobQueue {
   /** Runs a statement on the queue's pool, noting whether Postgres answered (for the fail-fast path of `enqueue`). */
   private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(open: Open, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
     try {
-      const result = await open.pool.query<R>(text, values);
+      // A statement with parameters runs as a named (prepared) statement: each connection parses and plans it once,
+      // and then only its values are sent (the hot ones, an enqueue's and a fetch's, are a few kilobytes of text).
+      const run = (): Promise<pg.QueryResult<R>> => open.pool.query<R>(values && values.length > 0 ? { name: statementName(text), text, values } : { text, values });
+      let result: pg.QueryResult<R>;
+      try {
+        result = await run();
+      } catch (err) {
+        // A table changed under a prepared statement (pg-boss migrated by a newer instance): prepare it again, under
+        // new names, once.
+        if ((err as { code?: unknown }).code !== '0A000' || !/cached plan/.test(message(err))) throw err;
+        renameStatements();
+        result = await run();
+      }
       open.ready = true;
       open.lastError = undefined;
       return result;
@@ -714,6 +726,30 @@ export class PgBossQueue implements JobQueue {
     const level = source === 'handler' ? 'error' : 'warn';
     this.logger[level]({ component: 'queue-pgboss', source, err: text, ...extra }, source === 'handler' ? 'job handler failed' : 'postgres error; retrying');
   }
+}
+
+const statementNames = new Map<string, string>();
+let statementEpoch = 0;
+
+function renameStatements(): void {
+  statementEpoch++;
+  statementNames.clear();
+}
+
+/**
+ * The prepared statement's name for a text: a hash of the text (FNV-1a) and its length, so that the same text has the
+ * same name on every connection and two texts never share one (even in a pool another user of it prepares on).
+ */
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    let h = 0x811c9dc5;
+    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+    name = `genservice_pgboss_${(h >>> 0).toString(36)}_${text.length}_${statementEpoch}`;
+    if (statementNames.size > 500) statementNames.clear();
+    statementNames.set(text, name);
+  }
+  return name;
 }
 
 /** A failure to reach Postgres (as opposed to an error of one statement). */
