@@ -63,6 +63,12 @@ export interface PgBossQueueOptions {
   maintenanceIntervalSeconds?: number;
   /** How long `enqueue` waits for Postgres before answering UnavailableError (HTTP 503). Default 1000. */
   enqueueTimeoutMs?: number;
+  /**
+   * Run statements with parameters as named (prepared) statements: parsed and planned once per connection, then only
+   * their values are sent. Turn off behind a pooler in transaction mode that does not keep prepared statements
+   * (PgBouncer before 1.21, or without `max_prepared_statements`). Default true.
+   */
+  preparedStatements?: boolean;
   /** Postgres outages and handler faults are reported here (throttled). Default: the service's logger (handed over at start). */
   logger?: Logger;
 }
@@ -237,7 +243,8 @@ export class PgBossQueue implements JobQueue {
     try {
       // A statement with parameters runs as a named (prepared) statement: each connection parses and plans it once,
       // and then only its values are sent (the hot ones, an enqueue's and a fetch's, are a few kilobytes of text).
-      const run = (): Promise<pg.QueryResult<R>> => open.pool.query<R>(values && values.length > 0 ? { name: statementName(text), text, values } : { text, values });
+      const prepared = this.given.preparedStatements !== false && values !== undefined && values.length > 0;
+      const run = (): Promise<pg.QueryResult<R>> => open.pool.query<R>(prepared ? { name: statementName(text), text, values } : { text, values });
       let result: pg.QueryResult<R>;
       try {
         result = await run();

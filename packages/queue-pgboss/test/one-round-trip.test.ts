@@ -21,16 +21,19 @@ afterEach(async () => {
 });
 
 /** A real pool whose statements are recorded (the text of each `query` the queue sends). */
-function recordingPool(): { pool: pg.Pool; sent: string[] } {
+function recordingPool(): { pool: pg.Pool; sent: string[]; names: Array<string | undefined> } {
   const pool = new pg.Pool({ connectionString: db.url, max: 3 });
   const sent: string[] = [];
+  const names: Array<string | undefined> = [];
   const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
   (pool as unknown as { query: (...args: unknown[]) => Promise<unknown> }).query = (...args: unknown[]) => {
-    sent.push(String(typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string }).text));
+    const config = typeof args[0] === 'string' ? { text: args[0] } : (args[0] as { text: string; name?: string });
+    sent.push(config.text);
+    names.push(config.name);
     return query(...args);
   };
   cleanups.push(() => pool.end());
-  return { pool, sent };
+  return { pool, sent, names };
 }
 
 describe('PgBossQueue: a fair enqueue is one round trip', () => {
@@ -67,15 +70,18 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
 
   it('sends one statement per enqueue, and stores the job as pg-boss does with the owner’s place as priority', async () => {
     const name = randomName('q');
-    const { pool, sent } = recordingPool();
+    const { pool, sent, names } = recordingPool();
     const queue = new PgBossQueue({ pool, queueName: name });
     cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
     // The first enqueue installs pg-boss and the queue: not the steady state measured.
     await queue.enqueue({ generationId: 'warm-1', modelId: 'm', ownerId: 'alice' }, { fresh: true });
     sent.length = 0;
+    names.length = 0;
     await queue.enqueue({ generationId: 'gen-a2', modelId: 'm', ownerId: 'alice' }, { fresh: true });
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatch(/^WITH gs_place AS/);
+    // A prepared statement: after its first use on a connection, only its values travel.
+    expect(names[0]).toMatch(/^genservice_pgboss_/);
     await queue.enqueue({ generationId: 'gen-b1', modelId: 'm', ownerId: 'bob' }, { fresh: true });
     await queue.enqueue({ generationId: 'gen-x1', modelId: 'm' }, { fresh: true });
 
@@ -162,6 +168,18 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
       ['added', 1],
       ['taken', 1],
     ]);
+  });
+
+  it('with preparedStatements off, no statement is prepared (for a pooler in transaction mode)', async () => {
+    const { pool, sent, names } = recordingPool();
+    const queue = new PgBossQueue({ pool, queueName: randomName('q'), preparedStatements: false });
+    cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
+    const ran: string[] = [];
+    await queue.start(async (job: Job) => void ran.push(job.generationId), { concurrency: 2, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger });
+    for (let i = 0; i < 3; i++) await queue.enqueue({ generationId: `g${i}`, modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    await waitUntil(() => ran.length === 3, 'three runs', 5000, 10);
+    expect(sent.some((t) => t.startsWith('WITH gs_place AS'))).toBe(true);
+    expect(names.filter((n) => n !== undefined)).toEqual([]);
   });
 });
 
