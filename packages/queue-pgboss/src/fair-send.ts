@@ -56,13 +56,15 @@ export function fairInsert(text: string, schema: string): string | null {
 SELECT id FROM gs_job`;
 }
 
-/** pg-boss's fetch (plans.fetchNextJob, with metadata): its queue name is parameter 1. */
-const FETCH_REQUIRED = ['WITH next as (', 'WHERE name = $1', 'FOR UPDATE SKIP LOCKED', 'RETURNING j.', '"retryCount"'];
+/** pg-boss's fetch (plans.fetchNextJob, by priority, without metadata): its queue name is parameter 1. */
+const FETCH_REQUIRED = ['WITH next as (', 'WHERE name = $1', 'FOR UPDATE SKIP LOCKED', 'RETURNING j.'];
 
 /**
- * pg-boss's fetch statement with the fetched jobs counted out of their owners' lines in the same statement (first
- * deliveries only: a job handed out again was counted out already); null when the statement does not have the shape
- * this version knows. The counts are then exact: no window in which a started job still counts as waiting.
+ * pg-boss's fetch statement with the fetched jobs counted out of their owners' lines in the same statement; null when
+ * the statement does not have the shape this version knows. Only a first delivery counts: the join reads the jobs as
+ * they were before this statement (every part of one statement sees the same snapshot), so a job never started before
+ * has no `started_on` there, while one handed out again (handed back, or expired) was counted out already. The counts
+ * are then exact: no window in which a started job still counts as waiting.
  */
 export function fairFetch(text: string, schema: string): string | null {
   if (!FETCH_REQUIRED.every((anchor) => text.includes(anchor))) return null;
@@ -70,7 +72,10 @@ export function fairFetch(text: string, schema: string): string | null {
   const owners = `${schema}.${OWNERS_TABLE}`;
   return `WITH gs_fetched AS (${text}), gs_taken AS (
   INSERT INTO ${owners} (queue, owner, kind, n)
-  SELECT $1::text, COALESCE(data->>'ownerId', ''), 'taken', count(*) FROM gs_fetched WHERE "retryCount" = 0 GROUP BY 2
+  SELECT $1::text, COALESCE(f.data->>'ownerId', ''), 'taken', count(*)
+  FROM gs_fetched f JOIN ${schema}.job j ON j.name = $1::text AND j.id = f.id
+  WHERE j.started_on IS NULL
+  GROUP BY 2
   ON CONFLICT (queue, owner, kind) DO UPDATE SET n = ${owners}.n + EXCLUDED.n
 )
 SELECT * FROM gs_fetched`;

@@ -63,6 +63,12 @@ export interface PgBossQueueOptions {
   maintenanceIntervalSeconds?: number;
   /** How long `enqueue` waits for Postgres before answering UnavailableError (HTTP 503). Default 1000. */
   enqueueTimeoutMs?: number;
+  /**
+   * Run statements with parameters as named (prepared) statements: parsed and planned once per connection, then only
+   * their values are sent. Turn off behind a pooler in transaction mode that does not keep prepared statements
+   * (PgBouncer before 1.21, or without `max_prepared_statements`). Default true.
+   */
+  preparedStatements?: boolean;
   /** Postgres outages and handler faults are reported here (throttled). Default: the service's logger (handed over at start). */
   logger?: Logger;
 }
@@ -101,6 +107,7 @@ interface Open {
   fairText?: string | null;
   /** pg-boss's fetch with the owners' count-out behind it, once known; null when the installed pg-boss differs. */
   fairFetchText?: string | null;
+  fetchDb?: PgBoss.Db;
   /** A query succeeded at least once; until then a failed attempt makes `enqueue` answer at once. */
   ready: boolean;
   lastError: unknown;
@@ -112,6 +119,9 @@ interface Open {
   flushing: Promise<void>;
   lastSweep: number;
 }
+
+/** A fetched job; its retry count only when fetched with pg-boss's metadata (the slower path). */
+type Fetched = PgBoss.Job<JobData> & { retryCount?: number };
 
 interface Running {
   generationId: string;
@@ -231,7 +241,20 @@ export class PgBossQueue implements JobQueue {
   /** Runs a statement on the queue's pool, noting whether Postgres answered (for the fail-fast path of `enqueue`). */
   private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(open: Open, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
     try {
-      const result = await open.pool.query<R>(text, values);
+      // A statement with parameters runs as a named (prepared) statement: each connection parses and plans it once,
+      // and then only its values are sent (the hot ones, an enqueue's and a fetch's, are a few kilobytes of text).
+      const prepared = this.given.preparedStatements !== false && values !== undefined && values.length > 0;
+      const run = (): Promise<pg.QueryResult<R>> => open.pool.query<R>(prepared ? { name: statementName(text), text, values } : { text, values });
+      let result: pg.QueryResult<R>;
+      try {
+        result = await run();
+      } catch (err) {
+        // A table changed under a prepared statement (pg-boss migrated by a newer instance): prepare it again, under
+        // new names, once.
+        if ((err as { code?: unknown }).code !== '0A000' || !/cached plan/.test(message(err))) throw err;
+        renameStatements();
+        result = await run();
+      }
       open.ready = true;
       open.lastError = undefined;
       return result;
@@ -276,6 +299,7 @@ export class PgBossQueue implements JobQueue {
           throw new Error(`pg-boss queue ${this.name} in schema ${this.schema} has policy ${String(queue?.policy)}; this queue needs its own, with policy short`);
         }
         await this.query(open, ownersTableSql(this.schema));
+        await this.learnStatements(open, boss);
       } catch (err) {
         await boss.stop({ graceful: false, close: false }).catch(() => undefined);
         throw err;
@@ -291,6 +315,29 @@ export class PgBossQueue implements JobQueue {
       open.preparing = undefined;
     });
     return open.preparing;
+  }
+
+  /**
+   * Reads the insert and fetch statements the installed pg-boss builds (through a connection that only records them:
+   * nothing reaches the database) and wraps them with the owners' counts, or notes that they cannot be (see
+   * fair-send.ts).
+   */
+  private async learnStatements(open: Open, boss: PgBoss): Promise<void> {
+    if (open.fairText !== undefined && open.fairFetchText !== undefined) return;
+    const seen: Array<{ text: string; values: unknown[] }> = [];
+    const recorder: PgBoss.Db = {
+      executeSql: async (text: string, values: unknown[]) => {
+        seen.push({ text, values: values ?? [] });
+        return { rows: [] };
+      },
+    };
+    await boss.send(this.name, {}, { singletonKey: 'x', db: recorder });
+    await boss.fetch(this.name, { batchSize: 1, priority: true, db: recorder });
+    const [insert, fetch] = seen;
+    open.fairText = insert && insert.values.length === INSERT_PARAMETERS ? fairInsert(insert.text, this.schema) : null;
+    open.fairFetchText = fetch ? fairFetch(fetch.text, this.schema) : null;
+    if (open.fairText === null) this.slowPath('insert');
+    if (open.fairFetchText === null) this.slowPath('fetch');
   }
 
   /**
@@ -371,34 +418,18 @@ export class PgBossQueue implements JobQueue {
       // Seconds from the database's clock, not ours.
       ...(delayMs > 0 ? { startAfter: `${delayMs / 1000} seconds` } : {}),
     };
-    if (open.fairText !== null) {
+    const fairText = open.fairText;
+    if (typeof fairText === 'string') {
       // One round trip: pg-boss's own insert, run with the owner's place as its priority (see fair-send.ts).
-      let fair = true;
       try {
-        await boss.send(this.name, data, {
-          ...sendOptions,
-          db: {
-            executeSql: (text: string, values: unknown[]) => {
-              if (open.fairText === undefined) {
-                open.fairText = values.length === INSERT_PARAMETERS ? fairInsert(text, this.schema) : null;
-                if (open.fairText === null) this.slowPath('insert');
-              }
-              if (open.fairText === null) {
-                fair = false;
-                return Promise.resolve({ rows: [] });
-              }
-              return this.query(open, open.fairText, [...values, owner]);
-            },
-          },
-        });
+        await boss.send(this.name, data, { ...sendOptions, db: { executeSql: (_text: string, values: unknown[]) => this.query(open, fairText, [...values, owner]) } });
+        return;
       } catch (err) {
         // Postgres is away: the caller's answer. Anything else means the statement no longer fits this pg-boss.
-        if (isConnectionFault(err) || open.fairText === null) throw err;
+        if (isConnectionFault(err)) throw err;
         open.fairText = null;
         this.slowPath('insert', err);
-        fair = false;
       }
-      if (fair) return;
     }
     // Two round trips (three for a duplicate): count the job in, send it with its place as priority, and count it out
     // again if pg-boss answered that it was a duplicate.
@@ -448,9 +479,14 @@ export class PgBossQueue implements JobQueue {
       if (free > 0 && this.mayHaveWork) {
         this.mayHaveWork = false;
         // pg-boss answers a failed fetch with no jobs (the failure is reported by `query`): the next poll tries again.
-        let jobs: Array<PgBoss.JobWithMetadata<JobData>> = [];
+        let jobs: Fetched[] = [];
         try {
-          jobs = await boss.fetch<JobData>(this.name, { batchSize: free, priority: true, includeMetadata: true, db: this.fetchDb(open) });
+          // The fetch counts its jobs out of their owners' lines itself, unless the installed pg-boss's fetch could
+          // not be extended: then each job's retry count says whether it is a first start, to count it out here.
+          jobs =
+            typeof open.fairFetchText === 'string'
+              ? await boss.fetch<JobData>(this.name, { batchSize: free, priority: true, db: this.fetchDb(open) })
+              : await boss.fetch<JobData>(this.name, { batchSize: free, priority: true, includeMetadata: true });
         } catch (err) {
           this.report('fetch', err);
         }
@@ -500,26 +536,26 @@ export class PgBossQueue implements JobQueue {
    * connection switches to plain fetches at once, rather than leaving the queue to fetch nothing for ever.
    */
   private fetchDb(open: Open): PgBoss.Db {
-    return {
+    open.fetchDb ??= {
       executeSql: async (text: string, values: unknown[]) => {
-        if (open.fairFetchText === undefined) {
-          open.fairFetchText = fairFetch(text, this.schema);
-          if (open.fairFetchText === null) this.slowPath('fetch');
-        }
-        if (open.fairFetchText === null) return this.query(open, text, values);
+        const fair = open.fairFetchText;
+        if (typeof fair !== 'string') return this.query(open, text, values);
         try {
-          return await this.query(open, open.fairFetchText, values);
+          return await this.query(open, fair, values);
         } catch (err) {
           if (isConnectionFault(err)) throw err;
           open.fairFetchText = null;
           this.slowPath('fetch', err);
+          // This batch is taken plainly (its jobs stay counted as waiting: their owners' next jobs queue a few
+          // places further back); from the next fetch on, the retry counts say which starts to count out.
           return this.query(open, text, values);
         }
       },
     };
+    return open.fetchDb;
   }
 
-  private run(open: Open, job: PgBoss.JobWithMetadata<JobData>): void {
+  private run(open: Open, job: Fetched): void {
     const handler = this.handler;
     const data = job.data;
     // It left the line: the owner's next job moves up. The fetch did that already, unless the installed pg-boss's
@@ -697,6 +733,30 @@ export class PgBossQueue implements JobQueue {
     const level = source === 'handler' ? 'error' : 'warn';
     this.logger[level]({ component: 'queue-pgboss', source, err: text, ...extra }, source === 'handler' ? 'job handler failed' : 'postgres error; retrying');
   }
+}
+
+const statementNames = new Map<string, string>();
+let statementEpoch = 0;
+
+function renameStatements(): void {
+  statementEpoch++;
+  statementNames.clear();
+}
+
+/**
+ * The prepared statement's name for a text: a hash of the text (FNV-1a) and its length, so that the same text has the
+ * same name on every connection and two texts never share one (even in a pool another user of it prepares on).
+ */
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    let h = 0x811c9dc5;
+    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+    name = `genservice_pgboss_${(h >>> 0).toString(36)}_${text.length}_${statementEpoch}`;
+    if (statementNames.size > 500) statementNames.clear();
+    statementNames.set(text, name);
+  }
+  return name;
 }
 
 /** A failure to reach Postgres (as opposed to an error of one statement). */

@@ -36,3 +36,14 @@ runQueueContract('PgBossQueue (concurrency and retry delay from the service at s
     },
   };
 });
+
+runQueueContract('PgBossQueue (statements not prepared, as behind a transaction-mode pooler)', async () => {
+  const queue = new PgBossQueue({ connectionString: db.url, queueName: randomName('q'), concurrency: 4, poolSize: 3, preparedStatements: false });
+  return {
+    queue,
+    concurrency: 4,
+    async close(): Promise<void> {
+      await queue.stop({ timeoutMs: 1000 });
+    },
+  };
+});

@@ -152,4 +152,21 @@ describe('PgBossQueue lifecycle', () => {
     expect(results.map((r) => (r.status === 'rejected' ? String(r.reason) : 'ok'))).toEqual(['ok', 'ok', 'ok', 'ok']);
     expect((await jobStates(db.url, name, schema)).created).toBe(4);
   });
+
+  it('prepares a statement again when a table changed under it (pg-boss migrated by a newer instance)', async () => {
+    const table = randomName('t');
+    await sql(db.url, `CREATE TABLE ${table} (a int)`);
+    await sql(db.url, `INSERT INTO ${table} VALUES (1)`);
+    const queue = new PgBossQueue({ connectionString: db.url, queueName: randomName('q'), poolSize: 1 });
+    cleanups.push(() => queue.stop({ timeoutMs: 500 }));
+    // The queue's own statements return fixed columns; this one, through the same path, returns every column.
+    const query = (queue as unknown as { query(open: unknown, text: string, values: unknown[]): Promise<{ rows: unknown[] }> }).query.bind(queue);
+    const open = (queue as unknown as { openConnection(): unknown }).openConnection();
+    const text = `SELECT * FROM ${table} WHERE a = $1`;
+    expect((await query(open, text, [1])).rows).toEqual([{ a: 1 }]);
+    await sql(db.url, `ALTER TABLE ${table} ADD COLUMN b int DEFAULT 2`);
+    // Without a new name the one connection's prepared statement fails: "cached plan must not change result type".
+    expect((await query(open, text, [1])).rows).toEqual([{ a: 1, b: 2 }]);
+  });
 });
+

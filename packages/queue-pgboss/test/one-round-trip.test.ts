@@ -22,16 +22,19 @@ afterEach(async () => {
 });
 
 /** A real pool whose statements are recorded (the text of each `query` the queue sends). */
-function recordingPool(): { pool: pg.Pool; sent: string[] } {
+function recordingPool(): { pool: pg.Pool; sent: string[]; names: Array<string | undefined> } {
   const pool = new pg.Pool({ connectionString: db.url, max: 3 });
   const sent: string[] = [];
+  const names: Array<string | undefined> = [];
   const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
   (pool as unknown as { query: (...args: unknown[]) => Promise<unknown> }).query = (...args: unknown[]) => {
-    sent.push(String(typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string }).text));
+    const config = typeof args[0] === 'string' ? { text: args[0] } : (args[0] as { text: string; name?: string });
+    sent.push(config.text);
+    names.push(config.name);
     return query(...args);
   };
   cleanups.push(() => pool.end());
-  return { pool, sent };
+  return { pool, sent, names };
 }
 
 describe('PgBossQueue: a fair enqueue is one round trip', () => {
@@ -51,7 +54,7 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
     expect(fair).not.toBeNull();
     expect(fair).toContain('INSERT INTO gs_x.genservice_owner_counts');
     expect(fairInsert('SELECT 1', 'gs_x')).toBeNull();
-    // And its fetch (as this queue fetches: by priority, with metadata), which counts the fetched jobs out.
+    // And its fetch (as this queue fetches: by priority, without metadata), which counts the fetched jobs out.
     let fetched: string | undefined;
     const fetchDb = {
       executeSql: async (text: string) => {
@@ -59,7 +62,7 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
         return { rows: [] };
       },
     };
-    expect(await boss.fetch('q', { batchSize: 3, priority: true, includeMetadata: true, db: fetchDb })).toEqual([]);
+    expect(await boss.fetch('q', { batchSize: 3, priority: true, db: fetchDb })).toEqual([]);
     const fairF = fairFetch(fetched!, 'gs_x');
     expect(fairF).not.toBeNull();
     expect(fairF).toContain('INSERT INTO gs_x.genservice_owner_counts');
@@ -68,15 +71,18 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
 
   it('sends one statement per enqueue, and stores the job as pg-boss does with the owner’s place as priority', async () => {
     const name = randomName('q');
-    const { pool, sent } = recordingPool();
+    const { pool, sent, names } = recordingPool();
     const queue = new PgBossQueue({ pool, queueName: name });
     cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
     // The first enqueue installs pg-boss and the queue: not the steady state measured.
     await queue.enqueue({ generationId: 'warm-1', modelId: 'm', ownerId: 'alice' }, { fresh: true });
     sent.length = 0;
+    names.length = 0;
     await queue.enqueue({ generationId: 'gen-a2', modelId: 'm', ownerId: 'alice' }, { fresh: true });
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatch(/^WITH gs_place AS/);
+    // A prepared statement: after its first use on a connection, only its values travel.
+    expect(names[0]).toMatch(/^genservice_pgboss_/);
     await queue.enqueue({ generationId: 'gen-b1', modelId: 'm', ownerId: 'bob' }, { fresh: true });
     await queue.enqueue({ generationId: 'gen-x1', modelId: 'm' }, { fresh: true });
 
@@ -139,6 +145,42 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
     await sql(db.url, sweepSql('genservice_jobs'), [name]);
     expect(await owners()).toEqual(['busy:added']);
     expect(await waitingByOwner(db.url, name)).toEqual({ busy: 1 });
+  });
+
+  it('a job handed back and taken again is counted out of its owner’s line once', async () => {
+    const name = randomName('q');
+    const queue = new PgBossQueue({ connectionString: db.url, queueName: name, poolSize: 3 });
+    cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
+    const settings = { concurrency: 2, leaseMs: 1000, modelConcurrency: () => undefined, logger: silentLogger };
+    let started = 0;
+    await queue.start(() => {
+      started++;
+      return new Promise<void>(() => undefined); // ignores its signal: handed back at the stop's deadline
+    }, settings);
+    await queue.enqueue({ generationId: 'g', modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    await until(() => started === 1, { what: 'the first run', timeoutMs: 5000, intervalMs: 10 });
+    await queue.stop({ timeoutMs: 50 });
+    const ran: string[] = [];
+    await queue.start(async (job: Job) => void ran.push(job.generationId), settings);
+    // Handed back with a retry delay of the lease (1 s): taken again after it.
+    await until(() => ran.length === 1, { what: 'the second run', timeoutMs: 10_000, intervalMs: 20 });
+    const counts = await sql<{ kind: string; n: string }>(db.url, 'SELECT kind, n FROM genservice_jobs.genservice_owner_counts WHERE queue = $1 ORDER BY kind', [name]);
+    expect(counts.map((c) => [c.kind, Number(c.n)])).toEqual([
+      ['added', 1],
+      ['taken', 1],
+    ]);
+  });
+
+  it('with preparedStatements off, no statement is prepared (for a pooler in transaction mode)', async () => {
+    const { pool, sent, names } = recordingPool();
+    const queue = new PgBossQueue({ pool, queueName: randomName('q'), preparedStatements: false });
+    cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
+    const ran: string[] = [];
+    await queue.start(async (job: Job) => void ran.push(job.generationId), { concurrency: 2, leaseMs: 5000, modelConcurrency: () => undefined, logger: silentLogger });
+    for (let i = 0; i < 3; i++) await queue.enqueue({ generationId: `g${i}`, modelId: 'm', ownerId: 'alice' }, { fresh: true });
+    await until(() => ran.length === 3, { what: 'three runs', timeoutMs: 5000, intervalMs: 10 });
+    expect(sent.some((t) => t.startsWith('WITH gs_place AS'))).toBe(true);
+    expect(names.filter((n) => n !== undefined)).toEqual([]);
   });
 });
 
