@@ -39,6 +39,8 @@ export * from './outbound/index.js';
 export { MAX_TOKENS, assertTokenAmount, creditFits, isTokenAmount } from './domain/amounts.js';
 /** How every ledger adds up and orders its usage report, so all answer the same. */
 export { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from './domain/usage.js';
+/** Which window an organisation's budget counts in, the same in every ledger. */
+export { organizationWindowStart } from './domain/limits.js';
 /**
  * The active span's propagation fields (`traceparent`, `tracestate`, and whatever else the host's propagator writes),
  * and its W3C `traceparent` alone: providers send them with their upstream HTTP calls.

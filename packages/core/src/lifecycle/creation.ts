@@ -4,14 +4,14 @@ import { DomainError } from '../domain/errors.js';
 import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import { newBatchId, newGenerationId } from '../domain/ids.js';
-import type { JobQueue } from '../ports/queue.js';
+import type { Job, JobQueue } from '../ports/queue.js';
 import type { NewEvent, NewGeneration } from '../ports/store.js';
 import { currentRequestContext } from '../request-context.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { traceHeaders } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import { GenerationLog } from './generation-log.js';
-import { Lifecycle, type ReserveKey } from './lifecycle.js';
+import { Lifecycle, type ReserveKey, type Tenant } from './lifecycle.js';
 import { LifecycleObserver } from './observer.js';
 
 /** A refused enqueue is tried again this long after the create (times the attempt), a few times, before recovery's pass. */
@@ -82,7 +82,8 @@ export class Creation {
       const ctx = currentRequestContext();
       if (ctx) ctx.generationId = id;
       const now = this.options.clock.now();
-      await this.lifecycle.reserve(input.userId, { generationId: id, amount: input.price, modelId: input.modelId }, input.key, now);
+      const retryAfterSeconds = Math.max(1, Math.ceil(input.estimatedSeconds ?? 1));
+      const tenant = await this.lifecycle.reserve(input.userId, { generationId: id, amount: input.price, modelId: input.modelId }, input.key, now, retryAfterSeconds);
       const cap = this.options.limits.inFlightPerUser;
       const gen: NewGeneration = {
         id,
@@ -101,10 +102,10 @@ export class Creation {
       if (inserted === 'limit_reached') {
         await this.lifecycle.release([id]);
         throw new DomainError('rate_limited', `You have ${cap} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`, {
-          retryAfterSeconds: Math.max(1, Math.ceil(input.estimatedSeconds ?? 1)),
+          retryAfterSeconds,
         });
       }
-      await this.enqueueOrLeave(input.userId, [gen]);
+      await this.enqueueOrLeave(input.userId, [gen], tenant);
       this.observer.created(gen);
       return id;
     });
@@ -120,7 +121,7 @@ export class Creation {
     const batchId = input.batchId ?? newBatchId();
     const now = this.options.clock.now();
     const ids = input.items.map(() => newGenerationId());
-    await this.lifecycle.reserveMany(
+    const tenant = await this.lifecycle.reserveMany(
       input.userId,
       input.items.map((item, i) => ({ generationId: ids[i]!, amount: item.price, modelId: item.modelId })),
       input.key,
@@ -140,7 +141,7 @@ export class Creation {
     const events: NewEvent[] = input.items.map((item) => ({ type: 'created', data: { modelId: item.modelId } }));
     const batch = { id: batchId, ownerId: input.userId, generationIds: ids, createdAt: now, ...(input.webhook ? { webhook: { url: input.webhook.url } } : {}) };
     await this.insertOrRelease(ids, () => this.log.insertBatch(batch, gens, events));
-    await this.enqueueOrLeave(input.userId, gens);
+    await this.enqueueOrLeave(input.userId, gens, tenant);
     this.observer.batchCreated(batchId, input.userId, ids.length, input.items.reduce((sum, i) => sum + i.price, 0));
     return { batchId, generationIds: ids };
   }
@@ -161,22 +162,24 @@ export class Creation {
    * generation pending, and the service enqueues it again itself: soon (`requeueUnqueued`, on the service clock) and,
    * failing that, at recovery's next pass, which re-enqueues every pending generation nobody holds.
    */
-  private async enqueueOrLeave(userId: string, gens: readonly NewGeneration[]): Promise<void> {
+  private async enqueueOrLeave(userId: string, gens: readonly NewGeneration[], tenant: Tenant | undefined): Promise<void> {
+    // The owner's organisation, as the reserve read it: the queues share the runner by organisation, then user.
+    const owner: Pick<Job, 'ownerId' | 'organizationId' | 'weight'> = tenant ? { ownerId: userId, organizationId: tenant.organizationId, weight: tenant.weight } : { ownerId: userId };
     for (let i = 0; i < gens.length; i++) {
       const gen = gens[i]!;
       try {
         // A traced create hands its trace fields (the host propagator's, tracestate included) to the run.
-        await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ownerId: userId, ...(gen.traceparent !== undefined ? { trace: traceHeaders() } : {}) }, { fresh: true });
+        await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ...owner, ...(gen.traceparent !== undefined ? { trace: traceHeaders() } : {}) }, { fresh: true });
       } catch (err) {
         this.logger.warn({ err: asError(err), generationId: gen.id, left: gens.length - i }, 'the queue refused a new job; the generation stays pending and is enqueued again');
-        this.requeueUnqueued(userId, gens.slice(i), 1);
+        this.requeueUnqueued(owner, gens.slice(i), 1);
         return;
       }
     }
   }
 
   /** Another enqueue of the jobs the queue refused, `REQUEUE_MS * attempt` later; after the last, recovery's. */
-  private requeueUnqueued(userId: string, gens: readonly NewGeneration[], attempt: number): void {
+  private requeueUnqueued(owner: Pick<Job, 'ownerId' | 'organizationId' | 'weight'>, gens: readonly NewGeneration[], attempt: number): void {
     if (attempt > REQUEUE_ATTEMPTS) return;
     const timer = this.options.clock.setTimeout(() => {
       void (async () => {
@@ -184,9 +187,9 @@ export class Creation {
           const gen = gens[i]!;
           try {
             // Not `fresh`: the job may have reached the queue after all (a slow answer), and a second one is then none.
-            await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ownerId: userId });
+            await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ...owner });
           } catch {
-            this.requeueUnqueued(userId, gens.slice(i), attempt + 1);
+            this.requeueUnqueued(owner, gens.slice(i), attempt + 1);
             return;
           }
         }

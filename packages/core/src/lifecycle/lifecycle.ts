@@ -1,11 +1,11 @@
 import { inject, injectable } from 'tsyringe';
 import { isTerminal, type FailureInfo, type GenerationRecord, type Settings } from '../domain/types.js';
 import { budgetWindow, lifeEnd } from '../domain/rules.js';
+import { budgetWindows, reserveOutcome, reserveRefusal } from '../domain/limits.js';
 import { completionCharge, FAILURE_MESSAGES, failurePrice, failureRule, type FailureCause } from '../domain/fees.js';
-import { DomainError } from '../domain/errors.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import type { KeyBudget } from '../ports/api-keys.js';
-import type { Ledger, ReserveItem, ReserveOptions } from '../ports/ledger.js';
+import type { Ledger, ReserveItem, ReserveOptions, ReserveOutcome, ReserveResult } from '../ports/ledger.js';
 import type { Expectation, GenerationChange, GenerationPatch } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
@@ -40,6 +40,12 @@ export interface CompleteRequest {
 export interface ReserveKey {
   keyId: string;
   budget?: KeyBudget;
+}
+
+/** The organisation a create was reserved under, as its job carries it to the queue (fair shares by weight). */
+export interface Tenant {
+  organizationId: string;
+  weight: number;
 }
 
 /**
@@ -88,17 +94,23 @@ export class Lifecycle {
     return this.options.instanceId;
   }
 
-  /** Holds one generation's price (402 when the balance or the key's budget cannot cover it, nothing held). */
-  async reserve(userId: string, item: ReserveItem, key: ReserveKey | undefined, now: number): Promise<void> {
+  /**
+   * Holds one generation's price at every level at once: the balance, the key's budget, the owner's organisation's
+   * budget and in-flight cap (402 or 429 when any would be passed, nothing held). Answers the owner's organisation,
+   * which its job carries to the queue.
+   */
+  async reserve(userId: string, item: ReserveItem, key: ReserveKey | undefined, now: number, retryAfterSeconds = 1): Promise<Tenant | undefined> {
     const options = this.reserveOptions(key, now);
     if (item.modelId !== undefined) options.modelId = item.modelId;
-    this.refused(await this.ledger.reserve(userId, item.generationId, item.amount, now, options), key, now, `price ${item.amount}`, 'generation');
+    const answer = await this.ledger.reserve(userId, item.generationId, item.amount, now, options);
+    return this.admitted(answer, key, { now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds });
   }
 
-  /** Holds every reserve of a batch at once, all or nothing (402 when the total cannot be covered, nothing held). */
-  async reserveMany(userId: string, items: readonly ReserveItem[], key: ReserveKey | undefined, now: number): Promise<void> {
+  /** Holds every reserve of a batch at once, all or nothing (402 or 429 when any level cannot cover the total, nothing held). */
+  async reserveMany(userId: string, items: readonly ReserveItem[], key: ReserveKey | undefined, now: number): Promise<Tenant | undefined> {
     const total = items.reduce((sum, i) => sum + i.amount, 0);
-    this.refused(await this.ledger.reserveMany(userId, items, now, this.reserveOptions(key, now)), key, now, `batch total ${total}`, 'batch');
+    const answer = await this.ledger.reserveMany(userId, items, now, this.reserveOptions(key, now));
+    return this.admitted(answer, key, { now, priced: `batch total ${total}`, what: 'batch', retryAfterSeconds: 1 });
   }
 
   /** Gives back the reserves of creates that were undone before anything ran (best effort: recovery releases orphans). */
@@ -107,22 +119,23 @@ export class Lifecycle {
   }
 
   private reserveOptions(key: ReserveKey | undefined, now: number): ReserveOptions {
-    const options: ReserveOptions = {};
+    const options: ReserveOptions = { windows: budgetWindows(now) };
     if (key) options.keyId = key.keyId;
     if (key?.budget) options.keyLimit = { amount: key.budget.amount, windowStart: budgetWindow(key.budget.period, now).start };
     return options;
   }
 
-  private refused(outcome: 'ok' | 'insufficient' | 'budget_exceeded', key: ReserveKey | undefined, now: number, priced: string, what: string): void {
-    if (outcome === 'insufficient') throw new DomainError('insufficient_funds', `The balance is too low for this ${what} (${priced}).`);
-    if (outcome === 'budget_exceeded') {
-      const budget = key!.budget!;
-      const { end } = budgetWindow(budget.period, now);
-      throw new DomainError(
-        'budget_exceeded',
-        `This key's ${budget.period === 'day' ? 'daily' : 'monthly'} budget of ${budget.amount} tokens would be exceeded (${priced}); it resets at ${new Date(end).toISOString()}.`,
-      );
-    }
+  /** Throws the refusal of any level (`reserveRefusal`), or answers the owner's organisation. */
+  private admitted(
+    answer: ReserveResult | ReserveOutcome,
+    key: ReserveKey | undefined,
+    context: { now: number; priced: string; what: string; retryAfterSeconds: number },
+  ): Tenant | undefined {
+    const outcome = reserveOutcome(answer);
+    const refusal = reserveRefusal(outcome, { ...context, ...(key?.budget ? { key: key.budget } : {}) });
+    if (refusal) throw refusal;
+    const org = outcome.organization;
+    return org ? { organizationId: org.organizationId, weight: org.weight } : undefined;
   }
 
   /**

@@ -1,5 +1,70 @@
-/** `budget_exceeded`: the key's limit for the window would be passed (the balance was enough). */
-export type ReserveResult = 'ok' | 'insufficient' | 'budget_exceeded';
+/**
+ * `budget_exceeded`: a budget for the window would be passed (the key's, or the organisation's: see
+ * `ReserveOutcome.refusedBy`); `limit_reached`: the organisation is at its in-flight cap.
+ */
+export type ReserveResult = 'ok' | 'insufficient' | 'budget_exceeded' | 'limit_reached';
+
+/** An organisation's budget: at most `amount` tokens held or charged per UTC day, UTC month, or in all (`total`). */
+export interface OrganizationBudget {
+  amount: number;
+  period: 'day' | 'month' | 'total';
+}
+
+/** An organisation as the ledger keeps it: its limits, which its members' reserves are held within. */
+export interface OrganizationRecord {
+  organizationId: string;
+  budget?: OrganizationBudget;
+  /** Its members' generations reserved and not yet settled, at most. */
+  maxInFlight?: number;
+  /** Its share of the runner when all are busy (a positive integer; 1 by default). */
+  weight: number;
+  createdAt: number;
+}
+
+/** `admin`: may read the organisation's usage by member (`GET /v1/usage?groupBy=member`). */
+export type OrganizationRole = 'member' | 'admin';
+
+export interface OrganizationMember {
+  userId: string;
+  role: OrganizationRole;
+  joinedAt: number;
+}
+
+/** The starts of the windows a budget may count in, as the caller's rule (`budgetWindow`) has them for `now`. */
+export interface BudgetWindows {
+  day: number;
+  month: number;
+}
+
+/** An organisation, its members (oldest first) and what it holds now. */
+export interface OrganizationState {
+  organization: OrganizationRecord;
+  members: OrganizationMember[];
+  /** Its members' reserves not yet settled (each counted in the organisation it was reserved under). */
+  inFlight: number;
+  /** Held plus charged in the budget's current window (`windows`); 0 without a budget. */
+  spent: number;
+}
+
+/**
+ * A reserve's answer as an object, which a ledger that keeps organisations gives when the owner belongs to one (a
+ * plain `ReserveResult` means no organisation was involved).
+ */
+export interface ReserveOutcome {
+  result: ReserveResult;
+  /** Which level refused it: the balance (`user`), the key's budget or the organisation's budget or cap. */
+  refusedBy?: 'user' | 'key' | 'organization';
+  /** The owner's organisation as the reserve read it (in the same atomic step). */
+  organization?: OrganizationRecord;
+}
+
+export type OrganizationUsageGroupBy = 'day' | 'member';
+
+export interface OrganizationUsageQuery {
+  from: string;
+  to: string;
+  groupBy: OrganizationUsageGroupBy;
+}
 
 export interface AccountSnapshot {
   /** Spendable tokens. */
@@ -26,6 +91,12 @@ export interface ReserveOptions {
    * `amount` with this reserve. Which window applies is the caller's rule; the ledger only keeps it.
    */
   keyLimit?: { amount: number; windowStart: number };
+  /**
+   * The windows an organisation's budget counts in. A ledger that keeps organisations reads the owner's organisation
+   * in the reserve's own atomic step and holds it too: its in-flight count, and its budget's spend in the window of
+   * its period (`organizationWindowStart`; `total` counts from 0). Which windows apply is the caller's rule.
+   */
+  windows?: BudgetWindows;
 }
 
 /** One reserve of a `reserveMany`. */
@@ -82,11 +153,16 @@ export interface UsageReport {
  *   non-finite, however many credits race.
  * - `usage` counts settled reserves by the UTC day they settled (the `now` of settle), from a rollup kept in the
  *   settle's own step, so its cost follows the days, models and keys asked about, never the number of generations.
+ * - Organisations (the optional `OrganizationLedger` methods; a ledger has all of them or none): a reserve of a
+ *   member holds the organisation's in-flight count (one per reserve, at most `maxInFlight`) and its budget's window
+ *   in the same atomic step as the balance and the key, and answers a `ReserveOutcome` naming the organisation; a
+ *   refusal at any level holds nothing at any level. Settling gives back to the organisation the reserve was held
+ *   under (even if its owner has left it since), and counts its spend in the organisation's usage.
  */
-export interface Ledger {
-  reserve(userId: string, generationId: string, amount: number, now?: number, options?: ReserveOptions): Promise<ReserveResult>;
+export interface Ledger extends Partial<OrganizationLedger> {
+  reserve(userId: string, generationId: string, amount: number, now?: number, options?: ReserveOptions): Promise<ReserveResult | ReserveOutcome>;
   /** All of `items` or nothing (a batch); `options.modelId` is ignored (each item names its own). */
-  reserveMany(userId: string, items: readonly ReserveItem[], now?: number, options?: ReserveOptions): Promise<ReserveResult>;
+  reserveMany(userId: string, items: readonly ReserveItem[], now?: number, options?: ReserveOptions): Promise<ReserveResult | ReserveOutcome>;
   /** Returns the amount actually charged, or null when there is no reserve for that generation. */
   settle(generationId: string, amount: number, now?: number): Promise<number | null>;
   release(generationId: string, now?: number): Promise<number | null>;
@@ -108,4 +184,30 @@ export interface Ledger {
   keySpend(keyId: string, windowStart: number): Promise<number>;
   /** A user's settled spend on the days `from` to `to`, grouped. */
   usage(userId: string, query: UsageQuery): Promise<UsageReport>;
+}
+
+/**
+ * Organisations, kept by the ledger so that a reserve holds their limits in its own atomic step. A user belongs to at
+ * most one. Removing a member changes nothing it holds: its open reserves settle against the organisation they were
+ * held under.
+ */
+export interface OrganizationLedger {
+  /** Creates it; false (changing nothing) when one with that id exists. */
+  createOrganization(organization: OrganizationRecord): Promise<boolean>;
+  /** The organisation with its members and what it holds, or null. */
+  organization(organizationId: string, windows: BudgetWindows): Promise<OrganizationState | null>;
+  /**
+   * Adds a user (or changes its role when it is a member already). `member_elsewhere`: it belongs to another
+   * organisation (nothing changed); `no_organization`: there is no such organisation.
+   */
+  addMember(organizationId: string, member: OrganizationMember): Promise<'added' | 'no_organization' | 'member_elsewhere'>;
+  /** False when the user is not a member of it. */
+  removeMember(organizationId: string, userId: string): Promise<boolean>;
+  /** The organisation a user belongs to, with its role, or null. */
+  membership(userId: string): Promise<{ organizationId: string; role: OrganizationRole } | null>;
+  /**
+   * Settled spend of the reserves held under the organisation, by UTC day or by member (`group` is the user id),
+   * from a rollup kept in the settle's own step.
+   */
+  organizationUsage(organizationId: string, query: OrganizationUsageQuery): Promise<UsageReport>;
 }

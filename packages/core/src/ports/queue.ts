@@ -7,6 +7,14 @@ export interface Job {
    */
   ownerId?: string;
   /**
+   * The owner's organisation when it belongs to one, read by the create's reserve: queues share the runner by
+   * organisation first, then by user within it. Absent for a user of no organisation, and on a job re-enqueued from
+   * the store (recovery), which then counts as its owner's alone.
+   */
+  organizationId?: string;
+  /** The organisation's weight (its share when all are busy); with `organizationId`, default 1. */
+  weight?: number;
+  /**
    * The create's trace context as propagation fields (`traceparent`, `tracestate`, and whatever else the host's
    * propagator writes, such as `baggage`), so its run continues it with everything it carried. A queue carries it
    * unchanged; absent without tracing and on a job re-enqueued from the store (its run then continues the

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_TOKENS } from '@genservice/core';
-import type { AccountSnapshot, Ledger, ReserveResult } from '@genservice/core/ports';
+import type { AccountSnapshot, Ledger, ReserveOutcome, ReserveResult } from '@genservice/core/ports';
+import { describeOrganizationLedger } from './ledger-organizations.js';
 import { T0, settleAll, uid, useFresh } from './harness.js';
 
 /** The Ledger half of `runPortContracts`. */
@@ -373,7 +374,7 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         const key = uid('key');
         const limit = { amount: 20, windowStart: W0 };
         const held: string[] = [];
-        const reserveOne = async (): Promise<ReserveResult> => {
+        const reserveOne = async (): Promise<ReserveResult | ReserveOutcome> => {
           const gen = uid('gen');
           const r = await ledger().reserve(user, gen, 3, W0, { keyId: key, keyLimit: limit });
           if (r === 'ok') held.push(gen);
@@ -444,5 +445,7 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         expect(await ledger().usage(uid('nobody'), { ...q, groupBy: 'day' })).toEqual({ rows: [], total: { count: 0, tokens: 0 } });
       });
     });
+
+    describeOrganizationLedger(ledger, userWith, expectAccount);
   });
 }
