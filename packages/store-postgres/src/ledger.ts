@@ -1,9 +1,17 @@
 import type {
   AccountSnapshot,
+  BudgetWindows,
   Ledger,
   OpenReserve,
+  OrganizationLedger,
+  OrganizationMember,
+  OrganizationRecord,
+  OrganizationRole,
+  OrganizationState,
+  OrganizationUsageQuery,
   ReserveItem,
   ReserveOptions,
+  ReserveOutcome,
   ReserveResult,
   UsageQuery,
   UsageReport,
@@ -11,6 +19,7 @@ import type {
 import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, assertAmount, decodeKey, encodeKey, num } from './db.js';
+import { OrganizationRefused, PostgresOrganizations, holdOnOrganization, organizationSql, settleOrganizationCtes } from './organizations.js';
 
 /** The ledger's statements, given the quoted schema (exported for the index tests). */
 export function ledgerSql(s: string): Record<
@@ -37,13 +46,16 @@ export function ledgerSql(s: string): Record<
     // The reserve row goes in first: its primary key is what makes a retried reserve idempotent. A concurrent
     // duplicate blocks on this insert until the first transaction ends, then sees its row (or, if the first
     // rolled back as insufficient, inserts its own).
-    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start)
-      VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (generation_id) DO NOTHING`,
+    // The owner's organisation is read in the same statement (no round trip of its own) and kept on the row.
+    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, organization_id)
+      SELECT $1, $2, $3, $4, $5, $6, $7, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
+      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id`,
     reserveOwner: `SELECT user_id FROM ${s}.reserves WHERE generation_id = $1`,
     // A batch's reserves in one statement; the rows' primary keys make a retried batch hold nothing more.
-    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start)
-      SELECT u.g, $2, u.a, $3, u.m, $4, $5 FROM unnest($1::text[], $6::numeric[], $7::text[]) AS u(g, a, m)
-      ON CONFLICT (generation_id) DO NOTHING`,
+    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, organization_id)
+      SELECT u.g, $2, u.a, $3, u.m, $4, $5, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
+      FROM unnest($1::text[], $6::numeric[], $7::text[]) AS u(g, a, m)
+      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id`,
     reserveOwners: `SELECT DISTINCT user_id FROM ${s}.reserves WHERE generation_id = ANY($1::text[])`,
     // The row lock serialises racing debits, and READ COMMITTED re-checks `balance >= $2` against the latest
     // committed balance, so the balance never goes below zero.
@@ -60,7 +72,7 @@ export function ledgerSql(s: string): Record<
     settle: `WITH r AS (
         UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, $2::numeric), settled_at = $3
         WHERE generation_id = $1 AND state = 'open'
-        RETURNING user_id, amount, charged, model_id, key_id, window_start
+        RETURNING user_id, amount, charged, model_id, key_id, window_start, organization_id, organization_window
       ), a AS (
         UPDATE ${s}.accounts acc
         SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
@@ -77,7 +89,7 @@ export function ledgerSql(s: string): Record<
         ON CONFLICT (user_id, day, model_id, key_id)
         DO UPDATE SET count = ${s}.usage_daily.count + 1, tokens = ${s}.usage_daily.tokens + EXCLUDED.tokens
         RETURNING 1
-      )
+      )${settleOrganizationCtes(s)}
       SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
     charged: `SELECT charged FROM ${s}.reserves WHERE generation_id = $1`,
     account: `SELECT balance, reserved, settled FROM ${s}.accounts WHERE user_id = $1`,
@@ -107,13 +119,41 @@ function usageSql(s: string, column: string): string {
  * movement shifts tokens between those three columns in the same transaction as the reserve row changes, so
  * `balance + reserved + settled` only changes through `credit`.
  */
-export class PostgresLedger implements Ledger {
+export class PostgresLedger implements Ledger, OrganizationLedger {
   private readonly db: PgDatabase;
   private readonly sql: ReturnType<typeof ledgerSql>;
+  private readonly orgSql: ReturnType<typeof organizationSql>;
+  private readonly orgs: PostgresOrganizations;
 
   constructor(pool: Pool, options: { schema?: string } = {}) {
     this.db = new PgDatabase(pool, options.schema ?? 'genservice');
     this.sql = ledgerSql(this.db.s);
+    this.orgSql = organizationSql(this.db.s);
+    this.orgs = new PostgresOrganizations(this.db);
+  }
+
+  createOrganization(organization: OrganizationRecord): Promise<boolean> {
+    return this.orgs.create(organization);
+  }
+
+  organization(organizationId: string, windows: BudgetWindows): Promise<OrganizationState | null> {
+    return this.orgs.state(organizationId, windows);
+  }
+
+  addMember(organizationId: string, member: OrganizationMember): Promise<'added' | 'no_organization' | 'member_elsewhere'> {
+    return this.orgs.addMember(organizationId, member);
+  }
+
+  removeMember(organizationId: string, userId: string): Promise<boolean> {
+    return this.orgs.removeMember(organizationId, userId);
+  }
+
+  membership(userId: string): Promise<{ organizationId: string; role: OrganizationRole } | null> {
+    return this.orgs.membership(userId);
+  }
+
+  organizationUsage(organizationId: string, query: OrganizationUsageQuery): Promise<UsageReport> {
+    return this.orgs.usage(organizationId, query);
   }
 
   async reserve(
@@ -122,7 +162,7 @@ export class PostgresLedger implements Ledger {
     amount: number,
     now: number = Date.now(),
     options: ReserveOptions = {},
-  ): Promise<ReserveResult> {
+  ): Promise<ReserveResult | ReserveOutcome> {
     assertAmount(amount, 'amount');
     const user = encodeKey(userId);
     const gen = encodeKey(generationId);
@@ -131,8 +171,8 @@ export class PostgresLedger implements Ledger {
     if (limit) assertAmount(limit.amount, 'key limit');
     const modelId = options.modelId !== undefined ? encodeKey(options.modelId) : null;
     try {
-      return await this.db.transaction<ReserveResult>(async (tx) => {
-        const inserted = await tx.query(this.sql.insertReserve, [
+      return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
+        const inserted = await tx.query<{ organization_id: string | null }>(this.sql.insertReserve, [
           gen,
           user,
           amount,
@@ -161,16 +201,16 @@ export class PostgresLedger implements Ledger {
           // Rolls back the debit and the reserve row with it.
           if (held.rowCount !== 1) throw new OverBudget();
         }
-        return 'ok';
+        const org = inserted.rows[0]?.organization_id ?? null;
+        if (org === null) return 'ok';
+        return { result: 'ok', organization: await holdOnOrganization(tx, this.orgSql, org, [gen], amount, options.windows) };
       });
     } catch (err) {
-      if (err instanceof Insufficient) return 'insufficient';
-      if (err instanceof OverBudget) return 'budget_exceeded';
-      throw err;
+      return refusal(err);
     }
   }
 
-  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
+  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult | ReserveOutcome> {
     for (const item of items) assertAmount(item.amount, 'amount');
     if (items.length === 0) return 'ok';
     const user = encodeKey(userId);
@@ -180,8 +220,8 @@ export class PostgresLedger implements Ledger {
     const ids = items.map((i) => encodeKey(i.generationId));
     const total = items.reduce((sum, i) => sum + i.amount, 0);
     try {
-      return await this.db.transaction<ReserveResult>(async (tx) => {
-        const inserted = await tx.query(this.sql.insertReserves, [
+      return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
+        const inserted = await tx.query<{ organization_id: string | null }>(this.sql.insertReserves, [
           ids,
           user,
           Math.trunc(now),
@@ -205,12 +245,12 @@ export class PostgresLedger implements Ledger {
           const held = await tx.query(this.sql.holdKey, [keyId, Math.trunc(limit.windowStart), total, limit.amount]);
           if (held.rowCount !== 1) throw new OverBudget();
         }
-        return 'ok';
+        const org = inserted.rows[0]?.organization_id ?? null;
+        if (org === null) return 'ok';
+        return { result: 'ok', organization: await holdOnOrganization(tx, this.orgSql, org, ids, total, options.windows) };
       });
     } catch (err) {
-      if (err instanceof Insufficient) return 'insufficient';
-      if (err instanceof OverBudget) return 'budget_exceeded';
-      throw err;
+      return refusal(err);
     }
   }
 
@@ -292,6 +332,14 @@ export class PostgresLedger implements Ledger {
       createdAt: num(r.created_at),
     }));
   }
+}
+
+/** A rolled-back reserve's answer (the signals below), or the error again. */
+function refusal(err: unknown): ReserveResult | ReserveOutcome {
+  if (err instanceof Insufficient) return 'insufficient';
+  if (err instanceof OverBudget) return 'budget_exceeded';
+  if (err instanceof OrganizationRefused) return { result: err.result, refusedBy: 'organization', organization: err.organization };
+  throw err;
 }
 
 /** Internal signal to roll back a reserve whose key window is at its limit. */

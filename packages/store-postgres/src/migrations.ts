@@ -313,6 +313,49 @@ export const MIGRATIONS: readonly Migration[] = [
     // deleted, and are unknown.
     up: (s) => [`ALTER TABLE ${s}.api_keys ADD COLUMN revoked_at bigint`],
   },
+  {
+    version: 12,
+    name: 'organisations: members, limits, what their reserves hold, usage by member',
+    up: (s) => [
+      // in_flight counts the members' open reserves (held at reserve, given back at settle), on the row a reserve
+      // locks anyway to test max_in_flight; budget_period is 'day', 'month' or 'total'.
+      `CREATE TABLE ${s}.organizations (
+        id text PRIMARY KEY,
+        budget_amount numeric CHECK (budget_amount > 0),
+        budget_period text CHECK (budget_period IN ('day', 'month', 'total')),
+        max_in_flight integer CHECK (max_in_flight > 0),
+        weight integer NOT NULL DEFAULT 1 CHECK (weight > 0),
+        in_flight integer NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+        created_at bigint NOT NULL
+      )`,
+      // One organisation per user: the user id is the key.
+      `CREATE TABLE ${s}.organization_members (
+        user_id text PRIMARY KEY,
+        organization_id text NOT NULL REFERENCES ${s}.organizations (id),
+        role text NOT NULL CHECK (role IN ('member', 'admin')),
+        joined_at bigint NOT NULL
+      )`,
+      `CREATE INDEX organization_members_org_idx ON ${s}.organization_members (organization_id, joined_at, user_id)`,
+      // Held plus charged per organisation and budget window (0 for a total budget), as key_spend is per key.
+      `CREATE TABLE ${s}.organization_spend (
+        organization_id text NOT NULL,
+        window_start bigint NOT NULL,
+        spent numeric NOT NULL,
+        PRIMARY KEY (organization_id, window_start)
+      )`,
+      // Settled spend of the reserves held under an organisation, per UTC day and member, written by settle.
+      `CREATE TABLE ${s}.organization_usage_daily (
+        organization_id text NOT NULL,
+        day integer NOT NULL,
+        user_id text NOT NULL,
+        count bigint NOT NULL,
+        tokens numeric NOT NULL,
+        PRIMARY KEY (organization_id, day, user_id)
+      )`,
+      // The organisation a reserve was held under and its budget window: its settle gives back there.
+      `ALTER TABLE ${s}.reserves ADD COLUMN organization_id text, ADD COLUMN organization_window bigint`,
+    ],
+  },
 ];
 
 /**
