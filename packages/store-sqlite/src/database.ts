@@ -414,6 +414,49 @@ export const MIGRATIONS: readonly Migration[] = [
     // deleted, and are unknown.
     sql: `ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;`,
   },
+  {
+    version: 14,
+    name: 'organisations: members, limits, what their reserves hold, usage by member',
+    // in_flight counts the members' open reserves (held at reserve, given back at settle); budget_period is 'day',
+    // 'month' or 'total'. One organisation per user: the user id is the members' key. organization_spend is held
+    // plus charged per window (0 for a total budget), as key_spend is per key; organization_usage_daily is the
+    // settled spend of the reserves held under an organisation, per UTC day and member. A reserve keeps the
+    // organisation it was held under and its window: its settle gives back there.
+    sql: `
+      CREATE TABLE organizations (
+        id TEXT PRIMARY KEY,
+        budget_amount REAL CHECK (budget_amount > 0),
+        budget_period TEXT CHECK (budget_period IN ('day', 'month', 'total')),
+        max_in_flight INTEGER CHECK (max_in_flight > 0),
+        weight INTEGER NOT NULL DEFAULT 1 CHECK (weight > 0),
+        in_flight INTEGER NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+        created_at INTEGER NOT NULL
+      );
+      CREATE TABLE organization_members (
+        user_id TEXT PRIMARY KEY,
+        organization_id TEXT NOT NULL REFERENCES organizations (id),
+        role TEXT NOT NULL CHECK (role IN ('member', 'admin')),
+        joined_at INTEGER NOT NULL
+      );
+      CREATE INDEX organization_members_org ON organization_members (organization_id, joined_at, user_id);
+      CREATE TABLE organization_spend (
+        organization_id TEXT NOT NULL,
+        window_start INTEGER NOT NULL,
+        spent REAL NOT NULL,
+        PRIMARY KEY (organization_id, window_start)
+      ) WITHOUT ROWID;
+      CREATE TABLE organization_usage_daily (
+        organization_id TEXT NOT NULL,
+        day INTEGER NOT NULL,
+        user_id TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        tokens REAL NOT NULL,
+        PRIMARY KEY (organization_id, day, user_id)
+      ) WITHOUT ROWID;
+      ALTER TABLE reserves ADD COLUMN organization_id TEXT;
+      ALTER TABLE reserves ADD COLUMN organization_window INTEGER;
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

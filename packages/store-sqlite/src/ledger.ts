@@ -1,10 +1,18 @@
 import { retryMethodsWhileBusy } from './busy.js';
 import type {
   AccountSnapshot,
+  BudgetWindows,
   Ledger,
   OpenReserve,
+  OrganizationLedger,
+  OrganizationMember,
+  OrganizationRecord,
+  OrganizationRole,
+  OrganizationState,
+  OrganizationUsageQuery,
   ReserveItem,
   ReserveOptions,
+  ReserveOutcome,
   ReserveResult,
   UsageQuery,
   UsageReport,
@@ -12,10 +20,11 @@ import type {
 import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
+import { type OrganizationReserveColumns, OrganizationRefused, SqliteOrganizations } from './organizations.js';
 
 type Statement = Database.Statement;
 
-interface ReserveRow {
+interface ReserveRow extends OrganizationReserveColumns {
   user_id: string;
   amount: number;
   state: 'open' | 'settled';
@@ -51,7 +60,8 @@ export function usageSql(groupBy: UsageQuery['groupBy']): string {
  * itself lives in the UPDATE's WHERE (`balance >= amount`) and a CHECK constraint backs it, so even a logic
  * slip could not drive a balance below zero. `accounts` carries running totals, so `account()` is one row read.
  */
-export class SqliteLedger implements Ledger {
+export class SqliteLedger implements Ledger, OrganizationLedger {
+  private readonly orgs: SqliteOrganizations;
   private readonly findReserveStmt: Statement;
   private readonly ensureAccountStmt: Statement;
   private readonly holdStmt: Statement;
@@ -73,14 +83,16 @@ export class SqliteLedger implements Ledger {
     amount: number,
     now: number,
     options: ReserveOptions,
-  ) => ReserveResult;
+  ) => ReserveResult | ReserveOutcome;
   private readonly settleTx: (generationId: string, amount: number, now: number) => number | null;
-  private readonly reserveManyTx: (userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions) => ReserveResult;
+  private readonly reserveManyTx: (userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions) => ReserveResult | ReserveOutcome;
 
   constructor(db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
+    this.orgs = new SqliteOrganizations(db);
     this.findReserveStmt = db.prepare(
-      'SELECT user_id, amount, state, charged, model_id, key_id, window_start FROM reserves WHERE generation_id = ?',
+      `SELECT user_id, amount, state, charged, model_id, key_id, window_start, organization_id, organization_window
+         FROM reserves WHERE generation_id = ?`,
     );
     this.ensureAccountStmt = db.prepare('INSERT INTO accounts (user_id) VALUES (?) ON CONFLICT (user_id) DO NOTHING');
     this.holdStmt = db.prepare(
@@ -129,7 +141,7 @@ export class SqliteLedger implements Ledger {
     };
 
     this.reserveTx = db
-      .transaction((userId: string, generationId: string, amount: number, now: number, options: ReserveOptions): ReserveResult => {
+      .transaction((userId: string, generationId: string, amount: number, now: number, options: ReserveOptions): ReserveResult | ReserveOutcome => {
         const existing = this.findReserveStmt.get(generationId) as ReserveRow | undefined;
         if (existing) {
           if (existing.user_id !== userId) {
@@ -137,7 +149,7 @@ export class SqliteLedger implements Ledger {
             throw new Error(`Generation ${generationId} is already reserved for another user`);
           }
           // A retry of the same create: the first call already holds the amount.
-          return 'ok';
+          return withOrganization(this.orgs.of(userId));
         }
         // A free generation still needs an account row for the reserve's foreign key.
         if (amount === 0) this.ensureAccountStmt.run(userId);
@@ -158,14 +170,14 @@ export class SqliteLedger implements Ledger {
           keyId,
           windowStart: limit ? limit.windowStart : null,
         });
-        return 'ok';
+        return withOrganization(this.orgs.hold(userId, [generationId], amount, options.windows));
       })
       .immediate;
 
     // One IMMEDIATE transaction for the whole batch: the total is held at once (the balance test in the UPDATE's
     // WHERE), then every reserve row is inserted; a refusal or a failing row rolls all of it back.
     this.reserveManyTx = db
-      .transaction((userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions): ReserveResult => {
+      .transaction((userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions): ReserveResult | ReserveOutcome => {
         let existing = 0;
         for (const item of items) {
           const row = this.findReserveStmt.get(item.generationId) as ReserveRow | undefined;
@@ -174,7 +186,7 @@ export class SqliteLedger implements Ledger {
           existing++;
         }
         if (existing > 0) {
-          if (existing === items.length) return 'ok';
+          if (existing === items.length) return withOrganization(this.orgs.of(userId));
           throw new Error('reserveMany: some of these generations are already reserved');
         }
         const total = items.reduce((sum, item) => sum + item.amount, 0);
@@ -197,7 +209,7 @@ export class SqliteLedger implements Ledger {
             windowStart: limit ? limit.windowStart : null,
           });
         }
-        return 'ok';
+        return withOrganization(this.orgs.hold(userId, items.map((i) => i.generationId), total, options.windows));
       })
       .immediate;
 
@@ -220,6 +232,7 @@ export class SqliteLedger implements Ledger {
           keyId: reserve.key_id ?? '',
           charged,
         });
+        this.orgs.settled(reserve, charged, now);
         return charged;
       })
       .immediate;
@@ -231,27 +244,49 @@ export class SqliteLedger implements Ledger {
     amount: number,
     now: number = Date.now(),
     options: ReserveOptions = {},
-  ): Promise<ReserveResult> {
+  ): Promise<ReserveResult | ReserveOutcome> {
     assertAmount(amount, 'reserve amount');
     if (options.keyLimit) assertAmount(options.keyLimit.amount, 'key limit');
     try {
       return this.reserveTx(userId, generationId, amount, now, options);
     } catch (err) {
-      if (err instanceof OverBudget) return 'budget_exceeded';
-      throw err;
+      return refusal(err);
     }
   }
 
-  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
+  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult | ReserveOutcome> {
     for (const item of items) assertAmount(item.amount, 'reserve amount');
     if (options.keyLimit) assertAmount(options.keyLimit.amount, 'key limit');
     if (items.length === 0) return 'ok';
     try {
       return this.reserveManyTx(userId, items, now, options);
     } catch (err) {
-      if (err instanceof OverBudget) return 'budget_exceeded';
-      throw err;
+      return refusal(err);
     }
+  }
+
+  async createOrganization(organization: OrganizationRecord): Promise<boolean> {
+    return this.orgs.create(organization);
+  }
+
+  async organization(organizationId: string, windows: BudgetWindows): Promise<OrganizationState | null> {
+    return this.orgs.state(organizationId, windows);
+  }
+
+  async addMember(organizationId: string, member: OrganizationMember): Promise<'added' | 'no_organization' | 'member_elsewhere'> {
+    return this.orgs.addMember(organizationId, member);
+  }
+
+  async removeMember(organizationId: string, userId: string): Promise<boolean> {
+    return this.orgs.removeMember(organizationId, userId);
+  }
+
+  async membership(userId: string): Promise<{ organizationId: string; role: OrganizationRole } | null> {
+    return this.orgs.membership(userId);
+  }
+
+  async organizationUsage(organizationId: string, query: OrganizationUsageQuery): Promise<UsageReport> {
+    return this.orgs.usage(organizationId, query);
   }
 
   async settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
@@ -314,6 +349,18 @@ export class SqliteLedger implements Ledger {
     }>;
     return rows.map((r) => ({ generationId: r.generation_id, userId: r.user_id, amount: r.amount, createdAt: r.created_at }));
   }
+}
+
+/** A reserve's answer: plain `ok` for a user of no organisation, or the outcome naming its organisation. */
+function withOrganization(organization: OrganizationRecord | undefined): ReserveResult | ReserveOutcome {
+  return organization ? { result: 'ok', organization } : 'ok';
+}
+
+/** A rolled-back reserve's answer (the signals of its transaction), or the error again. */
+function refusal(err: unknown): ReserveResult | ReserveOutcome {
+  if (err instanceof OverBudget) return 'budget_exceeded';
+  if (err instanceof OrganizationRefused) return { result: err.result, refusedBy: 'organization', organization: err.organization };
+  throw err;
 }
 
 function assertAmount(amount: number, what: string): void {
