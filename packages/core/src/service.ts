@@ -2,6 +2,7 @@ import { container, inject, injectable, instanceCachingFactory } from 'tsyringe'
 import type { GenerationView, ModelInfo } from './domain/types.js';
 import { Batches } from './use-cases/batches.js';
 import { Accounts } from './use-cases/accounts.js';
+import { Organizations } from './use-cases/organizations.js';
 import { CachedApiKeyResolver } from './use-cases/api-key-cache.js';
 import { ExpiringReads } from './lifecycle/expiring-reads.js';
 import { FileUrlSigner } from './domain/file-urls.js';
@@ -270,6 +271,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     GenerationReads,
     Generations,
     Batches,
+    Organizations,
     Accounts,
     // openai/: the OpenAI-compatible surface (docs/openai-compatible.md)
     OpenAiFiles,

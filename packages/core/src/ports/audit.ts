@@ -1,5 +1,12 @@
 /** What an admin did. */
-export type AuditAction = 'user.create' | 'credits.add' | 'key.create' | 'key.revoke';
+export type AuditAction =
+  | 'user.create'
+  | 'credits.add'
+  | 'key.create'
+  | 'key.revoke'
+  | 'organization.create'
+  | 'organization.member.add'
+  | 'organization.member.remove';
 
 export interface AuditEntry {
   /** Opaque, increasing with the order entries were appended in this log. */
@@ -22,7 +29,7 @@ export interface AuditPage {
 }
 
 /**
- * Every admin action on users, credits and keys, newest first.
+ * Every admin action on users, credits, keys and organisations, newest first.
  *
  * Guarantees (the contract suite checks each): `append` stores the entry whole or not at all and never changes or
  * drops an earlier one; `list` pages from the newest backwards, each entry once, however many are appended meanwhile.
