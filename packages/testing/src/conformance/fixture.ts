@@ -80,6 +80,8 @@ export interface Fixture {
   streamGate: Gate;
   /** The secret file URLs are signed with. */
   secret: string;
+  /** `{ authorization: 'Bearer <admin key>' }`: the admin API is on (its actor is `conformance`). */
+  adminAuth: Record<string, string>;
   keys: MemoryApiKeyStore;
   ledger: MemoryLedger;
   models: ModelDefinition[];
@@ -137,6 +139,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
   const keys = new MemoryApiKeyStore();
   const ledger = new MemoryLedger();
   const secret = randomBytes(32).toString('hex');
+  const adminKey = `admin_${randomBytes(24).toString('base64url')}`;
   const { service, stop } = await createTestService({
     providers: [provider],
     apiKeys: keys,
@@ -149,6 +152,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     limits: { inFlightPerUser: 100_000, ...options.limits },
     runner: { concurrency: 16 },
     cors: { origins: [CORS_ORIGIN] },
+    admin: { apiKeys: [{ key: adminKey, name: 'conformance' }] },
     ...(options.playground ? { playground: true } : {}),
   });
   const server = await mount(service, mode);
@@ -161,6 +165,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     gate,
     streamGate,
     secret,
+    adminAuth: { authorization: `Bearer ${adminKey}` },
     keys,
     ledger,
     models,

@@ -8,6 +8,7 @@ import { defineBodyLimitTests, defineCreateTests, defineValidationTests } from '
 import { defineHeaderTests, defineHostileTests, definePlaygroundTests } from './http-edges.js';
 import { useFixture, type ModeContext } from './kit.js';
 import { defineListTests } from './list.js';
+import { defineOrganizationTests } from './organizations.js';
 import { defineLiveStatusTests, defineStreamCapTests } from './live.js';
 import { defineBillingTests, defineLifecycleTests } from './load.js';
 import { defineFileTests, defineGetTests, defineOwnershipTests } from './reads.js';
@@ -36,5 +37,6 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   defineRepeatedAuthorizationTests(ctx);
   defineBatchTests(() => ctx.fx);
   defineBillingTests(ctx);
+  defineOrganizationTests(ctx);
   defineLifecycleTests(ctx);
 }
