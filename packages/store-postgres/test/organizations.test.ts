@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService, type GenerationService } from '@genservice/core';
 import { until } from '@genservice/testing';
-import { createPostgresStores, type PostgresStores } from '../src/index.js';
+import { createPostgresStores, PostgresLedger, type PostgresStores } from '../src/index.js';
 import { createTestDatabase, randomName, type TestDatabase } from './helpers.js';
 
 // Issue 40: nested budgets (organisation, user, key) exact under 100 racing creates over two service instances,
@@ -21,9 +21,11 @@ function gate(): { opened: Promise<void>; open: () => void } {
 }
 const gates = { img: gate(), slot: gate() };
 
+let schema = '';
+
 beforeAll(async () => {
   db = await createTestDatabase();
-  const schema = randomName('orgs');
+  schema = randomName('orgs');
   for (let i = 0; i < 2; i++) {
     const pool = new pg.Pool({ connectionString: db.url, max: 4 });
     pool.on('error', () => {});
@@ -158,5 +160,39 @@ describe('organisations on Postgres, two service instances', () => {
     expect(settled).toBe(14);
     // A slot is free again.
     expect((await call(instances[1]!.service, 'POST', '/v1/generations', users[0]!.apiKey, { modelId: 'slot' })).status).toBe(201);
+  });
+
+  it('costs a user of no organisation no statement more: BEGIN, the reserve insert (which reads the membership), the debit, COMMIT', async () => {
+    const statements: string[] = [];
+    const pool = pools[0]!;
+    // Counts what a transaction's client sends; everything else goes to the pool as it is.
+    const counting = new Proxy(pool, {
+      get(target, prop) {
+        if (prop === 'connect') {
+          return async () => {
+            const client = await target.connect();
+            const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+            return new Proxy(client, {
+              get(c, p) {
+                if (p === 'query') {
+                  return (text: unknown, ...rest: unknown[]) => {
+                    statements.push(typeof text === 'string' ? text.trim().split(/\s+/)[0]! : 'query');
+                    return query(text, ...rest);
+                  };
+                }
+                const v = Reflect.get(c, p);
+                return typeof v === 'function' ? v.bind(c) : v;
+              },
+            });
+          };
+        }
+        const v = Reflect.get(target, prop);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const ledger = new PostgresLedger(counting as pg.Pool, { schema });
+    await ledger.credit('solo-counted', 10);
+    expect(await ledger.reserve('solo-counted', 'gen-counted', 1, Date.now(), { windows: { day: 0, month: 0 } })).toBe('ok');
+    expect(statements).toEqual(['BEGIN', 'INSERT', 'UPDATE', 'COMMIT']);
   });
 });
