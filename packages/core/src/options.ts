@@ -231,7 +231,7 @@ export interface GenerationServiceOptions {
    * keeps working on each instance for up to `ttlMs`.
    */
   apiKeyCache?: ApiKeyCacheOptions;
-  /** Every admin action on users, credits and keys (`service.accounts`, the admin routes). Default: in memory. */
+  /** Every admin action on users, credits, keys and organisations (`service.accounts`, the admin routes). Default: in memory. */
   auditLog?: AuditLog;
   /** Default: in-memory. */
   blobs?: BlobStore;
@@ -288,7 +288,7 @@ export interface GenerationServiceOptions {
   /** Webhook secrets and the delivery outbox. Default: in memory. */
   webhookStore?: WebhookStore;
   /**
-   * Serve the admin routes under `<mount>/v1/admin/` (users, credits, keys, the audit log), behind these admin keys
+   * Serve the admin routes under `<mount>/v1/admin/` (users, credits, keys, organisations, the audit log), behind these admin keys
    * only: a user's key there is 401, and an admin key on a user route is 401. Off (404) without it.
    */
   admin?: AdminOptions;
