@@ -152,6 +152,11 @@ describe('HttpHandler', () => {
         '/v1/admin/users/{userId}/keys',
         '/v1/admin/keys/{keyId}',
         '/v1/admin/audit',
+        '/v1/admin/organizations',
+        '/v1/admin/organizations/{organizationId}',
+        '/v1/admin/organizations/{organizationId}/members',
+        '/v1/admin/organizations/{organizationId}/members/{userId}',
+        '/v1/admin/organizations/{organizationId}/usage',
       ].sort(),
     );
     const body = doc.paths['/v1/generations'].post.requestBody.content['application/json'].schema;

@@ -8,6 +8,9 @@ import { budgetWindow } from './rules.js';
 import type { KeyBudget } from '../ports/api-keys.js';
 import type { BudgetWindows, OrganizationBudget, OrganizationRecord, ReserveOutcome, ReserveResult } from '../ports/ledger.js';
 
+/** The largest organisation weight (its share of the runner): plan tiers are small integers. */
+export const MAX_ORGANIZATION_WEIGHT = 1000;
+
 /** The windows a budget counts in at `now`: the UTC day and the UTC month (`budgetWindow`'s starts). */
 export function budgetWindows(now: number): BudgetWindows {
   return { day: budgetWindow('day', now).start, month: budgetWindow('month', now).start };

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_TOKENS } from '../domain/amounts.js';
-import { MAX_ORGANIZATION_WEIGHT } from '../use-cases/organizations.js';
+import { MAX_ORGANIZATION_WEIGHT } from '../domain/limits.js';
 
 /** The admin API's organisation shapes (issue 40), for the route table and the OpenAPI document. */
 

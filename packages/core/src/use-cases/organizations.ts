@@ -2,7 +2,7 @@ import { inject, injectable } from 'tsyringe';
 import { z } from 'zod';
 import { MAX_TOKENS } from '../domain/amounts.js';
 import { DomainError } from '../domain/errors.js';
-import { budgetWindows } from '../domain/limits.js';
+import { budgetWindows, MAX_ORGANIZATION_WEIGHT } from '../domain/limits.js';
 import { budgetWindow } from '../domain/rules.js';
 import type { Clock } from '../ports/clock.js';
 import type { AuditEntry, AuditLog } from '../ports/audit.js';
@@ -10,8 +10,6 @@ import type { Ledger, OrganizationBudget, OrganizationLedger, OrganizationRecord
 import { TOKENS } from '../tokens.js';
 import { check, checkUserId, PRINTABLE, usageDays } from './account-input.js';
 
-/** The largest organisation weight (a share of the runner): plan tiers are small integers. */
-export const MAX_ORGANIZATION_WEIGHT = 1000;
 
 const organizationIdSchema = z.string().min(1).max(200).regex(PRINTABLE);
 const newOrganizationSchema = z.strictObject({
