@@ -317,8 +317,10 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 12,
     name: 'organisations: members, limits, what their reserves hold, usage by member',
     up: (s) => [
-      // in_flight counts the members' open reserves (held at reserve, given back at settle), on the row a reserve
-      // locks anyway to test max_in_flight; budget_period is 'day', 'month' or 'total'.
+      // in_flight counts the members' open reserves (held at reserve, given back at settle) and spent what its
+      // budget's window (spent_window: the day's or month's start, 0 for 'total') holds plus what it charged, on the
+      // one row a reserve locks: a reserve and a settle take it after the account and the key, so they never wait on
+      // each other in opposite orders. budget_period is 'day', 'month' or 'total'.
       `CREATE TABLE ${s}.organizations (
         id text PRIMARY KEY,
         budget_amount numeric CHECK (budget_amount > 0),
@@ -326,6 +328,8 @@ export const MIGRATIONS: readonly Migration[] = [
         max_in_flight integer CHECK (max_in_flight > 0),
         weight integer NOT NULL DEFAULT 1 CHECK (weight > 0),
         in_flight integer NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+        spent numeric NOT NULL DEFAULT 0,
+        spent_window bigint NOT NULL DEFAULT 0,
         created_at bigint NOT NULL
       )`,
       // One organisation per user: the user id is the key.
@@ -336,13 +340,6 @@ export const MIGRATIONS: readonly Migration[] = [
         joined_at bigint NOT NULL
       )`,
       `CREATE INDEX organization_members_org_idx ON ${s}.organization_members (organization_id, joined_at, user_id)`,
-      // Held plus charged per organisation and budget window (0 for a total budget), as key_spend is per key.
-      `CREATE TABLE ${s}.organization_spend (
-        organization_id text NOT NULL,
-        window_start bigint NOT NULL,
-        spent numeric NOT NULL,
-        PRIMARY KEY (organization_id, window_start)
-      )`,
       // Settled spend of the reserves held under an organisation, per UTC day and member, written by settle.
       `CREATE TABLE ${s}.organization_usage_daily (
         organization_id text NOT NULL,

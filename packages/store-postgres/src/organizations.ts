@@ -12,15 +12,14 @@ import { type PgDatabase, type Queryable, decodeKey, encodeKey, num } from './db
 
 /** The organisation statements, given the quoted schema. */
 export function organizationSql(s: string): Record<
-  'create' | 'record' | 'members' | 'spent' | 'addMember' | 'memberOf' | 'removeMember' | 'hold' | 'holdSpend' | 'usageByDay' | 'usageByMember',
+  'create' | 'record' | 'members' | 'addMember' | 'memberOf' | 'removeMember' | 'hold' | 'usageByDay' | 'usageByMember',
   string
 > {
   return {
     create: `INSERT INTO ${s}.organizations (id, budget_amount, budget_period, max_in_flight, weight, created_at)
       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
-    record: `SELECT id, budget_amount, budget_period, max_in_flight, weight, in_flight, created_at FROM ${s}.organizations WHERE id = $1`,
+    record: `SELECT id, budget_amount, budget_period, max_in_flight, weight, in_flight, spent, spent_window, created_at FROM ${s}.organizations WHERE id = $1`,
     members: `SELECT user_id, role, joined_at FROM ${s}.organization_members WHERE organization_id = $1 ORDER BY joined_at, user_id`,
-    spent: `SELECT spent FROM ${s}.organization_spend WHERE organization_id = $1 AND window_start = $2`,
     // A member of another organisation keeps its row (the WHERE refuses the update): no row answered means elsewhere
     // (or no such organisation, which the foreign key refuses first).
     addMember: `INSERT INTO ${s}.organization_members (user_id, organization_id, role, joined_at) VALUES ($1, $2, $3, $4)
@@ -28,18 +27,27 @@ export function organizationSql(s: string): Record<
       RETURNING 1`,
     memberOf: `SELECT organization_id, role FROM ${s}.organization_members WHERE user_id = $1`,
     removeMember: `DELETE FROM ${s}.organization_members WHERE user_id = $1 AND organization_id = $2`,
-    // The organisation's row lock serialises its members' reserves; the cap is tested on the count after this one.
-    hold: `UPDATE ${s}.organizations SET in_flight = in_flight + $2 WHERE id = $1
-      RETURNING id, budget_amount, budget_period, max_in_flight, weight, in_flight, created_at`,
-    // The window's spend, held as key_spend is, and the window written on the reserves (their settle gives back
-    // there) in the same statement: no row updated means the budget refused.
-    holdSpend: `WITH h AS (
-        INSERT INTO ${s}.organization_spend (organization_id, window_start, spent) VALUES ($1, $2, $3)
-        ON CONFLICT (organization_id, window_start) DO UPDATE SET spent = ${s}.organization_spend.spent + EXCLUDED.spent
-        WHERE ${s}.organization_spend.spent + EXCLUDED.spent <= $4::numeric
+    // One row holds it all: the count, and the budget's spend in its window ($4 the day's start, $5 the month's: the
+    // caller's windows, picked by the period as organizationWindowStart does). A window newer than the row's starts
+    // it again; an older one (a clock behind another instance's) counts in the row's. The row lock serialises the
+    // members' reserves; the cap and the budget are tested on what this answers (the caller rolls back past them),
+    // and the window the reserves were counted in is written on them in the same statement.
+    hold: `WITH o AS (
+        UPDATE ${s}.organizations og SET
+          in_flight = og.in_flight + $2,
+          spent = CASE WHEN og.budget_amount IS NULL THEN og.spent
+            WHEN w.start > og.spent_window THEN $3::numeric ELSE og.spent + $3::numeric END,
+          spent_window = CASE WHEN og.budget_amount IS NULL THEN og.spent_window ELSE GREATEST(og.spent_window, w.start) END
+        FROM (SELECT CASE budget_period WHEN 'day' THEN $4::bigint WHEN 'month' THEN $5::bigint ELSE 0 END AS start
+              FROM ${s}.organizations WHERE id = $1) w
+        WHERE og.id = $1
+        RETURNING og.id, og.budget_amount, og.budget_period, og.max_in_flight, og.weight, og.in_flight, og.spent, og.spent_window, og.created_at
+      ), m AS (
+        UPDATE ${s}.reserves rs SET organization_window = o.spent_window FROM o
+        WHERE rs.generation_id = ANY($6::text[]) AND o.budget_amount IS NOT NULL
         RETURNING 1
       )
-      UPDATE ${s}.reserves SET organization_window = $2 WHERE generation_id = ANY($5::text[]) AND EXISTS (SELECT 1 FROM h)`,
+      SELECT * FROM o`,
     usageByDay: `SELECT day AS g, sum(count)::bigint AS count, sum(tokens) AS tokens FROM ${s}.organization_usage_daily
       WHERE organization_id = $1 AND day BETWEEN $2 AND $3 GROUP BY day`,
     usageByMember: `SELECT user_id AS g, sum(count)::bigint AS count, sum(tokens) AS tokens FROM ${s}.organization_usage_daily
@@ -47,15 +55,18 @@ export function organizationSql(s: string): Record<
   };
 }
 
-/** The settle's part for organisations: CTEs over `r` (the settled reserve), added to the ledger's settle statement. */
+/**
+ * The settle's part for organisations: CTEs over `r` (the settled reserve), added to the ledger's settle statement
+ * after `a` (the account) and `k` (the key's window). The organisation's row is updated only once those two are done
+ * (it reads them), so a settle takes its locks in the reserve's order (account, key, organisation) whatever order
+ * Postgres runs the statement's other parts in: the two never deadlock. Its unspent part goes back to the window it
+ * was counted in, while that window is still the row's.
+ */
 export function settleOrganizationCtes(s: string): string {
   return `, o AS (
-        UPDATE ${s}.organizations og SET in_flight = og.in_flight - 1
-        FROM r WHERE og.id = r.organization_id
-        RETURNING 1
-      ), os AS (
-        UPDATE ${s}.organization_spend sp SET spent = sp.spent - (r.amount - r.charged)
-        FROM r WHERE sp.organization_id = r.organization_id AND sp.window_start = r.organization_window
+        UPDATE ${s}.organizations og SET in_flight = og.in_flight - 1,
+          spent = CASE WHEN og.spent_window = r.organization_window THEN og.spent - (r.amount - r.charged) ELSE og.spent END
+        FROM r WHERE og.id = r.organization_id AND (SELECT count(*) FROM a) >= 0 AND (SELECT count(*) FROM k) >= 0
         RETURNING 1
       ), ou AS (
         INSERT INTO ${s}.organization_usage_daily (organization_id, day, user_id, count, tokens)
@@ -73,6 +84,8 @@ interface OrganizationRow {
   max_in_flight: number | null;
   weight: number;
   in_flight: number;
+  spent: string;
+  spent_window: string;
   created_at: string;
 }
 
@@ -95,9 +108,10 @@ export class OrganizationRefused extends Error {
 }
 
 /**
- * Holds `count` reserves of `amount` in all on the organisation, inside the reserve's transaction (after the account
- * and the key, the order every transaction takes them in): its in-flight count, then its budget's window. Throws
- * `OrganizationRefused` (rolling the whole reserve back) when either would be passed; answers the organisation.
+ * Holds `generationIds` (already inserted, `amount` in all) on the organisation, inside the reserve's transaction
+ * (after the account and the key, the order every transaction takes them in): its in-flight count and its budget's
+ * window, in one statement. Throws `OrganizationRefused` (rolling the whole reserve back) when either would be
+ * passed; answers the organisation.
  */
 export async function holdOnOrganization(
   tx: Queryable,
@@ -107,19 +121,14 @@ export async function holdOnOrganization(
   amount: number,
   windows: BudgetWindows | undefined,
 ): Promise<OrganizationRecord> {
-  const { rows } = await tx.query<OrganizationRow>(sql.hold, [organizationId, generationIds.length]);
+  const w = windows ?? { day: 0, month: 0 };
+  const { rows } = await tx.query<OrganizationRow>(sql.hold, [organizationId, generationIds.length, amount, Math.trunc(w.day), Math.trunc(w.month), generationIds]);
   const row = rows[0];
-  // A membership row always names an existing organisation (foreign key), so a missing row is a caller-less race
-  // with nothing: treat it as no organisation at all.
+  // A membership names an existing organisation (its foreign key), and organisations are never deleted.
   if (!row) throw new Error(`organisation ${organizationId} vanished during a reserve`);
   const record = organizationOf(row);
   if (record.maxInFlight !== undefined && Number(row.in_flight) > record.maxInFlight) throw new OrganizationRefused('limit_reached', record);
-  if (record.budget) {
-    if (amount > record.budget.amount) throw new OrganizationRefused('budget_exceeded', record);
-    const window = organizationWindowStart(record.budget.period, windows ?? { day: 0, month: 0 });
-    const held = await tx.query(sql.holdSpend, [organizationId, window, amount, record.budget.amount, generationIds]);
-    if (held.rowCount !== generationIds.length) throw new OrganizationRefused('budget_exceeded', record);
-  }
+  if (record.budget && num(row.spent) > record.budget.amount) throw new OrganizationRefused('budget_exceeded', record);
   return record;
 }
 
@@ -149,11 +158,8 @@ export class PostgresOrganizations {
     if (!rows[0]) return null;
     const organization = organizationOf(rows[0]);
     const members = await this.db.query<{ user_id: string; role: OrganizationRole; joined_at: string }>(this.sql.members, [id]);
-    let spent = 0;
-    if (organization.budget) {
-      const spend = await this.db.query<{ spent: string }>(this.sql.spent, [id, organizationWindowStart(organization.budget.period, windows)]);
-      spent = spend.rows[0] ? num(spend.rows[0].spent) : 0;
-    }
+    // The row's window is the latest any reserve counted in: older than the current one, nothing is spent in it yet.
+    const spent = organization.budget && num(rows[0].spent_window) >= organizationWindowStart(organization.budget.period, windows) ? num(rows[0].spent) : 0;
     return {
       organization,
       members: members.rows.map((m) => ({ userId: decodeKey(m.user_id), role: m.role, joinedAt: num(m.joined_at) })),

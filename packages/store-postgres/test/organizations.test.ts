@@ -19,7 +19,8 @@ function gate(): { opened: Promise<void>; open: () => void } {
   });
   return { opened, open };
 }
-const gates = { img: gate(), slot: gate() };
+const gates = { img: gate(), slot: gate(), free: gate() };
+gates.free.open();
 
 let schema = '';
 
@@ -38,6 +39,7 @@ beforeAll(async () => {
           models: [
             { modelId: 'img', title: 'Image', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 3 },
             { modelId: 'slot', title: 'Slot', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 3 },
+            { modelId: 'free', title: 'Runs at once', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 3 },
           ],
           generate: async (input) => {
             await gates[input.model.modelId as keyof typeof gates].opened;
@@ -160,6 +162,26 @@ describe('organisations on Postgres, two service instances', () => {
     expect(settled).toBe(14);
     // A slot is free again.
     expect((await call(instances[1]!.service, 'POST', '/v1/generations', users[0]!.apiKey, { modelId: 'slot' })).status).toBe(201);
+  });
+
+  it('100 creates racing their own settles over both instances: never past the budget or the cap, never a deadlock', async () => {
+    const users = await organisation('busy', { budget: { amount: 150, period: 'day' }, maxInFlight: 10 }, 5, 30);
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => call(instances[i % 2]!.service, 'POST', '/v1/generations', users[i % 5]!.apiKey, { modelId: 'free' })),
+    );
+    // Every answer is an acceptance or one of the limits' refusals: a deadlock or a lock timeout would be a 500 or 503.
+    expect(new Set(results.map((r) => (r.status === 201 ? '201' : `${r.status} ${r.json.error.code}`)))).toEqual(
+      new Set(results.map((r) => r.status).includes(402) ? ['201', '429 rate_limited', '402 budget_exceeded'] : ['201', '429 rate_limited']),
+    );
+    const accepted = results.filter((r) => r.status === 201).length;
+    expect(accepted).toBeGreaterThanOrEqual(10);
+    const ledger = instances[0]!.stores.ledger;
+    await until(async () => (await Promise.all(users.map((u) => ledger.account(u.userId)))).every((a) => a.reserved === 0), { what: 'every reserve settled', timeoutMs: 20_000 });
+    const settled = (await Promise.all(users.map((u) => ledger.account(u.userId)))).reduce((sum, a) => sum + a.settled, 0);
+    expect(settled).toBe(2 * accepted);
+    const org = (await call(instances[1]!.service, 'GET', '/v1/admin/organizations/busy', ADMIN_KEY)).json;
+    expect(org).toMatchObject({ inFlight: 0, spent: settled });
+    expect(org.spent).toBeLessThanOrEqual(150);
   });
 
   it('costs a user of no organisation no statement more: BEGIN, the reserve insert (which reads the membership), the debit, COMMIT', async () => {

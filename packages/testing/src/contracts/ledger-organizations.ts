@@ -132,6 +132,33 @@ export function describeOrganizationLedger(
       expect((await orgs().organization(org, NEXT_DAY))!).toMatchObject({ inFlight: 3, spent: 10 });
     });
 
+    it('never passes the organisation\u2019s budget or cap while its members\u2019 reserves, settles and releases race', async () => {
+      if (!keepsOrganizations()) return;
+      const users = await Promise.all(Array.from({ length: 3 }, () => userWith(10_000)));
+      const org = await orgWith({ budget: { amount: 20, period: 'day' }, maxInFlight: 5 }, users);
+      const held: string[] = [];
+      const reserveOne = async (i: number): Promise<void> => {
+        const gen = uid('gen');
+        if (resultOf(await orgs().reserve(users[i % 3]!, gen, 3, W0, { windows: WINDOWS })) === 'ok') held.push(gen);
+      };
+      for (let round = 0; round < 6; round++) {
+        const ends = held.splice(0, 3).map((gen, i) => (i % 2 === 0 ? orgs().release(gen, W0) : orgs().settle(gen, 1, W0)));
+        await Promise.all([...Array.from({ length: 12 }, (_, i) => reserveOne(i)), ...ends]);
+        const state = (await orgs().organization(org, WINDOWS))!;
+        expect(state.spent).toBeLessThanOrEqual(20);
+        expect(state.inFlight).toBeLessThanOrEqual(5);
+        expect(state.inFlight).toBe(held.length);
+      }
+      let reserved = 0;
+      let settled = 0;
+      for (const user of users) {
+        const a = await orgs().account(user);
+        reserved += a.reserved;
+        settled += a.settled;
+      }
+      expect((await orgs().organization(org, WINDOWS))!.spent).toBe(reserved + settled);
+    });
+
     it('settles to the organisation a reserve was held under, even after its owner left; leaving releases nothing', async () => {
       if (!keepsOrganizations()) return;
       const [a, b] = [await userWith(100), await userWith(100)];
