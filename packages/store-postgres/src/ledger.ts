@@ -18,7 +18,7 @@ import type {
 } from '@genservice/core/ports';
 import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase, assertAmount, decodeKey, encodeKey, num } from './db.js';
+import { PgDatabase, type Queryable, assertAmount, decodeKey, encodeKey, num } from './db.js';
 import { OrganizationRefused, PostgresOrganizations, holdOnOrganization, organizationSql, settleOrganizationCtes } from './organizations.js';
 
 /** The ledger's statements, given the quoted schema (exported for the index tests). */
@@ -30,6 +30,7 @@ export function ledgerSql(s: string): Record<
   | 'debit'
   | 'ensureAccount'
   | 'holdKey'
+  | 'holdKeyInFlight'
   | 'settle'
   | 'charged'
   | 'account'
@@ -47,13 +48,13 @@ export function ledgerSql(s: string): Record<
     // duplicate blocks on this insert until the first transaction ends, then sees its row (or, if the first
     // rolled back as insufficient, inserts its own).
     // The owner's organisation is read in the same statement (no round trip of its own) and kept on the row.
-    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, organization_id)
-      SELECT $1, $2, $3, $4, $5, $6, $7, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
+    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id)
+      SELECT $1, $2, $3, $4, $5, $6, $7, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
       ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id`,
     reserveOwner: `SELECT user_id FROM ${s}.reserves WHERE generation_id = $1`,
     // A batch's reserves in one statement; the rows' primary keys make a retried batch hold nothing more.
-    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, organization_id)
-      SELECT u.g, $2, u.a, $3, u.m, $4, $5, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
+    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id)
+      SELECT u.g, $2, u.a, $3, u.m, $4, $5, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
       FROM unnest($1::text[], $6::numeric[], $7::text[]) AS u(g, a, m)
       ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id`,
     reserveOwners: `SELECT DISTINCT user_id FROM ${s}.reserves WHERE generation_id = ANY($1::text[])`,
@@ -67,12 +68,17 @@ export function ledgerSql(s: string): Record<
     holdKey: `INSERT INTO ${s}.key_spend (key_id, window_start, spent) VALUES ($1, $2, $3)
       ON CONFLICT (key_id, window_start) DO UPDATE SET spent = ${s}.key_spend.spent + EXCLUDED.spent
       WHERE ${s}.key_spend.spent + EXCLUDED.spent <= $4::numeric`,
+    // The key's in-flight cap, held as its budget is (the row locked by the upsert, the cap tested in its WHERE),
+    // after key_spend and before the organisation.
+    holdKeyInFlight: `INSERT INTO ${s}.key_in_flight (key_id, in_flight) VALUES ($1, $2)
+      ON CONFLICT (key_id) DO UPDATE SET in_flight = ${s}.key_in_flight.in_flight + EXCLUDED.in_flight
+      WHERE ${s}.key_in_flight.in_flight + EXCLUDED.in_flight <= $3`,
     // One statement: the reserve closes and the account moves together or not at all. A second settle finds
     // no open reserve (after waiting on the first one's row lock) and changes nothing.
     settle: `WITH r AS (
         UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, $2::numeric), settled_at = $3
         WHERE generation_id = $1 AND state = 'open'
-        RETURNING user_id, amount, charged, model_id, key_id, window_start, organization_id, organization_window
+        RETURNING user_id, amount, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight
       ), a AS (
         UPDATE ${s}.accounts acc
         SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
@@ -170,6 +176,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
     const limit = keyId !== null ? options.keyLimit : undefined;
     if (limit) assertAmount(limit.amount, 'key limit');
     const modelId = options.modelId !== undefined ? encodeKey(options.modelId) : null;
+    const keyCap = keyId !== null ? options.keyMaxInFlight : undefined;
     try {
       return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
         const inserted = await tx.query<{ organization_id: string | null }>(this.sql.insertReserve, [
@@ -180,6 +187,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
           modelId,
           keyId,
           limit ? Math.trunc(limit.windowStart) : null,
+          keyCap !== undefined,
         ]);
         if (inserted.rowCount === 0) {
           // Already reserved (by an earlier call or a concurrent one that committed): hold nothing more.
@@ -201,6 +209,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
           // Rolls back the debit and the reserve row with it.
           if (held.rowCount !== 1) throw new OverBudget();
         }
+        if (keyCap !== undefined) await this.holdKeyInFlight(tx, keyId!, 1, keyCap);
         const org = inserted.rows[0]?.organization_id ?? null;
         if (org === null) return 'ok';
         return { result: 'ok', organization: await holdOnOrganization(tx, this.orgSql, org, [gen], amount, options.windows) };
@@ -219,6 +228,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
     if (limit) assertAmount(limit.amount, 'key limit');
     const ids = items.map((i) => encodeKey(i.generationId));
     const total = items.reduce((sum, i) => sum + i.amount, 0);
+    const keyCap = keyId !== null ? options.keyMaxInFlight : undefined;
     try {
       return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
         const inserted = await tx.query<{ organization_id: string | null }>(this.sql.insertReserves, [
@@ -229,6 +239,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
           limit ? Math.trunc(limit.windowStart) : null,
           items.map((i) => i.amount),
           items.map((i) => (i.modelId !== undefined ? encodeKey(i.modelId) : null)),
+          keyCap !== undefined,
         ]);
         if (inserted.rowCount !== items.length) {
           const { rows } = await tx.query<{ user_id: string }>(this.sql.reserveOwners, [ids]);
@@ -245,6 +256,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
           const held = await tx.query(this.sql.holdKey, [keyId, Math.trunc(limit.windowStart), total, limit.amount]);
           if (held.rowCount !== 1) throw new OverBudget();
         }
+        if (keyCap !== undefined) await this.holdKeyInFlight(tx, keyId!, items.length, keyCap);
         const org = inserted.rows[0]?.organization_id ?? null;
         if (org === null) return 'ok';
         return { result: 'ok', organization: await holdOnOrganization(tx, this.orgSql, org, ids, total, options.windows) };
@@ -252,6 +264,11 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
     } catch (err) {
       return refusal(err);
     }
+  }
+
+  /** Inside a reserve's transaction: `count` slots of the key's in-flight cap, or `KeyAtCap` thrown (rolling it back). */
+  private async holdKeyInFlight(tx: Queryable, keyId: string, count: number, cap: number): Promise<void> {
+    if (count > cap || (await tx.query(this.sql.holdKeyInFlight, [keyId, count, cap])).rowCount !== 1) throw new KeyAtCap();
   }
 
   async keySpend(keyId: string, windowStart: number): Promise<number> {
@@ -338,8 +355,14 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
 function refusal(err: unknown): ReserveResult | ReserveOutcome {
   if (err instanceof Insufficient) return 'insufficient';
   if (err instanceof OverBudget) return 'budget_exceeded';
+  if (err instanceof KeyAtCap) return 'limit_reached';
   if (err instanceof OrganizationRefused) return { result: err.result, refusedBy: 'organization', organization: err.organization };
   throw err;
+}
+
+/** Internal signal to roll back a reserve whose key is at its in-flight cap. */
+class KeyAtCap extends Error {
+  override readonly name = 'KeyAtCap' as const;
 }
 
 /** Internal signal to roll back a reserve whose key window is at its limit. */

@@ -315,7 +315,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 12,
-    name: 'organisations: members, limits, what their reserves hold, usage by member',
+    name: 'organisations: members, limits, what their reserves hold, usage by member; in-flight caps of keys',
     up: (s) => [
       // in_flight counts the members' open reserves (held at reserve, given back at settle) and spent what its
       // budget's window (spent_window: the day's or month's start, 0 for 'total') holds plus what it charged, on the
@@ -351,6 +351,14 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
       // The organisation a reserve was held under and its budget window: its settle gives back there.
       `ALTER TABLE ${s}.reserves ADD COLUMN organization_id text, ADD COLUMN organization_window bigint`,
+      // A key may cap its generations in flight: key_in_flight counts them (taken after key_spend, before the
+      // organisation), and a reserve counted there says so, so its settle gives the slot back.
+      `ALTER TABLE ${s}.api_keys ADD COLUMN max_in_flight integer CHECK (max_in_flight > 0)`,
+      `CREATE TABLE ${s}.key_in_flight (
+        key_id text PRIMARY KEY,
+        in_flight integer NOT NULL CHECK (in_flight >= 0)
+      )`,
+      `ALTER TABLE ${s}.reserves ADD COLUMN key_in_flight boolean NOT NULL DEFAULT false`,
     ],
   },
 ];

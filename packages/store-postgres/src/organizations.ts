@@ -56,17 +56,22 @@ export function organizationSql(s: string): Record<
 }
 
 /**
- * The settle's part for organisations: CTEs over `r` (the settled reserve), added to the ledger's settle statement
- * after `a` (the account) and `k` (the key's window). The organisation's row is updated only once those two are done
- * (it reads them), so a settle takes its locks in the reserve's order (account, key, organisation) whatever order
+ * The settle's part for the key's in-flight count and the organisation: CTEs over `r` (the settled reserve), added to
+ * the ledger's settle statement after `a` (the account) and `k` (the key's window). Each row is updated only once the
+ * rows before it are (it reads their parts: account, key window, key count, organisation), so a settle takes its locks in the reserve's order (account, key, organisation) whatever order
  * Postgres runs the statement's other parts in: the two never deadlock. Its unspent part goes back to the window it
  * was counted in, while that window is still the row's.
  */
 export function settleOrganizationCtes(s: string): string {
-  return `, o AS (
+  return `, kf AS (
+        UPDATE ${s}.key_in_flight kf SET in_flight = kf.in_flight - 1
+        FROM r WHERE r.key_in_flight AND kf.key_id = r.key_id AND (SELECT count(*) FROM a) >= 0 AND (SELECT count(*) FROM k) >= 0
+        RETURNING 1
+      ), o AS (
         UPDATE ${s}.organizations og SET in_flight = og.in_flight - 1,
           spent = CASE WHEN og.spent_window = r.organization_window THEN og.spent - (r.amount - r.charged) ELSE og.spent END
         FROM r WHERE og.id = r.organization_id AND (SELECT count(*) FROM a) >= 0 AND (SELECT count(*) FROM k) >= 0
+          AND (SELECT count(*) FROM kf) >= 0
         RETURNING 1
       ), ou AS (
         INSERT INTO ${s}.organization_usage_daily (organization_id, day, user_id, count, tokens)

@@ -416,12 +416,14 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 14,
-    name: 'organisations: members, limits, what their reserves hold, usage by member',
+    name: 'organisations: members, limits, what their reserves hold, usage by member; in-flight caps of keys',
     // in_flight counts the members' open reserves (held at reserve, given back at settle); budget_period is 'day',
     // 'month' or 'total'. One organisation per user: the user id is the members' key. organization_spend is held
     // plus charged per window (0 for a total budget), as key_spend is per key; organization_usage_daily is the
     // settled spend of the reserves held under an organisation, per UTC day and member. A reserve keeps the
-    // organisation it was held under and its window: its settle gives back there.
+    // organisation it was held under and its window: its settle gives back there. A key may cap its generations in
+    // flight (api_keys.max_in_flight): key_in_flight counts them, and a reserve counted there says so
+    // (reserves.key_in_flight), so its settle gives the slot back.
     sql: `
       CREATE TABLE organizations (
         id TEXT PRIMARY KEY,
@@ -455,6 +457,12 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
       ALTER TABLE reserves ADD COLUMN organization_id TEXT;
       ALTER TABLE reserves ADD COLUMN organization_window INTEGER;
+      ALTER TABLE api_keys ADD COLUMN max_in_flight INTEGER;
+      CREATE TABLE key_in_flight (
+        key_id TEXT PRIMARY KEY,
+        in_flight INTEGER NOT NULL CHECK (in_flight >= 0)
+      ) WITHOUT ROWID;
+      ALTER TABLE reserves ADD COLUMN key_in_flight INTEGER NOT NULL DEFAULT 0;
     `,
   },
 ];

@@ -32,11 +32,17 @@ interface ReserveRow extends OrganizationReserveColumns {
   model_id: string | null;
   key_id: string | null;
   window_start: number | null;
+  key_in_flight: number;
 }
 
 /** Thrown inside a reserve's transaction to roll back its balance hold when the key's budget refuses it. */
 class OverBudget extends Error {
   override readonly name = 'OverBudget' as const;
+}
+
+/** Thrown inside a reserve's transaction to roll it back when the key is at its in-flight cap. */
+class KeyAtCap extends Error {
+  override readonly name = 'KeyAtCap' as const;
 }
 
 /** Same condition as the partial index `reserves_open`, so only open reserves are ever visited. */
@@ -75,6 +81,8 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
   private readonly holdKeyStmt: Statement;
   private readonly releaseKeyStmt: Statement;
   private readonly keySpendStmt: Statement;
+  private readonly holdKeyInFlightStmt: Statement;
+  private readonly releaseKeyInFlightStmt: Statement;
   private readonly addUsageStmt: Statement;
   private readonly usageStmts: Record<UsageQuery['groupBy'], Statement>;
   private readonly reserveTx: (
@@ -91,7 +99,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
     retryMethodsWhileBusy(this, db);
     this.orgs = new SqliteOrganizations(db);
     this.findReserveStmt = db.prepare(
-      `SELECT user_id, amount, state, charged, model_id, key_id, window_start, organization_id, organization_window
+      `SELECT user_id, amount, state, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight
          FROM reserves WHERE generation_id = ?`,
     );
     this.ensureAccountStmt = db.prepare('INSERT INTO accounts (user_id) VALUES (?) ON CONFLICT (user_id) DO NOTHING');
@@ -100,8 +108,8 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
         WHERE user_id = @userId AND balance >= @amount`,
     );
     this.insertReserveStmt = db.prepare(
-      `INSERT INTO reserves (generation_id, user_id, amount, state, created_at, model_id, key_id, window_start)
-       VALUES (@generationId, @userId, @amount, 'open', @now, @modelId, @keyId, @windowStart)`,
+      `INSERT INTO reserves (generation_id, user_id, amount, state, created_at, model_id, key_id, window_start, key_in_flight)
+       VALUES (@generationId, @userId, @amount, 'open', @now, @modelId, @keyId, @windowStart, @keyCounted)`,
     );
     this.closeReserveStmt = db.prepare(
       `UPDATE reserves SET state = 'settled', charged = @charged, settled_at = @now
@@ -130,6 +138,12 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
       'UPDATE key_spend SET spent = spent - @back WHERE key_id = @keyId AND window_start = @windowStart',
     );
     this.keySpendStmt = db.prepare('SELECT spent FROM key_spend WHERE key_id = ? AND window_start = ?');
+    // The cap is tested in the upsert's WHERE, as the key's budget is: a key at its cap changes no row.
+    this.holdKeyInFlightStmt = db.prepare(
+      `INSERT INTO key_in_flight (key_id, in_flight) VALUES (@keyId, @count)
+       ON CONFLICT (key_id) DO UPDATE SET in_flight = in_flight + excluded.in_flight WHERE in_flight + excluded.in_flight <= @cap`,
+    );
+    this.releaseKeyInFlightStmt = db.prepare('UPDATE key_in_flight SET in_flight = in_flight - 1 WHERE key_id = ?');
     this.addUsageStmt = db.prepare(
       `INSERT INTO usage_daily (user_id, day, model_id, key_id, count, tokens) VALUES (@userId, @day, @modelId, @keyId, 1, @charged)
        ON CONFLICT (user_id, day, model_id, key_id) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
@@ -161,6 +175,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
           // Undoes the balance hold above with the whole transaction.
           if (!held) throw new OverBudget();
         }
+        const keyCounted = this.holdKeyInFlight(keyId, 1, options.keyMaxInFlight);
         this.insertReserveStmt.run({
           generationId,
           userId,
@@ -169,6 +184,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
           modelId: options.modelId ?? null,
           keyId,
           windowStart: limit ? limit.windowStart : null,
+          keyCounted,
         });
         return withOrganization(this.orgs.hold(userId, [generationId], amount, options.windows));
       })
@@ -198,6 +214,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
           const held = total <= limit.amount && this.holdKeyStmt.run({ keyId, windowStart: limit.windowStart, amount: total, limit: limit.amount }).changes === 1;
           if (!held) throw new OverBudget();
         }
+        const keyCounted = this.holdKeyInFlight(keyId, items.length, options.keyMaxInFlight);
         for (const item of items) {
           this.insertReserveStmt.run({
             generationId: item.generationId,
@@ -207,6 +224,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
             modelId: item.modelId ?? null,
             keyId,
             windowStart: limit ? limit.windowStart : null,
+            keyCounted,
           });
         }
         return withOrganization(this.orgs.hold(userId, items.map((i) => i.generationId), total, options.windows));
@@ -232,6 +250,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
           keyId: reserve.key_id ?? '',
           charged,
         });
+        if (reserve.key_in_flight === 1 && reserve.key_id !== null) this.releaseKeyInFlightStmt.run(reserve.key_id);
         this.orgs.settled(reserve, charged, now);
         return charged;
       })
@@ -287,6 +306,13 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
 
   async organizationUsage(organizationId: string, query: OrganizationUsageQuery): Promise<UsageReport> {
     return this.orgs.usage(organizationId, query);
+  }
+
+  /** Inside a reserve's transaction: `count` slots of the key's in-flight cap, or `KeyAtCap` thrown. 1 when counted. */
+  private holdKeyInFlight(keyId: string | null, count: number, cap: number | undefined): 0 | 1 {
+    if (keyId === null || cap === undefined) return 0;
+    if (count > cap || this.holdKeyInFlightStmt.run({ keyId, count, cap }).changes !== 1) throw new KeyAtCap();
+    return 1;
   }
 
   async settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
@@ -359,6 +385,7 @@ function withOrganization(organization: OrganizationRecord | undefined): Reserve
 /** A rolled-back reserve's answer (the signals of its transaction), or the error again. */
 function refusal(err: unknown): ReserveResult | ReserveOutcome {
   if (err instanceof OverBudget) return 'budget_exceeded';
+  if (err instanceof KeyAtCap) return 'limit_reached';
   if (err instanceof OrganizationRefused) return { result: err.result, refusedBy: 'organization', organization: err.organization };
   throw err;
 }

@@ -24,7 +24,8 @@ export function organizationWindowStart(period: OrganizationBudget['period'], wi
 /** A ledger's answer as an outcome (a plain result from a ledger without organisations: a key's budget refused). */
 export function reserveOutcome(answer: ReserveResult | ReserveOutcome): ReserveOutcome {
   if (typeof answer === 'string') {
-    return answer === 'ok' ? { result: 'ok' } : { result: answer, refusedBy: answer === 'insufficient' ? 'user' : answer === 'budget_exceeded' ? 'key' : 'organization' };
+    // Without an organisation only the balance and the key can refuse.
+    return answer === 'ok' ? { result: 'ok' } : { result: answer, refusedBy: answer === 'insufficient' ? 'user' : 'key' };
   }
   return answer;
 }
@@ -33,21 +34,23 @@ const PERIOD_WORD = { day: 'daily', month: 'monthly', total: 'total' } as const;
 
 /**
  * The answer to a refused reserve: 402 `insufficient_funds` (the balance), 402 `budget_exceeded` (the key's or the
- * organisation's budget, with when it resets), 429 `rate_limited` (the organisation's in-flight cap). Null for `ok`.
+ * organisation's budget, with when it resets), 429 `rate_limited` (the key's or the organisation's in-flight cap).
+ * Null for `ok`.
  */
 export function reserveRefusal(
   outcome: ReserveOutcome,
-  context: { key?: KeyBudget; now: number; priced: string; what: string; retryAfterSeconds: number },
+  context: { key?: KeyBudget; keyMaxInFlight?: number; now: number; priced: string; what: string; retryAfterSeconds: number },
 ): DomainError | null {
   const { now, priced, what } = context;
   if (outcome.result === 'ok') return null;
   if (outcome.result === 'insufficient') return new DomainError('insufficient_funds', `The balance is too low for this ${what} (${priced}).`);
   const org: OrganizationRecord | undefined = outcome.organization;
   if (outcome.result === 'limit_reached') {
-    const cap = org?.maxInFlight;
+    const byKey = outcome.refusedBy === 'key';
+    const cap = byKey ? context.keyMaxInFlight : org?.maxInFlight;
     return new DomainError(
       'rate_limited',
-      `Your organisation has ${cap ?? 'its limit of'} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`,
+      `${byKey ? 'This key has' : 'Your organisation has'} ${cap ?? 'its limit of'} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`,
       { retryAfterSeconds: context.retryAfterSeconds },
     );
   }

@@ -272,6 +272,7 @@ export const adminNewKeySchema = z.object({
   scopes: z.array(z.enum(['generate', 'read'])).min(1).optional().describe('Default both'),
   models: z.array(z.string()).min(1).max(100).optional().describe('Model allow-list; default every model'),
   budget: keyBudgetSchema.optional(),
+  maxInFlight: z.number().int().positive().max(1_000_000).optional().describe('At most this many of the key\u2019s generations pending or processing at once'),
   expiresAt: z.string().optional().describe('ISO 8601, in the future'),
 });
 export const adminKeySchema = z.object({
@@ -281,6 +282,7 @@ export const adminKeySchema = z.object({
   scopes: z.array(z.enum(['generate', 'read'])),
   models: z.array(z.string()).optional(),
   budget: keyBudgetSchema.optional(),
+  maxInFlight: z.number().int().optional(),
   expiresAt: z.string().optional(),
   createdAt: z.string(),
   lastUsedAt: z.string().optional(),

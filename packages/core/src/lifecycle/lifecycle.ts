@@ -40,6 +40,8 @@ export interface CompleteRequest {
 export interface ReserveKey {
   keyId: string;
   budget?: KeyBudget;
+  /** Its generations pending or processing, at most. */
+  maxInFlight?: number;
 }
 
 /** The organisation a create was reserved under, as its job carries it to the queue (fair shares by weight). */
@@ -122,6 +124,7 @@ export class Lifecycle {
     const options: ReserveOptions = { windows: budgetWindows(now) };
     if (key) options.keyId = key.keyId;
     if (key?.budget) options.keyLimit = { amount: key.budget.amount, windowStart: budgetWindow(key.budget.period, now).start };
+    if (key?.maxInFlight !== undefined) options.keyMaxInFlight = key.maxInFlight;
     return options;
   }
 
@@ -132,7 +135,7 @@ export class Lifecycle {
     context: { now: number; priced: string; what: string; retryAfterSeconds: number },
   ): Tenant | undefined {
     const outcome = reserveOutcome(answer);
-    const refusal = reserveRefusal(outcome, { ...context, ...(key?.budget ? { key: key.budget } : {}) });
+    const refusal = reserveRefusal(outcome, { ...context, ...(key?.budget ? { key: key.budget } : {}), ...(key?.maxInFlight !== undefined ? { keyMaxInFlight: key.maxInFlight } : {}) });
     if (refusal) throw refusal;
     const org = outcome.organization;
     return org ? { organizationId: org.organizationId, weight: org.weight } : undefined;

@@ -45,6 +45,8 @@ interface Reserve {
   window: string | undefined;
   /** What it holds on its owner's organisation, when the owner belonged to one. */
   org: OrganizationHold | undefined;
+  /** Counted in its key's in-flight count (reserved with `keyMaxInFlight`). */
+  keyCounted: boolean;
 }
 
 /**
@@ -56,6 +58,8 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
   private readonly reserves = new Map<string, Reserve>();
   /** Held plus charged, by key and window start. */
   private readonly keySpent = new Map<string, number>();
+  /** Open reserves counted against their key's in-flight cap, by key. */
+  private readonly keyInFlight = new Map<string, number>();
   /** Settled spend by user, then by day, then by `model\u0000key`: what `usage` reads, never the reserves. */
   private readonly rollup = new Map<string, Map<number, Map<string, { modelId?: string; keyId?: string; count: number; tokens: number }>>>();
   private sequence = 0;
@@ -117,6 +121,8 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
       window = windowKey(options.keyId!, limit.windowStart);
       if ((this.keySpent.get(window) ?? 0) + total > limit.amount) return this.refuse('budget_exceeded', 'key', org);
     }
+    const keyCap = options.keyId !== undefined ? options.keyMaxInFlight : undefined;
+    if (keyCap !== undefined && (this.keyInFlight.get(options.keyId!) ?? 0) + items.length > keyCap) return this.refuse('limit_reached', 'key', org);
     let hold: OrganizationHold | undefined;
     if (org) {
       const checked = this.orgs.check(org, items.length, total, options.windows);
@@ -125,6 +131,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
       this.orgs.hold(hold, items.length, total);
     }
     if (window !== undefined) this.keySpent.set(window, (this.keySpent.get(window) ?? 0) + total);
+    if (keyCap !== undefined) this.keyInFlight.set(options.keyId!, (this.keyInFlight.get(options.keyId!) ?? 0) + items.length);
     account.balance -= total;
     account.reserved += total;
     for (const item of items) {
@@ -138,6 +145,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
         keyId: options.keyId,
         window,
         org: hold,
+        keyCounted: keyCap !== undefined,
       });
     }
     return org ? { result: 'ok', organization: { ...org } } : 'ok';
@@ -166,6 +174,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
       this.keySpent.set(reserve.window, (this.keySpent.get(reserve.window) ?? 0) - (reserve.amount - charged));
     }
     reserve.charged = charged;
+    if (reserve.keyCounted) this.keyInFlight.set(reserve.keyId!, (this.keyInFlight.get(reserve.keyId!) ?? 0) - 1);
     if (reserve.org) this.orgs.settled(reserve.org, reserve.userId, reserve.amount, charged, now);
     this.addUsage(reserve, charged, now);
     return charged;

@@ -19,6 +19,8 @@ export interface Principal {
   /** Model allow-list: the only models this key lists and creates with. Absent: every model. */
   models?: readonly string[];
   budget?: KeyBudget;
+  /** At most this many of the key's generations pending or processing at once. Absent: no cap of its own. */
+  maxInFlight?: number;
 }
 
 /** A key as its owner and the host see it: never the secret, nor its digest. */
@@ -29,6 +31,8 @@ export interface ApiKeyInfo {
   scopes: KeyScope[];
   models?: string[];
   budget?: KeyBudget;
+  /** At most this many of the key's generations pending or processing at once. */
+  maxInFlight?: number;
   /** Epoch ms after which the key resolves to null. */
   expiresAt?: number;
   createdAt: number;

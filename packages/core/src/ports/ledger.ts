@@ -1,6 +1,6 @@
 /**
  * `budget_exceeded`: a budget for the window would be passed (the key's, or the organisation's: see
- * `ReserveOutcome.refusedBy`); `limit_reached`: the organisation is at its in-flight cap.
+ * `ReserveOutcome.refusedBy`); `limit_reached`: the key or the organisation is at its in-flight cap.
  */
 export type ReserveResult = 'ok' | 'insufficient' | 'budget_exceeded' | 'limit_reached';
 
@@ -92,6 +92,11 @@ export interface ReserveOptions {
    */
   keyLimit?: { amount: number; windowStart: number };
   /**
+   * With `keyId`: at most this many of the key's reserves open at once, counting this one (`limit_reached`
+   * otherwise), in the same atomic step. Only reserves made with it count, and their settle frees the slot.
+   */
+  keyMaxInFlight?: number;
+  /**
    * The windows an organisation's budget counts in. A ledger that keeps organisations reads the owner's organisation
    * in the reserve's own atomic step and holds it too: its in-flight count, and its budget's spend in the window of
    * its period (`organizationWindowStart`; `total` counts from 0). Which windows apply is the caller's rule.
@@ -138,7 +143,8 @@ export interface UsageReport {
  *   zero; it either holds the whole amount or nothing. Calling it again for the same generationId returns
  *   `ok` without holding more.
  * - With `options.keyLimit`, the key's spend in that window is held in the same atomic step as the balance: however
- *   many reserves race, it never passes the limit, and a refused reserve holds nothing on either.
+ *   many reserves race, it never passes the limit, and a refused reserve holds nothing on either. The same for
+ *   `options.keyMaxInFlight` and the key's open reserves (an answer of `limit_reached`).
  * - `settle(generationId, amount)` charges `amount` (clamped to the reserve) and returns the rest of the reserve
  *   to the balance and to the key's window it was held in; `release(generationId)` is `settle(generationId, 0)`. Both
  *   are idempotent: a second call (a retry after a crash) changes nothing and returns the amount charged the first

@@ -34,6 +34,7 @@ const newKeySchema = z.strictObject({
     .optional(),
   models: z.array(z.string().min(1).max(200).regex(PRINTABLE)).min(1).max(100).optional(),
   budget: z.strictObject({ amount: positiveAmountSchema, period: z.enum(['day', 'month']) }).optional(),
+  maxInFlight: z.number().int().positive().max(1_000_000).optional(),
   expiresAt: z.iso.datetime({ offset: true }).optional(),
 });
 const usageSchema = z.strictObject({
@@ -55,6 +56,7 @@ export interface KeyView {
   scopes: KeyScope[];
   models?: string[];
   budget?: KeyBudget;
+  maxInFlight?: number;
   expiresAt?: string;
   createdAt: string;
   lastUsedAt?: string;
@@ -135,6 +137,7 @@ export class Accounts {
       createdAt: now,
       ...(spec.models !== undefined ? { models: [...new Set(spec.models)] } : {}),
       ...(spec.budget !== undefined ? { budget: spec.budget } : {}),
+      ...(spec.maxInFlight !== undefined ? { maxInFlight: spec.maxInFlight } : {}),
       ...(expiresAt !== undefined ? { expiresAt } : {}),
     } satisfies ApiKeyInfo;
     // 256 random bits: guessing one is hopeless, so a digest lookup needs no salt or slow hash.
@@ -143,7 +146,7 @@ export class Accounts {
     await this.record(options, 'key.create', {
       userId: id,
       keyId: key.keyId,
-      details: { name: key.name, scopes: key.scopes, models: key.models ?? null, budget: key.budget ?? null, expiresAt: spec.expiresAt ?? null },
+      details: { name: key.name, scopes: key.scopes, models: key.models ?? null, budget: key.budget ?? null, maxInFlight: key.maxInFlight ?? null, expiresAt: spec.expiresAt ?? null },
     });
     return { ...keyView(key), apiKey };
   }
@@ -246,6 +249,7 @@ function keyView(key: ApiKeyInfo): KeyView {
   const view: KeyView = { keyId: key.keyId, userId: key.userId, name: key.name, scopes: key.scopes, createdAt: new Date(key.createdAt).toISOString() };
   if (key.models !== undefined) view.models = key.models;
   if (key.budget !== undefined) view.budget = key.budget;
+  if (key.maxInFlight !== undefined) view.maxInFlight = key.maxInFlight;
   if (key.expiresAt !== undefined) view.expiresAt = new Date(key.expiresAt).toISOString();
   if (key.lastUsedAt !== undefined) view.lastUsedAt = new Date(key.lastUsedAt).toISOString();
   return view;

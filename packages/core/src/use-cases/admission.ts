@@ -1,4 +1,5 @@
 import { inject, injectable } from 'tsyringe';
+import type { ReserveKey } from '../lifecycle/lifecycle.js';
 import type { Metadata, ModelInfo, Settings, WebhookEventType } from '../domain/types.js';
 import { DomainError, type ErrorDetail } from '../domain/errors.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
@@ -96,4 +97,16 @@ export class Admission {
     }
     return items;
   }
+}
+
+/** What a create reserves under from the managed key it came with (its id, budget and in-flight cap), or nothing. */
+export function reserveKey(key: Principal | undefined): { key: ReserveKey } | Record<string, never> {
+  if (key?.keyId === undefined) return {};
+  return {
+    key: {
+      keyId: key.keyId,
+      ...(key.budget !== undefined ? { budget: key.budget } : {}),
+      ...(key.maxInFlight !== undefined ? { maxInFlight: key.maxInFlight } : {}),
+    },
+  };
 }

@@ -8,7 +8,7 @@ import { Creation, type NewBatchRequest } from '../lifecycle/creation.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { GenerationStore } from '../ports/store.js';
 import { TOKENS } from '../tokens.js';
-import { Admission, type BatchRequestItem } from './admission.js';
+import { Admission, type BatchRequestItem, reserveKey } from './admission.js';
 import { GenerationReads } from './generation-reads.js';
 import { requestHash } from '../domain/request-hash.js';
 import { idempotencyConflict, IdempotentCreates } from './idempotent.js';
@@ -66,7 +66,7 @@ export class Batches {
       userId,
       items,
       ...(webhook ? { webhook } : {}),
-      ...(principal.keyId !== undefined ? { key: { keyId: principal.keyId, ...(principal.budget !== undefined ? { budget: principal.budget } : {}) } } : {}),
+      ...reserveKey(principal),
     };
     if (idempotencyKey === undefined) return this.creation.createBatch(request);
     const answerOf = (batch: BatchRecord): Created => ({ batchId: batch.id, generationIds: batch.generationIds });

@@ -8,7 +8,7 @@ import { Creation, type NewGenerationRequest } from '../lifecycle/creation.js';
 import { Deletion } from '../lifecycle/deletion.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { ModelDefinition } from '../ports/provider.js';
-import { Admission } from './admission.js';
+import { Admission, reserveKey } from './admission.js';
 import { GenerationReads } from './generation-reads.js';
 import { requestHash } from '../domain/request-hash.js';
 import { IdempotentCreates } from './idempotent.js';
@@ -67,7 +67,7 @@ export class Generations implements GenerationUseCases {
     const webhook = input.webhook ? await this.admission.webhook(input.webhook) : undefined;
     const request: NewGenerationRequest = {
       userId,
-      ...(key?.keyId !== undefined ? { key: { keyId: key.keyId, ...(key.budget !== undefined ? { budget: key.budget } : {}) } } : {}),
+      ...reserveKey(key),
       modelId: input.modelId,
       settings,
       price,

@@ -389,6 +389,27 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         expect(await ledger().keySpend(key, W0)).toBe(account.reserved + account.settled);
       });
 
+      it('caps a key in flight: exactly 2 of 10 racing reserves with keyMaxInFlight 2, holding nothing for the rest; a settle frees a slot', async () => {
+        const user = await userWith(100);
+        const key = uid('key');
+        const ids = Array.from({ length: 10 }, () => uid('gen'));
+        const results = await Promise.all(ids.map((id) => ledger().reserve(user, id, 1, W0, { keyId: key, keyMaxInFlight: 2 })));
+        const held = ids.filter((_, i) => results[i] === 'ok');
+        expect(held).toHaveLength(2);
+        expect(results.filter((r) => r === 'limit_reached')).toHaveLength(8);
+        await expectAccount(user, { balance: 98, reserved: 2, settled: 0 });
+        // A reserve made without the cap is not counted, and counts nothing.
+        expect(await ledger().reserve(user, uid('gen'), 1, W0, { keyId: key })).toBe('ok');
+        expect(await ledger().settle(held[0]!, 1, W0)).toBe(1);
+        expect(await ledger().reserve(user, uid('gen'), 1, W0, { keyId: key, keyMaxInFlight: 2 })).toBe('ok');
+        expect(await ledger().reserve(user, uid('gen'), 1, W0, { keyId: key, keyMaxInFlight: 2 })).toBe('limit_reached');
+        // A batch counts each of its reserves.
+        const other = uid('key');
+        expect(await ledger().reserveMany(user, [{ generationId: uid('gen'), amount: 1 }, { generationId: uid('gen'), amount: 1 }], W0, { keyId: other, keyMaxInFlight: 1 })).toBe('limit_reached');
+        expect(await ledger().reserveMany(user, [{ generationId: uid('gen'), amount: 1 }], W0, { keyId: other, keyMaxInFlight: 1 })).toBe('ok');
+        await expectAccount(user, { balance: 95, reserved: 4, settled: 1 });
+      });
+
       it('answers 0 spend for a key or window never used', async () => {
         expect(await ledger().keySpend(uid('key'), W0)).toBe(0);
       });
