@@ -7,9 +7,9 @@ export interface Job {
    */
   ownerId?: string;
   /**
-   * The owner's organisation when it belongs to one, read by the create's reserve: queues share the runner by
-   * organisation first, then by user within it. Absent for a user of no organisation, and on a job re-enqueued from
-   * the store (recovery), which then counts as its owner's alone.
+   * The owner's organisation when it belongs to one, as the create's reserve read it (no lookup of its own), for a
+   * queue that shares the runner by organisation (by `weight`), then by user within it. Absent for a user of no
+   * organisation, and on a job re-enqueued from the store (recovery), which then counts as its owner's alone.
    */
   organizationId?: string;
   /** The organisation's weight (its share when all are busy); with `organizationId`, default 1. */
