@@ -8,6 +8,7 @@ import { FileUrlSigner } from './domain/file-urls.js';
 import { Background } from './runner/background.js';
 import { Generations } from './use-cases/generations.js';
 import { Uploads } from './use-cases/uploads.js';
+import { MediaReader } from './runner/media-reader.js';
 import { Access } from './http/access.js';
 import { FilesRoute } from './http/files-route.js';
 import { HealthRoute } from './http/health.js';
@@ -40,6 +41,7 @@ import { WebhookSender } from './push/webhook-sender.js';
 import { WebhookOutbox } from './push/webhook-outbox.js';
 import { WebhookPump } from './push/webhook-pump.js';
 import { Admission } from './use-cases/admission.js';
+import { FileReferences } from './use-cases/file-references.js';
 import { IdempotentCreates } from './use-cases/idempotent.js';
 import { GenerationReads } from './use-cases/generation-reads.js';
 import type { GenerationStore } from './ports/store.js';
@@ -256,6 +258,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     // runner/
     Fallbacks,
     ProviderCalls,
+    MediaReader,
     Results,
     RemoteJobs,
     LeaseKeeper,
@@ -265,6 +268,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Maintenance,
     Background,
     // use-cases/
+    FileReferences,
     Admission,
     IdempotentCreates,
     GenerationReads,

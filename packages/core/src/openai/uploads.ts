@@ -24,15 +24,15 @@ export class OpenAiFiles {
     @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
   ) {}
 
-  /** An uploaded file, stored, as a URL the model can read (valid for `fileUrlTtlSeconds`). */
-  async upload(file: UploadedFile, baseUrl: BaseUrl | undefined): Promise<string> {
+  /** `ownerId`'s uploaded file, stored, as a URL the model can read (valid for `fileUrlTtlSeconds`). */
+  async upload(file: UploadedFile, ownerId: string, baseUrl: BaseUrl | undefined): Promise<string> {
     const key = await this.blobs.put(file.bytes, file.mimeType);
-    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now());
+    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now(), undefined, ownerId);
   }
 
   /** The signed URL of one of a generation's files; it stops working when the generation expires. */
   url(rec: GenerationRecord, key: string, baseUrl: BaseUrl | undefined): string {
-    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
+    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs), rec.ownerId);
   }
 
   /** A file's bytes, or null when it is gone. */
