@@ -112,6 +112,54 @@ const create = (service: GenerationService, settings: Record<string, unknown>, k
 const getGeneration = (service: GenerationService, id: string, key = 'ka') =>
   service.handle({ method: 'GET', path: `/v1/generations/${id}`, headers: { authorization: `Bearer ${key}` } });
 
+/** A multipart/form-data body of these parts (a file part when it has a filename). */
+function form(parts: Array<{ name: string; filename?: string; type?: string; bytes: Uint8Array | string }>): { body: Uint8Array; type: string } {
+  const boundary = 'b0undary-x';
+  const chunks: Buffer[] = [];
+  for (const p of parts) {
+    const disposition = `form-data; name="${p.name}"${p.filename !== undefined ? `; filename="${p.filename}"` : ''}`;
+    chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: ${disposition}\r\n${p.type ? `Content-Type: ${p.type}\r\n` : ''}\r\n`));
+    chunks.push(Buffer.from(p.bytes));
+    chunks.push(Buffer.from('\r\n'));
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`));
+  return { body: new Uint8Array(Buffer.concat(chunks)), type: `multipart/form-data; boundary=${boundary}` };
+}
+
+describe('POST /v1/uploads with a multipart/form-data body', () => {
+  it("takes the one file part with its part's Content-Type, under the same limits", async () => {
+    const { service, blobs } = make({ uploads: { maxBytes: 8, types: ['image/png'] } });
+    const one = form([{ name: 'purpose', bytes: 'input' }, { name: 'file', filename: 'cat.png', type: 'image/png', bytes: PNG }]);
+    const res = await upload(service, one.body, one.type);
+    expect(res.status).toBe(201);
+    expect(await blobs.get(json(res).id)).toEqual({ bytes: PNG, mimeType: 'image/png' });
+    const jpeg = form([{ name: 'file', filename: 'cat.jpg', type: 'image/jpeg', bytes: PNG }]);
+    expect(json(await upload(service, jpeg.body, jpeg.type)).error.code).toBe('unsupported_media_type');
+    const untyped = form([{ name: 'file', filename: 'cat.png', bytes: PNG }]);
+    expect((await upload(service, untyped.body, untyped.type)).status).toBe(415);
+    const big = form([{ name: 'file', filename: 'big.png', type: 'image/png', bytes: new Uint8Array(9) }]);
+    expect((await upload(service, big.body, big.type)).status).toBe(413);
+  });
+
+  it('answers a clear 400 for no file, several files, a broken form and a form without its boundary', async () => {
+    const { service } = make();
+    const none = form([{ name: 'file', bytes: 'not a file: no filename' }]);
+    const res = await upload(service, none.body, none.type);
+    expect(res.status).toBe(400);
+    expect(json(res).error).toMatchObject({ code: 'invalid_request', message: expect.stringMatching(/no file part/), details: [{ field: 'file', code: 'required' }] });
+    const two = form([
+      { name: 'file', filename: 'a.png', type: 'image/png', bytes: PNG },
+      { name: 'file', filename: 'b.png', type: 'image/png', bytes: PNG },
+    ]);
+    const several = await upload(service, two.body, two.type);
+    expect(several.status).toBe(400);
+    expect(json(several).error.message).toBe('The multipart body holds 2 files; an upload is one file.');
+    const broken = await upload(service, new TextEncoder().encode('--b0undary-x\r\nno end'), 'multipart/form-data; boundary=b0undary-x');
+    expect(json(broken).error.message).toMatch(/^The multipart body is not valid: /);
+    expect(json(await upload(service, two.body, 'multipart/form-data')).error.message).toMatch(/boundary/);
+  });
+});
+
 describe('an upload as a media input', () => {
   it("runs with the owner's upload: the model reads its bytes through ctx.files.fetch (no HTTP), and its result is the owner's next input", async () => {
     const { service, clock } = make();
