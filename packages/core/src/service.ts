@@ -9,6 +9,7 @@ import { Background } from './runner/background.js';
 import { Generations } from './use-cases/generations.js';
 import { Uploads } from './use-cases/uploads.js';
 import { MediaReader } from './runner/media-reader.js';
+import { UploadExpiry } from './lifecycle/upload-expiry.js';
 import { Access } from './http/access.js';
 import { FilesRoute } from './http/files-route.js';
 import { HealthRoute } from './http/health.js';
@@ -53,6 +54,7 @@ import {
   MemoryIdempotencyStore,
   MemoryLedger,
   MemoryWebhookStore,
+  MemoryUploadStore,
 } from './memory/index.js';
 import type { GenerationServiceOptions } from './options.js';
 import { resolveOptions } from './options-schema.js';
@@ -231,6 +233,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(FileUrlSigner, { useFactory: instanceCachingFactory(() => new FileUrlSigner(resolved.fileUrls.secret, resolved.fileUrls.ttlSeconds)) });
   port(TOKENS.Notifier, options.push?.notifier, () => new InProcessNotifier());
   port(TOKENS.WebhookStore, options.webhookStore, () => new MemoryWebhookStore());
+  port(TOKENS.UploadStore, options.uploadStore, () => new MemoryUploadStore());
   c.register(TOKENS.WebhookTransport, { useValue: defaultWebhookTransport(resolved.webhooks) });
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
@@ -255,6 +258,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Cleanup,
     Deletion,
     Recovery,
+    UploadExpiry,
     // runner/
     Fallbacks,
     ProviderCalls,

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createGenerationService, MemoryApiKeyStore, MemoryBlobStore, MemoryLedger, type GenerationService, type HttpResponse, type ModelDefinition } from '@genservice/core';
+import { createGenerationService, MemoryApiKeyStore, MemoryBlobStore, MemoryLedger, MemoryUploadStore, UnavailableError, type GenerationService, type HttpResponse, type ModelDefinition } from '@genservice/core';
 import { FakeClock, until } from '@genservice/testing';
 import { FileUrlSigner, fileReferenceRefusal } from '../src/domain/file-urls.js';
 import { stopOn } from './support/fake-time.js';
@@ -232,5 +232,63 @@ describe('an upload as a media input', () => {
     expect(fileReferenceRefusal(ours, 'alice', signer, now)).toBeUndefined();
     expect(fileReferenceRefusal(ours, 'bob', signer, now)).toMatch(/not one of your files/);
     expect(fileReferenceRefusal('https://example.com/cat.png', 'bob', signer, now)).toBeUndefined();
+  });
+});
+
+describe('expired uploads', () => {
+  it('are deleted from the blob store by the clean-up after their links expire (the clock moved, no waiting), and not before', async () => {
+    const uploadStore = new MemoryUploadStore();
+    const { service, blobs, clock } = make({ uploads: { ttlSeconds: 120 }, uploadStore, retention: { sweepIntervalMs: 60_000 } });
+    await service.start();
+    const first = json(await upload(service, PNG, 'image/png')) as { id: string; expiresAt: string };
+    expect(Date.parse(first.expiresAt)).toBe(clock.now() + 120_000);
+    // The sweeps after 60 s and 120 s: nothing has expired yet (the first expires at 120 s).
+    await clock.advance(90_000);
+    const second = json(await upload(service, PNG, 'image/png', 'kb')) as { id: string; expiresAt: string };
+    await clock.advance(30_000);
+    expect(await blobs.get(first.id)).not.toBeNull();
+    // The sweep at 180 s.
+    await clock.advance(60_000);
+    await until(async () => (await blobs.get(first.id)) === null, { what: 'the first upload deleted by the sweep after its expiry' });
+    expect(await blobs.get(second.id)).not.toBeNull();
+    expect((await uploadStore.listExpiredBefore(Number.MAX_SAFE_INTEGER, 10)).map((u) => u.key)).toEqual([second.id]);
+    await clock.advance(60_000);
+    await until(async () => (await blobs.get(second.id)) === null, { what: 'the second upload deleted' });
+    expect(await uploadStore.listExpiredBefore(Number.MAX_SAFE_INTEGER, 10)).toEqual([]);
+  });
+
+  it('leaves the record when the blob store cannot delete, and the next clean-up finishes the job; an upload the store cannot record is not kept', async () => {
+    const uploadStore = new MemoryUploadStore();
+    const { service, blobs, clock } = make({ uploads: { ttlSeconds: 60 }, uploadStore, retention: { sweepIntervalMs: 60_000 } });
+    await service.start();
+    const { id } = json(await upload(service, PNG, 'image/png')) as { id: string };
+    const deleteMany = blobs.deleteMany.bind(blobs);
+    let down = true;
+    blobs.deleteMany = (keys) => (down ? Promise.reject(new UnavailableError('blob store down')) : deleteMany(keys));
+    await clock.advance(61_000);
+    await until(async () => (await uploadStore.listExpiredBefore(clock.now(), 10)).length === 1 && down, { what: 'a failed clean-up keeps the record' });
+    expect(await blobs.get(id)).not.toBeNull();
+    down = false;
+    await clock.advance(60_000);
+    await until(async () => (await blobs.get(id)) === null, { what: 'the next clean-up deletes it' });
+    const insert = uploadStore.insert.bind(uploadStore);
+    uploadStore.insert = () => Promise.reject(new UnavailableError('upload store down'));
+    let kept = 0;
+    const put = blobs.put.bind(blobs);
+    const deleted: string[] = [];
+    blobs.put = async (bytes, mimeType) => {
+      kept++;
+      return put(bytes, mimeType);
+    };
+    const del = blobs.delete.bind(blobs);
+    blobs.delete = async (key) => {
+      deleted.push(key);
+      return del(key);
+    };
+    expect((await upload(service, PNG, 'image/png')).status).toBe(503);
+    expect(kept).toBe(1);
+    expect(deleted).toHaveLength(1);
+    expect(await blobs.get(deleted[0]!)).toBeNull();
+    uploadStore.insert = insert;
   });
 });
