@@ -491,7 +491,7 @@ function useAsInput(url, fieldType) {
   const takes = (m) => m.settings.some((s) => s.fieldType === fieldType);
   if (![...models.values()].some(takes)) return [];
   const button = h('button', { type: 'button', class: 'small use-as-input', text: 'Use as input' });
-  button.setAttribute('aria-label', `Use this ${fieldType} as an input`);
+  button.setAttribute('aria-label', `Use as input: this ${fieldType}`);
   button.addEventListener('click', () => {
     const current = models.get(ui.model.value);
     if (!current || !takes(current)) {

@@ -91,7 +91,7 @@ describe('the playground: uploads as media inputs', () => {
 
     // "Use as input": the result goes into the next empty row, and the remix runs on both.
     const result = await img.getAttribute('src');
-    await page.getByRole('button', { name: 'Use this image as an input' }).click();
+    await page.getByRole('button', { name: 'Use as input: this image' }).click();
     expect(await page.getByLabel(`${IMAGES} URL 2`, { exact: true }).inputValue()).toBe(result);
     expect(await generateAndWait(page)).toBe('completed');
     await expect.poll(() => page.locator('#result img').evaluate((el: HTMLImageElement) => el.complete && el.naturalWidth)).toBe(256);
@@ -109,7 +109,7 @@ describe('the playground: uploads as media inputs', () => {
     await page.getByLabel('Prompt', { exact: true }).fill('a red fox');
     expect(await generateAndWait(page)).toBe('completed');
     const result = await page.locator('#result img').getAttribute('src');
-    await page.getByRole('button', { name: 'Use this image as an input' }).click();
+    await page.getByRole('button', { name: 'Use as input: this image' }).click();
     expect(await page.getByLabel('Model', { exact: true }).inputValue()).toBe('demo-image-remix');
     expect(await page.getByLabel(`${IMAGES} URL 1`, { exact: true }).inputValue()).toBe(result);
     await page.close();
