@@ -102,12 +102,20 @@ export interface FileReference {
  * Whether a media setting's URL may be given by `userId`, and why not (a sentence for a 400), as the rule every
  * create, quote and batch asks. A URL of this service's files (under `ownBase`, or signed by it wherever it points)
  * must be one of the caller's own (an upload or a generation's file, with the caller's owner tag) and unexpired;
- * any other URL is not this rule's concern (it goes through the outbound guard when a model fetches it).
+ * any other URL is not this rule's concern (`ownBase`, a string or a function asked only for a link of that shape) (it goes through the outbound guard when a model fetches it).
  */
-export function fileReferenceRefusal(url: string, userId: string, signer: FileUrlSigner, nowMs: number, ownBase?: string): string | undefined {
+export function fileReferenceRefusal(
+  url: string,
+  userId: string,
+  signer: FileUrlSigner,
+  nowMs: number,
+  ownBase?: string | (() => string | undefined),
+): string | undefined {
   const ref = signer.read(url, nowMs);
   if (ref === null) return undefined;
-  const ours = ownBase !== undefined && ref.base === ownBase.replace(/\/+$/, '');
+  // Asked only for a link of a file URL's shape: the request's base may be costly (or not to be read) otherwise.
+  const base = typeof ownBase === 'function' ? ownBase() : ownBase;
+  const ours = base !== undefined && ref.base === base.replace(/\/+$/, '');
   if (ref.state === 'forged') return ours ? 'is not a valid file link of this service (its signature does not match)' : undefined;
   if (ref.state === 'expired') return `is a file link that expired at ${new Date(ref.expiresAt).toISOString()} (upload the file again)`;
   if (!signer.ownedBy(ref, userId)) return "is not one of your files (a link to another user's upload or result, or one without its owner tag)";

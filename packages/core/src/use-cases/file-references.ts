@@ -25,18 +25,25 @@ export class FileReferences {
   /** One detail (`settings.images.0`, `invalid_url`) per media URL of `settings` that `userId` may not give. */
   refusals(descriptors: readonly SettingDescriptor[], settings: Settings, userId: string, baseUrl?: BaseUrl): ErrorDetail[] {
     const details: ErrorDetail[] = [];
-    let base: string | undefined;
-    try {
-      base = this.views.fileBase(baseUrl);
-    } catch {
-      // No file base (no publicUrl, no trusted request host): only links this service signed are recognised.
-    }
+    // Read once, and only for a link of a file URL's shape: the request's own base is not read on other creates.
+    let base: { value: string | undefined } | undefined;
+    const ownBase = (): string | undefined => {
+      if (base === undefined) {
+        try {
+          base = { value: this.views.fileBase(baseUrl) };
+        } catch {
+          // No file base (no publicUrl, no trusted request host): only links this service signed are recognised.
+          base = { value: undefined };
+        }
+      }
+      return base.value;
+    };
     const now = this.options.clock.now();
     for (const d of descriptors) {
       const value = settings[d.name];
       if (!MEDIA.has(d.fieldType) || !Array.isArray(value)) continue;
       value.forEach((url, i) => {
-        const why = typeof url === 'string' ? fileReferenceRefusal(url, userId, this.signer, now, base) : undefined;
+        const why = typeof url === 'string' ? fileReferenceRefusal(url, userId, this.signer, now, ownBase) : undefined;
         if (why !== undefined) details.push({ field: `settings.${d.name}.${i}`, code: 'invalid_url', message: why });
       });
     }
