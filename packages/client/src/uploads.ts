@@ -14,7 +14,7 @@ export interface Upload {
   expiresAt: string;
 }
 
-/** A file to upload: a `Blob` or `File` (browsers, Node 20+), or bytes (a Node `Buffer`, a `Uint8Array`, an `ArrayBuffer`). */
+/** A file to upload: a `Blob` or `File` (browsers, Node 20+), or bytes (a `Uint8Array`, as Node's `readFile` gives, or an `ArrayBuffer`). */
 export type UploadData = Blob | Uint8Array | ArrayBuffer;
 
 export interface UploadOptions {
