@@ -20,7 +20,10 @@ export interface TransportOptions {
 }
 
 export interface RequestOptions {
+  /** Sent as JSON. */
   body?: unknown;
+  /** Sent as it is, with its Content-Type (an upload), instead of `body`. */
+  raw?: { data: Blob | Uint8Array | ArrayBuffer; contentType: string };
   headers?: Record<string, string>;
   signal?: AbortSignal;
   /**
@@ -123,8 +126,11 @@ export class Transport {
     const timeout = this.requestTimeoutMs > 0 ? timeoutSignal(this.requestTimeoutMs, new RequestTimeout()) : undefined;
     const linked = linkSignals([options.signal, timeout?.signal]);
     const headers: Record<string, string> = { ...this.headers, ...options.headers };
-    let body: string | undefined;
-    if (options.body !== undefined) {
+    let body: BodyInit | undefined;
+    if (options.raw !== undefined) {
+      body = options.raw.data as BodyInit;
+      headers['content-type'] = options.raw.contentType;
+    } else if (options.body !== undefined) {
       body = JSON.stringify(options.body);
       headers['content-type'] = 'application/json';
     }

@@ -25,6 +25,8 @@ export type {
   Principal,
   RemoteJobProvider,
   RemoteJobStatus,
+  UploadRecord,
+  UploadStore,
 } from './ports/index.js';
 export type * from './options.js';
 export { DEFAULT_UPLOAD_TYPES } from './options.js';

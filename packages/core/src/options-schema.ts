@@ -158,6 +158,7 @@ export const optionsSchema = z.strictObject({
         .min(1),
     })
     .optional(),
+  uploadStore: port('insert', 'listExpiredBefore', 'remove').optional(),
   webhookStore: port(
     'getSecrets', 'ensureSecret', 'rotateSecret', 'addDeliveries', 'claimDue', 'recordAttempt', 'stopEndpoint', 'deliveriesOf', 'getCursor', 'advanceCursor', 'deleteForGenerations',
   ).optional(),

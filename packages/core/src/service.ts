@@ -8,6 +8,8 @@ import { FileUrlSigner } from './domain/file-urls.js';
 import { Background } from './runner/background.js';
 import { Generations } from './use-cases/generations.js';
 import { Uploads } from './use-cases/uploads.js';
+import { MediaReader } from './runner/media-reader.js';
+import { UploadExpiry } from './lifecycle/upload-expiry.js';
 import { Access } from './http/access.js';
 import { FilesRoute } from './http/files-route.js';
 import { HealthRoute } from './http/health.js';
@@ -40,6 +42,7 @@ import { WebhookSender } from './push/webhook-sender.js';
 import { WebhookOutbox } from './push/webhook-outbox.js';
 import { WebhookPump } from './push/webhook-pump.js';
 import { Admission } from './use-cases/admission.js';
+import { FileReferences } from './use-cases/file-references.js';
 import { IdempotentCreates } from './use-cases/idempotent.js';
 import { GenerationReads } from './use-cases/generation-reads.js';
 import type { GenerationStore } from './ports/store.js';
@@ -51,6 +54,7 @@ import {
   MemoryIdempotencyStore,
   MemoryLedger,
   MemoryWebhookStore,
+  MemoryUploadStore,
 } from './memory/index.js';
 import type { GenerationServiceOptions } from './options.js';
 import { resolveOptions } from './options-schema.js';
@@ -229,6 +233,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(FileUrlSigner, { useFactory: instanceCachingFactory(() => new FileUrlSigner(resolved.fileUrls.secret, resolved.fileUrls.ttlSeconds)) });
   port(TOKENS.Notifier, options.push?.notifier, () => new InProcessNotifier());
   port(TOKENS.WebhookStore, options.webhookStore, () => new MemoryWebhookStore());
+  port(TOKENS.UploadStore, options.uploadStore, () => new MemoryUploadStore());
   c.register(TOKENS.WebhookTransport, { useValue: defaultWebhookTransport(resolved.webhooks) });
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
@@ -253,9 +258,11 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Cleanup,
     Deletion,
     Recovery,
+    UploadExpiry,
     // runner/
     Fallbacks,
     ProviderCalls,
+    MediaReader,
     Results,
     RemoteJobs,
     LeaseKeeper,
@@ -265,6 +272,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Maintenance,
     Background,
     // use-cases/
+    FileReferences,
     Admission,
     IdempotentCreates,
     GenerationReads,

@@ -313,6 +313,22 @@ export const MIGRATIONS: readonly Migration[] = [
     // deleted, and are unknown.
     up: (s) => [`ALTER TABLE ${s}.api_keys ADD COLUMN revoked_at bigint`],
   },
+  {
+    // 15, not 11: the numbers between were given to other changes of the same release.
+    version: 15,
+    name: 'uploads and their expiry, for the clean-up that deletes their files',
+    up: (s) => [
+      `CREATE TABLE ${s}.uploads (
+        key text PRIMARY KEY,
+        owner_id text NOT NULL,
+        mime_type text NOT NULL,
+        size bigint NOT NULL,
+        created_at bigint NOT NULL,
+        expires_at bigint NOT NULL
+      )`,
+      `CREATE INDEX uploads_expiry_idx ON ${s}.uploads (expires_at, key)`,
+    ],
+  },
 ];
 
 /**

@@ -414,6 +414,22 @@ export const MIGRATIONS: readonly Migration[] = [
     // deleted, and are unknown.
     sql: `ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;`,
   },
+  {
+    // 17, not 13: the numbers between were given to other changes of the same release.
+    version: 17,
+    name: 'uploads and their expiry, for the clean-up that deletes their files',
+    sql: `
+      CREATE TABLE uploads (
+        key        TEXT    NOT NULL PRIMARY KEY,
+        owner_id   TEXT    NOT NULL,
+        mime_type  TEXT    NOT NULL,
+        size       INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      );
+      CREATE INDEX uploads_expiry ON uploads (expires_at, key);
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

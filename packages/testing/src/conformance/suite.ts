@@ -12,6 +12,7 @@ import { defineLiveStatusTests, defineStreamCapTests } from './live.js';
 import { defineBillingTests, defineLifecycleTests } from './load.js';
 import { defineFileTests, defineGetTests, defineOwnershipTests } from './reads.js';
 import { defineAuthenticationTests, defineRepeatedAuthorizationTests, defineRoutingTests } from './routing.js';
+import { defineUploadTests } from './uploads.js';
 import type { MountFn, MountOptions } from './types.js';
 
 export function defineModeTests(mount: MountFn, mode: MountOptions, options: { heavy: boolean }): void {
@@ -23,6 +24,7 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   defineBodyLimitTests(ctx);
   defineGetTests(ctx);
   defineFileTests(ctx);
+  defineUploadTests(ctx);
   defineOwnershipTests(ctx);
   defineCancelTests(ctx);
   defineExpiryTests(ctx);
