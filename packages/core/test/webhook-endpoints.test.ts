@@ -209,9 +209,13 @@ describe('webhook endpoints as objects', () => {
     await until(async () => (await deliveries())[0]?.state === 'delivered', 'delivered');
     expect((await deliveries())[0].attempts.map((a: { status: number }) => a.status)).toEqual([500, 200]);
 
-    // A delivered one may be replayed too; an unknown delivery is 404; limit is checked.
+    // A delivered one may be replayed too, and goes to the endpoint's URL as it is now; an unknown delivery is 404.
+    const moved = await receiver();
+    expect((await call(service, 'ka', 'PATCH', `/v1/webhook-endpoints/${body.id}`, { url: `${moved.base}/b` })).status).toBe(200);
     expect((await call(service, 'ka', 'POST', `/v1/webhook-endpoints/${body.id}/deliveries/${d.id}/replay`)).status).toBe(202);
-    await until(() => hook.received.length === 3, 'the second replay');
+    await until(() => moved.received.length === 1, 'the second replay, at the new URL');
+    expect(moved.received[0]!.headers['webhook-id']).toBe(d.id);
+    expect(hook.received).toHaveLength(2);
     expect((await call(service, 'ka', 'POST', `/v1/webhook-endpoints/${body.id}/deliveries/msg_nope/replay`)).status).toBe(404);
     expect((await call(service, 'ka', 'GET', `/v1/webhook-endpoints/${body.id}/deliveries?limit=0`)).status).toBe(400);
   });

@@ -88,18 +88,18 @@ export class WebhookSender {
 
   private async attempt(d: Delivery): Promise<void> {
     const started = this.options.clock.now();
-    const keys = await this.signingKeys(d, started);
-    if (!Array.isArray(keys)) {
+    const receiver = await this.receiver(d, started);
+    if ('error' in receiver) {
       // A registered endpoint deleted or disabled after this delivery was written: given up without a request.
-      await this.hooks.recordAttempt(d.id, this.options.instanceId, { at: started, error: keys.error, durationMs: 0 }, { state: keys.state });
+      await this.hooks.recordAttempt(d.id, this.options.instanceId, { at: started, error: receiver.error, durationMs: 0 }, { state: receiver.state });
       return;
     }
     const timestamp = new Date(started);
-    const signatures = keys.map((key) => new Webhook(key).sign(d.id, timestamp, d.payload));
+    const signatures = receiver.keys.map((key) => new Webhook(key).sign(d.id, timestamp, d.payload));
     // The attempt continues the trace of the generation it is about (stored with the delivery), never the span that
     // happens to be active in the delivery loop; `batch.completed` has none, so each of its attempts is a trace's root.
     const response = await this.telemetry.inSpan('genservice.webhook.deliver', { 'genservice.delivery_id': d.id, 'genservice.attempt': d.attempts + 1 }, () => this.transport({
-      url: d.url,
+      url: receiver.url,
       headers: {
         'content-type': 'application/json',
         'user-agent': 'genservice-webhooks/1',
@@ -134,18 +134,19 @@ export class WebhookSender {
   }
 
   /**
-   * The keys a delivery is signed with: a registered endpoint's secret (and its previous one during a rotation's
-   * overlap), else its owner's. Why not, for an endpoint that is gone or disabled.
+   * Where an attempt goes and the keys it is signed with: a registered endpoint's URL as it is now (an owner who
+   * fixed it gets the retries there) and its secret (and its previous one during a rotation's overlap); else the
+   * delivery's URL and its owner's secrets. Why not, for an endpoint that is gone or disabled.
    */
-  private async signingKeys(d: Delivery, now: number): Promise<string[] | { error: string; state: 'gone' | 'failed' }> {
+  private async receiver(d: Delivery, now: number): Promise<{ url: string; keys: string[] } | { error: string; state: 'gone' | 'failed' }> {
     if (d.endpointId !== undefined) {
       const e = await this.hooks.getEndpoint(d.endpointId, d.ownerId);
       if (!e) return { error: 'the endpoint was deleted', state: 'gone' };
       if (e.disabledAt !== undefined) return { error: 'the endpoint is disabled', state: 'failed' };
-      return [e.secret, ...(e.previousSecret && e.previousSecret.expiresAt > now ? [e.previousSecret.key] : [])];
+      return { url: e.url, keys: [e.secret, ...(e.previousSecret && e.previousSecret.expiresAt > now ? [e.previousSecret.key] : [])] };
     }
     const secrets = (await this.hooks.getSecrets(d.ownerId, now)) ?? { current: await this.hooks.ensureSecret(d.ownerId, newWebhookSecret(), now) };
-    return [secrets.current, ...(secrets.previous ? [secrets.previous.key] : [])];
+    return { url: d.url, keys: [secrets.current, ...(secrets.previous ? [secrets.previous.key] : [])] };
   }
 
   private outcome(response: WebhookResponse, attempts: number, now: number): DeliveryOutcome {
