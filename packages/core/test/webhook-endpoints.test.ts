@@ -133,6 +133,16 @@ describe('webhook endpoints as objects', () => {
     expect((await call(service, 'ka', 'GET', '/v1/webhook-endpoints')).body.data).toEqual([]);
   });
 
+  it("is the same use case from the host's code as over HTTP", async () => {
+    const { service } = make();
+    const hook = await receiver();
+    const made = await service.webhookEndpoints.create('alice', { url: `${hook.base}/code`, events: ['generation.failed'] });
+    expect(made.secret).toMatch(/^whsec_/);
+    expect((await call(service, 'ka', 'GET', `/v1/webhook-endpoints/${made.id}`)).body).toEqual(await service.webhookEndpoints.get('alice', made.id));
+    await expect(service.webhookEndpoints.get('bob', made.id)).rejects.toMatchObject({ code: 'not_found' });
+    await expect(service.webhookEndpoints.create('alice', { url: `${hook.base}/x`, events: ['generation.completed', 'generation.completed'] })).rejects.toMatchObject({ code: 'invalid_request' });
+  });
+
   it('refuses what is not a usable endpoint with a 400 naming the field, and storing nothing', async () => {
     const { service } = make({}, { allowPrivateUrls: false, allowHttp: false });
     for (const body of [{}, { url: 'http://example.com/x' }, { url: 'https://127.0.0.1/x' }, { url: 'not a url' }, { url: 'https://example.com', events: ['generation.created'] }, { url: 'https://example.com', extra: 1 }]) {
