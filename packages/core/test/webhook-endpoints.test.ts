@@ -145,10 +145,14 @@ describe('webhook endpoints as objects', () => {
 
   it('refuses what is not a usable endpoint with a 400 naming the field, and storing nothing', async () => {
     const { service } = make({}, { allowPrivateUrls: false, allowHttp: false });
-    for (const body of [{}, { url: 'http://example.com/x' }, { url: 'https://127.0.0.1/x' }, { url: 'not a url' }, { url: 'https://example.com', events: ['generation.created'] }, { url: 'https://example.com', extra: 1 }]) {
+    for (const body of [{}, { url: 'http://example.com/x' }, { url: 'https://127.0.0.1/x' }, { url: 'not a url' }, { url: 'https://example.com', events: ['generation.created'] }, { url: 'https://example.com', extra: 1 }, { url: 'https://example.com', description: 'a\ud800b' }, { url: 'https://example.com', description: 'tab\there' }]) {
       const r = await call(service, 'ka', 'POST', '/v1/webhook-endpoints', body);
       expect(r.status, JSON.stringify(body)).toBe(400);
-      expect(r.body.error.details.length).toBeGreaterThan(0);
+      const fields = r.body.error.details.map((d: { field: string }) => d.field);
+      expect(fields.length).toBeGreaterThan(0);
+      if ('description' in body) expect(fields).toEqual(['description']);
+      else if ('events' in body) expect(fields).toEqual(['events.0']);
+      else if ('url' in body && !('extra' in body)) expect(fields).toEqual(['url']);
     }
     expect((await call(service, 'ka', 'GET', '/v1/webhook-endpoints')).body.data).toEqual([]);
   });
