@@ -133,6 +133,23 @@ describe('webhook endpoints as objects', () => {
     expect((await call(service, 'ka', 'GET', '/v1/webhook-endpoints')).body.data).toEqual([]);
   });
 
+  it("sends generation.deleted to an endpoint that lists it, and leaves out a disabled endpoint", async () => {
+    const { service } = make();
+    await service.start();
+    const hook = await receiver();
+    const off = await receiver();
+    const { body } = await call(service, 'ka', 'POST', '/v1/webhook-endpoints', { url: `${hook.base}/d`, events: ['generation.deleted'] });
+    const disabled = (await call(service, 'ka', 'POST', '/v1/webhook-endpoints', { url: `${off.base}/off`, events: ['generation.completed', 'generation.deleted'] })).body;
+    expect((await call(service, 'ka', 'PATCH', `/v1/webhook-endpoints/${disabled.id}`, { disabled: true })).body).toMatchObject({ status: 'disabled' });
+    const gen = await generate(service, 'ka');
+    await until(async () => (await call(service, 'ka', 'GET', `/v1/generations/${gen}`)).body.status === 'completed', 'completed');
+    expect((await call(service, 'ka', 'DELETE', `/v1/generations/${gen}`)).status).toBe(204);
+    await until(() => hook.received.length === 1, 'generation.deleted');
+    const r = hook.received[0]!;
+    expect(new Webhook(body.secret).verify(r.body, webhookHeaders(r))).toMatchObject({ type: 'generation.deleted', data: { generationId: gen, status: 'deleted' } });
+    expect(off.received).toHaveLength(0);
+  });
+
   it("is the same use case from the host's code as over HTTP", async () => {
     const { service } = make();
     const hook = await receiver();
