@@ -229,6 +229,12 @@ describe('webhook endpoints as objects', () => {
     expect(typeof d.attempts[0].durationMs).toBe('number');
     expect(Date.parse(d.nextAttemptAt) - Date.parse(d.attempts[0].at)).toBeGreaterThanOrEqual(0.8 * 3_600_000);
 
+    // Another user cannot replay (or see) it through an endpoint of their own.
+    const bobs = (await call(service, 'kb', 'POST', '/v1/webhook-endpoints', { url: `${hook.base}/bob` })).body;
+    expect((await call(service, 'kb', 'POST', `/v1/webhook-endpoints/${bobs.id}/deliveries/${d.id}/replay`)).status).toBe(404);
+    expect((await call(service, 'kb', 'GET', `/v1/webhook-endpoints/${bobs.id}/deliveries`)).body.data).toEqual([]);
+    expect(hook.received).toHaveLength(1);
+
     accept = true;
     const replay = await call(service, 'ka', 'POST', `/v1/webhook-endpoints/${body.id}/deliveries/${d.id}/replay`);
     expect(replay.status).toBe(202);
