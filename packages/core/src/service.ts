@@ -66,6 +66,8 @@ import { EventFeed, InProcessNotifier } from './push/event-feed.js';
 import { LiveStatus } from './push/live-status.js';
 import { defaultWebhookTransport, defaultWebhookUrlCheck } from './push/webhook-transport.js';
 import { Webhooks } from './push/webhooks.js';
+import { EndpointHealth } from './push/endpoint-health.js';
+import { WebhookEndpoints } from './use-cases/webhook-endpoints.js';
 import { Runner } from './runner/runner.js';
 import { InProcessQueue } from './runner/in-process-queue.js';
 import type {
@@ -101,6 +103,7 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(Background) private readonly background: Background,
     @inject(Accounts) readonly accounts: Accounts,
     @inject(Batches) readonly batches: Batches,
+    @inject(WebhookEndpoints) readonly webhookEndpoints: WebhookEndpoints,
   ) {}
 
   get bodyLimit(): number {
@@ -245,6 +248,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     LiveStatus,
     // push/: webhooks (owner-facing), their outbox, its delivery, and the loop that runs both
     Webhooks,
+    EndpointHealth,
     WebhookSender,
     WebhookOutbox,
     WebhookPump,
@@ -279,6 +283,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Generations,
     Batches,
     Accounts,
+    WebhookEndpoints,
     // openai/: the OpenAI-compatible surface (docs/openai-compatible.md)
     OpenAiFiles,
     OpenAiJobs,
@@ -304,6 +309,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
         uploads: r.resolve(Uploads),
         live: r.resolve(LiveStatus),
         webhooks: r.resolve(Webhooks),
+        webhookEndpoints: r.resolve(WebhookEndpoints),
         views: r.resolve(Views),
         openai: r.resolve(OpenAi),
         files: r.resolve(FilesRoute),

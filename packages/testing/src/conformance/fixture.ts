@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { MemoryApiKeyStore, MemoryLedger, type GenerationService, type GenerationView, type LimitsOptions, type ModelDefinition } from '@genservice/core';
+import {
+  MemoryApiKeyStore,
+  MemoryLedger,
+  type GenerationService,
+  type GenerationView,
+  type LimitsOptions,
+  type ModelDefinition,
+  type WebhookOptions,
+} from '@genservice/core';
 import {
   createGate,
   createScriptedProvider,
@@ -103,6 +111,8 @@ export interface FixtureOptions {
   limits?: LimitsOptions;
   /** Serve the playground page (needs @genservice/playground installed). */
   playground?: boolean;
+  /** Webhook options (a suite area delivering to a receiver on loopback allows http and private addresses). */
+  webhooks?: WebhookOptions;
 }
 
 export async function createFixture(mount: MountFn, mode: MountOptions, options: FixtureOptions = {}): Promise<Fixture> {
@@ -150,6 +160,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     runner: { concurrency: 16 },
     cors: { origins: [CORS_ORIGIN] },
     ...(options.playground ? { playground: true } : {}),
+    ...(options.webhooks ? { webhooks: options.webhooks } : {}),
   });
   const server = await mount(service, mode);
   const baseUrl = server.baseUrl.replace(/\/+$/, '');

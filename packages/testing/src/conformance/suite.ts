@@ -14,6 +14,7 @@ import { defineFileTests, defineGetTests, defineOwnershipTests } from './reads.j
 import { defineAuthenticationTests, defineRepeatedAuthorizationTests, defineRoutingTests } from './routing.js';
 import { defineUploadTests } from './uploads.js';
 import type { MountFn, MountOptions } from './types.js';
+import { defineWebhookEndpointTests } from './webhook-endpoints.js';
 
 export function defineModeTests(mount: MountFn, mode: MountOptions, options: { heavy: boolean }): void {
   const ctx: ModeContext = { fx: useFixture(mount, mode), mount, mode, heavy: options.heavy };
@@ -37,6 +38,7 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   definePlaygroundTests(ctx);
   defineRepeatedAuthorizationTests(ctx);
   defineBatchTests(() => ctx.fx);
+  defineWebhookEndpointTests(ctx);
   defineBillingTests(ctx);
   defineLifecycleTests(ctx);
 }
