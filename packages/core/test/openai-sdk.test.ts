@@ -227,8 +227,9 @@ describe('the OpenAI-compatible surface with the official SDKs (issue 39)', () =
     const broke = await poor.sdk.images.generate({ model: 'demo-image', prompt: 'x' }).catch((e: unknown) => e);
     expect(broke).toMatchObject({ status: 402, code: 'insufficient_quota', type: 'insufficient_quota' });
     const video = await sdk.videos.create({ model: 'demo-video', prompt: 'mine' });
-    for (const attempt of [other.sdk.videos.retrieve(video.id), other.sdk.videos.delete(video.id), other.sdk.videos.downloadContent(video.id)]) {
-      await expect(attempt).rejects.toMatchObject({ status: 404 });
+    // Each one awaited before the next starts: a rejection is never left without its handler meanwhile.
+    for (const attempt of [() => other.sdk.videos.retrieve(video.id), () => other.sdk.videos.delete(video.id), () => other.sdk.videos.downloadContent(video.id)]) {
+      await expect(attempt()).rejects.toMatchObject({ status: 404 });
     }
     const raw = await fetch(`${base}/openai/v1/nope`, { headers: { authorization: `Bearer ${other.key}` } });
     expect(raw.status).toBe(404);
