@@ -156,6 +156,7 @@ interface DurableParts {
   idempotency: NonNullable<GenerationServiceOptions['idempotency']>;
   webhookStore: NonNullable<GenerationServiceOptions['webhookStore']>;
   auditLog: NonNullable<GenerationServiceOptions['auditLog']>;
+  uploadStore: NonNullable<GenerationServiceOptions['uploadStore']>;
   close(): Promise<void>;
   describe: string;
 }
@@ -316,6 +317,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     idempotency: stores.idempotency,
     webhookStore: stores.webhookStore,
     auditLog: stores.auditLog,
+    uploadStore: stores.uploadStore,
     ...(config.adminApiKey ? { admin: { apiKeys: [{ key: config.adminApiKey, name: 'ADMIN_API_KEY' }] } } : {}),
     webhooks: {
       allowPrivateUrls: config.allowPrivateWebhooks,

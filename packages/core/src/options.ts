@@ -5,6 +5,7 @@ import type { ApiKeyResolver } from './ports/api-keys.js';
 import type { AuditLog } from './ports/audit.js';
 import type { BlobStore } from './ports/blob.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
+import type { UploadStore } from './ports/uploads.js';
 import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { Clock } from './ports/clock.js';
@@ -192,6 +193,14 @@ export interface WebhookOptions {
   pollIntervalMs?: number;
   /** How long deliveries carry the old signature too after a secret rotation, in ms. Default 24 h. */
   rotationOverlapMs?: number;
+  /**
+   * A registered endpoint (`POST /v1/webhook-endpoints`) that has failed every attempt for this long, in ms, is
+   * disabled: its pending deliveries are given up, its owner's other endpoints get `webhook_endpoint.disabled`, and
+   * the audit log a line. Default 5 days.
+   */
+  disableEndpointAfterMs?: number;
+  /** Most endpoints one user may register. Default 20. */
+  maxEndpointsPerUser?: number;
 }
 
 /**
@@ -287,6 +296,12 @@ export interface GenerationServiceOptions {
   rateLimits?: RateLimitOptions;
   /** Webhook secrets and the delivery outbox. Default: in memory. */
   webhookStore?: WebhookStore;
+  /**
+   * The uploads (`POST /v1/uploads`) and when each expires, for the clean-up that deletes their files. Default: in
+   * memory (a restart forgets them: their files then stay in a durable blob store). The SQLite and Postgres stores
+   * give one (`uploadStore`).
+   */
+  uploadStore?: UploadStore;
   /**
    * Serve the admin routes under `<mount>/v1/admin/` (users, credits, keys, organisations, the audit log), behind these admin keys
    * only: a user's key there is 401, and an admin key on a user route is 401. Off (404) without it.

@@ -9,6 +9,8 @@ import { FileUrlSigner } from './domain/file-urls.js';
 import { Background } from './runner/background.js';
 import { Generations } from './use-cases/generations.js';
 import { Uploads } from './use-cases/uploads.js';
+import { MediaReader } from './runner/media-reader.js';
+import { UploadExpiry } from './lifecycle/upload-expiry.js';
 import { Access } from './http/access.js';
 import { FilesRoute } from './http/files-route.js';
 import { HealthRoute } from './http/health.js';
@@ -41,6 +43,7 @@ import { WebhookSender } from './push/webhook-sender.js';
 import { WebhookOutbox } from './push/webhook-outbox.js';
 import { WebhookPump } from './push/webhook-pump.js';
 import { Admission } from './use-cases/admission.js';
+import { FileReferences } from './use-cases/file-references.js';
 import { IdempotentCreates } from './use-cases/idempotent.js';
 import { GenerationReads } from './use-cases/generation-reads.js';
 import type { GenerationStore } from './ports/store.js';
@@ -52,6 +55,7 @@ import {
   MemoryIdempotencyStore,
   MemoryLedger,
   MemoryWebhookStore,
+  MemoryUploadStore,
 } from './memory/index.js';
 import type { GenerationServiceOptions } from './options.js';
 import { resolveOptions } from './options-schema.js';
@@ -63,6 +67,8 @@ import { EventFeed, InProcessNotifier } from './push/event-feed.js';
 import { LiveStatus } from './push/live-status.js';
 import { defaultWebhookTransport, defaultWebhookUrlCheck } from './push/webhook-transport.js';
 import { Webhooks } from './push/webhooks.js';
+import { EndpointHealth } from './push/endpoint-health.js';
+import { WebhookEndpoints } from './use-cases/webhook-endpoints.js';
 import { Runner } from './runner/runner.js';
 import { InProcessQueue } from './runner/in-process-queue.js';
 import type {
@@ -98,6 +104,7 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(Background) private readonly background: Background,
     @inject(Accounts) readonly accounts: Accounts,
     @inject(Batches) readonly batches: Batches,
+    @inject(WebhookEndpoints) readonly webhookEndpoints: WebhookEndpoints,
   ) {}
 
   get bodyLimit(): number {
@@ -230,6 +237,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(FileUrlSigner, { useFactory: instanceCachingFactory(() => new FileUrlSigner(resolved.fileUrls.secret, resolved.fileUrls.ttlSeconds)) });
   port(TOKENS.Notifier, options.push?.notifier, () => new InProcessNotifier());
   port(TOKENS.WebhookStore, options.webhookStore, () => new MemoryWebhookStore());
+  port(TOKENS.UploadStore, options.uploadStore, () => new MemoryUploadStore());
   c.register(TOKENS.WebhookTransport, { useValue: defaultWebhookTransport(resolved.webhooks) });
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
@@ -241,6 +249,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     LiveStatus,
     // push/: webhooks (owner-facing), their outbox, its delivery, and the loop that runs both
     Webhooks,
+    EndpointHealth,
     WebhookSender,
     WebhookOutbox,
     WebhookPump,
@@ -254,9 +263,11 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Cleanup,
     Deletion,
     Recovery,
+    UploadExpiry,
     // runner/
     Fallbacks,
     ProviderCalls,
+    MediaReader,
     Results,
     RemoteJobs,
     LeaseKeeper,
@@ -266,6 +277,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Maintenance,
     Background,
     // use-cases/
+    FileReferences,
     Admission,
     IdempotentCreates,
     GenerationReads,
@@ -273,6 +285,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Batches,
     Organizations,
     Accounts,
+    WebhookEndpoints,
     // openai/: the OpenAI-compatible surface (docs/openai-compatible.md)
     OpenAiFiles,
     OpenAiJobs,
@@ -298,6 +311,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
         uploads: r.resolve(Uploads),
         live: r.resolve(LiveStatus),
         webhooks: r.resolve(Webhooks),
+        webhookEndpoints: r.resolve(WebhookEndpoints),
         views: r.resolve(Views),
         openai: r.resolve(OpenAi),
         files: r.resolve(FilesRoute),

@@ -20,6 +20,7 @@ export const TOKENS = {
   Idempotency: Symbol('genservice.IdempotencyStore'),
   Notifier: Symbol('genservice.Notifier'),
   WebhookStore: Symbol('genservice.WebhookStore'),
+  UploadStore: Symbol('genservice.UploadStore'),
   WebhookTransport: Symbol('genservice.WebhookTransport'),
   WebhookUrlCheck: Symbol('genservice.WebhookUrlCheck'),
 } as const;

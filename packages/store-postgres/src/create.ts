@@ -7,6 +7,7 @@ import { validateSchemaName } from './db.js';
 import { PostgresGenerationStore } from './generation-store.js';
 import { PostgresIdempotencyStore } from './idempotency.js';
 import { PostgresWebhookStore } from './webhook-store.js';
+import { PostgresUploadStore } from './upload-store.js';
 import { PostgresLedger } from './ledger.js';
 import { runMigrations } from './migrations.js';
 
@@ -35,6 +36,8 @@ export interface PostgresStores {
   webhookStore: PostgresWebhookStore;
   /** Every admin action on users, credits and keys: pass as the service's `auditLog`. */
   auditLog: AuditLog;
+  /** The uploads and their expiry, for the clean-up that deletes their files: pass as the service's `uploadStore`. */
+  uploadStore: PostgresUploadStore;
   pool: Pool;
   /** Applies pending migrations (already done by `createPostgresStores`; safe to call again). */
   migrate(): Promise<void>;
@@ -85,6 +88,7 @@ export async function createPostgresStores(options: PostgresStoresOptions = {}):
     idempotency: new PostgresIdempotencyStore(pool, { schema }),
     webhookStore: new PostgresWebhookStore(pool, { schema }),
     auditLog: new PostgresAuditLog(pool, { schema }),
+    uploadStore: new PostgresUploadStore(pool, { schema }),
     pool,
     migrate,
     async close(): Promise<void> {

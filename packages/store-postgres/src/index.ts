@@ -21,6 +21,7 @@ export { PostgresApiKeyStore } from './api-keys.js';
 export { PostgresAuditLog } from './audit-log.js';
 export { PostgresIdempotencyStore } from './idempotency.js';
 export { PostgresWebhookStore } from './webhook-store.js';
+export { PostgresUploadStore } from './upload-store.js';
 export { PostgresNotifier, type PostgresNotifierOptions } from './notifier.js';
 export { runMigrations, MIGRATIONS, MIGRATION_LOCK_KEY } from './migrations.js';
 export type { Migration } from './migrations.js';

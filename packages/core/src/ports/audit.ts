@@ -1,9 +1,10 @@
-/** What an admin did. */
+/** What an admin did, or the service itself (`webhook_endpoint.disable`: an endpoint that kept failing, actor `genservice`). */
 export type AuditAction =
   | 'user.create'
   | 'credits.add'
   | 'key.create'
   | 'key.revoke'
+  | 'webhook_endpoint.disable'
   | 'organization.create'
   | 'organization.member.add'
   | 'organization.member.remove';

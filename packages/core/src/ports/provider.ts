@@ -1,6 +1,7 @@
 import type { ModelInfo, Settings } from '../domain/types.js';
 import type { ProviderError } from '../domain/errors.js';
 import type { Logger } from './logger.js';
+import type { FetchedMedia, FetchMediaOptions } from '../outbound/guard.js';
 
 /** What a provider gets to do its work. */
 export interface GenerationContext {
@@ -20,6 +21,13 @@ export interface GenerationContext {
   files: {
     /** Stores a result file; returns its key. Return `{ file: key }` from generate to make it the result. */
     put(bytes: Uint8Array, mimeType: string): Promise<string>;
+    /**
+     * Reads a media setting's URL (an `image`, `audio`, ... input). The service's own file links (the owner's uploads
+     * and generation files, which a create admits only for their owner) come straight from the blob store, so they work
+     * even when the service itself is on a loopback or private address; any other URL is fetched through the outbound
+     * guard, exactly as `fetchMedia(url, options)` (same options, same `OutboundError`s).
+     */
+    fetch(url: string, options?: FetchMediaOptions): Promise<FetchedMedia>;
   };
   logger: Logger;
   /**

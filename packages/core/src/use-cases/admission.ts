@@ -1,6 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import type { ReserveKey } from '../lifecycle/lifecycle.js';
-import type { Metadata, ModelInfo, Settings, WebhookEventType } from '../domain/types.js';
+import type { BaseUrl, Metadata, ModelInfo, Settings, WebhookEventType } from '../domain/types.js';
 import { DomainError, type ErrorDetail } from '../domain/errors.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import { checkLife } from '../domain/rules.js';
@@ -11,11 +11,19 @@ import type { ModelDefinition } from '../ports/provider.js';
 import { Webhooks } from '../push/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
+import { FileReferences } from './file-references.js';
 import type { CreateGenerationInput, QuoteOptions } from './types.js';
 
 /** Whether a key's model allow-list lets it use `modelId` (no key, or no list: every model). */
 export function keyAllows(key: Principal | undefined, modelId: string): boolean {
   return key?.models === undefined || key.models.includes(modelId);
+}
+
+/** Who asks: the user (whose own file links a create may give as media inputs) and the request's address. */
+export interface Caller {
+  userId: string;
+  /** The request's base URL, where file links start without a publicUrl (see trustRequestHost). */
+  baseUrl?: BaseUrl;
 }
 
 /** One request of a batch, as the client sent it (its shape already checked). */
@@ -37,6 +45,7 @@ export class Admission {
     @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(Webhooks) private readonly webhooks: Webhooks,
     @inject(TOKENS.Ledger) private readonly ledger: Ledger,
+    @inject(FileReferences) private readonly references: FileReferences,
   ) {}
 
   listModels(): ModelInfo[] {
@@ -47,13 +56,18 @@ export class Admission {
     return this.registry.get(modelId)?.definition;
   }
 
-  /** The model, checked settings and price of a create (a batch's items are priced the same way); throws the 404 / 400 a create would. */
-  priced(input: CreateGenerationInput, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
+  /**
+   * The model, checked settings and price of `caller`'s create (a batch's items are priced the same way); throws the
+   * 404 / 400 a create would. A media setting may name the service's own file links only when they are the caller's.
+   */
+  priced(input: CreateGenerationInput, caller: Caller, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
     // A model outside the key's allow-list answers exactly as a missing one: the key cannot tell them apart.
     const model = keyAllows(key, input.modelId) ? this.registry.get(input.modelId) : undefined;
     if (!model) throw new DomainError('model_not_found', `Model "${input.modelId}" is not found or is unavailable.`);
     const checked = model.validate(input.settings ?? {});
     if (!checked.ok) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: checked.details });
+    const refused = this.references.refusals(model.definition.settings, checked.value, caller.userId, caller.baseUrl);
+    if (refused.length > 0) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: refused });
     checkLife(input.expiresAfterSeconds, this.options.retention);
     return { model, settings: checked.value, price: this.registry.priceOf(model, checked.value) };
   }
@@ -64,7 +78,7 @@ export class Admission {
   }
 
   async quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<{ price: number; balance: number }> {
-    const { price } = this.priced(input, options.key);
+    const { price } = this.priced(input, { userId, ...(options.baseUrl !== undefined ? { baseUrl: options.baseUrl } : {}) }, options.key);
     if (input.webhook) await this.webhooks.check(input.webhook);
     return { price, balance: await this.ledger.balance(userId) };
   }
@@ -77,17 +91,17 @@ export class Admission {
    * A batch's requests, every one validated before anything is reserved: one bad request refuses the whole batch with
    * a 400 that names each bad one by its index (`requests[3]`, `requests[7].settings.prompt`).
    */
-  batchItems(requests: readonly BatchRequestItem[], key?: Principal): BatchItem[] {
+  batchItems(requests: readonly BatchRequestItem[], caller: Caller, key?: Principal): BatchItem[] {
     const details: ErrorDetail[] = [];
     const items: BatchItem[] = [];
     requests.forEach((req, i) => {
       try {
-        const { settings, price } = this.priced(req, key);
+        const { settings, price } = this.priced(req, caller, key);
         items.push({ modelId: req.modelId, settings, price, ...(req.metadata !== undefined ? { metadata: req.metadata } : {}) });
       } catch (err) {
         if (!(err instanceof DomainError)) throw err;
         if (err.code === 'invalid_settings' && err.details && err.details.length > 0) {
-          for (const d of err.details) details.push({ ...d, field: `requests[${i}].settings.${d.field}` });
+          for (const d of err.details) details.push({ ...d, field: `requests[${i}].${d.field}` });
         } else details.push({ field: `requests[${i}].modelId`, code: 'invalid_value', message: `requests[${i}]: ${err.message}` });
       }
     });

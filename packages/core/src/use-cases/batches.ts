@@ -52,7 +52,7 @@ export class Batches {
   ) {}
 
   /** `who` is the user, or the principal of the key the request came with (its allow-list and budget then apply). */
-  async create(who: string | Principal, input: BatchCreateRequest, idempotencyKey?: string): Promise<Created> {
+  async create(who: string | Principal, input: BatchCreateRequest, idempotencyKey?: string, baseUrl?: BaseUrl): Promise<Created> {
     const principal: Principal = typeof who === 'string' ? { userId: who } : who;
     if (input.requests.length < 1 || input.requests.length > MAX_BATCH_SIZE) {
       throw new DomainError('invalid_request', `A batch holds 1 to ${MAX_BATCH_SIZE} requests.`, {
@@ -60,7 +60,7 @@ export class Batches {
       });
     }
     const userId = principal.userId;
-    const items = this.admission.batchItems(input.requests, typeof who === 'string' ? undefined : principal);
+    const items = this.admission.batchItems(input.requests, { userId, ...(baseUrl !== undefined ? { baseUrl } : {}) }, typeof who === 'string' ? undefined : principal);
     const webhook = input.webhook ? { url: (await this.admission.webhook({ url: input.webhook.url })).url } : undefined;
     const request: NewBatchRequest = {
       userId,

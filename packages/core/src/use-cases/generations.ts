@@ -8,7 +8,7 @@ import { Creation, type NewGenerationRequest } from '../lifecycle/creation.js';
 import { Deletion } from '../lifecycle/deletion.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { ModelDefinition } from '../ports/provider.js';
-import { Admission, reserveKey } from './admission.js';
+import { Admission, type Caller, reserveKey } from './admission.js';
 import { GenerationReads } from './generation-reads.js';
 import { requestHash } from '../domain/request-hash.js';
 import { IdempotentCreates } from './idempotent.js';
@@ -40,9 +40,9 @@ export class Generations implements GenerationUseCases {
     @inject(GenerationReads) private readonly reads: GenerationReads,
   ) {}
 
-  /** The model, checked settings and price of a create (see `Admission.priced`). */
-  priced(input: CreateGenerationInput, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
-    return this.admission.priced(input, key);
+  /** The model, checked settings and price of `caller`'s create (see `Admission.priced`). */
+  priced(input: CreateGenerationInput, caller: Caller, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
+    return this.admission.priced(input, caller, key);
   }
 
   listModels(): ModelInfo[] {
@@ -62,8 +62,8 @@ export class Generations implements GenerationUseCases {
    * request is recognised by instead of the settings (the OpenAI surface's uploads: by their bytes, not their URLs).
    */
   async create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}, basis?: unknown): Promise<{ generationId: string }> {
-    const { key, idempotencyKey } = options;
-    const { model, settings, price } = this.admission.priced(input, key);
+    const { key, idempotencyKey, baseUrl } = options;
+    const { model, settings, price } = this.admission.priced(input, { userId, ...(baseUrl !== undefined ? { baseUrl } : {}) }, key);
     const webhook = input.webhook ? await this.admission.webhook(input.webhook) : undefined;
     const request: NewGenerationRequest = {
       userId,

@@ -44,6 +44,11 @@ export interface QuoteOptions {
    * budget apply, as on the HTTP API. Default: none (every model, no budget).
    */
   key?: Principal;
+  /**
+   * The request's base URL (see trustRequestHost): where the service's own file links start, so a forged or expired
+   * one of them is named as such. Without it (and without publicUrl), only links the service signed are recognised.
+   */
+  baseUrl?: BaseUrl;
 }
 
 export interface CreateOptions extends QuoteOptions {

@@ -61,10 +61,13 @@ export class Views {
     return this.fileUrl(rec.resultKey!, rec, baseUrl);
   }
 
-  /** The signed URL of one of the generation's files (its result, a preview). */
+  /**
+   * The signed URL of one of the generation's files (its result, a preview), tagged with its owner, so the owner can
+   * give it as an input of another generation ("use as input") and nobody else can.
+   */
   fileUrl(key: string, rec: GenerationRecord, baseUrl: BaseUrl | undefined): string {
     // A file link never outlives its generation: it stops working when the generation expires.
-    return this.fileBase(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
+    return this.fileBase(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs), rec.ownerId);
   }
 
   /** A `preview` event as the event stream sends it: `{ url, mimeType }`. */

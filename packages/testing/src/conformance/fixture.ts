@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { MemoryApiKeyStore, MemoryLedger, type GenerationService, type GenerationView, type LimitsOptions, type ModelDefinition } from '@genservice/core';
+import {
+  MemoryApiKeyStore,
+  MemoryLedger,
+  type GenerationService,
+  type GenerationView,
+  type LimitsOptions,
+  type ModelDefinition,
+  type WebhookOptions,
+} from '@genservice/core';
 import {
   createGate,
   createScriptedProvider,
@@ -105,6 +113,8 @@ export interface FixtureOptions {
   limits?: LimitsOptions;
   /** Serve the playground page (needs @genservice/playground installed). */
   playground?: boolean;
+  /** Webhook options (a suite area delivering to a receiver on loopback allows http and private addresses). */
+  webhooks?: WebhookOptions;
 }
 
 export async function createFixture(mount: MountFn, mode: MountOptions, options: FixtureOptions = {}): Promise<Fixture> {
@@ -154,6 +164,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     cors: { origins: [CORS_ORIGIN] },
     admin: { apiKeys: [{ key: adminKey, name: 'conformance' }] },
     ...(options.playground ? { playground: true } : {}),
+    ...(options.webhooks ? { webhooks: options.webhooks } : {}),
   });
   const server = await mount(service, mode);
   const baseUrl = server.baseUrl.replace(/\/+$/, '');

@@ -13,7 +13,9 @@ import { defineLiveStatusTests, defineStreamCapTests } from './live.js';
 import { defineBillingTests, defineLifecycleTests } from './load.js';
 import { defineFileTests, defineGetTests, defineOwnershipTests } from './reads.js';
 import { defineAuthenticationTests, defineRepeatedAuthorizationTests, defineRoutingTests } from './routing.js';
+import { defineUploadTests } from './uploads.js';
 import type { MountFn, MountOptions } from './types.js';
+import { defineWebhookEndpointTests } from './webhook-endpoints.js';
 
 export function defineModeTests(mount: MountFn, mode: MountOptions, options: { heavy: boolean }): void {
   const ctx: ModeContext = { fx: useFixture(mount, mode), mount, mode, heavy: options.heavy };
@@ -24,6 +26,7 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   defineBodyLimitTests(ctx);
   defineGetTests(ctx);
   defineFileTests(ctx);
+  defineUploadTests(ctx);
   defineOwnershipTests(ctx);
   defineCancelTests(ctx);
   defineExpiryTests(ctx);
@@ -36,6 +39,7 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   definePlaygroundTests(ctx);
   defineRepeatedAuthorizationTests(ctx);
   defineBatchTests(() => ctx.fx);
+  defineWebhookEndpointTests(ctx);
   defineBillingTests(ctx);
   defineOrganizationTests(ctx);
   defineLifecycleTests(ctx);

@@ -13,6 +13,7 @@ export { runAuditLogContract, type AuditLogUnderTest } from './audit.js';
 export { runBlobStoreContract } from './blob.js';
 export { runQueueContract, type QueueUnderTest } from './queue.js';
 export { runWebhookStoreContract, type WebhookStoreUnderTest } from './webhooks.js';
+export { runUploadStoreContract, type UploadStoreUnderTest } from './uploads.js';
 
 /** The ports a durable backend (or the in-memory set) provides together. */
 export interface PortsUnderTest {
