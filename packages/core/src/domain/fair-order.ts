@@ -9,9 +9,9 @@
  *   exactly as before organisations existed. A tenant's weight is the job's `weight` (default 1).
  * - Each (tenant, user, priority) has a line. A job's place `k` is its line's waiting count including itself, and
  *   `m` is how many users of its tenant have work waiting (its own user included).
- * - Its tag is `V + (k - 1) * m / weight`, where `V` (the queue's virtual time) is the largest tag of a job of the same
- *   band that has started, reset to 0 whenever nothing waits. Smaller tags go first; equal tags first come, first
- *   served. So with every tenant busy, a tenant of weight 5 gets five jobs for every one of a tenant of weight 1, and a
+ * - Its tag is `V + (k - 1) * m / weight`, where `V` (the queue's virtual time) is the smallest tag among the waiting
+ *   jobs of its band (0 when none waits), read when the job is enqueued. Smaller tags go first; equal tags first come,
+ *   first served. So with every tenant busy, a tenant of weight 5 gets five jobs for every one of a tenant of weight 1, and a
  *   tenant that has nothing waiting gets its next job at `V`: behind at most one job of each other tenant.
  * - `high` and `normal` count places in lines of their own, and at an equal tag `high` goes first: a tenant's `high`
  *   job goes out at its tenant's next turn. `low` jobs are a band of their own behind all others: they run only when

@@ -96,13 +96,11 @@ class Heap {
 export class InProcessQueue implements JobQueue {
   private concurrency: number;
   private modelConcurrency: ((modelId: string) => number | undefined) | undefined;
-  /** Waiting jobs by model. */
+  /** Waiting jobs by band and model (`<band> <modelId>`). */
   private readonly heaps = new Map<string, Heap>();
   private readonly waiting = new Map<string, Waiting>();
   /** Waiting counts by line, member and tenant (users with work waiting), as the durable queues keep them. */
   private readonly counts = new Map<string, number>();
-  /** The virtual time of each band (largest tag started), in FAIR_SCALE units. */
-  private readonly virtual: [number, number] = [0, 0];
   private seq = 0;
   private readonly running = new Map<string, AbortController>();
   /** Every running job holds one of these slots. Paused until `start`, and again from `stop`. */
@@ -137,20 +135,31 @@ export class InProcessQueue implements JobQueue {
     if (this.waiting.has(job.generationId) || this.running.has(job.generationId)) return;
     if (!this.started && this.waiting.size >= (this.options.backlogLimit ?? 10_000)) return;
     const line = fairLineOf(job);
-    if (this.waiting.size === 0) this.virtual.fill(0);
+    const v = this.virtualTime(line.band);
     const place = this.count(line.line, 1);
     if (this.count(line.member, 1) === 1) this.count(line.tenant, 1);
     const members = this.counts.get(line.tenant) ?? 1;
-    const order = fairOrder(fairTagUnits(this.virtual[line.band], place, members, line.weight), line.rank);
+    const order = fairOrder(fairTagUnits(v, place, members, line.weight), line.rank);
     const w: Waiting = { job, line, order, seq: this.seq++ };
     this.waiting.set(job.generationId, w);
-    let heap = this.heaps.get(job.modelId);
+    const heapKey = `${line.band} ${job.modelId}`;
+    let heap = this.heaps.get(heapKey);
     if (!heap) {
       heap = new Heap();
-      this.heaps.set(job.modelId, heap);
+      this.heaps.set(heapKey, heap);
     }
     heap.push(w);
     this.pump();
+  }
+
+  /** The band's virtual time: the smallest tag among its waiting jobs (0 when none waits). */
+  private virtualTime(band: 0 | 1): number {
+    let v: number | undefined;
+    for (const heap of this.heaps.values()) {
+      const head = heap.head;
+      if (head && head.line.band === band) v = Math.min(v ?? Number.POSITIVE_INFINITY, tagOfOrder(head.order));
+    }
+    return v ?? 0;
   }
 
   /** Adds `by` to a count and answers the new value; a count that reaches 0 is dropped. */
@@ -185,21 +194,19 @@ export class InProcessQueue implements JobQueue {
     if (!this.started || this.stopped) return;
     while (this.slots.pending < this.slots.concurrency) {
       let best: { heap: Heap; model: PQueue | undefined } | undefined;
-      for (const [modelId, heap] of this.heaps) {
+      for (const [key, heap] of this.heaps) {
         const head = heap.head;
         if (!head) {
-          this.heaps.delete(modelId);
+          this.heaps.delete(key);
           continue;
         }
-        const model = this.slotsOf(modelId);
+        const model = this.slotsOf(head.job.modelId);
         if (model && model.pending >= model.concurrency) continue;
         if (!best || before(head, best.heap.head!)) best = { heap, model };
       }
       if (!best) return;
       const w = best.heap.pop()!;
       this.leave(w);
-      const band = w.line.band;
-      this.virtual[band] = Math.max(this.virtual[band], tagOfOrder(w.order));
       this.run(w.job, best.model);
     }
   }
@@ -250,7 +257,6 @@ export class InProcessQueue implements JobQueue {
     this.heaps.clear();
     this.waiting.clear();
     this.counts.clear();
-    this.virtual.fill(0);
     const timeoutMs = options.timeoutMs ?? 10_000;
     if (await this.idleWithin(timeoutMs)) return;
     for (const c of this.running.values()) c.abort(new Error('queue stopped'));
