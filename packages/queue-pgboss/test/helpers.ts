@@ -56,7 +56,14 @@ export async function waitingByOwner(url: string, queueName: string, schema = 'g
       WHERE queue = $1 GROUP BY owner HAVING sum(CASE kind WHEN 'added' THEN n ELSE -n END) > 0`,
     [queueName],
   );
-  return Object.fromEntries(rows.map((r) => [r.owner, Number(r.waiting)]));
+  // The table counts lines (`tenant<US>user<US>priority`): summed here by user.
+  const out: Record<string, number> = {};
+  for (const r of rows) {
+    const parts = r.owner.split('\u001f');
+    const owner = parts.length === 3 ? parts[1]! : r.owner;
+    out[owner] = (out[owner] ?? 0) + Number(r.waiting);
+  }
+  return out;
 }
 
 export interface FreshStores extends PostgresStores {
