@@ -63,6 +63,7 @@ import { LiveStatus } from './push/live-status.js';
 import { defaultWebhookTransport, defaultWebhookUrlCheck } from './push/webhook-transport.js';
 import { Webhooks } from './push/webhooks.js';
 import { Runner } from './runner/runner.js';
+import { QueuePositions } from './runner/queue-positions.js';
 import { InProcessQueue } from './runner/in-process-queue.js';
 import type {
   CancelOutcome,
@@ -254,6 +255,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Deletion,
     Recovery,
     // runner/
+    QueuePositions,
     Fallbacks,
     ProviderCalls,
     Results,
