@@ -28,6 +28,8 @@ export const FAIR_SUFFIX = 'gs-fair';
 export const MAX_PRIORITY = 2_097_151;
 /** Priorities of `low` jobs start here (the upper half of BullMQ's range); the others' lie below. */
 export const LOW_BAND = 1_048_576;
+/** Where the waiting jobs of a band are moved back towards 0 (half the band's range of sort keys). */
+export const REBASE_AT = LOW_BAND / 2;
 /** BullMQ's score of a prioritized job is `priority * 2^32 + counter`: where the `low` band's scores begin. */
 const LOW_SCORE = (LOW_BAND + 1) * 2 ** 32;
 
@@ -35,8 +37,9 @@ const LOW_SCORE = (LOW_BAND + 1) * 2 ** 32;
  * A Lua function `gsFairPriority(hashKey, prioritizedKey, data)`: counts the job into its line and answers its BullMQ
  * priority, the fair order's tag (`fairTagUnits` / `fairOrder` of `@genservice/core/ports`, computed the same way)
  * plus one, with `low` jobs in the upper band. The virtual time is the tag of the band's first waiting job in
- * BullMQ's prioritized set. A tag beyond the band's range is capped (those jobs then go first come, first served
- * among themselves).
+ * BullMQ's prioritized set. When it passes REBASE_AT (a backlog that never emptied for tens of thousands of rounds),
+ * the band's waiting jobs are moved back by it first, in order; a tag beyond the band's range is capped (those jobs
+ * then go first come, first served among themselves).
  */
 export const FAIR_PRIORITY_LUA = `local function gsFairPriority(hashKey, prioritizedKey, data)
   local owner = ''
@@ -65,6 +68,19 @@ export const FAIR_PRIORITY_LUA = `local function gsFairPriority(hashKey, priorit
   else first = redis.call('ZRANGEBYSCORE', prioritizedKey, '${LOW_SCORE}', '+inf', 'WITHSCORES', 'LIMIT', 0, 1) end
   local v = 0
   if first[2] then v = math.floor((math.floor(tonumber(first[2]) / 4294967296) - 1 - band * ${LOW_BAND}) / 2) end
+  if v * 2 > ${REBASE_AT} then
+    -- The band's tags have come far from 0 (a backlog that never emptied): every waiting job of the band moves down by
+    -- the first one's tag, keeping their order, so new tags stay far from the cap. O(waiting), once in a long while.
+    local jobPrefix = string.sub(prioritizedKey, 1, #prioritizedKey - 11)
+    local lo, hi = '-inf', '(${LOW_SCORE}'
+    if band == 1 then lo, hi = '${LOW_SCORE}', '+inf' end
+    local waiting = redis.call('ZRANGEBYSCORE', prioritizedKey, lo, hi, 'WITHSCORES')
+    for i = 1, #waiting, 2 do
+      redis.call('ZADD', prioritizedKey, tonumber(waiting[i + 1]) - v * 2 * 4294967296, waiting[i])
+      redis.call('HINCRBY', jobPrefix .. waiting[i], 'priority', -v * 2)
+    end
+    v = 0
+  end
   local order = (v + math.floor((place - 1) * members * ${FAIR_SCALE} / weight)) * 2 + rank
   if order > ${LOW_BAND - 2} then order = ${LOW_BAND - 2} end
   return band * ${LOW_BAND} + order + 1

@@ -5,7 +5,7 @@ import { silentLogger } from '@genservice/core';
 import type { Job } from '@genservice/core/ports';
 import { BullMQQueue } from '../src/index.js';
 import { fairOrder, fairTagUnits } from '@genservice/core/ports';
-import { fairAddScript, installFairAdd, LOW_BAND } from '../src/fair-add.js';
+import { fairAddScript, installFairAdd, LOW_BAND, REBASE_AT } from '../src/fair-add.js';
 import { QUEUE_NAME, REDIS_URL, obliterate, randomName } from './helpers.js';
 import { until } from '@genservice/testing';
 
@@ -126,6 +126,33 @@ describe('BullMQQueue: a fresh enqueue is one round trip', () => {
     ];
     for (const { expected: _, ...j } of jobs) await queue.enqueue(j, { fresh: true });
     for (const j of jobs) expect((await redis.hgetall(`${prefix}:${QUEUE_NAME}:${j.generationId}`)).priority, j.generationId).toBe(String(j.expected + 1));
+  });
+
+  it('moves a band that came far from 0 back, in order, before it tags a new job', async () => {
+    const prefix = randomName('gsrt');
+    const queue = new BullMQQueue({ connection: REDIS_URL, prefix });
+    cleanups.push(async () => {
+      await queue.stop({ timeoutMs: 1000 });
+      await obliterate(prefix);
+    });
+    // A job waiting far along (as after a backlog that never emptied): added by BullMQ itself to the same queue.
+    const plain = new Queue(QUEUE_NAME, { connection: { url: REDIS_URL }, prefix });
+    cleanups.push(() => plain.close());
+    const far = REBASE_AT + 1000;
+    await plain.add('generation', { generationId: 'old', modelId: 'm', ownerId: 'zed' }, { jobId: 'old', priority: far + 1 });
+    await plain.add('generation', { generationId: 'older', modelId: 'm', ownerId: 'zed' }, { jobId: 'older', priority: far + 41 });
+    await queue.enqueue({ generationId: 'new', modelId: 'm', ownerId: 'amy' }, { fresh: true });
+    const redis = new Redis(REDIS_URL);
+    cleanups.push(async () => void (await redis.quit()));
+    const priorityOf = async (id: string): Promise<number> => Number(await redis.hget(`${prefix}:${QUEUE_NAME}:${id}`, 'priority'));
+    // The first waiting job's tag became 0 (its sort key keeps its rank), the others kept their distance, and the new
+    // job was tagged from there: level with the first.
+    const v = Math.floor(far / 2) * 2;
+    expect(await priorityOf('old')).toBe(far + 1 - v);
+    expect(await priorityOf('older')).toBe(far + 41 - v);
+    expect(await priorityOf('new')).toBe(fairOrder(0, 1) + 1);
+    const order = await redis.zrange(`${prefix}:${QUEUE_NAME}:prioritized`, 0, -1);
+    expect(order).toEqual(['old', 'new', 'older']);
   });
 
   it('a worker runs the jobs so added, owners taking turns, and the counts go back to nothing', async () => {
