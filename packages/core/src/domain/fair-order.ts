@@ -94,3 +94,21 @@ export function fairOrder(tagUnits: number, rank: 0 | 1): number {
 export function tagOfOrder(order: number): number {
   return Math.floor(order / 2);
 }
+
+/**
+ * The queue job of a stored generation (recovery's re-enqueue, a remote job's next check): its owner, and the fair
+ * order's fields when the record carries them, so a job enqueued again keeps its organisation, weight and priority.
+ */
+export function jobOfRecord(rec: { id: string; modelId: string; ownerId: string } & FairFields): {
+  generationId: string;
+  modelId: string;
+} & FairFields {
+  return {
+    generationId: rec.id,
+    modelId: rec.modelId,
+    ownerId: rec.ownerId,
+    ...(rec.organizationId !== undefined ? { organizationId: rec.organizationId } : {}),
+    ...(rec.weight !== undefined ? { weight: rec.weight } : {}),
+    ...(rec.priority !== undefined ? { priority: rec.priority } : {}),
+  };
+}
