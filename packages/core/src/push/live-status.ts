@@ -226,6 +226,8 @@ class EventStream implements AsyncIterableIterator<string> {
       // Resuming: every event the client missed, each with the generation as it is now (partial output as it was sent).
       const item = views.item(rec, this.baseUrl);
       for (const e of history) if (e.seq > this.lastEventId) this.outbox.push(this.message(e, rec, item));
+      // Still waiting: its place comes with the first `queue` message.
+      if (rec.status === 'pending') this.watchQueue();
     } else {
       // The state, then (while it runs and unless resuming) the partial output so far as one output and one preview
       // message. The state's id is before the first partial output, so a client that got only the state and resumes
@@ -300,12 +302,18 @@ class EventStream implements AsyncIterableIterator<string> {
    * arrives later may be handed out first (the fair order), which this stream shows as no move rather than a step back.
    */
   private async followQueue(item: { queue?: QueueInfo }): Promise<void> {
-    const { positions, options } = this.live.parts;
-    const info = await positions.of(this.generationId);
+    const info = await this.live.parts.positions.of(this.generationId);
     if (info) {
       item.queue = info;
       this.lastQueue = info;
     }
+    this.watchQueue();
+  }
+
+  /** Asks for the position every `push.queuePositionIntervalMs` until the generation leaves the queue. */
+  private watchQueue(): void {
+    const { options, positions } = this.live.parts;
+    if (!positions.available) return;
     this.queueTimer = options.clock.setInterval(() => {
       this.queueDue = true;
       this.wake?.();

@@ -59,6 +59,11 @@ export class QueuePositions {
     return this.recent.length === 0 ? undefined : this.total / this.recent.length;
   }
 
+  /** Whether the queue can tell positions at all. */
+  get available(): boolean {
+    return typeof this.queue.position === 'function';
+  }
+
   /** Where the generation waits; undefined when it is not waiting in the queue, or the queue cannot tell (or fails to). */
   async of(generationId: string): Promise<QueueInfo | undefined> {
     if (!this.queue.position) return undefined;
