@@ -94,7 +94,8 @@ const FETCH_REQUIRED = ['WITH next as (', 'WHERE name = $1', 'FOR UPDATE SKIP LO
  * the statement does not have the shape this version knows. Only a first delivery counts: the join reads the jobs as
  * they were before this statement (every part of one statement sees the same snapshot), so a job never started before
  * has no `started_on` there, while one handed out again (handed back, or expired) was counted out already. The counts
- * are then exact: no window in which a started job still counts as waiting.
+ * are then exact: no window in which a started job still counts as waiting. The jobs come back in the order they were
+ * taken in (an UPDATE's RETURNING has none of its own), so a batch starts in the fair order too.
  */
 export function fairFetch(text: string, schema: string): string | null {
   if (!FETCH_REQUIRED.every((anchor) => text.includes(anchor))) return null;
@@ -108,7 +109,8 @@ export function fairFetch(text: string, schema: string): string | null {
   GROUP BY 2
   ON CONFLICT (queue, owner, kind) DO UPDATE SET n = ${owners}.n + EXCLUDED.n
 )
-SELECT * FROM gs_fetched`;
+SELECT f.* FROM gs_fetched f JOIN ${schema}.job j ON j.name = $1::text AND j.id = f.id
+ORDER BY j.priority DESC, j.created_on, j.id`;
 }
 
 /** The table of owners' counts (created once per schema, under an advisory lock so instances may race). */

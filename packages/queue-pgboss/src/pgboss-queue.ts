@@ -126,8 +126,13 @@ interface Open {
   lastSweep: number;
 }
 
-/** A fetched job; its retry count only when fetched with pg-boss's metadata (the slower path). */
-type Fetched = PgBoss.Job<JobData> & { retryCount?: number };
+/** A fetched job; its retry count and priority only when fetched with pg-boss's metadata (the slower path). */
+type Fetched = PgBoss.Job<JobData> & { retryCount?: number; priority?: number; createdOn?: Date };
+
+/** pg-boss's fetch order: higher priority first, then older. */
+function fairlyFirst(a: Fetched, b: Fetched): number {
+  return (b.priority ?? 0) - (a.priority ?? 0) || (a.createdOn?.getTime() ?? 0) - (b.createdOn?.getTime() ?? 0);
+}
 
 interface Running {
   generationId: string;
@@ -505,6 +510,8 @@ export class PgBossQueue implements JobQueue {
         } catch (err) {
           this.report('fetch', err);
         }
+        // The plain fetch answers in no particular order: a batch starts in the fair order (the fair fetch sorts itself).
+        if (typeof open.fairFetchText !== 'string') jobs.sort(fairlyFirst);
         // Jobs fetched are jobs taken, even when stop was asked meanwhile: they run, and stop waits for them.
         for (const job of jobs) this.run(open, job);
         // A full batch: there may be more behind it.
