@@ -24,6 +24,8 @@ import { FAIR_SCALE, fairLineOf, type FairFields } from '@genservice/core/ports'
 
 /** Where the lines' counts are kept: a table of this package in the queue's schema (its `owner` column holds lines). */
 export const OWNERS_TABLE = 'genservice_owner_counts';
+/** The index of waiting jobs in the fair order that this package adds to pg-boss's job table. */
+export const FAIR_INDEX = 'genservice_job_fair';
 /** `low` jobs' priorities lie at and below minus this; the others' above (a tag beyond the band's range is capped). */
 export const LOW_BAND = 1_073_741_824;
 /** The parameters of the fair order a statement takes after pg-boss's own (see `fairParams`). */
@@ -113,7 +115,11 @@ SELECT f.* FROM gs_fetched f JOIN ${schema}.job j ON j.name = $1::text AND j.id 
 ORDER BY j.priority DESC, j.created_on, j.id`;
 }
 
-/** The table of owners' counts (created once per schema, under an advisory lock so instances may race). */
+/**
+ * The table of owners' counts, and an index of pg-boss's job table in the fair order (created once per schema, under an
+ * advisory lock so instances may race). The index lets an enqueue read the first waiting job's tag, and a position be
+ * counted, without a pass over every waiting job (pg-boss's own fetch index leads with `start_after`).
+ */
 export function ownersTableSql(schema: string): string {
   return `BEGIN;
 SELECT pg_advisory_xact_lock(hashtext('genservice-queue-pgboss:${schema}'));
@@ -124,6 +130,7 @@ CREATE TABLE IF NOT EXISTS ${schema}.${OWNERS_TABLE} (
   n bigint NOT NULL,
   PRIMARY KEY (queue, owner, kind)
 );
+CREATE INDEX IF NOT EXISTS ${FAIR_INDEX} ON ${schema}.job (name, priority DESC, created_on, id) WHERE state < 'active';
 COMMIT;`;
 }
 
