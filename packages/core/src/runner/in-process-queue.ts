@@ -41,7 +41,7 @@ function before(a: Waiting, b: Waiting): boolean {
   return a.seq < b.seq;
 }
 
-/** A binary min-heap of waiting jobs (one per model: a job whose model is at its limit is skipped, not waited on). */
+/** A binary min-heap of waiting jobs (one per band and model: the jobs of a model at its limit are skipped, not waited on). */
 class Heap {
   readonly items: Waiting[] = [];
   get head(): Waiting | undefined {
