@@ -24,9 +24,7 @@ import { FAIR_SCALE, MAX_WEIGHT } from '@genservice/core/ports';
  * by tenant. See `fairLineOf` in `@genservice/core/ports`.
  */
 export const FAIR_SUFFIX = 'gs-fair';
-/** BullMQ's lowest priority (2^21 - 1); lower numbers run first. */
-export const MAX_PRIORITY = 2_097_151;
-/** Priorities of `low` jobs start here (the upper half of BullMQ's range); the others' lie below. */
+/** Priorities of `low` jobs start here (the upper half of BullMQ's range, which ends at 2^21 - 1); the others' lie below. */
 export const LOW_BAND = 1_048_576;
 /** Where the waiting jobs of a band are moved back towards 0 (half the band's range of sort keys). */
 export const REBASE_AT = LOW_BAND / 2;

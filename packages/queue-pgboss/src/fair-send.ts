@@ -28,8 +28,6 @@ export const OWNERS_TABLE = 'genservice_owner_counts';
 export const FAIR_INDEX = 'genservice_job_fair';
 /** `low` jobs' priorities lie at and below minus this; the others' above (a tag beyond the band's range is capped). */
 export const LOW_BAND = 1_073_741_824;
-/** The parameters of the fair order a statement takes after pg-boss's own (see `fairParams`). */
-export const FAIR_PARAMETERS = 6;
 
 /** pg-boss's insert of one job (plans.insertJob): its priority is parameter 4, its queue name parameter 2. */
 const PRIORITY_ANCHOR = 'COALESCE($4::int, 0) as priority';
