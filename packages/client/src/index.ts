@@ -78,6 +78,7 @@ export type {
   FailureReason,
   Generation,
   GenerationItem,
+  QueuePosition,
   GenerationPage,
   ListOptions,
   Quote,
