@@ -28,6 +28,7 @@ import type {
   Model,
   ModelMap,
   Quote,
+  QueuePosition,
   TerminalGeneration,
 } from './types.js';
 
@@ -90,6 +91,12 @@ export interface WaitForOptions extends RequestSignalOptions {
    * streaming: polling never sees partial output.
    */
   onOutput?: (chunk: OutputChunk) => void;
+  /**
+   * Called with where the generation waits in the queue (`{position, aheadOfYou, etaSeconds}`), once when the stream
+   * opens on a pending generation and each time it moves up. Only while streaming, and only from a service whose queue
+   * can tell.
+   */
+  onQueue?: (queue: QueuePosition) => void;
   /**
    * Follow the service's live event stream (default true), falling back to polling when the service has none or it
    * breaks off. False: poll only.
@@ -596,6 +603,12 @@ class Client implements GenServiceClient<AnyModels> {
           for await (const message of readEventStream(response, lastEventId)) {
             heard = true;
             lastEventId = message.id;
+            // Where it waits is no state either: handed to its listener, if any.
+            if (message.event === 'queue') {
+              const queue = toQueue(message.data);
+              if (queue) options.onQueue?.(queue);
+              continue;
+            }
             // Partial output is not a state: handed to its listener, if any, and never mistaken for a generation.
             const chunk = toChunk(message);
             if (chunk !== undefined) {
@@ -608,6 +621,9 @@ class Client implements GenServiceClient<AnyModels> {
             } catch {
               return null;
             }
+            // A pending generation's state carries where it waits (when the service's queue can tell).
+            const queue = generation.status === 'pending' && isRecord(message.data) ? toQueue(message.data.queue) : null;
+            if (queue) options.onQueue?.(queue);
             if (generation.status !== state.lastStatus) {
               state.lastStatus = generation.status;
               options.onStatus?.(generation.status, generation);
@@ -712,6 +728,12 @@ function bodyOf(input: CreateGenerationInput): Record<string, unknown> {
     ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
     ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
   };
+}
+
+/** A `queue` message's data, or null when it is not one this client can read. */
+function toQueue(data: unknown): QueuePosition | null {
+  if (!isRecord(data) || typeof data.position !== 'number' || typeof data.aheadOfYou !== 'number') return null;
+  return { position: data.position, aheadOfYou: data.aheadOfYou, etaSeconds: typeof data.etaSeconds === 'number' ? data.etaSeconds : null };
 }
 
 /**

@@ -80,6 +80,7 @@ export type {
   FailureReason,
   Generation,
   GenerationItem,
+  QueuePosition,
   GenerationPage,
   ListOptions,
   Quote,

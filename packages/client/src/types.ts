@@ -83,6 +83,16 @@ export interface FailureReason {
   message: string;
 }
 
+/** Where a pending generation waits in the service's queue (details and the live stream). */
+export interface QueuePosition {
+  /** 1 for the next job to start. */
+  position: number;
+  /** Waiting jobs that start before it if nothing else arrives. */
+  aheadOfYou: number;
+  /** Seconds until it is expected to start, from the service's recent run times; null while it has none to go by. */
+  etaSeconds: number | null;
+}
+
 /** A generation as the list, `/details`, live streams and webhooks show it. */
 export interface GenerationItem {
   generationId: string;
@@ -98,6 +108,8 @@ export interface GenerationItem {
   progress?: { fraction: number; message?: string };
   /** While processing, when its model streams: the text so far and the latest preview (a signed file URL). */
   output?: { text?: string; preview?: { url: string; mimeType: string } };
+  /** While pending, in `/details` and the live stream: where it waits in the queue. */
+  queue?: QueuePosition;
   metadata?: Record<string, string>;
   /** When one of its model's fallbacks produced the result: that model. */
   servedModelId?: string;

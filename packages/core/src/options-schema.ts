@@ -104,6 +104,7 @@ export const optionsSchema = z.strictObject({
       notifier: port('start', 'publish', 'stop').optional(),
       pollIntervalMs: ms.min(10).optional(),
       keepAliveMs: ms.min(10).optional(),
+      queuePositionIntervalMs: ms.min(10).optional(),
       maxWaitSeconds: positiveInt.max(3600).optional(),
     })
     .optional(),
@@ -295,6 +296,7 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
     push: {
       pollIntervalMs: options.push?.pollIntervalMs ?? 1000,
       keepAliveMs: options.push?.keepAliveMs ?? 15_000,
+      queuePositionIntervalMs: options.push?.queuePositionIntervalMs ?? 2000,
       maxWaitSeconds: options.push?.maxWaitSeconds ?? 60,
     },
   };

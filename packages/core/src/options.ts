@@ -112,6 +112,11 @@ export interface PushOptions {
   keepAliveMs?: number;
   /** The longest `Prefer: wait=N` honoured, in seconds. Default 60. */
   maxWaitSeconds?: number;
+  /**
+   * How often an event stream of a pending generation asks the queue where it stands, and sends a `queue` message
+   * when it moved (ms). Default 2000.
+   */
+  queuePositionIntervalMs?: number;
 }
 
 /** `points` requests per `durationSeconds`, per key (a user, or a client address). */

@@ -45,4 +45,7 @@ export { organizationWindowStart } from './domain/limits.js';
  * The active span's propagation fields (`traceparent`, `tracestate`, and whatever else the host's propagator writes),
  * and its W3C `traceparent` alone: providers send them with their upstream HTTP calls.
  */
+/** The order every queue hands out waiting work in (weighted across organisations, then users, then priority). */
+export { FAIR_SCALE, JOB_PRIORITIES, LINE_SEPARATOR, MAX_WEIGHT, fairLineOf, fairOrder, fairTagUnits, fairWeight, tagOfOrder } from './domain/fair-order.js';
+export type { FairFields, FairLine, JobPriority } from './domain/fair-order.js';
 export { currentTraceparent, traceHeaders } from './trace-context.js';

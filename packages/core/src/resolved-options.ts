@@ -26,7 +26,7 @@ export interface ResolvedServiceOptions {
   recovery: { onStart: boolean; intervalMs: number; orphanReserveMs: number; openBatchMs: number };
   retention: { finishedTtlMs?: number; sweepIntervalMs: number };
   idempotencyTtlMs: number;
-  push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number };
+  push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number; queuePositionIntervalMs: number };
   playground: boolean;
   cors?: { origins: string[] | '*'; maxAgeSeconds: number };
   /** Admin key digests and the actor name each stands for. */

@@ -70,6 +70,7 @@ import { Webhooks } from './push/webhooks.js';
 import { EndpointHealth } from './push/endpoint-health.js';
 import { WebhookEndpoints } from './use-cases/webhook-endpoints.js';
 import { Runner } from './runner/runner.js';
+import { QueuePositions } from './runner/queue-positions.js';
 import { InProcessQueue } from './runner/in-process-queue.js';
 import type {
   CancelOutcome,
@@ -265,6 +266,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Recovery,
     UploadExpiry,
     // runner/
+    QueuePositions,
     Fallbacks,
     ProviderCalls,
     MediaReader,

@@ -334,11 +334,23 @@ function promptOf(model, settings) {
 
 // ------------------------------------------------------------------------------------------------ status and result
 
+/** A wait in seconds as words: `40 s`, `3 min`. */
+function formatWait(seconds) {
+  return seconds < 90 ? `${Math.max(1, Math.round(seconds))} s` : `${Math.round(seconds / 60)} min`;
+}
+
 function setStatus(item, model) {
   const label = h('span', { class: `badge ${item.status}`, text: item.status });
   const parts = [h('span', { text: 'Status: ' }), label];
   const title = model?.title ?? item.modelId;
   if (title) parts.push(h('span', { class: 'muted', text: ` · ${title}` }));
+  const q = item.queue;
+  if (item.status === 'pending' && q && typeof q.position === 'number') {
+    // Where it waits (details and the event stream carry it while pending); the estimate when the service has one.
+    const eta = typeof q.etaSeconds === 'number' ? `, about ${formatWait(q.etaSeconds)}` : '';
+    const ahead = q.aheadOfYou === 1 ? '1 ahead of you' : `${q.aheadOfYou} ahead of you`;
+    parts.push(h('span', { class: 'queue-position', 'data-position': String(q.position), text: ` · #${q.position} in the queue (${ahead}${eta})` }));
+  }
   const p = item.progress;
   if (p && typeof p.fraction === 'number' && item.status === 'processing') {
     parts.push(h('span', { text: ` · ${Math.round(p.fraction * 100)} %${p.message ? ` (${p.message})` : ''}` }));
@@ -373,6 +385,10 @@ async function watch(id, model, initial) {
     if (controller.signal.aborted) return;
     if (name === 'output') showPartial({ delta: data?.delta });
     else if (name === 'preview') showPartial({ preview: data });
+    // A move up the queue: the same item, with its new place.
+    else if (name === 'queue') {
+      if (last?.status === 'pending') onItem({ ...last, queue: data });
+    }
     else onItem(data);
   };
   const ended = await api.follow(id, onEvent, controller.signal);

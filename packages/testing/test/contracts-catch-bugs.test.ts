@@ -139,6 +139,8 @@ const MUTANTS: Record<string, string> = {
     runQueueContract(NAME, async () => { const q = new Naive({ dedupe: true, abort: true }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
   'queue: keeps starting jobs after stop': `
     runQueueContract(NAME, async () => { const q = new Naive({ dedupe: true, abort: true, limit: 2, afterStop: true }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
+  'queue: ignores organisation weights': `
+    runQueueContract(NAME, async () => { const q = new Naive({ dedupe: true, abort: true, limit: 2, unweighted: true }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
 };
 
 /**
@@ -173,6 +175,7 @@ const CAUGHT_BY: Record<string, string[]> = {
   'queue: stop never aborts': ['JobQueue'],
   'queue: ignores its concurrency': ['JobQueue'],
   'queue: keeps starting jobs after stop': ['JobQueue'],
+  'queue: ignores organisation weights': ['JobQueue contract shares the runner by organisation weight'],
 };
 
 /** The same naive queue with every fault switched off: proves the queue mutants fail for their bug alone. */
@@ -196,22 +199,35 @@ const ports = (o) => async () => ({
   close: async () => undefined,
 });
 class Naive {
-  constructor(o) { this.o = o; this.lanes = new Map(); this.ring = []; this.running = new Map(); this.stopped = false; this.active = 0; }
-  get backlog() { return [...this.lanes.values()].flat(); }
+  // The fair order of the queue port, written plainly (a sorted array): tenant = organisation or owner, weight, users, priority.
+  constructor(o) { this.o = o; this.waiting = []; this.counts = new Map(); this.seq = 0; this.running = new Map(); this.stopped = false; this.active = 0; }
+  get backlog() { return this.waiting.map((w) => w.j); }
+  count(k, by) { const n = (this.counts.get(k) ?? 0) + by; this.counts.set(k, n); return n; }
   async enqueue(j, opts = {}) {
     if (opts.delayMs > 0) { setTimeout(() => this.enqueue(j), opts.delayMs); return; }
     if (this.o.dedupe && this.backlog.some((b) => b.generationId === j.generationId)) return;
-    const owner = j.ownerId ?? '';
-    if (!this.lanes.has(owner)) { this.lanes.set(owner, []); this.ring.push(owner); }
-    this.lanes.get(owner).push(j);
+    const tenant = j.organizationId ? 'o:' + j.organizationId : 'u:' + (j.ownerId ?? '');
+    const weight = j.organizationId && !this.o.unweighted && j.weight > 0 ? j.weight : 1;
+    const priority = j.priority ?? 'normal';
+    const band = priority === 'low' ? 1 : 0;
+    const member = tenant + '|' + (j.ownerId ?? '');
+    const line = member + '|' + priority;
+    const place = this.count(line, 1);
+    if (this.count(member, 1) === 1) this.count(tenant, 1);
+    const same = this.waiting.filter((w) => w.band === band);
+    const v = same.length ? Math.min(...same.map((w) => Math.floor(w.order / 2))) : 0;
+    const order = (v + Math.floor(((place - 1) * this.counts.get(tenant) * 10) / weight)) * 2 + (priority === 'high' ? 0 : 1);
+    this.waiting.push({ j, band, order, seq: this.seq++, line, member, tenant });
+    this.waiting.sort((a, b) => a.band - b.band || a.order - b.order || a.seq - b.seq);
     this.pump();
   }
   async start(h) { this.h = h; this.stopped = false; this.pump(); }
   pump() {
     if (!this.h || (this.stopped && !this.o.afterStop)) return;
-    while (this.ring.length && this.active < (this.o.limit ?? Infinity)) {
-      const owner = this.ring.shift(); const lane = this.lanes.get(owner); const j = lane.shift();
-      if (lane.length) this.ring.push(owner); else this.lanes.delete(owner);
+    while (this.waiting.length && this.active < (this.o.limit ?? Infinity)) {
+      const w = this.waiting.shift(); const j = w.j;
+      this.count(w.line, -1);
+      if (this.count(w.member, -1) === 0) this.count(w.tenant, -1);
       const c = new AbortController(); this.active++; this.running.set(j.generationId, c);
       Promise.resolve().then(() => this.h(j, c.signal)).catch(() => {}).finally(() => { this.active--; this.running.delete(j.generationId); if (!this.running.size) this.idle?.(); this.pump(); });
     }

@@ -124,7 +124,27 @@ const price = z.number().describe('Tokens charged');
 
 /** The details view of each status: what a client can count on once it has narrowed on `status`. */
 export const generationDetailsSchemas = {
-  pending: z.object({ ...itemBase, status: z.literal('pending') }).meta({ title: 'GenerationDetailsPending' }),
+  pending: z
+    .object({
+      ...itemBase,
+      status: z.literal('pending'),
+      queue: z
+        .object({
+          position: z.number().int().min(1).describe('1 for the next job to start'),
+          aheadOfYou: z.number().int().min(0).describe('Waiting jobs that start before this one if nothing else arrives'),
+          etaSeconds: z
+            .number()
+            .int()
+            .min(0)
+            .nullable()
+            .describe('Seconds until it is expected to start, from recent run times; null while there are none to go by'),
+        })
+        .optional()
+        .describe(
+          'Details and the event stream only: where it waits in the queue (weighted fair across organisations and users). Absent when the queue cannot tell',
+        ),
+    })
+    .meta({ title: 'GenerationDetailsPending' }),
   processing: z
     .object({
       ...itemBase,

@@ -7,6 +7,7 @@ import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { ProviderCalls } from './provider-calls.js';
 import type { Run, RunContext } from './run.js';
+import { jobOfRecord } from '../domain/fair-order.js';
 
 /**
  * When to check a remote job again: every fifth of its estimated time (at least 250 ms) while it is within the
@@ -59,7 +60,7 @@ export class RemoteJobs {
       await beforePark();
       if (await this.lifecycle.park(rec.id, delay)) {
         // Parked, it holds no slot: the queue hands out the next check when it is due.
-        await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId }, { delayMs: delay });
+        await this.queue.enqueue(jobOfRecord(rec), { delayMs: delay });
       } else log.warn({}, 'could not park the remote job (lease lost)');
       return null;
     }

@@ -9,6 +9,7 @@ import { continuedContext, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import { Execution } from './execution.js';
 import { JobAbort } from './job-signal.js';
+import { QueuePositions } from './queue-positions.js';
 
 
 /**
@@ -26,6 +27,7 @@ export class Runner {
     @inject(Execution) private readonly execution: Execution,
     @inject(Telemetry) private readonly telemetry: Telemetry,
     @inject(TOKENS.Logger) logger: Logger,
+    @inject(QueuePositions) private readonly positions: QueuePositions,
   ) {
     this.logger = childLogger(logger, { component: 'runner' });
   }
@@ -54,6 +56,8 @@ export class Runner {
     // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
     const log = this.logger === silentLogger ? silentLogger : childLogger(this.logger, { generationId: rec.id, modelId: rec.modelId, claim: rec.claims });
     this.telemetry.running(1);
+    // Its time feeds the wait estimate of the generations still queued (details, event stream).
+    const timed = this.positions.timing();
     try {
       await this.telemetry.inSpan(
         'genservice.run',
@@ -65,6 +69,7 @@ export class Runner {
         continuedContext(job.trace, rec.traceparent),
       );
     } finally {
+      timed();
       this.telemetry.running(-1);
     }
   }

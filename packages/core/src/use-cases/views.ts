@@ -5,6 +5,7 @@ import { FileUrlSigner } from '../domain/file-urls.js';
 import type { BaseUrl } from '../domain/types.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
+import type { QueueInfo } from '../runner/queue-positions.js';
 
 /** One generation as the list, the details view, streams and webhooks show it. */
 export interface GenerationItem {
@@ -29,6 +30,8 @@ export interface GenerationItem {
   expiresAt?: string;
   /** Details of a processing generation only: the partial output its provider streamed so far. */
   output?: PartialOutput;
+  /** Details and the event stream of a pending generation only: where it waits in the queue. */
+  queue?: QueueInfo;
 }
 
 /** What a provider streamed so far: its text deltas joined, and its latest preview as a signed file URL. */
