@@ -53,6 +53,7 @@ export const optionsSchema = z.strictObject({
   apiKeyCache: z.strictObject({ ttlMs: ms, max: positiveInt.optional() }).optional(),
   blobs: port('put', 'get', 'delete').optional(),
   queue: port('enqueue', 'start', 'stop').optional(),
+  capacity: port('acquire', 'release', 'pause').optional(),
   idempotency: port('begin', 'takeOver', 'finish', 'abandon', 'purgeBefore').optional(),
   logger: port('debug', 'info', 'warn', 'error').optional(),
   clock: port('now', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval').optional(),

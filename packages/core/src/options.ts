@@ -10,6 +10,7 @@ import type { Logger } from './ports/logger.js';
 import type { Clock } from './ports/clock.js';
 import type { ModelProvider } from './ports/provider.js';
 import type { JobQueue } from './ports/queue.js';
+import type { CapacityStore } from './ports/capacity.js';
 import type { Notifier } from './ports/notifier.js';
 import type { WebhookEndpoint, WebhookStore } from './ports/webhooks.js';
 import type { GenerationStore } from './ports/store.js';
@@ -237,6 +238,13 @@ export interface GenerationServiceOptions {
   blobs?: BlobStore;
   /** Default: in-process queue on p-queue. */
   queue?: JobQueue;
+  /**
+   * Where the counters of providers' lanes (`provider.capacity`: concurrency, requests and units per minute, a 429's
+   * pause) live. Default: this process (`MemoryCapacityStore`). Instances that share an upstream account share one:
+   * `RedisCapacityStore` (@genservice/queue-bullmq) when the host has a Redis, else the store's
+   * (`createSqliteStores().capacity`, `PostgresCapacityStore` from @genservice/store-postgres).
+   */
+  capacity?: CapacityStore;
   /** Default: in-memory. */
   idempotency?: IdempotencyStore;
   /** Default: silent. */

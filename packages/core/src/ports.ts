@@ -44,3 +44,5 @@ export { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from './domain
  * and its W3C `traceparent` alone: providers send them with their upstream HTTP calls.
  */
 export { currentTraceparent, traceHeaders } from './trace-context.js';
+/** The window provider lanes' per-minute limits count in (CapacityStore implementations share it). */
+export { CAPACITY_WINDOW_MS } from './ports/capacity.js';

@@ -5,3 +5,4 @@ export { MemoryIdempotencyStore } from './idempotency.js';
 export { MemoryBlobStore } from './blob-store.js';
 export { MemoryWebhookStore } from './webhook-store.js';
 export { MemoryAuditLog } from './audit-log.js';
+export { MemoryCapacityStore } from './capacity-store.js';

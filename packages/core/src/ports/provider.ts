@@ -1,6 +1,7 @@
 import type { ModelInfo, Settings } from '../domain/types.js';
 import type { ProviderError } from '../domain/errors.js';
 import type { Logger } from './logger.js';
+import type { ProviderCapacity } from './capacity.js';
 
 /** What a provider gets to do its work. */
 export interface GenerationContext {
@@ -106,6 +107,8 @@ export interface OpenAiMapping {
  */
 export interface GenerateProvider {
   models: ModelDefinition[];
+  /** The upstream's limits: the runner keeps every instance's calls within them (work beyond waits, pending). */
+  capacity?: ProviderCapacity;
   generate(input: GenerationInput, ctx: GenerationContext): Promise<GenerationOutput>;
 }
 
@@ -125,6 +128,8 @@ export type RemoteJobStatus =
  */
 export interface RemoteJobProvider {
   models: ModelDefinition[];
+  /** The upstream's limits: each `start` and `check` is a request (see `GenerateProvider.capacity`). */
+  capacity?: ProviderCapacity;
   start(input: GenerationInput, ctx: GenerationContext): Promise<{ handle: unknown }>;
   check(handle: unknown, ctx: GenerationContext): Promise<RemoteJobStatus>;
   /** Best effort: asks upstream to stop (on cancel or timeout). */

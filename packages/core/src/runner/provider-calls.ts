@@ -9,7 +9,8 @@ import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import { type Candidate, Fallbacks } from './fallbacks.js';
-import { sleep, type Run, type RunContext } from './run.js';
+import { CapacityGate } from './capacity-gate.js';
+import { LanePaused, sleep, type Run, type RunContext } from './run.js';
 
 /**
  * Calling providers: each call in its own span, retried with exponential backoff while it fails retryably (up to
@@ -22,6 +23,7 @@ export class ProviderCalls {
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(Fallbacks) private readonly fallbacks: Fallbacks,
     @inject(Telemetry) private readonly telemetry: Telemetry,
+    @inject(CapacityGate) private readonly gate: CapacityGate,
   ) {}
 
   /** A local run: `generate` on its own model, then on its fallbacks in turn (see `Fallbacks.run`). */
@@ -52,16 +54,24 @@ export class ProviderCalls {
    * maxAttempts. Throws the last error, or the abort reason once the run is aborted. `provider`: `fn` is the model's
    * provider (its circuit counts the outcome).
    */
-  async withRetries<T>(fn: () => Promise<T>, model: RegisteredModel, run: Pick<Run, 'abort' | 'log'>, provider = false): Promise<T> {
+  async withRetries<T>(fn: () => Promise<T>, model: RegisteredModel, run: Pick<Run, 'abort' | 'log' | 'rec' | 'capacity'>, provider = false): Promise<T> {
     const { abort, log } = run;
     for (let attempt = 1; ; attempt++) {
       try {
+        // Each call is one request of the provider's lane (provider.capacity): asked before it is sent.
+        await this.gate.request(run, model);
         const out = await fn();
         if (abort.aborted) throw abort.reason;
         if (provider) this.fallbacks.succeeded(model);
         return out;
       } catch (err) {
         if (abort.aborted) throw abort.reason;
+        if (err instanceof ProviderError && err.retryAfterMs !== undefined) {
+          // The upstream asked to wait (a 429's Retry-After): its lane pauses everywhere, and this run parks until
+          // then without spending an attempt or counting against the provider's circuit.
+          await this.gate.pause(model, err.retryAfterMs);
+          throw new LanePaused(err.retryAfterMs);
+        }
         const retryable = err instanceof ProviderError && err.retryable;
         // The provider's circuit counts its retryable failures (a blob store's outage is not the provider's).
         if (provider && retryable) this.fallbacks.failed(model);

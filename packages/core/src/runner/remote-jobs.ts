@@ -57,13 +57,21 @@ export class RemoteJobs {
       const now = this.options.clock.now();
       const delay = nextCheckDelay(model.info.estimatedGenerationTime, now - (rec.startedAt ?? now));
       await beforePark();
-      if (await this.lifecycle.park(rec.id, delay)) {
-        // Parked, it holds no slot: the queue hands out the next check when it is due.
-        await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId }, { delayMs: delay });
-      } else log.warn({}, 'could not park the remote job (lease lost)');
+      await this.parkFor(run, delay);
       return null;
     }
     return status.status === 'done' ? { output: status.output } : { error: status.error };
+  }
+
+  /**
+   * Lets go of the run's generation until its next turn, `delayMs` from now (a remote job's next check, or a run
+   * whose provider's lane is paused), and enqueues that turn. Parked, it holds no slot.
+   */
+  async parkFor(run: Run, delayMs: number): Promise<void> {
+    const { rec } = run;
+    if (await this.lifecycle.park(rec.id, delayMs)) {
+      await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId }, { delayMs });
+    } else run.log.warn({}, 'could not park the generation (lease lost)');
   }
 
   /** Tells the provider to stop the run's job: nobody will check it any more. */

@@ -1,0 +1,141 @@
+/**
+ * Provider capacity (issue 40, item 3): a provider declares its upstream's limits (`provider.capacity`); the runner
+ * keeps every call within them, work beyond them waits pending and never fails, and a 429 with `Retry-After` pauses
+ * the lane and costs no attempt. The judge is a loopback fake upstream (OpenAI's chat completions wire format) that
+ * counts its own requests in flight and per minute, by a FakeClock that moves only when the test says so.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  createGenerationService,
+  InProcessQueue,
+  MemoryCapacityStore,
+  MemoryGenerationStore,
+  MemoryLedger,
+  type CapacityStore,
+  type GenerationService,
+} from '@genservice/core';
+import { createFakeUpstream, createUpstreamProvider, FakeClock, until, type FakeUpstream } from '@genservice/testing';
+
+const T0 = Date.UTC(2026, 0, 1);
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+interface Instance {
+  service: GenerationService;
+  queue: InProcessQueue;
+}
+
+async function instance(clock: FakeClock, url: string, capacity: CapacityStore, limits: { concurrency?: number; requestsPerMinute?: number }): Promise<Instance> {
+  const queue = new InProcessQueue({ clock });
+  const service = createGenerationService({
+    providers: [createUpstreamProvider(url, { lane: 'fake-upstream', ...limits })],
+    clock,
+    queue,
+    capacity,
+    store: new MemoryGenerationStore(),
+    ledger: new MemoryLedger({ balances: { ann: 1000, bob: 1000, cat: 1000 }, clock }),
+    recovery: { intervalMs: 0 },
+  });
+  await service.start();
+  cleanups.push(() => service.stop({ timeoutMs: 100 }));
+  return { service, queue };
+}
+
+/**
+ * Moves the clock a step at a time, each step only once nothing is running or waiting in any instance's queue (only
+ * delayed turns are left), so every request of a step is sent and counted at that step's time. Until `done`.
+ */
+async function drive(clock: FakeClock, instances: Instance[], done: () => Promise<boolean>, stepMs = 1000, maxSteps = 2000): Promise<void> {
+  for (let step = 0; ; step++) {
+    await until(() => instances.every((i) => i.queue.size === 0), { what: 'the queues to be idle', timeoutMs: 20_000, intervalMs: 2 });
+    if (await done()) return;
+    if (step >= maxSteps) throw new Error('not done');
+    await clock.advance(stepMs);
+  }
+}
+
+async function createMany(instances: Instance[], n: number): Promise<Array<{ service: GenerationService; owner: string; id: string }>> {
+  const owners = ['ann', 'bob', 'cat'];
+  const made = [];
+  for (let i = 0; i < n; i++) {
+    const inst = instances[i % instances.length]!;
+    const owner = owners[i % owners.length]!;
+    const { generationId } = await inst.service.create(owner, { modelId: 'upstream-text', settings: { prompt: `p${i}` } });
+    made.push({ service: inst.service, owner, id: generationId });
+  }
+  return made;
+}
+
+async function statuses(made: Array<{ service: GenerationService; owner: string; id: string }>): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const m of made) {
+    const s = (await m.service.details(m.owner, m.id)).status;
+    out[s] = (out[s] ?? 0) + 1;
+  }
+  return out;
+}
+
+async function upstream(clock: FakeClock): Promise<FakeUpstream> {
+  const up = await createFakeUpstream({ clock });
+  cleanups.push(() => up.close());
+  return up;
+}
+
+describe('provider capacity', () => {
+  it('concurrency 2 and 30 a minute under 90 creates: nothing fails, the upstream never sees more', async () => {
+    const clock = new FakeClock(T0);
+    const up = await upstream(clock);
+    const inst = await instance(clock, up.url, new MemoryCapacityStore(), { concurrency: 2, requestsPerMinute: 30 });
+    const made = await createMany([inst], 90);
+    // In the first minute exactly 30 run; the rest wait, pending.
+    await drive(clock, [inst], async () => up.completed >= 30, 1000, 59);
+    expect(up.completed).toBe(30);
+    await clock.advance(0);
+    const early = await statuses(made);
+    expect(early).toEqual({ completed: 30, pending: 60 });
+    await drive(clock, [inst], async () => (await statuses(made)).completed === 90);
+    expect(await statuses(made)).toEqual({ completed: 90 });
+    expect(up.maxInFlight).toBeLessThanOrEqual(2);
+    expect(up.maxInWindow()).toBeLessThanOrEqual(30);
+    expect(up.arrivals).toHaveLength(90);
+    // 90 at 30 a minute: the last batch starts two minutes after the first.
+    expect(up.arrivals.at(-1)! - up.arrivals[0]!).toBeGreaterThanOrEqual(120_000);
+  });
+
+  it('a 429 with Retry-After pauses the lane and costs no attempt (the model has one)', async () => {
+    const clock = new FakeClock(T0);
+    const up = await upstream(clock);
+    const inst = await instance(clock, up.url, new MemoryCapacityStore(), { concurrency: 2 });
+    up.rateLimitNext(1, 30);
+    const first = await createMany([inst], 1);
+    await until(() => up.rateLimited === 1, 'the 429');
+    await until(() => inst.queue.size === 0, 'the run to park');
+    // It waits (parked, processing), and nothing else reaches the upstream while the lane is paused.
+    const more = await createMany([inst], 3);
+    await until(() => inst.queue.size === 0, 'the others to be refused');
+    await clock.advance(29_000);
+    expect(up.arrivals).toHaveLength(1);
+    expect((await first[0]!.service.details('ann', first[0]!.id)).status).toBe('processing');
+    expect(await statuses(more)).toEqual({ pending: 3 });
+    await drive(clock, [inst], async () => (await statuses([...first, ...more])).completed === 4);
+    expect(up.arrivals).toHaveLength(5);
+    expect(up.arrivals[1]! - up.arrivals[0]!).toBeGreaterThanOrEqual(30_000);
+    expect(await first[0]!.service.details('ann', first[0]!.id)).toMatchObject({ status: 'completed', price: 1 });
+  });
+
+  it('two instances sharing the counters respect one limit', async () => {
+    const clock = new FakeClock(T0);
+    const up = await upstream(clock);
+    const shared = new MemoryCapacityStore();
+    const a = await instance(clock, up.url, shared, { concurrency: 2, requestsPerMinute: 30 });
+    const b = await instance(clock, up.url, shared, { concurrency: 2, requestsPerMinute: 30 });
+    const made = await createMany([a, b], 40);
+    await drive(clock, [a, b], async () => up.completed >= 30, 1000, 59);
+    expect(up.completed).toBe(30);
+    await drive(clock, [a, b], async () => (await statuses(made)).completed === 40);
+    expect(up.maxInFlight).toBeLessThanOrEqual(2);
+    expect(up.maxInWindow()).toBeLessThanOrEqual(30);
+  });
+});
