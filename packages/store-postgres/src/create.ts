@@ -9,6 +9,7 @@ import { PostgresIdempotencyStore } from './idempotency.js';
 import { PostgresWebhookStore } from './webhook-store.js';
 import { PostgresLedger } from './ledger.js';
 import { runMigrations } from './migrations.js';
+import { PostgresCapacityStore } from './capacity-store.js';
 
 export interface PostgresStoresOptions {
   /** e.g. `postgres://user:pass@host:5432/db`. Default: `DATABASE_URL`, else libpq's `PG*` variables. */
@@ -35,6 +36,8 @@ export interface PostgresStores {
   webhookStore: PostgresWebhookStore;
   /** Every admin action on users, credits and keys: pass as the service's `auditLog`. */
   auditLog: AuditLog;
+  /** Provider lanes' counters, shared by every instance on the database: pass as the service's `capacity`. */
+  capacity: PostgresCapacityStore;
   pool: Pool;
   /** Applies pending migrations (already done by `createPostgresStores`; safe to call again). */
   migrate(): Promise<void>;
@@ -85,6 +88,7 @@ export async function createPostgresStores(options: PostgresStoresOptions = {}):
     idempotency: new PostgresIdempotencyStore(pool, { schema }),
     webhookStore: new PostgresWebhookStore(pool, { schema }),
     auditLog: new PostgresAuditLog(pool, { schema }),
+    capacity: new PostgresCapacityStore(pool, { schema }),
     pool,
     migrate,
     async close(): Promise<void> {

@@ -414,6 +414,29 @@ export const MIGRATIONS: readonly Migration[] = [
     // deleted, and are unknown.
     sql: `ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;`,
   },
+  {
+    version: 16,
+    name: "provider lanes' shared counters: slots in flight, requests of the last minute, pauses",
+    sql: `
+      CREATE TABLE capacity_lanes (
+        lane         TEXT    NOT NULL PRIMARY KEY,
+        paused_until INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE TABLE capacity_permits (
+        lane       TEXT    NOT NULL,
+        permit_id  TEXT    NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (lane, permit_id)
+      );
+      CREATE TABLE capacity_requests (
+        lane      TEXT    NOT NULL,
+        at        INTEGER NOT NULL,
+        units     REAL    NOT NULL,
+        permit_id TEXT    NOT NULL
+      );
+      CREATE INDEX capacity_requests_lane_at ON capacity_requests (lane, at);
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

@@ -22,6 +22,7 @@ import { SqliteApiKeyStore } from './api-keys.js';
 import { SqliteAuditLog } from './audit-log.js';
 import { SqliteIdempotencyStore } from './idempotency.js';
 import { SqliteWebhookStore } from './webhook-store.js';
+import { SqliteCapacityStore } from './capacity-store.js';
 
 export { SqliteGenerationStore } from './generation-store.js';
 export { SqliteLedger } from './ledger.js';
@@ -29,6 +30,7 @@ export { SqliteApiKeyStore } from './api-keys.js';
 export { SqliteAuditLog } from './audit-log.js';
 export { SqliteIdempotencyStore } from './idempotency.js';
 export { SqliteWebhookStore } from './webhook-store.js';
+export { SqliteCapacityStore } from './capacity-store.js';
 export {
   MIGRATIONS,
   appliedMigrations,
@@ -48,6 +50,8 @@ export interface SqliteStores {
   webhookStore: SqliteWebhookStore;
   /** Every admin action on users, credits and keys (the service option of the same name). */
   auditLog: SqliteAuditLog;
+  /** Provider lanes' counters (the service option `capacity`), shared by every process using the file. */
+  capacity: SqliteCapacityStore;
   /** The shared connection, for operators' queries and backups (`db.backup(path)`). */
   db: SqliteDatabase;
   /** Closes the connection. Call it after the service has stopped; calling it again does nothing. */
@@ -67,6 +71,7 @@ export function createSqliteStores(options: SqliteOptions): SqliteStores {
     idempotency: new SqliteIdempotencyStore(db),
     webhookStore: new SqliteWebhookStore(db),
     auditLog: new SqliteAuditLog(db),
+    capacity: new SqliteCapacityStore(db),
     db,
     async close(): Promise<void> {
       if (!db.open) return;
