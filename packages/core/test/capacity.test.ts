@@ -14,7 +14,7 @@ import {
   type CapacityStore,
   type GenerationService,
 } from '@genservice/core';
-import { createFakeUpstream, createUpstreamProvider, FakeClock, until, type FakeUpstream } from '@genservice/testing';
+import { createFakeUpstream, createUpstreamProvider, FakeClock, stepClockUntil, until, type FakeUpstream } from '@genservice/testing';
 
 const T0 = Date.UTC(2026, 0, 1);
 const cleanups: Array<() => Promise<void>> = [];
@@ -41,19 +41,6 @@ async function instance(clock: FakeClock, url: string, capacity: CapacityStore, 
   await service.start();
   cleanups.push(() => service.stop({ timeoutMs: 100 }));
   return { service, queue };
-}
-
-/**
- * Moves the clock a step at a time, each step only once nothing is running or waiting in any instance's queue (only
- * delayed turns are left), so every request of a step is sent and counted at that step's time. Until `done`.
- */
-async function drive(clock: FakeClock, instances: Instance[], done: () => Promise<boolean>, stepMs = 1000, maxSteps = 2000): Promise<void> {
-  for (let step = 0; ; step++) {
-    await until(() => instances.every((i) => i.queue.size === 0), { what: 'the queues to be idle', timeoutMs: 20_000, intervalMs: 2 });
-    if (await done()) return;
-    if (step >= maxSteps) throw new Error('not done');
-    await clock.advance(stepMs);
-  }
 }
 
 async function createMany(instances: Instance[], n: number): Promise<Array<{ service: GenerationService; owner: string; id: string }>> {
@@ -90,12 +77,12 @@ describe('provider capacity', () => {
     const inst = await instance(clock, up.url, new MemoryCapacityStore(), { concurrency: 2, requestsPerMinute: 30 });
     const made = await createMany([inst], 90);
     // In the first minute exactly 30 run; the rest wait, pending.
-    await drive(clock, [inst], async () => up.completed >= 30, 1000, 59);
+    await stepClockUntil(clock, [inst.queue], async () => up.completed >= 30, { maxSteps: 59 });
     expect(up.completed).toBe(30);
     await clock.advance(0);
     const early = await statuses(made);
     expect(early).toEqual({ completed: 30, pending: 60 });
-    await drive(clock, [inst], async () => (await statuses(made)).completed === 90);
+    await stepClockUntil(clock, [inst.queue], async () => (await statuses(made)).completed === 90);
     expect(await statuses(made)).toEqual({ completed: 90 });
     expect(up.maxInFlight).toBeLessThanOrEqual(2);
     expect(up.maxInWindow()).toBeLessThanOrEqual(30);
@@ -119,7 +106,7 @@ describe('provider capacity', () => {
     expect(up.arrivals).toHaveLength(1);
     expect((await first[0]!.service.details('ann', first[0]!.id)).status).toBe('processing');
     expect(await statuses(more)).toEqual({ pending: 3 });
-    await drive(clock, [inst], async () => (await statuses([...first, ...more])).completed === 4);
+    await stepClockUntil(clock, [inst.queue], async () => (await statuses([...first, ...more])).completed === 4);
     expect(up.arrivals).toHaveLength(5);
     expect(up.arrivals[1]! - up.arrivals[0]!).toBeGreaterThanOrEqual(30_000);
     expect(await first[0]!.service.details('ann', first[0]!.id)).toMatchObject({ status: 'completed', price: 1 });
@@ -132,9 +119,9 @@ describe('provider capacity', () => {
     const a = await instance(clock, up.url, shared, { concurrency: 2, requestsPerMinute: 30 });
     const b = await instance(clock, up.url, shared, { concurrency: 2, requestsPerMinute: 30 });
     const made = await createMany([a, b], 40);
-    await drive(clock, [a, b], async () => up.completed >= 30, 1000, 59);
+    await stepClockUntil(clock, [a.queue, b.queue], async () => up.completed >= 30, { maxSteps: 59 });
     expect(up.completed).toBe(30);
-    await drive(clock, [a, b], async () => (await statuses(made)).completed === 40);
+    await stepClockUntil(clock, [a.queue, b.queue], async () => (await statuses(made)).completed === 40);
     expect(up.maxInFlight).toBeLessThanOrEqual(2);
     expect(up.maxInWindow()).toBeLessThanOrEqual(30);
   });

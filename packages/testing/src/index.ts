@@ -5,4 +5,4 @@ export * from './fakes.js';
 export * from './clock.js';
 export { until, type UntilOptions } from './until.js';
 export { createTestService, type TestService, type TestServiceOptions } from './service.js';
-export { createFakeUpstream, createUpstreamProvider, type FakeUpstream, type FakeUpstreamOptions } from './upstream.js';
+export { createFakeUpstream, createUpstreamProvider, stepClockUntil, type FakeUpstream, type FakeUpstreamOptions } from './upstream.js';

@@ -5,6 +5,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CAPACITY_WINDOW_MS, ProviderError, type Clock, type GenerateProvider, type ProviderCapacity } from '@genservice/core/ports';
 import { fakeModel } from './fakes.js';
+import type { FakeClock } from './clock.js';
+import { until } from './until.js';
 
 export interface FakeUpstreamOptions {
   /** Stamps each request's arrival (a test's FakeClock). */
@@ -137,4 +139,24 @@ export function createUpstreamProvider(url: string, capacity?: ProviderCapacity)
       return { text: body.choices?.[0]?.message.content ?? '' };
     },
   };
+}
+
+/**
+ * Moves `clock` a step at a time, each step only once nothing is running or waiting in any of `queues` (only delayed
+ * turns are left: an `InProcessQueue`'s `size`), so every request of a step is sent, and counted by the upstream, at
+ * that step's time. Until `done()` answers true; throws after `maxSteps`.
+ */
+export async function stepClockUntil(
+  clock: FakeClock,
+  queues: Array<{ readonly size: number }>,
+  done: () => boolean | Promise<boolean>,
+  options: { stepMs?: number; maxSteps?: number } = {},
+): Promise<void> {
+  const { stepMs = 1000, maxSteps = 2000 } = options;
+  for (let step = 0; ; step++) {
+    await until(() => queues.every((q) => q.size === 0), { what: 'the queues to be idle', timeoutMs: 20_000, intervalMs: 2 });
+    if (await done()) return;
+    if (step >= maxSteps) throw new Error(`not done after ${maxSteps} steps of ${stepMs} ms`);
+    await clock.advance(stepMs);
+  }
 }
