@@ -315,7 +315,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 14,
-    name: "provider lanes' shared counters: slots in flight, requests of the last minute, pauses",
+    name: "provider lanes' shared counters (slots in flight, requests of the last minute, pauses); a create's priority and deadline",
     // One function decides an ask under the lane row's lock (one round trip): racing asks of a lane queue on it.
     up: (s) => [
       `CREATE TABLE ${s}.capacity_lanes (lane text PRIMARY KEY, paused_until bigint NOT NULL DEFAULT 0)`,
@@ -327,6 +327,8 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
       `CREATE TABLE ${s}.capacity_requests (lane text NOT NULL, at bigint NOT NULL, units double precision NOT NULL, permit_id text NOT NULL)`,
       `CREATE INDEX capacity_requests_lane_at_idx ON ${s}.capacity_requests (lane, at)`,
+      // A create's priority and a low one's deadline; NULL for rows of earlier versions (normal, no deadline).
+      `ALTER TABLE ${s}.generations ADD COLUMN priority text, ADD COLUMN deadline_at bigint`,
       `CREATE FUNCTION ${s}.capacity_acquire(p_lane text, p_concurrency integer, p_rpm integer, p_upm double precision,
           p_permit text, p_units double precision, p_now bigint, p_hold_ms bigint, p_window_ms bigint,
           OUT granted boolean, OUT retry_after_ms bigint) LANGUAGE plpgsql AS $fn$

@@ -416,7 +416,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 16,
-    name: "provider lanes' shared counters: slots in flight, requests of the last minute, pauses",
+    name: "provider lanes' shared counters (slots in flight, requests of the last minute, pauses); a create's priority and deadline",
     sql: `
       CREATE TABLE capacity_lanes (
         lane         TEXT    NOT NULL PRIMARY KEY,
@@ -435,6 +435,9 @@ export const MIGRATIONS: readonly Migration[] = [
         permit_id TEXT    NOT NULL
       );
       CREATE INDEX capacity_requests_lane_at ON capacity_requests (lane, at);
+      -- A create's priority and a low one's deadline; NULL for rows of earlier versions (normal, no deadline).
+      ALTER TABLE generations ADD COLUMN priority    TEXT;
+      ALTER TABLE generations ADD COLUMN deadline_at INTEGER;
     `,
   },
 ];

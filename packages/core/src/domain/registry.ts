@@ -61,6 +61,11 @@ export class ModelRegistry {
         if (typeof def.price === 'number' && !(def.price >= 0 && Number.isFinite(def.price))) {
           throw new Error(`model "${def.modelId}" has an invalid price`);
         }
+        for (const [p, m] of Object.entries(def.priorityMultipliers ?? {})) {
+          if (!['low', 'normal', 'high'].includes(p) || !(typeof m === 'number' && m >= 0 && m <= 1000)) {
+            throw new Error(`model "${def.modelId}" has an invalid priorityMultipliers.${p} (a number from 0 to 1000 for low, normal or high)`);
+          }
+        }
         const failureFee = def.failureFee ?? 0;
         if (!(failureFee >= 0 && Number.isFinite(failureFee))) throw new Error(`model "${def.modelId}" has an invalid failureFee`);
         for (const s of def.settings) {

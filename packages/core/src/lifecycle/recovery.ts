@@ -1,3 +1,4 @@
+import { jobOf } from '../domain/priority.js';
 import { inject, injectable } from 'tsyringe';
 import type { GenerationRecord } from '../domain/types.js';
 import { asError, childLogger } from '../logger.js';
@@ -54,7 +55,7 @@ export class Recovery {
         if (decision === 'requeue') {
           // A remote job between checks: schedule its check (again: a restart lost the in-process timer).
           const delay = rec.parkedUntil !== undefined ? { delayMs: Math.max(0, rec.parkedUntil - now) } : {};
-          await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId }, delay);
+          await this.queue.enqueue(jobOf(rec), delay);
           out.requeued++;
         } else if (decision === 'failed') out.failed++;
       } catch (err) {

@@ -68,6 +68,8 @@ export function createBodyDoc(registry: ModelRegistry): Json {
   const extras = {
     metadata: schema(metadataSchema, 'input'),
     webhook: schema(webhookRequestSchema, 'input'),
+    priority: schema(createRequestSchema.shape.priority.unwrap(), 'input'),
+    deadline: schema(createRequestSchema.shape.deadline.unwrap(), 'input'),
   };
   const perModel = registry.all().map((m) => {
     const s = schema(

@@ -72,6 +72,11 @@ export interface ModelDefinition extends ModelInfo {
   price: number | ((settings: Settings) => number);
   /** Tokens charged when a generation fails. Default 0. */
   failureFee?: number;
+  /**
+   * Price multiplier of each create priority for this model (a create reserves `price` times it), over the service's
+   * `priority.multipliers`. `{ low: 0.5, high: 2 }`: half price on spare capacity, double to go first.
+   */
+  priorityMultipliers?: { low?: number; normal?: number; high?: number };
   /** Abort and fail a run after this many ms. Default: 4 x estimatedGenerationTime, at least 30 s. */
   timeoutMs?: number;
   /** Runs at most this many of this model's generations at once on one instance. */

@@ -7,6 +7,11 @@ export interface Job {
    */
   ownerId?: string;
   /**
+   * The priority its create asked (absent: `normal`). Queues order an owner's waiting work by it (`high` first,
+   * `low` last); the runner reads it to check a `low` one's deadline before claiming it.
+   */
+  priority?: 'low' | 'normal' | 'high';
+  /**
    * The create's trace context as propagation fields (`traceparent`, `tracestate`, and whatever else the host's
    * propagator writes, such as `baggage`), so its run continues it with everything it carried. A queue carries it
    * unchanged; absent without tracing and on a job re-enqueued from the store (its run then continues the

@@ -1,3 +1,4 @@
+import { jobOf } from '../domain/priority.js';
 import { inject, injectable } from 'tsyringe';
 import { Cancellation } from '../lifecycle/cancellation.js';
 import { Lifecycle } from '../lifecycle/lifecycle.js';
@@ -70,7 +71,7 @@ export class RemoteJobs {
   async parkFor(run: Run, delayMs: number): Promise<void> {
     const { rec } = run;
     if (await this.lifecycle.park(rec.id, delayMs)) {
-      await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId }, { delayMs });
+      await this.queue.enqueue(jobOf(rec), { delayMs });
     } else run.log.warn({}, 'could not park the generation (lease lost)');
   }
 

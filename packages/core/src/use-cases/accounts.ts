@@ -16,7 +16,9 @@ export const USAGE_MAX_DAYS = 366;
 export const USAGE_DEFAULT_DAYS = 30;
 
 const DAY_MS = 86_400_000;
-const SCOPES = ['generate', 'read'] as const satisfies readonly KeyScope[];
+const SCOPES = ['generate', 'read', 'priority'] as const satisfies readonly KeyScope[];
+/** A new key's scopes when none are given (`priority` only when asked). */
+const DEFAULT_SCOPES = ['generate', 'read'] as const satisfies readonly KeyScope[];
 /** No control characters: ids and names end up in logs, headers of tools and the audit log. */
 const PRINTABLE = /^[^\u0000-\u001f\u007f]+$/;
 
@@ -136,7 +138,7 @@ export class Accounts {
       keyId: newKeyId(),
       userId: id,
       name: spec.name,
-      scopes: spec.scopes ?? [...SCOPES],
+      scopes: spec.scopes ?? [...DEFAULT_SCOPES],
       createdAt: now,
       ...(spec.models !== undefined ? { models: [...new Set(spec.models)] } : {}),
       ...(spec.budget !== undefined ? { budget: spec.budget } : {}),

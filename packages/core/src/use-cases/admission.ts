@@ -3,6 +3,7 @@ import type { Metadata, ModelInfo, Settings, WebhookEventType } from '../domain/
 import { DomainError, type ErrorDetail } from '../domain/errors.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import { checkLife } from '../domain/rules.js';
+import { checkPriority, priorityMultiplier, priorityPrice, type Priority } from '../domain/priority.js';
 import type { BatchItem } from '../lifecycle/creation.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { Ledger } from '../ports/ledger.js';
@@ -10,11 +11,23 @@ import type { ModelDefinition } from '../ports/provider.js';
 import { Webhooks } from '../push/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
-import type { CreateGenerationInput, QuoteOptions } from './types.js';
+import type { CreateGenerationInput, Quote, QuoteOptions } from './types.js';
 
 /** Whether a key's model allow-list lets it use `modelId` (no key, or no list: every model). */
 export function keyAllows(key: Principal | undefined, modelId: string): boolean {
   return key?.models === undefined || key.models.includes(modelId);
+}
+
+/** What a create costs, and at which priority. */
+export interface Priced {
+  model: RegisteredModel;
+  settings: Settings;
+  /** Tokens to reserve: the model's price times `multiplier`. */
+  price: number;
+  priority: Priority;
+  multiplier: number;
+  /** Epoch ms after which a `low` generation still pending fails free. */
+  deadlineAt?: number;
 }
 
 /** One request of a batch, as the client sent it (its shape already checked). */
@@ -46,15 +59,29 @@ export class Admission {
     return this.registry.get(modelId)?.definition;
   }
 
-  /** The model, checked settings and price of a create (a batch's items are priced the same way); throws the 404 / 400 a create would. */
-  priced(input: CreateGenerationInput, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
+  /**
+   * The model, checked settings and price of a create (a batch's items are priced the same way), at its priority
+   * (the model's price times the priority's multiplier; `deadlineAt` when a `low` one asked a deadline); throws the
+   * 404 / 400 / 403 a create would.
+   */
+  priced(input: CreateGenerationInput, key?: Principal): Priced {
     // A model outside the key's allow-list answers exactly as a missing one: the key cannot tell them apart.
     const model = keyAllows(key, input.modelId) ? this.registry.get(input.modelId) : undefined;
     if (!model) throw new DomainError('model_not_found', `Model "${input.modelId}" is not found or is unavailable.`);
     const checked = model.validate(input.settings ?? {});
     if (!checked.ok) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: checked.details });
     checkLife(input.expiresAfterSeconds, this.options.retention);
-    return { model, settings: checked.value, price: this.registry.priceOf(model, checked.value) };
+    const priority = input.priority ?? 'normal';
+    const deadlineAt = checkPriority(priority, input.deadline, this.options.priority, key?.scopes, this.options.clock.now());
+    const multiplier = priorityMultiplier(priority, this.options.priority, model.definition.priorityMultipliers);
+    return {
+      model,
+      settings: checked.value,
+      price: priorityPrice(this.registry.priceOf(model, checked.value), multiplier),
+      priority,
+      multiplier,
+      ...(deadlineAt !== undefined ? { deadlineAt } : {}),
+    };
   }
 
   /** A create's webhook, checked (throws invalid_request naming the field), with its events. */
@@ -62,10 +89,12 @@ export class Admission {
     return this.webhooks.check(webhook);
   }
 
-  async quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<{ price: number; balance: number }> {
-    const { price } = this.priced(input, options.key);
+  /** A create's price and the balance; with a `priority` asked, that priority and its multiplier too. */
+  async quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<Quote> {
+    const { price, priority, multiplier } = this.priced(input, options.key);
     if (input.webhook) await this.webhooks.check(input.webhook);
-    return { price, balance: await this.ledger.balance(userId) };
+    const balance = await this.ledger.balance(userId);
+    return input.priority === undefined ? { price, balance } : { price, balance, priority, multiplier };
   }
 
   balance(userId: string): Promise<number> {
