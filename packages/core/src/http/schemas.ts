@@ -70,6 +70,18 @@ export const webhookRequestSchema = z
   })
   .describe('Where to send this generation\'s events');
 
+/** A create's `priority` (docs/operations.md). */
+export const prioritySchema = z
+  .enum(PRIORITIES)
+  .describe(
+    "Default normal. high goes first within your share of the queue, low waits for spare capacity; the service prices each (a multiplier of the model's price, shown by POST /v1/quotes). A priority the service restricts needs a key with the priority scope (403 otherwise).",
+  );
+/** A `low` create's `deadline`. */
+export const deadlineSchema = z
+  .string()
+  .max(64)
+  .describe('Only with priority low: an ISO 8601 date and time (at most 30 days ahead). Not started by then, the generation fails (error code timeout) and nothing is charged.');
+
 /** The body of POST /v1/generations (and /v1/quotes), before per-model settings validation. The handler validates with it. */
 export const createRequestSchema = z.object({
   modelId: z.string().min(1).max(200).describe('A modelId from GET /v1/models'),
@@ -85,17 +97,8 @@ export const createRequestSchema = z.object({
     .describe(
       "A shorter life than the service's retention: the generation (record and files) is deleted this many seconds after it finishes, and reads as deleted from then on. At most the retention in seconds (400 beyond it); any value when the service keeps generations forever. Shown as expiresAt in details, the list and webhooks.",
     ),
-  priority: z
-    .enum(PRIORITIES)
-    .optional()
-    .describe(
-      "Default normal. high goes first within your share of the queue, low waits for spare capacity; the service prices each (a multiplier of the model's price, shown by POST /v1/quotes). A priority the service restricts needs a key with the priority scope (403 otherwise).",
-    ),
-  deadline: z
-    .string()
-    .max(64)
-    .optional()
-    .describe('Only with priority low: an ISO 8601 date and time (at most 30 days ahead). Not started by then, the generation fails (error code timeout) and nothing is charged.'),
+  priority: prioritySchema.optional(),
+  deadline: deadlineSchema.optional(),
 });
 
 export const createResponseSchema = z.object({ generationId: z.string() });
