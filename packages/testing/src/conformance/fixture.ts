@@ -149,6 +149,8 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     limits: { inFlightPerUser: 100_000, ...options.limits },
     runner: { concurrency: 16 },
     cors: { origins: [CORS_ORIGIN] },
+    // A create's priority: low at half price, high at double (the priority tests of create.ts).
+    priority: { multipliers: { low: 0.5, high: 2 } },
     ...(options.playground ? { playground: true } : {}),
   });
   const server = await mount(service, mode);
