@@ -98,10 +98,11 @@ describe('provider capacity', () => {
     up.rateLimitNext(1, 30);
     const first = await createMany([inst], 1);
     await until(() => up.rateLimited === 1, 'the 429');
-    await until(() => inst.queue.size === 0, 'the run to park');
-    // It waits (parked, processing), and nothing else reaches the upstream while the lane is paused.
+    await until(() => inst.queue.active === 0, 'the run to park');
+    // It waits (parked, processing), and nothing else reaches the upstream while the lane is paused: this instance
+    // holds the lane's jobs back (its p-queue is paused), and the lane's counters would refuse them anyway.
     const more = await createMany([inst], 3);
-    await until(() => inst.queue.size === 0, 'the others to be refused');
+    await until(() => inst.queue.active === 0 && inst.queue.size === 3, 'the others to be held back');
     await clock.advance(29_000);
     expect(up.arrivals).toHaveLength(1);
     expect((await first[0]!.service.details('ann', first[0]!.id)).status).toBe('processing');
@@ -110,6 +111,24 @@ describe('provider capacity', () => {
     expect(up.arrivals).toHaveLength(5);
     expect(up.arrivals[1]! - up.arrivals[0]!).toBeGreaterThanOrEqual(30_000);
     expect(await first[0]!.service.details('ann', first[0]!.id)).toMatchObject({ status: 'completed', price: 1 });
+  });
+
+  it("a 429 on one instance pauses the lane on another sharing the counters (its own queue knows nothing of it)", async () => {
+    const clock = new FakeClock(T0);
+    const up = await upstream(clock);
+    const shared = new MemoryCapacityStore();
+    const a = await instance(clock, up.url, shared, { concurrency: 2 });
+    const b = await instance(clock, up.url, shared, { concurrency: 2 });
+    up.rateLimitNext(1, 20);
+    const first = await createMany([a], 1);
+    await until(() => up.rateLimited === 1 && a.queue.active === 0, 'the 429 and the park');
+    const onB = await createMany([b], 4);
+    await stepClockUntil(clock, [a.queue, b.queue], () => clock.now() >= T0 + 19_000);
+    expect(up.arrivals).toHaveLength(1);
+    expect(await statuses(onB)).toEqual({ pending: 4 });
+    await stepClockUntil(clock, [a.queue, b.queue], async () => (await statuses([...first, ...onB])).completed === 5);
+    expect(up.arrivals.slice(1).every((t) => t >= T0 + 20_000)).toBe(true);
+    expect(up.maxInFlight).toBeLessThanOrEqual(2);
   });
 
   it('two instances sharing the counters respect one limit', async () => {

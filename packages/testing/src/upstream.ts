@@ -142,19 +142,19 @@ export function createUpstreamProvider(url: string, capacity?: ProviderCapacity)
 }
 
 /**
- * Moves `clock` a step at a time, each step only once nothing is running or waiting in any of `queues` (only delayed
- * turns are left: an `InProcessQueue`'s `size`), so every request of a step is sent, and counted by the upstream, at
- * that step's time. Until `done()` answers true; throws after `maxSteps`.
+ * Moves `clock` a step at a time, each step only once nothing is running in any of `queues` (an `InProcessQueue`'s
+ * `active`: what is left waits for the clock, delayed or held back by a lane), so every request of a step is sent,
+ * and counted by the upstream, at that step's time. Until `done()` answers true; throws after `maxSteps`.
  */
 export async function stepClockUntil(
   clock: FakeClock,
-  queues: Array<{ readonly size: number }>,
+  queues: Array<{ readonly active: number }>,
   done: () => boolean | Promise<boolean>,
   options: { stepMs?: number; maxSteps?: number } = {},
 ): Promise<void> {
   const { stepMs = 1000, maxSteps = 2000 } = options;
   for (let step = 0; ; step++) {
-    await until(() => queues.every((q) => q.size === 0), { what: 'the queues to be idle', timeoutMs: 20_000, intervalMs: 2 });
+    await until(() => queues.every((q) => q.active === 0), { what: 'the queues to be idle', timeoutMs: 20_000, intervalMs: 2 });
     if (await done()) return;
     if (step >= maxSteps) throw new Error(`not done after ${maxSteps} steps of ${stepMs} ms`);
     await clock.advance(stepMs);

@@ -97,6 +97,7 @@ export class CapacityGate {
   /** Pauses `model`'s lane on every instance for `ms` (an upstream's `Retry-After`). */
   async pause(model: RegisteredModel, ms: number): Promise<void> {
     if (!model.lane) return;
+    this.queue.pauseLane?.(model.lane.lane, ms);
     await this.counters.pause(model.lane.lane, this.options.clock.now() + ms).catch((err: unknown) => {
       this.logger.warn({ err: asError(err), lane: model.lane?.lane }, 'could not pause the provider lane');
     });

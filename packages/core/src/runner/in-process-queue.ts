@@ -26,6 +26,14 @@ export interface InProcessQueueOptions {
   clock?: Clock;
 }
 
+/** A provider lane on this instance: its p-queue (the lane's `concurrency` here, paused while an upstream asked to wait). */
+interface LaneSlots {
+  queue: PQueue;
+  /** When a pause ends, and its timer. */
+  pausedUntil: number;
+  timer?: ClockTimer;
+}
+
 /** One owner's waiting jobs, oldest first (a head index instead of shift() keeps taking O(1)). */
 interface Lane {
   jobs: Job[];
@@ -40,7 +48,9 @@ interface Lane {
  * thousands queued delays another user's job by at most one round. A model's `concurrency` limits its jobs further;
  * an owner whose next job's model is at its limit is skipped for that round, not waited on.
  *
- * The slots are p-queues: one for the global concurrency, one per model that has a limit. The fair choice of which
+ * The slots are p-queues: one for the global concurrency, one per model that has a limit, and one per provider lane
+ * (`RunnerSettings.laneOf`: the lane's `concurrency` on this instance, paused by `pauseLane` while its upstream asked
+ * to wait, started again on the clock). The fair choice of which
  * job goes next is made here, and a job is handed to p-queue only when it has a free slot, so p-queue never holds a
  * waiting job of its own (its order would be first come, first served); it runs, counts, pauses and tells when idle.
  */
@@ -56,6 +66,9 @@ export class InProcessQueue implements JobQueue {
   private readonly slots = new PQueue({ autoStart: false });
   /** The slots of each model with a `concurrency` of its own. */
   private readonly modelSlots = new Map<string, PQueue>();
+  /** Each provider lane's slots on this instance (`RunnerSettings.laneOf`). */
+  private readonly laneSlots = new Map<string, LaneSlots>();
+  private laneOf: RunnerSettings['laneOf'];
   private handler: JobHandler | undefined;
   private stopped = false;
   private started = false;
@@ -107,6 +120,37 @@ export class InProcessQueue implements JobQueue {
     return q;
   }
 
+  /** A lane's slots on this instance (made on first use), with the lane's current concurrency. */
+  private lane(name: string, concurrency?: number): LaneSlots {
+    let l = this.laneSlots.get(name);
+    if (!l) {
+      l = { queue: new PQueue({ concurrency: concurrency ?? Number.POSITIVE_INFINITY }), pausedUntil: 0 };
+      this.laneSlots.set(name, l);
+    } else if (concurrency !== undefined && l.queue.concurrency !== concurrency) l.queue.concurrency = concurrency;
+    return l;
+  }
+
+  /** The lane slots of a job's model, when it has a lane. */
+  private slotsOfLane(modelId: string): PQueue | undefined {
+    const lane = this.laneOf?.(modelId);
+    return lane ? this.lane(lane.lane, lane.concurrency).queue : undefined;
+  }
+
+  pauseLane(lane: string, ms: number): void {
+    const l = this.lane(lane);
+    const until = this.clock.now() + ms;
+    if (until <= l.pausedUntil) return;
+    l.pausedUntil = until;
+    l.queue.pause();
+    this.clock.clearTimeout(l.timer);
+    l.timer = this.clock.setTimeout(() => {
+      l.timer = undefined;
+      l.queue.start();
+      this.pump();
+    }, ms);
+    l.timer.unref?.();
+  }
+
   /** Starts waiting jobs while there are free slots, one per owner per round. */
   private pump(): void {
     if (!this.started || this.stopped) return;
@@ -116,7 +160,9 @@ export class InProcessQueue implements JobQueue {
       const lane = this.lanes.get(owner)!;
       const job = lane.jobs[lane.head]!;
       const model = this.slotsOf(job.modelId);
-      if (model && model.pending >= model.concurrency) {
+      const upstream = this.slotsOfLane(job.modelId);
+      // A full model, or a provider lane that is full here or paused: this owner waits for the next round.
+      if ((model && model.pending >= model.concurrency) || (upstream && (upstream.isPaused || upstream.pending >= upstream.concurrency))) {
         this.ring.push(owner);
         skipped++;
         continue;
@@ -132,17 +178,19 @@ export class InProcessQueue implements JobQueue {
         this.ring.push(owner);
       }
       this.waiting.delete(job.generationId);
-      this.run(job, model);
+      this.run(job, model, upstream);
     }
   }
 
-  private run(job: Job, model: PQueue | undefined): void {
+  private run(job: Job, model: PQueue | undefined, lane: PQueue | undefined): void {
     const controller = new AbortController();
     this.running.set(job.generationId, controller);
     const handler = this.handler!;
-    const task = (): Promise<void> => handler(job, controller.signal);
-    // Both slots are free (pump checked), so p-queue starts the task now, within this call.
-    const running = this.slots.add(model ? () => model.add(task) : task);
+    const run = (): Promise<void> => handler(job, controller.signal);
+    const inLane = lane ? () => lane.add(run) : run;
+    const task = model ? () => model.add(inLane) : inLane;
+    // Every slot is free (pump checked), so p-queue starts the task now, within this call.
+    const running = this.slots.add(task);
     // A handler that threw or rejected logged its own fault; its generation is recovered from the store later.
     const finished = (): void => {
       this.running.delete(job.generationId);
@@ -155,6 +203,7 @@ export class InProcessQueue implements JobQueue {
     // Explicit constructor options win; otherwise the service's settings apply.
     if (settings && this.options.concurrency === undefined) this.concurrency = settings.concurrency;
     if (settings && this.options.modelConcurrency === undefined) this.modelConcurrency = settings.modelConcurrency;
+    this.laneOf = settings?.laneOf;
     this.handler = handler;
     this.slots.concurrency = this.concurrency;
     this.stopped = false;
@@ -171,6 +220,12 @@ export class InProcessQueue implements JobQueue {
     // Waiting jobs are dropped: they are `pending` (or parked) in the store, and recovery enqueues them on the next start.
     for (const t of this.delayed.values()) this.clock.clearTimeout(t);
     this.delayed.clear();
+    for (const l of this.laneSlots.values()) {
+      this.clock.clearTimeout(l.timer);
+      l.timer = undefined;
+      l.pausedUntil = 0;
+      l.queue.start();
+    }
     this.lanes.clear();
     this.ring = [];
     this.waiting.clear();
@@ -206,5 +261,10 @@ export class InProcessQueue implements JobQueue {
   /** Jobs waiting plus running; for tests and metrics. */
   get size(): number {
     return this.waiting.size + this.running.size;
+  }
+
+  /** Jobs running now (a job held back by a full or paused lane is waiting, not running); for tests and metrics. */
+  get active(): number {
+    return this.running.size;
   }
 }
