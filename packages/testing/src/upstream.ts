@@ -3,7 +3,11 @@
 // window of its clock. For tests of provider capacity: the upstream's own counters are the judge.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CAPACITY_WINDOW_MS, ProviderError, type Clock, type GenerateProvider, type ProviderCapacity } from '@genservice/core/ports';
+import { ProviderError, type Clock, type GenerateProvider } from '@genservice/core';
+import type { ProviderCapacity } from '@genservice/core/ports';
+
+/** The window of `requestsPerMinute` (the ports' CAPACITY_WINDOW_MS). */
+const MINUTE_MS = 60_000;
 import { fakeModel } from './fakes.js';
 import type { FakeClock } from './clock.js';
 import { until } from './until.js';
@@ -94,7 +98,7 @@ export async function createFakeUpstream(options: FakeUpstreamOptions): Promise<
     get completed() {
       return completed;
     },
-    maxInWindow(windowMs = CAPACITY_WINDOW_MS) {
+    maxInWindow(windowMs = MINUTE_MS) {
       let most = 0;
       let start = 0;
       for (let end = 0; end < arrivals.length; end++) {
