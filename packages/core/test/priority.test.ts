@@ -4,7 +4,8 @@
  * which it fails free. Over HTTP and the embedder API alike.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type GenerationService, type GenerationServiceOptions } from '@genservice/core';
+import { createGenerationService, InProcessQueue, MemoryApiKeyStore, MemoryLedger, type GenerationService, type GenerationServiceOptions } from '@genservice/core';
+import type { EnqueueOptions, Job } from '@genservice/core/ports';
 import { createFakeProvider, FakeClock, fakeModel, until } from '@genservice/testing';
 
 const T0 = Date.UTC(2026, 0, 1);
@@ -13,8 +14,8 @@ afterEach(async () => {
   await Promise.all(services.splice(0).map((s) => s.stop({ timeoutMs: 100 })));
 });
 
-function make(extra: Partial<GenerationServiceOptions> = {}) {
-  const clock = new FakeClock(T0);
+function make(extra: Partial<GenerationServiceOptions> & { clock?: FakeClock } = {}) {
+  const clock = extra.clock ?? new FakeClock(T0);
   const provider = createFakeProvider();
   const cheap = { models: [fakeModel({ modelId: 'tiered', price: 10, priorityMultipliers: { low: 0.5, high: 3 } })], generate: async () => ({ text: 'ok' }) };
   const ledger = new MemoryLedger({ balances: { alice: 1000 }, clock });
@@ -106,6 +107,29 @@ describe('priority', () => {
     const failed = await until(() => service.details('alice', generationId), { accept: (g) => g.status === 'failed' });
     expect(failed).toMatchObject({ status: 'failed', price: 0, error: { code: 'timeout' } });
     expect(await ledger.account('alice')).toMatchObject({ balance: 1000, reserved: 0 });
+  });
+
+  it("a queue that drops the job's priority still fails a missed deadline free, at claim", async () => {
+    // A queue that carries only the generation, model and owner (as an older queue would).
+    class Forgetful extends InProcessQueue {
+      override enqueue(job: Job, options?: EnqueueOptions): Promise<void> {
+        const { priority: _dropped, ...rest } = job;
+        return super.enqueue(rest, options);
+      }
+    }
+    const clock0 = new FakeClock(T0);
+    const { service, clock, ledger, provider } = make({ clock: clock0, queue: new Forgetful({ clock: clock0 }), runner: { concurrency: 1 }, recovery: { intervalMs: 0 } });
+    await service.start();
+    // The one slot is held, so the low one waits past its deadline.
+    const held = await service.create('alice', { modelId: 'fake-held' });
+    await until(async () => (await service.details('alice', held.generationId)).status === 'processing', 'the held run');
+    const { generationId } = await service.create('alice', { modelId: 'fake-text', priority: 'low', deadline: new Date(T0 + 10_000).toISOString() });
+    await clock.advance(11_000);
+    provider.gate.open();
+    const failed = await until(() => service.details('alice', generationId), { accept: (g) => g.status === 'failed' });
+    expect(failed).toMatchObject({ price: 0, error: { code: 'timeout' } });
+    expect(provider.callsFor(generationId)).toHaveLength(0);
+    expect(await ledger.account('alice')).toMatchObject({ reserved: 0 });
   });
 
   it('a low generation with a deadline that a worker reaches in time runs and is charged', async () => {

@@ -51,6 +51,12 @@ export type Finishing = Pick<GenerationRecord, 'id' | 'expiresAfterSeconds'>;
 /** What recovery should do with one unfinished generation (the Lifecycle has already failed it when `failed`). */
 export type RecoveryDecision = 'requeue' | 'failed' | 'skipped';
 
+/** Why a generation that has not started must not any more: a `low` one's deadline passed (free); null otherwise. */
+function missedDeadline(rec: GenerationRecord, now: number): FailRequest | null {
+  if (rec.deadlineAt === undefined || rec.deadlineAt > now) return null;
+  return { cause: 'deadline_passed', reason: 'its deadline passed before it started', publicMessage: 'The deadline passed before spare capacity ran this generation.' };
+}
+
 /** The states a change may start from, and the lease it needs. Every transition of a generation is one of these. */
 const FROM = {
   /** A worker's own claim: it holds the lease. */
@@ -132,9 +138,7 @@ export class Lifecycle {
    */
   private giveUp(rec: GenerationRecord, now: number): FailRequest | null {
     if (!this.registry.get(rec.modelId)) return { cause: 'model_gone', reason: 'model no longer exists' };
-    if (rec.status === 'pending' && rec.deadlineAt !== undefined && rec.deadlineAt <= now) {
-      return { cause: 'deadline_passed', reason: 'its deadline passed before it started', publicMessage: 'The deadline passed before spare capacity ran this generation.' };
-    }
+    if (rec.status === 'pending') return missedDeadline(rec, now);
     if (rec.status === 'processing' && rec.parkedUntil === undefined && rec.claims >= this.options.runner.maxClaims) {
       return { cause: 'worker_lost', reason: `gave up after ${rec.claims} lost runs` };
     }
@@ -160,6 +164,12 @@ export class Lifecycle {
     // gone, or a low one that may carry a deadline, goes the long way, to the give-up rule.)
     if (this.registry.get(job.modelId) && job.priority !== 'low') {
       const fresh = await this.log.change(generationId, fromPending);
+      // A queue that does not carry the job's priority: a low one past its deadline still fails free, just claimed.
+      const missed = fresh && missedDeadline(fresh, now);
+      if (missed) {
+        await this.fail(fresh, FROM.held(this.holder), missed);
+        return null;
+      }
       if (fresh) return this.started(fresh, now);
     }
     const rec = await this.log.get(generationId);
