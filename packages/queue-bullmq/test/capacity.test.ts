@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { createGenerationService, InProcessQueue, MemoryGenerationStore, MemoryLedger } from '@genservice/core';
+import { createGenerationService, InProcessQueue, MemoryGenerationStore, MemoryLedger, type GenerationService } from '@genservice/core';
 import { createFakeUpstream, createUpstreamProvider, FakeClock, runCapacityContract, stepClockUntil } from '@genservice/testing';
 import { RedisCapacityStore } from '../src/index.js';
 import { REDIS_URL, randomName } from './helpers.js';
@@ -44,7 +44,7 @@ describe('provider capacity across two instances sharing Redis', () => {
     cleanups.push(() => up.close());
     const keyPrefix = randomName('gscap');
     cleanups.push(() => dropKeys(keyPrefix));
-    const instances = [];
+    const instances: Array<{ service: GenerationService; queue: InProcessQueue }> = [];
     for (let i = 0; i < 2; i++) {
       // Each instance its own connection, store and ledger: only the lane's counters are shared.
       const capacity = new RedisCapacityStore({ connection: REDIS_URL, keyPrefix });
