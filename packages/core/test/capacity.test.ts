@@ -14,7 +14,7 @@ import {
   type CapacityStore,
   type GenerationService,
 } from '@genservice/core';
-import { createFakeUpstream, createUpstreamProvider, FakeClock, stepClockUntil, until, type FakeUpstream } from '@genservice/testing';
+import { createFakeUpstream, createGate, createUpstreamProvider, FakeClock, fakeModel, stepClockUntil, until, type FakeUpstream } from '@genservice/testing';
 
 const T0 = Date.UTC(2026, 0, 1);
 const cleanups: Array<() => Promise<void>> = [];
@@ -129,6 +129,36 @@ describe('provider capacity', () => {
     await stepClockUntil(clock, [a.queue, b.queue], async () => (await statuses([...first, ...onB])).completed === 5);
     expect(up.arrivals.slice(1).every((t) => t >= T0 + 20_000)).toBe(true);
     expect(up.maxInFlight).toBeLessThanOrEqual(2);
+  });
+
+  it('low priority takes spare capacity only: never the last slot of a lane, which normal work still gets', async () => {
+    const clock = new FakeClock(T0);
+    const gate = createGate();
+    const queue = new InProcessQueue({ clock });
+    const service = createGenerationService({
+      providers: [{ models: [fakeModel({ modelId: 'laned' })], capacity: { lane: 'spare-test', concurrency: 2 }, generate: gate.script }],
+      clock,
+      queue,
+      ledger: new MemoryLedger({ balances: { ann: 100 }, clock }),
+      recovery: { intervalMs: 0 },
+    });
+    await service.start();
+    cleanups.push(async () => {
+      gate.open();
+      await service.stop({ timeoutMs: 100 });
+    });
+    const first = await service.create('ann', { modelId: 'laned' });
+    await gate.reached(1);
+    const low = await service.create('ann', { modelId: 'laned', priority: 'low' });
+    await until(() => queue.active === 1, 'the low one to be handed back');
+    expect((await service.details('ann', low.generationId)).status).toBe('pending');
+    const second = await service.create('ann', { modelId: 'laned' });
+    await gate.reached(2);
+    expect((await service.details('ann', second.generationId)).status).toBe('processing');
+    expect((await service.details('ann', low.generationId)).status).toBe('pending');
+    gate.open();
+    await stepClockUntil(clock, [queue], async () => (await service.details('ann', low.generationId)).status === 'completed');
+    expect((await service.details('ann', first.generationId)).status).toBe('completed');
   });
 
   it('two instances sharing the counters respect one limit', async () => {

@@ -5,6 +5,7 @@
  */
 import { DomainError } from './errors.js';
 import type { Job } from '../ports/queue.js';
+import type { CapacityLimits } from '../ports/capacity.js';
 
 export const PRIORITIES = ['low', 'normal', 'high'] as const;
 export type Priority = (typeof PRIORITIES)[number];
@@ -12,6 +13,19 @@ export type Priority = (typeof PRIORITIES)[number];
 /** A generation's job: its id, model, owner and (when asked) priority. */
 export function jobOf(gen: { id: string; modelId: string; ownerId: string; priority?: Priority }): Job {
   return { generationId: gen.id, modelId: gen.modelId, ownerId: gen.ownerId, ...(gen.priority !== undefined ? { priority: gen.priority } : {}) };
+}
+
+/**
+ * A provider lane's limits as a `low` generation may use them: spare capacity only. It never takes the last slot (of
+ * two or more), nor the last tenth of the minute's requests or units, so `normal` and `high` work always finds room.
+ */
+export function spareLimits(limits: CapacityLimits): CapacityLimits {
+  const { concurrency, requestsPerMinute, unitsPerMinute } = limits;
+  return {
+    ...(concurrency !== undefined ? { concurrency: Math.max(1, concurrency - 1) } : {}),
+    ...(requestsPerMinute !== undefined ? { requestsPerMinute: Math.max(1, requestsPerMinute - Math.max(1, Math.floor(requestsPerMinute / 10))) } : {}),
+    ...(unitsPerMinute !== undefined ? { unitsPerMinute: unitsPerMinute * 0.9 } : {}),
+  };
 }
 
 /** The key scope a key needs to ask a priority the host restricts (`priority.scoped`). */

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { inject, injectable } from 'tsyringe';
+import { spareLimits } from '../domain/priority.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import { asError } from '../logger.js';
 import type { CapacityStore } from '../ports/capacity.js';
@@ -23,7 +24,8 @@ const MAX_WAITERS = 10_000;
  * counters (the `CapacityStore` port) first. Before a claim, a job whose lane is full is handed back to the queue
  * (delayed until the lane may have room): it stays `pending`, spends nothing and never fails. Within a run, each
  * further request (a retry, a remote job's check) asks again. A 429 with `Retry-After` pauses the lane on every
- * instance, and the run parks until then without spending an attempt (provider-calls.ts, execution.ts).
+ * instance, and the run parks until then without spending an attempt (provider-calls.ts, execution.ts). A `low`
+ * generation asks within `spareLimits` (domain/priority.ts): it never takes a lane's last slot.
  */
 @injectable()
 export class CapacityGate {
@@ -53,7 +55,9 @@ export class CapacityGate {
     const now = this.options.clock.now();
     let grant: Awaited<ReturnType<CapacityStore['acquire']>>;
     try {
-      grant = await this.counters.acquire(lane.lane, lane, { permitId, units: await this.unitsOf(model, job), now, holdMs: this.holdMs(model) });
+      // A low job takes spare capacity only (spareLimits); a queue that does not carry priority runs it as normal.
+      const limits = job.priority === 'low' ? spareLimits(lane) : lane;
+      grant = await this.counters.acquire(lane.lane, limits, { permitId, units: await this.unitsOf(model, job), now, holdMs: this.holdMs(model) });
     } catch (err) {
       // The counters cannot be reached: the job waits (pending) rather than run past the limits or fail.
       this.logger.warn({ err: asError(err), lane: lane.lane }, 'provider capacity unavailable; the job waits');
@@ -72,7 +76,7 @@ export class CapacityGate {
    * Before one provider call of a run on `model`: the request admission took (once), or a new one, waited for while
    * the lane is briefly full. Throws LanePaused when the lane is refused for longer (the run parks).
    */
-  async request(run: { rec: { settings: Record<string, unknown> }; capacity?: RunCapacity; abort: JobAbort }, model: RegisteredModel): Promise<void> {
+  async request(run: { rec: { settings: Record<string, unknown>; priority?: string }; capacity?: RunCapacity; abort: JobAbort }, model: RegisteredModel): Promise<void> {
     const lane = model.lane;
     const capacity = run.capacity;
     if (!lane || !capacity) return;
@@ -84,7 +88,8 @@ export class CapacityGate {
       if (run.abort.aborted) throw run.abort.reason;
       const now = this.options.clock.now();
       const units = lane.units ? lane.units(run.rec.settings) : 1;
-      const grant = await this.counters.acquire(lane.lane, lane, { permitId: capacity.permitId, units, now, holdMs: this.holdMs(model) });
+      const limits = run.rec.priority === 'low' ? spareLimits(lane) : lane;
+      const grant = await this.counters.acquire(lane.lane, limits, { permitId: capacity.permitId, units, now, holdMs: this.holdMs(model) });
       if (grant.granted) {
         capacity.held.add(lane.lane);
         return;
