@@ -71,24 +71,24 @@ async function upstream(clock: FakeClock): Promise<FakeUpstream> {
 }
 
 describe('provider capacity', () => {
-  it('concurrency 2 and 30 a minute under 90 creates: nothing fails, the upstream never sees more', async () => {
+  it('concurrency 2 and 30 a minute under 200 creates from three owners: nothing fails, the upstream never sees more', async () => {
     const clock = new FakeClock(T0);
     const up = await upstream(clock);
     const inst = await instance(clock, up.url, new MemoryCapacityStore(), { concurrency: 2, requestsPerMinute: 30 });
-    const made = await createMany([inst], 90);
+    const made = await createMany([inst], 200);
     // In the first minute exactly 30 run; the rest wait, pending.
     await stepClockUntil(clock, [inst.queue], async () => up.completed >= 30, { maxSteps: 59 });
     expect(up.completed).toBe(30);
     await clock.advance(0);
     const early = await statuses(made);
-    expect(early).toEqual({ completed: 30, pending: 60 });
-    await stepClockUntil(clock, [inst.queue], async () => (await statuses(made)).completed === 90);
-    expect(await statuses(made)).toEqual({ completed: 90 });
+    expect(early).toEqual({ completed: 30, pending: 170 });
+    await stepClockUntil(clock, [inst.queue], async () => (await statuses(made)).completed === 200);
+    expect(await statuses(made)).toEqual({ completed: 200 });
     expect(up.maxInFlight).toBeLessThanOrEqual(2);
     expect(up.maxInWindow()).toBeLessThanOrEqual(30);
-    expect(up.arrivals).toHaveLength(90);
-    // 90 at 30 a minute: the last batch starts two minutes after the first.
-    expect(up.arrivals.at(-1)! - up.arrivals[0]!).toBeGreaterThanOrEqual(120_000);
+    expect(up.arrivals).toHaveLength(200);
+    // 200 at 30 a minute: the last ones start six minutes after the first.
+    expect(up.arrivals.at(-1)! - up.arrivals[0]!).toBeGreaterThanOrEqual(360_000);
   });
 
   it('a 429 with Retry-After pauses the lane and costs no attempt (the model has one)', async () => {
