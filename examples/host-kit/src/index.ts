@@ -156,6 +156,8 @@ interface DurableParts {
   idempotency: NonNullable<GenerationServiceOptions['idempotency']>;
   webhookStore: NonNullable<GenerationServiceOptions['webhookStore']>;
   auditLog: NonNullable<GenerationServiceOptions['auditLog']>;
+  /** Providers' lane counters in the same database, shared by every instance on it. */
+  capacity: NonNullable<GenerationServiceOptions['capacity']>;
   close(): Promise<void>;
   describe: string;
 }
@@ -316,6 +318,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     idempotency: stores.idempotency,
     webhookStore: stores.webhookStore,
     auditLog: stores.auditLog,
+    capacity: stores.capacity,
     ...(config.adminApiKey ? { admin: { apiKeys: [{ key: config.adminApiKey, name: 'ADMIN_API_KEY' }] } } : {}),
     webhooks: {
       allowPrivateUrls: config.allowPrivateWebhooks,

@@ -136,7 +136,7 @@ describe('provider capacity', () => {
     const gate = createGate();
     const queue = new InProcessQueue({ clock });
     const service = createGenerationService({
-      providers: [{ models: [fakeModel({ modelId: 'laned' })], capacity: { lane: 'spare-test', concurrency: 2 }, generate: gate.script }],
+      providers: [{ models: [fakeModel({ modelId: 'laned' })], capacity: { lane: 'spare-test', concurrency: 2 }, generate: async (input, ctx) => gate.script(input, ctx) }],
       clock,
       queue,
       ledger: new MemoryLedger({ balances: { ann: 100 }, clock }),
