@@ -161,6 +161,23 @@ describe('provider capacity', () => {
     expect((await service.details('ann', first.generationId)).status).toBe('completed');
   });
 
+  it("storing a file result is not a request of the lane (only the provider's calls are)", async () => {
+    const clock = new FakeClock(T0);
+    const service = createGenerationService({
+      providers: [{ models: [fakeModel({ modelId: 'pic', resultType: 'image' })], capacity: { lane: 'one-a-minute', requestsPerMinute: 1 }, generate: async () => ({ bytes: new Uint8Array([1, 2, 3]), mimeType: 'image/png' }) }],
+      clock,
+      ledger: new MemoryLedger({ balances: { ann: 100 }, clock }),
+      publicUrl: 'https://api.example.com/gen',
+      recovery: { intervalMs: 0 },
+    });
+    await service.start();
+    cleanups.push(() => service.stop({ timeoutMs: 100 }));
+    const { generationId } = await service.create('ann', { modelId: 'pic' });
+    // Completed at the same instant: the upload took none of the minute's one request.
+    expect(await until(() => service.details('ann', generationId), { accept: (g) => g.status === 'completed' })).toMatchObject({ status: 'completed', price: 1 });
+    expect(clock.now()).toBe(T0);
+  });
+
   it('two instances sharing the counters respect one limit', async () => {
     const clock = new FakeClock(T0);
     const up = await upstream(clock);

@@ -42,7 +42,7 @@ export class RemoteJobs {
     const remote = model.provider as RemoteJobProvider;
     if (run.handle === undefined) {
       const input = { model: model.definition, settings: rec.settings };
-      const started = await this.calls.withRetries(() => this.calls.call('start', rec, () => remote.start(input, ctx)), model, run);
+      const started = await this.calls.withRetries(() => this.calls.call('start', rec, () => remote.start(input, ctx)), model, run, { upstream: true });
       run.handle = started.handle;
       if (!(await this.lifecycle.setRemoteHandle(rec.id, run.handle))) {
         // Cancelled or taken over while it was being started: nobody will check this upstream job, so stop it.
@@ -52,7 +52,7 @@ export class RemoteJobs {
       }
     }
     const handle = run.handle;
-    const status = await this.calls.withRetries(() => this.calls.call('check', rec, () => remote.check(handle, ctx)), model, run);
+    const status = await this.calls.withRetries(() => this.calls.call('check', rec, () => remote.check(handle, ctx)), model, run, { upstream: true });
     if (status.status === 'running') {
       if (typeof status.progress === 'number') ctx.progress(status.progress, status.message);
       const now = this.options.clock.now();
