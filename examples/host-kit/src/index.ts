@@ -157,6 +157,8 @@ interface DurableParts {
   webhookStore: NonNullable<GenerationServiceOptions['webhookStore']>;
   auditLog: NonNullable<GenerationServiceOptions['auditLog']>;
   uploadStore: NonNullable<GenerationServiceOptions['uploadStore']>;
+  /** Providers' lane counters in the same database, shared by every instance on it. */
+  capacity: NonNullable<GenerationServiceOptions['capacity']>;
   close(): Promise<void>;
   describe: string;
 }
@@ -318,6 +320,7 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     webhookStore: stores.webhookStore,
     auditLog: stores.auditLog,
     uploadStore: stores.uploadStore,
+    capacity: stores.capacity,
     ...(config.adminApiKey ? { admin: { apiKeys: [{ key: config.adminApiKey, name: 'ADMIN_API_KEY' }] } } : {}),
     webhooks: {
       allowPrivateUrls: config.allowPrivateWebhooks,

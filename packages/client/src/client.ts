@@ -379,7 +379,13 @@ class Client implements GenServiceClient<AnyModels> {
   private async quote(input: CreateGenerationInput, options: RequestSignalOptions = {}): Promise<Quote> {
     const body = await this.transport.request('POST', '/v1/quotes', { body: bodyOf(input), signal: options.signal });
     if (!isRecord(body) || typeof body.price !== 'number' || typeof body.balance !== 'number') throw invalidResponse('POST /v1/quotes: no price');
-    return { price: body.price, balance: body.balance };
+    const priority = body.priority === 'low' || body.priority === 'normal' || body.priority === 'high' ? body.priority : undefined;
+    return {
+      price: body.price,
+      balance: body.balance,
+      ...(priority !== undefined ? { priority } : {}),
+      ...(typeof body.multiplier === 'number' ? { multiplier: body.multiplier } : {}),
+    };
   }
 
   /** A failed generation with its reason, when the service can say (an older one cannot: then without). */
@@ -727,6 +733,8 @@ function bodyOf(input: CreateGenerationInput): Record<string, unknown> {
     ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
     ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
     ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
+    ...(input.priority !== undefined ? { priority: input.priority } : {}),
+    ...(input.deadline !== undefined ? { deadline: input.deadline } : {}),
   };
 }
 

@@ -72,6 +72,14 @@ export interface CreateGenerationCommon {
    * 400 `invalid_request` naming `expiresAfterSeconds` beyond it). Shown as `expiresAt` on the details and the list.
    */
   expiresAfterSeconds?: number;
+  /**
+   * `high` goes first within your share of the queue, `low` waits for spare capacity; the service prices each (a
+   * multiplier of the model's price: `quote` shows it). Default `normal`. A priority the service restricts needs a key
+   * with the `priority` scope (403 otherwise).
+   */
+  priority?: 'low' | 'normal' | 'high';
+  /** Only with `priority: 'low'`: an ISO 8601 instant after which, not started, it fails free (`timeout`). */
+  deadline?: string;
 }
 
 /** `generation.deleted` is sent only to webhooks that list it. */
@@ -142,6 +150,9 @@ export interface Quote {
   price: number;
   /** Your spendable tokens now. */
   balance: number;
+  /** The priority the quote asked, and what it multiplies the model's price by (only when a priority was asked). */
+  priority?: 'low' | 'normal' | 'high';
+  multiplier?: number;
 }
 
 /** A verified webhook delivery's body. */

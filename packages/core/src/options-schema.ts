@@ -1,3 +1,4 @@
+import { DEFAULT_PRIORITY_MULTIPLIERS, PRIORITIES } from './domain/priority.js';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { hashApiKey } from './domain/ids.js';
@@ -15,6 +16,8 @@ function port(...methods: string[]): z.ZodType {
 }
 
 const positiveInt = z.number().int().positive();
+/** A price multiplier of a priority: finite, from 0 to 1000. */
+const multiplier = z.number().min(0).max(1000);
 const nonNegativeInt = z.number().int().nonnegative();
 const ms = z.number().int().nonnegative().max(2 ** 31 - 1);
 const rule = z.strictObject({ points: positiveInt, durationSeconds: positiveInt.max(31 * 24 * 3600) });
@@ -45,6 +48,12 @@ export const optionsSchema = z.strictObject({
     })
     .optional(),
   telemetry: z.strictObject({ meterProvider: port('getMeter').optional(), tracerProvider: port('getTracer').optional() }).optional(),
+  priority: z
+    .strictObject({
+      multipliers: z.strictObject({ low: multiplier.optional(), normal: multiplier.optional(), high: multiplier.optional() }).optional(),
+      scoped: z.array(z.enum(PRIORITIES)).optional(),
+    })
+    .optional(),
   providers: z.array(providerSchema),
   store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'listFinishedBefore', 'listLifeEndedBefore', 'remove').optional(),
   ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'openAccount', 'account', 'openReserves', 'keySpend', 'usage').optional(),
@@ -53,6 +62,7 @@ export const optionsSchema = z.strictObject({
   apiKeyCache: z.strictObject({ ttlMs: ms, max: positiveInt.optional() }).optional(),
   blobs: port('put', 'get', 'delete').optional(),
   queue: port('enqueue', 'start', 'stop').optional(),
+  capacity: port('acquire', 'release', 'pause').optional(),
   idempotency: port('begin', 'takeOver', 'finish', 'abandon', 'purgeBefore').optional(),
   logger: port('debug', 'info', 'warn', 'error').optional(),
   clock: port('now', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval').optional(),
@@ -293,6 +303,7 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       ttlSeconds: options.uploads?.ttlSeconds ?? 3600,
     },
     telemetry: { ...options.telemetry },
+    priority: { multipliers: { ...DEFAULT_PRIORITY_MULTIPLIERS, ...options.priority?.multipliers }, scoped: [...(options.priority?.scoped ?? [])] },
     push: {
       pollIntervalMs: options.push?.pollIntervalMs ?? 1000,
       keepAliveMs: options.push?.keepAliveMs ?? 15_000,

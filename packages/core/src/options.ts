@@ -11,6 +11,7 @@ import type { Logger } from './ports/logger.js';
 import type { Clock } from './ports/clock.js';
 import type { ModelProvider } from './ports/provider.js';
 import type { JobQueue } from './ports/queue.js';
+import type { CapacityStore } from './ports/capacity.js';
 import type { Notifier } from './ports/notifier.js';
 import type { WebhookEndpoint, WebhookStore } from './ports/webhooks.js';
 import type { GenerationStore } from './ports/store.js';
@@ -231,6 +232,24 @@ export interface AdminOptions {
   apiKeys: Array<string | { key: string; name?: string }>;
 }
 
+/**
+ * Priority of a create (`priority: 'low' | 'normal' | 'high'`, docs/operations.md): what each costs and who may ask
+ * it. Higher priority goes first within its owner's share of the queue; `low` may carry a `deadline` after which it
+ * fails free.
+ */
+export interface PriorityOptions {
+  /**
+   * Price multiplier of each priority (a create reserves the model's price times it). Default 1 for each. A model's
+   * own `priorityMultipliers` win over these.
+   */
+  multipliers?: { low?: number; normal?: number; high?: number };
+  /**
+   * Priorities only keys with the `priority` scope may ask (others answer 403 `forbidden`). Default none. Keys of a
+   * host's own resolver (no scopes) may ask any.
+   */
+  scoped?: Array<'low' | 'normal' | 'high'>;
+}
+
 export interface GenerationServiceOptions {
   /** Model providers; model ids must be unique over all of them. */
   providers: ModelProvider[];
@@ -251,6 +270,15 @@ export interface GenerationServiceOptions {
   blobs?: BlobStore;
   /** Default: in-process queue on p-queue. */
   queue?: JobQueue;
+  /** What each create priority costs and which keys may ask it. */
+  priority?: PriorityOptions;
+  /**
+   * Where the counters of providers' lanes (`provider.capacity`: concurrency, requests and units per minute, a 429's
+   * pause) live. Default: this process (`MemoryCapacityStore`). Instances that share an upstream account share one:
+   * `RedisCapacityStore` (@genservice/queue-bullmq) when the host has a Redis, else the store's
+   * (`createSqliteStores().capacity`, `PostgresCapacityStore` from @genservice/store-postgres).
+   */
+  capacity?: CapacityStore;
   /** Default: in-memory. */
   idempotency?: IdempotencyStore;
   /** Default: silent. */

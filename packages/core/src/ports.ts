@@ -49,3 +49,5 @@ export { organizationWindowStart } from './domain/limits.js';
 export { FAIR_SCALE, JOB_PRIORITIES, LINE_SEPARATOR, MAX_WEIGHT, fairLineOf, fairOrder, fairTagUnits, fairWeight, tagOfOrder } from './domain/fair-order.js';
 export type { FairFields, FairLine, JobPriority } from './domain/fair-order.js';
 export { currentTraceparent, traceHeaders } from './trace-context.js';
+/** The window provider lanes' per-minute limits count in (CapacityStore implementations share it). */
+export { CAPACITY_WINDOW_MS } from './ports/capacity.js';

@@ -41,6 +41,7 @@ export interface ResolvedServiceOptions {
     unauthenticated?: RateLimitRule;
   };
   telemetry: TelemetryOptions;
+  priority: import('./domain/priority.js').PriorityRules;
   health: { timeoutMs: number; checks: Record<string, () => unknown> };
   /** The OpenAI-compatible surface, when enabled: the hold limit, and the video models (their `video.*` webhooks). */
   openai?: { maxWaitSeconds: number; videoModels: ReadonlySet<string> };

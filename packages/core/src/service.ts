@@ -15,6 +15,7 @@ import { Access } from './http/access.js';
 import { FilesRoute } from './http/files-route.js';
 import { HealthRoute } from './http/health.js';
 import { Fallbacks } from './runner/fallbacks.js';
+import { CapacityGate } from './runner/capacity-gate.js';
 import { HttpHandler } from './http/handler.js';
 import { OpenApiRoute } from './http/openapi-route.js';
 import { PlaygroundRoute } from './http/playground.js';
@@ -49,6 +50,7 @@ import { GenerationReads } from './use-cases/generation-reads.js';
 import type { GenerationStore } from './ports/store.js';
 import {
   MemoryApiKeyStore,
+  MemoryCapacityStore,
   MemoryAuditLog,
   MemoryBlobStore,
   MemoryGenerationStore,
@@ -225,6 +227,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   port(TOKENS.Blobs, options.blobs, () => new MemoryBlobStore());
   port(TOKENS.Idempotency, options.idempotency, () => new MemoryIdempotencyStore());
   port(TOKENS.Queue, options.queue, () => new InProcessQueue({ clock }));
+  port(TOKENS.Capacity, options.capacity, () => new MemoryCapacityStore());
   port(TOKENS.ApiKeys, options.apiKeys, () => new MemoryApiKeyStore({ clock }));
   // The host's key store itself, for Accounts: keys are managed there, never in the cache in front of it.
   const keyStore = c.resolve<ApiKeyResolver>(TOKENS.ApiKeys);
@@ -268,6 +271,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     // runner/
     QueuePositions,
     Fallbacks,
+    CapacityGate,
     ProviderCalls,
     MediaReader,
     Results,

@@ -17,6 +17,7 @@ export const TOKENS = {
   AuditLog: Symbol('genservice.AuditLog'),
   Blobs: Symbol('genservice.BlobStore'),
   Queue: Symbol('genservice.JobQueue'),
+  Capacity: Symbol('genservice.CapacityStore'),
   Idempotency: Symbol('genservice.IdempotencyStore'),
   Notifier: Symbol('genservice.Notifier'),
   WebhookStore: Symbol('genservice.WebhookStore'),

@@ -5,7 +5,7 @@ import { openApiFixtureModels } from './fixtures/openapi-models.js';
 
 /**
  * The served OpenAPI document is derived from the route table. `fixtures/openapi-before.json` is the document the
- * service served before the route table existed (commit e3137eb, written with these models and options; since then only issue 37 added the `maximum` of token amounts, MAX_TOKENS, to four admin schemas, issue 38 the failure code `storage_unavailable` to the `error.code` enum and the operation `POST /v1/uploads`, and issue 40 the optional `queue` of a pending generation's details and the event stream's `queue` message in its description): the table
+ * service served before the route table existed (commit e3137eb, written with these models and options; since then only issue 37 added the `maximum` of token amounts, MAX_TOKENS, to four admin schemas, issue 38 the failure code `storage_unavailable` to the `error.code` enum and the operation `POST /v1/uploads`, and issue 40 a create's optional `priority` and `deadline`, a quote's optional `priority` and `multiplier`, and the key scope `priority`): the table
  * must describe exactly the same paths, operations and schemas.
  */
 const before = JSON.parse(readFileSync(new URL('./fixtures/openapi-before.json', import.meta.url), 'utf8')) as Record<string, any>;

@@ -47,8 +47,8 @@ export function generationSql(s: string) {
     insert: `WITH ins AS (
         INSERT INTO ${s}.generations
           (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, metadata, webhook, last_seq, last_tx,
-           expires_after_seconds, traceparent)
-        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1, pg_current_xact_id(), $13::int, $14
+           expires_after_seconds, traceparent, priority, deadline_at)
+        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1, pg_current_xact_id(), $13::int, $14, $15, $16::bigint
         WHERE $8::int IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM ${s}.generations
           WHERE owner_id = $2 AND finished_at IS NULL LIMIT $8::int) capped) < $8::int
         RETURNING id, owner_id),
@@ -276,6 +276,9 @@ function toRecord(row: Row): GenerationRecord {
   if (startedAt !== undefined) rec.startedAt = startedAt;
   if (row.webhook !== null && row.webhook !== undefined) rec.webhook = row.webhook as GenerationRecord['webhook'];
   if (typeof row.traceparent === 'string') rec.traceparent = row.traceparent;
+  if (typeof row.priority === 'string') rec.priority = row.priority as GenerationRecord['priority'];
+  const deadlineAt = optNum(row.deadline_at);
+  if (deadlineAt !== undefined) rec.deadlineAt = deadlineAt;
   if (row.remote_handle !== null && row.remote_handle !== undefined) rec.remoteHandle = row.remote_handle;
   const parkedUntil = optNum(row.parked_until);
   if (parkedUntil !== undefined) rec.parkedUntil = parkedUntil;
@@ -347,6 +350,8 @@ export class PostgresGenerationStore implements GenerationStore {
       jsonb(event.data),
       gen.expiresAfterSeconds ?? null,
       gen.traceparent ?? null,
+      gen.priority ?? null,
+      gen.deadlineAt ?? null,
     ];
     if (cap === undefined) {
       const { rows } = await this.db.query<{ inserted: number }>(this.sql.insert, params);

@@ -19,6 +19,7 @@ export { PostgresGenerationStore } from './generation-store.js';
 export { PostgresLedger } from './ledger.js';
 export { PostgresApiKeyStore } from './api-keys.js';
 export { PostgresAuditLog } from './audit-log.js';
+export { PostgresCapacityStore } from './capacity-store.js';
 export { PostgresIdempotencyStore } from './idempotency.js';
 export { PostgresWebhookStore } from './webhook-store.js';
 export { PostgresUploadStore } from './upload-store.js';

@@ -404,6 +404,57 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX uploads_expiry_idx ON ${s}.uploads (expires_at, key)`,
     ],
   },
+  {
+    version: 14,
+    name: "provider lanes' shared counters (slots in flight, requests of the last minute, pauses); a create's priority and deadline",
+    // One function decides an ask under the lane row's lock (one round trip): racing asks of a lane queue on it.
+    up: (s) => [
+      `CREATE TABLE ${s}.capacity_lanes (lane text PRIMARY KEY, paused_until bigint NOT NULL DEFAULT 0)`,
+      `CREATE TABLE ${s}.capacity_permits (
+        lane text NOT NULL,
+        permit_id text NOT NULL,
+        expires_at bigint NOT NULL,
+        PRIMARY KEY (lane, permit_id)
+      )`,
+      `CREATE TABLE ${s}.capacity_requests (lane text NOT NULL, at bigint NOT NULL, units double precision NOT NULL, permit_id text NOT NULL)`,
+      `CREATE INDEX capacity_requests_lane_at_idx ON ${s}.capacity_requests (lane, at)`,
+      // A create's priority and a low one's deadline; NULL for rows of earlier versions (normal, no deadline).
+      `ALTER TABLE ${s}.generations ADD COLUMN priority text, ADD COLUMN deadline_at bigint`,
+      `CREATE FUNCTION ${s}.capacity_acquire(p_lane text, p_concurrency integer, p_rpm integer, p_upm double precision,
+          p_permit text, p_units double precision, p_now bigint, p_hold_ms bigint, p_window_ms bigint,
+          OUT granted boolean, OUT retry_after_ms bigint) LANGUAGE plpgsql AS $fn$
+        DECLARE
+          v_paused bigint;
+          v_held integer;
+          v_n integer;
+          v_units double precision;
+          v_oldest bigint;
+        BEGIN
+          INSERT INTO ${s}.capacity_lanes (lane) VALUES (p_lane) ON CONFLICT (lane) DO NOTHING;
+          SELECT paused_until INTO v_paused FROM ${s}.capacity_lanes WHERE lane = p_lane FOR UPDATE;
+          IF v_paused > p_now THEN
+            granted := false; retry_after_ms := v_paused - p_now; RETURN;
+          END IF;
+          DELETE FROM ${s}.capacity_permits WHERE lane = p_lane AND expires_at <= p_now;
+          IF p_concurrency IS NOT NULL THEN
+            SELECT count(*) INTO v_held FROM ${s}.capacity_permits WHERE lane = p_lane AND permit_id <> p_permit;
+            IF v_held >= p_concurrency THEN
+              granted := false; retry_after_ms := NULL; RETURN;
+            END IF;
+          END IF;
+          DELETE FROM ${s}.capacity_requests WHERE lane = p_lane AND at <= p_now - p_window_ms;
+          SELECT count(*), coalesce(sum(units), 0), min(at) INTO v_n, v_units, v_oldest FROM ${s}.capacity_requests WHERE lane = p_lane;
+          IF (p_rpm IS NOT NULL AND v_n >= p_rpm) OR (p_upm IS NOT NULL AND v_units > 0 AND v_units + p_units > p_upm) THEN
+            granted := false; retry_after_ms := v_oldest + p_window_ms - p_now; RETURN;
+          END IF;
+          INSERT INTO ${s}.capacity_permits (lane, permit_id, expires_at) VALUES (p_lane, p_permit, p_now + p_hold_ms)
+            ON CONFLICT (lane, permit_id) DO UPDATE SET expires_at = excluded.expires_at;
+          INSERT INTO ${s}.capacity_requests (lane, at, units, permit_id) VALUES (p_lane, p_now, p_units, p_permit);
+          granted := true; retry_after_ms := NULL;
+        END
+      $fn$`,
+    ],
+  },
 ];
 
 /**

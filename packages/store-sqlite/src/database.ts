@@ -507,6 +507,32 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX uploads_expiry ON uploads (expires_at, key);
     `,
   },
+  {
+    version: 16,
+    name: "provider lanes' shared counters (slots in flight, requests of the last minute, pauses); a create's priority and deadline",
+    sql: `
+      CREATE TABLE capacity_lanes (
+        lane         TEXT    NOT NULL PRIMARY KEY,
+        paused_until INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE TABLE capacity_permits (
+        lane       TEXT    NOT NULL,
+        permit_id  TEXT    NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (lane, permit_id)
+      );
+      CREATE TABLE capacity_requests (
+        lane      TEXT    NOT NULL,
+        at        INTEGER NOT NULL,
+        units     REAL    NOT NULL,
+        permit_id TEXT    NOT NULL
+      );
+      CREATE INDEX capacity_requests_lane_at ON capacity_requests (lane, at);
+      -- A create's priority and a low one's deadline; NULL for rows of earlier versions (normal, no deadline).
+      ALTER TABLE generations ADD COLUMN priority    TEXT;
+      ALTER TABLE generations ADD COLUMN deadline_at INTEGER;
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

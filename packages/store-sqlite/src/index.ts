@@ -23,6 +23,7 @@ import { SqliteAuditLog } from './audit-log.js';
 import { SqliteIdempotencyStore } from './idempotency.js';
 import { SqliteWebhookStore } from './webhook-store.js';
 import { SqliteUploadStore } from './upload-store.js';
+import { SqliteCapacityStore } from './capacity-store.js';
 
 export { SqliteGenerationStore } from './generation-store.js';
 export { SqliteLedger } from './ledger.js';
@@ -31,6 +32,7 @@ export { SqliteAuditLog } from './audit-log.js';
 export { SqliteIdempotencyStore } from './idempotency.js';
 export { SqliteWebhookStore } from './webhook-store.js';
 export { SqliteUploadStore } from './upload-store.js';
+export { SqliteCapacityStore } from './capacity-store.js';
 export {
   MIGRATIONS,
   appliedMigrations,
@@ -52,6 +54,8 @@ export interface SqliteStores {
   auditLog: SqliteAuditLog;
   /** The uploads and their expiry, for the clean-up that deletes their files (the service option of the same name). */
   uploadStore: SqliteUploadStore;
+  /** Provider lanes' counters (the service option `capacity`), shared by every process using the file. */
+  capacity: SqliteCapacityStore;
   /** The shared connection, for operators' queries and backups (`db.backup(path)`). */
   db: SqliteDatabase;
   /** Closes the connection. Call it after the service has stopped; calling it again does nothing. */
@@ -72,6 +76,7 @@ export function createSqliteStores(options: SqliteOptions): SqliteStores {
     webhookStore: new SqliteWebhookStore(db),
     auditLog: new SqliteAuditLog(db),
     uploadStore: new SqliteUploadStore(db),
+    capacity: new SqliteCapacityStore(db),
     db,
     async close(): Promise<void> {
       if (!db.open) return;

@@ -6,3 +6,4 @@ export * from './clock.js';
 export { until, type UntilOptions } from './until.js';
 export { createTestService, type TestService, type TestServiceOptions } from './service.js';
 export * from './scale-out/index.js';
+export { createFakeUpstream, createUpstreamProvider, stepClockUntil, type FakeUpstream, type FakeUpstreamOptions } from './upstream.js';

@@ -131,6 +131,23 @@ const MUTANTS: Record<string, string> = {
       }
     }
     runBlobStoreContract(NAME, async () => { const d = await mkdtemp(join(tmpdir(), 'mut-')); return { blobs: new M(d), close: () => rm(d, { recursive: true, force: true }) }; });`,
+  'capacity: a slot is never freed': `
+    class M extends MemoryCapacityStore { async release() {} }
+    runCapacityContract(NAME, async () => ({ capacity: new M(), close: async () => undefined }));`,
+  'capacity: the minute is a fixed window': `
+    class M extends MemoryCapacityStore {
+      async acquire(lane, limits, ask) { return super.acquire(lane, limits, { ...ask, now: Math.floor(ask.now / 60000) * 60000 + 59999 }); }
+    }
+    runCapacityContract(NAME, async () => ({ capacity: new M(), close: async () => undefined }));`,
+  'capacity: checks, then records later': `
+    class M extends MemoryCapacityStore {
+      async acquire(lane, limits, ask) {
+        const probe = await super.acquire(lane + '#probe', limits, ask);
+        await tick();
+        return probe.granted ? super.acquire(lane, {}, ask) : probe;
+      }
+    }
+    runCapacityContract(NAME, async () => ({ capacity: new M(), close: async () => undefined }));`,
   'queue: no de-duplication of waiting jobs': `
     runQueueContract(NAME, async () => { const q = new Naive({ abort: true, limit: 2 }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
   'queue: stop never aborts': `
@@ -176,19 +193,23 @@ const CAUGHT_BY: Record<string, string[]> = {
   'queue: ignores its concurrency': ['JobQueue'],
   'queue: keeps starting jobs after stop': ['JobQueue'],
   'queue: ignores organisation weights': ['JobQueue contract shares the runner by organisation weight'],
+  'capacity: a slot is never freed': ['CapacityStore'],
+  'capacity: the minute is a fixed window': ['CapacityStore'],
+  'capacity: checks, then records later': ['CapacityStore'],
 };
 
 /** The same naive queue with every fault switched off: proves the queue mutants fail for their bug alone. */
 const CONTROL = `
   runQueueContract('control: correct naive queue', async () => { const q = new Naive({ dedupe: true, abort: true, limit: 2 }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });
-  runPortContracts('control: memory ports', ports({}));`;
+  runPortContracts('control: memory ports', ports({}));
+  runCapacityContract('control: memory capacity', async () => ({ capacity: new MemoryCapacityStore(), close: async () => undefined }));`;
 
 const PRELUDE = `
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryGenerationStore, MemoryIdempotencyStore, MemoryLedger } from '@genservice/core';
-import { runBlobStoreContract, runPortContracts, runQueueContract } from '@genservice/testing';
+import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryCapacityStore, MemoryGenerationStore, MemoryIdempotencyStore, MemoryLedger } from '@genservice/core';
+import { runBlobStoreContract, runCapacityContract, runPortContracts, runQueueContract } from '@genservice/testing';
 // One turn of the event loop: the window a racing mutant needs.
 const tick = () => new Promise((r) => setImmediate(r));
 const ports = (o) => async () => ({
@@ -294,6 +315,9 @@ describe('the contract suites catch planted bugs', () => {
     expect(memory.failed).toEqual([]);
     expect(queue.passed).toBeGreaterThan(5);
     expect(memory.passed).toBeGreaterThan(50);
+    const capacity = outcomes('control: memory capacity');
+    expect(capacity.failed).toEqual([]);
+    expect(capacity.passed).toBeGreaterThan(5);
   });
 
   it('names the contract that must catch every mutant', () => {

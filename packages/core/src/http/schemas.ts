@@ -1,3 +1,4 @@
+import { PRIORITIES } from '../domain/priority.js';
 import { z } from 'zod';
 import { FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES } from '../domain/types.js';
 import { ERROR_DETAIL_CODES, type ErrorCode } from '../domain/errors.js';
@@ -70,6 +71,18 @@ export const webhookRequestSchema = z
   })
   .describe('Where to send this generation\'s events');
 
+/** A create's `priority` (docs/operations.md). */
+export const prioritySchema = z
+  .enum(PRIORITIES)
+  .describe(
+    "Default normal. high goes first within your share of the queue, low waits for spare capacity; the service prices each (a multiplier of the model's price, shown by POST /v1/quotes). A priority the service restricts needs a key with the priority scope (403 otherwise).",
+  );
+/** A `low` create's `deadline`. */
+export const deadlineSchema = z
+  .string()
+  .max(64)
+  .describe('Only with priority low: an ISO 8601 date and time (at most 30 days ahead). Not started by then, the generation fails (error code timeout) and nothing is charged.');
+
 /** The body of POST /v1/generations (and /v1/quotes), before per-model settings validation. The handler validates with it. */
 export const createRequestSchema = z.object({
   modelId: z.string().min(1).max(200).describe('A modelId from GET /v1/models'),
@@ -85,6 +98,8 @@ export const createRequestSchema = z.object({
     .describe(
       "A shorter life than the service's retention: the generation (record and files) is deleted this many seconds after it finishes, and reads as deleted from then on. At most the retention in seconds (400 beyond it); any value when the service keeps generations forever. Shown as expiresAt in details, the list and webhooks.",
     ),
+  priority: prioritySchema.optional(),
+  deadline: deadlineSchema.optional(),
 });
 
 export const createResponseSchema = z.object({ generationId: z.string() });
@@ -207,6 +222,8 @@ export const listResponseSchema = z.object({
 export const quoteResponseSchema = z.object({
   price: z.number().describe('Tokens a create with this body would reserve now'),
   balance: z.number().describe('Your spendable balance now'),
+  priority: z.enum(PRIORITIES).optional().describe('The priority asked (only when the body asked one)'),
+  multiplier: z.number().optional().describe("What that priority multiplies the model's price by (only when the body asked a priority)"),
 });
 
 export const settingDescriptorSchema = z.object({
@@ -290,7 +307,11 @@ export const adminCreditSchema = z.object({
 });
 export const adminNewKeySchema = z.object({
   name: z.string().min(1).max(100),
-  scopes: z.array(z.enum(['generate', 'read'])).min(1).optional().describe('Default both'),
+  scopes: z
+    .array(z.enum(['generate', 'read', 'priority']))
+    .min(1)
+    .optional()
+    .describe('Default generate and read; priority lets the key ask a create priority the service restricts'),
   models: z.array(z.string()).min(1).max(100).optional().describe('Model allow-list; default every model'),
   budget: keyBudgetSchema.optional(),
   maxInFlight: z.number().int().positive().max(1_000_000).optional().describe('At most this many of the key\u2019s generations pending or processing at once'),
@@ -300,7 +321,7 @@ export const adminKeySchema = z.object({
   keyId: z.string(),
   userId: z.string(),
   name: z.string(),
-  scopes: z.array(z.enum(['generate', 'read'])),
+  scopes: z.array(z.enum(['generate', 'read', 'priority'])),
   models: z.array(z.string()).optional(),
   budget: keyBudgetSchema.optional(),
   maxInFlight: z.number().int().optional(),

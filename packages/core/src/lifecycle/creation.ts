@@ -1,6 +1,7 @@
 import { inject, injectable } from 'tsyringe';
 import type { Metadata, Settings, WebhookEventType } from '../domain/types.js';
 import { DomainError } from '../domain/errors.js';
+import { jobOfRecord } from '../domain/fair-order.js';
 import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import { newBatchId, newGenerationId } from '../domain/ids.js';
@@ -34,6 +35,9 @@ export interface NewGenerationRequest {
   key?: ReserveKey;
   /** A shorter life than the service's retention (checked by the use case with `checkLife`). */
   expiresAfterSeconds?: number;
+  /** The priority asked (absent: none asked), and a `low` one's deadline (epoch ms). */
+  priority?: 'low' | 'normal' | 'high';
+  deadlineAt?: number;
 }
 
 /** One generation of a batch, validated and priced. */
@@ -97,6 +101,8 @@ export class Creation {
         ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
         ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
         ...(traceparent !== undefined ? { traceparent } : {}),
+        ...(input.priority !== undefined ? { priority: input.priority } : {}),
+        ...(input.deadlineAt !== undefined ? { deadlineAt: input.deadlineAt } : {}),
       };
       const inserted = await this.insertOrRelease([id], () => this.log.insert(gen, { type: 'created', data: { modelId: input.modelId } }, { maxUnfinishedPerOwner: cap }));
       if (inserted === 'limit_reached') {
@@ -169,7 +175,7 @@ export class Creation {
       const gen = gens[i]!;
       try {
         // A traced create hands its trace fields (the host propagator's, tracestate included) to the run.
-        await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ...owner, ...(gen.traceparent !== undefined ? { trace: traceHeaders() } : {}) }, { fresh: true });
+        await this.queue.enqueue({ ...jobOfRecord({ ...gen, ...owner }), ...(gen.traceparent !== undefined ? { trace: traceHeaders() } : {}) }, { fresh: true });
       } catch (err) {
         this.logger.warn({ err: asError(err), generationId: gen.id, left: gens.length - i }, 'the queue refused a new job; the generation stays pending and is enqueued again');
         this.requeueUnqueued(owner, gens.slice(i), 1);
@@ -187,7 +193,7 @@ export class Creation {
           const gen = gens[i]!;
           try {
             // Not `fresh`: the job may have reached the queue after all (a slow answer), and a second one is then none.
-            await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ...owner });
+            await this.queue.enqueue(jobOfRecord({ ...gen, ...owner }));
           } catch {
             this.requeueUnqueued(owner, gens.slice(i), attempt + 1);
             return;

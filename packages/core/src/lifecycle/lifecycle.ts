@@ -59,6 +59,12 @@ export type Finishing = Pick<GenerationRecord, 'id' | 'expiresAfterSeconds'>;
 /** What recovery should do with one unfinished generation (the Lifecycle has already failed it when `failed`). */
 export type RecoveryDecision = 'requeue' | 'failed' | 'skipped';
 
+/** Why a generation that has not started must not any more: a `low` one's deadline passed (free); null otherwise. */
+function missedDeadline(rec: GenerationRecord, now: number): FailRequest | null {
+  if (rec.deadlineAt === undefined || rec.deadlineAt > now) return null;
+  return { cause: 'deadline_passed', reason: 'its deadline passed before it started', publicMessage: 'The deadline passed before spare capacity ran this generation.' };
+}
+
 /** The states a change may start from, and the lease it needs. Every transition of a generation is one of these. */
 const FROM = {
   /** A worker's own claim: it holds the lease. */
@@ -142,11 +148,13 @@ export class Lifecycle {
   }
 
   /**
-   * Why a generation nobody works on must not run again, or null when it may: its model is gone, or it was claimed
-   * `maxClaims` times already and lost its worker each time. The one give-up rule, asked by claim and by recovery.
+   * Why a generation nobody works on must not run again, or null when it may: its model is gone, a `low` one's
+   * deadline passed while it was pending (free), or it was claimed `maxClaims` times already and lost its worker each
+   * time. The one give-up rule, asked by claim and by recovery.
    */
-  private giveUp(rec: GenerationRecord): FailRequest | null {
+  private giveUp(rec: GenerationRecord, now: number): FailRequest | null {
     if (!this.registry.get(rec.modelId)) return { cause: 'model_gone', reason: 'model no longer exists' };
+    if (rec.status === 'pending') return missedDeadline(rec, now);
     if (rec.status === 'processing' && rec.parkedUntil === undefined && rec.claims >= this.options.runner.maxClaims) {
       return { cause: 'worker_lost', reason: `gave up after ${rec.claims} lost runs` };
     }
@@ -158,7 +166,7 @@ export class Lifecycle {
    * one more claim); or a parked remote job whose check is due (not a claim: no count, no event). Null when it is not
    * claimable (finished, or leased), or when the give-up rule fails it instead.
    */
-  async claim(job: { generationId: string; modelId: string }): Promise<GenerationRecord | null> {
+  async claim(job: { generationId: string; modelId: string; priority?: string }): Promise<GenerationRecord | null> {
     const { generationId } = job;
     const now = this.options.clock.now();
     const lease: GenerationPatch = { leaseOwner: this.holder, leaseExpiresAt: now + this.options.runner.leaseMs };
@@ -169,15 +177,21 @@ export class Lifecycle {
       now,
     };
     // Pending is the common case and needs no read: a pending generation was never claimed. (A job whose model is
-    // gone goes the long way, to the give-up rule.)
-    if (this.registry.get(job.modelId)) {
+    // gone, or a low one that may carry a deadline, goes the long way, to the give-up rule.)
+    if (this.registry.get(job.modelId) && job.priority !== 'low') {
       const fresh = await this.log.change(generationId, fromPending);
+      // A queue that does not carry the job's priority: a low one past its deadline still fails free, just claimed.
+      const missed = fresh && missedDeadline(fresh, now);
+      if (missed) {
+        await this.fail(fresh, FROM.held(this.holder), missed);
+        return null;
+      }
       if (fresh) return this.started(fresh, now);
     }
     const rec = await this.log.get(generationId);
     if (!rec || isTerminal(rec.status)) return null;
     if (rec.status === 'processing' && rec.leaseExpiresAt !== undefined && rec.leaseExpiresAt > now) return null;
-    const stop = this.giveUp(rec);
+    const stop = this.giveUp(rec, now);
     if (stop) {
       await this.fail(rec, FROM.unheld, stop);
       return null;
@@ -207,7 +221,7 @@ export class Lifecycle {
   async recover(rec: GenerationRecord, now: number): Promise<RecoveryDecision> {
     if (isTerminal(rec.status)) return 'skipped';
     if (rec.status === 'processing' && (rec.leaseExpiresAt ?? 0) > now) return 'skipped';
-    const stop = this.giveUp(rec);
+    const stop = this.giveUp(rec, now);
     if (stop) return (await this.fail(rec, FROM.unheld, stop)) !== null ? 'failed' : 'skipped';
     return 'requeue';
   }

@@ -6,3 +6,4 @@ export { MemoryBlobStore } from './blob-store.js';
 export { MemoryWebhookStore } from './webhook-store.js';
 export { MemoryAuditLog } from './audit-log.js';
 export { MemoryUploadStore } from './upload-store.js';
+export { MemoryCapacityStore } from './capacity-store.js';

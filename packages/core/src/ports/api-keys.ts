@@ -1,5 +1,8 @@
-/** What a key may do: `generate` creates and cancels generations, `read` reads them, the models and usage. */
-export type KeyScope = 'generate' | 'read';
+/**
+ * What a key may do: `generate` creates and cancels generations, `read` reads them, the models and usage;
+ * `priority` asks a create priority the host restricts (`priority.scoped` service option).
+ */
+export type KeyScope = 'generate' | 'read' | 'priority';
 
 /** A key's spend limit: at most `amount` tokens reserved or charged per UTC day or UTC month. */
 export interface KeyBudget {

@@ -11,3 +11,4 @@ export type * from './notifier.js';
 export type * from './audit.js';
 export type * from './clock.js';
 export type * from './uploads.js';
+export type * from './capacity.js';

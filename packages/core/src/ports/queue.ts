@@ -20,7 +20,8 @@ export interface Job {
   weight?: number;
   /**
    * Within its tenant's share, `high` goes before `normal` before `low`; `low` runs only on spare capacity (when no
-   * `normal` or `high` job of anyone waits). Default `normal`.
+   * `normal` or `high` job of anyone waits). Default `normal`. The runner reads it too, to check a `low` one's
+   * deadline before claiming it.
    */
   priority?: 'low' | 'normal' | 'high';
   /**
@@ -46,6 +47,12 @@ export interface RunnerSettings {
   leaseMs: number;
   /** Jobs of one model running at once on this instance; undefined: only `concurrency` applies. */
   modelConcurrency: (modelId: string) => number | undefined;
+  /**
+   * The provider lane of a model's jobs (`provider.capacity`), or undefined. An in-process queue may hold a lane's
+   * waiting jobs back while this instance runs `concurrency` of them or the lane is paused (`pauseLane`); the runner
+   * asks the lane's shared counters before each job either way, so a queue may ignore it.
+   */
+  laneOf?: (modelId: string) => { lane: string; concurrency?: number } | undefined;
   logger: import('./logger.js').Logger;
 }
 
@@ -100,6 +107,11 @@ export interface JobQueue {
   stop(options?: QueueStopOptions): Promise<void>;
   /** Aborts the job if it is running on this instance. Returns true when it was. */
   abort?(generationId: string): boolean;
+  /**
+   * Holds back the waiting jobs of a provider lane for `ms` (an upstream's 429 `Retry-After`). Optional: the runner
+   * hands a paused lane's jobs back, delayed, without it.
+   */
+  pauseLane?(lane: string, ms: number): void;
   /**
    * Resolves when the queue's backend answers (a Redis PING for BullMQ); rejects or hangs when it does not. Asked by
    * `<mount>/readyz` under its deadline. Absent: a queue without a backend of its own, always ready.

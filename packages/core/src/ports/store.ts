@@ -31,6 +31,10 @@ export interface NewGeneration {
   batchId?: string;
   /** The create's W3C `traceparent` (at most 55 characters); absent without tracing. */
   traceparent?: string;
+  /** The priority its create asked; absent when it asked none. */
+  priority?: 'low' | 'normal' | 'high';
+  /** A `low` generation's deadline (epoch ms). */
+  deadlineAt?: number;
 }
 
 /** A batch as first stored (`insertBatch`); `completedAt` is set later with `completeBatch`. */

@@ -27,6 +27,14 @@ export interface InProcessQueueOptions {
   clock?: Clock;
 }
 
+/** A provider lane on this instance: its p-queue (the lane's `concurrency` here, paused while an upstream asked to wait). */
+interface LaneSlots {
+  queue: PQueue;
+  /** When a pause ends, and its timer. */
+  pausedUntil: number;
+  timer?: ClockTimer;
+}
+
 /** A waiting job and its place in the fair order (band, then order, then arrival). */
 interface Waiting {
   job: Job;
@@ -89,7 +97,9 @@ class Heap {
  * durable queues keep. A model's `concurrency` limits its jobs further: the jobs of a model at its limit are skipped
  * until a slot of it frees, not waited on.
  *
- * The slots are p-queues: one for the global concurrency, one per model that has a limit. The fair choice of which
+ * The slots are p-queues: one for the global concurrency, one per model that has a limit, and one per provider lane
+ * (`RunnerSettings.laneOf`: the lane's `concurrency` on this instance, paused by `pauseLane` while its upstream asked
+ * to wait, started again on the clock). The fair choice of which
  * job goes next is made here, and a job is handed to p-queue only when it has a free slot, so p-queue never holds a
  * waiting job of its own (its order would be first come, first served); it runs, counts, pauses and tells when idle.
  */
@@ -107,6 +117,9 @@ export class InProcessQueue implements JobQueue {
   private readonly slots = new PQueue({ autoStart: false });
   /** The slots of each model with a `concurrency` of its own. */
   private readonly modelSlots = new Map<string, PQueue>();
+  /** Each provider lane's slots on this instance (`RunnerSettings.laneOf`). */
+  private readonly laneSlots = new Map<string, LaneSlots>();
+  private laneOf: RunnerSettings['laneOf'];
   private handler: JobHandler | undefined;
   private stopped = false;
   private started = false;
@@ -189,11 +202,42 @@ export class InProcessQueue implements JobQueue {
     return q;
   }
 
+  /** A lane's slots on this instance (made on first use), with the lane's current concurrency. */
+  private lane(name: string, concurrency?: number): LaneSlots {
+    let l = this.laneSlots.get(name);
+    if (!l) {
+      l = { queue: new PQueue({ concurrency: concurrency ?? Number.POSITIVE_INFINITY }), pausedUntil: 0 };
+      this.laneSlots.set(name, l);
+    } else if (concurrency !== undefined && l.queue.concurrency !== concurrency) l.queue.concurrency = concurrency;
+    return l;
+  }
+
+  /** The lane slots of a job's model, when it has a lane. */
+  private slotsOfLane(modelId: string): PQueue | undefined {
+    const lane = this.laneOf?.(modelId);
+    return lane ? this.lane(lane.lane, lane.concurrency).queue : undefined;
+  }
+
+  pauseLane(lane: string, ms: number): void {
+    const l = this.lane(lane);
+    const until = this.clock.now() + ms;
+    if (until <= l.pausedUntil) return;
+    l.pausedUntil = until;
+    l.queue.pause();
+    this.clock.clearTimeout(l.timer);
+    l.timer = this.clock.setTimeout(() => {
+      l.timer = undefined;
+      l.queue.start();
+      this.pump();
+    }, ms);
+    l.timer.unref?.();
+  }
+
   /** Starts the first waiting jobs in the fair order while there are free slots. */
   private pump(): void {
     if (!this.started || this.stopped) return;
     while (this.slots.pending < this.slots.concurrency) {
-      let best: { heap: Heap; model: PQueue | undefined } | undefined;
+      let best: { heap: Heap; model: PQueue | undefined; upstream: PQueue | undefined } | undefined;
       for (const [key, heap] of this.heaps) {
         const head = heap.head;
         if (!head) {
@@ -201,13 +245,16 @@ export class InProcessQueue implements JobQueue {
           continue;
         }
         const model = this.slotsOf(head.job.modelId);
+        const upstream = this.slotsOfLane(head.job.modelId);
+        // A full model, or a provider lane that is full here or paused: its jobs are skipped until a slot frees.
         if (model && model.pending >= model.concurrency) continue;
-        if (!best || before(head, best.heap.head!)) best = { heap, model };
+        if (upstream && (upstream.isPaused || upstream.pending >= upstream.concurrency)) continue;
+        if (!best || before(head, best.heap.head!)) best = { heap, model, upstream };
       }
       if (!best) return;
       const w = best.heap.pop()!;
       this.leave(w);
-      this.run(w.job, best.model);
+      this.run(w.job, best.model, best.upstream);
     }
   }
 
@@ -219,13 +266,15 @@ export class InProcessQueue implements JobQueue {
     return { aheadOfYou: ahead, position: ahead + 1 };
   }
 
-  private run(job: Job, model: PQueue | undefined): void {
+  private run(job: Job, model: PQueue | undefined, lane: PQueue | undefined): void {
     const controller = new AbortController();
     this.running.set(job.generationId, controller);
     const handler = this.handler!;
-    const task = (): Promise<void> => handler(job, controller.signal);
-    // Both slots are free (pump checked), so p-queue starts the task now, within this call.
-    const running = this.slots.add(model ? () => model.add(task) : task);
+    const run = (): Promise<void> => handler(job, controller.signal);
+    const inLane = lane ? () => lane.add(run) : run;
+    const task = model ? () => model.add(inLane) : inLane;
+    // Every slot is free (pump checked), so p-queue starts the task now, within this call.
+    const running = this.slots.add(task);
     // A handler that threw or rejected logged its own fault; its generation is recovered from the store later.
     const finished = (): void => {
       this.running.delete(job.generationId);
@@ -238,6 +287,7 @@ export class InProcessQueue implements JobQueue {
     // Explicit constructor options win; otherwise the service's settings apply.
     if (settings && this.options.concurrency === undefined) this.concurrency = settings.concurrency;
     if (settings && this.options.modelConcurrency === undefined) this.modelConcurrency = settings.modelConcurrency;
+    this.laneOf = settings?.laneOf;
     this.handler = handler;
     this.slots.concurrency = this.concurrency;
     this.stopped = false;
@@ -255,6 +305,12 @@ export class InProcessQueue implements JobQueue {
     for (const t of this.delayed.values()) this.clock.clearTimeout(t);
     this.delayed.clear();
     this.heaps.clear();
+    for (const l of this.laneSlots.values()) {
+      this.clock.clearTimeout(l.timer);
+      l.timer = undefined;
+      l.pausedUntil = 0;
+      l.queue.start();
+    }
     this.waiting.clear();
     this.counts.clear();
     const timeoutMs = options.timeoutMs ?? 10_000;
@@ -289,5 +345,10 @@ export class InProcessQueue implements JobQueue {
   /** Jobs waiting plus running; for tests and metrics. */
   get size(): number {
     return this.waiting.size + this.running.size;
+  }
+
+  /** Jobs running now (a job held back by a full or paused lane is waiting, not running); for tests and metrics. */
+  get active(): number {
+    return this.running.size;
   }
 }

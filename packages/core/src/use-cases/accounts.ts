@@ -14,7 +14,9 @@ import { type MemberInput, type NewOrganizationInput, type OrganizationUsageInpu
 
 export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './account-input.js';
 
-const SCOPES = ['generate', 'read'] as const satisfies readonly KeyScope[];
+const SCOPES = ['generate', 'read', 'priority'] as const satisfies readonly KeyScope[];
+/** A new key's scopes when none are given (`priority` only when asked). */
+const DEFAULT_SCOPES = ['generate', 'read'] as const satisfies readonly KeyScope[];
 /** Token amounts: finite, and at most MAX_TOKENS (the bound every ledger keeps, domain/amounts.ts). */
 const amountSchema = z.number().finite().nonnegative().max(MAX_TOKENS, `must be at most ${MAX_TOKENS}`);
 const positiveAmountSchema = amountSchema.positive();
@@ -133,7 +135,7 @@ export class Accounts {
       keyId: newKeyId(),
       userId: id,
       name: spec.name,
-      scopes: spec.scopes ?? [...SCOPES],
+      scopes: spec.scopes ?? [...DEFAULT_SCOPES],
       createdAt: now,
       ...(spec.models !== undefined ? { models: [...new Set(spec.models)] } : {}),
       ...(spec.budget !== undefined ? { budget: spec.budget } : {}),

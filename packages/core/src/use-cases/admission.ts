@@ -4,6 +4,7 @@ import type { BaseUrl, Metadata, ModelInfo, Settings, WebhookEventType } from '.
 import { DomainError, type ErrorDetail } from '../domain/errors.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import { checkLife } from '../domain/rules.js';
+import { checkPriority, priorityMultiplier, priorityPrice, type Priority } from '../domain/priority.js';
 import type { BatchItem } from '../lifecycle/creation.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { Ledger } from '../ports/ledger.js';
@@ -12,7 +13,7 @@ import { Webhooks } from '../push/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { FileReferences } from './file-references.js';
-import type { CreateGenerationInput, QuoteOptions } from './types.js';
+import type { CreateGenerationInput, Quote, QuoteOptions } from './types.js';
 
 /** Whether a key's model allow-list lets it use `modelId` (no key, or no list: every model). */
 export function keyAllows(key: Principal | undefined, modelId: string): boolean {
@@ -24,6 +25,18 @@ export interface Caller {
   userId: string;
   /** The request's base URL, where file links start without a publicUrl (see trustRequestHost). */
   baseUrl?: BaseUrl;
+}
+
+/** What a create costs, and at which priority. */
+export interface Priced {
+  model: RegisteredModel;
+  settings: Settings;
+  /** Tokens to reserve: the model's price times `multiplier`. */
+  price: number;
+  priority: Priority;
+  multiplier: number;
+  /** Epoch ms after which a `low` generation still pending fails free. */
+  deadlineAt?: number;
 }
 
 /** One request of a batch, as the client sent it (its shape already checked). */
@@ -57,10 +70,12 @@ export class Admission {
   }
 
   /**
-   * The model, checked settings and price of `caller`'s create (a batch's items are priced the same way); throws the
-   * 404 / 400 a create would. A media setting may name the service's own file links only when they are the caller's.
+   * The model, checked settings and price of `caller`'s create (a batch's items are priced the same way), at its
+   * priority (the model's price times the priority's multiplier; `deadlineAt` when a `low` one asked a deadline);
+   * throws the 404 / 400 / 403 a create would. A media setting may name the service's own file links only when they
+   * are the caller's.
    */
-  priced(input: CreateGenerationInput, caller: Caller, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
+  priced(input: CreateGenerationInput, caller: Caller, key?: Principal): Priced {
     // A model outside the key's allow-list answers exactly as a missing one: the key cannot tell them apart.
     const model = keyAllows(key, input.modelId) ? this.registry.get(input.modelId) : undefined;
     if (!model) throw new DomainError('model_not_found', `Model "${input.modelId}" is not found or is unavailable.`);
@@ -69,7 +84,17 @@ export class Admission {
     const refused = this.references.refusals(model.definition.settings, checked.value, caller.userId, caller.baseUrl);
     if (refused.length > 0) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: refused });
     checkLife(input.expiresAfterSeconds, this.options.retention);
-    return { model, settings: checked.value, price: this.registry.priceOf(model, checked.value) };
+    const priority = input.priority ?? 'normal';
+    const deadlineAt = checkPriority(priority, input.deadline, this.options.priority, key?.scopes, this.options.clock.now());
+    const multiplier = priorityMultiplier(priority, this.options.priority, model.definition.priorityMultipliers);
+    return {
+      model,
+      settings: checked.value,
+      price: priorityPrice(this.registry.priceOf(model, checked.value), multiplier),
+      priority,
+      multiplier,
+      ...(deadlineAt !== undefined ? { deadlineAt } : {}),
+    };
   }
 
   /** A create's webhook, checked (throws invalid_request naming the field), with its events. */
@@ -77,10 +102,12 @@ export class Admission {
     return this.webhooks.check(webhook);
   }
 
-  async quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<{ price: number; balance: number }> {
-    const { price } = this.priced(input, { userId, ...(options.baseUrl !== undefined ? { baseUrl: options.baseUrl } : {}) }, options.key);
+  /** A create's price and the balance; with a `priority` asked, that priority and its multiplier too. */
+  async quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<Quote> {
+    const { price, priority, multiplier } = this.priced(input, { userId, ...(options.baseUrl !== undefined ? { baseUrl: options.baseUrl } : {}) }, options.key);
     if (input.webhook) await this.webhooks.check(input.webhook);
-    return { price, balance: await this.ledger.balance(userId) };
+    const balance = await this.ledger.balance(userId);
+    return input.priority === undefined ? { price, balance } : { price, balance, priority, multiplier };
   }
 
   balance(userId: string): Promise<number> {

@@ -163,6 +163,8 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     runner: { concurrency: 16 },
     cors: { origins: [CORS_ORIGIN] },
     admin: { apiKeys: [{ key: adminKey, name: 'conformance' }] },
+    // A create's priority: low at half price, high at double (the priority tests of create.ts).
+    priority: { multipliers: { low: 0.5, high: 2 } },
     ...(options.playground ? { playground: true } : {}),
     ...(options.webhooks ? { webhooks: options.webhooks } : {}),
   });
