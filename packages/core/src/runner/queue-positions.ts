@@ -2,6 +2,7 @@ import { inject, injectable } from 'tsyringe';
 import type { JobQueue } from '../ports/queue.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
+import { Telemetry } from '../telemetry.js';
 
 /** Where a pending generation stands in the queue, as the details view and the event stream show it. */
 export interface QueueInfo {
@@ -16,47 +17,21 @@ export interface QueueInfo {
   etaSeconds: number | null;
 }
 
-/** How many recent run times the estimate averages. */
-const RECENT_RUNS = 50;
-
 /**
  * Queue positions of pending generations (the queue's `position`, when it has one) with an estimate of the wait, from
- * the run times of this instance's recent runs (the runner times each).
+ * the run times of this instance's recent runs (the runner's telemetry times each: `Telemetry.running`).
  */
 @injectable()
 export class QueuePositions {
-  private readonly recent: number[] = [];
-  private next = 0;
-  private total = 0;
-
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(TOKENS.Queue) private readonly queue: JobQueue,
+    @inject(Telemetry) private readonly telemetry: Telemetry,
   ) {}
-
-  /** Starts timing a run; call the answer when it ends. */
-  timing(): () => void {
-    const clock = this.options.clock;
-    const from = clock.now();
-    return () => this.record(clock.now() - from);
-  }
-
-  /** Records one run's time (ms). */
-  record(ms: number): void {
-    if (!(ms >= 0)) return;
-    if (this.recent.length < RECENT_RUNS) {
-      this.recent.push(ms);
-    } else {
-      this.total -= this.recent[this.next]!;
-      this.recent[this.next] = ms;
-      this.next = (this.next + 1) % RECENT_RUNS;
-    }
-    this.total += ms;
-  }
 
   /** The mean of the recent run times (ms); undefined before the first. */
   get meanRunMs(): number | undefined {
-    return this.recent.length === 0 ? undefined : this.total / this.recent.length;
+    return this.telemetry.recentRunMs;
   }
 
   /** Whether the queue can tell positions at all. */

@@ -9,7 +9,6 @@ import { continuedContext, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import { Execution } from './execution.js';
 import { JobAbort } from './job-signal.js';
-import { QueuePositions } from './queue-positions.js';
 import type { RunCapacity } from './run.js';
 import { CapacityGate } from './capacity-gate.js';
 
@@ -30,7 +29,6 @@ export class Runner {
     @inject(Telemetry) private readonly telemetry: Telemetry,
     @inject(CapacityGate) private readonly gate: CapacityGate,
     @inject(TOKENS.Logger) logger: Logger,
-    @inject(QueuePositions) private readonly positions: QueuePositions,
   ) {
     this.logger = childLogger(logger, { component: 'runner' });
   }
@@ -69,9 +67,8 @@ export class Runner {
     if (rec.startedAt !== undefined) attributes['genservice.queue_wait_ms'] = rec.startedAt - rec.createdAt;
     // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
     const log = this.logger === silentLogger ? silentLogger : childLogger(this.logger, { generationId: rec.id, modelId: rec.modelId, claim: rec.claims });
-    this.telemetry.running(1);
-    // Its time feeds the wait estimate of the generations still queued (details, event stream).
-    const timed = this.positions.timing();
+    // Counted as running; its time feeds the wait estimate of the generations still queued (details, event stream).
+    const ended = this.telemetry.running();
     try {
       await this.telemetry.inSpan(
         'genservice.run',
@@ -83,8 +80,7 @@ export class Runner {
         continuedContext(job.trace, rec.traceparent),
       );
     } finally {
-      timed();
-      this.telemetry.running(-1);
+      ended();
     }
   }
 }
