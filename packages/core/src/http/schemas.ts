@@ -299,3 +299,28 @@ export const adminAuditSchema = z.object({
   ),
   nextCursor: z.string().nullable(),
 });
+
+export const adminUserViewSchema = z.object({
+  userId: z.string(),
+  balance: z.number().describe('Spendable tokens'),
+  reserved: z.number().describe('Held by generations that have not finished'),
+  settled: z.number().describe('Charged, over all time'),
+  keys: z.array(adminKeySchema.extend({ budgetSpent: z.number().optional().describe('Keys with a budget: tokens held or charged in the current window') })),
+});
+export const adminQueueSchema = z.object({
+  models: z.array(
+    z.object({
+      modelId: z.string(),
+      provider: z.string().describe('The provider’s `name`, else its place in the `providers` option (`provider 1`, ...)'),
+      pending: z.number().int(),
+      running: z.number().int(),
+      oldestPendingAt: z.string().nullable().describe('ISO 8601'),
+    }),
+  ),
+  total: z.object({ pending: z.number().int(), running: z.number().int() }),
+  oldestPendingAt: z.string().nullable().describe('ISO 8601; null when nothing waits'),
+  oldestPendingSeconds: z.number().int().nullable(),
+  failuresLastHour: z.number().int().describe('Generations this instance saw fail in the last hour (each instance counts its own)'),
+  scanned: z.number().int().describe('Unfinished generations read'),
+  truncated: z.boolean().describe('More than 10000 unfinished generations: the counts cover the oldest 10000'),
+});

@@ -132,7 +132,7 @@ function hasNoBodyByHeaders(stream: Readable): boolean {
 }
 
 /**
- * Which paths below the mount point the service answers: `/v1` and below, the playground page (`/playground`), the
+ * Which paths below the mount point the service answers: `/v1` and below, the playground page (`/playground`), the console (`/console`), the
  * health checks (`/healthz`, `/readyz`), and `/openai/v1` and below when the service serves the OpenAI-compatible
  * surface (pass the service: `isApiPath(path, service)`). Everything else is left to the host, so mounting at the root does not
  * swallow its own routes.
@@ -144,6 +144,8 @@ export function isApiPath(pathname: string, service?: { readonly servesOpenAi?: 
     pathname.startsWith('/v1/') ||
     pathname === '/playground' ||
     pathname.startsWith('/playground/') ||
+    pathname === '/console' ||
+    pathname.startsWith('/console/') ||
     HEALTH_PATHS.has(pathname)
   );
 }
