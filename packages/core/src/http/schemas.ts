@@ -312,6 +312,7 @@ export const adminQueueSchema = z.object({
     z.object({
       modelId: z.string(),
       provider: z.string().describe('The provider’s `name`, else its place in the `providers` option (`provider 1`, ...)'),
+      resultType: z.string().nullable().describe('null for a model no longer served'),
       pending: z.number().int(),
       running: z.number().int(),
       oldestPendingAt: z.string().nullable().describe('ISO 8601'),

@@ -38,6 +38,8 @@ export interface AdminEventView {
 export interface QueueModelRow {
   modelId: string;
   provider: string;
+  /** The model's result type (null for a model no longer served). */
+  resultType: string | null;
   pending: number;
   running: number;
   oldestPendingAt: string | null;
@@ -114,9 +116,10 @@ export class QueueHealth {
     @inject(TOKENS.Clock) private readonly clock: Clock,
   ) {}
 
-  /** Pending and running generations per model (and its provider), the oldest waiting, and recent failures. */
+  /** Pending and running generations per model served (every one, zeros included) and its provider, the oldest waiting, and recent failures. */
   async read(): Promise<QueueHealthView> {
     const rows = new Map<string, { pending: number; running: number; oldest: number | null }>();
+    for (const m of this.registry.all()) rows.set(m.info.modelId, { pending: 0, running: 0, oldest: null });
     let scanned = 0;
     let after: string | undefined;
     let truncated = false;
@@ -143,6 +146,7 @@ export class QueueHealth {
     const models = [...rows].map(([modelId, r]) => ({
       modelId,
       provider: this.providerOf(modelId),
+      resultType: this.registry.get(modelId)?.info.resultType ?? null,
       pending: r.pending,
       running: r.running,
       oldestPendingAt: r.oldest === null ? null : new Date(r.oldest).toISOString(),
