@@ -103,7 +103,12 @@ export interface FixtureOptions {
   limits?: LimitsOptions;
   /** Serve the playground page (needs @genservice/playground installed). */
   playground?: boolean;
+  /** Serve the console (needs @genservice/playground installed) and the admin routes, behind `ADMIN_KEY`. */
+  console?: boolean;
 }
+
+/** The admin key of a fixture made with `console: true`. */
+export const ADMIN_KEY = 'conformance-admin-key-0123456789abcdef';
 
 export async function createFixture(mount: MountFn, mode: MountOptions, options: FixtureOptions = {}): Promise<Fixture> {
   const gate = createGate();
@@ -150,6 +155,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     runner: { concurrency: 16 },
     cors: { origins: [CORS_ORIGIN] },
     ...(options.playground ? { playground: true } : {}),
+    ...(options.console ? { console: true, admin: { apiKeys: [{ key: ADMIN_KEY, name: 'conformance' }] } } : {}),
   });
   const server = await mount(service, mode);
   const baseUrl = server.baseUrl.replace(/\/+$/, '');
