@@ -102,6 +102,7 @@ $('credit-form').addEventListener('submit', async (e) => {
 // ---- Keys --------------------------------------------------------------------------------------------------------
 
 $('keys-user').addEventListener('change', () => refreshKeys());
+$('keys-reload').addEventListener('click', () => refreshKeys());
 
 async function refreshKeys() {
   const userId = $('keys-user').value;
@@ -246,7 +247,7 @@ async function refreshLog() {
     el('span', { class: `status ${i.status}` }, i.status),
     number(i.price ?? i.reserved ?? 0),
     when(i.createdAt),
-    el('button', { type: 'button', on: { click: () => openDetails(i.userId, i.generationId) } }, el('span', { class: 'sr-only' }, `Details of ${i.generationId} `), 'Details'),
+    el('button', { type: 'button', on: { click: () => openDetails(i.userId, i.generationId) } }, 'Details', el('span', { class: 'sr-only' }, ` of ${i.generationId}`)),
   ]);
   $('log-table').replaceChildren(table('Generations, newest first', ['Result', 'User', 'Model', 'Status', 'Tokens', 'Created (UTC)', 'More'], rows, { id: 'log' }));
   say($('log-status-line'), `${shown.length} generation${shown.length === 1 ? '' : 's'}.`);

@@ -94,7 +94,7 @@ export function httpUrl(value) {
  * a link for a 3D file, the reason of a failure.
  */
 export function resultPreview(item, resultType) {
-  if (item.status === 'failed') return el('span', { class: 'failed' }, item.error?.message ?? item.failureReason ?? 'failed');
+  if (item.status === 'failed') return el('span', { class: 'failure' }, item.error?.message ?? item.failureReason ?? 'failed');
   if (item.status !== 'completed') return el('span', { class: 'muted' }, item.status);
   const type = resultType ?? guessType(item.result);
   if (type === 'text') return el('span', { class: 'text-result' }, String(item.result ?? '').slice(0, 120));
