@@ -225,7 +225,7 @@ describe('the operator console', () => {
     expect(csv).toContain(`demo-image,2,${image1.price + image2.price}`);
 
     // Keys: the budget's spend; the queue: nothing waits, the failure is counted.
-    await page.getByRole('button', { name: 'Reload keys' }).click();
+    await page.getByRole('button', { name: 'Reload users and keys' }).click();
     await expect.poll(() => page.locator('#keys tbody tr').first().textContent()).toContain(`400 / day${spent}${spent}`);
     step(35);
     await page.getByRole('button', { name: 'Refresh queue' }).click();

@@ -102,7 +102,7 @@ $('credit-form').addEventListener('submit', async (e) => {
 // ---- Keys --------------------------------------------------------------------------------------------------------
 
 $('keys-user').addEventListener('change', () => refreshKeys());
-$('keys-reload').addEventListener('click', () => refreshKeys());
+$('keys-reload').addEventListener('click', () => refreshUsers());
 
 async function refreshKeys() {
   const userId = $('keys-user').value;
