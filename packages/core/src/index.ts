@@ -41,6 +41,13 @@ export { systemClock } from './clock.js';
 export type { Clock, ClockTimer } from './ports/clock.js';
 export type { Accounts, ActorOption, AuditView, CreditInput, KeyView, NewKeyInput, NewUserInput, UsageInput, UsageReportView } from './use-cases/accounts.js';
 export type { Batches, BatchCreateRequest, BatchRequestItem, BatchView } from './use-cases/batches.js';
+export type {
+  EndpointDeliveryView,
+  NewWebhookEndpointInput,
+  WebhookEndpointChangeInput,
+  WebhookEndpointView,
+  WebhookEndpointWithSecret,
+} from './use-cases/webhook-endpoints.js';
 export { MAX_BATCH_SIZE } from './domain/batches.js';
 export { MAX_TOKENS } from './domain/amounts.js';
 export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './use-cases/accounts.js';

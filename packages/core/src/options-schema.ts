@@ -161,6 +161,8 @@ export const optionsSchema = z.strictObject({
     .optional(),
   webhookStore: port(
     'getSecrets', 'ensureSecret', 'rotateSecret', 'addDeliveries', 'claimDue', 'recordAttempt', 'stopEndpoint', 'deliveriesOf', 'getCursor', 'advanceCursor', 'deleteForGenerations',
+    'createEndpoint', 'getEndpoint', 'listEndpoints', 'updateEndpoint', 'deleteEndpoint', 'rotateEndpointSecret', 'noteEndpointAttempt', 'disableEndpoint',
+    'endpointDeliveries', 'replayDelivery',
   ).optional(),
   webhooks: z
     .strictObject({
@@ -176,6 +178,8 @@ export const optionsSchema = z.strictObject({
       leaseMs: ms.min(1).optional(),
       pollIntervalMs: ms.min(10).optional(),
       rotationOverlapMs: ms.optional(),
+      disableEndpointAfterMs: ms.optional(),
+      maxEndpointsPerUser: positiveInt.max(1000).optional(),
     })
     .refine((w) => (w.leaseMs ?? 60_000) > (w.timeoutMs ?? 15_000), { message: 'leaseMs must exceed timeoutMs', path: ['leaseMs'] })
     .optional(),
@@ -271,6 +275,8 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       leaseMs: options.webhooks?.leaseMs ?? 60_000,
       pollIntervalMs: options.webhooks?.pollIntervalMs ?? 1000,
       rotationOverlapMs: options.webhooks?.rotationOverlapMs ?? 24 * 3600_000,
+      disableEndpointAfterMs: options.webhooks?.disableEndpointAfterMs ?? 5 * 24 * 3600_000,
+      maxEndpointsPerUser: options.webhooks?.maxEndpointsPerUser ?? 20,
     },
     ...(options.openai?.enabled
       ? {

@@ -192,6 +192,14 @@ export interface WebhookOptions {
   pollIntervalMs?: number;
   /** How long deliveries carry the old signature too after a secret rotation, in ms. Default 24 h. */
   rotationOverlapMs?: number;
+  /**
+   * A registered endpoint (`POST /v1/webhook-endpoints`) that has failed every attempt for this long, in ms, is
+   * disabled: its pending deliveries are given up, its owner's other endpoints get `webhook_endpoint.disabled`, and
+   * the audit log a line. Default 5 days.
+   */
+  disableEndpointAfterMs?: number;
+  /** Most endpoints one user may register. Default 20. */
+  maxEndpointsPerUser?: number;
 }
 
 /**

@@ -64,6 +64,8 @@ import { EventFeed, InProcessNotifier } from './push/event-feed.js';
 import { LiveStatus } from './push/live-status.js';
 import { defaultWebhookTransport, defaultWebhookUrlCheck } from './push/webhook-transport.js';
 import { Webhooks } from './push/webhooks.js';
+import { EndpointHealth } from './push/endpoint-health.js';
+import { WebhookEndpoints } from './use-cases/webhook-endpoints.js';
 import { Runner } from './runner/runner.js';
 import { InProcessQueue } from './runner/in-process-queue.js';
 import type {
@@ -242,6 +244,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     LiveStatus,
     // push/: webhooks (owner-facing), their outbox, its delivery, and the loop that runs both
     Webhooks,
+    EndpointHealth,
     WebhookSender,
     WebhookOutbox,
     WebhookPump,
@@ -276,6 +279,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Accounts,
     Operations,
     QueueHealth,
+    WebhookEndpoints,
     // openai/: the OpenAI-compatible surface (docs/openai-compatible.md)
     OpenAiFiles,
     OpenAiJobs,
@@ -303,6 +307,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
         uploads: r.resolve(Uploads),
         live: r.resolve(LiveStatus),
         webhooks: r.resolve(Webhooks),
+        webhookEndpoints: r.resolve(WebhookEndpoints),
         views: r.resolve(Views),
         openai: r.resolve(OpenAi),
         files: r.resolve(FilesRoute),

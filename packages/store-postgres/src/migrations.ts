@@ -313,6 +313,33 @@ export const MIGRATIONS: readonly Migration[] = [
     // deleted, and are unknown.
     up: (s) => [`ALTER TABLE ${s}.api_keys ADD COLUMN revoked_at bigint`],
   },
+  {
+    version: 13,
+    name: 'webhook endpoints as objects, and the endpoint of a delivery',
+    up: (s) => [
+      // events is a JSON array in text. failing_since is the first failed attempt since the last success (NULL while
+      // healthy); disabled_at is set when it failed for too long or its owner disabled it.
+      `CREATE TABLE ${s}.webhook_endpoints (
+        id text PRIMARY KEY,
+        owner_id text NOT NULL,
+        url text NOT NULL,
+        events text NOT NULL,
+        description text,
+        secret text NOT NULL,
+        previous_secret text,
+        previous_expires_at bigint,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        disabled_at bigint,
+        failing_since bigint,
+        ord bigserial
+      )`,
+      `CREATE INDEX webhook_endpoints_owner_idx ON ${s}.webhook_endpoints (owner_id, created_at, ord)`,
+      // NULL for every receiver that is not a registered endpoint (a create's webhook, a host's default endpoint).
+      `ALTER TABLE ${s}.webhook_deliveries ADD COLUMN endpoint_id text`,
+      `CREATE INDEX webhook_deliveries_registered_idx ON ${s}.webhook_deliveries (endpoint_id, created_at DESC, ord DESC) WHERE endpoint_id IS NOT NULL`,
+    ],
+  },
 ];
 
 /**

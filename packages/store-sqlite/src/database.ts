@@ -414,6 +414,32 @@ export const MIGRATIONS: readonly Migration[] = [
     // deleted, and are unknown.
     sql: `ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;`,
   },
+  {
+    version: 15,
+    name: 'webhook endpoints as objects, and the endpoint of a delivery',
+    // events is a JSON array in text. failing_since is the first failed attempt since the last success (NULL while
+    // healthy); disabled_at is set when it failed for too long or its owner disabled it. A delivery's endpoint_id is
+    // NULL for every receiver that is not a registered endpoint (a create's webhook, a host's default endpoint).
+    sql: `
+      CREATE TABLE webhook_endpoints (
+        id                  TEXT    NOT NULL PRIMARY KEY,
+        owner_id            TEXT    NOT NULL,
+        url                 TEXT    NOT NULL,
+        events              TEXT    NOT NULL,
+        description         TEXT,
+        secret              TEXT    NOT NULL,
+        previous_secret     TEXT,
+        previous_expires_at INTEGER,
+        created_at          INTEGER NOT NULL,
+        updated_at          INTEGER NOT NULL,
+        disabled_at         INTEGER,
+        failing_since       INTEGER
+      );
+      CREATE INDEX webhook_endpoints_owner ON webhook_endpoints (owner_id, created_at);
+      ALTER TABLE webhook_deliveries ADD COLUMN endpoint_id TEXT;
+      CREATE INDEX webhook_deliveries_registered ON webhook_deliveries (endpoint_id, created_at) WHERE endpoint_id IS NOT NULL;
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

@@ -1,5 +1,5 @@
-/** What an admin did. */
-export type AuditAction = 'user.create' | 'credits.add' | 'key.create' | 'key.revoke';
+/** What an admin did, or the service itself (`webhook_endpoint.disable`: an endpoint that kept failing, actor `genservice`). */
+export type AuditAction = 'user.create' | 'credits.add' | 'key.create' | 'key.revoke' | 'webhook_endpoint.disable';
 
 export interface AuditEntry {
   /** Opaque, increasing with the order entries were appended in this log. */

@@ -240,12 +240,12 @@ function checkUserId(userId: string): string {
   return parsed.data;
 }
 
-function invalid(details: ErrorDetail[]): DomainError {
+export function invalid(details: ErrorDetail[]): DomainError {
   return new DomainError('invalid_request', `The request is not valid: ${details.map((d) => d.message).join('; ')}.`, { details });
 }
 
 /** Parses `input` or throws a 400 naming every bad field (its dotted path). */
-function check<T extends z.ZodType>(schema: T, input: unknown): z.output<T> {
+export function check<T extends z.ZodType>(schema: T, input: unknown): z.output<T> {
   if (input === null || typeof input !== 'object' || Array.isArray(input)) {
     throw invalid([{ field: 'body', code: 'invalid_type', message: 'the body must be a JSON object' }]);
   }

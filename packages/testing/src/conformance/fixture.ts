@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { MemoryApiKeyStore, MemoryLedger, type GenerationService, type GenerationView, type LimitsOptions, type ModelDefinition } from '@genservice/core';
+import {
+  MemoryApiKeyStore,
+  MemoryLedger,
+  type GenerationService,
+  type GenerationView,
+  type LimitsOptions,
+  type ModelDefinition,
+  type WebhookOptions,
+} from '@genservice/core';
 import {
   createGate,
   createScriptedProvider,
@@ -105,6 +113,8 @@ export interface FixtureOptions {
   playground?: boolean;
   /** Serve the console (needs @genservice/playground installed) and the admin routes, behind `ADMIN_KEY`. */
   console?: boolean;
+  /** Webhook options (a suite area delivering to a receiver on loopback allows http and private addresses). */
+  webhooks?: WebhookOptions;
 }
 
 /** The admin key of a fixture made with `console: true`. */
@@ -156,6 +166,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     cors: { origins: [CORS_ORIGIN] },
     ...(options.playground ? { playground: true } : {}),
     ...(options.console ? { console: true, admin: { apiKeys: [{ key: ADMIN_KEY, name: 'conformance' }] } } : {}),
+    ...(options.webhooks ? { webhooks: options.webhooks } : {}),
   });
   const server = await mount(service, mode);
   const baseUrl = server.baseUrl.replace(/\/+$/, '');

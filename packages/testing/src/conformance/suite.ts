@@ -14,6 +14,7 @@ import { defineBillingTests, defineLifecycleTests } from './load.js';
 import { defineFileTests, defineGetTests, defineOwnershipTests } from './reads.js';
 import { defineAuthenticationTests, defineRepeatedAuthorizationTests, defineRoutingTests } from './routing.js';
 import type { MountFn, MountOptions } from './types.js';
+import { defineWebhookEndpointTests } from './webhook-endpoints.js';
 
 export function defineModeTests(mount: MountFn, mode: MountOptions, options: { heavy: boolean }): void {
   const ctx: ModeContext = { fx: useFixture(mount, mode), mount, mode, heavy: options.heavy };
@@ -37,6 +38,7 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   defineConsoleTests(ctx);
   defineRepeatedAuthorizationTests(ctx);
   defineBatchTests(() => ctx.fx);
+  defineWebhookEndpointTests(ctx);
   defineBillingTests(ctx);
   defineLifecycleTests(ctx);
 }
