@@ -5,7 +5,7 @@ import { openApiFixtureModels } from './fixtures/openapi-models.js';
 
 /**
  * The served OpenAPI document is derived from the route table. `fixtures/openapi-before.json` is the document the
- * service served before the route table existed (commit e3137eb, written with these models and options; since then only issue 37 added the `maximum` of token amounts, MAX_TOKENS, to four admin schemas, and issue 38 the failure code `storage_unavailable` to the `error.code` enum and the operation `POST /v1/uploads`; issue 41 the `/v1/webhook-endpoints` operations, their schemas, and the audit action `webhook_endpoint.disable`, and the console's reads `GET /v1/keys`, `GET /v1/admin/users/{userId}` (+ `/usage`, `/generations`, `/generations/{id}`) and `GET /v1/admin/queue`): the table
+ * service served before the route table existed (commit e3137eb, written with these models and options; since then only issue 37 added the `maximum` of token amounts, MAX_TOKENS, to four admin schemas, and issue 38 the failure code `storage_unavailable` to the `error.code` enum and the operation `POST /v1/uploads`; issue 41 the `/v1/webhook-endpoints` operations, their schemas, and the audit action `webhook_endpoint.disable`, and the console's reads `GET /v1/keys`, `GET /v1/admin/users/{userId}` (+ `/usage`, `/generations`, `/generations/{id}`) , `GET /v1/admin/users/{userId}/webhook-endpoints` (+ `/{id}/deliveries`, `/{id}/deliveries/{deliveryId}/replay`) and `GET /v1/admin/queue`): the table
  * must describe exactly the same paths, operations and schemas.
  */
 const before = JSON.parse(readFileSync(new URL('./fixtures/openapi-before.json', import.meta.url), 'utf8')) as Record<string, any>;

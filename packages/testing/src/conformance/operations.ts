@@ -3,7 +3,10 @@
  * documented admin reads it is built on (a user with keys and balances, their usage and generations, one generation
  * with its event log, the queue's health) and the user's own key list.
  */
-import { describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '../until.js';
 import { ADMIN_KEY } from './fixture.js';
 import { JSON_TYPE, useFixture, type ModeContext } from './kit.js';
 
@@ -88,6 +91,56 @@ export function defineConsoleTests({ mount, mode }: ModeContext): void {
       expect((await fx.call('/v1/keys', { headers: ADMIN })).status).toBe(401);
       expect((await fx.call(`/v1/admin/users/${u.userId}/generations?limit=0`, { headers: ADMIN })).status).toBe(400);
       expect((await fx.call(`/v1/admin/users/${u.userId}/generations/not-an-id`, { headers: ADMIN })).status).toBe(404);
+    });
+  });
+
+  describe("the console's view of a user's webhook endpoints: deliveries and a replay, with the admin key (issue 41)", () => {
+    const fx = useFixture(mount, mode, { console: true, webhooks: { allowHttp: true, allowPrivateUrls: true, pollIntervalMs: 20, retrySchedule: [3_600_000] } });
+    let accept = false;
+    const statuses: number[] = [];
+    let receiverUrl = '';
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        statuses.push(accept ? 204 : 500);
+        res.writeHead(accept ? 204 : 500).end();
+      });
+    });
+    beforeAll(async () => {
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      receiverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    });
+    afterAll(async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    });
+
+    it('lists the endpoints (no secret) and deliveries of a user, and replays a failed one to a receiver that then accepts it', async () => {
+      const user = await fx.user();
+      const made = await fx.call('/v1/webhook-endpoints', { method: 'POST', headers: user.auth, json: { url: receiverUrl, events: ['generation.completed'] } });
+      expect(made.status, made.text).toBe(201);
+      const created = await fx.create(user, { modelId: 'noop' });
+      await fx.terminal(user, created.body.generationId);
+      const base = `/v1/admin/users/${user.userId}/webhook-endpoints`;
+      const endpoints = await fx.call(base, { headers: ADMIN });
+      expect(endpoints.status).toBe(200);
+      expect(endpoints.body.data).toEqual([expect.objectContaining({ id: made.body.id, url: receiverUrl, status: 'enabled' })]);
+      expect(endpoints.text).not.toContain(made.body.secret);
+      const log = async () => (await fx.call(`${base}/${made.body.id}/deliveries`, { headers: ADMIN })).body.data;
+      const [failed] = await until(log, { accept: (d) => d[0]?.attempts.length === 1, what: 'the first (failed) attempt', timeoutMs: 10_000 });
+      expect(failed).toMatchObject({ type: 'generation.completed', generationId: created.body.generationId, attempts: [{ status: 500 }] });
+
+      accept = true;
+      const replay = await fx.call(`${base}/${made.body.id}/deliveries/${failed.id}/replay`, { method: 'POST', headers: ADMIN });
+      expect(replay.status, replay.text).toBe(202);
+      const [delivered] = await until(log, { accept: (d) => d[0]?.state === 'delivered', what: 'the replay delivered', timeoutMs: 10_000 });
+      expect(delivered.attempts.map((a: { status: number }) => a.status)).toEqual([500, 204]);
+      expect(statuses).toEqual([500, 204]);
+
+      // A user key there is 401; another user's endpoint reads as missing.
+      expect((await fx.call(base, { headers: user.auth })).status).toBe(401);
+      const other = await fx.user();
+      expect((await fx.call(`/v1/admin/users/${other.userId}/webhook-endpoints/${made.body.id}/deliveries`, { headers: ADMIN })).status).toBe(404);
     });
   });
 }

@@ -1,15 +1,18 @@
 import { generationPageDoc, ref } from '../../openapi/common.js';
+import { z } from 'zod';
 import { modelFilter, pageCursor, pageLimit, querySchema, statusFilter } from '../query.js';
 import { json } from '../respond.js';
 import { type PathParam, type RouteEntry, route } from '../route.js';
-import { adminQueueSchema, adminUserViewSchema, usageResponseSchema } from '../schemas.js';
+import { adminQueueSchema, adminUserViewSchema, endpointDeliveriesSchema, endpointDeliverySchema, usageResponseSchema, webhookEndpointSchema } from '../schemas.js';
 import type { HttpResponse } from '../types.js';
 import { usageQuery } from './account.js';
 import { GENERATION_ID } from './shared.js';
+import { DELIVERY_ID, deliveryLimit, ENDPOINT_ID } from './webhook-endpoints.js';
 
 /**
  * What the operator console reads (docs/console.md), to admin keys only: one user's account and keys, their usage
- * and generations (the user's own routes' shapes), one generation with its event log, and the queue's health.
+ * and generations (the user's own routes' shapes), one generation with its event log, their webhook endpoints with
+ * their deliveries (and a replay), and the queue's health.
  */
 
 const USER_ID: PathParam = {
@@ -120,5 +123,56 @@ export const operationsRoutes: RouteEntry[] = [
         'Pending and running generations per model and its provider, the oldest one waiting, and the failures this instance saw in the last hour.',
     },
     handle: (_call, s) => s.queueHealth.read().then((q) => adminJson(200, q)),
+  }),
+  route({
+    name: 'adminWebhookEndpoints',
+    method: 'GET',
+    path: '/v1/admin/users/{userId}/webhook-endpoints',
+    auth: 'admin',
+    params: { userId: USER_ID },
+    answers: { 200: { description: 'The endpoints', schema: z.object({ data: z.array(webhookEndpointSchema) }) } },
+    errors: [400, 404],
+    doc: {
+      operationId: 'adminListWebhookEndpoints',
+      tag: 'Admin',
+      summary: 'A user\u2019s webhook endpoints',
+      description: 'What `GET /v1/webhook-endpoints` answers that user (never a secret).',
+    },
+    handle: (call, s) => s.webhookEndpoints.list(call.param('userId')).then((data) => adminJson(200, { data })),
+  }),
+  route({
+    name: 'adminWebhookDeliveries',
+    method: 'GET',
+    path: '/v1/admin/users/{userId}/webhook-endpoints/{id}/deliveries',
+    auth: 'admin',
+    params: { userId: USER_ID, id: ENDPOINT_ID },
+    query: querySchema({ limit: deliveryLimit }, 'refused'),
+    answers: { 200: { description: 'Its deliveries, newest first', schema: endpointDeliveriesSchema } },
+    errors: [400, 404],
+    doc: {
+      operationId: 'adminListWebhookDeliveries',
+      tag: 'Admin',
+      summary: 'A user\u2019s webhook deliveries',
+      description: 'What `GET /v1/webhook-endpoints/{id}/deliveries` answers that user.',
+    },
+    handle: (call, s) =>
+      s.webhookEndpoints.deliveries(call.param('userId'), call.param('id'), call.query().limit ?? 50).then((data) => adminJson(200, { data })),
+  }),
+  route({
+    name: 'adminReplayWebhookDelivery',
+    method: 'POST',
+    path: '/v1/admin/users/{userId}/webhook-endpoints/{id}/deliveries/{deliveryId}/replay',
+    auth: 'admin',
+    params: { userId: USER_ID, id: ENDPOINT_ID, deliveryId: DELIVERY_ID },
+    answers: { 202: { description: 'The delivery, due now', schema: endpointDeliverySchema } },
+    errors: [404, 409],
+    doc: {
+      operationId: 'adminReplayWebhookDelivery',
+      tag: 'Admin',
+      summary: 'Send a user\u2019s delivery again',
+      description: 'What `POST /v1/webhook-endpoints/{id}/deliveries/{deliveryId}/replay` does for that user: one more attempt of the same message.',
+    },
+    handle: (call, s) =>
+      s.webhookEndpoints.replay(call.param('userId'), call.param('id'), call.param('deliveryId')).then((d) => adminJson(202, d)),
   }),
 ];
