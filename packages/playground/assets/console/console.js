@@ -1,6 +1,6 @@
 // The operator console: signed in with an admin key (kept in this module's memory only), it reads and changes the
 // service through the documented admin API (docs/console.md) and nothing else.
-import { Api, csv, days, download, drawChart, el, number, resultPreview, say, table, today, when } from './shared.js';
+import { Api, csv, days, DeliveriesPanel, download, drawChart, el, number, resultPreview, say, table, today, when } from './shared.js';
 
 let adminKey = '';
 const api = new Api(() => adminKey);
@@ -66,13 +66,14 @@ async function refreshUsers() {
     rows.push([u.userId, number(u.balance), number(u.reserved), number(u.settled), String(u.keys.length)]);
   }
   $('users-table').replaceChildren(table('Users and their balances (tokens)', ['User', 'Balance', 'Reserved', 'Spent', 'Keys'], rows, { id: 'users' }));
-  for (const select of [$('keys-user'), $('log-user'), $('usage-user')]) {
+  for (const select of [$('keys-user'), $('log-user'), $('usage-user'), $('hooks-user')]) {
     const chosen = select.value;
-    const first = select.id === 'keys-user' ? [] : [el('option', { value: '' }, 'All users')];
+    const first = select.id === 'keys-user' || select.id === 'hooks-user' ? [] : [el('option', { value: '' }, 'All users')];
     select.replaceChildren(...first, ...[...users].sort().map((u) => el('option', { value: u }, u)));
     if ([...select.options].some((o) => o.value === chosen)) select.value = chosen;
   }
   await refreshKeys();
+  await refreshHooks();
 }
 
 $('user-form').addEventListener('submit', async (e) => {
@@ -297,3 +298,16 @@ async function refreshQueue() {
   );
   say($('queue-status'), `Read at ${new Date().toISOString().slice(11, 19)} UTC${q.truncated ? ` (the oldest ${q.scanned} only)` : ''}.`);
 }
+
+// ---- Webhook deliveries ------------------------------------------------------------------------------------------
+
+const hooks = new DeliveriesPanel(api, { endpoints: $('hooks-endpoints'), deliveries: $('hooks-deliveries'), status: $('hooks-status') });
+
+async function refreshHooks() {
+  const userId = $('hooks-user').value;
+  if (!userId) return;
+  await hooks.show(`v1/admin/users/${encodeURIComponent(userId)}/webhook-endpoints`);
+}
+
+$('hooks-user').addEventListener('change', () => refreshHooks());
+$('hooks-reload').addEventListener('click', () => refreshHooks());

@@ -1,6 +1,6 @@
 // The user's own page: signed in with their API key (kept in this module's memory only), it reads the user routes
 // of the API (balance, usage, keys, generations) and nothing else.
-import { Api, csv, days, download, drawChart, el, number, resultPreview, say, table, today, when } from './shared.js';
+import { Api, csv, days, DeliveriesPanel, download, drawChart, el, number, resultPreview, say, table, today, when } from './shared.js';
 
 let apiKey = '';
 const api = new Api(() => apiKey);
@@ -10,6 +10,8 @@ let dailyRows = [];
 let modelRows = [];
 
 const $ = (id) => document.getElementById(id);
+const hooks = new DeliveriesPanel(api, { endpoints: $('hooks-endpoints'), deliveries: $('hooks-deliveries'), status: $('hooks-status') });
+$('hooks-reload').addEventListener('click', () => hooks.show('v1/webhook-endpoints'));
 
 $('signin').addEventListener('submit', async (e) => {
   e.preventDefault();
@@ -31,7 +33,7 @@ $('signin').addEventListener('submit', async (e) => {
   $('usage-to').value = today();
   const models = await api.get('v1/models');
   for (const m of models.data?.models ?? []) resultTypes.set(m.modelId, m.resultType);
-  await Promise.all([refreshKeys(), refreshUsage(), refreshGenerations(true)]);
+  await Promise.all([refreshKeys(), refreshUsage(), refreshGenerations(true), hooks.show('v1/webhook-endpoints')]);
 });
 
 $('signout').addEventListener('click', () => {

@@ -182,3 +182,66 @@ export function say(node, message, isError = false) {
   node.textContent = message;
   node.classList.toggle('error', isError);
 }
+
+/**
+ * Webhook endpoints and their deliveries, on either page: `base` is the endpoints' collection path (the user's own
+ * `v1/webhook-endpoints`, or the admin's `v1/admin/users/{id}/webhook-endpoints`). Picks an endpoint, lists its
+ * deliveries with every attempt, and replays one.
+ */
+export class DeliveriesPanel {
+  /** @param {Api} api @param {{ endpoints: HTMLElement, deliveries: HTMLElement, status: HTMLElement }} nodes */
+  constructor(api, nodes) {
+    this.api = api;
+    this.nodes = nodes;
+    this.base = null;
+    this.endpointId = null;
+  }
+
+  async show(base) {
+    this.base = base;
+    const res = await this.api.get(base);
+    if (!res.ok) {
+      this.nodes.endpoints.replaceChildren();
+      this.nodes.deliveries.replaceChildren();
+      return say(this.nodes.status, res.status === 404 ? 'This service has no webhook endpoints.' : res.error.message, res.status !== 404);
+    }
+    const endpoints = res.data.data;
+    if (!endpoints.some((e) => e.id === this.endpointId)) this.endpointId = endpoints[0]?.id ?? null;
+    this.nodes.endpoints.replaceChildren(
+      table('Webhook endpoints', ['URL', 'Events', 'Status', 'Deliveries'], endpoints.map((e) => [
+        el('code', {}, e.url),
+        e.events.join(', '),
+        el('span', { class: `endpoint ${e.status}` }, e.status === 'disabled' ? `disabled ${when(e.disabledAt)}` : 'enabled'),
+        el('button', { type: 'button', on: { click: () => { this.endpointId = e.id; this.deliveries(); } } }, 'Show', el('span', { class: 'sr-only' }, ` deliveries of ${e.url}`)),
+      ]), { id: 'endpoints' }),
+    );
+    if (endpoints.length === 0) say(this.nodes.status, 'No webhook endpoints.');
+    await this.deliveries();
+  }
+
+  async deliveries() {
+    if (!this.endpointId) return this.nodes.deliveries.replaceChildren();
+    const res = await this.api.get(`${this.base}/${encodeURIComponent(this.endpointId)}/deliveries`);
+    if (!res.ok) return say(this.nodes.status, res.error.message, true);
+    const rows = res.data.data.map((d) => [
+      el('code', {}, d.id),
+      d.type,
+      d.generationId ? el('code', {}, d.generationId) : '',
+      el('span', { class: `delivery ${d.state}` }, d.state),
+      el('ul', { class: 'attempts' }, d.attempts.map((a) => el('li', {}, `${a.status ?? a.error ?? 'no answer'} in ${number(a.durationMs)} ms at ${when(a.at)}`))),
+      when(d.nextAttemptAt) || '',
+      el('button', { type: 'button', on: { click: () => this.replay(d.id) } }, 'Replay', el('span', { class: 'sr-only' }, ` ${d.id}`)),
+    ]);
+    this.nodes.deliveries.replaceChildren(
+      table('Deliveries, newest first', ['Delivery (webhook-id)', 'Event', 'Generation', 'State', 'Attempts', 'Next attempt', 'Action'], rows, { id: 'deliveries' }),
+    );
+    say(this.nodes.status, `${rows.length} deliver${rows.length === 1 ? 'y' : 'ies'}.`);
+  }
+
+  async replay(deliveryId) {
+    const res = await this.api.request('POST', `${this.base}/${encodeURIComponent(this.endpointId)}/deliveries/${encodeURIComponent(deliveryId)}/replay`);
+    if (!res.ok) return say(this.nodes.status, res.error.message, true);
+    say(this.nodes.status, `Replaying ${deliveryId}.`);
+    await this.deliveries();
+  }
+}
