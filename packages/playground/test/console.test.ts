@@ -111,54 +111,35 @@ function chartData(page: Page, canvasId: string): Promise<{ labels: string[]; se
 }
 
 let userKey = '';
-const step = (n: number) => { if (process.env.CONSOLE_DEBUG) console.log('step', n); };
 
 describe('the operator console', () => {
   it('signs in with the admin key, creates a user and a budgeted key, shows generations, usage and the queue, revokes the key', async () => {
     const { page, problems, origins } = await open('/console/');
     await expect.poll(() => page.getByLabel('Admin key', { exact: true }).isVisible()).toBe(true);
-    step(1);
     await page.getByLabel('Admin key', { exact: true }).fill('not-the-key-0123456789012345678901');
-    step(2);
     await page.getByRole('button', { name: 'Sign in' }).click();
-    step(3);
     await expect.poll(() => page.locator('#signin-status').textContent()).toMatch(/not an admin key/);
-    step(4);
     await page.getByLabel('Admin key', { exact: true }).fill(ADMIN_KEY);
-    step(5);
     await page.getByRole('button', { name: 'Sign in' }).click();
-    step(6);
     await expect.poll(() => page.locator('#signin-status').textContent()).toBe('Signed in.');
-    step(7);
     // The key is in the page's memory only: not in its URL, storage or the field.
     expect(page.url()).not.toContain(ADMIN_KEY);
     expect(await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie)).toBe('{}{}');
     expect(await page.getByLabel('Admin key', { exact: true }).inputValue()).toBe('');
 
     await page.getByLabel('New user id').fill('ada');
-    step(8);
     await page.getByLabel('Starting balance').fill('5000');
-    step(9);
     await page.getByRole('button', { name: 'Create user' }).click();
-    step(10);
     await expect.poll(() => page.locator('#user-status').textContent()).toBe('Created ada with 5,000 tokens.');
-    step(11);
     await expect.poll(() => page.locator('#users tbody tr').first().textContent()).toContain('ada5,000');
-    step(12);
 
     await page.getByLabel('Key name').fill('ci-key');
-    step(13);
     await page.getByLabel('Budget (tokens)').fill('400');
-    step(14);
     await page.getByLabel('Budget period').selectOption('day');
-    step(15);
     await page.getByRole('button', { name: 'Create key' }).click();
-    step(16);
     await expect.poll(() => page.locator('#key-secret').textContent()).toMatch(/^gs_/);
-    step(17);
     userKey = (await page.locator('#key-secret').textContent())!;
     await expect.poll(() => page.locator('#keys tbody tr').count()).toBe(1);
-    step(18);
     expect(await page.locator('#keys tbody tr').first().textContent()).toContain('400 / day');
 
     const image1 = await runToEnd(userKey, 'demo-image', 'a lighthouse');
@@ -170,44 +151,29 @@ describe('the operator console', () => {
 
     // The log: each row with its result; images as thumbnails that loaded.
     await page.getByLabel('User', { exact: true }).selectOption('ada');
-    step(19);
     await page.getByRole('button', { name: 'Filter' }).click();
-    step(20);
     await expect.poll(() => page.locator('#log tbody tr').count()).toBe(4);
-    step(21);
     await expect
       .poll(() => page.locator('#log img.thumb').evaluateAll((imgs) => imgs.map((i) => (i as HTMLImageElement).complete && (i as HTMLImageElement).naturalWidth > 0)))
       .toEqual([true, true]);
     expect(await page.locator('#log .text-result').textContent()).toBe(String(text.result).slice(0, 120));
     expect(await page.locator('#log .failure').count()).toBe(1);
     await page.getByLabel('Status', { exact: true }).selectOption('failed');
-    step(22);
     await page.getByRole('button', { name: 'Filter' }).click();
-    step(23);
     await expect.poll(() => page.locator('#log tbody tr').count()).toBe(1);
-    step(24);
     await page.getByLabel('Status', { exact: true }).selectOption('');
-    step(25);
     await page.getByLabel('Model', { exact: true }).fill('demo-image');
-    step(26);
     await page.getByRole('button', { name: 'Filter' }).click();
-    step(27);
     await expect.poll(() => page.locator('#log tbody tr').count()).toBe(2);
-    step(28);
     await page.getByRole('button', { name: `Details of ${image1.generationId}` }).click();
-    step(29);
     await expect.poll(() => page.locator('#details').isVisible()).toBe(true);
-    step(30);
     const events = await page.locator('#events tbody td:nth-child(2)').allTextContents();
     expect([events[0], events[1], events.at(-1)]).toEqual(['created', 'processing', 'completed']);
     await page.getByRole('button', { name: 'Close' }).click();
-    step(31);
 
     // Usage, read from the page: the chart's own data and the table beside it.
     await page.getByRole('button', { name: 'Show' }).click();
-    step(32);
     await expect.poll(async () => (await chartData(page, 'usage-daily')).sets.ada?.reduce((a, b) => a + b, 0)).toBe(spent);
-    step(33);
     const daily = await chartData(page, 'usage-daily');
     expect(daily.sets.generations!.reduce((a, b) => a + b, 0)).toBe(4);
     const byModel = await chartData(page, 'usage-breakdown');
@@ -219,7 +185,6 @@ describe('the operator console', () => {
     expect(await page.locator('#usage-days tbody tr td:nth-child(4)').allTextContents()).toEqual([String(spent)]);
     const download = page.waitForEvent('download');
     await page.getByRole('button', { name: 'Export CSV' }).click();
-    step(34);
     const csv = readFileSync((await (await download).path())!, 'utf8');
     expect(csv).toMatch(new RegExp(`^day,user,generations,tokens\\r\\n\\d{4}-\\d\\d-\\d\\d,ada,4,${spent}\\r\\n`));
     expect(csv).toContain(`demo-image,2,${image1.price + image2.price}`);
@@ -227,22 +192,15 @@ describe('the operator console', () => {
     // Keys: the budget's spend; the queue: nothing waits, the failure is counted.
     await page.getByRole('button', { name: 'Reload users and keys' }).click();
     await expect.poll(() => page.locator('#keys tbody tr').first().textContent()).toContain(`400 / day${spent}${spent}`);
-    step(35);
     await page.getByRole('button', { name: 'Refresh queue' }).click();
-    step(36);
     await expect.poll(() => page.locator('#queue-failures').textContent()).toBe('1');
-    step(37);
     expect(await page.locator('#queue-pending').textContent()).toBe('0');
 
     await page.screenshot({ path: `${DOCS}console.png`, fullPage: true });
-    step(38);
 
     await page.getByRole('button', { name: 'Revoke ci-key' }).click();
-    step(39);
     await expect.poll(() => page.locator('#keys-status').textContent()).toBe('Revoked ci-key.');
-    step(40);
     await expect.poll(() => page.locator('#keys tbody tr').count()).toBe(0);
-    step(41);
     expect((await api('GET', '/v1/balance', userKey)).status).toBe(401);
 
     expect(problems).toEqual([]);
