@@ -115,6 +115,10 @@ export class GenerationServiceImpl implements GenerationService {
     return this.http.servesOpenAi;
   }
 
+  get servesConsole(): boolean {
+    return this.http.servesConsole;
+  }
+
   listModels(): ModelInfo[] {
     return this.generations.listModels();
   }

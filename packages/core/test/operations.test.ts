@@ -84,3 +84,17 @@ describe('RecentFailures', () => {
     expect(f.lastHour(t + 91 * 60_000)).toBe(0);
   });
 });
+
+describe('the console path', () => {
+  it('is the service\u2019s only when it serves the console: a host\u2019s own /console stays the host\u2019s otherwise', async () => {
+    const { isApiPath } = await import('@genservice/core/adapter');
+    expect(isApiPath('/console/', { servesConsole: false })).toBe(false);
+    expect(isApiPath('/console', {})).toBe(false);
+    expect(isApiPath('/console/', { servesConsole: true })).toBe(true);
+    expect(isApiPath('/console/me', { servesConsole: true })).toBe(true);
+    expect(isApiPath('/consoles', { servesConsole: true })).toBe(false);
+    const on = createGenerationService({ providers: [], console: true });
+    const off = createGenerationService({ providers: [] });
+    expect([on.servesConsole, off.servesConsole]).toEqual([true, false]);
+  });
+});
