@@ -127,6 +127,15 @@ describe('the operator console', () => {
     expect(await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie)).toBe('{}{}');
     expect(await page.getByLabel('Admin key', { exact: true }).inputValue()).toBe('');
 
+    // Organisations: a table when the service has the organisation routes (issue 40), else a line saying so.
+    const paths = Object.keys(((await (await fetch(`${base}/v1/openapi.json`)).json()) as { paths: object }).paths);
+    if (paths.includes('/v1/admin/organizations/{organizationId}')) {
+      expect((await api('POST', '/v1/admin/organizations', ADMIN_KEY, { organizationId: 'acme', budget: { amount: 1000, period: 'month' } })).status).toBe(201);
+      await page.getByRole('button', { name: 'Reload users and keys' }).click();
+      await expect.poll(() => page.locator('#orgs tbody tr').first().textContent()).toContain('acme1,000 / month');
+    } else {
+      await expect.poll(() => page.locator('#orgs-status').textContent()).toBe('Organisations: this service has no organisation routes.');
+    }
     await page.getByLabel('New user id').fill('ada');
     await page.getByLabel('Starting balance').fill('5000');
     await page.getByRole('button', { name: 'Create user' }).click();

@@ -49,15 +49,22 @@ async function loadModels() {
 
 // ---- Users -------------------------------------------------------------------------------------------------------
 
+/** Organisations the audit log names (`organization.create`), when the service has organisation routes. */
+const organizations = new Set();
+
 async function refreshUsers() {
   let cursor = null;
   for (let page = 0; page < 10; page++) {
     const res = await api.get(`v1/admin/audit?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
     if (!res.ok) break;
-    for (const entry of res.data.data) if (entry.userId) users.add(entry.userId);
+    for (const entry of res.data.data) {
+      if (entry.userId) users.add(entry.userId);
+      if (entry.action === 'organization.create' && typeof entry.details?.organizationId === 'string') organizations.add(entry.details.organizationId);
+    }
     cursor = res.data.nextCursor;
     if (!cursor) break;
   }
+  await refreshOrganizations();
   const rows = [];
   for (const userId of [...users].sort()) {
     const res = await api.get(`v1/admin/users/${encodeURIComponent(userId)}`);
@@ -99,6 +106,37 @@ $('credit-form').addEventListener('submit', async (e) => {
   say($('credit-status'), `${userId} now has ${number(res.data.balance)} tokens.`);
   await refreshUsers();
 });
+
+/**
+ * Organisations with their budgets, spend, in-flight count and members: shown when the service's OpenAPI document
+ * has the organisation routes (`GET /v1/admin/organizations/{organizationId}`), else a line saying it has none.
+ */
+async function refreshOrganizations() {
+  const doc = await api.get('v1/openapi.json');
+  if (!doc.ok || !doc.data?.paths?.['/v1/admin/organizations/{organizationId}']) {
+    $('orgs-table').replaceChildren();
+    return say($('orgs-status'), 'Organisations: this service has no organisation routes.');
+  }
+  const rows = [];
+  for (const id of [...organizations].sort()) {
+    const res = await api.get(`v1/admin/organizations/${encodeURIComponent(id)}`);
+    if (!res.ok) continue;
+    const o = res.data;
+    rows.push([
+      o.organizationId,
+      o.budget ? `${number(o.budget.amount)} / ${o.budget.period}` : 'none',
+      o.budget ? number(o.spent ?? 0) : '',
+      o.budget ? number(o.remaining ?? 0) : '',
+      `${number(o.inFlight)}${o.maxInFlight ? ` of ${number(o.maxInFlight)}` : ''}`,
+      String(o.weight),
+      (o.members ?? []).map((m) => `${m.userId}${m.role === 'admin' ? ' (admin)' : ''}`).join(', '),
+    ]);
+  }
+  $('orgs-table').replaceChildren(
+    table('Organisations', ['Organisation', 'Budget', 'Spent this period', 'Left', 'In flight', 'Weight', 'Members'], rows, { id: 'orgs' }),
+  );
+  say($('orgs-status'), `${rows.length} organisation${rows.length === 1 ? '' : 's'}.`);
+}
 
 // ---- Keys --------------------------------------------------------------------------------------------------------
 
