@@ -72,6 +72,26 @@ export class Operations {
     @inject(TOKENS.Clock) private readonly clock: Clock,
   ) {}
 
+  /**
+   * The ledger's accounts, a page at a time in the ledger's order: `cursor` is a previous page's `nextCursor`. 404 when
+   * the ledger cannot list them (a host's own without `listAccounts`).
+   */
+  async users(options: { limit?: number; cursor?: string } = {}): Promise<{ data: Array<{ userId: string; balance: number; reserved: number; settled: number }>; nextCursor: string | null }> {
+    if (typeof this.ledger.listAccounts !== 'function') throw new DomainError('not_found', 'This service\u2019s ledger does not list its accounts.');
+    const limit = options.limit ?? 50;
+    let after: string | undefined;
+    if (options.cursor !== undefined) {
+      after = /^[A-Za-z0-9_-]{1,400}$/.test(options.cursor) ? Buffer.from(options.cursor, 'base64url').toString('utf8') : '';
+      if (after === '') {
+        throw new DomainError('invalid_request', 'cursor is not valid.', { details: [{ field: 'cursor', code: 'invalid_value', message: 'must be a nextCursor from a previous page' }] });
+      }
+    }
+    const rows = await this.ledger.listAccounts(limit + 1, after);
+    const data = rows.slice(0, limit).map((r) => ({ userId: r.userId, balance: r.balance, reserved: r.reserved, settled: r.settled }));
+    const last = data[data.length - 1];
+    return { data, nextCursor: rows.length > limit && last ? Buffer.from(last.userId, 'utf8').toString('base64url') : null };
+  }
+
   /** A user's account (zeros for a user without one) and keys, each budget's spend in its current window. */
   async user(userId: string, now: number = this.clock.now()): Promise<AdminUserView> {
     const keys = await this.keys(userId, now);

@@ -53,6 +53,16 @@ async function loadModels() {
 const organizations = new Set();
 
 async function refreshUsers() {
+  // Every account the ledger holds (GET /v1/admin/users); the audit log adds users of a ledger that cannot list them,
+  // and names the organisations.
+  let next = null;
+  for (let page = 0; page < 10; page++) {
+    const res = await api.get(`v1/admin/users?limit=200${next ? `&cursor=${encodeURIComponent(next)}` : ''}`);
+    if (!res.ok) break;
+    for (const u of res.data.data) users.add(u.userId);
+    next = res.data.nextCursor;
+    if (!next) break;
+  }
   let cursor = null;
   for (let page = 0; page < 10; page++) {
     const res = await api.get(`v1/admin/audit?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);

@@ -45,6 +45,19 @@ export function defineConsoleTests({ mount, mode }: ModeContext): void {
       const id = created.body.generationId as string;
       await fx.terminal({ userId, key: key.body.apiKey, auth }, id);
 
+      // The user list, walked page by page, has the new user with its balance.
+      const listed: Array<{ userId: string; balance: number }> = [];
+      let cursor: string | null = null;
+      do {
+        const page = await fx.call(`/v1/admin/users?limit=200${cursor ? `&cursor=${cursor}` : ''}`, { headers: ADMIN });
+        expect(page.status, page.text).toBe(200);
+        listed.push(...page.body.data);
+        cursor = page.body.nextCursor;
+      } while (cursor);
+      expect(listed.find((u) => u.userId === userId)).toEqual({ userId, balance: 490, reserved: 0, settled: 10 });
+      expect((await fx.call('/v1/admin/users?limit=0', { headers: ADMIN })).status).toBe(400);
+      expect((await fx.call('/v1/admin/users?cursor=%21', { headers: ADMIN })).status).toBe(400);
+
       const user = await fx.call(`/v1/admin/users/${userId}`, { headers: ADMIN });
       expect(user.status).toBe(200);
       expect(user.contentType).toMatch(JSON_TYPE);

@@ -1,8 +1,8 @@
 import { generationPageDoc, ref } from '../../openapi/common.js';
 import { z } from 'zod';
 import { modelFilter, pageCursor, pageLimit, querySchema, statusFilter } from '../query.js';
-import { json } from '../respond.js';
-import { type PathParam, type RouteEntry, route } from '../route.js';
+import { fail, json, Refusal } from '../respond.js';
+import { type PathParam, type QueryParam, type RouteEntry, route } from '../route.js';
 import { adminQueueSchema, adminUserViewSchema, endpointDeliveriesSchema, endpointDeliverySchema, usageResponseSchema, webhookEndpointSchema } from '../schemas.js';
 import type { HttpResponse } from '../types.js';
 import { usageQuery } from './account.js';
@@ -35,7 +35,44 @@ const EVENT = {
   },
 };
 
+/** `limit` of the user list: 1 to 200, default 50. */
+const userLimit: QueryParam<number> = {
+  doc: { name: 'limit', in: 'query', required: false, description: 'Users per page', schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
+  parse(value) {
+    const n = /^[0-9]{1,3}$/.test(value) ? Number(value) : 0;
+    if (n < 1 || n > 200) {
+      const message = 'limit must be an integer from 1 to 200';
+      throw new Refusal(fail('invalid_request', `${message}.`, [{ field: 'limit', code: 'invalid_value', message }]));
+    }
+    return n;
+  },
+};
+
 export const operationsRoutes: RouteEntry[] = [
+  route({
+    name: 'adminUsers',
+    method: 'GET',
+    path: '/v1/admin/users',
+    auth: 'admin',
+    query: querySchema({ limit: userLimit, cursor: pageCursor }, 'refused'),
+    answers: {
+      200: {
+        description: 'A page of users',
+        schema: z.object({
+          data: z.array(adminUserViewSchema.pick({ userId: true, balance: true, reserved: true, settled: true })),
+          nextCursor: z.string().nullable(),
+        }),
+      },
+    },
+    errors: [400, 404],
+    doc: {
+      operationId: 'adminListUsers',
+      tag: 'Admin',
+      summary: 'List users',
+      description: 'Every account the ledger holds, with its balance, reserved and settled tokens, in the ledger\u2019s order, a page at a time. 404 when the ledger cannot list its accounts (a host\u2019s own ledger without `listAccounts`).',
+    },
+    handle: (call, s) => s.operations.users(call.query()).then((page) => adminJson(200, page)),
+  }),
   route({
     name: 'adminUser',
     method: 'GET',
