@@ -9,6 +9,7 @@ import {
   isTransientError,
 } from './errors.js';
 import { batchesApi, type BatchesApi } from './batches.js';
+import { webhookEndpointsApi, type WebhookEndpointsApi } from './webhook-endpoints.js';
 import type { RetryOptions } from './retry.js';
 import { Transport, isRecord, readEventStream, type FetchLike } from './transport.js';
 import type {
@@ -171,6 +172,8 @@ export interface GenServiceClient<M extends ModelMap<M> = AnyModels> {
   };
   /** POST /v1/batches and the rest: many generations created, reserved and followed as one. */
   batches: BatchesApi<M>;
+  /** /v1/webhook-endpoints: your webhook receivers as objects (each with its own secret), their deliveries and replay. */
+  webhookEndpoints: WebhookEndpointsApi;
   /** GET /v1/balance: the caller's spendable tokens. */
   balance(options?: RequestSignalOptions): Promise<Balance>;
 }
@@ -273,6 +276,7 @@ class Client implements GenServiceClient<AnyModels> {
   readonly models: GenServiceClient['models'];
   readonly generations: GenServiceClient['generations'];
   readonly batches: BatchesApi;
+  readonly webhookEndpoints: WebhookEndpointsApi;
   private readonly transport: Transport;
   private readonly modelsCacheTtlMs: number;
   private modelsCache?: { at: number; byId: Map<string, Model> };
@@ -284,6 +288,7 @@ class Client implements GenServiceClient<AnyModels> {
     this.modelsCacheTtlMs = options.modelsCacheTtlMs ?? 5 * 60_000;
     this.models = { list: (opts) => this.listModels(opts) };
     this.batches = batchesApi(this.transport);
+    this.webhookEndpoints = webhookEndpointsApi(this.transport);
     this.generations = {
       create: (input, opts) => this.create(input, opts),
       get: (id, opts) => this.get(id, opts),

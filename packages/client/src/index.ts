@@ -61,6 +61,7 @@ export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
 export type { PollSchedule, PollScheduleOverrides } from './backoff.js';
 export type { FetchLike } from './transport.js';
 export type { BatchesApi } from './batches.js';
+export type { EndpointEventType, WebhookDelivery, WebhookEndpoint, WebhookEndpointsApi, WebhookEndpointWithSecret } from './webhook-endpoints.js';
 export type {
   AnyModels,
   Balance,

@@ -145,6 +145,13 @@ export type WebhookEvent =
       timestamp: string;
       /** Only what identifies it: the rest was deleted with it. */
       data: { generationId: string; modelId: string; status: 'deleted' };
+    }
+  | {
+      /** To a registered endpoint (`/v1/webhook-endpoints`) that lists it: another endpoint of yours was disabled. */
+      type: 'webhook_endpoint.disabled';
+      timestamp: string;
+      /** Times in ISO 8601; `reason` is `failing` (it failed every attempt for the service's period). */
+      data: { endpointId: string; url: string; failingSince: string; disabledAt: string; reason: 'failing' };
     };
 
 /** Still running: no result and no price yet. */

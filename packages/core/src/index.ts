@@ -45,6 +45,7 @@ export type {
   EndpointDeliveryView,
   NewWebhookEndpointInput,
   WebhookEndpointChangeInput,
+  WebhookEndpoints,
   WebhookEndpointView,
   WebhookEndpointWithSecret,
 } from './use-cases/webhook-endpoints.js';

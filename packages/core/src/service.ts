@@ -101,6 +101,7 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(Background) private readonly background: Background,
     @inject(Accounts) readonly accounts: Accounts,
     @inject(Batches) readonly batches: Batches,
+    @inject(WebhookEndpoints) readonly webhookEndpoints: WebhookEndpoints,
   ) {}
 
   get bodyLimit(): number {

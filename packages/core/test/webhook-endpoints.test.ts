@@ -133,12 +133,43 @@ describe('webhook endpoints as objects', () => {
     expect((await call(service, 'ka', 'GET', '/v1/webhook-endpoints')).body.data).toEqual([]);
   });
 
+  it("sends generation.deleted to an endpoint that lists it, and leaves out a disabled endpoint", async () => {
+    const { service } = make();
+    await service.start();
+    const hook = await receiver();
+    const off = await receiver();
+    const { body } = await call(service, 'ka', 'POST', '/v1/webhook-endpoints', { url: `${hook.base}/d`, events: ['generation.deleted'] });
+    const disabled = (await call(service, 'ka', 'POST', '/v1/webhook-endpoints', { url: `${off.base}/off`, events: ['generation.completed', 'generation.deleted'] })).body;
+    expect((await call(service, 'ka', 'PATCH', `/v1/webhook-endpoints/${disabled.id}`, { disabled: true })).body).toMatchObject({ status: 'disabled' });
+    const gen = await generate(service, 'ka');
+    await until(async () => (await call(service, 'ka', 'GET', `/v1/generations/${gen}`)).body.status === 'completed', 'completed');
+    expect((await call(service, 'ka', 'DELETE', `/v1/generations/${gen}`)).status).toBe(204);
+    await until(() => hook.received.length === 1, 'generation.deleted');
+    const r = hook.received[0]!;
+    expect(new Webhook(body.secret).verify(r.body, webhookHeaders(r))).toMatchObject({ type: 'generation.deleted', data: { generationId: gen, status: 'deleted' } });
+    expect(off.received).toHaveLength(0);
+  });
+
+  it("is the same use case from the host's code as over HTTP", async () => {
+    const { service } = make();
+    const hook = await receiver();
+    const made = await service.webhookEndpoints.create('alice', { url: `${hook.base}/code`, events: ['generation.failed'] });
+    expect(made.secret).toMatch(/^whsec_/);
+    expect((await call(service, 'ka', 'GET', `/v1/webhook-endpoints/${made.id}`)).body).toEqual(await service.webhookEndpoints.get('alice', made.id));
+    await expect(service.webhookEndpoints.get('bob', made.id)).rejects.toMatchObject({ code: 'not_found' });
+    await expect(service.webhookEndpoints.create('alice', { url: `${hook.base}/x`, events: ['generation.completed', 'generation.completed'] })).rejects.toMatchObject({ code: 'invalid_request' });
+  });
+
   it('refuses what is not a usable endpoint with a 400 naming the field, and storing nothing', async () => {
     const { service } = make({}, { allowPrivateUrls: false, allowHttp: false });
-    for (const body of [{}, { url: 'http://example.com/x' }, { url: 'https://127.0.0.1/x' }, { url: 'not a url' }, { url: 'https://example.com', events: ['generation.created'] }, { url: 'https://example.com', extra: 1 }]) {
+    for (const body of [{}, { url: 'http://example.com/x' }, { url: 'https://127.0.0.1/x' }, { url: 'not a url' }, { url: 'https://example.com', events: ['generation.created'] }, { url: 'https://example.com', extra: 1 }, { url: 'https://example.com', description: 'a\ud800b' }, { url: 'https://example.com', description: 'tab\there' }]) {
       const r = await call(service, 'ka', 'POST', '/v1/webhook-endpoints', body);
       expect(r.status, JSON.stringify(body)).toBe(400);
-      expect(r.body.error.details.length).toBeGreaterThan(0);
+      const fields = r.body.error.details.map((d: { field: string }) => d.field);
+      expect(fields.length).toBeGreaterThan(0);
+      if ('description' in body) expect(fields).toEqual(['description']);
+      else if ('events' in body) expect(fields).toEqual(['events.0']);
+      else if ('url' in body && !('extra' in body)) expect(fields).toEqual(['url']);
     }
     expect((await call(service, 'ka', 'GET', '/v1/webhook-endpoints')).body.data).toEqual([]);
   });
@@ -197,6 +228,12 @@ describe('webhook endpoints as objects', () => {
     expect(d.attempts[0]).toMatchObject({ status: 500 });
     expect(typeof d.attempts[0].durationMs).toBe('number');
     expect(Date.parse(d.nextAttemptAt) - Date.parse(d.attempts[0].at)).toBeGreaterThanOrEqual(0.8 * 3_600_000);
+
+    // Another user cannot replay (or see) it through an endpoint of their own.
+    const bobs = (await call(service, 'kb', 'POST', '/v1/webhook-endpoints', { url: `${hook.base}/bob` })).body;
+    expect((await call(service, 'kb', 'POST', `/v1/webhook-endpoints/${bobs.id}/deliveries/${d.id}/replay`)).status).toBe(404);
+    expect((await call(service, 'kb', 'GET', `/v1/webhook-endpoints/${bobs.id}/deliveries`)).body.data).toEqual([]);
+    expect(hook.received).toHaveLength(1);
 
     accept = true;
     const replay = await call(service, 'ka', 'POST', `/v1/webhook-endpoints/${body.id}/deliveries/${d.id}/replay`);

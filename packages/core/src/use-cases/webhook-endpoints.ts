@@ -12,14 +12,18 @@ import { check, invalid } from './accounts.js';
 
 /** No control characters: a description ends up in logs and the console. */
 const PRINTABLE = /^[^\u0000-\u001f\u007f]+$/;
+/** A UTF-16 half without its other half: no store keeps it as given (as `isStorableText` of the HTTP layer). */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const storable = (v: string): boolean => !v.includes('\u0000') && !LONE_SURROGATE.test(v);
+const STORABLE = 'must not contain NUL characters or lone surrogates';
 
 const eventsSchema = z
   .array(z.enum(ENDPOINT_EVENT_TYPES))
   .min(1)
   .max(ENDPOINT_EVENT_TYPES.length)
   .refine((e) => new Set(e).size === e.length, 'must not repeat an event');
-const urlSchema = z.string().min(1).max(2048);
-const descriptionSchema = z.string().min(1).max(500).regex(PRINTABLE);
+const urlSchema = z.string().min(1).max(2048).refine(storable, STORABLE);
+const descriptionSchema = z.string().min(1).max(500).regex(PRINTABLE).refine(storable, STORABLE);
 
 const newEndpointSchema = z.strictObject({ url: urlSchema, events: eventsSchema.optional(), description: descriptionSchema.optional() });
 const endpointChangeSchema = z.strictObject({

@@ -153,7 +153,8 @@ export function describeWebhookEndpointContract(hooks: () => WebhookStore): void
       const replayed = await hooks().replayDelivery(d.id, e.id, T0 + 70);
       expect(replayed).toMatchObject({ id: d.id, payload: d.payload, state: 'pending', nextAttemptAt: T0 + 70, attempts: 1, endpointId: e.id });
       const again = (await hooks().claimDue(T0 + 70, 1000, 'w2', 1000)).find((x) => x.id === d.id);
-      expect(again).toBeDefined();
+      // The claim hands the endpoint back: the sender signs with that endpoint's secret.
+      expect(again).toMatchObject({ endpointId: e.id, url: e.url });
       expect(await hooks().recordAttempt(d.id, 'w2', { at: T0 + 71, status: 200, durationMs: 2 }, { state: 'delivered' })).toBe(true);
       const [after] = await hooks().deliveriesOf(d.generationId);
       expect(after!.history.map((a) => a.status)).toEqual([500, 200]);
