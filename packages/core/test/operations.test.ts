@@ -72,6 +72,20 @@ describe('GET /v1/admin/queue', () => {
   });
 });
 
+describe('keys of a host that resolves keys itself', () => {
+  it('answers an empty key list (never a 500) when apiKeys is a plain resolver', async () => {
+    const service = createGenerationService({
+      providers: [{ models: [model('a')], generate: async () => ({ text: 'x' }) }],
+      apiKeys: { resolve: (key: string) => (key === 'k' ? { userId: 'u' } : null) },
+      ledger: new MemoryLedger({ balances: { u: 5 } }),
+      runner: { enabled: false },
+      admin: { apiKeys: [ADMIN] },
+    });
+    expect(await call(service, 'k', 'GET', '/v1/keys')).toEqual({ status: 200, body: { data: [] } });
+    expect((await call(service, ADMIN, 'GET', '/v1/admin/users/u')).body).toEqual({ userId: 'u', balance: 5, reserved: 0, settled: 0, keys: [] });
+  });
+});
+
 describe('RecentFailures', () => {
   it('keeps an hour of minute buckets: a failure counts for 60 minutes, then not', () => {
     const f = new RecentFailures();

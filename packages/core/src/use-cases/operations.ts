@@ -6,6 +6,7 @@ import { ModelRegistry } from '../domain/registry.js';
 import { budgetWindow } from '../domain/rules.js';
 import { ExpiringReads } from '../lifecycle/expiring-reads.js';
 import { RecentFailures } from '../lifecycle/recent-failures.js';
+import type { ApiKeyResolver, ApiKeyStore } from '../ports/api-keys.js';
 import type { Clock } from '../ports/clock.js';
 import type { Ledger } from '../ports/ledger.js';
 import type { ModelProvider } from '../ports/provider.js';
@@ -70,6 +71,7 @@ export class Operations {
     @inject(ExpiringReads) private readonly store: ExpiringReads,
     @inject(Views) private readonly views: Views,
     @inject(TOKENS.Clock) private readonly clock: Clock,
+    @inject(TOKENS.KeyStore) private readonly keyStore: ApiKeyResolver,
   ) {}
 
   /**
@@ -99,8 +101,12 @@ export class Operations {
     return { userId, balance: account.balance, reserved: account.reserved, settled: account.settled, keys };
   }
 
-  /** A user's keys, oldest first (never a secret), each budgeted key with its spend in the budget's current window. */
+  /**
+   * A user's keys, oldest first (never a secret), each budgeted key with its spend in the budget's current window; none
+   * when the host resolves keys itself (an `apiKeys` that is not an ApiKeyStore keeps no key objects to list).
+   */
   async keys(userId: string, now: number = this.clock.now()): Promise<AdminUserView['keys']> {
+    if (typeof (this.keyStore as Partial<ApiKeyStore>).listKeys !== 'function') return [];
     const keys = await this.accounts.listKeys(userId);
     return Promise.all(
       keys.map(async (k) => (k.budget ? { ...k, budgetSpent: await this.ledger.keySpend(k.keyId, budgetWindow(k.budget.period, now).start) } : k)),
