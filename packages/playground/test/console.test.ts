@@ -254,6 +254,27 @@ describe('the operator console', () => {
     expect((await api('GET', '/v1/keys', writer.body.apiKey)).status).toBe(403);
   });
 
+  it('fits a phone-width screen: nothing wider than the window but the tables, which scroll in their panels', async () => {
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    const page = await context.newPage();
+    await page.goto(`${base}/console/`);
+    await page.getByLabel('Admin key', { exact: true }).fill(ADMIN_KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.locator('#log tbody tr').count()).toBeGreaterThan(0);
+    const wide = await page.evaluate(() =>
+      [...document.querySelectorAll('body *')]
+        .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1 && (!e.closest('.scroll') || e.classList.contains('scroll')))
+        .map((e) => `${e.tagName}#${e.id}.${e.className}`)
+        .slice(0, 10),
+    );
+    expect(wide).toEqual([]);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).toBe(true);
+    const me = await context.newPage();
+    await me.goto(`${base}/console/me`);
+    expect(await me.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).toBe(true);
+    await context.close();
+  });
+
   it('has no serious or critical axe-core violations, signed out and signed in, on both pages', async () => {
     const { page } = await open('/console/', true);
     await axeScan(page, 'console, signed out');
