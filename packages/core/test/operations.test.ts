@@ -86,6 +86,24 @@ describe('keys of a host that resolves keys itself', () => {
   });
 });
 
+describe('GET /v1/admin/users', () => {
+  it('pages through the ledger\u2019s accounts, and answers 404 (never a 500) for a ledger that cannot list them', async () => {
+    const ledger = new MemoryLedger({ balances: { a: 1, b: 2, c: 3 } });
+    const make = (l: MemoryLedger | Omit<MemoryLedger, 'listAccounts'>) =>
+      createGenerationService({ providers: [{ models: [model('m')], generate: async () => ({ text: 'x' }) }], ledger: l as MemoryLedger, runner: { enabled: false }, admin: { apiKeys: [ADMIN] } });
+    const service = make(ledger);
+    const first = await call(service, ADMIN, 'GET', '/v1/admin/users?limit=2');
+    expect(first.body.data).toEqual([{ userId: 'a', balance: 1, reserved: 0, settled: 0 }, { userId: 'b', balance: 2, reserved: 0, settled: 0 }]);
+    const second = await call(service, ADMIN, 'GET', `/v1/admin/users?limit=2&cursor=${first.body.nextCursor}`);
+    expect(second.body).toEqual({ data: [{ userId: 'c', balance: 3, reserved: 0, settled: 0 }], nextCursor: null });
+    // A host's own ledger without listAccounts (every other method kept).
+    const own = new Proxy(ledger, { get: (t, p) => (p === 'listAccounts' ? undefined : Reflect.get(t, p, t)) });
+    const plain = await call(make(own), ADMIN, 'GET', '/v1/admin/users');
+    expect(plain.status).toBe(404);
+    expect(plain.body.error.message).toMatch(/does not list its accounts/);
+  });
+});
+
 describe('RecentFailures', () => {
   it('keeps an hour of minute buckets: a failure counts for 60 minutes, then not', () => {
     const f = new RecentFailures();
