@@ -262,7 +262,7 @@ describe('the operator console', () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await expect.poll(() => page.locator('#log tbody tr').count()).toBeGreaterThan(0);
     const wide = await page.evaluate(() =>
-      [...document.querySelectorAll('body *')]
+      Array.from(document.querySelectorAll('body *'))
         .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1 && (!e.closest('.scroll') || e.classList.contains('scroll')))
         .map((e) => `${e.tagName}#${e.id}.${e.className}`)
         .slice(0, 10),
