@@ -348,6 +348,8 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     retention: config.retentionHours ? { finishedTtlMs: config.retentionHours * 3600_000 } : undefined,
     // The playground page at <mount>/playground (packages/playground).
     playground: true,
+    // The operator console at <mount>/console/ (with ADMIN_API_KEY) and each user's page at <mount>/console/me.
+    console: true,
     // OpenAI's SDKs as clients at <mount>/openai/v1 (docs/openai-compatible.md).
     openai: { enabled: true },
     logger,

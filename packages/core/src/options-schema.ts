@@ -154,6 +154,7 @@ export const optionsSchema = z.strictObject({
     })
     .optional(),
   playground: z.boolean().optional(),
+  console: z.boolean().optional(),
   admin: z
     .strictObject({
       apiKeys: z
@@ -258,6 +259,7 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
     },
     idempotencyTtlMs: options.idempotencyTtlMs ?? 24 * 3600_000,
     playground: options.playground ?? false,
+    console: options.console ?? false,
     ...(options.rateLimits
       ? {
           rateLimits: {

@@ -325,6 +325,12 @@ export interface GenerationServiceOptions {
    * for every model, live status and results, using the public API with the caller's own key. Off by default.
    */
   playground?: boolean;
+  /**
+   * Serve the operator console at `<mount>/console/` and each user's usage page at `<mount>/console/me` (needs the
+   * `@genservice/playground` package installed): pages over the documented API, signed in with an admin key (the
+   * console, with `admin` set) or the user's own key (`/console/me`). Off by default. See docs/console.md.
+   */
+  console?: boolean;
   /** Request rate limits per route class; a class without a rule is not limited. Off by default. */
   rateLimits?: RateLimitOptions;
   /** Webhook secrets and the delivery outbox. Default: in memory. */

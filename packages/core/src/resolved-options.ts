@@ -28,6 +28,7 @@ export interface ResolvedServiceOptions {
   idempotencyTtlMs: number;
   push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number; queuePositionIntervalMs: number };
   playground: boolean;
+  console: boolean;
   cors?: { origins: string[] | '*'; maxAgeSeconds: number };
   /** Admin key digests and the actor name each stands for. */
   admin?: { keys: Map<string, string> };

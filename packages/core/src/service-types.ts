@@ -64,6 +64,11 @@ export interface GenerationService extends GenerationUseCases {
    * `handle` only then (`isApiPath(path, service)`), so a host's own routes there stay the host's otherwise.
    */
   readonly servesOpenAi?: boolean;
+  /**
+   * Whether the console is on (`options.console`): adapters hand `<mount>/console/...` to `handle` only then, so a
+   * host's own `/console` stays the host's otherwise.
+   */
+  readonly servesConsole?: boolean;
   /** How long a request body may take to arrive (limits.bodyTimeoutMs); adapters stop reading after it. */
   readonly bodyTimeoutMs: number;
 }

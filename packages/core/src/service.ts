@@ -29,6 +29,8 @@ import { Maintenance } from './runner/maintenance.js';
 import { Recovery, type RecoveryReport } from './lifecycle/recovery.js';
 import { GenerationLog } from './lifecycle/generation-log.js';
 import { LifecycleObserver } from './lifecycle/observer.js';
+import { RecentFailures } from './lifecycle/recent-failures.js';
+import { Operations, QueueHealth } from './use-cases/operations.js';
 import { BatchCompletion } from './lifecycle/batch-completion.js';
 import { Creation } from './lifecycle/creation.js';
 import { Cancellation } from './lifecycle/cancellation.js';
@@ -120,6 +122,10 @@ export class GenerationServiceImpl implements GenerationService {
 
   get servesOpenAi(): boolean {
     return this.http.servesOpenAi;
+  }
+
+  get servesConsole(): boolean {
+    return this.http.servesConsole;
   }
 
   listModels(): ModelInfo[] {
@@ -259,6 +265,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     WebhookPump,
     // lifecycle/: the state machine and its money, and what asks it
     GenerationLog,
+    RecentFailures,
     LifecycleObserver,
     BatchCompletion,
     Lifecycle,
@@ -291,6 +298,8 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Batches,
     Organizations,
     Accounts,
+    Operations,
+    QueueHealth,
     WebhookEndpoints,
     // openai/: the OpenAI-compatible surface (docs/openai-compatible.md)
     OpenAiFiles,
@@ -314,6 +323,8 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
         generations: r.resolve(Generations),
         batches: r.resolve(Batches),
         accounts: r.resolve(Accounts),
+        operations: r.resolve(Operations),
+        queueHealth: r.resolve(QueueHealth),
         uploads: r.resolve(Uploads),
         live: r.resolve(LiveStatus),
         webhooks: r.resolve(Webhooks),

@@ -41,6 +41,7 @@ describe('the route table', () => {
       cancelBatch: 'generate',
       balance: 'read',
       usage: 'read',
+      keys: 'read',
       // The OpenAI-compatible surface (issue 39): the same rule.
       openaiModels: 'read',
       openaiModel: 'read',

@@ -1,4 +1,5 @@
 import type {
+  AccountRow,
   AccountSnapshot,
   BudgetWindows,
   Ledger,
@@ -37,6 +38,7 @@ export function ledgerSql(s: string): Record<
   | 'credit'
   | 'openAccount'
   | 'openReserves'
+  | 'listAccounts'
   | 'keySpend'
   | 'usageByDay'
   | 'usageByModel'
@@ -99,6 +101,8 @@ export function ledgerSql(s: string): Record<
       SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
     charged: `SELECT charged FROM ${s}.reserves WHERE generation_id = $1`,
     account: `SELECT balance, reserved, settled FROM ${s}.accounts WHERE user_id = $1`,
+    // The primary key's index, in the database's own order of the stored (encoded) ids.
+    listAccounts: `SELECT user_id, balance, reserved, settled FROM ${s}.accounts WHERE user_id > $1 ORDER BY user_id LIMIT $2`,
     // The bound is tested in the upsert's WHERE (on the locked row): a credit that would take balance plus reserved
     // past it changes no row.
     credit: `INSERT INTO ${s}.accounts (user_id, balance) VALUES ($1, $2)
@@ -338,6 +342,12 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
     const row = rows[0];
     if (!row) return { balance: 0, reserved: 0, settled: 0 };
     return { balance: num(row.balance), reserved: num(row.reserved), settled: num(row.settled) };
+  }
+
+  async listAccounts(limit: number, after?: string): Promise<AccountRow[]> {
+    if (!(limit > 0)) return [];
+    const { rows } = await this.db.query(this.sql.listAccounts, [after === undefined ? '' : encodeKey(after), Math.floor(limit)]);
+    return rows.map((r) => ({ userId: decodeKey(String(r.user_id)), balance: num(r.balance), reserved: num(r.reserved), settled: num(r.settled) }));
   }
 
   async openReserves(limit: number): Promise<OpenReserve[]> {

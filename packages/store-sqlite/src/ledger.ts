@@ -1,5 +1,6 @@
 import { retryMethodsWhileBusy } from './busy.js';
 import type {
+  AccountRow,
   AccountSnapshot,
   BudgetWindows,
   Ledger,
@@ -76,6 +77,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
   private readonly applySettleStmt: Statement;
   private readonly creditStmt: Statement;
   private readonly accountStmt: Statement;
+  private readonly listAccountsStmt: Statement;
   private readonly openReservesStmt: Statement;
   private readonly openAccountStmt: Statement;
   private readonly holdKeyStmt: Statement;
@@ -128,6 +130,8 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
     );
     this.openAccountStmt = db.prepare('INSERT INTO accounts (user_id, balance) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING');
     this.accountStmt = db.prepare('SELECT balance, reserved, settled FROM accounts WHERE user_id = ?');
+    // The primary key's index, in its own (binary) order.
+    this.listAccountsStmt = db.prepare('SELECT user_id AS userId, balance, reserved, settled FROM accounts WHERE user_id > ? ORDER BY user_id LIMIT ?');
     this.openReservesStmt = db.prepare(OPEN_RESERVES_SQL);
     // The limit test is in the upsert's WHERE: a window already at its limit is left as it is (no row changed).
     this.holdKeyStmt = db.prepare(
@@ -363,6 +367,11 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
   async account(userId: string): Promise<AccountSnapshot> {
     const row = this.accountStmt.get(userId) as AccountSnapshot | undefined;
     return row ? { balance: row.balance, reserved: row.reserved, settled: row.settled } : { balance: 0, reserved: 0, settled: 0 };
+  }
+
+  async listAccounts(limit: number, after?: string): Promise<AccountRow[]> {
+    if (!(limit > 0)) return [];
+    return (this.listAccountsStmt.all(after ?? '', Math.floor(limit)) as AccountRow[]).map((r) => ({ userId: r.userId, balance: r.balance, reserved: r.reserved, settled: r.settled }));
   }
 
   async openReserves(limit: number): Promise<OpenReserve[]> {

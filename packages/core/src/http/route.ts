@@ -5,6 +5,7 @@ import type { OpenAi } from '../openai/openai.js';
 import type { Accounts } from '../use-cases/accounts.js';
 import type { Batches } from '../use-cases/batches.js';
 import type { Generations } from '../use-cases/generations.js';
+import type { Operations, QueueHealth } from '../use-cases/operations.js';
 import type { Uploads } from '../use-cases/uploads.js';
 import type { Views } from '../use-cases/views.js';
 import type { WebhookEndpoints } from '../use-cases/webhook-endpoints.js';
@@ -117,6 +118,9 @@ export interface RouteServices {
   readonly generations: Generations;
   readonly batches: Batches;
   readonly accounts: Accounts;
+  /** The operator console's reads (admin routes). */
+  readonly operations: Operations;
+  readonly queueHealth: QueueHealth;
   readonly uploads: Uploads;
   readonly live: LiveStatus;
   readonly webhooks: Webhooks;

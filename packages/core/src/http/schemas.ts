@@ -3,7 +3,6 @@ import { z } from 'zod';
 import { FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES } from '../domain/types.js';
 import { ERROR_DETAIL_CODES, type ErrorCode } from '../domain/errors.js';
 import { MAX_TOKENS } from '../domain/amounts.js';
-import { ENDPOINT_EVENT_TYPES } from '../domain/webhook-endpoints.js';
 
 /** Limits of `metadata` on create: small labels, not a document store. */
 export const METADATA_LIMITS = { entries: 16, keyLength: 64, valueLength: 512 } as const;
@@ -345,51 +344,30 @@ export const adminAuditSchema = z.object({
   nextCursor: z.string().nullable(),
 });
 
-const endpointEventSchema = z.enum(ENDPOINT_EVENT_TYPES);
-export const webhookEndpointSchema = z.object({
-  id: z.string().describe('we_ and 22 characters'),
-  url: z.string(),
-  events: z.array(endpointEventSchema),
-  description: z.string().nullable(),
-  status: z.enum(['enabled', 'disabled']).describe('disabled after failing every attempt for the service’s period, or by its owner'),
-  disabledAt: z.string().nullable().describe('ISO 8601'),
-  createdAt: z.string().describe('ISO 8601'),
-  updatedAt: z.string().describe('ISO 8601'),
+export const adminUserViewSchema = z.object({
+  userId: z.string(),
+  balance: z.number().describe('Spendable tokens'),
+  reserved: z.number().describe('Held by generations that have not finished'),
+  settled: z.number().describe('Charged, over all time'),
+  keys: z.array(adminKeySchema.extend({ budgetSpent: z.number().optional().describe('Keys with a budget: tokens held or charged in the current window') })),
 });
-export const webhookEndpointWithSecretSchema = webhookEndpointSchema.extend({
-  secret: z.string().describe('whsec_...: verify this endpoint’s deliveries with it (Standard Webhooks); shown in this answer only'),
-  previousSecretExpiresAt: z.string().optional().describe('After a rotation: until then deliveries are also signed with the previous secret'),
-});
-export const newWebhookEndpointSchema = z.strictObject({
-  url: z.string().max(2048).describe('https URL of the receiver'),
-  events: z.array(endpointEventSchema).min(1).optional().describe('Default: every generation event but generation.deleted, and webhook_endpoint.disabled'),
-  description: z.string().min(1).max(500).optional(),
-});
-export const webhookEndpointChangeSchema = z.strictObject({
-  url: z.string().max(2048).optional(),
-  events: z.array(endpointEventSchema).min(1).optional(),
-  description: z.string().min(1).max(500).nullable().optional().describe('null removes it'),
-  disabled: z.boolean().optional().describe('false enables a disabled endpoint; true disables it'),
-});
-export const endpointDeliveriesSchema = z.object({
-  data: z.array(
+export const adminQueueSchema = z.object({
+  models: z.array(
     z.object({
-      id: z.string().describe('The webhook-id header of every attempt of this message (a replay too)'),
-      type: endpointEventSchema,
-      generationId: z.string().nullable().describe('The generation it is about; null for webhook_endpoint.disabled'),
-      url: z.string(),
-      state: z.enum(['pending', 'delivered', 'failed', 'gone']),
-      attempts: z.array(
-        z.object({
-          at: z.string(),
-          status: z.number().optional().describe('The receiver’s HTTP status'),
-          error: z.string().optional().describe('Why there is no status'),
-          durationMs: z.number().describe('Latency of the attempt'),
-        }),
-      ),
-      nextAttemptAt: z.string().optional(),
-      createdAt: z.string(),
+      modelId: z.string(),
+      provider: z.string().describe('The provider’s `name`, else its place in the `providers` option (`provider 1`, ...)'),
+      resultType: z.string().nullable().describe('null for a model no longer served'),
+      pending: z.number().int(),
+      running: z.number().int(),
+      oldestPendingAt: z.string().nullable().describe('ISO 8601'),
     }),
   ),
+  total: z.object({ pending: z.number().int(), running: z.number().int() }),
+  oldestPendingAt: z.string().nullable().describe('ISO 8601; null when nothing waits'),
+  oldestPendingSeconds: z.number().int().nullable(),
+  failuresLastHour: z.number().int().describe('Generations this instance saw fail in the last hour (each instance counts its own)'),
+  scanned: z.number().int().describe('Unfinished generations read'),
+  truncated: z.boolean().describe('More than 10000 unfinished generations: the counts cover the oldest 10000'),
 });
-export const endpointDeliverySchema = endpointDeliveriesSchema.shape.data.element;
+// The webhook endpoint objects' schemas (issue 41) live beside: one file each, the same import path for the routes.
+export * from './webhook-endpoint-schemas.js';

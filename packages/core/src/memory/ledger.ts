@@ -1,4 +1,5 @@
 import type {
+  AccountRow,
   AccountSnapshot,
   BudgetWindows,
   Ledger,
@@ -271,6 +272,11 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
   async account(userId: string): Promise<AccountSnapshot> {
     const account = this.accounts.get(userId);
     return account ? { ...account } : { balance: 0, reserved: 0, settled: 0 };
+  }
+
+  async listAccounts(limit: number, after?: string): Promise<AccountRow[]> {
+    const ids = [...this.accounts.keys()].filter((id) => after === undefined || id > after).sort();
+    return ids.slice(0, Math.max(0, limit)).map((userId) => ({ userId, ...this.accounts.get(userId)! }));
   }
 
   async openReserves(limit: number): Promise<OpenReserve[]> {

@@ -75,6 +75,11 @@ export interface AccountSnapshot {
   settled: number;
 }
 
+/** One account of `listAccounts`. */
+export interface AccountRow extends AccountSnapshot {
+  userId: string;
+}
+
 export interface OpenReserve {
   generationId: string;
   userId: string;
@@ -190,6 +195,12 @@ export interface Ledger extends Partial<OrganizationLedger> {
   keySpend(keyId: string, windowStart: number): Promise<number>;
   /** A user's settled spend on the days `from` to `to`, grouped. */
   usage(userId: string, query: UsageQuery): Promise<UsageReport>;
+  /**
+   * The accounts (every user the ledger holds, opened or credited), ordered by user id in the store's own order (one
+   * that does not change), at most `limit`, after the user id `after` when given; for the operator console. Index-backed.
+   * Optional: without it the admin API cannot list users (a host's own ledger may leave it out).
+   */
+  listAccounts?(limit: number, after?: string): Promise<AccountRow[]>;
 }
 
 /**

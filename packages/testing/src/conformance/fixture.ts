@@ -113,9 +113,14 @@ export interface FixtureOptions {
   limits?: LimitsOptions;
   /** Serve the playground page (needs @genservice/playground installed). */
   playground?: boolean;
+  /** Serve the console (needs @genservice/playground installed) and the admin routes, behind `ADMIN_KEY`. */
+  console?: boolean;
   /** Webhook options (a suite area delivering to a receiver on loopback allows http and private addresses). */
   webhooks?: WebhookOptions;
 }
+
+/** The admin key of a fixture made with `console: true`. */
+export const ADMIN_KEY = 'conformance-admin-key-0123456789abcdef';
 
 export async function createFixture(mount: MountFn, mode: MountOptions, options: FixtureOptions = {}): Promise<Fixture> {
   const gate = createGate();
@@ -166,6 +171,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     // A create's priority: low at half price, high at double (the priority tests of create.ts).
     priority: { multipliers: { low: 0.5, high: 2 } },
     ...(options.playground ? { playground: true } : {}),
+    ...(options.console ? { console: true, admin: { apiKeys: [{ key: ADMIN_KEY, name: 'conformance' }] } } : {}),
     ...(options.webhooks ? { webhooks: options.webhooks } : {}),
   });
   const server = await mount(service, mode);

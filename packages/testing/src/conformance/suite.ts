@@ -7,6 +7,7 @@ import { defineCancelTests, defineDeleteTests, defineExpiryTests } from './cance
 import { defineBodyLimitTests, defineCreateTests, defineValidationTests } from './create.js';
 import { defineHeaderTests, defineHostileTests, definePlaygroundTests } from './http-edges.js';
 import { useFixture, type ModeContext } from './kit.js';
+import { defineConsoleTests } from './operations.js';
 import { defineListTests } from './list.js';
 import { defineOrganizationTests } from './organizations.js';
 import { defineLiveStatusTests, defineStreamCapTests } from './live.js';
@@ -37,6 +38,7 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   defineHostileTests(ctx);
   defineStreamCapTests(ctx);
   definePlaygroundTests(ctx);
+  defineConsoleTests(ctx);
   defineRepeatedAuthorizationTests(ctx);
   defineBatchTests(() => ctx.fx);
   defineWebhookEndpointTests(ctx);

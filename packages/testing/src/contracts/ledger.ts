@@ -28,6 +28,36 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
       await expectAccount(user, { balance: 0, reserved: 0, settled: 0 });
     });
 
+    it('lists accounts in a stable order, a page at a time after a user id, with their balances (listAccounts)', async () => {
+      const l = ledger();
+      if (!l.listAccounts) return;
+      const prefix = uid('list');
+      const ids = [`${prefix}-a`, `${prefix}-b`, `${prefix}-c`];
+      await l.credit(ids[1]!, 5);
+      await l.openAccount(ids[0]!, 3);
+      await l.credit(ids[2]!, 7);
+      expect(await l.reserve(ids[2]!, uid('gen'), 2)).toBe('ok');
+      const seen: Array<{ userId: string; balance: number; reserved: number; settled: number }> = [];
+      let after: string | undefined;
+      for (let page = 0; page < 10_000; page++) {
+        const rows = await l.listAccounts(2, after);
+        expect(rows.length).toBeLessThanOrEqual(2);
+        seen.push(...rows);
+        if (rows.length < 2) break;
+        after = rows[rows.length - 1]!.userId;
+      }
+      const mine = seen.filter((r) => r.userId.startsWith(prefix));
+      expect(mine).toEqual([
+        { userId: ids[0], balance: 3, reserved: 0, settled: 0 },
+        { userId: ids[1], balance: 5, reserved: 0, settled: 0 },
+        { userId: ids[2], balance: 5, reserved: 2, settled: 0 },
+      ]);
+      // Each account once, and the same order on a second walk.
+      expect(new Set(seen.map((r) => r.userId)).size).toBe(seen.length);
+      expect((await l.listAccounts(1, ids[0])).map((r) => r.userId)).toEqual([ids[1]]);
+      expect(await l.listAccounts(0)).toEqual([]);
+    });
+
     it('credits create the account and add up', async () => {
       const user = await userWith(5);
       await ledger().credit(user, 7);

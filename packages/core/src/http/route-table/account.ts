@@ -1,7 +1,8 @@
 import { text } from '../query.js';
 import { fail, Refusal } from '../respond.js';
 import { type QuerySpec, type RouteEntry, route } from '../route.js';
-import { balanceResponseSchema, usageResponseSchema } from '../schemas.js';
+import { z } from 'zod';
+import { adminUserViewSchema, balanceResponseSchema, usageResponseSchema } from '../schemas.js';
 import { jsonOf } from './shared.js';
 
 /** A user's account: the balance, and usage read from the ledger. */
@@ -63,5 +64,21 @@ export const accountRoutes: RouteEntry[] = [
         'Settled spend and counts per UTC day, model or key, read from the ledger. `from` and `to` are days (both counted), at most 366 apart; by default the last 30 days. `groupBy=member` is for an admin of an organisation: its spend by member (`userId`); 403 for anyone else.',
     },
     handle: (call, s) => s.accounts.usage(call.userId, call.query()).then((report) => jsonOf(200, report)),
+  }),
+  route({
+    name: 'keys',
+    method: 'GET',
+    path: '/v1/keys',
+    auth: 'user',
+    scope: 'read',
+    rate: 'read',
+    answers: { 200: { description: 'Your keys', schema: z.object({ data: adminUserViewSchema.shape.keys }) } },
+    doc: {
+      operationId: 'listOwnKeys',
+      tag: 'Account',
+      summary: 'Your keys',
+      description: 'The caller\u2019s keys, oldest first (never a secret), each budgeted key with its spend in the current window. Needs the `read` scope.',
+    },
+    handle: (call, s) => s.operations.keys(call.userId).then((data) => jsonOf(200, { data })),
   }),
 ];

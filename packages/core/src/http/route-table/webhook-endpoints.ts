@@ -19,17 +19,17 @@ import { jsonOf, noContent } from './shared.js';
  * secret, `generate`.
  */
 
-const ENDPOINT_ID: PathParam = {
+export const ENDPOINT_ID: PathParam = {
   doc: { name: 'id', in: 'path', required: true, description: 'The endpoint’s id', schema: { type: 'string', pattern: '^we_[A-Za-z0-9_-]{22}$' } },
   notFound: 'Webhook endpoint not found.',
 };
-const DELIVERY_ID: PathParam = {
+export const DELIVERY_ID: PathParam = {
   doc: { name: 'deliveryId', in: 'path', required: true, description: 'The delivery’s id (its webhook-id)', schema: { type: 'string' } },
   notFound: 'Delivery not found.',
 };
 
 /** `limit` of an endpoint's deliveries: 1 to 100, default 50. */
-const deliveryLimit: QueryParam<number> = {
+export const deliveryLimit: QueryParam<number> = {
   doc: { name: 'limit', in: 'query', required: false, description: 'Most deliveries to answer, newest first', schema: { type: 'integer', minimum: 1, maximum: 100, default: 50 } },
   parse(value) {
     const n = /^[0-9]{1,3}$/.test(value) ? Number(value) : 0;
