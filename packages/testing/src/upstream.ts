@@ -29,6 +29,8 @@ export interface FakeUpstream {
   readonly rateLimited: number;
   /** Completions answered 200. */
   readonly completed: number;
+  /** The prompt (the first message's content) of each completion answered 200, in the order they were answered. */
+  readonly prompts: string[];
   /** The most requests that arrived in any `windowMs` (default 60 s) of the clock. */
   maxInWindow(windowMs?: number): number;
   /** Answers the next `n` requests 429 with `Retry-After: seconds`. */
@@ -39,6 +41,7 @@ export interface FakeUpstream {
 /** Starts the fake upstream on 127.0.0.1 (a free port). */
 export async function createFakeUpstream(options: FakeUpstreamOptions): Promise<FakeUpstream> {
   const arrivals: number[] = [];
+  const prompts: string[] = [];
   let inFlight = 0;
   let maxInFlight = 0;
   let rateLimited = 0;
@@ -75,6 +78,7 @@ export async function createFakeUpstream(options: FakeUpstreamOptions): Promise<
         } catch {
           // an empty prompt
         }
+        prompts.push(prompt);
         res.writeHead(200, { 'content-type': 'application/json' }).end(
           JSON.stringify({ id: `chatcmpl-${completed}`, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: `echo: ${prompt}` }, finish_reason: 'stop' }] }),
         );
@@ -92,6 +96,7 @@ export async function createFakeUpstream(options: FakeUpstreamOptions): Promise<
       return maxInFlight;
     },
     arrivals,
+    prompts,
     get rateLimited() {
       return rateLimited;
     },
