@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService, type GenerationService } from '@genservice/core';
 import { createPostgresStores, type PostgresStores } from '../src/index.js';
-import { createTestDatabase, randomName, type TestDatabase } from './helpers.js';
+import { createTestDatabase, randomName, type TestDatabase, quietPool } from './helpers.js';
 import { FakeClock } from '@genservice/testing';
 
 // Two service instances, each with its own pool on one database, the way two hosts behind a load balancer share it.
@@ -15,7 +15,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   const schema = randomName('budgets');
   for (let i = 0; i < 2; i++) {
-    const pool = new pg.Pool({ connectionString: db.url, max: 4 });
+    const pool = quietPool({ connectionString: db.url, max: 4 });
     pool.on('error', () => {});
     pools.push(pool);
     const stores = await createPostgresStores({ pool, schema });

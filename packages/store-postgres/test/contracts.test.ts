@@ -2,7 +2,7 @@ import { afterAll, beforeAll } from 'vitest';
 import pg from 'pg';
 import { runAuditLogContract, runCapacityContract, runPortContracts } from '@genservice/testing';
 import { createPostgresStores } from '../src/index.js';
-import { createTestDatabase, randomName, type TestDatabase } from './helpers.js';
+import { createTestDatabase, randomName, type TestDatabase, quietPool } from './helpers.js';
 
 // One database for the file, one fresh schema per make(): creating a database per test would be slow.
 let db: TestDatabase;
@@ -10,7 +10,7 @@ let pool: pg.Pool;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  pool = new pg.Pool({ connectionString: db.url, max: 8 });
+  pool = quietPool({ connectionString: db.url, max: 8 });
   // The final DROP DATABASE ... WITH (FORCE) may reach a connection that is still closing.
   pool.on('error', () => {});
 });

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GenerationEvent } from '@genservice/core/ports';
 import { PostgresGenerationStore, runMigrations } from '../src/index.js';
-import { createTestDatabase, lifecycleOps, newGeneration, readFeedUntil, type TestDatabase } from './helpers.js';
+import { createTestDatabase, lifecycleOps, newGeneration, readFeedUntil, type TestDatabase, quietPool } from './helpers.js';
 import { until } from '@genservice/testing';
 
 const WRITERS = 32;
@@ -15,8 +15,8 @@ let readerPool: pg.Pool;
 
 beforeAll(async () => {
   db = await createTestDatabase('genservice_events');
-  writerPool = new pg.Pool({ connectionString: db.url, max: WRITERS });
-  readerPool = new pg.Pool({ connectionString: db.url, max: 2 });
+  writerPool = quietPool({ connectionString: db.url, max: WRITERS });
+  readerPool = quietPool({ connectionString: db.url, max: 2 });
   writerPool.on('error', () => {});
   readerPool.on('error', () => {});
   await runMigrations(readerPool, 'ev');

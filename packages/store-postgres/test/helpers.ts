@@ -108,3 +108,14 @@ export function newGeneration(id: string, overrides: Partial<NewGeneration> = {}
 export function readFeedUntil(store: GenerationStore, cursor: string, count: number): Promise<FeedPage> {
   return until(() => store.readFeed(cursor, 1000), { accept: (page) => page.events.length >= count, what: `${count} events from the feed` });
 }
+
+/**
+ * A pool for a test, with the error listener every pool needs: `pool.end()` resolves before its idle connections have
+ * closed, so the test database's forced drop right after may end one of them, and a pool without a listener would
+ * throw that as an uncaught exception.
+ */
+export function quietPool(config: pg.PoolConfig): pg.Pool {
+  const pool = new pg.Pool(config);
+  pool.on('error', () => undefined);
+  return pool;
+}

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { createPostgresStores } from '../src/index.js';
 import { generationSql, listSql, updateSql } from '../src/generation-store.js';
 import { ledgerSql } from '../src/ledger.js';
-import { createTestDatabase, type TestDatabase } from './helpers.js';
+import { createTestDatabase, type TestDatabase, quietPool } from './helpers.js';
 
 const T0 = 1_700_000_000_000;
 const ROWS = 20_000;
@@ -39,7 +39,7 @@ function expectIndexUse(plan: PlanNode[], index: string): void {
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  pool = new pg.Pool({ connectionString: db.url, max: 4 });
+  pool = quietPool({ connectionString: db.url, max: 4 });
   pool.on('error', () => {});
   await createPostgresStores({ pool, schema: 'idx' });
   // Mostly finished history with a small backlog, the shape a long-running service has: realistic statistics,

@@ -6,7 +6,7 @@ import { until } from '@genservice/testing';
 import { createPostgresStores, PostgresLedger, PostgresWebhookStore, runMigrations } from '../src/index.js';
 import { runMigrations as runOldMigrations } from './fixtures/v0/migrations.js';
 import { generationSql as oldGenerationSql } from './fixtures/v0/generation-sql.js';
-import { createTestDatabase, lifecycleOps, newGeneration, readFeedUntil, type TestDatabase } from './helpers.js';
+import { createTestDatabase, lifecycleOps, newGeneration, readFeedUntil, type TestDatabase, quietPool } from './helpers.js';
 
 const T0 = 1_700_000_000_000;
 const SCHEMA = 'upgraded';
@@ -18,7 +18,7 @@ let pool: pg.Pool;
 
 beforeAll(async () => {
   db = await createTestDatabase('genservice_mig');
-  pool = new pg.Pool({ connectionString: db.url, max: 6 });
+  pool = quietPool({ connectionString: db.url, max: 6 });
   pool.on('error', () => {});
 }, 60_000);
 

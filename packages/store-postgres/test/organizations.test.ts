@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService, type GenerationService } from '@genservice/core';
 import { until } from '@genservice/testing';
 import { createPostgresStores, PostgresLedger, type PostgresStores } from '../src/index.js';
-import { createTestDatabase, randomName, type TestDatabase } from './helpers.js';
+import { createTestDatabase, randomName, type TestDatabase, quietPool } from './helpers.js';
 
 // Issue 40: nested budgets (organisation, user, key) exact under 100 racing creates over two service instances,
 // each with its own pool on one database, the way two hosts behind a load balancer share it.
@@ -28,7 +28,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   schema = randomName('orgs');
   for (let i = 0; i < 2; i++) {
-    const pool = new pg.Pool({ connectionString: db.url, max: 4 });
+    const pool = quietPool({ connectionString: db.url, max: 4 });
     pool.on('error', () => {});
     pools.push(pool);
     const stores = await createPostgresStores({ pool, schema });

@@ -10,7 +10,7 @@ import {
   runMigrations,
   type PostgresStores,
 } from '../src/index.js';
-import { createTestDatabase, lifecycleOps, newGeneration, randomName, readFeedUntil, type TestDatabase } from './helpers.js';
+import { createTestDatabase, lifecycleOps, newGeneration, randomName, readFeedUntil, type TestDatabase, quietPool } from './helpers.js';
 import { until } from '@genservice/testing';
 
 const T0 = 1_700_000_000_000;
@@ -21,7 +21,7 @@ let pool: pg.Pool;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  pool = new pg.Pool({ connectionString: db.url, max: 10 });
+  pool = quietPool({ connectionString: db.url, max: 10 });
   // The final DROP DATABASE ... WITH (FORCE) may reach a connection that is still closing.
   pool.on('error', () => {});
 });
@@ -61,7 +61,7 @@ function runChild(env: Record<string, string>): Promise<{ ok: number; total: num
 describe('migrations', () => {
   it('apply once when several instances start at the same moment', async () => {
     const schema = randomName('mig');
-    const pools = Array.from({ length: 6 }, () => new pg.Pool({ connectionString: db.url, max: 2 }));
+    const pools = Array.from({ length: 6 }, () => quietPool({ connectionString: db.url, max: 2 }));
     try {
       const applied = await Promise.all(pools.map((p) => runMigrations(p, schema)));
       // Exactly one instance applied each migration; the others found them done.
@@ -405,7 +405,7 @@ describe('durability and failures', () => {
     await expect(
       createPostgresStores({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMs: 2000 }),
     ).rejects.toBeInstanceOf(UnavailableError);
-    const dead = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test' });
+    const dead = quietPool({ connectionString: 'postgres://postgres@127.0.0.1:1/test' });
     try {
       const ledger = new PostgresLedger(dead);
       await expect(ledger.reserve('u', 'g', 1)).rejects.toBeInstanceOf(UnavailableError);

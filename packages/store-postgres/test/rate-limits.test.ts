@@ -1,13 +1,13 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type GenerationService } from '@genservice/core';
-import { createTestDatabase, type TestDatabase } from './helpers.js';
+import { createTestDatabase, type TestDatabase, quietPool } from './helpers.js';
 
 let db: TestDatabase;
 let pool: pg.Pool;
 beforeAll(async () => {
   db = await createTestDatabase('genservice_rl');
-  pool = new pg.Pool({ connectionString: db.url, max: 4 });
+  pool = quietPool({ connectionString: db.url, max: 4 });
 });
 afterAll(async () => {
   await pool?.end();

@@ -2,13 +2,13 @@ import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
 import { runUploadStoreContract } from '@genservice/testing';
 import { createPostgresStores, PostgresUploadStore } from '../src/index.js';
-import { createTestDatabase, type TestDatabase } from './helpers.js';
+import { createTestDatabase, type TestDatabase, quietPool } from './helpers.js';
 
 let db: TestDatabase;
 let pool: pg.Pool;
 beforeAll(async () => {
   db = await createTestDatabase('genservice_uploads');
-  pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  pool = quietPool({ connectionString: db.url, max: 2 });
   pool.on('error', () => undefined);
   await createPostgresStores({ pool, schema: 'up' });
 }, 60_000);

@@ -3,13 +3,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runWebhookStoreContract, until } from '@genservice/testing';
 import { createGenerationService, MemoryApiKeyStore, MemoryGenerationStore, MemoryLedger } from '@genservice/core';
 import { createPostgresStores, PostgresNotifier, PostgresWebhookStore } from '../src/index.js';
-import { createTestDatabase, type TestDatabase } from './helpers.js';
+import { createTestDatabase, type TestDatabase, quietPool } from './helpers.js';
 
 let db: TestDatabase;
 let pool: pg.Pool;
 beforeAll(async () => {
   db = await createTestDatabase('genservice_wh');
-  pool = new pg.Pool({ connectionString: db.url, max: 8 });
+  pool = quietPool({ connectionString: db.url, max: 8 });
   pool.on('error', () => undefined);
   await createPostgresStores({ pool, schema: 'wh' });
 }, 60_000);
