@@ -116,7 +116,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     return this.holdAll(userId, items, now, { ...options, modelId: undefined });
   }
 
-  /** Checks every level (balance, key, organisation), then holds on all of them: one synchronous step. */
+  /** Checks every level (balance, key, organisation, the user's own limits), then holds on all of them: one synchronous step. */
   private holdAll(userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions): ReserveResult | ReserveOutcome {
     const limit = options.keyId !== undefined ? options.keyLimit : undefined;
     if (limit) assertAmount(limit.amount, 'key limit');
@@ -126,8 +126,6 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     const refuse = (result: Exclude<ReserveResult, 'ok'>, by: 'user' | 'key' | 'organization') => this.refuse(result, by, org, mine);
     const account = this.accountOf(userId);
     if (account.balance < total) return refuse('insufficient', 'user');
-    const userHold = mine ? this.userLimitsOf.check(userId, items.length, total, options.windows) : undefined;
-    if (typeof userHold === 'string') return refuse(userHold, 'user');
     let window: string | undefined;
     if (limit) {
       window = windowKey(options.keyId!, limit.windowStart);
@@ -140,8 +138,11 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
       const checked = this.orgs.check(org, items.length, total, options.windows);
       if (typeof checked === 'string') return refuse(checked, 'organization');
       hold = checked;
-      this.orgs.hold(hold, items.length, total);
     }
+    // The user's own limits last, as the SQL ledgers take them (balance, key, organisation, user).
+    const userHold = mine ? this.userLimitsOf.check(userId, items.length, total, options.windows) : undefined;
+    if (typeof userHold === 'string') return refuse(userHold, 'user');
+    if (hold) this.orgs.hold(hold, items.length, total);
     if (userHold) this.userLimitsOf.hold(userId, userHold, items.length, total);
     if (window !== undefined) this.keySpent.set(window, (this.keySpent.get(window) ?? 0) + total);
     if (keyCap !== undefined) this.keyInFlight.set(options.keyId!, (this.keyInFlight.get(options.keyId!) ?? 0) + items.length);
