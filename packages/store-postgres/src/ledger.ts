@@ -16,11 +16,15 @@ import type {
   ReserveResult,
   UsageQuery,
   UsageReport,
+  UserLimitLedger,
+  UserLimits,
+  UserLimitState,
 } from '@genservice/core/ports';
 import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, type Queryable, assertAmount, decodeKey, encodeKey, num } from './db.js';
 import { OrganizationRefused, PostgresOrganizations, holdOnOrganization, organizationSql, settleOrganizationCtes } from './organizations.js';
+import { PostgresUserLimits, UserRefused, holdOnUser, settleUserCtes } from './user-limits.js';
 
 /** The ledger's statements, given the quoted schema (exported for the index tests). */
 export function ledgerSql(s: string): Record<
@@ -50,15 +54,18 @@ export function ledgerSql(s: string): Record<
     // duplicate blocks on this insert until the first transaction ends, then sees its row (or, if the first
     // rolled back as insufficient, inserts its own).
     // The owner's organisation is read in the same statement (no round trip of its own) and kept on the row.
-    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id)
-      SELECT $1, $2, $3, $4, $5, $6, $7, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
-      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id`,
+    // So is whether the owner has limits of its own (a row never deleted): only then does the reserve hold them.
+    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id, user_limited)
+      SELECT $1, $2, $3, $4, $5, $6, $7, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2),
+        EXISTS (SELECT 1 FROM ${s}.user_limits WHERE user_id = $2)
+      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id, user_limited`,
     reserveOwner: `SELECT user_id FROM ${s}.reserves WHERE generation_id = $1`,
     // A batch's reserves in one statement; the rows' primary keys make a retried batch hold nothing more.
-    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id)
-      SELECT u.g, $2, u.a, $3, u.m, $4, $5, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
+    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id, user_limited)
+      SELECT u.g, $2, u.a, $3, u.m, $4, $5, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2),
+        EXISTS (SELECT 1 FROM ${s}.user_limits WHERE user_id = $2)
       FROM unnest($1::text[], $6::numeric[], $7::text[]) AS u(g, a, m)
-      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id`,
+      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id, user_limited`,
     reserveOwners: `SELECT DISTINCT user_id FROM ${s}.reserves WHERE generation_id = ANY($1::text[])`,
     // The row lock serialises racing debits, and READ COMMITTED re-checks `balance >= $2` against the latest
     // committed balance, so the balance never goes below zero.
@@ -80,7 +87,7 @@ export function ledgerSql(s: string): Record<
     settle: `WITH r AS (
         UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, $2::numeric), settled_at = $3
         WHERE generation_id = $1 AND state = 'open'
-        RETURNING user_id, amount, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight
+        RETURNING user_id, amount, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight, user_limited, user_window
       ), a AS (
         UPDATE ${s}.accounts acc
         SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
@@ -97,7 +104,7 @@ export function ledgerSql(s: string): Record<
         ON CONFLICT (user_id, day, model_id, key_id)
         DO UPDATE SET count = ${s}.usage_daily.count + 1, tokens = ${s}.usage_daily.tokens + EXCLUDED.tokens
         RETURNING 1
-      )${settleOrganizationCtes(s)}
+      )${settleOrganizationCtes(s)}${settleUserCtes(s)}
       SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
     charged: `SELECT charged FROM ${s}.reserves WHERE generation_id = $1`,
     account: `SELECT balance, reserved, settled FROM ${s}.accounts WHERE user_id = $1`,
@@ -129,17 +136,27 @@ function usageSql(s: string, column: string): string {
  * movement shifts tokens between those three columns in the same transaction as the reserve row changes, so
  * `balance + reserved + settled` only changes through `credit`.
  */
-export class PostgresLedger implements Ledger, OrganizationLedger {
+export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedger {
   private readonly db: PgDatabase;
   private readonly sql: ReturnType<typeof ledgerSql>;
   private readonly orgSql: ReturnType<typeof organizationSql>;
   private readonly orgs: PostgresOrganizations;
+  private readonly users: PostgresUserLimits;
 
   constructor(pool: Pool, options: { schema?: string } = {}) {
     this.db = new PgDatabase(pool, options.schema ?? 'genservice');
     this.sql = ledgerSql(this.db.s);
     this.orgSql = organizationSql(this.db.s);
     this.orgs = new PostgresOrganizations(this.db);
+    this.users = new PostgresUserLimits(this.db);
+  }
+
+  setUserLimits(userId: string, limits: UserLimits): Promise<void> {
+    return this.users.set(userId, limits);
+  }
+
+  userLimits(userId: string, windows: BudgetWindows): Promise<UserLimitState | null> {
+    return this.users.state(userId, windows);
   }
 
   createOrganization(organization: OrganizationRecord): Promise<boolean> {
@@ -183,7 +200,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
     const keyCap = keyId !== null ? options.keyMaxInFlight : undefined;
     try {
       return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
-        const inserted = await tx.query<{ organization_id: string | null }>(this.sql.insertReserve, [
+        const inserted = await tx.query<{ organization_id: string | null; user_limited: boolean }>(this.sql.insertReserve, [
           gen,
           user,
           amount,
@@ -215,8 +232,9 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
         }
         if (keyCap !== undefined) await this.holdKeyInFlight(tx, keyId!, 1, keyCap);
         const org = inserted.rows[0]?.organization_id ?? null;
-        if (org === null) return 'ok';
-        return { result: 'ok', organization: await holdOnOrganization(tx, this.orgSql, org, [gen], amount, options.windows) };
+        const organization = org === null ? undefined : await holdOnOrganization(tx, this.orgSql, org, [gen], amount, options.windows);
+        const limited = inserted.rows[0]?.user_limited === true;
+        return outcome(organization, limited ? await holdOnUser(tx, this.users.sql, user, [gen], amount, options.windows) : undefined);
       });
     } catch (err) {
       return refusal(err);
@@ -235,7 +253,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
     const keyCap = keyId !== null ? options.keyMaxInFlight : undefined;
     try {
       return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
-        const inserted = await tx.query<{ organization_id: string | null }>(this.sql.insertReserves, [
+        const inserted = await tx.query<{ organization_id: string | null; user_limited: boolean }>(this.sql.insertReserves, [
           ids,
           user,
           Math.trunc(now),
@@ -262,8 +280,9 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
         }
         if (keyCap !== undefined) await this.holdKeyInFlight(tx, keyId!, items.length, keyCap);
         const org = inserted.rows[0]?.organization_id ?? null;
-        if (org === null) return 'ok';
-        return { result: 'ok', organization: await holdOnOrganization(tx, this.orgSql, org, ids, total, options.windows) };
+        const organization = org === null ? undefined : await holdOnOrganization(tx, this.orgSql, org, ids, total, options.windows);
+        const limited = inserted.rows[0]?.user_limited === true;
+        return outcome(organization, limited ? await holdOnUser(tx, this.users.sql, user, ids, total, options.windows) : undefined);
       });
     } catch (err) {
       return refusal(err);
@@ -367,7 +386,14 @@ function refusal(err: unknown): ReserveResult | ReserveOutcome {
   if (err instanceof OverBudget) return 'budget_exceeded';
   if (err instanceof KeyAtCap) return 'limit_reached';
   if (err instanceof OrganizationRefused) return { result: err.result, refusedBy: 'organization', organization: err.organization };
+  if (err instanceof UserRefused) return { result: err.result, refusedBy: 'user', userLimits: err.limits };
   throw err;
+}
+
+/** A held reserve's answer: plain `ok` for a user of no organisation and no limits, or the outcome naming them. */
+function outcome(organization: OrganizationRecord | undefined, userLimits: UserLimits | undefined): ReserveResult | ReserveOutcome {
+  if (!organization && !userLimits) return 'ok';
+  return { result: 'ok', ...(organization ? { organization } : {}), ...(userLimits ? { userLimits } : {}) };
 }
 
 /** Internal signal to roll back a reserve whose key is at its in-flight cap. */

@@ -389,22 +389,6 @@ export const MIGRATIONS: readonly Migration[] = [
     ],
   },
   {
-    // 15, not 11: the numbers between were given to other changes of the same release.
-    version: 15,
-    name: 'uploads and their expiry, for the clean-up that deletes their files',
-    up: (s) => [
-      `CREATE TABLE ${s}.uploads (
-        key text PRIMARY KEY,
-        owner_id text NOT NULL,
-        mime_type text NOT NULL,
-        size bigint NOT NULL,
-        created_at bigint NOT NULL,
-        expires_at bigint NOT NULL
-      )`,
-      `CREATE INDEX uploads_expiry_idx ON ${s}.uploads (expires_at, key)`,
-    ],
-  },
-  {
     version: 14,
     name: "provider lanes' shared counters (slots in flight, requests of the last minute, pauses); a create's priority and deadline",
     // One function decides an ask under the lane row's lock (one round trip): racing asks of a lane queue on it.
@@ -453,6 +437,40 @@ export const MIGRATIONS: readonly Migration[] = [
           granted := true; retry_after_ms := NULL;
         END
       $fn$`,
+    ],
+  },  {
+    // 15, not 11: the numbers between were given to other changes of the same release.
+    version: 15,
+    name: 'uploads and their expiry, for the clean-up that deletes their files',
+    up: (s) => [
+      `CREATE TABLE ${s}.uploads (
+        key text PRIMARY KEY,
+        owner_id text NOT NULL,
+        mime_type text NOT NULL,
+        size bigint NOT NULL,
+        created_at bigint NOT NULL,
+        expires_at bigint NOT NULL
+      )`,
+      `CREATE INDEX uploads_expiry_idx ON ${s}.uploads (expires_at, key)`,
+    ],
+  },
+  {
+    version: 16,
+    name: "users' own limits: a budget and an in-flight cap held by the reserve, like an organisation's",
+    // One row per user with limits (kept when they are cleared, so its open reserves still settle back): in_flight
+    // counts its reserves made since, spent is held plus charged in spent_window (0 for a total budget), as an
+    // organisation's row keeps them. A reserve held on them says so (user_limited) with the window it counted in.
+    up: (s) => [
+      `CREATE TABLE ${s}.user_limits (
+        user_id text PRIMARY KEY,
+        budget_amount numeric CHECK (budget_amount > 0),
+        budget_period text CHECK (budget_period IN ('day', 'month', 'total')),
+        max_in_flight integer CHECK (max_in_flight > 0),
+        in_flight integer NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+        spent numeric NOT NULL DEFAULT 0,
+        spent_window bigint NOT NULL DEFAULT 0
+      )`,
+      `ALTER TABLE ${s}.reserves ADD COLUMN user_limited boolean NOT NULL DEFAULT false, ADD COLUMN user_window bigint`,
     ],
   },
 ];

@@ -492,22 +492,6 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
-    // 17, not 13: the numbers between were given to other changes of the same release.
-    version: 17,
-    name: 'uploads and their expiry, for the clean-up that deletes their files',
-    sql: `
-      CREATE TABLE uploads (
-        key        TEXT    NOT NULL PRIMARY KEY,
-        owner_id   TEXT    NOT NULL,
-        mime_type  TEXT    NOT NULL,
-        size       INTEGER NOT NULL,
-        created_at INTEGER NOT NULL,
-        expires_at INTEGER NOT NULL
-      );
-      CREATE INDEX uploads_expiry ON uploads (expires_at, key);
-    `,
-  },
-  {
     version: 16,
     name: "provider lanes' shared counters (slots in flight, requests of the last minute, pauses); a create's priority and deadline",
     sql: `
@@ -531,6 +515,46 @@ export const MIGRATIONS: readonly Migration[] = [
       -- A create's priority and a low one's deadline; NULL for rows of earlier versions (normal, no deadline).
       ALTER TABLE generations ADD COLUMN priority    TEXT;
       ALTER TABLE generations ADD COLUMN deadline_at INTEGER;
+    `,
+  },
+  {
+    // 17, not 13: the numbers between were given to other changes of the same release.
+    version: 17,
+    name: 'uploads and their expiry, for the clean-up that deletes their files',
+    sql: `
+      CREATE TABLE uploads (
+        key        TEXT    NOT NULL PRIMARY KEY,
+        owner_id   TEXT    NOT NULL,
+        mime_type  TEXT    NOT NULL,
+        size       INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      );
+      CREATE INDEX uploads_expiry ON uploads (expires_at, key);
+    `,
+  },
+  {
+    version: 18,
+    name: "users' own limits: a budget and an in-flight cap held by the reserve, like an organisation's",
+    // A user with limits has a row (kept when they are cleared, so its open reserves still settle back); in_flight
+    // counts its reserves made since, user_spend is held plus charged per window (0 for a total budget). A reserve
+    // held on them says so (reserves.user_limited) with its window: its settle gives back there.
+    sql: `
+      CREATE TABLE user_limits (
+        user_id TEXT PRIMARY KEY,
+        budget_amount REAL CHECK (budget_amount > 0),
+        budget_period TEXT CHECK (budget_period IN ('day', 'month', 'total')),
+        max_in_flight INTEGER CHECK (max_in_flight > 0),
+        in_flight INTEGER NOT NULL DEFAULT 0 CHECK (in_flight >= 0)
+      ) WITHOUT ROWID;
+      CREATE TABLE user_spend (
+        user_id TEXT NOT NULL,
+        window_start INTEGER NOT NULL,
+        spent REAL NOT NULL,
+        PRIMARY KEY (user_id, window_start)
+      ) WITHOUT ROWID;
+      ALTER TABLE reserves ADD COLUMN user_limited INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE reserves ADD COLUMN user_window INTEGER;
     `,
   },
 ];
