@@ -10,7 +10,7 @@ import type {
 } from '@genservice/core/ports';
 import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase, assertAmount, decodeKey, encodeKey, num } from './db.js';
+import { PgDatabase, assertAmount, decodeKey, encodeKey, num, type Queryable } from './db.js';
 
 /** The ledger's statements, given the quoted schema (exported for the index tests). */
 export function ledgerSql(s: string): Record<
@@ -19,6 +19,8 @@ export function ledgerSql(s: string): Record<
   | 'reserveOwners'
   | 'reserveOwner'
   | 'debit'
+  | 'reserveOne'
+  | 'refusal'
   | 'ensureAccount'
   | 'holdKey'
   | 'settle'
@@ -46,9 +48,23 @@ export function ledgerSql(s: string): Record<
       ON CONFLICT (generation_id) DO NOTHING`,
     reserveOwners: `SELECT DISTINCT user_id FROM ${s}.reserves WHERE generation_id = ANY($1::text[])`,
     // The row lock serialises racing debits, and READ COMMITTED re-checks `balance >= $2` against the latest
-    // committed balance, so the balance never goes below zero.
-    debit: `UPDATE ${s}.accounts SET balance = balance - $2, reserved = reserved + $2
-      WHERE user_id = $1 AND balance >= $2`,
+    // committed balance, so the balance never goes below zero. The same holds for the in-flight count (issue 36): the
+    // user's open reserves, kept on the row ($3 of them added; $4 the cap, null for none), so no reserve counts rows.
+    debit: `UPDATE ${s}.accounts SET balance = balance - $2, reserved = reserved + $2, in_flight = in_flight + $3
+      WHERE user_id = $1 AND balance >= $2 AND ($4::bigint IS NULL OR in_flight < $4::bigint)`,
+    // A reserve with no key limit, in one statement (one round trip, issue 36): the debit (balance and in-flight cap,
+    // as \`debit\`), then the reserve row from it. No debit, no row. A retried reserve's row already exists: the
+    // INSERT's unique violation fails the whole statement, the debit with it, and the caller sees the owner.
+    reserveOne: `WITH d AS (
+        UPDATE ${s}.accounts SET balance = balance - $3, reserved = reserved + $3, in_flight = in_flight + 1
+        WHERE user_id = $2 AND balance >= $3 AND ($6::bigint IS NULL OR in_flight < $6::bigint)
+        RETURNING user_id)
+      INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id)
+        SELECT $1, user_id, $3, $4, $5, $7 FROM d`,
+    // Why a debit changed no row: the reserve already there (its owner), the balance, the in-flight count.
+    refusal: `SELECT (SELECT user_id FROM ${s}.reserves WHERE generation_id = $1) AS owner,
+        (SELECT balance FROM ${s}.accounts WHERE user_id = $2) AS balance,
+        (SELECT in_flight FROM ${s}.accounts WHERE user_id = $2) AS in_flight`,
     ensureAccount: `INSERT INTO ${s}.accounts (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING`,
     // ON CONFLICT DO UPDATE locks the window's row and tests the WHERE against its latest committed spend, so racing
     // holds are serialised on that row and never pass the limit. Taken after the account row, as settle does.
@@ -64,7 +80,7 @@ export function ledgerSql(s: string): Record<
       ), a AS (
         UPDATE ${s}.accounts acc
         SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
-            balance = acc.balance + (r.amount - r.charged)
+            balance = acc.balance + (r.amount - r.charged), in_flight = GREATEST(acc.in_flight - 1, 0)
         FROM r WHERE acc.user_id = r.user_id
         RETURNING 1
       ), k AS (
@@ -108,6 +124,8 @@ function usageSql(s: string, column: string): string {
  * `balance + reserved + settled` only changes through `credit`.
  */
 export class PostgresLedger implements Ledger {
+  /** `reserve` keeps the in-flight count on the account row (`accounts.in_flight`, migration 11). */
+  readonly holdsInFlight = true;
   private readonly db: PgDatabase;
   private readonly sql: ReturnType<typeof ledgerSql>;
 
@@ -130,6 +148,10 @@ export class PostgresLedger implements Ledger {
     const limit = keyId !== null ? options.keyLimit : undefined;
     if (limit) assertAmount(limit.amount, 'key limit');
     const modelId = options.modelId !== undefined ? encodeKey(options.modelId) : null;
+    const cap = options.maxInFlight ?? null;
+    // A free generation needs no funds, but its settle still moves (zero) tokens through the account row.
+    if (amount === 0) await this.db.query(this.sql.ensureAccount, [user]);
+    if (!limit) return this.reserveOne(generationId, [gen, user, amount, Math.trunc(now), modelId, cap, keyId]);
     try {
       return await this.db.transaction<ReserveResult>(async (tx) => {
         const inserted = await tx.query(this.sql.insertReserve, [
@@ -150,12 +172,10 @@ export class PostgresLedger implements Ledger {
           }
           return 'ok';
         }
-        // A free generation needs no funds, but its settle still moves (zero) tokens through the account row.
-        if (amount === 0) await tx.query(this.sql.ensureAccount, [user]);
-        const debited = await tx.query(this.sql.debit, [user, amount]);
+        const debited = await tx.query(this.sql.debit, [user, amount, 1, cap]);
         // Roll the reserve row back with the transaction, so a later retry with more funds can reserve.
-        if (debited.rowCount !== 1) throw new Insufficient();
-        if (limit) {
+        if (debited.rowCount !== 1) throw (await this.refusalOf(tx, null, user, amount)) === 'insufficient' ? new Insufficient() : new InFlightLimit();
+        {
           if (amount > limit.amount) throw new OverBudget();
           const held = await tx.query(this.sql.holdKey, [keyId, Math.trunc(limit.windowStart), amount, limit.amount]);
           // Rolls back the debit and the reserve row with it.
@@ -166,8 +186,35 @@ export class PostgresLedger implements Ledger {
     } catch (err) {
       if (err instanceof Insufficient) return 'insufficient';
       if (err instanceof OverBudget) return 'budget_exceeded';
+      if (err instanceof InFlightLimit) return 'in_flight_limit';
       throw err;
     }
+  }
+
+  /** A reserve without a key limit: one statement (`reserveOne`); the refusal read only when it holds nothing. */
+  private async reserveOne(generationId: string, params: [string, string, number, number, string | null, number | null, string | null]): Promise<ReserveResult> {
+    const [gen, user, amount] = params;
+    try {
+      const { rowCount } = await this.db.query(this.sql.reserveOne, params);
+      if (rowCount === 1) return 'ok';
+    } catch (err) {
+      // 23505: the reserve row exists (an earlier or concurrent reserve of this generation); nothing was held now.
+      if ((err as { code?: string }).code !== '23505') throw err;
+    }
+    const why = await this.refusalOf(this.db, gen, user, amount);
+    if (why === 'reserved_by_other') throw new Error(`Generation ${generationId} is already reserved for another user`);
+    return why === 'reserved' ? 'ok' : why;
+  }
+
+  /**
+   * Why a reserve held nothing (read after it, so racing changes may show; each answer is one the race allows). `gen`
+   * null: the caller's own reserve row is in its transaction, so only the balance and count are asked.
+   */
+  private async refusalOf(q: Queryable, gen: string | null, user: string, amount: number): Promise<'reserved' | 'reserved_by_other' | 'insufficient' | 'in_flight_limit'> {
+    const { rows } = await q.query<{ owner: string | null; balance: string | null }>(this.sql.refusal, [gen, user]);
+    const row = rows[0]!;
+    if (row.owner !== null) return row.owner === user ? 'reserved' : 'reserved_by_other';
+    return row.balance !== null && num(row.balance) >= amount ? 'in_flight_limit' : 'insufficient';
   }
 
   async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
@@ -198,7 +245,8 @@ export class PostgresLedger implements Ledger {
           throw new Error('reserveMany: some of these generations are already reserved');
         }
         if (total === 0) await tx.query(this.sql.ensureAccount, [user]);
-        const debited = await tx.query(this.sql.debit, [user, total]);
+        // A batch counts in flight like single creates, and is never refused by the cap (it was admitted as a whole).
+        const debited = await tx.query(this.sql.debit, [user, total, items.length, null]);
         if (debited.rowCount !== 1) throw new Insufficient();
         if (limit) {
           if (total > limit.amount) throw new OverBudget();
@@ -297,6 +345,11 @@ export class PostgresLedger implements Ledger {
 /** Internal signal to roll back a reserve whose key window is at its limit. */
 class OverBudget extends Error {
   override readonly name = 'OverBudget' as const;
+}
+
+/** Internal signal to roll back a reserve whose user is at the in-flight cap. */
+class InFlightLimit extends Error {
+  override readonly name = 'InFlightLimit' as const;
 }
 
 /** Internal signal to roll back a reserve whose debit found too little balance. */

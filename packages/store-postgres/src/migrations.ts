@@ -313,6 +313,20 @@ export const MIGRATIONS: readonly Migration[] = [
     // deleted, and are unknown.
     up: (s) => [`ALTER TABLE ${s}.api_keys ADD COLUMN revoked_at bigint`],
   },
+  {
+    version: 11,
+    name: 'the in-flight count on the account row',
+    // Issue 36: a reserve checks the in-flight cap on the account row it debits (one statement), instead of the
+    // insert counting the owner's unfinished generations under a lock. in_flight is the user's open reserves; it is
+    // filled here from the reserves table. Every instance must run this release: an older one's settle would not
+    // lower the count.
+    up: (s) => [
+      `ALTER TABLE ${s}.accounts ADD COLUMN in_flight bigint NOT NULL DEFAULT 0`,
+      `UPDATE ${s}.accounts a SET in_flight = o.n
+        FROM (SELECT user_id, count(*) AS n FROM ${s}.reserves WHERE state = 'open' GROUP BY user_id) o
+        WHERE a.user_id = o.user_id`,
+    ],
+  },
 ];
 
 /**

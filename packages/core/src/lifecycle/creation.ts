@@ -18,6 +18,16 @@ import { LifecycleObserver } from './observer.js';
 const REQUEUE_MS = 1000;
 const REQUEUE_ATTEMPTS = 3;
 
+const NO_CAP = {};
+const CREATED = (modelId: string): NewEvent => ({ type: 'created', data: { modelId } });
+
+/** The 429 of a create over the user's in-flight cap (whichever of ledger and store counted it). */
+function inFlightRefusal(cap: number, estimatedSeconds: number | undefined): DomainError {
+  return new DomainError('rate_limited', `You have ${cap} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`, {
+    retryAfterSeconds: Math.max(1, Math.ceil(estimatedSeconds ?? 1)),
+  });
+}
+
 /** One generation to create, validated and priced by the use case. */
 export interface NewGenerationRequest {
   userId: string;
@@ -82,8 +92,12 @@ export class Creation {
       const ctx = currentRequestContext();
       if (ctx) ctx.generationId = id;
       const now = this.options.clock.now();
-      await this.lifecycle.reserve(input.userId, { generationId: id, amount: input.price, modelId: input.modelId }, input.key, now);
       const cap = this.options.limits.inFlightPerUser;
+      // The in-flight cap is held by the reserve when the ledger keeps the count on the user's row (the SQL ledgers'
+      // one statement, issue 36); otherwise the store counts the owner's unfinished generations at insert.
+      const capInLedger = this.lifecycle.ledgerHoldsInFlight;
+      const reserved = await this.lifecycle.reserve(input.userId, { generationId: id, amount: input.price, modelId: input.modelId }, input.key, now, capInLedger ? cap : undefined);
+      if (reserved === 'in_flight_limit') throw inFlightRefusal(cap, input.estimatedSeconds);
       const gen: NewGeneration = {
         id,
         ownerId: input.userId,
@@ -97,12 +111,10 @@ export class Creation {
         ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
         ...(traceparent !== undefined ? { traceparent } : {}),
       };
-      const inserted = await this.insertOrRelease([id], () => this.log.insert(gen, { type: 'created', data: { modelId: input.modelId } }, { maxUnfinishedPerOwner: cap }));
+      const inserted = await this.insertOrRelease([id], () => this.log.insert(gen, CREATED(input.modelId), capInLedger ? NO_CAP : { maxUnfinishedPerOwner: cap }));
       if (inserted === 'limit_reached') {
         await this.lifecycle.release([id]);
-        throw new DomainError('rate_limited', `You have ${cap} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`, {
-          retryAfterSeconds: Math.max(1, Math.ceil(input.estimatedSeconds ?? 1)),
-        });
+        throw inFlightRefusal(cap, input.estimatedSeconds);
       }
       await this.enqueueOrLeave(input.userId, [gen]);
       this.observer.created(gen);

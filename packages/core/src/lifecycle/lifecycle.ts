@@ -5,7 +5,7 @@ import { completionCharge, FAILURE_MESSAGES, failurePrice, failureRule, type Fai
 import { DomainError } from '../domain/errors.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import type { KeyBudget } from '../ports/api-keys.js';
-import type { Ledger, ReserveItem, ReserveOptions } from '../ports/ledger.js';
+import type { Ledger, ReserveItem, ReserveOptions, ReserveResult } from '../ports/ledger.js';
 import type { Expectation, GenerationChange, GenerationPatch } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
@@ -88,11 +88,23 @@ export class Lifecycle {
     return this.options.instanceId;
   }
 
-  /** Holds one generation's price (402 when the balance or the key's budget cannot cover it, nothing held). */
-  async reserve(userId: string, item: ReserveItem, key: ReserveKey | undefined, now: number): Promise<void> {
+  /** True when the ledger keeps the in-flight cap in its reserve (then the insert does not count). */
+  get ledgerHoldsInFlight(): boolean {
+    return this.ledger.holdsInFlight === true;
+  }
+
+  /**
+   * Holds one generation's price (402 when the balance or the key's budget cannot cover it, nothing held). With
+   * `maxInFlight` (only when `ledgerHoldsInFlight`), answers `in_flight_limit`, nothing held, when the user is at it.
+   */
+  async reserve(userId: string, item: ReserveItem, key: ReserveKey | undefined, now: number, maxInFlight?: number): Promise<'ok' | 'in_flight_limit'> {
     const options = this.reserveOptions(key, now);
     if (item.modelId !== undefined) options.modelId = item.modelId;
-    this.refused(await this.ledger.reserve(userId, item.generationId, item.amount, now, options), key, now, `price ${item.amount}`, 'generation');
+    if (maxInFlight !== undefined) options.maxInFlight = maxInFlight;
+    const outcome = await this.ledger.reserve(userId, item.generationId, item.amount, now, options);
+    if (outcome === 'in_flight_limit') return outcome;
+    this.refused(outcome, key, now, `price ${item.amount}`, 'generation');
+    return 'ok';
   }
 
   /** Holds every reserve of a batch at once, all or nothing (402 when the total cannot be covered, nothing held). */
@@ -108,12 +120,14 @@ export class Lifecycle {
 
   private reserveOptions(key: ReserveKey | undefined, now: number): ReserveOptions {
     const options: ReserveOptions = {};
-    if (key) options.keyId = key.keyId;
-    if (key?.budget) options.keyLimit = { amount: key.budget.amount, windowStart: budgetWindow(key.budget.period, now).start };
+    if (!key) return options;
+    options.keyId = key.keyId;
+    if (key.budget) options.keyLimit = { amount: key.budget.amount, windowStart: budgetWindow(key.budget.period, now).start };
     return options;
   }
 
-  private refused(outcome: 'ok' | 'insufficient' | 'budget_exceeded', key: ReserveKey | undefined, now: number, priced: string, what: string): void {
+  private refused(outcome: ReserveResult, key: ReserveKey | undefined, now: number, priced: string, what: string): void {
+    // A batch is never capped (it passes no maxInFlight), so `in_flight_limit` cannot reach here.
     if (outcome === 'insufficient') throw new DomainError('insufficient_funds', `The balance is too low for this ${what} (${priced}).`);
     if (outcome === 'budget_exceeded') {
       const budget = key!.budget!;

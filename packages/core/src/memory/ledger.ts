@@ -41,6 +41,10 @@ interface Reserve {
  * process can never overdraw. Not shared between processes: use a SQL ledger for more than one instance.
  */
 export class MemoryLedger implements Ledger {
+  /** `reserve` keeps the in-flight count (`ReserveOptions.maxInFlight`), by user, below. */
+  readonly holdsInFlight = true;
+  /** Open reserves by user (issue 36: the in-flight cap is the ledger's, checked in the reserve's own step). */
+  private readonly inFlight = new Map<string, number>();
   private readonly accounts = new Map<string, AccountSnapshot>();
   private readonly reserves = new Map<string, Reserve>();
   /** Held plus charged, by key and window start. */
@@ -76,6 +80,8 @@ export class MemoryLedger implements Ledger {
     }
     const account = this.accountOf(userId);
     if (account.balance < amount) return 'insufficient';
+    const open = this.inFlight.get(userId) ?? 0;
+    if (options.maxInFlight !== undefined && open >= options.maxInFlight) return 'in_flight_limit';
     let window: string | undefined;
     if (limit) {
       window = windowKey(options.keyId!, limit.windowStart);
@@ -83,6 +89,7 @@ export class MemoryLedger implements Ledger {
       if (spent + amount > limit.amount) return 'budget_exceeded';
       this.keySpent.set(window, spent + amount);
     }
+    this.inFlight.set(userId, open + 1);
     account.balance -= amount;
     account.reserved += amount;
     this.reserves.set(generationId, {
@@ -127,6 +134,7 @@ export class MemoryLedger implements Ledger {
       if (spent + total > limit.amount) return 'budget_exceeded';
       this.keySpent.set(window, spent + total);
     }
+    this.inFlight.set(userId, (this.inFlight.get(userId) ?? 0) + items.length);
     account.balance -= total;
     account.reserved += total;
     for (const item of items) {
@@ -158,6 +166,7 @@ export class MemoryLedger implements Ledger {
       this.keySpent.set(reserve.window, (this.keySpent.get(reserve.window) ?? 0) - (reserve.amount - charged));
     }
     reserve.charged = charged;
+    this.inFlight.set(reserve.userId, (this.inFlight.get(reserve.userId) ?? 1) - 1);
     this.addUsage(reserve, charged, now);
     return charged;
   }

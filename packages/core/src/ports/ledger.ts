@@ -1,5 +1,8 @@
-/** `budget_exceeded`: the key's limit for the window would be passed (the balance was enough). */
-export type ReserveResult = 'ok' | 'insufficient' | 'budget_exceeded';
+/**
+ * `budget_exceeded`: the key's limit for the window would be passed (the balance was enough). `in_flight_limit`: the
+ * user already has `maxInFlight` open reserves (only a ledger with `holdsInFlight` answers it).
+ */
+export type ReserveResult = 'ok' | 'insufficient' | 'budget_exceeded' | 'in_flight_limit';
 
 export interface AccountSnapshot {
   /** Spendable tokens. */
@@ -26,6 +29,14 @@ export interface ReserveOptions {
    * `amount` with this reserve. Which window applies is the caller's rule; the ledger only keeps it.
    */
   keyLimit?: { amount: number; windowStart: number };
+  /**
+   * The in-flight cap, kept by a ledger with `holdsInFlight` (ignored by one without): the user's open reserves (held,
+   * neither settled nor released; a batch's count too), this one included, may be at most this many. The count is
+   * kept on the user's account row and checked in the reserve's own atomic step, so racing reserves never pass it.
+   * Every generation holds exactly one reserve from create until it finishes, so this is the count of the user's
+   * unfinished generations that the store would otherwise count at insert (issue 36: one round trip less).
+   */
+  maxInFlight?: number;
 }
 
 /** One reserve of a `reserveMany`. */
@@ -84,6 +95,11 @@ export interface UsageReport {
  *   settle's own step, so its cost follows the days, models and keys asked about, never the number of generations.
  */
 export interface Ledger {
+  /**
+   * True when `reserve` keeps the in-flight count (`ReserveOptions.maxInFlight`): the service then caps creates here,
+   * in the reserve, and inserts without counting. A ledger without it (a host's own) leaves the cap to the store.
+   */
+  readonly holdsInFlight?: boolean;
   reserve(userId: string, generationId: string, amount: number, now?: number, options?: ReserveOptions): Promise<ReserveResult>;
   /** All of `items` or nothing (a batch); `options.modelId` is ignored (each item names its own). */
   reserveMany(userId: string, items: readonly ReserveItem[], now?: number, options?: ReserveOptions): Promise<ReserveResult>;
