@@ -59,7 +59,7 @@ export class Admission {
 
   /** A create's webhook, checked (throws invalid_request naming the field), with its events. */
   webhook(webhook: { url: string; events?: WebhookEventType[] }): Promise<{ url: string; events: WebhookEventType[] }> {
-    return this.webhooks.check(webhook);
+    return this.webhooks.forCreate(webhook);
   }
 
   async quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<{ price: number; balance: number }> {
