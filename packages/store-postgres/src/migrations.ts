@@ -315,7 +315,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 11,
-    name: 'the in-flight count on the account row',
+    name: 'the in-flight count on the account row; webhooks in use',
     // Issue 36: a reserve checks the in-flight cap on the account row it debits (one statement), instead of the
     // insert counting the owner's unfinished generations under a lock. in_flight is the user's open reserves; it is
     // filled here from the reserves table. Every instance must run this release: an older one's settle would not
@@ -325,6 +325,12 @@ export const MIGRATIONS: readonly Migration[] = [
       `UPDATE ${s}.accounts a SET in_flight = o.n
         FROM (SELECT user_id, count(*) AS n FROM ${s}.reserves WHERE state = 'open' GROUP BY user_id) o
         WHERE a.user_id = o.user_id`,
+      // Issue 36 too: the outbox is written from the log only once webhooks are in use (core's WebhookUse, a named
+      // cursor). A database that already holds a generation with a webhook, or a delivery, is in use.
+      `INSERT INTO ${s}.cursors (name, value)
+        SELECT 'webhooks.in-use', '1'
+        WHERE EXISTS (SELECT 1 FROM ${s}.webhook_deliveries) OR EXISTS (SELECT 1 FROM ${s}.generations WHERE webhook IS NOT NULL)
+        ON CONFLICT (name) DO NOTHING`,
     ],
   },
 ];

@@ -414,6 +414,16 @@ export const MIGRATIONS: readonly Migration[] = [
     // deleted, and are unknown.
     sql: `ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;`,
   },
+  {
+    version: 13,
+    name: 'webhooks in use',
+    // Issue 36: the outbox is written from the log only once webhooks are in use (core's WebhookUse, a named cursor).
+    // A database that already holds a generation with a webhook, or a delivery, is in use.
+    sql: `INSERT INTO cursors (name, value)
+      SELECT 'webhooks.in-use', '1'
+      WHERE EXISTS (SELECT 1 FROM webhook_deliveries) OR EXISTS (SELECT 1 FROM generations WHERE webhook IS NOT NULL)
+      ON CONFLICT (name) DO NOTHING;`,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);
