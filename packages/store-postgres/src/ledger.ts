@@ -8,7 +8,7 @@ import type {
   UsageQuery,
   UsageReport,
 } from '@genservice/core/ports';
-import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
+import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, assertAmount, decodeKey, encodeKey, num, type Queryable } from './db.js';
 
@@ -93,6 +93,13 @@ export function ledgerSql(s: string): Record<
         ON CONFLICT (user_id, day, model_id, key_id)
         DO UPDATE SET count = ${s}.usage_daily.count + 1, tokens = ${s}.usage_daily.tokens + EXCLUDED.tokens
         RETURNING 1
+      ), sp AS (
+        INSERT INTO ${s}.usage_spans (user_id, span, start, model_id, key_id, count, tokens)
+        SELECT r.user_id, l.span, $4::integer - $4::integer % l.span, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged
+          FROM r, (VALUES (8), (64)) AS l(span)
+        ON CONFLICT (user_id, span, start, model_id, key_id)
+        DO UPDATE SET count = ${s}.usage_spans.count + 1, tokens = ${s}.usage_spans.tokens + EXCLUDED.tokens
+        RETURNING 1
       )
       SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
     charged: `SELECT charged FROM ${s}.reserves WHERE generation_id = $1`,
@@ -113,8 +120,22 @@ export function ledgerSql(s: string): Record<
 }
 
 function usageSql(s: string, column: string): string {
-  return `SELECT ${column} AS g, sum(count)::bigint AS count, sum(tokens) AS tokens FROM ${s}.usage_daily
-    WHERE user_id = $1 AND day BETWEEN $2 AND $3 GROUP BY ${column}`;
+  if (column === 'day') {
+    return `SELECT day AS g, sum(count)::bigint AS count, sum(tokens) AS tokens FROM ${s}.usage_daily
+    WHERE user_id = $1 AND day BETWEEN $2 AND $3 GROUP BY day`;
+  }
+  // By model or key: the days at the ends ($2..$5), whole 8-day spans ($6..$9) and 64-day spans ($10, $11), as
+  // core's usageCover splits the range (an empty part is 1..0).
+  return `SELECT g, sum(count)::bigint AS count, sum(tokens) AS tokens FROM (
+      SELECT ${column} AS g, count, tokens FROM ${s}.usage_daily
+        WHERE user_id = $1 AND (day BETWEEN $2 AND $3 OR day BETWEEN $4 AND $5)
+      UNION ALL
+      SELECT ${column}, count, tokens FROM ${s}.usage_spans
+        WHERE user_id = $1 AND span = 8 AND (start BETWEEN $6 AND $7 OR start BETWEEN $8 AND $9)
+      UNION ALL
+      SELECT ${column}, count, tokens FROM ${s}.usage_spans
+        WHERE user_id = $1 AND span = 64 AND start BETWEEN $10 AND $11
+    ) u GROUP BY g`;
 }
 
 /**
@@ -269,11 +290,10 @@ export class PostgresLedger implements Ledger {
 
   async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
     const sql = query.groupBy === 'day' ? this.sql.usageByDay : query.groupBy === 'model' ? this.sql.usageByModel : this.sql.usageByKey;
-    const { rows } = await this.db.query<{ g: string | number; count: string; tokens: string }>(sql, [
-      encodeKey(userId),
-      dayIndexOf(query.from),
-      dayIndexOf(query.to),
-    ]);
+    const [from, to] = [dayIndexOf(query.from), dayIndexOf(query.to)];
+    const c = query.groupBy === 'day' ? undefined : usageCover(from, to);
+    const params = c ? [...c.days[0], ...c.days[1], ...c.span8[0], ...c.span8[1], ...c.span64] : [from, to];
+    const { rows } = await this.db.query<{ g: string | number; count: string; tokens: string }>(sql, [encodeKey(userId), ...params]);
     return groupUsage(
       rows.map((r) => ({
         group: query.groupBy === 'day' ? usageDayOfIndex(num(r.g)) : r.g === '' ? null : decodeKey(String(r.g)),

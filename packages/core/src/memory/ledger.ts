@@ -11,7 +11,7 @@ import type {
 import { systemClock } from '../clock.js';
 import type { Clock } from '../ports/clock.js';
 import { assertTokenAmount, creditFits, MAX_TOKENS } from '../domain/amounts.js';
-import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '../domain/usage.js';
+import { dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex, USAGE_SPANS } from '../domain/usage.js';
 
 export interface MemoryLedgerOptions {
   /** Starting balances by user id. */
@@ -50,7 +50,9 @@ export class MemoryLedger implements Ledger {
   /** Held plus charged, by key and window start. */
   private readonly keySpent = new Map<string, number>();
   /** Settled spend by user, then by day, then by `model\u0000key`: what `usage` reads, never the reserves. */
-  private readonly rollup = new Map<string, Map<number, Map<string, { modelId?: string; keyId?: string; count: number; tokens: number }>>>();
+  private readonly rollup = new Map<string, Map<number, Map<string, UsageCell>>>();
+  /** The same cells over aligned spans of 8 and 64 days (`USAGE_SPANS`), by user, then `span:start` (issue 36). */
+  private readonly spanRollup = new Map<string, Map<string, Map<string, UsageCell>>>();
   private sequence = 0;
 
   private readonly clock: Clock;
@@ -182,42 +184,41 @@ export class MemoryLedger implements Ledger {
   async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
     // Summed per group here, so the report is built from one row per group, not one per cell.
     const byGroup = new Map<string | null, { group: string | null; count: number; tokens: number }>();
+    const add = (group: string | null, c: UsageCell): void => {
+      const row = byGroup.get(group);
+      if (row) {
+        row.count += c.count;
+        row.tokens += c.tokens;
+      } else byGroup.set(group, { group, count: c.count, tokens: c.tokens });
+    };
     const days = this.rollup.get(userId);
     const [from, to] = [dayIndexOf(query.from), dayIndexOf(query.to)];
-    for (const [day, cells] of days ?? []) {
-      if (day < from || day > to) continue;
-      const dayGroup = query.groupBy === 'day' ? usageDayOfIndex(day) : undefined;
-      for (const c of cells.values()) {
-        const group = dayGroup ?? ((query.groupBy === 'model' ? c.modelId : c.keyId) ?? null);
-        const row = byGroup.get(group);
-        if (row) {
-          row.count += c.count;
-          row.tokens += c.tokens;
-        } else byGroup.set(group, { group, count: c.count, tokens: c.tokens });
+    if (query.groupBy === 'day') {
+      for (const [day, cells] of days ?? []) {
+        if (day < from || day > to) continue;
+        const group = usageDayOfIndex(day);
+        for (const c of cells.values()) add(group, c);
       }
+      return groupUsage([...byGroup.values()], query.groupBy);
+    }
+    // By model or key: whole spans where they fit, single days at the ends (usageCover).
+    const pick = (c: UsageCell): string | null => (query.groupBy === 'model' ? c.modelId : c.keyId) ?? null;
+    const cover = usageCover(from, to);
+    for (const [a, b] of cover.days) for (let d = a; d <= b; d++) for (const c of days?.get(d)?.values() ?? []) add(pick(c), c);
+    const spans = this.spanRollup.get(userId);
+    const ranges: Array<[number, [number, number]]> = [[8, cover.span8[0]], [64, cover.span64], [8, cover.span8[1]]];
+    for (const [span, [a, b]] of ranges) {
+      for (let start = a; start <= b; start += span) for (const c of spans?.get(`${span}:${start}`)?.values() ?? []) add(pick(c), c);
     }
     return groupUsage([...byGroup.values()], query.groupBy);
   }
 
   private addUsage(reserve: Reserve, charged: number, now: number): void {
-    let days = this.rollup.get(reserve.userId);
-    if (!days) this.rollup.set(reserve.userId, (days = new Map()));
     const day = usageDayIndex(now);
-    let cells = days.get(day);
-    if (!cells) days.set(day, (cells = new Map()));
     const cellKey = `${reserve.modelId ?? ''}\u0000${reserve.keyId ?? ''}`;
-    const cell = cells.get(cellKey);
-    if (cell) {
-      cell.count += 1;
-      cell.tokens += charged;
-    } else {
-      cells.set(cellKey, {
-        ...(reserve.modelId !== undefined ? { modelId: reserve.modelId } : {}),
-        ...(reserve.keyId !== undefined ? { keyId: reserve.keyId } : {}),
-        count: 1,
-        tokens: charged,
-      });
-    }
+    addCell(inner(inner(this.rollup, reserve.userId), day), cellKey, reserve, charged);
+    const spans = inner(this.spanRollup, reserve.userId);
+    for (const span of USAGE_SPANS) addCell(inner(spans, `${span}:${day - (day % span)}`), cellKey, reserve, charged);
   }
 
   async balance(userId: string): Promise<number> {
@@ -265,6 +266,35 @@ export class MemoryLedger implements Ledger {
       this.accounts.set(userId, account);
     }
     return account;
+  }
+}
+
+interface UsageCell {
+  modelId?: string;
+  keyId?: string;
+  count: number;
+  tokens: number;
+}
+
+/** The map under `key` in `outer`, made when missing. */
+function inner<K, K2, V>(outer: Map<K, Map<K2, V>>, key: K): Map<K2, V> {
+  let m = outer.get(key);
+  if (!m) outer.set(key, (m = new Map()));
+  return m;
+}
+
+function addCell(cells: Map<string, UsageCell>, cellKey: string, reserve: Reserve, charged: number): void {
+  const cell = cells.get(cellKey);
+  if (cell) {
+    cell.count += 1;
+    cell.tokens += charged;
+  } else {
+    cells.set(cellKey, {
+      ...(reserve.modelId !== undefined ? { modelId: reserve.modelId } : {}),
+      ...(reserve.keyId !== undefined ? { keyId: reserve.keyId } : {}),
+      count: 1,
+      tokens: charged,
+    });
   }
 }
 

@@ -444,6 +444,35 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         expect(await ledger().usage(uid('nobody'), { ...q, groupBy: 'day' })).toEqual({ rows: [], total: { count: 0, tokens: 0 } });
       });
 
+      it('answers long ranges by model and key exactly, whatever their ends (spans of days kept beside the days, issue 36)', async () => {
+        const user = await userWith(100_000);
+        const first = Math.floor(D / DAY) - 100; // not aligned to 8 or 64 days
+        const models = ['a', 'b', 'c'];
+        const keys = [uid('key'), uid('key')];
+        const spent: Array<{ day: number; model: string; key: string; charge: number }> = [];
+        for (let i = 0; i < 150; i++) {
+          const s = { day: first + i, model: models[i % 3]!, key: keys[i % 2]!, charge: (i % 7) + 1 };
+          spent.push(s);
+          await spend(user, s.model, s.key, 10, s.charge, s.day * DAY + 3_600_000);
+        }
+        const iso = (day: number): string => new Date(day * DAY).toISOString().slice(0, 10);
+        for (const [a, b] of [[0, 149], [3, 140], [9, 72], [63, 64], [0, 0], [17, 130], [-5, 200]] as const) {
+          for (const groupBy of ['model', 'key'] as const) {
+            const want = new Map<string, { count: number; tokens: number }>();
+            for (const s of spent) {
+              if (s.day < first + a || s.day > first + b) continue;
+              const g = groupBy === 'model' ? s.model : s.key;
+              const row = want.get(g) ?? { count: 0, tokens: 0 };
+              row.count++;
+              row.tokens += s.charge;
+              want.set(g, row);
+            }
+            const got = await ledger().usage(user, { from: iso(first + a), to: iso(first + b), groupBy });
+            expect(Object.fromEntries(got.rows.map((r) => [r.group, { count: r.count, tokens: r.tokens }])), `${groupBy} ${a}..${b}`).toEqual(Object.fromEntries(want));
+          }
+        }
+      });
+
       it('stays exact under racing settles: 40 reserves settled at once (each twice), on one day, model and key (issue 36)', async () => {
         const user = await userWith(1_000);
         const key = uid('key');
