@@ -184,6 +184,10 @@ describe('migration 11: the in-flight count on the account row (issue 36)', () =
     await runMigrations(pool, schema);
     // The schema as the release before: no column, migration 11 not applied.
     await pool.query(`ALTER TABLE ${s}.accounts DROP COLUMN in_flight`);
+    await pool.query(`DROP TABLE ${s}.usage_spans`);
+    // Usage settled before: migration 11 sums it over spans of days.
+    await pool.query(`INSERT INTO ${s}.usage_daily (user_id, day, model_id, key_id, count, tokens) VALUES
+      ('ann', 20001, 'm', '', 2, 5), ('ann', 20007, 'm', '', 1, 1), ('ann', 20008, 'm', '', 1, 3)`);
     await pool.query(`DELETE FROM ${s}.schema_migrations WHERE version = 11`);
     await pool.query(`INSERT INTO ${s}.accounts (user_id, balance, reserved) VALUES ('ann', 100, 30), ('bob', 100, 0), ('cy', 100, 10)`);
     await pool.query(
@@ -199,6 +203,9 @@ describe('migration 11: the in-flight count on the account row (issue 36)', () =
       { user_id: 'cy', n: 1 },
     ]);
     const ledger = new PostgresLedger(pool, { schema });
+    const iso = (day: number) => new Date(day * 86_400_000).toISOString().slice(0, 10);
+    expect((await ledger.usage('ann', { from: iso(20000), to: iso(20015), groupBy: 'model' })).rows).toEqual([{ group: 'm', count: 4, tokens: 9 }]);
+    expect((await ledger.usage('ann', { from: iso(19968), to: iso(20031), groupBy: 'model' })).rows).toEqual([{ group: 'm', count: 4, tokens: 9 }]);
     expect(await ledger.reserve('ann', 'a5', 1, T0, { maxInFlight: 3 })).toBe('in_flight_limit');
     await ledger.settle('a1', 10);
     expect(await ledger.reserve('ann', 'a5', 1, T0, { maxInFlight: 3 })).toBe('ok');
