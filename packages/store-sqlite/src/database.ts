@@ -416,10 +416,26 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 13,
-    name: 'webhooks in use',
-    // Issue 36: the outbox is written from the log only once webhooks are in use (core's WebhookUse, a named cursor).
-    // A database that already holds a generation with a webhook, or a delivery, is in use.
-    sql: `INSERT INTO cursors (name, value)
+    name: 'usage over spans of days; webhooks in use',
+    // Issue 36: the usage rollup over aligned spans of 8 and 64 days (core's USAGE_SPANS), beside usage_daily, filled
+    // from it: a report by model or key over a long range reads a few spans and the days at its ends. And the outbox
+    // is written from the log only once webhooks are in use (core's WebhookUse, a named cursor): a database that
+    // already holds a generation with a webhook, or a delivery, is in use.
+    sql: `CREATE TABLE usage_spans (
+        user_id  TEXT    NOT NULL,
+        span     INTEGER NOT NULL,
+        start    INTEGER NOT NULL,
+        model_id TEXT    NOT NULL,
+        key_id   TEXT    NOT NULL,
+        count    INTEGER NOT NULL,
+        tokens   REAL    NOT NULL,
+        PRIMARY KEY (user_id, span, start, model_id, key_id)
+      ) WITHOUT ROWID;
+      INSERT INTO usage_spans (user_id, span, start, model_id, key_id, count, tokens)
+        SELECT d.user_id, sp.span, d.day - d.day % sp.span, d.model_id, d.key_id, sum(d.count), total(d.tokens)
+          FROM usage_daily d, (SELECT 8 AS span UNION ALL SELECT 64) sp
+         GROUP BY 1, 2, 3, 4, 5;
+      INSERT INTO cursors (name, value)
       SELECT 'webhooks.in-use', '1'
       WHERE EXISTS (SELECT 1 FROM webhook_deliveries) OR EXISTS (SELECT 1 FROM generations WHERE webhook IS NOT NULL)
       ON CONFLICT (name) DO NOTHING;`,

@@ -9,7 +9,7 @@ import type {
   UsageQuery,
   UsageReport,
 } from '@genservice/core/ports';
-import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
+import { MAX_TOKENS, USAGE_SPANS, assertTokenAmount, dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 
@@ -38,9 +38,23 @@ export const OPEN_RESERVES_SQL = `SELECT generation_id, user_id, amount, created
 
 /** A user's usage on days `?` to `?` from the daily rollup (exported for the query-plan test). */
 export function usageSql(groupBy: UsageQuery['groupBy']): string {
-  const column = groupBy === 'day' ? 'day' : groupBy === 'model' ? 'model_id' : 'key_id';
-  return `SELECT ${column} AS g, sum(count) AS count, total(tokens) AS tokens FROM usage_daily
-    WHERE user_id = ? AND day BETWEEN ? AND ? GROUP BY ${column}`;
+  if (groupBy === 'day') {
+    return `SELECT day AS g, sum(count) AS count, total(tokens) AS tokens FROM usage_daily
+    WHERE user_id = ? AND day BETWEEN ? AND ? GROUP BY day`;
+  }
+  // By model or key (issue 36): the days at the ends, whole 8-day spans and 64-day spans between, as core's
+  // usageCover splits the range (an empty part is 1..0). Parameters: the user before each part's bounds.
+  const column = groupBy === 'model' ? 'model_id' : 'key_id';
+  return `SELECT g, sum(count) AS count, total(tokens) AS tokens FROM (
+      SELECT ${column} AS g, count, tokens FROM usage_daily
+        WHERE user_id = ? AND (day BETWEEN ? AND ? OR day BETWEEN ? AND ?)
+      UNION ALL
+      SELECT ${column}, count, tokens FROM usage_spans
+        WHERE user_id = ? AND span = 8 AND (start BETWEEN ? AND ? OR start BETWEEN ? AND ?)
+      UNION ALL
+      SELECT ${column}, count, tokens FROM usage_spans
+        WHERE user_id = ? AND span = 64 AND start BETWEEN ? AND ?
+    ) GROUP BY g`;
 }
 
 /**
@@ -66,6 +80,7 @@ export class SqliteLedger implements Ledger {
   private readonly releaseKeyStmt: Statement;
   private readonly keySpendStmt: Statement;
   private readonly addUsageStmt: Statement;
+  private readonly addSpanStmt: Statement;
   private readonly usageStmts: Record<UsageQuery['groupBy'], Statement>;
   private readonly reserveTx: (
     userId: string,
@@ -121,6 +136,10 @@ export class SqliteLedger implements Ledger {
     this.addUsageStmt = db.prepare(
       `INSERT INTO usage_daily (user_id, day, model_id, key_id, count, tokens) VALUES (@userId, @day, @modelId, @keyId, 1, @charged)
        ON CONFLICT (user_id, day, model_id, key_id) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
+    );
+    this.addSpanStmt = db.prepare(
+      `INSERT INTO usage_spans (user_id, span, start, model_id, key_id, count, tokens) VALUES (@userId, @span, @start, @modelId, @keyId, 1, @charged)
+       ON CONFLICT (user_id, span, start, model_id, key_id) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
     );
     this.usageStmts = {
       day: db.prepare(usageSql('day')),
@@ -213,13 +232,9 @@ export class SqliteLedger implements Ledger {
         if (reserve.key_id !== null && reserve.window_start !== null) {
           this.releaseKeyStmt.run({ keyId: reserve.key_id, windowStart: reserve.window_start, back: reserve.amount - charged });
         }
-        this.addUsageStmt.run({
-          userId: reserve.user_id,
-          day: usageDayIndex(now),
-          modelId: reserve.model_id ?? '',
-          keyId: reserve.key_id ?? '',
-          charged,
-        });
+        const usage = { userId: reserve.user_id, day: usageDayIndex(now), modelId: reserve.model_id ?? '', keyId: reserve.key_id ?? '', charged };
+        this.addUsageStmt.run(usage);
+        for (const span of USAGE_SPANS) this.addSpanStmt.run({ ...usage, span, start: usage.day - (usage.day % span) });
         return charged;
       })
       .immediate;
@@ -268,7 +283,10 @@ export class SqliteLedger implements Ledger {
   }
 
   async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
-    const rows = this.usageStmts[query.groupBy].all(userId, dayIndexOf(query.from), dayIndexOf(query.to)) as Array<{
+    const [from, to] = [dayIndexOf(query.from), dayIndexOf(query.to)];
+    const c = query.groupBy === 'day' ? undefined : usageCover(from, to);
+    const params = c ? [...c.days[0], ...c.days[1], userId, ...c.span8[0], ...c.span8[1], userId, ...c.span64] : [from, to];
+    const rows = this.usageStmts[query.groupBy].all(userId, ...params) as Array<{
       g: string | number;
       count: number;
       tokens: number;
