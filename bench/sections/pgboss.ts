@@ -22,7 +22,7 @@ import type { Job, JobHandler, JobQueue, RunnerSettings } from '@genservice/core
 import { PgBossQueue } from '@genservice/queue-pgboss';
 import { createPostgresStores, runMigrations } from '@genservice/store-postgres';
 import { MODEL, MODEL_ID, SETTINGS, USER_ID, noopProvider } from '../lib/fixture.js';
-import { BALANCE, IN_FLIGHT, LEASE_MS, PG_E2E_POOL, PG_E2E_RUNNER, PG_E2E_SQL, clientsCreate, countdown, inTransaction, measured, users, validSettings, type E2EResult } from './pg-e2e.js';
+import { BALANCE, IN_FLIGHT, LEASE_MS, PG_E2E_POOL, PG_E2E_RUNNER, PG_E2E_SQL, clientsCreate, countCompletions, countdown, inTransaction, measured, users, validSettings, type E2EResult } from './pg-e2e.js';
 
 export const PGBOSS_CONCURRENCY = 8;
 /** Connections of each side's queue (our PgBossQueue's default). */
@@ -188,13 +188,8 @@ export async function servicePgBossE2E(side: 'ours' | 'raw', url: string, schema
   const stores = await createPostgresStores({ connectionString: url, schema, poolSize: PG_E2E_POOL });
   for (const u of users) await stores.ledger.credit(u, BALANCE);
   const ledger = stores.ledger;
-  const settle = ledger.settle.bind(ledger);
   let settled: ReturnType<typeof countdown> | undefined;
-  ledger.settle = async (id: string, amount: number) => {
-    const r = await settle(id, amount);
-    settled?.hit();
-    return r;
-  };
+  countCompletions(stores.store, () => settled?.hit());
   const queue = side === 'ours' ? new PgBossQueue({ connectionString: url, schema: SCHEMA, queueName, poolSize: PGBOSS_POOL }) : new RawPgBossQueue(url, queueName);
   const service = createGenerationService({
     store: stores.store,

@@ -18,7 +18,9 @@ import {
   type NewGeneration,
 } from '@genservice/core/ports';
 import type { Pool } from 'pg';
+import { usageDayIndex } from '@genservice/core/ports';
 import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
+import { settleSteps, type PostgresLedger } from './ledger.js';
 
 /**
  * The oldest transaction id, in the statement's snapshot, that is still running and may belong to this database (or
@@ -187,13 +189,20 @@ export function updateSql(s: string, change: GenerationChange, by: 'id' | 'batch
   const append = ', last_seq = last_seq + 1, last_tx = GREATEST(last_tx, pg_current_xact_id())';
   let text = `UPDATE ${s}.generations SET ${sets.join(', ')}${event ? append : ''}
     WHERE ${where.join(' AND ')} RETURNING *`;
+  const steps: string[] = [];
   if (event) {
-    text = `WITH moved AS (${text}),
-      ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data, tx)
-        SELECT id, last_seq, owner_id, $${n}, $2, $${n + 1}::jsonb, last_tx FROM moved)
-      SELECT * FROM moved`;
+    steps.push(`ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data, tx)
+        SELECT id, last_seq, owner_id, $${n}, $2, $${n + 1}::jsonb, last_tx FROM moved)`);
     pick.push((c) => [c.event!.type, jsonb(c.event!.data)]);
+    n += 2;
   }
+  if (change.settle !== undefined) {
+    // The ledger's own settle steps (ledger.ts), on the reserve of the generation this change moved (none: no row).
+    steps.push(settleSteps(s, { id: '(SELECT id FROM moved)', amount: `$${n}`, now: '$2', day: `$${n + 1}` }));
+    pick.push((c) => [Math.max(0, c.settle!), usageDayIndex(c.now)]);
+    n += 2;
+  }
+  if (steps.length > 0) text = `WITH moved AS (${text}),\n      ${steps.join(',\n      ')}\n      SELECT * FROM moved`;
   return { text, values: (id, c) => [encodeKey(id), ...pick.flatMap((p) => p(c))] };
 }
 
@@ -206,7 +215,7 @@ function shapeOf(change: GenerationChange): string {
     .sort()
     .map((k) => (change.set[k as keyof GenerationPatch] === null ? `-${k}` : k))
     .join(',');
-  return `${lease}|${e.parked ?? ''}|${e.claims !== undefined}|${e.noRemoteHandle === true}|${change.event !== undefined}|${set}`;
+  return `${lease}|${e.parked ?? ''}|${e.claims !== undefined}|${e.noRemoteHandle === true}|${change.event !== undefined}|${change.settle !== undefined}|${set}`;
 }
 
 /** jsonb cannot hold U+0000 in a string: those become U+FFFD (free text only; identifiers never reach jsonb). */
@@ -328,6 +337,18 @@ export class PostgresGenerationStore implements GenerationStore {
   constructor(pool: Pool, options: { schema?: string } = {}) {
     this.db = new PgDatabase(pool, options.schema ?? 'genservice');
     this.sql = generationSql(this.db.s);
+  }
+
+  /** The ledger of the same pool and schema, whose reserves this store's changes may settle (`createPostgresStores`). */
+  private settling: PostgresLedger | undefined;
+
+  /** Lets changes carry the settle of `ledger`'s reserves (it must use the same database and schema as this store). */
+  settleWith(ledger: PostgresLedger): void {
+    this.settling = ledger;
+  }
+
+  settlesFor(ledger: unknown): boolean {
+    return ledger !== undefined && ledger === this.settling;
   }
 
   async insert(gen: NewGeneration, event: NewEvent, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {

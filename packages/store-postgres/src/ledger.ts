@@ -73,34 +73,7 @@ export function ledgerSql(s: string): Record<
       WHERE ${s}.key_spend.spent + EXCLUDED.spent <= $4::numeric`,
     // One statement: the reserve closes and the account moves together or not at all. A second settle finds
     // no open reserve (after waiting on the first one's row lock) and changes nothing.
-    settle: `WITH r AS (
-        UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, $2::numeric), settled_at = $3
-        WHERE generation_id = $1 AND state = 'open'
-        RETURNING user_id, amount, charged, model_id, key_id, window_start
-      ), a AS (
-        UPDATE ${s}.accounts acc
-        SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
-            balance = acc.balance + (r.amount - r.charged), in_flight = GREATEST(acc.in_flight - 1, 0)
-        FROM r WHERE acc.user_id = r.user_id
-        RETURNING 1
-      ), k AS (
-        UPDATE ${s}.key_spend ks SET spent = ks.spent - (r.amount - r.charged)
-        FROM r WHERE ks.key_id = r.key_id AND ks.window_start = r.window_start
-        RETURNING 1
-      ), u AS (
-        INSERT INTO ${s}.usage_daily (user_id, day, model_id, key_id, count, tokens)
-        SELECT r.user_id, $4::integer, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged FROM r
-        ON CONFLICT (user_id, day, model_id, key_id)
-        DO UPDATE SET count = ${s}.usage_daily.count + 1, tokens = ${s}.usage_daily.tokens + EXCLUDED.tokens
-        RETURNING 1
-      ), sp AS (
-        INSERT INTO ${s}.usage_spans (user_id, span, start, model_id, key_id, count, tokens)
-        SELECT r.user_id, l.span, $4::integer - $4::integer % l.span, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged
-          FROM r, (VALUES (8), (64)) AS l(span)
-        ON CONFLICT (user_id, span, start, model_id, key_id)
-        DO UPDATE SET count = ${s}.usage_spans.count + 1, tokens = ${s}.usage_spans.tokens + EXCLUDED.tokens
-        RETURNING 1
-      )
+    settle: `WITH ${settleSteps(s, { id: '$1', amount: '$2', now: '$3', day: '$4' })}
       SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
     charged: `SELECT charged FROM ${s}.reserves WHERE generation_id = $1`,
     account: `SELECT balance, reserved, settled FROM ${s}.accounts WHERE user_id = $1`,
@@ -117,6 +90,42 @@ export function ledgerSql(s: string): Record<
     usageByModel: usageSql(s, 'model_id'),
     usageByKey: usageSql(s, 'key_id'),
   };
+}
+
+/**
+ * The settle's steps, as WITH items (`r`: the reserve closed, `a`: the account, `k`: the key's window, `u` and `sp`:
+ * the usage rollups), given the SQL of its generation id, amount, time and UTC day. Written once: the ledger's own
+ * `settle` runs them, and so does the store's finishing change when it settles in its own step (issue 36).
+ */
+export function settleSteps(s: string, p: { id: string; amount: string; now: string; day: string }): string {
+  return `r AS (
+        UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, ${p.amount}::numeric), settled_at = ${p.now}
+        WHERE generation_id = ${p.id} AND state = 'open'
+        RETURNING user_id, amount, charged, model_id, key_id, window_start
+      ), a AS (
+        UPDATE ${s}.accounts acc
+        SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
+            balance = acc.balance + (r.amount - r.charged), in_flight = GREATEST(acc.in_flight - 1, 0)
+        FROM r WHERE acc.user_id = r.user_id
+        RETURNING 1
+      ), k AS (
+        UPDATE ${s}.key_spend ks SET spent = ks.spent - (r.amount - r.charged)
+        FROM r WHERE ks.key_id = r.key_id AND ks.window_start = r.window_start
+        RETURNING 1
+      ), u AS (
+        INSERT INTO ${s}.usage_daily (user_id, day, model_id, key_id, count, tokens)
+        SELECT r.user_id, ${p.day}::integer, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged FROM r
+        ON CONFLICT (user_id, day, model_id, key_id)
+        DO UPDATE SET count = ${s}.usage_daily.count + 1, tokens = ${s}.usage_daily.tokens + EXCLUDED.tokens
+        RETURNING 1
+      ), sp AS (
+        INSERT INTO ${s}.usage_spans (user_id, span, start, model_id, key_id, count, tokens)
+        SELECT r.user_id, l.span, ${p.day}::integer - ${p.day}::integer % l.span, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged
+          FROM r, (VALUES (8), (64)) AS l(span)
+        ON CONFLICT (user_id, span, start, model_id, key_id)
+        DO UPDATE SET count = ${s}.usage_spans.count + 1, tokens = ${s}.usage_spans.tokens + EXCLUDED.tokens
+        RETURNING 1
+      )`;
 }
 
 function usageSql(s: string, column: string): string {

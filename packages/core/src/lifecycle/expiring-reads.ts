@@ -78,6 +78,10 @@ export class ExpiringReads implements GenerationStore {
   getById(id: string): Promise<GenerationRecord | null> {
     return this.store.getById(id);
   }
+  settlesFor(ledger: unknown): boolean {
+    return this.store.settlesFor?.(ledger) === true;
+  }
+
   update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
     return this.store.update(id, change);
   }

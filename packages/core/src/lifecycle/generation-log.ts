@@ -22,6 +22,11 @@ export class GenerationLog {
     return this.store.getById(id);
   }
 
+  /** True when a change can carry the settle of `ledger`'s reserve (`GenerationChange.settle`, one atomic step). */
+  settlesFor(ledger: unknown): boolean {
+    return this.store.settlesFor?.(ledger) === true;
+  }
+
   /** One compare-and-set with its event; the record after it, or null when its expectation did not hold. */
   async change(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
     const after = await this.store.update(id, change);

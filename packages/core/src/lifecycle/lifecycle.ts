@@ -297,9 +297,11 @@ export class Lifecycle {
       },
       event: { type: 'completed', data: { price } },
       now,
+      // The settle in the change's own step when the store can (Postgres: the finish is one statement, issue 36).
+      ...(this.log.settlesFor(this.ledger) ? { settle: price } : {}),
     });
     if (!done) return false;
-    await this.ledger.settle(gen.id, price);
+    if (!this.log.settlesFor(this.ledger)) await this.ledger.settle(gen.id, price);
     await this.batches.memberFinished(done);
     this.observer.completed(done, price, now);
     return true;

@@ -103,6 +103,12 @@ export interface GenerationChange {
   event?: NewEvent;
   /** The time of the change: lease checks use it, `updatedAt` and the event's `at` take it. */
   now: number;
+  /**
+   * Only for a store whose `settlesFor(ledger)` is true: the generation's reserve settled at this amount in the same
+   * atomic step, exactly as that ledger's `settle(id, amount, now)` would (clamped to the reserve, idempotent, usage
+   * rolled up), when the change applies. Issue 36: a run is then a claim and a finish, one round trip each.
+   */
+  settle?: number;
 }
 
 /** Keyset position in a user's list: the last item of the previous page. */
@@ -174,6 +180,11 @@ export interface FeedPage {
  *   finished in a process that died before completing it. Reads only; index-backed (only open batches in it).
  */
 export interface GenerationStore {
+  /**
+   * True when this store can settle `ledger`'s reserves inside its own changes (`GenerationChange.settle`): the
+   * Postgres store with the Postgres ledger of the same database and schema. Absent or false: the caller settles.
+   */
+  settlesFor?(ledger: unknown): boolean;
   insert(gen: NewGeneration, event: NewEvent, options?: InsertOptions): Promise<'inserted' | 'limit_reached'>;
   get(id: string, ownerId: string): GenerationRecord | null | PromiseLike<GenerationRecord | null>;
   /** Not owner-scoped: for workers and recovery only, never for answering a client. */
