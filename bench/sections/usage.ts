@@ -111,6 +111,7 @@ async function sqliteScale(dir: string, count: number, samples: number): Promise
       }
       stores.db.exec(ROLLUP_SQL);
       stores.db.exec(SPANS_SQL('', 'total'));
+      stores.db.exec('INSERT INTO usage_days (user_id, day, count, tokens) SELECT user_id, day, sum(count), total(tokens) FROM usage_daily GROUP BY 1, 2');
     })();
     stores.db.exec('ANALYZE');
     return await timeReads(stores.ledger, samples, count);

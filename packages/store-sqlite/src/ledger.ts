@@ -38,10 +38,8 @@ export const OPEN_RESERVES_SQL = `SELECT generation_id, user_id, amount, created
 
 /** A user's usage on days `?` to `?` from the daily rollup (exported for the query-plan test). */
 export function usageSql(groupBy: UsageQuery['groupBy']): string {
-  if (groupBy === 'day') {
-    return `SELECT day AS g, sum(count) AS count, total(tokens) AS tokens FROM usage_daily
-    WHERE user_id = ? AND day BETWEEN ? AND ? GROUP BY day`;
-  }
+  // By day: each day's totals (usage_days, one row per day however many models and keys: issue 36).
+  if (groupBy === 'day') return 'SELECT day AS g, count, tokens FROM usage_days WHERE user_id = ? AND day BETWEEN ? AND ?';
   // By model or key (issue 36): the days at the ends, whole 8-day spans and 64-day spans between, as core's
   // usageCover splits the range (an empty part is 1..0). Parameters: the user before each part's bounds.
   const column = groupBy === 'model' ? 'model_id' : 'key_id';
@@ -81,6 +79,7 @@ export class SqliteLedger implements Ledger {
   private readonly keySpendStmt: Statement;
   private readonly addUsageStmt: Statement;
   private readonly addSpanStmt: Statement;
+  private readonly addDayStmt: Statement;
   private readonly usageStmts: Record<UsageQuery['groupBy'], Statement>;
   private readonly reserveTx: (
     userId: string,
@@ -140,6 +139,10 @@ export class SqliteLedger implements Ledger {
     this.addSpanStmt = db.prepare(
       `INSERT INTO usage_spans (user_id, span, start, model_id, key_id, count, tokens) VALUES (@userId, @span, @start, @modelId, @keyId, 1, @charged)
        ON CONFLICT (user_id, span, start, model_id, key_id) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
+    );
+    this.addDayStmt = db.prepare(
+      `INSERT INTO usage_days (user_id, day, count, tokens) VALUES (@userId, @day, 1, @charged)
+       ON CONFLICT (user_id, day) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
     );
     this.usageStmts = {
       day: db.prepare(usageSql('day')),
@@ -235,6 +238,7 @@ export class SqliteLedger implements Ledger {
         const usage = { userId: reserve.user_id, day: usageDayIndex(now), modelId: reserve.model_id ?? '', keyId: reserve.key_id ?? '', charged };
         this.addUsageStmt.run(usage);
         for (const span of USAGE_SPANS) this.addSpanStmt.run({ ...usage, span, start: usage.day - (usage.day % span) });
+        this.addDayStmt.run(usage);
         return charged;
       })
       .immediate;

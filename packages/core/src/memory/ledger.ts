@@ -51,6 +51,8 @@ export class MemoryLedger implements Ledger {
   private readonly keySpent = new Map<string, number>();
   /** Settled spend by user, then by day, then by `model\u0000key`: what `usage` reads, never the reserves. */
   private readonly rollup = new Map<string, Map<number, Map<string, UsageCell>>>();
+  /** Each day's totals by user (a report by day reads one entry per day, however many models and keys: issue 36). */
+  private readonly dayTotals = new Map<string, Map<number, UsageCell>>();
   /** The same cells over aligned spans of 8 and 64 days (`USAGE_SPANS`), by user, then `span:start` (issue 36). */
   private readonly spanRollup = new Map<string, Map<string, Map<string, UsageCell>>>();
   private sequence = 0;
@@ -194,11 +196,7 @@ export class MemoryLedger implements Ledger {
     const days = this.rollup.get(userId);
     const [from, to] = [dayIndexOf(query.from), dayIndexOf(query.to)];
     if (query.groupBy === 'day') {
-      for (const [day, cells] of days ?? []) {
-        if (day < from || day > to) continue;
-        const group = usageDayOfIndex(day);
-        for (const c of cells.values()) add(group, c);
-      }
+      for (const [day, total] of this.dayTotals.get(userId) ?? []) if (day >= from && day <= to) add(usageDayOfIndex(day), total);
       return groupUsage([...byGroup.values()], query.groupBy);
     }
     // By model or key: whole spans where they fit, single days at the ends (usageCover).
@@ -217,6 +215,12 @@ export class MemoryLedger implements Ledger {
     const day = usageDayIndex(now);
     const cellKey = `${reserve.modelId ?? ''}\u0000${reserve.keyId ?? ''}`;
     addCell(inner(inner(this.rollup, reserve.userId), day), cellKey, reserve, charged);
+    const totals = inner(this.dayTotals, reserve.userId);
+    const total = totals.get(day);
+    if (total) {
+      total.count += 1;
+      total.tokens += charged;
+    } else totals.set(day, { count: 1, tokens: charged });
     const spans = inner(this.spanRollup, reserve.userId);
     for (const span of USAGE_SPANS) addCell(inner(spans, `${span}:${day - (day % span)}`), cellKey, reserve, charged);
   }
