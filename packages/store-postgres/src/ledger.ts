@@ -55,12 +55,8 @@ export function ledgerSql(s: string): Record<
     // A reserve with no key limit, in one statement (one round trip, issue 36): the debit (balance and in-flight cap,
     // as \`debit\`), then the reserve row from it. No debit, no row. A retried reserve's row already exists: the
     // INSERT's unique violation fails the whole statement, the debit with it, and the caller sees the owner.
-    reserveOne: `WITH d AS (
-        UPDATE ${s}.accounts SET balance = balance - $3, reserved = reserved + $3, in_flight = in_flight + 1
-        WHERE user_id = $2 AND balance >= $3 AND ($6::bigint IS NULL OR in_flight < $6::bigint)
-        RETURNING user_id)
-      INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id)
-        SELECT $1, user_id, $3, $4, $5, $7 FROM d`,
+    reserveOne: `WITH ${reserveSteps(s, { id: '$1', user: '$2', amount: '$3', now: '$4', model: '$5', cap: '$6', key: '$7' })}
+      SELECT count(*)::int AS n FROM r`,
     // Why a debit changed no row: the reserve already there (its owner), the balance, the in-flight count.
     refusal: `SELECT (SELECT user_id FROM ${s}.reserves WHERE generation_id = $1) AS owner,
         (SELECT balance FROM ${s}.accounts WHERE user_id = $2) AS balance,
@@ -90,6 +86,23 @@ export function ledgerSql(s: string): Record<
     usageByModel: usageSql(s, 'model_id'),
     usageByKey: usageSql(s, 'key_id'),
   };
+}
+
+/**
+ * A reserve without a key limit, as WITH items (`d`: the debit and the in-flight count on the account row, `r`: the
+ * reserve row, from it), given the SQL of its values. Written once: the ledger's `reserveOne` runs them, and so does
+ * the store's insert that reserves in its own statement (issue 36).
+ */
+export function reserveSteps(s: string, p: { id: string; user: string; amount: string; now: string; model: string; cap: string; key: string }): string {
+  return `d AS (
+        UPDATE ${s}.accounts SET balance = balance - ${p.amount}::numeric, reserved = reserved + ${p.amount}::numeric, in_flight = in_flight + 1
+        WHERE user_id = ${p.user} AND balance >= ${p.amount}::numeric AND (${p.cap}::bigint IS NULL OR in_flight < ${p.cap}::bigint)
+        RETURNING user_id
+      ), r AS (
+        INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id)
+        SELECT ${p.id}, user_id, ${p.amount}::numeric, ${p.now}, ${p.model}, ${p.key} FROM d
+        RETURNING generation_id
+      )`;
 }
 
 /**
@@ -180,7 +193,7 @@ export class PostgresLedger implements Ledger {
     const modelId = options.modelId !== undefined ? encodeKey(options.modelId) : null;
     const cap = options.maxInFlight ?? null;
     // A free generation needs no funds, but its settle still moves (zero) tokens through the account row.
-    if (amount === 0) await this.db.query(this.sql.ensureAccount, [user]);
+    if (amount === 0) await this.ensureAccount(user);
     if (!limit) return this.reserveOne(generationId, [gen, user, amount, Math.trunc(now), modelId, cap, keyId]);
     try {
       return await this.db.transaction<ReserveResult>(async (tx) => {
@@ -221,12 +234,17 @@ export class PostgresLedger implements Ledger {
     }
   }
 
+  /** @internal The account row a free reserve moves (zero) tokens through; `user` encoded. */
+  async ensureAccount(user: string): Promise<void> {
+    await this.db.query(this.sql.ensureAccount, [user]);
+  }
+
   /** A reserve without a key limit: one statement (`reserveOne`); the refusal read only when it holds nothing. */
   private async reserveOne(generationId: string, params: [string, string, number, number, string | null, number | null, string | null]): Promise<ReserveResult> {
     const [gen, user, amount] = params;
     try {
-      const { rowCount } = await this.db.query(this.sql.reserveOne, params);
-      if (rowCount === 1) return 'ok';
+      const { rows } = await this.db.query<{ n: number }>(this.sql.reserveOne, params);
+      if (rows[0]!.n === 1) return 'ok';
     } catch (err) {
       // 23505: the reserve row exists (an earlier or concurrent reserve of this generation); nothing was held now.
       if ((err as { code?: string }).code !== '23505') throw err;
@@ -240,7 +258,8 @@ export class PostgresLedger implements Ledger {
    * Why a reserve held nothing (read after it, so racing changes may show; each answer is one the race allows). `gen`
    * null: the caller's own reserve row is in its transaction, so only the balance and count are asked.
    */
-  private async refusalOf(q: Queryable, gen: string | null, user: string, amount: number): Promise<'reserved' | 'reserved_by_other' | 'insufficient' | 'in_flight_limit'> {
+  /** @internal For the store's insert that reserves in its own statement. */
+  async refusalOf(q: Queryable, gen: string | null, user: string, amount: number): Promise<'reserved' | 'reserved_by_other' | 'insufficient' | 'in_flight_limit'> {
     const { rows } = await q.query<{ owner: string | null; balance: string | null }>(this.sql.refusal, [gen, user]);
     const row = rows[0]!;
     if (row.owner !== null) return row.owner === user ? 'reserved' : 'reserved_by_other';

@@ -1,7 +1,7 @@
 // Issue 36: the queries a create and a run make on the Postgres stores, counted on a recording pool (counters, not
-// time). A create is two statements (the reserve with its in-flight count, the insert with its event) and the enqueue
-// (in process: none); a run is two (the claim, the finish with its settle); nothing reads the event log or the webhook
-// outbox while nobody listens.
+// time). A create is one statement (the reserve with its in-flight count on the account row, the insert, its event)
+// and the enqueue (in process: none); a run is two (the claim, the finish with its settle); nothing reads the event
+// log or the webhook outbox while nobody listens.
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createGenerationService, type GenerationService } from '@genservice/core';
@@ -55,7 +55,7 @@ afterAll(async () => {
   await db?.drop();
 });
 
-it('a create is 2 statements and its run 2 more (claim; finish with its settle); no log or outbox read', async () => {
+it('a create is 1 statement and its run 2 more (claim; finish with its settle); no log or outbox read', async () => {
   // One generation first, so no statement of a first use (a schema check, a cache) is counted.
   const first = (await service.create('alice', { modelId: 'm' })).generationId;
   await until(async () => (await stores.store.getById(first))?.status === 'completed', { what: 'the first generation completed' });
@@ -68,8 +68,8 @@ it('a create is 2 statements and its run 2 more (claim; finish with its settle);
   for (let i = 0; i < 5; i++) await tick();
   const statements = [...sent];
   sent.length = 0; // the reads of the checks below are not the generation's
-  expect(atCreate).toBe(2);
-  expect(statements.filter((t) => !/^SELECT .* FROM "trips"\.accounts WHERE user_id = \$1$/s.test(t.trim()))).toHaveLength(4);
+  expect(atCreate).toBe(1);
+  expect(statements.filter((t) => !/^SELECT .* FROM "trips"\.accounts WHERE user_id = \$1$/s.test(t.trim()))).toHaveLength(3);
   expect(statements.some((t) => /FROM "trips"\.events\s+WHERE \(tx, pos\)/.test(t))).toBe(false);
   expect(statements.some((t) => /cursors/.test(t))).toBe(false);
   const rec = await stores.store.getById(generationId);
@@ -77,4 +77,35 @@ it('a create is 2 statements and its run 2 more (claim; finish with its settle);
   expect(await stores.ledger.account('alice')).toEqual({ balance: 994, reserved: 0, settled: 6 });
   const usage = await stores.ledger.usage('alice', { from: '2000-01-01', to: '2100-01-01', groupBy: 'model' });
   expect(usage.total).toEqual({ count: 2, tokens: 6 });
+});
+
+it('refuses in that one statement as the ledger would: 402 with too little balance, 429 at the in-flight cap, nothing written', async () => {
+  const poor = createGenerationService({
+    providers: [{ models: [{ modelId: 'm', title: 'M', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 3 }], generate: () => new Promise(() => {}) }],
+    store: stores.store,
+    ledger: stores.ledger,
+    webhookStore: stores.webhookStore,
+    limits: { inFlightPerUser: 2 },
+    recovery: { onStart: false, intervalMs: 0 },
+    runner: { enabled: false },
+  });
+  await stores.ledger.credit('bob', 100);
+  await expect(poor.create('nobody', { modelId: 'm' })).rejects.toMatchObject({ code: 'insufficient_funds' });
+  await poor.create('bob', { modelId: 'm' });
+  await poor.create('bob', { modelId: 'm' });
+  await expect(poor.create('bob', { modelId: 'm' })).rejects.toMatchObject({ code: 'rate_limited' });
+  expect(await stores.ledger.account('bob')).toEqual({ balance: 94, reserved: 6, settled: 0 });
+  expect((await stores.store.list('bob', { limit: 10 })).length).toBe(2);
+  // A free generation makes its account row on the way.
+  const free = createGenerationService({
+    providers: [{ models: [{ modelId: 'f', title: 'F', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 0 }], generate: async () => ({ text: 'x' }) }],
+    store: stores.store,
+    ledger: stores.ledger,
+    recovery: { onStart: false, intervalMs: 0 },
+    runner: { enabled: false },
+  });
+  await free.create('carol', { modelId: 'f' });
+  expect(await stores.ledger.account('carol')).toEqual({ balance: 0, reserved: 0, settled: 0 });
+  await poor.stop({ timeoutMs: 500 });
+  await free.stop({ timeoutMs: 500 });
 });

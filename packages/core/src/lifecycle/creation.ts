@@ -93,11 +93,6 @@ export class Creation {
       if (ctx) ctx.generationId = id;
       const now = this.options.clock.now();
       const cap = this.options.limits.inFlightPerUser;
-      // The in-flight cap is held by the reserve when the ledger keeps the count on the user's row (the SQL ledgers'
-      // one statement, issue 36); otherwise the store counts the owner's unfinished generations at insert.
-      const capInLedger = this.lifecycle.ledgerHoldsInFlight;
-      const reserved = await this.lifecycle.reserve(input.userId, { generationId: id, amount: input.price, modelId: input.modelId }, input.key, now, capInLedger ? cap : undefined);
-      if (reserved === 'in_flight_limit') throw inFlightRefusal(cap, input.estimatedSeconds);
       const gen: NewGeneration = {
         id,
         ownerId: input.userId,
@@ -111,10 +106,22 @@ export class Creation {
         ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
         ...(traceparent !== undefined ? { traceparent } : {}),
       };
-      const inserted = await this.insertOrRelease([id], () => this.log.insert(gen, CREATED(input.modelId), capInLedger ? NO_CAP : { maxUnfinishedPerOwner: cap }));
-      if (inserted === 'limit_reached') {
-        await this.lifecycle.release([id]);
-        throw inFlightRefusal(cap, input.estimatedSeconds);
+      const item = { generationId: id, amount: input.price, modelId: input.modelId };
+      if (this.lifecycle.canInsertReserved(input.key)) {
+        // One atomic step (Postgres: one statement): the reserve with the in-flight count on the user's row, the
+        // insert and its event (issue 36). Refused, nothing is written, so nothing is to be undone.
+        if ((await this.lifecycle.insertReserved(gen, CREATED(input.modelId), item, input.key, now, cap)) === 'in_flight_limit') throw inFlightRefusal(cap, input.estimatedSeconds);
+      } else {
+        // The in-flight cap is held by the reserve when the ledger keeps the count on the user's row; otherwise the
+        // store counts the owner's unfinished generations at insert.
+        const capInLedger = this.lifecycle.ledgerHoldsInFlight;
+        const reserved = await this.lifecycle.reserve(input.userId, item, input.key, now, capInLedger ? cap : undefined);
+        if (reserved === 'in_flight_limit') throw inFlightRefusal(cap, input.estimatedSeconds);
+        const inserted = await this.insertOrRelease([id], () => this.log.insert(gen, CREATED(input.modelId), capInLedger ? NO_CAP : { maxUnfinishedPerOwner: cap }));
+        if (inserted === 'limit_reached') {
+          await this.lifecycle.release([id]);
+          throw inFlightRefusal(cap, input.estimatedSeconds);
+        }
       }
       await this.enqueueOrLeave(input.userId, [gen]);
       this.observer.created(gen);

@@ -6,7 +6,7 @@ import { DomainError } from '../domain/errors.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import type { KeyBudget } from '../ports/api-keys.js';
 import type { Ledger, ReserveItem, ReserveOptions, ReserveResult } from '../ports/ledger.js';
-import type { Expectation, GenerationChange, GenerationPatch } from '../ports/store.js';
+import type { Expectation, GenerationChange, GenerationPatch, NewEvent, NewGeneration } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { BatchCompletion } from './batch-completion.js';
@@ -102,6 +102,22 @@ export class Lifecycle {
     if (item.modelId !== undefined) options.modelId = item.modelId;
     if (maxInFlight !== undefined) options.maxInFlight = maxInFlight;
     const outcome = await this.ledger.reserve(userId, item.generationId, item.amount, now, options);
+    if (outcome === 'in_flight_limit') return outcome;
+    this.refused(outcome, key, now, `price ${item.amount}`, 'generation');
+    return 'ok';
+  }
+
+  /** True when a create can reserve and insert in one atomic step: the store holds this ledger's reserves, no key budget. */
+  canInsertReserved(key: ReserveKey | undefined): boolean {
+    return key?.budget === undefined && this.log.settlesFor(this.ledger);
+  }
+
+  /**
+   * The reserve (as `reserve`, with the in-flight cap) and the insert with its event in one atomic step (only when
+   * `canInsertReserved`); 402 when refused, nothing written.
+   */
+  async insertReserved(gen: NewGeneration, event: NewEvent, item: ReserveItem, key: ReserveKey | undefined, now: number, maxInFlight: number): Promise<'ok' | 'in_flight_limit'> {
+    const outcome = await this.log.insertReserved(gen, event, { amount: item.amount, now, maxInFlight, ...(key ? { keyId: key.keyId } : {}) });
     if (outcome === 'in_flight_limit') return outcome;
     this.refused(outcome, key, now, `price ${item.amount}`, 'generation');
     return 'ok';

@@ -11,6 +11,7 @@ import type {
   Settings,
   WebhookEventType,
 } from '../domain/types.js';
+import type { ReserveResult } from './ledger.js';
 
 /** A generation as it is first stored: the Lifecycle decides every field. */
 export interface NewGeneration {
@@ -179,7 +180,22 @@ export interface FeedPage {
  *   (completed since or not) when given, so recovery can walk them all and complete a batch whose last generation
  *   finished in a process that died before completing it. Reads only; index-backed (only open batches in it).
  */
+/** The reserve `insertReserved` holds with the insert: the ledger's `reserve(ownerId, id, amount, now, options)`. */
+export interface InsertReserve {
+  amount: number;
+  now: number;
+  keyId?: string;
+  /** The in-flight cap, as `ReserveOptions.maxInFlight`. */
+  maxInFlight?: number;
+}
+
 export interface GenerationStore {
+  /**
+   * Only for a store whose `settlesFor(ledger)` is true: that ledger's reserve for the generation (as its `reserve`
+   * would hold it, the model being the generation's; no key limit) and the insert with its first event, in one atomic
+   * step. 'ok' when both happened; otherwise the reserve's refusal, and nothing is written. A duplicate id rejects.
+   */
+  insertReserved?(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult>;
   /**
    * True when this store can settle `ledger`'s reserves inside its own changes (`GenerationChange.settle`): the
    * Postgres store with the Postgres ledger of the same database and schema. Absent or false: the caller settles.
