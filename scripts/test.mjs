@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const out = `${root}.vitest-results.json`;
+const unhandledOut = `${root}.vitest-unhandled.json`;
 
 // Lint first (Biome: no import cycles, adapters only on core's public entries). A failed lint counts as one failed test.
 const lint = spawnSync('npx', ['biome', 'lint'], { cwd: root, stdio: 'inherit', env: { ...process.env, FORCE_COLOR: '0' } });
@@ -28,8 +29,17 @@ if (process.argv.length <= 2) {
 }
 
 rmSync(out, { force: true });
-const args = ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...process.argv.slice(2)];
-const run = spawnSync('npx', args, { cwd: root, stdio: 'inherit', env: { ...process.env, FORCE_COLOR: '0' } });
+rmSync(unhandledOut, { force: true });
+const args = [
+  'vitest',
+  'run',
+  '--reporter=default',
+  '--reporter=json',
+  '--reporter=./scripts/unhandled-reporter.mjs',
+  `--outputFile.json=${out}`,
+  ...process.argv.slice(2),
+];
+const run = spawnSync('npx', args, { cwd: root, stdio: 'inherit', env: { ...process.env, FORCE_COLOR: '0', GENSERVICE_UNHANDLED_OUT: unhandledOut } });
 
 let passed = 0;
 let failed = 0;
@@ -46,6 +56,13 @@ if (existsSync(out)) {
   failed = 1;
 }
 if (run.status !== 0 && failed === 0) failed = 1;
+// Errors outside any test fail the run too: name them here, next to the count, where a CI log's tail shows them.
+if (existsSync(unhandledOut)) {
+  for (const e of JSON.parse(readFileSync(unhandledOut, 'utf8'))) {
+    console.log(`unhandled error: ${e.name}: ${e.message}${e.file ? ` (in ${e.file}${e.test ? ` > ${e.test}` : ''})` : ''}`);
+    if (e.stack) console.log(`  at: ${e.stack}`);
+  }
+}
 failed += lintFailed;
 passed += packagesPassed;
 failed += packagesFailed;

@@ -59,6 +59,41 @@ describe.each(['express', 'fastify', 'koa'] as const)('%s-host', (kind) => {
     expect(balance.balance).toBe(1000 - done.price!);
   });
 
+  it('runs demo-image-remix locally on uploads (raw and multipart) and on its own result ("use as input"), and names the input it could not use', async () => {
+    const json = { ...auth, 'content-type': 'application/json' };
+    const finished = (id: string) =>
+      until(async () => (await (await fetch(`${host.api}/v1/generations/${id}/details`, { headers: auth })).json()) as { status: string; result?: string; error?: { code: string; message: string } }, {
+        accept: (g) => g.status === 'completed' || g.status === 'failed',
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+    const start = async (modelId: string, settings: Record<string, unknown>) => {
+      const res = await fetch(`${host.api}/v1/generations`, { method: 'POST', headers: json, body: JSON.stringify({ modelId, settings }) });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { generationId: string }).generationId;
+    };
+    // A picture to upload: one the demo makes (a real PNG), read back through its file URL.
+    const source = await finished(await start('demo-image', { prompt: 'a lighthouse at dusk' }));
+    expect(source.status).toBe('completed');
+    const png = new Uint8Array(await (await fetch(source.result!)).arrayBuffer());
+    const raw = await fetch(`${host.api}/v1/uploads`, { method: 'POST', headers: { ...auth, 'content-type': 'image/png' }, body: png });
+    expect(raw.status).toBe(201);
+    const form = new FormData();
+    form.set('file', new File([png], 'lighthouse.png', { type: 'image/png' }));
+    const multipart = await fetch(`${host.api}/v1/uploads`, { method: 'POST', headers: auth, body: form });
+    expect(multipart.status).toBe(201);
+    const uploads = [(await raw.json()) as { url: string }, (await multipart.json()) as { url: string }];
+    // The host serves on a loopback address and ALLOW_PRIVATE_MEDIA is off: its own files are still inputs.
+    const remix = await finished(await start('demo-image-remix', { prompt: 'posterized', images: [uploads[0]!.url, uploads[1]!.url, source.result], style: 'posterize' }));
+    expect(remix).toMatchObject({ status: 'completed' });
+    const out = new Uint8Array(await (await fetch(remix.result!)).arrayBuffer());
+    expect([...out.slice(0, 4)]).toEqual([0x89, 0x50, 0x4e, 0x47]);
+    // Anything else on a private address is still refused, and the failure says which input.
+    const refused = await finished(await start('demo-image-remix', { prompt: 'x', images: [uploads[0]!.url, 'http://127.0.0.1:9/secret.png'] }));
+    expect(refused.status).toBe('failed');
+    expect(refused.error).toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/^Input image 2 could not be used: refusing to fetch http:\/\/127\.0\.0\.1:9\/secret\.png/) });
+  });
+
   it('turns the admin routes on with ADMIN_API_KEY: a key issued there works, and only the admin key opens them', async () => {
     const admin = { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' };
     const issued = await fetch(`${host.api}/v1/admin/users/alice/keys`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'reader', scopes: ['read'] }) });

@@ -156,6 +156,9 @@ interface DurableParts {
   idempotency: NonNullable<GenerationServiceOptions['idempotency']>;
   webhookStore: NonNullable<GenerationServiceOptions['webhookStore']>;
   auditLog: NonNullable<GenerationServiceOptions['auditLog']>;
+  uploadStore: NonNullable<GenerationServiceOptions['uploadStore']>;
+  /** Providers' lane counters in the same database, shared by every instance on it. */
+  capacity: NonNullable<GenerationServiceOptions['capacity']>;
   close(): Promise<void>;
   describe: string;
 }
@@ -316,6 +319,8 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     idempotency: stores.idempotency,
     webhookStore: stores.webhookStore,
     auditLog: stores.auditLog,
+    uploadStore: stores.uploadStore,
+    capacity: stores.capacity,
     ...(config.adminApiKey ? { admin: { apiKeys: [{ key: config.adminApiKey, name: 'ADMIN_API_KEY' }] } } : {}),
     webhooks: {
       allowPrivateUrls: config.allowPrivateWebhooks,
@@ -343,6 +348,8 @@ export async function createHost(config: HostConfig = readConfig()): Promise<Hos
     retention: config.retentionHours ? { finishedTtlMs: config.retentionHours * 3600_000 } : undefined,
     // The playground page at <mount>/playground (packages/playground).
     playground: true,
+    // The operator console at <mount>/console/ (with ADMIN_API_KEY) and each user's page at <mount>/console/me.
+    console: true,
     // OpenAI's SDKs as clients at <mount>/openai/v1 (docs/openai-compatible.md).
     openai: { enabled: true },
     logger,

@@ -241,7 +241,7 @@ describe('language models stream through doStream', () => {
       signal: new AbortController().signal,
       deadline: Date.now() + 10_000,
       claim: 1,
-      files: { put: async () => 'k' },
+      files: { put: async () => 'k', fetch: () => Promise.reject(new Error('no media')) },
       logger: { debug() {}, info() {}, warn() {}, error() {} } as never,
       progress: () => undefined,
       output: { append: (t: string) => void deltas.push(t), preview: () => undefined },

@@ -9,6 +9,8 @@ import {
   isTransientError,
 } from './errors.js';
 import { batchesApi, type BatchesApi } from './batches.js';
+import { uploadsApi, type UploadsApi } from './uploads.js';
+import { webhookEndpointsApi, type WebhookEndpointsApi } from './webhook-endpoints.js';
 import type { RetryOptions } from './retry.js';
 import { Transport, isRecord, readEventStream, type FetchLike } from './transport.js';
 import type {
@@ -26,6 +28,7 @@ import type {
   Model,
   ModelMap,
   Quote,
+  QueuePosition,
   TerminalGeneration,
 } from './types.js';
 
@@ -88,6 +91,12 @@ export interface WaitForOptions extends RequestSignalOptions {
    * streaming: polling never sees partial output.
    */
   onOutput?: (chunk: OutputChunk) => void;
+  /**
+   * Called with where the generation waits in the queue (`{position, aheadOfYou, etaSeconds}`), once when the stream
+   * opens on a pending generation and each time it moves up. Only while streaming, and only from a service whose queue
+   * can tell.
+   */
+  onQueue?: (queue: QueuePosition) => void;
   /**
    * Follow the service's live event stream (default true), falling back to polling when the service has none or it
    * breaks off. False: poll only.
@@ -171,6 +180,10 @@ export interface GenServiceClient<M extends ModelMap<M> = AnyModels> {
   };
   /** POST /v1/batches and the rest: many generations created, reserved and followed as one. */
   batches: BatchesApi<M>;
+  /** POST /v1/uploads: a file of yours (an image, a sound) to give as an input of your generations. */
+  uploads: UploadsApi;
+  /** /v1/webhook-endpoints: your webhook receivers as objects (each with its own secret), their deliveries and replay. */
+  webhookEndpoints: WebhookEndpointsApi;
   /** GET /v1/balance: the caller's spendable tokens. */
   balance(options?: RequestSignalOptions): Promise<Balance>;
 }
@@ -273,6 +286,8 @@ class Client implements GenServiceClient<AnyModels> {
   readonly models: GenServiceClient['models'];
   readonly generations: GenServiceClient['generations'];
   readonly batches: BatchesApi;
+  readonly uploads: UploadsApi;
+  readonly webhookEndpoints: WebhookEndpointsApi;
   private readonly transport: Transport;
   private readonly modelsCacheTtlMs: number;
   private modelsCache?: { at: number; byId: Map<string, Model> };
@@ -284,6 +299,8 @@ class Client implements GenServiceClient<AnyModels> {
     this.modelsCacheTtlMs = options.modelsCacheTtlMs ?? 5 * 60_000;
     this.models = { list: (opts) => this.listModels(opts) };
     this.batches = batchesApi(this.transport);
+    this.uploads = uploadsApi(this.transport);
+    this.webhookEndpoints = webhookEndpointsApi(this.transport);
     this.generations = {
       create: (input, opts) => this.create(input, opts),
       get: (id, opts) => this.get(id, opts),
@@ -362,7 +379,13 @@ class Client implements GenServiceClient<AnyModels> {
   private async quote(input: CreateGenerationInput, options: RequestSignalOptions = {}): Promise<Quote> {
     const body = await this.transport.request('POST', '/v1/quotes', { body: bodyOf(input), signal: options.signal });
     if (!isRecord(body) || typeof body.price !== 'number' || typeof body.balance !== 'number') throw invalidResponse('POST /v1/quotes: no price');
-    return { price: body.price, balance: body.balance };
+    const priority = body.priority === 'low' || body.priority === 'normal' || body.priority === 'high' ? body.priority : undefined;
+    return {
+      price: body.price,
+      balance: body.balance,
+      ...(priority !== undefined ? { priority } : {}),
+      ...(typeof body.multiplier === 'number' ? { multiplier: body.multiplier } : {}),
+    };
   }
 
   /** A failed generation with its reason, when the service can say (an older one cannot: then without). */
@@ -586,6 +609,12 @@ class Client implements GenServiceClient<AnyModels> {
           for await (const message of readEventStream(response, lastEventId)) {
             heard = true;
             lastEventId = message.id;
+            // Where it waits is no state either: handed to its listener, if any.
+            if (message.event === 'queue') {
+              const queue = toQueue(message.data);
+              if (queue) options.onQueue?.(queue);
+              continue;
+            }
             // Partial output is not a state: handed to its listener, if any, and never mistaken for a generation.
             const chunk = toChunk(message);
             if (chunk !== undefined) {
@@ -598,6 +627,9 @@ class Client implements GenServiceClient<AnyModels> {
             } catch {
               return null;
             }
+            // A pending generation's state carries where it waits (when the service's queue can tell).
+            const queue = generation.status === 'pending' && isRecord(message.data) ? toQueue(message.data.queue) : null;
+            if (queue) options.onQueue?.(queue);
             if (generation.status !== state.lastStatus) {
               state.lastStatus = generation.status;
               options.onStatus?.(generation.status, generation);
@@ -701,7 +733,15 @@ function bodyOf(input: CreateGenerationInput): Record<string, unknown> {
     ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
     ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
     ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
+    ...(input.priority !== undefined ? { priority: input.priority } : {}),
+    ...(input.deadline !== undefined ? { deadline: input.deadline } : {}),
   };
+}
+
+/** A `queue` message's data, or null when it is not one this client can read. */
+function toQueue(data: unknown): QueuePosition | null {
+  if (!isRecord(data) || typeof data.position !== 'number' || typeof data.aheadOfYou !== 'number') return null;
+  return { position: data.position, aheadOfYou: data.aheadOfYou, etaSeconds: typeof data.etaSeconds === 'number' ? data.etaSeconds : null };
 }
 
 /**

@@ -57,10 +57,12 @@ export { pollSchedule } from './backoff.js';
 export { generateModelTypes } from './model-types.js';
 export type { GenerateModelTypesOptions } from './model-types.js';
 export type { RetryOptions } from './retry.js';
+export type { Upload, UploadData, UploadOptions, UploadsApi } from './uploads.js';
 export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
 export type { PollSchedule, PollScheduleOverrides } from './backoff.js';
 export type { FetchLike } from './transport.js';
 export type { BatchesApi } from './batches.js';
+export type { EndpointEventType, WebhookDelivery, WebhookEndpoint, WebhookEndpointsApi, WebhookEndpointWithSecret } from './webhook-endpoints.js';
 export type {
   AnyModels,
   Balance,
@@ -78,6 +80,7 @@ export type {
   FailureReason,
   Generation,
   GenerationItem,
+  QueuePosition,
   GenerationPage,
   ListOptions,
   Quote,

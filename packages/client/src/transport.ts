@@ -20,7 +20,10 @@ export interface TransportOptions {
 }
 
 export interface RequestOptions {
+  /** Sent as JSON. */
   body?: unknown;
+  /** Sent as it is, with its Content-Type (an upload), instead of `body`. */
+  raw?: { data: Blob | Uint8Array | ArrayBuffer; contentType: string };
   headers?: Record<string, string>;
   signal?: AbortSignal;
   /**
@@ -94,7 +97,7 @@ export class Transport {
    * Sends the request, and again while the retry policy says so (a GET, or a POST with an Idempotency-Key: safe to
    * repeat). Returns the parsed JSON of a 2xx; throws the last error otherwise, or the caller's abort reason.
    */
-  async request(method: 'GET' | 'POST' | 'DELETE', path: string, options: RequestOptions = {}): Promise<unknown> {
+  async request(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, options: RequestOptions = {}): Promise<unknown> {
     const safe = options.retry !== false && (method === 'GET' || (method === 'POST' && options.headers?.['idempotency-key'] !== undefined));
     for (let attempt = 1; ; attempt++) {
       try {
@@ -118,13 +121,16 @@ export class Transport {
     return errorFromResponse(hint, { status: error.status, code: error.code, details: error.details, retryAfterMs: error.retryAfterMs, requestId: error.requestId, cause: error });
   }
 
-  private async requestOnce(method: 'GET' | 'POST' | 'DELETE', path: string, options: RequestOptions): Promise<unknown> {
+  private async requestOnce(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, options: RequestOptions): Promise<unknown> {
     throwIfAborted(options.signal);
     const timeout = this.requestTimeoutMs > 0 ? timeoutSignal(this.requestTimeoutMs, new RequestTimeout()) : undefined;
     const linked = linkSignals([options.signal, timeout?.signal]);
     const headers: Record<string, string> = { ...this.headers, ...options.headers };
-    let body: string | undefined;
-    if (options.body !== undefined) {
+    let body: BodyInit | undefined;
+    if (options.raw !== undefined) {
+      body = options.raw.data as BodyInit;
+      headers['content-type'] = options.raw.contentType;
+    } else if (options.body !== undefined) {
       body = JSON.stringify(options.body);
       headers['content-type'] = 'application/json';
     }

@@ -72,6 +72,14 @@ export interface CreateGenerationCommon {
    * 400 `invalid_request` naming `expiresAfterSeconds` beyond it). Shown as `expiresAt` on the details and the list.
    */
   expiresAfterSeconds?: number;
+  /**
+   * `high` goes first within your share of the queue, `low` waits for spare capacity; the service prices each (a
+   * multiplier of the model's price: `quote` shows it). Default `normal`. A priority the service restricts needs a key
+   * with the `priority` scope (403 otherwise).
+   */
+  priority?: 'low' | 'normal' | 'high';
+  /** Only with `priority: 'low'`: an ISO 8601 instant after which, not started, it fails free (`timeout`). */
+  deadline?: string;
 }
 
 /** `generation.deleted` is sent only to webhooks that list it. */
@@ -81,6 +89,16 @@ export type WebhookEventType = 'generation.processing' | 'generation.progress' |
 export interface FailureReason {
   code: 'cancelled' | 'timeout' | 'provider_error' | 'invalid_input' | 'worker_lost' | 'model_unavailable' | 'storage_unavailable' | (string & {});
   message: string;
+}
+
+/** Where a pending generation waits in the service's queue (details and the live stream). */
+export interface QueuePosition {
+  /** 1 for the next job to start. */
+  position: number;
+  /** Waiting jobs that start before it if nothing else arrives. */
+  aheadOfYou: number;
+  /** Seconds until it is expected to start, from the service's recent run times; null while it has none to go by. */
+  etaSeconds: number | null;
 }
 
 /** A generation as the list, `/details`, live streams and webhooks show it. */
@@ -98,6 +116,8 @@ export interface GenerationItem {
   progress?: { fraction: number; message?: string };
   /** While processing, when its model streams: the text so far and the latest preview (a signed file URL). */
   output?: { text?: string; preview?: { url: string; mimeType: string } };
+  /** While pending, in `/details` and the live stream: where it waits in the queue. */
+  queue?: QueuePosition;
   metadata?: Record<string, string>;
   /** When one of its model's fallbacks produced the result: that model. */
   servedModelId?: string;
@@ -130,6 +150,9 @@ export interface Quote {
   price: number;
   /** Your spendable tokens now. */
   balance: number;
+  /** The priority the quote asked, and what it multiplies the model's price by (only when a priority was asked). */
+  priority?: 'low' | 'normal' | 'high';
+  multiplier?: number;
 }
 
 /** A verified webhook delivery's body. */
@@ -145,6 +168,13 @@ export type WebhookEvent =
       timestamp: string;
       /** Only what identifies it: the rest was deleted with it. */
       data: { generationId: string; modelId: string; status: 'deleted' };
+    }
+  | {
+      /** To a registered endpoint (`/v1/webhook-endpoints`) that lists it: another endpoint of yours was disabled. */
+      type: 'webhook_endpoint.disabled';
+      timestamp: string;
+      /** Times in ISO 8601; `reason` is `failing` (it failed every attempt for the service's period). */
+      data: { endpointId: string; url: string; failingSince: string; disabledAt: string; reason: 'failing' };
     };
 
 /** Still running: no result and no price yet. */

@@ -399,6 +399,8 @@ describe('client: lists, details, quotes, metadata, reasons, live status, webhoo
     const c = client('bob-key');
     const before = (await c.balance()).balance;
     expect(await c.generations.quote({ modelId: 'slow', settings: { prompt: 'x' } })).toEqual({ price: 5, balance: before });
+    // A priority goes with the body, and the quote answers it with its multiplier (1 by default).
+    expect(await c.generations.quote({ modelId: 'slow', settings: { prompt: 'x' }, priority: 'high' })).toEqual({ price: 5, balance: before, priority: 'high', multiplier: 1 });
     expect((await c.balance()).balance).toBe(before);
     await expect(c.generations.quote({ modelId: 'nope' })).rejects.toBeInstanceOf(ModelNotFoundError);
     await expect(c.generations.quote({ modelId: 'echo', settings: {} })).rejects.toBeInstanceOf(InvalidSettingsError);

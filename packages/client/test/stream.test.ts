@@ -47,6 +47,38 @@ describe('the live stream parser', () => {
     expect(requests.filter((r) => r.startsWith('GET /v1/generations/'))).toEqual(['GET /v1/generations/g1/events', 'GET /v1/generations/g1/events']);
   });
 
+  it('hands queue positions to onQueue (the pending state and each `queue` message) and keeps following the stream', async () => {
+    const requests: string[] = [];
+    const fetch = async (input: string, init: RequestInit): Promise<Response> => {
+      const path = String(input).slice(BASE_URL.length);
+      requests.push(`${init.method ?? 'GET'} ${path}`);
+      if (path === '/v1/models') return json(200, { models: [model('m', 1)] });
+      if (path.endsWith('/events')) {
+        return eventStream([
+          'id: 1\nevent: created\ndata: {"generationId":"g1","modelId":"m","status":"pending","queue":{"position":3,"aheadOfYou":2,"etaSeconds":null}}\n\n',
+          'id: 1\nevent: queue\ndata: {"position":2,"aheadOfYou":1,"etaSeconds":4}\n\n',
+          'id: 1\nevent: queue\ndata: {"position":1,"aheadOfYou":0,"etaSeconds":2}\n\n',
+          'id: 2\nevent: processing\ndata: {"generationId":"g1","status":"processing"}\n\n',
+          'id: 3\nevent: completed\ndata: {"generationId":"g1","status":"completed","result":"done","price":2}\n\n',
+        ]);
+      }
+      throw new Error(`unexpected ${path}`);
+    };
+    const client = createClient({ baseUrl: BASE_URL, apiKey: 'k', fetch });
+    const statuses: GenerationStatus[] = [];
+    const queue: Array<{ position: number; aheadOfYou: number; etaSeconds: number | null }> = [];
+    const done = await client.generations.waitFor('g1', { onStatus: (s) => statuses.push(s), onQueue: (q) => queue.push(q), timeoutMs: 10_000 });
+    expect(done).toMatchObject({ status: 'completed', result: 'done' });
+    expect(statuses).toEqual(['pending', 'processing', 'completed']);
+    expect(queue).toEqual([
+      { position: 3, aheadOfYou: 2, etaSeconds: null },
+      { position: 2, aheadOfYou: 1, etaSeconds: 4 },
+      { position: 1, aheadOfYou: 0, etaSeconds: 2 },
+    ]);
+    // Followed to the end on the stream: no poll.
+    expect(requests.filter((r) => r.startsWith('GET /v1/generations/'))).toEqual(['GET /v1/generations/g1/events']);
+  });
+
   it('polls when a stream keeps breaking before any message', async () => {
     let opens = 0;
     let polls = 0;

@@ -25,6 +25,8 @@ export type {
   Principal,
   RemoteJobProvider,
   RemoteJobStatus,
+  UploadRecord,
+  UploadStore,
 } from './ports/index.js';
 export type * from './options.js';
 export { DEFAULT_UPLOAD_TYPES } from './options.js';
@@ -39,11 +41,22 @@ export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './use-cases/api-k
 export { newGenerationId } from './domain/ids.js';
 export { systemClock } from './clock.js';
 export type { Clock, ClockTimer } from './ports/clock.js';
+export type { CapacityAsk, CapacityGrant, CapacityLimits, CapacityStore, ProviderCapacity } from './ports/capacity.js';
 export type { Accounts, ActorOption, AuditView, CreditInput, KeyView, NewKeyInput, NewUserInput, UsageInput, UsageReportView } from './use-cases/accounts.js';
 export type { Batches, BatchCreateRequest, BatchRequestItem, BatchView } from './use-cases/batches.js';
+export type {
+  EndpointDeliveryView,
+  NewWebhookEndpointInput,
+  WebhookEndpointChangeInput,
+  WebhookEndpoints,
+  WebhookEndpointView,
+  WebhookEndpointWithSecret,
+} from './use-cases/webhook-endpoints.js';
 export { MAX_BATCH_SIZE } from './domain/batches.js';
 export { MAX_TOKENS } from './domain/amounts.js';
 export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './use-cases/accounts.js';
+export type { MemberInput, NewOrganizationInput, OrganizationUsageInput, OrganizationUsageView, OrganizationView } from './use-cases/organizations.js';
+export { MAX_ORGANIZATION_WEIGHT } from './domain/limits.js';
 export { createJsonLogger, silentLogger, type LogLevel } from './logger.js';
 export { DEFAULT_LIMITS } from './settings/compile.js';
 export * from './memory/index.js';

@@ -1,3 +1,4 @@
+import { DEFAULT_PRIORITY_MULTIPLIERS, PRIORITIES } from './domain/priority.js';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { hashApiKey } from './domain/ids.js';
@@ -15,6 +16,8 @@ function port(...methods: string[]): z.ZodType {
 }
 
 const positiveInt = z.number().int().positive();
+/** A price multiplier of a priority: finite, from 0 to 1000. */
+const multiplier = z.number().min(0).max(1000);
 const nonNegativeInt = z.number().int().nonnegative();
 const ms = z.number().int().nonnegative().max(2 ** 31 - 1);
 const rule = z.strictObject({ points: positiveInt, durationSeconds: positiveInt.max(31 * 24 * 3600) });
@@ -45,6 +48,12 @@ export const optionsSchema = z.strictObject({
     })
     .optional(),
   telemetry: z.strictObject({ meterProvider: port('getMeter').optional(), tracerProvider: port('getTracer').optional() }).optional(),
+  priority: z
+    .strictObject({
+      multipliers: z.strictObject({ low: multiplier.optional(), normal: multiplier.optional(), high: multiplier.optional() }).optional(),
+      scoped: z.array(z.enum(PRIORITIES)).optional(),
+    })
+    .optional(),
   providers: z.array(providerSchema),
   store: port('insert', 'get', 'getById', 'update', 'renewLeases', 'listUnfinished', 'list', 'eventsOf', 'readFeed', 'feedHead', 'listFinishedBefore', 'listLifeEndedBefore', 'remove').optional(),
   ledger: port('reserve', 'settle', 'release', 'balance', 'credit', 'openAccount', 'account', 'openReserves', 'keySpend', 'usage').optional(),
@@ -53,6 +62,7 @@ export const optionsSchema = z.strictObject({
   apiKeyCache: z.strictObject({ ttlMs: ms, max: positiveInt.optional() }).optional(),
   blobs: port('put', 'get', 'delete').optional(),
   queue: port('enqueue', 'start', 'stop').optional(),
+  capacity: port('acquire', 'release', 'pause').optional(),
   idempotency: port('begin', 'takeOver', 'finish', 'abandon', 'purgeBefore').optional(),
   logger: port('debug', 'info', 'warn', 'error').optional(),
   clock: port('now', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval').optional(),
@@ -104,6 +114,7 @@ export const optionsSchema = z.strictObject({
       notifier: port('start', 'publish', 'stop').optional(),
       pollIntervalMs: ms.min(10).optional(),
       keepAliveMs: ms.min(10).optional(),
+      queuePositionIntervalMs: ms.min(10).optional(),
       maxWaitSeconds: positiveInt.max(3600).optional(),
     })
     .optional(),
@@ -143,6 +154,7 @@ export const optionsSchema = z.strictObject({
     })
     .optional(),
   playground: z.boolean().optional(),
+  console: z.boolean().optional(),
   admin: z
     .strictObject({
       apiKeys: z
@@ -158,8 +170,11 @@ export const optionsSchema = z.strictObject({
         .min(1),
     })
     .optional(),
+  uploadStore: port('insert', 'listExpiredBefore', 'remove').optional(),
   webhookStore: port(
     'getSecrets', 'ensureSecret', 'rotateSecret', 'addDeliveries', 'claimDue', 'recordAttempt', 'stopEndpoint', 'deliveriesOf', 'getCursor', 'advanceCursor', 'deleteForGenerations',
+    'createEndpoint', 'getEndpoint', 'listEndpoints', 'updateEndpoint', 'deleteEndpoint', 'rotateEndpointSecret', 'noteEndpointAttempt', 'disableEndpoint',
+    'endpointDeliveries', 'replayDelivery',
   ).optional(),
   webhooks: z
     .strictObject({
@@ -175,6 +190,8 @@ export const optionsSchema = z.strictObject({
       leaseMs: ms.min(1).optional(),
       pollIntervalMs: ms.min(10).optional(),
       rotationOverlapMs: ms.optional(),
+      disableEndpointAfterMs: ms.optional(),
+      maxEndpointsPerUser: positiveInt.max(1000).optional(),
     })
     .refine((w) => (w.leaseMs ?? 60_000) > (w.timeoutMs ?? 15_000), { message: 'leaseMs must exceed timeoutMs', path: ['leaseMs'] })
     .optional(),
@@ -242,6 +259,7 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
     },
     idempotencyTtlMs: options.idempotencyTtlMs ?? 24 * 3600_000,
     playground: options.playground ?? false,
+    console: options.console ?? false,
     ...(options.rateLimits
       ? {
           rateLimits: {
@@ -269,6 +287,8 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       leaseMs: options.webhooks?.leaseMs ?? 60_000,
       pollIntervalMs: options.webhooks?.pollIntervalMs ?? 1000,
       rotationOverlapMs: options.webhooks?.rotationOverlapMs ?? 24 * 3600_000,
+      disableEndpointAfterMs: options.webhooks?.disableEndpointAfterMs ?? 5 * 24 * 3600_000,
+      maxEndpointsPerUser: options.webhooks?.maxEndpointsPerUser ?? 20,
     },
     ...(options.openai?.enabled
       ? {
@@ -285,9 +305,11 @@ export function resolveOptions(options: GenerationServiceOptions): ResolvedServi
       ttlSeconds: options.uploads?.ttlSeconds ?? 3600,
     },
     telemetry: { ...options.telemetry },
+    priority: { multipliers: { ...DEFAULT_PRIORITY_MULTIPLIERS, ...options.priority?.multipliers }, scoped: [...(options.priority?.scoped ?? [])] },
     push: {
       pollIntervalMs: options.push?.pollIntervalMs ?? 1000,
       keepAliveMs: options.push?.keepAliveMs ?? 15_000,
+      queuePositionIntervalMs: options.push?.queuePositionIntervalMs ?? 2000,
       maxWaitSeconds: options.push?.maxWaitSeconds ?? 60,
     },
   };

@@ -5,11 +5,13 @@ import type { ApiKeyResolver } from './ports/api-keys.js';
 import type { AuditLog } from './ports/audit.js';
 import type { BlobStore } from './ports/blob.js';
 import type { IdempotencyStore } from './ports/idempotency.js';
+import type { UploadStore } from './ports/uploads.js';
 import type { Ledger } from './ports/ledger.js';
 import type { Logger } from './ports/logger.js';
 import type { Clock } from './ports/clock.js';
 import type { ModelProvider } from './ports/provider.js';
 import type { JobQueue } from './ports/queue.js';
+import type { CapacityStore } from './ports/capacity.js';
 import type { Notifier } from './ports/notifier.js';
 import type { WebhookEndpoint, WebhookStore } from './ports/webhooks.js';
 import type { GenerationStore } from './ports/store.js';
@@ -111,6 +113,11 @@ export interface PushOptions {
   keepAliveMs?: number;
   /** The longest `Prefer: wait=N` honoured, in seconds. Default 60. */
   maxWaitSeconds?: number;
+  /**
+   * How often an event stream of a pending generation asks the queue where it stands, and sends a `queue` message
+   * when it moved (ms). Default 2000.
+   */
+  queuePositionIntervalMs?: number;
 }
 
 /** `points` requests per `durationSeconds`, per key (a user, or a client address). */
@@ -192,6 +199,14 @@ export interface WebhookOptions {
   pollIntervalMs?: number;
   /** How long deliveries carry the old signature too after a secret rotation, in ms. Default 24 h. */
   rotationOverlapMs?: number;
+  /**
+   * A registered endpoint (`POST /v1/webhook-endpoints`) that has failed every attempt for this long, in ms, is
+   * disabled: its pending deliveries are given up, its owner's other endpoints get `webhook_endpoint.disabled`, and
+   * the audit log a line. Default 5 days.
+   */
+  disableEndpointAfterMs?: number;
+  /** Most endpoints one user may register. Default 20. */
+  maxEndpointsPerUser?: number;
 }
 
 /**
@@ -217,6 +232,24 @@ export interface AdminOptions {
   apiKeys: Array<string | { key: string; name?: string }>;
 }
 
+/**
+ * Priority of a create (`priority: 'low' | 'normal' | 'high'`, docs/operations.md): what each costs and who may ask
+ * it. Higher priority goes first within its owner's share of the queue; `low` may carry a `deadline` after which it
+ * fails free.
+ */
+export interface PriorityOptions {
+  /**
+   * Price multiplier of each priority (a create reserves the model's price times it). Default 1 for each. A model's
+   * own `priorityMultipliers` win over these.
+   */
+  multipliers?: { low?: number; normal?: number; high?: number };
+  /**
+   * Priorities only keys with the `priority` scope may ask (others answer 403 `forbidden`). Default none. Keys of a
+   * host's own resolver (no scopes) may ask any.
+   */
+  scoped?: Array<'low' | 'normal' | 'high'>;
+}
+
 export interface GenerationServiceOptions {
   /** Model providers; model ids must be unique over all of them. */
   providers: ModelProvider[];
@@ -231,12 +264,21 @@ export interface GenerationServiceOptions {
    * keeps working on each instance for up to `ttlMs`.
    */
   apiKeyCache?: ApiKeyCacheOptions;
-  /** Every admin action on users, credits and keys (`service.accounts`, the admin routes). Default: in memory. */
+  /** Every admin action on users, credits, keys and organisations (`service.accounts`, the admin routes). Default: in memory. */
   auditLog?: AuditLog;
   /** Default: in-memory. */
   blobs?: BlobStore;
   /** Default: in-process queue on p-queue. */
   queue?: JobQueue;
+  /** What each create priority costs and which keys may ask it. */
+  priority?: PriorityOptions;
+  /**
+   * Where the counters of providers' lanes (`provider.capacity`: concurrency, requests and units per minute, a 429's
+   * pause) live. Default: this process (`MemoryCapacityStore`). Instances that share an upstream account share one:
+   * `RedisCapacityStore` (@genservice/queue-bullmq) when the host has a Redis, else the store's
+   * (`createSqliteStores().capacity`, `PostgresCapacityStore` from @genservice/store-postgres).
+   */
+  capacity?: CapacityStore;
   /** Default: in-memory. */
   idempotency?: IdempotencyStore;
   /** Default: silent. */
@@ -283,12 +325,24 @@ export interface GenerationServiceOptions {
    * for every model, live status and results, using the public API with the caller's own key. Off by default.
    */
   playground?: boolean;
+  /**
+   * Serve the operator console at `<mount>/console/` and each user's usage page at `<mount>/console/me` (needs the
+   * `@genservice/playground` package installed): pages over the documented API, signed in with an admin key (the
+   * console, with `admin` set) or the user's own key (`/console/me`). Off by default. See docs/console.md.
+   */
+  console?: boolean;
   /** Request rate limits per route class; a class without a rule is not limited. Off by default. */
   rateLimits?: RateLimitOptions;
   /** Webhook secrets and the delivery outbox. Default: in memory. */
   webhookStore?: WebhookStore;
   /**
-   * Serve the admin routes under `<mount>/v1/admin/` (users, credits, keys, the audit log), behind these admin keys
+   * The uploads (`POST /v1/uploads`) and when each expires, for the clean-up that deletes their files. Default: in
+   * memory (a restart forgets them: their files then stay in a durable blob store). The SQLite and Postgres stores
+   * give one (`uploadStore`).
+   */
+  uploadStore?: UploadStore;
+  /**
+   * Serve the admin routes under `<mount>/v1/admin/` (users, credits, keys, organisations, the audit log), behind these admin keys
    * only: a user's key there is 401, and an admin key on a user route is 401. Off (404) without it.
    */
   admin?: AdminOptions;

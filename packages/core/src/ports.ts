@@ -39,8 +39,15 @@ export * from './outbound/index.js';
 export { MAX_TOKENS, assertTokenAmount, creditFits, isTokenAmount } from './domain/amounts.js';
 /** How every ledger adds up and orders its usage report, so all answer the same. */
 export { dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex, USAGE_SPANS, type UsageCover } from './domain/usage.js';
+/** Which window an organisation's budget counts in, the same in every ledger. */
+export { organizationWindowStart } from './domain/limits.js';
 /**
  * The active span's propagation fields (`traceparent`, `tracestate`, and whatever else the host's propagator writes),
  * and its W3C `traceparent` alone: providers send them with their upstream HTTP calls.
  */
+/** The order every queue hands out waiting work in (weighted across organisations, then users, then priority). */
+export { FAIR_SCALE, JOB_PRIORITIES, LINE_SEPARATOR, MAX_WEIGHT, fairLineOf, fairOrder, fairTagUnits, fairWeight, tagOfOrder } from './domain/fair-order.js';
+export type { FairFields, FairLine, JobPriority } from './domain/fair-order.js';
 export { currentTraceparent, traceHeaders } from './trace-context.js';
+/** The window provider lanes' per-minute limits count in (CapacityStore implementations share it). */
+export { CAPACITY_WINDOW_MS } from './ports/capacity.js';

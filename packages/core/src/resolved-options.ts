@@ -26,8 +26,9 @@ export interface ResolvedServiceOptions {
   recovery: { onStart: boolean; intervalMs: number; orphanReserveMs: number; openBatchMs: number };
   retention: { finishedTtlMs?: number; sweepIntervalMs: number };
   idempotencyTtlMs: number;
-  push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number };
+  push: { pollIntervalMs: number; keepAliveMs: number; maxWaitSeconds: number; queuePositionIntervalMs: number };
   playground: boolean;
+  console: boolean;
   cors?: { origins: string[] | '*'; maxAgeSeconds: number };
   /** Admin key digests and the actor name each stands for. */
   admin?: { keys: Map<string, string> };
@@ -41,6 +42,7 @@ export interface ResolvedServiceOptions {
     unauthenticated?: RateLimitRule;
   };
   telemetry: TelemetryOptions;
+  priority: import('./domain/priority.js').PriorityRules;
   health: { timeoutMs: number; checks: Record<string, () => unknown> };
   /** The OpenAI-compatible surface, when enabled: the hold limit, and the video models (their `video.*` webhooks). */
   openai?: { maxWaitSeconds: number; videoModels: ReadonlySet<string> };

@@ -3,6 +3,7 @@ import type { RecoveryReport } from './lifecycle/recovery.js';
 import type { ServiceStats } from './runner/background.js';
 import type { Accounts } from './use-cases/accounts.js';
 import type { Batches } from './use-cases/batches.js';
+import type { WebhookEndpoints } from './use-cases/webhook-endpoints.js';
 import type { GenerationUseCases } from './use-cases/types.js';
 
 export type { GenerationItem } from './use-cases/views.js';
@@ -35,6 +36,12 @@ export interface GenerationService extends GenerationUseCases {
    * `list`, `cancel`, each owner-scoped like the generation methods.
    */
   readonly batches: Batches;
+  /**
+   * A user's registered webhook endpoints (`/v1/webhook-endpoints`): `create(userId, { url, events?, description? })`
+   * (the answer holds the secret, once), `list`, `get`, `update`, `delete`, `rotateSecret`, `deliveries`, `replay`,
+   * each owner-scoped like the routes.
+   */
+  readonly webhookEndpoints: WebhookEndpoints;
   /** The framework-neutral HTTP entry point every adapter calls. Never throws. */
   handle(request: HttpRequest): Promise<HttpResponse>;
   /** Starts the workers, recovery and retention sweeps. Idempotent. */
@@ -57,6 +64,11 @@ export interface GenerationService extends GenerationUseCases {
    * `handle` only then (`isApiPath(path, service)`), so a host's own routes there stay the host's otherwise.
    */
   readonly servesOpenAi?: boolean;
+  /**
+   * Whether the console is on (`options.console`): adapters hand `<mount>/console/...` to `handle` only then, so a
+   * host's own `/console` stays the host's otherwise.
+   */
+  readonly servesConsole?: boolean;
   /** How long a request body may take to arrive (limits.bodyTimeoutMs); adapters stop reading after it. */
   readonly bodyTimeoutMs: number;
 }

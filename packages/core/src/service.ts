@@ -2,16 +2,20 @@ import { container, inject, injectable, instanceCachingFactory } from 'tsyringe'
 import type { GenerationView, ModelInfo } from './domain/types.js';
 import { Batches } from './use-cases/batches.js';
 import { Accounts } from './use-cases/accounts.js';
+import { Organizations } from './use-cases/organizations.js';
 import { CachedApiKeyResolver } from './use-cases/api-key-cache.js';
 import { ExpiringReads } from './lifecycle/expiring-reads.js';
 import { FileUrlSigner } from './domain/file-urls.js';
 import { Background } from './runner/background.js';
 import { Generations } from './use-cases/generations.js';
 import { Uploads } from './use-cases/uploads.js';
+import { MediaReader } from './runner/media-reader.js';
+import { UploadExpiry } from './lifecycle/upload-expiry.js';
 import { Access } from './http/access.js';
 import { FilesRoute } from './http/files-route.js';
 import { HealthRoute } from './http/health.js';
 import { Fallbacks } from './runner/fallbacks.js';
+import { CapacityGate } from './runner/capacity-gate.js';
 import { HttpHandler } from './http/handler.js';
 import { OpenApiRoute } from './http/openapi-route.js';
 import { PlaygroundRoute } from './http/playground.js';
@@ -25,6 +29,8 @@ import { Maintenance } from './runner/maintenance.js';
 import { Recovery, type RecoveryReport } from './lifecycle/recovery.js';
 import { GenerationLog } from './lifecycle/generation-log.js';
 import { LifecycleObserver } from './lifecycle/observer.js';
+import { RecentFailures } from './lifecycle/recent-failures.js';
+import { Operations, QueueHealth } from './use-cases/operations.js';
 import { BatchCompletion } from './lifecycle/batch-completion.js';
 import { Creation } from './lifecycle/creation.js';
 import { Cancellation } from './lifecycle/cancellation.js';
@@ -41,17 +47,20 @@ import { WebhookOutbox } from './push/webhook-outbox.js';
 import { WebhookPump } from './push/webhook-pump.js';
 import { WebhookUse } from './push/webhook-use.js';
 import { Admission } from './use-cases/admission.js';
+import { FileReferences } from './use-cases/file-references.js';
 import { IdempotentCreates } from './use-cases/idempotent.js';
 import { GenerationReads } from './use-cases/generation-reads.js';
 import type { GenerationStore } from './ports/store.js';
 import {
   MemoryApiKeyStore,
+  MemoryCapacityStore,
   MemoryAuditLog,
   MemoryBlobStore,
   MemoryGenerationStore,
   MemoryIdempotencyStore,
   MemoryLedger,
   MemoryWebhookStore,
+  MemoryUploadStore,
 } from './memory/index.js';
 import type { GenerationServiceOptions } from './options.js';
 import { resolveOptions } from './options-schema.js';
@@ -63,7 +72,10 @@ import { EventFeed, InProcessNotifier } from './push/event-feed.js';
 import { LiveStatus } from './push/live-status.js';
 import { defaultWebhookTransport, defaultWebhookUrlCheck } from './push/webhook-transport.js';
 import { Webhooks } from './push/webhooks.js';
+import { EndpointHealth } from './push/endpoint-health.js';
+import { WebhookEndpoints } from './use-cases/webhook-endpoints.js';
 import { Runner } from './runner/runner.js';
+import { QueuePositions } from './runner/queue-positions.js';
 import { InProcessQueue } from './runner/in-process-queue.js';
 import type {
   CancelOutcome,
@@ -98,6 +110,7 @@ export class GenerationServiceImpl implements GenerationService {
     @inject(Background) private readonly background: Background,
     @inject(Accounts) readonly accounts: Accounts,
     @inject(Batches) readonly batches: Batches,
+    @inject(WebhookEndpoints) readonly webhookEndpoints: WebhookEndpoints,
   ) {}
 
   get bodyLimit(): number {
@@ -110,6 +123,10 @@ export class GenerationServiceImpl implements GenerationService {
 
   get servesOpenAi(): boolean {
     return this.http.servesOpenAi;
+  }
+
+  get servesConsole(): boolean {
+    return this.http.servesConsole;
   }
 
   listModels(): ModelInfo[] {
@@ -217,6 +234,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   port(TOKENS.Blobs, options.blobs, () => new MemoryBlobStore());
   port(TOKENS.Idempotency, options.idempotency, () => new MemoryIdempotencyStore());
   port(TOKENS.Queue, options.queue, () => new InProcessQueue({ clock }));
+  port(TOKENS.Capacity, options.capacity, () => new MemoryCapacityStore());
   port(TOKENS.ApiKeys, options.apiKeys, () => new MemoryApiKeyStore({ clock }));
   // The host's key store itself, for Accounts: keys are managed there, never in the cache in front of it.
   const keyStore = c.resolve<ApiKeyResolver>(TOKENS.ApiKeys);
@@ -230,6 +248,7 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   c.register(FileUrlSigner, { useFactory: instanceCachingFactory(() => new FileUrlSigner(resolved.fileUrls.secret, resolved.fileUrls.ttlSeconds)) });
   port(TOKENS.Notifier, options.push?.notifier, () => new InProcessNotifier());
   port(TOKENS.WebhookStore, options.webhookStore, () => new MemoryWebhookStore());
+  port(TOKENS.UploadStore, options.uploadStore, () => new MemoryUploadStore());
   c.register(TOKENS.WebhookTransport, { useValue: defaultWebhookTransport(resolved.webhooks) });
   c.register(TOKENS.WebhookUrlCheck, { useValue: defaultWebhookUrlCheck(resolved.webhooks) });
   // One instance of every class per service (tsyringe's default, transient, would give each dependent its own store,
@@ -242,11 +261,13 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     // push/: webhooks (owner-facing), whether any is in use, their outbox, its delivery, and the loop that runs both
     WebhookUse,
     Webhooks,
+    EndpointHealth,
     WebhookSender,
     WebhookOutbox,
     WebhookPump,
     // lifecycle/: the state machine and its money, and what asks it
     GenerationLog,
+    RecentFailures,
     LifecycleObserver,
     BatchCompletion,
     Lifecycle,
@@ -255,9 +276,13 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Cleanup,
     Deletion,
     Recovery,
+    UploadExpiry,
     // runner/
+    QueuePositions,
     Fallbacks,
+    CapacityGate,
     ProviderCalls,
+    MediaReader,
     Results,
     RemoteJobs,
     LeaseKeeper,
@@ -267,12 +292,17 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Maintenance,
     Background,
     // use-cases/
+    FileReferences,
     Admission,
     IdempotentCreates,
     GenerationReads,
     Generations,
     Batches,
+    Organizations,
     Accounts,
+    Operations,
+    QueueHealth,
+    WebhookEndpoints,
     // openai/: the OpenAI-compatible surface (docs/openai-compatible.md)
     OpenAiFiles,
     OpenAiJobs,
@@ -295,9 +325,12 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
         generations: r.resolve(Generations),
         batches: r.resolve(Batches),
         accounts: r.resolve(Accounts),
+        operations: r.resolve(Operations),
+        queueHealth: r.resolve(QueueHealth),
         uploads: r.resolve(Uploads),
         live: r.resolve(LiveStatus),
         webhooks: r.resolve(Webhooks),
+        webhookEndpoints: r.resolve(WebhookEndpoints),
         views: r.resolve(Views),
         openai: r.resolve(OpenAi),
         files: r.resolve(FilesRoute),

@@ -15,6 +15,8 @@ import { inject, injectable } from 'tsyringe';
 import { activeContext, contextOfHeaders, contextOfTraceparent, continuedContext, currentTraceparent, runInContext, traceHeaders, traceparentOf } from './trace-context.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { TOKENS } from './tokens.js';
+import type { Clock } from './ports/clock.js';
+import { RecentMean } from './domain/recent-mean.js';
 
 export { activeContext, contextOfHeaders, contextOfTraceparent, continuedContext, currentTraceparent, traceHeaders, traceparentOf };
 
@@ -88,6 +90,9 @@ export class Telemetry {
   private readonly http = new Tally();
   private readonly httpByRoute = new Map<string, Map<number, TallyEntry>>();
   private inFlight = 0;
+  private readonly clock: Clock;
+  /** This instance's recent run times (ms), for the queue's wait estimate. */
+  private readonly recentRuns = new RecentMean(50);
   private readonly runSeconds: Histogram;
   private readonly queueWaitSeconds: Histogram;
   private readonly deliverySeconds: Histogram;
@@ -97,6 +102,7 @@ export class Telemetry {
   private readonly models = new Map<string, Attributes>();
 
   constructor(@inject(TOKENS.Options) options: ResolvedServiceOptions) {
+    this.clock = options.clock;
     const meter: Meter = (options.telemetry.meterProvider ?? metrics.getMeterProvider()).getMeter(TELEMETRY_SCOPE);
     this.tracer = (options.telemetry.tracerProvider ?? trace.getTracerProvider()).getTracer(TELEMETRY_SCOPE);
     const seconds = { unit: 's', advice: { explicitBucketBoundaries: SECONDS_BUCKETS } };
@@ -149,8 +155,22 @@ export class Telemetry {
     if (runMs !== undefined) this.runSeconds.record(Math.max(0, runMs) / 1000, this.model(modelId));
   }
 
-  running(delta: 1 | -1): void {
-    this.inFlight += delta;
+  /**
+   * A run starts (the running gauge); the answer ends it, and its time joins this instance's recent run times (the
+   * queue position's wait estimate: `recentRunMs`).
+   */
+  running(): () => void {
+    this.inFlight += 1;
+    const from = this.clock.now();
+    return () => {
+      this.inFlight -= 1;
+      this.recentRuns.record(this.clock.now() - from);
+    };
+  }
+
+  /** The mean time of this instance's last 50 runs (ms); undefined before the first. */
+  get recentRunMs(): number | undefined {
+    return this.recentRuns.mean;
   }
 
   webhookDelivery(outcome: string, ms: number): void {

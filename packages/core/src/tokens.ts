@@ -17,9 +17,11 @@ export const TOKENS = {
   AuditLog: Symbol('genservice.AuditLog'),
   Blobs: Symbol('genservice.BlobStore'),
   Queue: Symbol('genservice.JobQueue'),
+  Capacity: Symbol('genservice.CapacityStore'),
   Idempotency: Symbol('genservice.IdempotencyStore'),
   Notifier: Symbol('genservice.Notifier'),
   WebhookStore: Symbol('genservice.WebhookStore'),
+  UploadStore: Symbol('genservice.UploadStore'),
   WebhookTransport: Symbol('genservice.WebhookTransport'),
   WebhookUrlCheck: Symbol('genservice.WebhookUrlCheck'),
 } as const;

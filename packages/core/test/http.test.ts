@@ -129,6 +129,7 @@ describe('HttpHandler', () => {
     expect(Object.keys(doc.paths).sort()).toEqual(
       [
         '/v1/balance',
+        '/v1/keys',
         '/v1/batches',
         '/v1/batches/{id}',
         '/v1/batches/{id}/cancel',
@@ -147,11 +148,30 @@ describe('HttpHandler', () => {
         '/v1/usage',
         '/v1/webhooks/secret',
         '/v1/webhooks/secret/rotate',
+        '/v1/webhook-endpoints',
+        '/v1/webhook-endpoints/{id}',
+        '/v1/webhook-endpoints/{id}/rotate-secret',
+        '/v1/webhook-endpoints/{id}/deliveries',
+        '/v1/webhook-endpoints/{id}/deliveries/{deliveryId}/replay',
         '/v1/admin/users',
         '/v1/admin/users/{userId}/credits',
         '/v1/admin/users/{userId}/keys',
         '/v1/admin/keys/{keyId}',
         '/v1/admin/audit',
+        '/v1/admin/organizations',
+        '/v1/admin/organizations/{organizationId}',
+        '/v1/admin/organizations/{organizationId}/members',
+        '/v1/admin/organizations/{organizationId}/members/{userId}',
+        '/v1/admin/organizations/{organizationId}/usage',
+        // The operator console's reads (issue 41).
+        '/v1/admin/users/{userId}',
+        '/v1/admin/users/{userId}/usage',
+        '/v1/admin/users/{userId}/generations',
+        '/v1/admin/users/{userId}/generations/{id}',
+        '/v1/admin/users/{userId}/webhook-endpoints',
+        '/v1/admin/users/{userId}/webhook-endpoints/{id}/deliveries',
+        '/v1/admin/users/{userId}/webhook-endpoints/{id}/deliveries/{deliveryId}/replay',
+        '/v1/admin/queue',
       ].sort(),
     );
     const body = doc.paths['/v1/generations'].post.requestBody.content['application/json'].schema;

@@ -29,6 +29,36 @@ const settings = (over: Partial<RunnerSettings> = {}): RunnerSettings => ({
 const tick = () => new Promise((r) => setImmediate(r));
 
 describe('InProcessQueue on p-queue', () => {
+  it("with 10,000 queued for an organisation of weight 5, another organisation's next job waits at most one job per slot", async () => {
+    const q = new InProcessQueue();
+    const g = gated();
+    const c = 4;
+    await q.start(g.handler, settings({ concurrency: c }));
+    for (let i = 0; i < 10_000; i++) await q.enqueue({ generationId: `big-${i}`, modelId: 'm', ownerId: 'big-user', organizationId: 'big', weight: 5 });
+    expect(g.started).toHaveLength(c);
+    await q.enqueue({ generationId: 'small', modelId: 'm', ownerId: 'small-user', organizationId: 'small', weight: 1 });
+    expect((await q.position('small'))?.aheadOfYou).toBeLessThanOrEqual(c);
+    // Each freed slot takes the next job in the fair order: the small organisation's comes within one round.
+    for (let i = 0; i < c + 1 && !g.started.includes('small'); i++) {
+      g.release.get(g.started[i]!)!();
+      await tick();
+    }
+    expect(g.started).toContain('small');
+    expect(g.started.indexOf('small') - c).toBeLessThanOrEqual(c);
+    await q.stop({ timeoutMs: 10 });
+  });
+
+  it('a job of an organisation keeps its fields on its way to the handler (organisation, weight, priority)', async () => {
+    const q = new InProcessQueue();
+    const seen: Job[] = [];
+    await q.start(async (job) => void seen.push(job), settings());
+    const job: Job = { generationId: 'g', modelId: 'm', ownerId: 'u', organizationId: 'o', weight: 2, priority: 'high' };
+    await q.enqueue(job);
+    await tick();
+    expect(seen).toEqual([job]);
+    await q.stop({ timeoutMs: 10 });
+  });
+
   it('holds jobs until start (paused), then runs at most `concurrency` at once and the next as one ends', async () => {
     const q = new InProcessQueue();
     const g = gated();

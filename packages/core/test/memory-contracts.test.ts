@@ -6,12 +6,13 @@ import {
   InProcessQueue,
   MemoryApiKeyStore,
   MemoryAuditLog,
+  MemoryCapacityStore,
   MemoryBlobStore,
   MemoryGenerationStore,
   MemoryIdempotencyStore,
   MemoryLedger,
 } from '@genservice/core';
-import { runAuditLogContract, runBlobStoreContract, runPortContracts, runQueueContract } from '@genservice/testing';
+import { runAuditLogContract, runBlobStoreContract, runCapacityContract, runPortContracts, runQueueContract } from '@genservice/testing';
 
 runPortContracts('memory', async () => ({
   store: new MemoryGenerationStore(),
@@ -24,6 +25,8 @@ runPortContracts('memory', async () => ({
 runBlobStoreContract('memory', async () => ({ blobs: new MemoryBlobStore(), close: async () => undefined }));
 
 runAuditLogContract('memory', async () => ({ auditLog: new MemoryAuditLog(), close: async () => undefined }));
+
+runCapacityContract('memory', async () => ({ capacity: new MemoryCapacityStore(), close: async () => undefined }));
 
 runBlobStoreContract('disk', async () => {
   const directory = await mkdtemp(join(tmpdir(), 'genservice-blobs-'));

@@ -4,7 +4,7 @@ import { createOpenAI } from '@ai-sdk/openai';
 import { generateImage } from 'ai';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type GenerationService } from '@genservice/core';
+import { createGenerationService, MemoryApiKeyStore, MemoryLedger, MemoryUploadStore, type GenerationService } from '@genservice/core';
 import { bodyLimitsOf, handleNodeRequest, isApiPath, writeNodeResponse } from '@genservice/core/adapter';
 import { createDemoProvider, encodePng } from '@genservice/demo-models';
 
@@ -42,6 +42,7 @@ describe('the OpenAI-compatible surface with the official SDKs (issue 39)', () =
   let origin: string;
   const keys = new MemoryApiKeyStore();
   const ledger = new MemoryLedger();
+  const uploadStore = new MemoryUploadStore();
   const deliveries: Delivery[] = [];
   let deliveryArrived: (() => void) | undefined;
 
@@ -67,7 +68,9 @@ describe('the OpenAI-compatible surface with the official SDKs (issue 39)', () =
     });
     receiver = hook.server;
     service = createGenerationService({
-      providers: [createDemoProvider({ speed: 0.02, imageWorkers: 0, fetch: { allowPrivateNetworks: true } })],
+      uploadStore,
+      // Private addresses stay refused: the uploads are the service's own files, read from its blob store.
+      providers: [createDemoProvider({ speed: 0.02, imageWorkers: 0 })],
       apiKeys: keys,
       ledger,
       trustRequestHost: true,
@@ -138,10 +141,13 @@ describe('the OpenAI-compatible surface with the official SDKs (issue 39)', () =
   });
 
   it('images.edit uploads the images (multipart) and the model reads them through signed file URLs', async () => {
-    const { sdk } = await user(100);
+    const { sdk, userId } = await user(100);
     const png = encodePng({ width: 8, height: 8, data: new Uint8Array(8 * 8 * 4).fill(200) });
     const one = await sdk.images.edit({ model: 'demo-image-remix', prompt: 'tint it', image: await toFile(png, 'in.png', { type: 'image/png' }) });
     expect([...Buffer.from(one.data![0]!.b64_json!, 'base64').subarray(0, 4)]).toEqual(PNG_SIGNATURE);
+    // Recorded like any upload, so the clean-up deletes it once its link expired.
+    const recorded = await uploadStore.listExpiredBefore(Number.MAX_SAFE_INTEGER, 1000);
+    expect(recorded.filter((u) => u.ownerId === userId)).toEqual([expect.objectContaining({ mimeType: 'image/png', size: png.byteLength })]);
     const two = await sdk.images.edit({
       model: 'demo-image-remix',
       prompt: 'blend them',
@@ -221,8 +227,9 @@ describe('the OpenAI-compatible surface with the official SDKs (issue 39)', () =
     const broke = await poor.sdk.images.generate({ model: 'demo-image', prompt: 'x' }).catch((e: unknown) => e);
     expect(broke).toMatchObject({ status: 402, code: 'insufficient_quota', type: 'insufficient_quota' });
     const video = await sdk.videos.create({ model: 'demo-video', prompt: 'mine' });
-    for (const attempt of [other.sdk.videos.retrieve(video.id), other.sdk.videos.delete(video.id), other.sdk.videos.downloadContent(video.id)]) {
-      await expect(attempt).rejects.toMatchObject({ status: 404 });
+    // Each one awaited before the next starts: a rejection is never left without its handler meanwhile.
+    for (const attempt of [() => other.sdk.videos.retrieve(video.id), () => other.sdk.videos.delete(video.id), () => other.sdk.videos.downloadContent(video.id)]) {
+      await expect(attempt()).rejects.toMatchObject({ status: 404 });
     }
     const raw = await fetch(`${base}/openai/v1/nope`, { headers: { authorization: `Bearer ${other.key}` } });
     expect(raw.status).toBe(404);

@@ -5,8 +5,15 @@ import { openApiFixtureModels } from './fixtures/openapi-models.js';
 
 /**
  * The served OpenAPI document is derived from the route table. `fixtures/openapi-before.json` is the document the
- * service served before the route table existed (commit e3137eb, written with these models and options; since then only issue 37 added the `maximum` of token amounts, MAX_TOKENS, to four admin schemas, and issue 38 the failure code `storage_unavailable` to the `error.code` enum and the operation `POST /v1/uploads`): the table
- * must describe exactly the same paths, operations and schemas.
+ * service served before the route table existed (commit e3137eb, written with these models and options), plus only
+ * the additions made on purpose since, regenerated from the table each time: issue 37 the `maximum` of token amounts
+ * (MAX_TOKENS) in four admin schemas; issue 38 the failure code `storage_unavailable` and `POST /v1/uploads` (raw or
+ * multipart); issue 40 the admin organisation operations, `groupBy=member` and `userId` on usage, the organisation
+ * audit actions, `maxInFlight` of admin keys, a create's `priority` and `deadline`, a quote's `priority` and
+ * `multiplier`, the key scope `priority`, and the `queue` of a pending generation's details (and the stream's
+ * `event: queue`); issue 41 the `/v1/webhook-endpoints` operations and schemas, the audit action
+ * `webhook_endpoint.disable`, and the console's reads (`GET /v1/keys`, `GET /v1/admin/users...`, `GET /v1/admin/queue`).
+ * The table must describe exactly the same paths, operations and schemas.
  */
 const before = JSON.parse(readFileSync(new URL('./fixtures/openapi-before.json', import.meta.url), 'utf8')) as Record<string, any>;
 

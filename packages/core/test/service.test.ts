@@ -83,7 +83,7 @@ describe('createGenerationService', () => {
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'img', settings: { prompt: 'x' } });
     const done = await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'completed' });
-    expect(done.result).toMatch(/^http:\/\/files\.test\/api\/v1\/files\/[A-Za-z0-9_-]+\?exp=\d+&sig=[A-Za-z0-9_-]{43}$/);
+    expect(done.result).toMatch(/^http:\/\/files\.test\/api\/v1\/files\/[A-Za-z0-9_-]+\?exp=\d+&sig=[A-Za-z0-9_-]{43}&owner=[A-Za-z0-9_-]{43}$/);
     const res = await service.handle({ method: 'GET', path: done.result!.slice('http://files.test/api'.length), headers: {} });
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toBe('image/png');

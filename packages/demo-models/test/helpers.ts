@@ -1,5 +1,5 @@
 import type { GenerationContext } from '@genservice/core';
-import { silentLogger } from '@genservice/core';
+import { fetchMedia, silentLogger } from '@genservice/core';
 
 /** What a provider streamed through `ctx.output`. */
 export interface Streamed {
@@ -21,6 +21,8 @@ export function makeContext(signal: AbortSignal = new AbortController().signal, 
     progress: () => undefined,
     files: {
       put: () => Promise.reject(new Error('demo models return bytes, they never store files themselves')),
+      // No service around it: every URL goes through the outbound guard, as `fetchMedia` does.
+      fetch: (url, options) => fetchMedia(url, options),
     },
     logger: silentLogger,
   };

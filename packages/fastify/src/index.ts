@@ -1,6 +1,6 @@
 /**
  * Fastify 5 plugin for genservice: `app.register(genservicePlugin, { service, prefix: '/api' })` mounts the
- * generation API (`<prefix>/v1`, `<prefix>/playground`). Encapsulated on purpose (not wrapped in `fastify-plugin`):
+ * generation API (`<prefix>/v1`, `<prefix>/playground`, `<prefix>/console`). Encapsulated on purpose (not wrapped in `fastify-plugin`):
  * inside its own context every content-type parser is one that keeps the raw bytes, so core answers invalid JSON, size
  * limits and content types as on every other framework; the host's parsers, error handler and routes are untouched.
  * @module @genservice/fastify
@@ -32,7 +32,7 @@ export const genservicePlugin: FastifyPluginAsync<GenservicePluginOptions> = asy
     readRawBody(payload, mount.limits.bytes, request.headers['content-length'], mount.limits.timeoutMs).then((raw) => done(null, { raw } satisfies HostBody), done);
   });
   const handler = (request: FastifyRequest, reply: FastifyReply): void => answer(mount, request, reply, pathBelow(request, mount.prefix));
-  const paths = ['/v1', '/v1/*', '/playground', '/playground/*', '/healthz', '/readyz', ...(service.servesOpenAi ? ['/openai/v1', '/openai/v1/*'] : [])];
+  const paths = ['/v1', '/v1/*', '/playground', '/playground/*', '/healthz', '/readyz', ...(service.servesOpenAi ? ['/openai/v1', '/openai/v1/*'] : []), ...(service.servesConsole ? ['/console', '/console/*'] : [])];
   for (const path of paths) app.all(path, handler);
   // Paths under a (non-root) prefix that no route serves get genservice's JSON 404, as on every adapter.
   if (mount.prefix !== '') app.setNotFoundHandler(handler);
@@ -98,5 +98,5 @@ function pathBelow(request: FastifyRequest, prefix: string): string {
   const q = request.url.indexOf('?');
   const rest = (request.params as Record<string, string | undefined>)['*'];
   const url = request.routeOptions.url ?? '';
-  return `${url.includes('/playground') ? '/playground' : url.includes('/openai/v1') ? '/openai/v1' : '/v1'}${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : request.url.slice(q)}`;
+  return `${url.includes('/playground') ? '/playground' : url.includes('/console') ? '/console' : url.includes('/openai/v1') ? '/openai/v1' : '/v1'}${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : request.url.slice(q)}`;
 }

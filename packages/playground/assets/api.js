@@ -79,6 +79,34 @@ export class Api {
   }
 
   /**
+   * `POST v1/uploads`: the file as the raw body with its own type; answers `{ id, url, expiresAt }` as `data`.
+   * @param {File} file
+   * @returns {Promise<ApiAnswer>}
+   */
+  async upload(file) {
+    let res;
+    try {
+      res = await fetch(this.url('v1/uploads'), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${this.key()}`, 'content-type': file.type || 'application/octet-stream' },
+        body: file,
+        cache: 'no-store',
+      });
+    } catch {
+      return { ok: false, status: 0, data: null, error: { code: 'network', message: 'The service could not be reached.' }, headers: new Headers() };
+    }
+    const text = await res.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch {
+      data = null;
+    }
+    const error = res.ok ? null : (data && typeof data.error === 'object' && data.error) || { code: `http_${res.status}`, message: `The service answered ${res.status}.` };
+    return { ok: res.ok, status: res.status, data, error, headers: res.headers };
+  }
+
+  /**
    * Follows a generation's event stream (`GET v1/generations/:id/events`, read with fetch because it needs the
    * Authorization header). Calls `onEvent(name, data)` per event (a state's data is the item; `output` and `preview`
    * carry partial output: `{ delta }`, `{ url, mimeType }`); resolves `true` when the stream ended after a

@@ -54,10 +54,14 @@ const ui = {
 const api = new Api(apiBase(window.location), () => ui.key.value.trim());
 /** @type {Map<string, any>} */
 const models = new Map();
-const form = new SettingsForm(ui.fields, () => {
-  scheduleQuote();
-  showCode();
-});
+const form = new SettingsForm(
+  ui.fields,
+  () => {
+    scheduleQuote();
+    showCode();
+  },
+  (file) => api.upload(file),
+);
 const showTab = tabs(ui.resultTabs);
 let watching = null; // AbortController of the generation being followed
 let historyCursor = null;
@@ -330,11 +334,23 @@ function promptOf(model, settings) {
 
 // ------------------------------------------------------------------------------------------------ status and result
 
+/** A wait in seconds as words: `40 s`, `3 min`. */
+function formatWait(seconds) {
+  return seconds < 90 ? `${Math.max(1, Math.round(seconds))} s` : `${Math.round(seconds / 60)} min`;
+}
+
 function setStatus(item, model) {
   const label = h('span', { class: `badge ${item.status}`, text: item.status });
   const parts = [h('span', { text: 'Status: ' }), label];
   const title = model?.title ?? item.modelId;
   if (title) parts.push(h('span', { class: 'muted', text: ` · ${title}` }));
+  const q = item.queue;
+  if (item.status === 'pending' && q && typeof q.position === 'number') {
+    // Where it waits (details and the event stream carry it while pending); the estimate when the service has one.
+    const eta = typeof q.etaSeconds === 'number' ? `, about ${formatWait(q.etaSeconds)}` : '';
+    const ahead = q.aheadOfYou === 1 ? '1 ahead of you' : `${q.aheadOfYou} ahead of you`;
+    parts.push(h('span', { class: 'queue-position', 'data-position': String(q.position), text: ` · #${q.position} in the queue (${ahead}${eta})` }));
+  }
   const p = item.progress;
   if (p && typeof p.fraction === 'number' && item.status === 'processing') {
     parts.push(h('span', { text: ` · ${Math.round(p.fraction * 100)} %${p.message ? ` (${p.message})` : ''}` }));
@@ -369,6 +385,10 @@ async function watch(id, model, initial) {
     if (controller.signal.aborted) return;
     if (name === 'output') showPartial({ delta: data?.delta });
     else if (name === 'preview') showPartial({ preview: data });
+    // A move up the queue: the same item, with its new place.
+    else if (name === 'queue') {
+      if (last?.status === 'pending') onItem({ ...last, queue: data });
+    }
     else onItem(data);
   };
   const ended = await api.follow(id, onEvent, controller.signal);
@@ -454,11 +474,11 @@ async function showResult(item, model, signal) {
     // Not an http(s) URL (whatever the model's type claims): text, never a link or a media source.
     out.push(h('div', { class: 'text-result', tabindex: '0', role: 'region', 'aria-label': 'Generated text', text: item.result ?? '' }));
   } else if (type === 'image') {
-    out.push(h('figure', {}, [h('img', { src: item.result, alt: `Generated image (${title})`, class: 'media' }), h('figcaption', {}, [fileLink(item.result, 'Open the image')])]));
+    out.push(h('figure', {}, [h('img', { src: item.result, alt: `Generated image (${title})`, class: 'media' }), h('figcaption', {}, [fileLink(item.result, 'Open the image'), ...useAsInput(item.result, 'image')])]));
   } else if (type === 'video') {
-    out.push(h('figure', {}, [h('video', { src: item.result, controls: true, preload: 'metadata', class: 'media', 'aria-label': `Generated video (${title})` }), h('figcaption', {}, [fileLink(item.result, 'Download the video')])]));
+    out.push(h('figure', {}, [h('video', { src: item.result, controls: true, preload: 'metadata', class: 'media', 'aria-label': `Generated video (${title})` }), h('figcaption', {}, [fileLink(item.result, 'Download the video'), ...useAsInput(item.result, 'video')])]));
   } else if (type === 'audio') {
-    out.push(h('figure', {}, [h('audio', { src: item.result, controls: true, preload: 'metadata', 'aria-label': `Generated audio (${title})` }), h('figcaption', {}, [fileLink(item.result, 'Download the audio')])]));
+    out.push(h('figure', {}, [h('audio', { src: item.result, controls: true, preload: 'metadata', 'aria-label': `Generated audio (${title})` }), h('figcaption', {}, [fileLink(item.result, 'Download the audio'), ...useAsInput(item.result, 'audio')])]));
   } else if (type === '3d') {
     const canvas = h('canvas', { class: 'viewer', tabindex: '0', role: 'img', 'aria-label': `3D model (${title}): drag or use the arrow keys to turn it, + and - to zoom`, 'aria-describedby': 'viewer-hint' });
     const hint = h('p', { id: 'viewer-hint', class: 'hint', text: 'Drag, or focus the view and use the arrow keys to turn it; the wheel or + and - zoom.' });
@@ -476,6 +496,30 @@ async function showResult(item, model, signal) {
     out.push(h('p', {}, [fileLink(item.result, 'Open the result')]));
   }
   ui.result.replaceChildren(...out, priceLine(item));
+}
+
+/**
+ * "Use as input": a button that puts a result's URL into a media setting of its type: the shown model's, else the
+ * first model's that takes one (chosen for the caller). None when no model takes this type. The service takes the
+ * link as an input of its owner's generations only.
+ */
+function useAsInput(url, fieldType) {
+  const takes = (m) => m.settings.some((s) => s.fieldType === fieldType);
+  if (![...models.values()].some(takes)) return [];
+  const button = h('button', { type: 'button', class: 'small use-as-input', text: 'Use as input' });
+  button.setAttribute('aria-label', `Use as input: this ${fieldType}`);
+  button.addEventListener('click', () => {
+    const current = models.get(ui.model.value);
+    if (!current || !takes(current)) {
+      ui.model.value = [...models.values()].find(takes).modelId;
+      selectModel();
+    }
+    const name = form.mediaSetting(fieldType);
+    if (name === undefined) return;
+    form.addUrl(name, url);
+    form.fields.get(name)?.focus();
+  });
+  return [' ', button];
 }
 
 /** The reason a generation failed, from its details (`GET v1/generations/{id}/details` → `error`). */

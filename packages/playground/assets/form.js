@@ -23,16 +23,25 @@ function idPart(name) {
   return name.replace(/[^A-Za-z0-9_-]/g, (c) => `_${c.charCodeAt(0).toString(16)}`);
 }
 
+/** What a media setting's file picker offers first (any file can still be chosen; the service checks the type). */
+const ACCEPT = { image: 'image/*', audio: 'audio/*', video: 'video/*' };
+
 /**
  * @typedef {{ name: string, title: string, fieldType: string, required?: boolean, options?: string[] }} Descriptor
- * @typedef {{ descriptor: Descriptor, wrap: HTMLElement, error: HTMLElement, read(): unknown, focus(): void, inputs(): HTMLElement[] }} Field
+ * @typedef {{ descriptor: Descriptor, wrap: HTMLElement, error: HTMLElement, read(): unknown, focus(): void, inputs(): HTMLElement[], add?(url: string): void }} Field
+ * @typedef {(file: File) => Promise<{ ok: boolean, data: any, error: { message: string } | null }>} Uploader
  */
 
 export class SettingsForm {
-  /** @param {HTMLElement} container @param {() => void} onChange */
-  constructor(container, onChange) {
+  /**
+   * @param {HTMLElement} container
+   * @param {() => void} onChange
+   * @param {Uploader} [upload] sends a picked file (`POST v1/uploads`); without it media settings take URLs only
+   */
+  constructor(container, onChange, upload) {
     this.container = container;
     this.onChange = onChange;
+    this.upload = upload;
     /** @type {Map<string, Field>} */
     this.fields = new Map();
   }
@@ -85,7 +94,10 @@ export class SettingsForm {
     };
   }
 
-  /** A media setting: a list of URL inputs, one to start with, with add and remove buttons. */
+  /**
+   * A media setting: a list of URL inputs, one to start with, with add and remove buttons, and a file picker that
+   * uploads the file (`POST v1/uploads`) and puts its URL in the first empty row.
+   */
   mediaField(d) {
     const id = `setting-${idPart(d.name)}`;
     const errorId = `${id}-error`;
@@ -95,7 +107,12 @@ export class SettingsForm {
     if (d.required) legend.append(h('span', { class: 'req', 'aria-hidden': 'true', text: ' *' }), h('span', { class: 'sr-only', text: ' (required)' }));
     const add = h('button', { type: 'button', class: 'small', text: 'Add a URL' });
     add.setAttribute('aria-label', `Add a URL to ${d.title}`);
-    const wrap = h('fieldset', { class: 'field media', 'data-setting': d.name, 'aria-describedby': errorId }, [legend, list, add, error]);
+    const pickId = `${id}-file`;
+    const picker = h('input', { type: 'file', id: pickId, class: 'file-pick', accept: ACCEPT[d.fieldType], 'aria-describedby': errorId });
+    const pickLabel = h('label', { for: pickId, class: 'file-label', text: `Upload a file to ${d.title}` });
+    const pickStatus = h('p', { class: 'muted upload-status', role: 'status' });
+    const pick = h('div', { class: 'file-row', hidden: !this.upload }, [pickLabel, picker, pickStatus]);
+    const wrap = h('fieldset', { class: 'field media', 'data-setting': d.name, 'aria-describedby': errorId }, [legend, list, add, pick, error]);
     const renumber = () => {
       [...list.children].forEach((li, i) => {
         const input = li.querySelector('input');
@@ -127,10 +144,44 @@ export class SettingsForm {
     };
     add.addEventListener('click', () => addRow(true));
     addRow(false);
+    /** Puts a URL in the first empty row, or a new row. */
+    const fill = (url) => {
+      let input = [...list.querySelectorAll('input')].find((i) => i.value.trim() === '');
+      if (!input) {
+        addRow(false);
+        input = list.lastElementChild.querySelector('input');
+      }
+      input.value = url;
+      input.removeAttribute('aria-invalid');
+      this.onChange();
+    };
+    picker.addEventListener('change', async () => {
+      const file = picker.files?.[0];
+      if (!file || !this.upload) return;
+      error.hidden = true;
+      pickStatus.textContent = `Uploading ${file.name}…`;
+      picker.disabled = true;
+      try {
+        const answer = await this.upload(file);
+        if (!answer.ok) {
+          pickStatus.textContent = '';
+          error.textContent = `${file.name} was not uploaded: ${answer.error?.message ?? 'the service refused it.'}`;
+          error.hidden = false;
+          return;
+        }
+        fill(answer.data.url);
+        const until = new Date(answer.data.expiresAt);
+        pickStatus.textContent = `Uploaded ${file.name}${Number.isNaN(until.getTime()) ? '' : `; its link works until ${until.toLocaleTimeString(undefined, { timeStyle: 'short' })}`}.`;
+      } finally {
+        picker.disabled = false;
+        picker.value = '';
+      }
+    });
     return {
       descriptor: d,
       wrap,
       error,
+      add: fill,
       read: () => {
         const urls = [...list.querySelectorAll('input')].map((i) => i.value.trim()).filter(Boolean);
         return urls.length ? urls : undefined;
@@ -138,6 +189,20 @@ export class SettingsForm {
       focus: () => list.querySelector('input')?.focus(),
       inputs: () => [...list.querySelectorAll('input')],
     };
+  }
+
+  /** The name of the first media setting of this type (`image`, `audio`, ...), or undefined. */
+  mediaSetting(fieldType) {
+    for (const [name, f] of this.fields) if (f.descriptor.fieldType === fieldType && f.add) return name;
+    return undefined;
+  }
+
+  /** Puts `url` in the media setting `name` (its first empty row, or a new one) and focuses it. */
+  addUrl(name, url) {
+    const f = this.fields.get(name);
+    if (!f?.add) return;
+    f.add(url);
+    f.wrap.scrollIntoView?.({ block: 'nearest' });
   }
 
   /** The `settings` object of a create: only what the user filled in (the model's defaults apply to the rest). */

@@ -16,7 +16,8 @@
  * // open http://localhost:3000/api/playground/ and paste an API key
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { extname, join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** One file of the page, as core serves it. */
@@ -68,4 +69,47 @@ export function playgroundAssetPaths(): string[] {
 export function readPlaygroundAsset(path: string): PlaygroundAsset | null {
   files ??= load();
   return files.get(path) ?? null;
+}
+
+/** The console's files ship in `assets/console/`, beside the playground's. */
+export const CONSOLE_ASSET_DIR: string = fileURLToPath(new URL('../assets/console/', import.meta.url));
+
+let consoleFiles: Map<string, PlaygroundAsset> | undefined;
+
+/**
+ * The console's table: its own files, `/` (the operator console, `index.html`), `/me` (the user's page, `me.html`)
+ * and `/chart.js`, Chart.js 4's UMD build read from the chart.js package this package depends on (served by the
+ * service itself: the page loads nothing from any other origin).
+ */
+function loadConsole(): Map<string, PlaygroundAsset> {
+  const table = new Map<string, PlaygroundAsset>();
+  for (const name of readdirSync(CONSOLE_ASSET_DIR)) {
+    const contentType = CONTENT_TYPES[extname(name)];
+    if (!contentType) continue;
+    table.set(`/${name}`, { contentType, body: new Uint8Array(readFileSync(join(CONSOLE_ASSET_DIR, name))) });
+  }
+  const index = table.get('/index.html');
+  const me = table.get('/me.html');
+  if (!index || !me) throw new Error(`@genservice/playground: ${CONSOLE_ASSET_DIR} has no index.html or me.html (a broken install?)`);
+  table.set('/', index);
+  table.set('/me', me);
+  // `chart.js` resolves to its CommonJS build in dist/ (the package exports no other path); the UMD build is beside it.
+  const chartDir = dirname(createRequire(import.meta.url).resolve('chart.js'));
+  table.set('/chart.js', { contentType: CONTENT_TYPES['.js']!, body: new Uint8Array(readFileSync(join(chartDir, 'chart.umd.min.js'))) });
+  return table;
+}
+
+/** The names the console is served under (`/` is the operator console, `/me` the user's page). */
+export function consoleAssetPaths(): string[] {
+  consoleFiles ??= loadConsole();
+  return [...consoleFiles.keys()];
+}
+
+/**
+ * One file of the console by its path below `<mount>/console` (`/`, `/me`, `/console.js`, ...), or `null`: an exact
+ * match in the table of shipped files, as `readPlaygroundAsset`.
+ */
+export function readConsoleAsset(path: string): PlaygroundAsset | null {
+  consoleFiles ??= loadConsole();
+  return consoleFiles.get(path) ?? null;
 }

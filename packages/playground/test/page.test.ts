@@ -143,7 +143,7 @@ describe('the playground page on the Express example host', () => {
     await page.getByRole('button', { name: /^Add a URL to Input images/ }).click();
     await page.getByLabel('Input images (PNG is decoded; other formats seed a pattern) URL 2', { exact: true }).fill(imageUrl);
     await page.getByRole('button', { name: /^Remove Input images .* URL 2$/ }).click();
-    expect(await page.locator('[data-setting="images"] input').count()).toBe(1);
+    expect(await page.locator('[data-setting="images"] input[type="url"]').count()).toBe(1);
     expect(await generate(page, 'demo-image-remix', {})).toBe('completed');
     await expect.poll(() => page.locator('#result img').evaluate((el: HTMLImageElement) => el.complete && el.naturalWidth > 0)).toBe(true);
     await keepScreenshot(page, 'image-remix');

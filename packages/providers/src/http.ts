@@ -95,6 +95,15 @@ export async function readStatus<T>(read: () => Promise<T>, ctx: GenerationConte
   }
 }
 
+/** A `Retry-After` header in ms: delta-seconds, or an HTTP date (from now); undefined when absent or unreadable. */
+export function retryAfterOf(header: string | null): number | undefined {
+  if (header === null) return undefined;
+  const text = header.trim();
+  if (/^\d+$/.test(text)) return Math.min(Number(text), 86_400) * 1000;
+  const at = Date.parse(text);
+  return Number.isFinite(at) ? Math.max(0, Math.min(at - Date.now(), 86_400_000)) : undefined;
+}
+
 function truncate(text: string, max = 300): string {
   return text.length > max ? `${text.slice(0, max)}...` : text;
 }
@@ -172,11 +181,14 @@ export async function callUpstream(
   }
   if (res.ok) return parsed;
   const retryable = res.status === 429 || res.status >= 500;
+  // A 429's Retry-After pauses the provider's lane and the generation waits for it, spending no attempt.
+  const retryAfterMs = res.status === 429 ? retryAfterOf(res.headers.get('retry-after')) : undefined;
   const detail = redact(explain(parsed), upstream.secret);
   // On a submit, 400 and 422 mean the upstream refused this input (a validation error): the settings were unusable.
   const refusedInput = options.inputErrors === true && (res.status === 400 || res.status === 422);
   throw new ProviderError(`${upstream.name}: ${method} ${path} answered ${res.status}${detail ? `: ${detail}` : ''}`, {
     retryable,
+    ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
     ...(refusedInput ? { code: 'invalid_input' as const } : {}),
     publicMessage:
       res.status === 401 || res.status === 403

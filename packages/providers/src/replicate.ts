@@ -1,3 +1,4 @@
+import type { ProviderCapacity } from '@genservice/core/ports';
 import {
   ProviderError,
   type GenerationContext,
@@ -39,6 +40,11 @@ export interface ReplicateProviderOptions {
   results?: ResultFetchOptions;
   /** Default: the global fetch. */
   fetch?: typeof fetch;
+  /**
+   * The account's limits (`{ lane: 'NAME:account', concurrency, requestsPerMinute }`): every instance keeps its
+   * calls (each submit and each status read) within them; see docs/writing-a-provider.md.
+   */
+  capacity?: ProviderCapacity;
 }
 
 /** What the runner stores for a Replicate generation: the prediction's id, and which of the models it runs. */
@@ -108,6 +114,7 @@ export function createReplicateProvider(options: ReplicateProviderOptions): Remo
 
   return {
     models: options.models.map(definitionOf),
+    ...(options.capacity ? { capacity: options.capacity } : {}),
 
     async start(input: GenerationInput, ctx: GenerationContext) {
       const model = modelOf(input.model.modelId);

@@ -7,10 +7,12 @@ import {
   type JobHandler,
   type JobQueue,
   type Logger,
+  type QueuePosition,
   type QueueStopOptions,
   type RunnerSettings,
+  fairLineOf,
 } from '@genservice/core/ports';
-import { installFairAdd, MAX_PRIORITY, OWNERS_SUFFIX } from './fair-add.js';
+import { FAIR_PLACE_LUA, FAIR_RELEASE_LUA, FAIR_SUFFIX, installFairAdd, POSITION_LUA } from './fair-add.js';
 
 export interface BullMQQueueOptions {
   /**
@@ -53,15 +55,6 @@ class QueueStoppedError extends Error {
 }
 
 const JOB_NAME = 'generation';
-/**
- * Decrements owners' waiting counts (ARGV: owner, by, owner, by, ...), never below zero, and drops a field at zero (so
- * the hash holds only owners with waiting work).
- */
-const RELEASE_SLOTS = `for i = 1, #ARGV, 2 do
-  local n = redis.call('HINCRBY', KEYS[1], ARGV[i], -tonumber(ARGV[i + 1]))
-  if n <= 0 then redis.call('HDEL', KEYS[1], ARGV[i]) end
-end
-return 0`;
 /** After the stop deadline aborted the running jobs: how long they get to wind down before we stop waiting. */
 const ABORT_GRACE_MS = 1000;
 /** After that: how long BullMQ gets to hand the unfinished jobs back to Redis and close its connections. */
@@ -71,23 +64,38 @@ const RUN_RETRY_DELAY_MS = 1000;
 
 /** The ioredis commands used beside BullMQ's own (its client type does not declare them). */
 interface RedisCommands {
-  hincrby(key: string, field: string, by: number): Promise<number>;
   ping(): Promise<string>;
   defineCommand(name: string, definition: { numberOfKeys: number; lua: string }): void;
-  [RELEASE_COMMAND]?: (key: string, ...ownerAndCount: string[]) => Promise<unknown>;
+  [RELEASE_COMMAND]?: (key: string, ...lineMemberTenantPriority: string[]) => Promise<unknown>;
+  [PLACE_COMMAND]?: (key: string, prioritized: string, data: string) => Promise<number>;
+  [POSITION_COMMAND]?: (key: string, jobId: string) => Promise<number>;
 }
 
 /** How long started jobs are gathered before they are counted out of their owners' lines in one command. */
 const RELEASE_WINDOW_MS = 5;
 
-/** RELEASE_SLOTS as a command of the connection: sent by its SHA (EVALSHA), not as the script's text every time. */
-const RELEASE_COMMAND = 'genserviceReleaseSlots';
+/** The fair order's scripts as commands of the connection: sent by their SHA (EVALSHA), not as text every time. */
+const RELEASE_COMMAND = 'genserviceFairRelease';
+const PLACE_COMMAND = 'genserviceFairPlace';
+const POSITION_COMMAND = 'genservicePosition';
 
-function releaseSlots(client: RedisCommands, key: string, counts: Map<string, number>): Promise<unknown> {
-  if (typeof client[RELEASE_COMMAND] !== 'function') client.defineCommand(RELEASE_COMMAND, { numberOfKeys: 1, lua: RELEASE_SLOTS });
-  const args: string[] = [];
-  for (const [owner, n] of counts) args.push(owner, String(n));
-  return client[RELEASE_COMMAND]!(key, ...args);
+function defineCommands(client: RedisCommands): void {
+  if (typeof client[RELEASE_COMMAND] === 'function') return;
+  client.defineCommand(RELEASE_COMMAND, { numberOfKeys: 1, lua: FAIR_RELEASE_LUA });
+  client.defineCommand(PLACE_COMMAND, { numberOfKeys: 2, lua: FAIR_PLACE_LUA });
+  client.defineCommand(POSITION_COMMAND, { numberOfKeys: 1, lua: POSITION_LUA });
+}
+
+/** Counts started jobs out of their lines: `starts` holds line, member and tenant for each. */
+function releaseSlots(client: RedisCommands, key: string, starts: string[]): Promise<unknown> {
+  defineCommands(client);
+  return client[RELEASE_COMMAND]!(key, ...starts);
+}
+
+/** The release arguments of one started job. */
+function startOf(data: Job): string[] {
+  const line = fairLineOf(data);
+  return [line.line, line.member, line.tenant];
 }
 
 interface OpenQueue {
@@ -100,8 +108,8 @@ interface OpenQueue {
   fair: Promise<boolean> | boolean | undefined;
   /** The connection's client once it is known (so a job does not wait a tick for an already resolved promise). */
   client?: RedisCommands;
-  /** Jobs that started, by owner, not yet counted out of their owners' lines in Redis. */
-  releases: Map<string, number>;
+  /** Jobs that started, not yet counted out of their lines in Redis (three arguments each, see `startOf`). */
+  releases: string[];
   /** Became ready at least once; after that the offline queue being off makes commands fail fast by themselves. */
   ready: boolean;
   lastError: unknown;
@@ -183,24 +191,23 @@ export class BullMQQueue implements JobQueue {
   }
 
   /**
-   * Counts a job out of its owner's line, together with the others that start within RELEASE_WINDOW_MS: one command
-   * for all of them. Until then the owner's count is that many too high, so its next jobs queue that much further
-   * back (never ahead of anyone).
+   * Counts a job out of its line, together with the others that start within RELEASE_WINDOW_MS: one command for all
+   * of them. Until then its line's count is that many too high, so the line's next jobs queue that much further back
+   * (never ahead of anyone).
    */
-  private release(open: OpenQueue, owner: string): void {
-    open.releases.set(owner, (open.releases.get(owner) ?? 0) + 1);
-    if (open.releases.size === 1 && open.releases.get(owner) === 1) {
+  private release(open: OpenQueue, data: Job): void {
+    open.releases.push(...startOf(data));
+    if (open.releases.length === 3) {
       setTimeout(() => void this.flushReleases(open), RELEASE_WINDOW_MS).unref?.();
     }
   }
 
   private async flushReleases(open: OpenQueue): Promise<void> {
-    const counts = new Map(open.releases);
-    open.releases.clear();
-    if (counts.size === 0) return;
+    const starts = open.releases.splice(0);
+    if (starts.length === 0) return;
     try {
       const client = open.client ?? ((await open.queue.client) as unknown as RedisCommands);
-      await releaseSlots(client, this.ownersKey(), counts);
+      await releaseSlots(client, this.fairKey(), starts);
     } catch (err) {
       // The counts stay high until these owners' lines empty; their jobs still run, only ordered a little later.
       this.report('queue', err);
@@ -238,7 +245,7 @@ export class BullMQQueue implements JobQueue {
       // that may never come: the create answers 503 and nothing stays reserved.
       connection: { ...this.base, enableOfflineQueue: false, maxRetriesPerRequest: 1 },
     });
-    const open: OpenQueue = { queue, ready: false, lastError: undefined, fair: undefined, releases: new Map() };
+    const open: OpenQueue = { queue, ready: false, lastError: undefined, fair: undefined, releases: [] };
     this.installFair(open);
     queue.client.then(
       (client) => {
@@ -268,7 +275,14 @@ export class BullMQQueue implements JobQueue {
       // Never connected and the last attempt failed: answer now rather than after the timeout.
       throw new UnavailableError(`Redis is unreachable: ${message(open.lastError)}`, { cause: open.lastError });
     }
-    const data: Job = { generationId: job.generationId, modelId: job.modelId, ...(job.ownerId !== undefined ? { ownerId: job.ownerId } : {}) };
+    const data: Job = {
+      generationId: job.generationId,
+      modelId: job.modelId,
+      ...(job.ownerId !== undefined ? { ownerId: job.ownerId } : {}),
+      ...(job.organizationId !== undefined ? { organizationId: job.organizationId } : {}),
+      ...(job.weight !== undefined ? { weight: job.weight } : {}),
+      ...(job.priority !== undefined ? { priority: job.priority } : {}),
+    };
     // The create's trace context travels in the job's data, so the run on another instance continues it whole; a
     // remote job's next check, enqueued from inside its running job, carries that job's.
     const trace = job.trace ?? this.carried.get(job.generationId);
@@ -292,9 +306,13 @@ export class BullMQQueue implements JobQueue {
     }
   }
 
-  /** Redis hash of waiting jobs per owner: a job's priority is its place in its owner's line (fairness). */
-  private ownersKey(): string {
-    return `${this.prefix ?? 'bull'}:${this.name}:${OWNERS_SUFFIX}`;
+  /** Redis hash of the fair order's counts: a job's priority is its tag in that order (see fair-add.ts). */
+  private prioritizedKey(): string {
+    return `${this.prefix ?? 'bull'}:${this.name}:prioritized`;
+  }
+
+  private fairKey(): string {
+    return `${this.prefix ?? 'bull'}:${this.name}:${FAIR_SUFFIX}`;
   }
 
   private async add(open: OpenQueue, data: Job, fresh: boolean, delayMs: number): Promise<void> {
@@ -311,27 +329,27 @@ export class BullMQQueue implements JobQueue {
       const state = await queue.getJobState(data.generationId);
       if (state === 'failed' || state === 'completed') await queue.remove(data.generationId);
     }
-    // Round-robin across owners: an owner's k-th waiting job gets priority k, and BullMQ runs lower priorities first
-    // (FIFO within one), so every owner's first waiting job comes before anyone's second.
+    // The fair order: a job's priority is its tag (weighted across organisations, round-robin across users, by
+    // priority), and BullMQ runs lower priorities first (FIFO within one).
     if (!delayed && (open.fair === true || (open.fair !== false && (await (open.fair ?? this.installFair(open)))))) {
-      // One round trip: this connection's addPrioritizedJob counts the owner's place and makes it the priority (the
-      // 1 here only makes BullMQ choose that script; see fair-add.ts).
+      // One round trip: this connection's addPrioritizedJob counts the job into its line and makes its tag the
+      // priority (the 1 here only makes BullMQ choose that script; see fair-add.ts).
       await queue.add(JOB_NAME, data, { jobId, priority: 1, removeOnComplete: true, removeOnFail: { age: 86_400 } });
       return;
     }
-    const owner = data.ownerId ?? '';
     const client = (await queue.client) as unknown as RedisCommands;
-    const place = await client.hincrby(this.ownersKey(), owner, 1);
+    defineCommands(client);
+    const priority = Number(await client[PLACE_COMMAND]!(this.fairKey(), this.prioritizedKey(), JSON.stringify(data)));
     try {
       await queue.add(JOB_NAME, data, {
         jobId,
         ...(delayed ? { delay: delayMs } : {}),
-        priority: Math.min(Math.max(1, place), MAX_PRIORITY),
+        priority,
         removeOnComplete: true,
         removeOnFail: { age: 86_400 },
       });
     } catch (err) {
-      await releaseSlots(client, this.ownersKey(), new Map([[owner, 1]])).catch(() => undefined);
+      await releaseSlots(client, this.fairKey(), startOf(data)).catch(() => undefined);
       throw err;
     }
   }
@@ -382,7 +400,7 @@ export class BullMQQueue implements JobQueue {
     // one moved back to delayed, was counted out already).
     // Not waited for: the job need not wait a round trip to start. The jobs that start within a few milliseconds are
     // counted out together, in one command.
-    if (job.attemptsStarted <= 1) this.release(this.openProducer(), job.data.ownerId ?? '');
+    if (job.attemptsStarted <= 1) this.release(this.openProducer(), job.data);
     const controller = new AbortController();
     this.running.set(id, controller);
     if (job.data.trace !== undefined) this.carried.set(id, job.data.trace);
@@ -462,6 +480,15 @@ export class BullMQQueue implements JobQueue {
     const open = this.openProducer();
     const client = open.client ?? ((await open.queue.client) as unknown as RedisCommands);
     return client.ping();
+  }
+
+  /** Where the generation's job waits: the jobs before it in BullMQ's prioritized set (one script, one round trip). */
+  async position(generationId: string): Promise<QueuePosition | undefined> {
+    const open = this.openProducer();
+    const client = open.client ?? ((await open.queue.client) as unknown as RedisCommands);
+    defineCommands(client);
+    const ahead = Number(await client[POSITION_COMMAND]!(this.prioritizedKey(), generationId));
+    return ahead < 0 ? undefined : { aheadOfYou: ahead, position: ahead + 1 };
   }
 
   abort(generationId: string): boolean {

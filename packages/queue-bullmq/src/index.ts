@@ -38,3 +38,5 @@ export { BullMQQueue } from './bullmq-queue.js';
 export type { BullMQQueueOptions } from './bullmq-queue.js';
 export { RedisNotifier } from './redis-notifier.js';
 export type { RedisNotifierOptions } from './redis-notifier.js';
+export { RedisCapacityStore } from './redis-capacity.js';
+export type { RedisCapacityStoreOptions } from './redis-capacity.js';

@@ -8,10 +8,11 @@ import {
   type JobHandler,
   type JobQueue,
   type Logger,
+  type QueuePosition,
   type QueueStopOptions,
   type RunnerSettings,
 } from '@genservice/core/ports';
-import { countInSql, fairFetch, fairInsert, INSERT_PARAMETERS, MAX_PLACE, ownersTableSql, sweepSql, takenSql } from './fair-send.js';
+import { countInSql, fairFetch, fairInsert, fairParams, INSERT_PARAMETERS, ownersTableSql, positionSql, sweepSql, takenSql } from './fair-send.js';
 
 export interface PgBossQueueOptions {
   /**
@@ -82,6 +83,11 @@ interface JobData {
   generationId: string;
   modelId: string;
   ownerId?: string;
+  organizationId?: string;
+  weight?: number;
+  priority?: Job['priority'];
+  /** The job's line in the fair order (`fairLineOf(job).line`), which the fetch counts it out of. */
+  gsLine?: string;
 }
 
 /** After the stop deadline aborted the running jobs: how long they get to wind down before we stop waiting. */
@@ -120,8 +126,13 @@ interface Open {
   lastSweep: number;
 }
 
-/** A fetched job; its retry count only when fetched with pg-boss's metadata (the slower path). */
-type Fetched = PgBoss.Job<JobData> & { retryCount?: number };
+/** A fetched job; its retry count and priority only when fetched with pg-boss's metadata (the slower path). */
+type Fetched = PgBoss.Job<JobData> & { retryCount?: number; priority?: number; createdOn?: Date };
+
+/** pg-boss's fetch order: higher priority first, then older. */
+function fairlyFirst(a: Fetched, b: Fetched): number {
+  return (b.priority ?? 0) - (a.priority ?? 0) || (a.createdOn?.getTime() ?? 0) - (b.createdOn?.getTime() ?? 0);
+}
 
 interface Running {
   generationId: string;
@@ -370,7 +381,15 @@ export class PgBossQueue implements JobQueue {
       this.prepare(open).catch(() => undefined);
       throw new UnavailableError(`Postgres is unreachable: ${message(open.lastError)}`, { cause: open.lastError });
     }
-    const data: JobData = { generationId: job.generationId, modelId: job.modelId, ...(job.ownerId !== undefined ? { ownerId: job.ownerId } : {}) };
+    const data: JobData = {
+      generationId: job.generationId,
+      modelId: job.modelId,
+      ...(job.ownerId !== undefined ? { ownerId: job.ownerId } : {}),
+      ...(job.organizationId !== undefined ? { organizationId: job.organizationId } : {}),
+      ...(job.weight !== undefined ? { weight: job.weight } : {}),
+      ...(job.priority !== undefined ? { priority: job.priority } : {}),
+      gsLine: fairParams(job)[0],
+    };
     const delayMs = Math.max(0, options.delayMs ?? 0);
     const adding = this.prepare(open).then((boss) => this.send(open, boss, data, delayMs));
     // The loser of the race below may still land later, once Postgres answers: harmless, since core has failed the
@@ -405,7 +424,8 @@ export class PgBossQueue implements JobQueue {
   }
 
   private async send(open: Open, boss: PgBoss, data: JobData, delayMs: number): Promise<void> {
-    const owner = data.ownerId ?? '';
+    const fair = fairParams(data);
+    const line = fair[0];
     // Waiting work is deduplicated by generation (a short queue keeps one waiting job per key). A remote job's next
     // check is enqueued from inside its current job, so it has a key of its own: the generation and the second it
     // is due (a repeat for the same time is deduplicated).
@@ -420,9 +440,9 @@ export class PgBossQueue implements JobQueue {
     };
     const fairText = open.fairText;
     if (typeof fairText === 'string') {
-      // One round trip: pg-boss's own insert, run with the owner's place as its priority (see fair-send.ts).
+      // One round trip: pg-boss's own insert, run with the job's tag in the fair order as its priority (see fair-send.ts).
       try {
-        await boss.send(this.name, data, { ...sendOptions, db: { executeSql: (_text: string, values: unknown[]) => this.query(open, fairText, [...values, owner]) } });
+        await boss.send(this.name, data, { ...sendOptions, db: { executeSql: (_text: string, values: unknown[]) => this.query(open, fairText, [...values, ...fair]) } });
         return;
       } catch (err) {
         // Postgres is away: the caller's answer. Anything else means the statement no longer fits this pg-boss.
@@ -431,15 +451,15 @@ export class PgBossQueue implements JobQueue {
         this.slowPath('insert', err);
       }
     }
-    // Two round trips (three for a duplicate): count the job in, send it with its place as priority, and count it out
-    // again if pg-boss answered that it was a duplicate.
-    const { rows } = await this.query<{ waiting: number }>(open, countInSql(this.schema), [this.name, owner]);
-    const place = Math.min(Math.max(1, Number(rows[0]?.waiting ?? 1)), MAX_PLACE);
+    // Two round trips (three for a duplicate): count the job in and read its priority, send it with that, and count
+    // it out again if pg-boss answered that it was a duplicate.
+    const { rows } = await this.query<{ priority: number }>(open, countInSql(this.schema), [this.name, ...fair]);
+    const priority = Number(rows[0]?.priority ?? -1) || -1;
     try {
-      const id = await boss.send(this.name, data, { ...sendOptions, priority: -place });
-      if (id === null) await this.query(open, takenSql(this.schema), [this.name, [owner], [1]]);
+      const id = await boss.send(this.name, data, { ...sendOptions, priority });
+      if (id === null) await this.query(open, takenSql(this.schema), [this.name, [line], [1]]);
     } catch (err) {
-      await this.query(open, takenSql(this.schema), [this.name, [owner], [1]]).catch(() => undefined);
+      await this.query(open, takenSql(this.schema), [this.name, [line], [1]]).catch(() => undefined);
       throw err;
     }
   }
@@ -490,6 +510,8 @@ export class PgBossQueue implements JobQueue {
         } catch (err) {
           this.report('fetch', err);
         }
+        // The plain fetch answers in no particular order: a batch starts in the fair order (the fair fetch sorts itself).
+        if (typeof open.fairFetchText !== 'string') jobs.sort(fairlyFirst);
         // Jobs fetched are jobs taken, even when stop was asked meanwhile: they run, and stop waits for them.
         for (const job of jobs) this.run(open, job);
         // A full batch: there may be more behind it.
@@ -562,8 +584,8 @@ export class PgBossQueue implements JobQueue {
     // fetch could not be extended; then it is written with the next flush. Only on its first start (a job handed out
     // again was counted out already).
     if (open.fairFetchText === null && job.retryCount === 0) {
-      const owner = data.ownerId ?? '';
-      open.releases.set(owner, (open.releases.get(owner) ?? 0) + 1);
+      const line = data.gsLine ?? data.ownerId ?? '';
+      open.releases.set(line, (open.releases.get(line) ?? 0) + 1);
     }
     const controller = new AbortController();
     const entry: Running = { generationId: data.generationId, controller };
@@ -571,7 +593,7 @@ export class PgBossQueue implements JobQueue {
     let finished = false;
     const running = (async (): Promise<void> => {
       try {
-        if (handler) await handler({ generationId: data.generationId, modelId: data.modelId, ...(data.ownerId !== undefined ? { ownerId: data.ownerId } : {}) }, controller.signal);
+        if (handler) await handler(jobOf(data), controller.signal);
       } catch (err) {
         // Completed in pg-boss anyway: the generation is still unfinished in the store, and recovery enqueues it
         // again; a failed pg-boss job would only be handed out again for nothing.
@@ -702,6 +724,15 @@ export class PgBossQueue implements JobQueue {
     return this.query(open, 'SELECT 1');
   }
 
+  /** Where the generation's job waits: the waiting jobs pg-boss's fetch takes before it (one statement). */
+  async position(generationId: string): Promise<QueuePosition | undefined> {
+    const open = this.openConnection();
+    await this.prepare(open);
+    const { rows } = await this.query<{ ahead: number }>(open, positionSql(this.schema), [this.name, generationId]);
+    const ahead = rows[0]?.ahead;
+    return ahead === undefined ? undefined : { aheadOfYou: Number(ahead), position: Number(ahead) + 1 };
+  }
+
   abort(generationId: string): boolean {
     let found = false;
     for (const r of this.running.values()) {
@@ -733,6 +764,12 @@ export class PgBossQueue implements JobQueue {
     const level = source === 'handler' ? 'error' : 'warn';
     this.logger[level]({ component: 'queue-pgboss', source, err: text, ...extra }, source === 'handler' ? 'job handler failed' : 'postgres error; retrying');
   }
+}
+
+/** The job as enqueued, from its pg-boss data (without the queue's own fields). */
+function jobOf(data: JobData): Job {
+  const { gsLine: _, ...job } = data;
+  return job;
 }
 
 const statementNames = new Map<string, string>();

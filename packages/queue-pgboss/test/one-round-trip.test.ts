@@ -3,8 +3,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import PgBoss from 'pg-boss';
 import { silentLogger } from '@genservice/core';
 import type { Job } from '@genservice/core/ports';
+import { fairOrder, fairTagUnits } from '@genservice/core/ports';
 import { PgBossQueue } from '../src/index.js';
-import { fairFetch, fairInsert, INSERT_PARAMETERS, sweepSql } from '../src/fair-send.js';
+import { fairFetch, fairInsert, INSERT_PARAMETERS, LOW_BAND, sweepSql } from '../src/fair-send.js';
 import { createTestDatabase, randomName, sql, waitingByOwner, type TestDatabase } from './helpers.js';
 import { until } from '@genservice/testing';
 
@@ -24,6 +25,8 @@ afterEach(async () => {
 /** A real pool whose statements are recorded (the text of each `query` the queue sends). */
 function recordingPool(): { pool: pg.Pool; sent: string[]; names: Array<string | undefined> } {
   const pool = new pg.Pool({ connectionString: db.url, max: 3 });
+  // As a host's pool has: an idle connection's error (the server ended it) must not end the process.
+  pool.on('error', () => undefined);
   const sent: string[] = [];
   const names: Array<string | undefined> = [];
   const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
@@ -92,11 +95,13 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
       'SELECT singleton_key, priority, data, state::text, policy, retry_limit FROM genservice_jobs.job WHERE name = $1 ORDER BY created_on',
       [name],
     );
+    // Minus (the fair order's sort key + 1): alice's second job one round behind the first waiting job.
+    const first = -(fairOrder(fairTagUnits(0, 1, 1, 1), 1) + 1);
     expect(rows.map((r) => [r.singleton_key, r.priority])).toEqual([
-      ['warm-1', -1],
-      ['gen-a2', -2],
-      ['gen-b1', -1],
-      ['gen-x1', -1],
+      ['warm-1', first],
+      ['gen-a2', -(fairOrder(fairTagUnits(0, 2, 1, 1), 1) + 1)],
+      ['gen-b1', first],
+      ['gen-x1', first],
     ]);
     expect(rows[1]).toMatchObject({ data: { generationId: 'gen-a2', modelId: 'm', ownerId: 'alice' }, state: 'created', policy: 'short', retry_limit: 10 });
 
@@ -104,6 +109,32 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
     await queue.enqueue({ generationId: 'gen-a2', modelId: 'm', ownerId: 'alice' }, { fresh: true });
     expect(await waitingByOwner(db.url, name)).toEqual({ alice: 2, bob: 1, '': 1 });
     expect((await sql(db.url, 'SELECT 1 FROM genservice_jobs.job WHERE name = $1', [name])).length).toBe(4);
+  });
+
+  it("computes the fair order's tags as `fairTagUnits` does: weights, users of an organisation, priorities", async () => {
+    const name = randomName('q');
+    const queue = new PgBossQueue({ connectionString: db.url, queueName: name, poolSize: 2 });
+    cleanups.push(() => queue.stop({ timeoutMs: 1000 }));
+    const jobs: Array<Job & { expected: number }> = [
+      { generationId: 'g1', modelId: 'm', ownerId: 'ann', organizationId: 'gold', weight: 5, expected: fairOrder(fairTagUnits(0, 1, 1, 5), 1) },
+      { generationId: 'g2', modelId: 'm', ownerId: 'ann', organizationId: 'gold', weight: 5, expected: fairOrder(fairTagUnits(0, 2, 1, 5), 1) },
+      { generationId: 'g3', modelId: 'm', ownerId: 'ann', organizationId: 'gold', weight: 5, expected: fairOrder(fairTagUnits(0, 3, 1, 5), 1) },
+      // A second user of the organisation: two users share its turns.
+      { generationId: 'g4', modelId: 'm', ownerId: 'bea', organizationId: 'gold', weight: 5, expected: fairOrder(fairTagUnits(0, 1, 2, 5), 1) },
+      { generationId: 'g5', modelId: 'm', ownerId: 'bea', organizationId: 'gold', weight: 5, expected: fairOrder(fairTagUnits(0, 2, 2, 5), 1) },
+      { generationId: 's1', modelId: 'm', ownerId: 'sam', organizationId: 'silver', weight: 2, expected: fairOrder(fairTagUnits(0, 1, 1, 2), 1) },
+      { generationId: 's2', modelId: 'm', ownerId: 'sam', organizationId: 'silver', weight: 2, expected: fairOrder(fairTagUnits(0, 2, 1, 2), 1) },
+      { generationId: 'h1', modelId: 'm', ownerId: 'sam', organizationId: 'silver', weight: 2, priority: 'high', expected: fairOrder(fairTagUnits(0, 1, 1, 2), 0) },
+      { generationId: 'l1', modelId: 'm', ownerId: 'sam', organizationId: 'silver', weight: 2, priority: 'low', expected: LOW_BAND + fairOrder(fairTagUnits(0, 1, 1, 2), 1) },
+      { generationId: 'l2', modelId: 'm', ownerId: 'sam', organizationId: 'silver', weight: 2, priority: 'low', expected: LOW_BAND + fairOrder(fairTagUnits(0, 2, 1, 2), 1) },
+      // A weight of 3 does not divide FAIR_SCALE: both round down alike.
+      { generationId: 't1', modelId: 'm', ownerId: 'tom', organizationId: 'odd', weight: 3, expected: fairOrder(fairTagUnits(0, 1, 1, 3), 1) },
+      { generationId: 't2', modelId: 'm', ownerId: 'tom', organizationId: 'odd', weight: 3, expected: fairOrder(fairTagUnits(0, 2, 1, 3), 1) },
+    ];
+    for (const { expected: _, ...j } of jobs) await queue.enqueue(j, { fresh: true });
+    const rows = await sql<{ singleton_key: string; priority: number }>(db.url, 'SELECT singleton_key, priority FROM genservice_jobs.job WHERE name = $1', [name]);
+    const got = Object.fromEntries(rows.map((r) => [r.singleton_key, r.priority]));
+    expect(got).toEqual(Object.fromEntries(jobs.map((j) => [j.generationId, -(j.expected + 1)])));
   });
 
   it('a worker runs the jobs so added, owners taking turns, and the fetches count them out (no statement of their own)', async () => {
@@ -141,9 +172,10 @@ describe('PgBossQueue: a fair enqueue is one round trip', () => {
     await queue.enqueue({ generationId: 'waits', modelId: 'm', ownerId: 'busy' }, { fresh: true });
     const owners = async (): Promise<string[]> =>
       (await sql<{ owner: string; kind: string }>(db.url, 'SELECT owner, kind FROM genservice_jobs.genservice_owner_counts WHERE queue = $1 ORDER BY 1, 2', [name])).map((r) => `${r.owner}:${r.kind}`);
-    expect(await owners()).toEqual(['busy:added', 'idle:added', 'idle:taken']);
+    const line = (owner: string): string => `u:${owner}\u001f${owner}\u001fnormal`;
+    expect(await owners()).toEqual([`${line('busy')}:added`, `${line('idle')}:added`, `${line('idle')}:taken`]);
     await sql(db.url, sweepSql('genservice_jobs'), [name]);
-    expect(await owners()).toEqual(['busy:added']);
+    expect(await owners()).toEqual([`${line('busy')}:added`]);
     expect(await waitingByOwner(db.url, name)).toEqual({ busy: 1 });
   });
 

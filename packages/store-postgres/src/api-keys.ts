@@ -6,7 +6,7 @@ import { PgDatabase, decodeKey, encodeKey, num, storableText } from './db.js';
 /** How often a key's `last_used_at` is written at most: a write per request would cost more than the request. */
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-const KEY_COLUMNS = 'key_id, user_id, name, scopes, models, budget_amount, budget_period, expires_at, created_at, last_used_at';
+const KEY_COLUMNS = 'key_id, user_id, name, scopes, models, budget_amount, budget_period, expires_at, created_at, last_used_at, max_in_flight';
 
 interface KeyRow {
   key_id: string;
@@ -16,6 +16,7 @@ interface KeyRow {
   models: string | null;
   budget_amount: string | null;
   budget_period: 'day' | 'month' | null;
+  max_in_flight: number | null;
   expires_at: string | null;
   created_at: string;
   last_used_at: string | null;
@@ -53,6 +54,7 @@ export class PostgresApiKeyStore implements ApiKeyStore {
     const p: Principal = { userId: key.userId, keyId: key.keyId, scopes: key.scopes };
     if (key.models !== undefined) p.models = key.models;
     if (key.budget !== undefined) p.budget = key.budget;
+    if (key.maxInFlight !== undefined) p.maxInFlight = key.maxInFlight;
     return p;
   }
 
@@ -84,7 +86,7 @@ export class PostgresApiKeyStore implements ApiKeyStore {
     // No ON CONFLICT: a taken digest or key id fails the insert, and nothing is written.
     await this.db.query(
       `INSERT INTO ${this.db.s}.api_keys (key_hash, ${KEY_COLUMNS})
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)`,
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, $11)`,
       [
         hashApiKey(apiKey),
         encodeKey(key.keyId),
@@ -96,6 +98,7 @@ export class PostgresApiKeyStore implements ApiKeyStore {
         key.budget?.period ?? null,
         key.expiresAt ?? null,
         Math.trunc(key.createdAt),
+        key.maxInFlight ?? null,
       ],
     );
   }
@@ -143,6 +146,7 @@ function keyOf(row: KeyRow): ApiKeyInfo {
   };
   if (row.models !== null) key.models = JSON.parse(row.models) as string[];
   if (row.budget_amount !== null && row.budget_period !== null) key.budget = { amount: num(row.budget_amount), period: row.budget_period };
+  if (row.max_in_flight !== null) key.maxInFlight = Number(row.max_in_flight);
   if (row.expires_at !== null) key.expiresAt = num(row.expires_at);
   if (row.last_used_at !== null) key.lastUsedAt = num(row.last_used_at);
   return key;

@@ -7,8 +7,10 @@ import { validateSchemaName } from './db.js';
 import { PostgresGenerationStore } from './generation-store.js';
 import { PostgresIdempotencyStore } from './idempotency.js';
 import { PostgresWebhookStore } from './webhook-store.js';
+import { PostgresUploadStore } from './upload-store.js';
 import { PostgresLedger } from './ledger.js';
 import { runMigrations } from './migrations.js';
+import { PostgresCapacityStore } from './capacity-store.js';
 
 export interface PostgresStoresOptions {
   /** e.g. `postgres://user:pass@host:5432/db`. Default: `DATABASE_URL`, else libpq's `PG*` variables. */
@@ -35,6 +37,10 @@ export interface PostgresStores {
   webhookStore: PostgresWebhookStore;
   /** Every admin action on users, credits and keys: pass as the service's `auditLog`. */
   auditLog: AuditLog;
+  /** The uploads and their expiry, for the clean-up that deletes their files: pass as the service's `uploadStore`. */
+  uploadStore: PostgresUploadStore;
+  /** Provider lanes' counters, shared by every instance on the database: pass as the service's `capacity`. */
+  capacity: PostgresCapacityStore;
   pool: Pool;
   /** Applies pending migrations (already done by `createPostgresStores`; safe to call again). */
   migrate(): Promise<void>;
@@ -89,6 +95,8 @@ export async function createPostgresStores(options: PostgresStoresOptions = {}):
     idempotency: new PostgresIdempotencyStore(pool, { schema }),
     webhookStore: new PostgresWebhookStore(pool, { schema }),
     auditLog: new PostgresAuditLog(pool, { schema }),
+    uploadStore: new PostgresUploadStore(pool, { schema }),
+    capacity: new PostgresCapacityStore(pool, { schema }),
     pool,
     migrate,
     async close(): Promise<void> {

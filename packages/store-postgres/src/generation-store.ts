@@ -51,8 +51,8 @@ export function generationSql(s: string) {
     insert: `WITH ins AS (
         INSERT INTO ${s}.generations
           (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, metadata, webhook, last_seq, last_tx,
-           expires_after_seconds, traceparent)
-        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1, pg_current_xact_id(), $13::int, $14
+           expires_after_seconds, traceparent, priority, deadline_at)
+        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1, pg_current_xact_id(), $13::int, $14, $15, $16::bigint
         WHERE $8::int IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM ${s}.generations
           WHERE owner_id = $2 AND finished_at IS NULL LIMIT $8::int) capped) < $8::int
         RETURNING id, owner_id),
@@ -92,13 +92,14 @@ export function generationSql(s: string) {
     countByStatus: `SELECT status, count(*)::int AS n FROM ${s}.generations GROUP BY status`,
     // The batch, its generations and their first events in one statement: all rows or none, one round trip.
     // The ledger's reserve (ledger.ts reserveSteps: the debit and in-flight count on the account row, the reserve row)
-    // and the insert with its event, in one statement (issue 36); $8 is the in-flight cap, $15 the key.
-    insertReserved: `WITH ${reserveSteps(s, { id: '$1', user: '$2', amount: '$5', now: '$6', model: '$3', cap: '$8', key: '$15' })},
+    // and the insert with its event, in one statement (issue 36); $8 is the in-flight cap, $17 the key. An owner in an
+    // organisation gets no debit, so nothing is written (the caller takes the full reserve).
+    insertReserved: `WITH ${reserveSteps(s, { id: '$1', user: '$2', amount: '$5', now: '$6', model: '$3', cap: '$8', key: '$17' })},
       ins AS (
         INSERT INTO ${s}.generations
           (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, metadata, webhook, last_seq, last_tx,
-           expires_after_seconds, traceparent)
-        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1, pg_current_xact_id(), $13::int, $14 FROM r
+           expires_after_seconds, traceparent, priority, deadline_at)
+        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1, pg_current_xact_id(), $13::int, $14, $15, $16::bigint FROM r
         RETURNING id, owner_id),
       ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data)
         SELECT id, 1, owner_id, $11, $6, $12::jsonb FROM ins)
@@ -299,6 +300,9 @@ function toRecord(row: Row): GenerationRecord {
   if (startedAt !== undefined) rec.startedAt = startedAt;
   if (row.webhook !== null && row.webhook !== undefined) rec.webhook = row.webhook as GenerationRecord['webhook'];
   if (typeof row.traceparent === 'string') rec.traceparent = row.traceparent;
+  if (typeof row.priority === 'string') rec.priority = row.priority as GenerationRecord['priority'];
+  const deadlineAt = optNum(row.deadline_at);
+  if (deadlineAt !== undefined) rec.deadlineAt = deadlineAt;
   if (row.remote_handle !== null && row.remote_handle !== undefined) rec.remoteHandle = row.remote_handle;
   const parkedUntil = optNum(row.parked_until);
   if (parkedUntil !== undefined) rec.parkedUntil = parkedUntil;
@@ -341,6 +345,8 @@ function insertParams(gen: NewGeneration, event: NewEvent, cap: number | undefin
     jsonb(event.data),
     gen.expiresAfterSeconds ?? null,
     gen.traceparent ?? null,
+    gen.priority ?? null,
+    gen.deadlineAt ?? null,
   ];
 }
 
@@ -385,7 +391,7 @@ export class PostgresGenerationStore implements GenerationStore {
     return ledger !== undefined && ledger === this.settling;
   }
 
-  async insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult> {
+  async insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'> {
     const ledger = this.settling;
     if (!ledger) throw new Error('insertReserved: no ledger linked (settleWith)');
     const params = insertParams(gen, event, reserve.maxInFlight);
@@ -407,8 +413,8 @@ export class PostgresGenerationStore implements GenerationStore {
       await this.insert(gen, event);
       return 'ok';
     }
-    const why = await ledger.refusalOf(this.db, null, user, reserve.amount);
-    return why === 'insufficient' ? 'insufficient' : 'in_flight_limit';
+    const why = await ledger.refusalOf(this.db, null, user, reserve.amount, true);
+    return why === 'insufficient' || why === 'limited' ? why : 'in_flight_limit';
   }
 
   async insert(gen: NewGeneration, event: NewEvent, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {

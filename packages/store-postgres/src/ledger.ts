@@ -1,9 +1,18 @@
 import type {
+  AccountRow,
   AccountSnapshot,
+  BudgetWindows,
   Ledger,
   OpenReserve,
+  OrganizationLedger,
+  OrganizationMember,
+  OrganizationRecord,
+  OrganizationRole,
+  OrganizationState,
+  OrganizationUsageQuery,
   ReserveItem,
   ReserveOptions,
+  ReserveOutcome,
   ReserveResult,
   UsageQuery,
   UsageReport,
@@ -11,6 +20,7 @@ import type {
 import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, assertAmount, decodeKey, encodeKey, num, type Queryable } from './db.js';
+import { OrganizationRefused, PostgresOrganizations, holdOnOrganization, organizationSql, settleOrganizationCtes } from './organizations.js';
 
 /** The ledger's statements, given the quoted schema (exported for the index tests). */
 export function ledgerSql(s: string): Record<
@@ -23,12 +33,14 @@ export function ledgerSql(s: string): Record<
   | 'refusal'
   | 'ensureAccount'
   | 'holdKey'
+  | 'holdKeyInFlight'
   | 'settle'
   | 'charged'
   | 'account'
   | 'credit'
   | 'openAccount'
   | 'openReserves'
+  | 'listAccounts'
   | 'keySpend'
   | 'usageByDay'
   | 'usageByModel'
@@ -39,13 +51,16 @@ export function ledgerSql(s: string): Record<
     // The reserve row goes in first: its primary key is what makes a retried reserve idempotent. A concurrent
     // duplicate blocks on this insert until the first transaction ends, then sees its row (or, if the first
     // rolled back as insufficient, inserts its own).
-    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start)
-      VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (generation_id) DO NOTHING`,
+    // The owner's organisation is read in the same statement (no round trip of its own) and kept on the row.
+    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id)
+      SELECT $1, $2, $3, $4, $5, $6, $7, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
+      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id`,
     reserveOwner: `SELECT user_id FROM ${s}.reserves WHERE generation_id = $1`,
     // A batch's reserves in one statement; the rows' primary keys make a retried batch hold nothing more.
-    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start)
-      SELECT u.g, $2, u.a, $3, u.m, $4, $5 FROM unnest($1::text[], $6::numeric[], $7::text[]) AS u(g, a, m)
-      ON CONFLICT (generation_id) DO NOTHING`,
+    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id)
+      SELECT u.g, $2, u.a, $3, u.m, $4, $5, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
+      FROM unnest($1::text[], $6::numeric[], $7::text[]) AS u(g, a, m)
+      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id`,
     reserveOwners: `SELECT DISTINCT user_id FROM ${s}.reserves WHERE generation_id = ANY($1::text[])`,
     // The row lock serialises racing debits, and READ COMMITTED re-checks `balance >= $2` against the latest
     // committed balance, so the balance never goes below zero. The same holds for the in-flight count (issue 36): the
@@ -57,8 +72,10 @@ export function ledgerSql(s: string): Record<
     // INSERT's unique violation fails the whole statement, the debit with it, and the caller sees the owner.
     reserveOne: `WITH ${reserveSteps(s, { id: '$1', user: '$2', amount: '$3', now: '$4', model: '$5', cap: '$6', key: '$7' })}
       SELECT count(*)::int AS n FROM r`,
-    // Why a debit changed no row: the reserve already there (its owner), the balance, the in-flight count.
+    // Why a debit changed no row: the reserve already there (its owner), a limit beyond the user's own (the owner's
+    // organisation: the full reserve applies), the balance, the in-flight count.
     refusal: `SELECT (SELECT user_id FROM ${s}.reserves WHERE generation_id = $1) AS owner,
+        EXISTS (SELECT 1 FROM ${s}.organization_members WHERE user_id = $2) AS limited,
         (SELECT balance FROM ${s}.accounts WHERE user_id = $2) AS balance,
         (SELECT in_flight FROM ${s}.accounts WHERE user_id = $2) AS in_flight`,
     ensureAccount: `INSERT INTO ${s}.accounts (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING`,
@@ -67,12 +84,19 @@ export function ledgerSql(s: string): Record<
     holdKey: `INSERT INTO ${s}.key_spend (key_id, window_start, spent) VALUES ($1, $2, $3)
       ON CONFLICT (key_id, window_start) DO UPDATE SET spent = ${s}.key_spend.spent + EXCLUDED.spent
       WHERE ${s}.key_spend.spent + EXCLUDED.spent <= $4::numeric`,
+    // The key's in-flight cap, held as its budget is (the row locked by the upsert, the cap tested in its WHERE),
+    // after key_spend and before the organisation.
+    holdKeyInFlight: `INSERT INTO ${s}.key_in_flight (key_id, in_flight) VALUES ($1, $2)
+      ON CONFLICT (key_id) DO UPDATE SET in_flight = ${s}.key_in_flight.in_flight + EXCLUDED.in_flight
+      WHERE ${s}.key_in_flight.in_flight + EXCLUDED.in_flight <= $3`,
     // One statement: the reserve closes and the account moves together or not at all. A second settle finds
     // no open reserve (after waiting on the first one's row lock) and changes nothing.
     settle: `WITH ${settleSteps(s, { id: '$1', amount: '$2', now: '$3', day: '$4' })}
       SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
     charged: `SELECT charged FROM ${s}.reserves WHERE generation_id = $1`,
     account: `SELECT balance, reserved, settled FROM ${s}.accounts WHERE user_id = $1`,
+    // The primary key's index, in the database's own order of the stored (encoded) ids.
+    listAccounts: `SELECT user_id, balance, reserved, settled FROM ${s}.accounts WHERE user_id > $1 ORDER BY user_id LIMIT $2`,
     // The bound is tested in the upsert's WHERE (on the locked row): a credit that would take balance plus reserved
     // past it changes no row.
     credit: `INSERT INTO ${s}.accounts (user_id, balance) VALUES ($1, $2)
@@ -89,7 +113,8 @@ export function ledgerSql(s: string): Record<
 }
 
 /**
- * A reserve without a key limit, as WITH items (`d`: the debit and the in-flight count on the account row, `r`: the
+ * A reserve with no limit beyond the balance and the user's in-flight cap (no key budget or key cap; the owner in no
+ * organisation: its debit changes no row otherwise, and the refusal read sends the caller to the full reserve), as WITH items (`d`: the debit and the in-flight count on the account row, `r`: the
  * reserve row, from it), given the SQL of its values. Written once: the ledger's `reserveOne` runs them, and so does
  * the store's insert that reserves in its own statement (issue 36).
  */
@@ -97,6 +122,7 @@ export function reserveSteps(s: string, p: { id: string; user: string; amount: s
   return `d AS (
         UPDATE ${s}.accounts SET balance = balance - ${p.amount}::numeric, reserved = reserved + ${p.amount}::numeric, in_flight = in_flight + 1
         WHERE user_id = ${p.user} AND balance >= ${p.amount}::numeric AND (${p.cap}::bigint IS NULL OR in_flight < ${p.cap}::bigint)
+          AND NOT EXISTS (SELECT 1 FROM ${s}.organization_members WHERE user_id = ${p.user})
         RETURNING user_id
       ), r AS (
         INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id)
@@ -107,14 +133,14 @@ export function reserveSteps(s: string, p: { id: string; user: string; amount: s
 
 /**
  * The settle's steps, as WITH items (`r`: the reserve closed, `a`: the account, `k`: the key's window, `u` and `sp`:
- * the usage rollups), given the SQL of its generation id, amount, time and UTC day. Written once: the ledger's own
+ * the usage rollups, then the key's in-flight count, the organisation and its usage: `settleOrganizationCtes`), given the SQL of its generation id, amount, time and UTC day. Written once: the ledger's own
  * `settle` runs them, and so does the store's finishing change when it settles in its own step (issue 36).
  */
 export function settleSteps(s: string, p: { id: string; amount: string; now: string; day: string }): string {
   return `r AS (
         UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, ${p.amount}::numeric), settled_at = ${p.now}
         WHERE generation_id = ${p.id} AND state = 'open'
-        RETURNING user_id, amount, charged, model_id, key_id, window_start
+        RETURNING user_id, amount, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight
       ), a AS (
         UPDATE ${s}.accounts acc
         SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
@@ -138,7 +164,7 @@ export function settleSteps(s: string, p: { id: string; amount: string; now: str
         ON CONFLICT (user_id, span, start, model_id, key_id)
         DO UPDATE SET count = ${s}.usage_spans.count + 1, tokens = ${s}.usage_spans.tokens + EXCLUDED.tokens
         RETURNING 1
-      )`;
+      )${settleOrganizationCtes(s, p.day)}`;
 }
 
 function usageSql(s: string, column: string): string {
@@ -166,15 +192,43 @@ function usageSql(s: string, column: string): string {
  * movement shifts tokens between those three columns in the same transaction as the reserve row changes, so
  * `balance + reserved + settled` only changes through `credit`.
  */
-export class PostgresLedger implements Ledger {
+export class PostgresLedger implements Ledger, OrganizationLedger {
   /** `reserve` keeps the in-flight count on the account row (`accounts.in_flight`, migration 11). */
   readonly holdsInFlight = true;
   private readonly db: PgDatabase;
   private readonly sql: ReturnType<typeof ledgerSql>;
+  private readonly orgSql: ReturnType<typeof organizationSql>;
+  private readonly orgs: PostgresOrganizations;
 
   constructor(pool: Pool, options: { schema?: string } = {}) {
     this.db = new PgDatabase(pool, options.schema ?? 'genservice');
     this.sql = ledgerSql(this.db.s);
+    this.orgSql = organizationSql(this.db.s);
+    this.orgs = new PostgresOrganizations(this.db);
+  }
+
+  createOrganization(organization: OrganizationRecord): Promise<boolean> {
+    return this.orgs.create(organization);
+  }
+
+  organization(organizationId: string, windows: BudgetWindows): Promise<OrganizationState | null> {
+    return this.orgs.state(organizationId, windows);
+  }
+
+  addMember(organizationId: string, member: OrganizationMember): Promise<'added' | 'no_organization' | 'member_elsewhere'> {
+    return this.orgs.addMember(organizationId, member);
+  }
+
+  removeMember(organizationId: string, userId: string): Promise<boolean> {
+    return this.orgs.removeMember(organizationId, userId);
+  }
+
+  membership(userId: string): Promise<{ organizationId: string; role: OrganizationRole } | null> {
+    return this.orgs.membership(userId);
+  }
+
+  organizationUsage(organizationId: string, query: OrganizationUsageQuery): Promise<UsageReport> {
+    return this.orgs.usage(organizationId, query);
   }
 
   async reserve(
@@ -183,7 +237,7 @@ export class PostgresLedger implements Ledger {
     amount: number,
     now: number = Date.now(),
     options: ReserveOptions = {},
-  ): Promise<ReserveResult> {
+  ): Promise<ReserveResult | ReserveOutcome> {
     assertAmount(amount, 'amount');
     const user = encodeKey(userId);
     const gen = encodeKey(generationId);
@@ -191,13 +245,19 @@ export class PostgresLedger implements Ledger {
     const limit = keyId !== null ? options.keyLimit : undefined;
     if (limit) assertAmount(limit.amount, 'key limit');
     const modelId = options.modelId !== undefined ? encodeKey(options.modelId) : null;
+    const keyCap = keyId !== null ? options.keyMaxInFlight : undefined;
     const cap = options.maxInFlight ?? null;
     // A free generation needs no funds, but its settle still moves (zero) tokens through the account row.
     if (amount === 0) await this.ensureAccount(user);
-    if (!limit) return this.reserveOne(generationId, [gen, user, amount, Math.trunc(now), modelId, cap, keyId]);
+    if (!limit && keyCap === undefined) {
+      // One statement when no limit beyond the balance and the user's cap applies; an owner in an organisation takes
+      // the full reserve below.
+      const one = await this.reserveOne(generationId, [gen, user, amount, Math.trunc(now), modelId, cap, keyId]);
+      if (one !== 'limited') return one;
+    }
     try {
-      return await this.db.transaction<ReserveResult>(async (tx) => {
-        const inserted = await tx.query(this.sql.insertReserve, [
+      return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
+        const inserted = await tx.query<{ organization_id: string | null }>(this.sql.insertReserve, [
           gen,
           user,
           amount,
@@ -205,6 +265,7 @@ export class PostgresLedger implements Ledger {
           modelId,
           keyId,
           limit ? Math.trunc(limit.windowStart) : null,
+          keyCap !== undefined,
         ]);
         if (inserted.rowCount === 0) {
           // Already reserved (by an earlier call or a concurrent one that committed): hold nothing more.
@@ -217,20 +278,20 @@ export class PostgresLedger implements Ledger {
         }
         const debited = await tx.query(this.sql.debit, [user, amount, 1, cap]);
         // Roll the reserve row back with the transaction, so a later retry with more funds can reserve.
-        if (debited.rowCount !== 1) throw (await this.refusalOf(tx, null, user, amount)) === 'insufficient' ? new Insufficient() : new InFlightLimit();
-        {
+        if (debited.rowCount !== 1) throw (await this.refusalOf(tx, null, user, amount)) === 'in_flight_limit' ? new InFlightLimit() : new Insufficient();
+        if (limit) {
           if (amount > limit.amount) throw new OverBudget();
           const held = await tx.query(this.sql.holdKey, [keyId, Math.trunc(limit.windowStart), amount, limit.amount]);
           // Rolls back the debit and the reserve row with it.
           if (held.rowCount !== 1) throw new OverBudget();
         }
-        return 'ok';
+        if (keyCap !== undefined) await this.holdKeyInFlight(tx, keyId!, 1, keyCap);
+        const org = inserted.rows[0]?.organization_id ?? null;
+        if (org === null) return 'ok';
+        return { result: 'ok', organization: await holdOnOrganization(tx, this.orgSql, org, [gen], amount, options.windows) };
       });
     } catch (err) {
-      if (err instanceof Insufficient) return 'insufficient';
-      if (err instanceof OverBudget) return 'budget_exceeded';
-      if (err instanceof InFlightLimit) return 'in_flight_limit';
-      throw err;
+      return refusal(err);
     }
   }
 
@@ -239,8 +300,14 @@ export class PostgresLedger implements Ledger {
     await this.db.query(this.sql.ensureAccount, [user]);
   }
 
-  /** A reserve without a key limit: one statement (`reserveOne`); the refusal read only when it holds nothing. */
-  private async reserveOne(generationId: string, params: [string, string, number, number, string | null, number | null, string | null]): Promise<ReserveResult> {
+  /**
+   * A reserve without a key limit or cap: one statement (`reserveOne`); the refusal read only when it holds nothing.
+   * `limited`: the owner has limits beyond its own (an organisation), nothing held: the caller takes the full reserve.
+   */
+  private async reserveOne(
+    generationId: string,
+    params: [string, string, number, number, string | null, number | null, string | null],
+  ): Promise<ReserveResult | 'limited'> {
     const [gen, user, amount] = params;
     try {
       const { rows } = await this.db.query<{ n: number }>(this.sql.reserveOne, params);
@@ -256,17 +323,25 @@ export class PostgresLedger implements Ledger {
 
   /**
    * Why a reserve held nothing (read after it, so racing changes may show; each answer is one the race allows). `gen`
-   * null: the caller's own reserve row is in its transaction, so only the balance and count are asked.
+   * null: the caller's own reserve row is in its transaction, so only the balance and count are asked. `limited`
+   * (asked after a one-statement reserve): the owner has limits that reserve does not hold (its organisation's).
    */
   /** @internal For the store's insert that reserves in its own statement. */
-  async refusalOf(q: Queryable, gen: string | null, user: string, amount: number): Promise<'reserved' | 'reserved_by_other' | 'insufficient' | 'in_flight_limit'> {
-    const { rows } = await q.query<{ owner: string | null; balance: string | null }>(this.sql.refusal, [gen, user]);
+  async refusalOf(
+    q: Queryable,
+    gen: string | null,
+    user: string,
+    amount: number,
+    askLimited = gen !== null,
+  ): Promise<'reserved' | 'reserved_by_other' | 'limited' | 'insufficient' | 'in_flight_limit'> {
+    const { rows } = await q.query<{ owner: string | null; limited: boolean; balance: string | null }>(this.sql.refusal, [gen, user]);
     const row = rows[0]!;
     if (row.owner !== null) return row.owner === user ? 'reserved' : 'reserved_by_other';
+    if (askLimited && row.limited) return 'limited';
     return row.balance !== null && num(row.balance) >= amount ? 'in_flight_limit' : 'insufficient';
   }
 
-  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
+  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult | ReserveOutcome> {
     for (const item of items) assertAmount(item.amount, 'amount');
     if (items.length === 0) return 'ok';
     const user = encodeKey(userId);
@@ -275,9 +350,10 @@ export class PostgresLedger implements Ledger {
     if (limit) assertAmount(limit.amount, 'key limit');
     const ids = items.map((i) => encodeKey(i.generationId));
     const total = items.reduce((sum, i) => sum + i.amount, 0);
+    const keyCap = keyId !== null ? options.keyMaxInFlight : undefined;
     try {
-      return await this.db.transaction<ReserveResult>(async (tx) => {
-        const inserted = await tx.query(this.sql.insertReserves, [
+      return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
+        const inserted = await tx.query<{ organization_id: string | null }>(this.sql.insertReserves, [
           ids,
           user,
           Math.trunc(now),
@@ -285,6 +361,7 @@ export class PostgresLedger implements Ledger {
           limit ? Math.trunc(limit.windowStart) : null,
           items.map((i) => i.amount),
           items.map((i) => (i.modelId !== undefined ? encodeKey(i.modelId) : null)),
+          keyCap !== undefined,
         ]);
         if (inserted.rowCount !== items.length) {
           const { rows } = await tx.query<{ user_id: string }>(this.sql.reserveOwners, [ids]);
@@ -294,7 +371,7 @@ export class PostgresLedger implements Ledger {
           throw new Error('reserveMany: some of these generations are already reserved');
         }
         if (total === 0) await tx.query(this.sql.ensureAccount, [user]);
-        // A batch counts in flight like single creates, and is never refused by the cap (it was admitted as a whole).
+        // A batch counts in flight like single creates, and is never refused by the user's cap (it was admitted as a whole).
         const debited = await tx.query(this.sql.debit, [user, total, items.length, null]);
         if (debited.rowCount !== 1) throw new Insufficient();
         if (limit) {
@@ -302,13 +379,19 @@ export class PostgresLedger implements Ledger {
           const held = await tx.query(this.sql.holdKey, [keyId, Math.trunc(limit.windowStart), total, limit.amount]);
           if (held.rowCount !== 1) throw new OverBudget();
         }
-        return 'ok';
+        if (keyCap !== undefined) await this.holdKeyInFlight(tx, keyId!, items.length, keyCap);
+        const org = inserted.rows[0]?.organization_id ?? null;
+        if (org === null) return 'ok';
+        return { result: 'ok', organization: await holdOnOrganization(tx, this.orgSql, org, ids, total, options.windows) };
       });
     } catch (err) {
-      if (err instanceof Insufficient) return 'insufficient';
-      if (err instanceof OverBudget) return 'budget_exceeded';
-      throw err;
+      return refusal(err);
     }
+  }
+
+  /** Inside a reserve's transaction: `count` slots of the key's in-flight cap, or `KeyAtCap` thrown (rolling it back). */
+  private async holdKeyInFlight(tx: Queryable, keyId: string, count: number, cap: number): Promise<void> {
+    if (count > cap || (await tx.query(this.sql.holdKeyInFlight, [keyId, count, cap])).rowCount !== 1) throw new KeyAtCap();
   }
 
   async keySpend(keyId: string, windowStart: number): Promise<number> {
@@ -379,6 +462,12 @@ export class PostgresLedger implements Ledger {
     return { balance: num(row.balance), reserved: num(row.reserved), settled: num(row.settled) };
   }
 
+  async listAccounts(limit: number, after?: string): Promise<AccountRow[]> {
+    if (!(limit > 0)) return [];
+    const { rows } = await this.db.query(this.sql.listAccounts, [after === undefined ? '' : encodeKey(after), Math.floor(limit)]);
+    return rows.map((r) => ({ userId: decodeKey(String(r.user_id)), balance: num(r.balance), reserved: num(r.reserved), settled: num(r.settled) }));
+  }
+
   async openReserves(limit: number): Promise<OpenReserve[]> {
     const { rows } = await this.db.query(this.sql.openReserves, [limit]);
     return rows.map((r) => ({
@@ -388,6 +477,21 @@ export class PostgresLedger implements Ledger {
       createdAt: num(r.created_at),
     }));
   }
+}
+
+/** A rolled-back reserve's answer (the signals below), or the error again. */
+function refusal(err: unknown): ReserveResult | ReserveOutcome {
+  if (err instanceof Insufficient) return 'insufficient';
+  if (err instanceof OverBudget) return 'budget_exceeded';
+  if (err instanceof InFlightLimit) return 'in_flight_limit';
+  if (err instanceof KeyAtCap) return 'limit_reached';
+  if (err instanceof OrganizationRefused) return { result: err.result, refusedBy: 'organization', organization: err.organization };
+  throw err;
+}
+
+/** Internal signal to roll back a reserve whose key is at its in-flight cap. */
+class KeyAtCap extends Error {
+  override readonly name = 'KeyAtCap' as const;
 }
 
 /** Internal signal to roll back a reserve whose key window is at its limit. */

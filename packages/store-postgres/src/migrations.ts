@@ -349,6 +349,147 @@ export const MIGRATIONS: readonly Migration[] = [
         ON CONFLICT (name) DO NOTHING`,
     ],
   },
+  {
+    version: 12,
+    name: 'organisations: members, limits, what their reserves hold, usage by member; in-flight caps of keys',
+    up: (s) => [
+      // in_flight counts the members' open reserves (held at reserve, given back at settle) and spent what its
+      // budget's window (spent_window: the day's or month's start, 0 for 'total') holds plus what it charged, on the
+      // one row a reserve locks: a reserve and a settle take it after the account and the key, so they never wait on
+      // each other in opposite orders. budget_period is 'day', 'month' or 'total'.
+      `CREATE TABLE ${s}.organizations (
+        id text PRIMARY KEY,
+        budget_amount numeric CHECK (budget_amount > 0),
+        budget_period text CHECK (budget_period IN ('day', 'month', 'total')),
+        max_in_flight integer CHECK (max_in_flight > 0),
+        weight integer NOT NULL DEFAULT 1 CHECK (weight > 0),
+        in_flight integer NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+        spent numeric NOT NULL DEFAULT 0,
+        spent_window bigint NOT NULL DEFAULT 0,
+        created_at bigint NOT NULL
+      )`,
+      // One organisation per user: the user id is the key.
+      `CREATE TABLE ${s}.organization_members (
+        user_id text PRIMARY KEY,
+        organization_id text NOT NULL REFERENCES ${s}.organizations (id),
+        role text NOT NULL CHECK (role IN ('member', 'admin')),
+        joined_at bigint NOT NULL
+      )`,
+      `CREATE INDEX organization_members_org_idx ON ${s}.organization_members (organization_id, joined_at, user_id)`,
+      // Settled spend of the reserves held under an organisation, per UTC day and member, written by settle.
+      `CREATE TABLE ${s}.organization_usage_daily (
+        organization_id text NOT NULL,
+        day integer NOT NULL,
+        user_id text NOT NULL,
+        count bigint NOT NULL,
+        tokens numeric NOT NULL,
+        PRIMARY KEY (organization_id, day, user_id)
+      )`,
+      // The organisation a reserve was held under and its budget window: its settle gives back there.
+      `ALTER TABLE ${s}.reserves ADD COLUMN organization_id text, ADD COLUMN organization_window bigint`,
+      // A key may cap its generations in flight: key_in_flight counts them (taken after key_spend, before the
+      // organisation), and a reserve counted there says so, so its settle gives the slot back.
+      `ALTER TABLE ${s}.api_keys ADD COLUMN max_in_flight integer CHECK (max_in_flight > 0)`,
+      `CREATE TABLE ${s}.key_in_flight (
+        key_id text PRIMARY KEY,
+        in_flight integer NOT NULL CHECK (in_flight >= 0)
+      )`,
+      `ALTER TABLE ${s}.reserves ADD COLUMN key_in_flight boolean NOT NULL DEFAULT false`,
+    ],
+  },
+  {
+    version: 13,
+    name: 'webhook endpoints as objects, and the endpoint of a delivery',
+    up: (s) => [
+      // events is a JSON array in text. failing_since is the first failed attempt since the last success (NULL while
+      // healthy); disabled_at is set when it failed for too long or its owner disabled it.
+      `CREATE TABLE ${s}.webhook_endpoints (
+        id text PRIMARY KEY,
+        owner_id text NOT NULL,
+        url text NOT NULL,
+        events text NOT NULL,
+        description text,
+        secret text NOT NULL,
+        previous_secret text,
+        previous_expires_at bigint,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        disabled_at bigint,
+        failing_since bigint,
+        ord bigserial
+      )`,
+      `CREATE INDEX webhook_endpoints_owner_idx ON ${s}.webhook_endpoints (owner_id, created_at, ord)`,
+      // NULL for every receiver that is not a registered endpoint (a create's webhook, a host's default endpoint).
+      `ALTER TABLE ${s}.webhook_deliveries ADD COLUMN endpoint_id text`,
+      `CREATE INDEX webhook_deliveries_registered_idx ON ${s}.webhook_deliveries (endpoint_id, created_at DESC, ord DESC) WHERE endpoint_id IS NOT NULL`,
+    ],
+  },
+  {
+    version: 14,
+    name: "provider lanes' shared counters (slots in flight, requests of the last minute, pauses); a create's priority and deadline",
+    // One function decides an ask under the lane row's lock (one round trip): racing asks of a lane queue on it.
+    up: (s) => [
+      `CREATE TABLE ${s}.capacity_lanes (lane text PRIMARY KEY, paused_until bigint NOT NULL DEFAULT 0)`,
+      `CREATE TABLE ${s}.capacity_permits (
+        lane text NOT NULL,
+        permit_id text NOT NULL,
+        expires_at bigint NOT NULL,
+        PRIMARY KEY (lane, permit_id)
+      )`,
+      `CREATE TABLE ${s}.capacity_requests (lane text NOT NULL, at bigint NOT NULL, units double precision NOT NULL, permit_id text NOT NULL)`,
+      `CREATE INDEX capacity_requests_lane_at_idx ON ${s}.capacity_requests (lane, at)`,
+      // A create's priority and a low one's deadline; NULL for rows of earlier versions (normal, no deadline).
+      `ALTER TABLE ${s}.generations ADD COLUMN priority text, ADD COLUMN deadline_at bigint`,
+      `CREATE FUNCTION ${s}.capacity_acquire(p_lane text, p_concurrency integer, p_rpm integer, p_upm double precision,
+          p_permit text, p_units double precision, p_now bigint, p_hold_ms bigint, p_window_ms bigint,
+          OUT granted boolean, OUT retry_after_ms bigint) LANGUAGE plpgsql AS $fn$
+        DECLARE
+          v_paused bigint;
+          v_held integer;
+          v_n integer;
+          v_units double precision;
+          v_oldest bigint;
+        BEGIN
+          INSERT INTO ${s}.capacity_lanes (lane) VALUES (p_lane) ON CONFLICT (lane) DO NOTHING;
+          SELECT paused_until INTO v_paused FROM ${s}.capacity_lanes WHERE lane = p_lane FOR UPDATE;
+          IF v_paused > p_now THEN
+            granted := false; retry_after_ms := v_paused - p_now; RETURN;
+          END IF;
+          DELETE FROM ${s}.capacity_permits WHERE lane = p_lane AND expires_at <= p_now;
+          IF p_concurrency IS NOT NULL THEN
+            SELECT count(*) INTO v_held FROM ${s}.capacity_permits WHERE lane = p_lane AND permit_id <> p_permit;
+            IF v_held >= p_concurrency THEN
+              granted := false; retry_after_ms := NULL; RETURN;
+            END IF;
+          END IF;
+          DELETE FROM ${s}.capacity_requests WHERE lane = p_lane AND at <= p_now - p_window_ms;
+          SELECT count(*), coalesce(sum(units), 0), min(at) INTO v_n, v_units, v_oldest FROM ${s}.capacity_requests WHERE lane = p_lane;
+          IF (p_rpm IS NOT NULL AND v_n >= p_rpm) OR (p_upm IS NOT NULL AND v_units > 0 AND v_units + p_units > p_upm) THEN
+            granted := false; retry_after_ms := v_oldest + p_window_ms - p_now; RETURN;
+          END IF;
+          INSERT INTO ${s}.capacity_permits (lane, permit_id, expires_at) VALUES (p_lane, p_permit, p_now + p_hold_ms)
+            ON CONFLICT (lane, permit_id) DO UPDATE SET expires_at = excluded.expires_at;
+          INSERT INTO ${s}.capacity_requests (lane, at, units, permit_id) VALUES (p_lane, p_now, p_units, p_permit);
+          granted := true; retry_after_ms := NULL;
+        END
+      $fn$`,
+    ],
+  },
+  {
+    version: 15,
+    name: 'uploads and their expiry, for the clean-up that deletes their files',
+    up: (s) => [
+      `CREATE TABLE ${s}.uploads (
+        key text PRIMARY KEY,
+        owner_id text NOT NULL,
+        mime_type text NOT NULL,
+        size bigint NOT NULL,
+        created_at bigint NOT NULL,
+        expires_at bigint NOT NULL
+      )`,
+      `CREATE INDEX uploads_expiry_idx ON ${s}.uploads (expires_at, key)`,
+    ],
+  },
 ];
 
 /**

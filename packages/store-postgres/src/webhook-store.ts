@@ -5,6 +5,8 @@ import type {
   DeliveryOutcome,
   DeliveryWithAttempts,
   NewDelivery,
+  WebhookEndpointChange,
+  WebhookEndpointRecord,
   WebhookSecrets,
   WebhookStore,
 } from '@genservice/core/ports';
@@ -33,7 +35,31 @@ function toDelivery(r: Row): Delivery {
   if (until !== undefined) d.leaseExpiresAt = until;
   const traceparent = optStr(r.traceparent);
   if (traceparent !== undefined) d.traceparent = traceparent;
+  const endpointId = optStr(r.endpoint_id);
+  if (endpointId !== undefined) d.endpointId = endpointId;
   return d;
+}
+
+function toEndpoint(r: Row): WebhookEndpointRecord {
+  const e: WebhookEndpointRecord = {
+    id: String(r.id),
+    ownerId: decodeKey(String(r.owner_id)),
+    url: String(r.url),
+    events: JSON.parse(String(r.events)) as WebhookEndpointRecord['events'],
+    secret: String(r.secret),
+    createdAt: num(r.created_at),
+    updatedAt: num(r.updated_at),
+  };
+  const description = optStr(r.description);
+  if (description !== undefined) e.description = description;
+  const previous = optStr(r.previous_secret);
+  const expiresAt = optNum(r.previous_expires_at);
+  if (previous !== undefined && expiresAt !== undefined) e.previousSecret = { key: previous, expiresAt };
+  const disabledAt = optNum(r.disabled_at);
+  if (disabledAt !== undefined) e.disabledAt = disabledAt;
+  const failingSince = optNum(r.failing_since);
+  if (failingSince !== undefined) e.failingSince = failingSince;
+  return e;
 }
 
 /**
@@ -108,8 +134,8 @@ export class PostgresWebhookStore implements WebhookStore {
     if (deliveries.length === 0) return;
     const col = <T>(f: (d: NewDelivery) => T): T[] => deliveries.map(f);
     await this.db.query(
-      `INSERT INTO ${this.db.s}.webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at, traceparent)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::text[])
+      `INSERT INTO ${this.db.s}.webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at, traceparent, endpoint_id)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[])
        ON CONFLICT (id) DO NOTHING`,
       [
         col((d) => encodeKey(d.id)),
@@ -122,6 +148,7 @@ export class PostgresWebhookStore implements WebhookStore {
         col((d) => d.nextAttemptAt),
         col((d) => d.createdAt),
         col((d) => d.traceparent ?? null),
+        col((d) => d.endpointId ?? null),
       ],
     );
   }
@@ -194,6 +221,11 @@ export class PostgresWebhookStore implements WebhookStore {
   async deliveriesOf(generationId: string): Promise<DeliveryWithAttempts[]> {
     const s = this.db.s;
     const { rows } = await this.db.query(`SELECT * FROM ${s}.webhook_deliveries WHERE generation_id = $1 ORDER BY seq, ord`, [encodeKey(generationId)]);
+    return this.withAttempts(rows);
+  }
+
+  private async withAttempts(rows: Row[]): Promise<DeliveryWithAttempts[]> {
+    const s = this.db.s;
     if (rows.length === 0) return [];
     const { rows: attempts } = await this.db.query(
       `SELECT * FROM ${s}.webhook_attempts WHERE delivery_id = ANY($1::text[]) ORDER BY delivery_id, n`,
@@ -236,5 +268,136 @@ export class PostgresWebhookStore implements WebhookStore {
       [generationIds.map(encodeKey)],
     );
     return rows[0]!.n;
+  }
+
+  async createEndpoint(e: WebhookEndpointRecord): Promise<void> {
+    await this.db.query(
+      `INSERT INTO ${this.db.s}.webhook_endpoints
+         (id, owner_id, url, events, description, secret, previous_secret, previous_expires_at, created_at, updated_at, disabled_at, failing_since)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+      [
+        e.id,
+        encodeKey(e.ownerId),
+        storableText(e.url),
+        JSON.stringify(e.events),
+        storableText(e.description),
+        e.secret,
+        e.previousSecret?.key ?? null,
+        e.previousSecret?.expiresAt ?? null,
+        e.createdAt,
+        e.updatedAt,
+        e.disabledAt ?? null,
+        e.failingSince ?? null,
+      ],
+    );
+  }
+
+  async getEndpoint(id: string, ownerId: string): Promise<WebhookEndpointRecord | null> {
+    const { rows } = await this.db.query(`SELECT * FROM ${this.db.s}.webhook_endpoints WHERE id = $1 AND owner_id = $2`, [id, encodeKey(ownerId)]);
+    return rows[0] ? toEndpoint(rows[0]) : null;
+  }
+
+  async listEndpoints(ownerId: string): Promise<WebhookEndpointRecord[]> {
+    const { rows } = await this.db.query(`SELECT * FROM ${this.db.s}.webhook_endpoints WHERE owner_id = $1 ORDER BY created_at, ord`, [encodeKey(ownerId)]);
+    return rows.map(toEndpoint);
+  }
+
+  /** One statement: the fields given ($3-$8 null when not), and a disable that ends the pending deliveries with it. */
+  async updateEndpoint(id: string, ownerId: string, change: WebhookEndpointChange): Promise<WebhookEndpointRecord | null> {
+    const s = this.db.s;
+    const { rows } = await this.db.query(
+      `WITH before AS (SELECT id, disabled_at FROM ${s}.webhook_endpoints WHERE id = $1 AND owner_id = $2 FOR UPDATE),
+       u AS (
+         UPDATE ${s}.webhook_endpoints e SET
+           url = coalesce($3, e.url),
+           events = coalesce($4, e.events),
+           description = CASE WHEN $5::boolean THEN $6 ELSE e.description END,
+           disabled_at = CASE WHEN $7::boolean THEN NULL WHEN e.disabled_at IS NULL THEN coalesce($8::bigint, NULL) ELSE e.disabled_at END,
+           failing_since = CASE WHEN $7::boolean THEN NULL ELSE e.failing_since END,
+           updated_at = $9
+         FROM before WHERE e.id = before.id
+         RETURNING e.*, before.disabled_at AS was_disabled_at),
+       ended AS (
+         UPDATE ${s}.webhook_deliveries d SET state = 'failed' FROM u
+         WHERE d.endpoint_id = u.id AND d.state = 'pending' AND u.was_disabled_at IS NULL AND u.disabled_at IS NOT NULL)
+       SELECT * FROM u`,
+      [
+        id,
+        encodeKey(ownerId),
+        change.url === undefined ? null : storableText(change.url),
+        change.events === undefined ? null : JSON.stringify(change.events),
+        change.description !== undefined,
+        change.description === undefined || change.description === null ? null : storableText(change.description),
+        change.disabledAt === null,
+        typeof change.disabledAt === 'number' ? change.disabledAt : null,
+        change.updatedAt,
+      ],
+    );
+    return rows[0] ? toEndpoint(rows[0]) : null;
+  }
+
+  async deleteEndpoint(id: string, ownerId: string): Promise<boolean> {
+    const s = this.db.s;
+    const { rows } = await this.db.query<{ n: number }>(
+      `WITH gone AS (DELETE FROM ${s}.webhook_endpoints WHERE id = $1 AND owner_id = $2 RETURNING id),
+       ended AS (UPDATE ${s}.webhook_deliveries d SET state = 'gone' FROM gone WHERE d.endpoint_id = gone.id AND d.state = 'pending')
+       SELECT count(*)::int AS n FROM gone`,
+      [id, encodeKey(ownerId)],
+    );
+    return rows[0]!.n === 1;
+  }
+
+  async rotateEndpointSecret(id: string, ownerId: string, newKey: string, now: number, overlapMs: number): Promise<WebhookEndpointRecord | null> {
+    const { rows } = await this.db.query(
+      `UPDATE ${this.db.s}.webhook_endpoints SET previous_secret = secret, previous_expires_at = $3, secret = $4, updated_at = $5
+       WHERE id = $1 AND owner_id = $2 RETURNING *`,
+      [id, encodeKey(ownerId), now + overlapMs, newKey, now],
+    );
+    return rows[0] ? toEndpoint(rows[0]) : null;
+  }
+
+  async noteEndpointAttempt(id: string, ok: boolean, at: number): Promise<number | null> {
+    const { rows } = await this.db.query(
+      `UPDATE ${this.db.s}.webhook_endpoints SET failing_since = CASE WHEN $2::boolean THEN NULL ELSE coalesce(failing_since, $3) END
+       WHERE id = $1 AND disabled_at IS NULL RETURNING failing_since`,
+      [id, ok, at],
+    );
+    return rows[0] ? (optNum(rows[0].failing_since) ?? null) : null;
+  }
+
+  async disableEndpoint(id: string, at: number): Promise<boolean> {
+    const s = this.db.s;
+    const { rows } = await this.db.query<{ n: number }>(
+      `WITH u AS (UPDATE ${s}.webhook_endpoints SET disabled_at = $2, updated_at = $2 WHERE id = $1 AND disabled_at IS NULL RETURNING id),
+       ended AS (UPDATE ${s}.webhook_deliveries d SET state = 'failed' FROM u WHERE d.endpoint_id = u.id AND d.state = 'pending')
+       SELECT count(*)::int AS n FROM u`,
+      [id, at],
+    );
+    return rows[0]!.n === 1;
+  }
+
+  async endpointDeliveries(endpointId: string, ownerId: string, limit: number): Promise<DeliveryWithAttempts[]> {
+    const { rows } = await this.db.query(
+      `SELECT * FROM ${this.db.s}.webhook_deliveries WHERE endpoint_id = $1 AND owner_id = $2 ORDER BY created_at DESC, ord DESC LIMIT $3`,
+      [endpointId, encodeKey(ownerId), Math.max(0, Math.floor(limit))],
+    );
+    return this.withAttempts(rows);
+  }
+
+  /** Row-locked, so a replay and a claim of the same delivery are ordered: the replay sees the lease, or the claim the replay. */
+  async replayDelivery(id: string, endpointId: string, now: number): Promise<Delivery | 'busy' | null> {
+    const s = this.db.s;
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query(`SELECT endpoint_id, lease_expires_at FROM ${s}.webhook_deliveries WHERE id = $1 FOR UPDATE`, [encodeKey(id)]);
+      const r = rows[0];
+      if (!r || r.endpoint_id !== endpointId) return null;
+      const lease = optNum(r.lease_expires_at);
+      if (lease !== undefined && lease > now) return 'busy';
+      const { rows: updated } = await tx.query(
+        `UPDATE ${s}.webhook_deliveries SET state = 'pending', next_attempt_at = $2, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 RETURNING *`,
+        [encodeKey(id), now],
+      );
+      return toDelivery(updated[0]!);
+    });
   }
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll } from 'vitest';
 import pg from 'pg';
-import { runAuditLogContract, runPortContracts } from '@genservice/testing';
+import { runAuditLogContract, runCapacityContract, runPortContracts } from '@genservice/testing';
 import { createPostgresStores } from '../src/index.js';
 import { createTestDatabase, randomName, type TestDatabase } from './helpers.js';
 
@@ -34,4 +34,12 @@ runPortContracts('postgres', async () => {
 runAuditLogContract('postgres', async () => {
   const stores = await createPostgresStores({ pool, schema: randomName('audit') });
   return { auditLog: stores.auditLog, close: () => stores.close() };
+});
+
+runCapacityContract('postgres', async () => {
+  const schema = randomName('capacity');
+  const stores = await createPostgresStores({ pool, schema });
+  // Another instance's handle on the same schema.
+  const other = await createPostgresStores({ pool, schema });
+  return { capacity: stores.capacity, other: other.capacity, close: () => stores.close() };
 });

@@ -119,7 +119,7 @@ describe(`query plans over ${ROWS} generations`, () => {
   });
 
   it('counts an owner\u2019s unfinished generations for the in-flight cap through the partial owner index', async () => {
-    const values = ['gen-new', 'user-3', 'model', '{}', 1, T0, null, 10, null, 'pending', 'created', '{}', null, null];
+    const values = ['gen-new', 'user-3', 'model', '{}', 1, T0, null, 10, null, 'pending', 'created', '{}', null, null, null, null];
     expectIndexUse(await planOf(g.insert, values), 'generations_owner_unfinished_idx');
   });
 

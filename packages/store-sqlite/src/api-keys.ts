@@ -17,12 +17,13 @@ interface KeyRow {
   models: string | null;
   budget_amount: number | null;
   budget_period: 'day' | 'month' | null;
+  max_in_flight: number | null;
   expires_at: number | null;
   created_at: number;
   last_used_at: number | null;
 }
 
-const KEY_COLUMNS = 'key_id, user_id, name, scopes, models, budget_amount, budget_period, expires_at, created_at, last_used_at';
+const KEY_COLUMNS = 'key_id, user_id, name, scopes, models, budget_amount, budget_period, expires_at, created_at, last_used_at, max_in_flight';
 
 /**
  * API keys on SQLite, held only as SHA-256 hex digests.
@@ -55,7 +56,7 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     // No ON CONFLICT: a taken digest or key id fails the insert, and nothing is written.
     this.createStmt = db.prepare(
       `INSERT INTO api_keys (digest, ${KEY_COLUMNS})
-       VALUES (@digest, @keyId, @userId, @name, @scopes, @models, @budgetAmount, @budgetPeriod, @expiresAt, @createdAt, NULL)`,
+       VALUES (@digest, @keyId, @userId, @name, @scopes, @models, @budgetAmount, @budgetPeriod, @expiresAt, @createdAt, NULL, @maxInFlight)`,
     );
     this.revokeStmt = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE digest = ? AND revoked_at IS NULL');
     this.revokeByIdStmt = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL');
@@ -90,6 +91,7 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     const p: Principal = { userId: key.userId, keyId: key.keyId, scopes: key.scopes };
     if (key.models !== undefined) p.models = key.models;
     if (key.budget !== undefined) p.budget = key.budget;
+    if (key.maxInFlight !== undefined) p.maxInFlight = key.maxInFlight;
     return p;
   }
 
@@ -109,6 +111,7 @@ export class SqliteApiKeyStore implements ApiKeyStore {
       models: key.models !== undefined ? JSON.stringify(key.models) : null,
       budgetAmount: key.budget?.amount ?? null,
       budgetPeriod: key.budget?.period ?? null,
+      maxInFlight: key.maxInFlight ?? null,
       expiresAt: key.expiresAt ?? null,
       createdAt: key.createdAt,
     });
@@ -143,6 +146,7 @@ function keyOf(row: KeyRow): ApiKeyInfo {
   };
   if (row.models !== null) key.models = JSON.parse(row.models) as string[];
   if (row.budget_amount !== null && row.budget_period !== null) key.budget = { amount: row.budget_amount, period: row.budget_period };
+  if (row.max_in_flight !== null) key.maxInFlight = row.max_in_flight;
   if (row.expires_at !== null) key.expiresAt = row.expires_at;
   if (row.last_used_at !== null) key.lastUsedAt = row.last_used_at;
   return key;

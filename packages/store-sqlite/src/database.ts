@@ -451,6 +451,124 @@ export const MIGRATIONS: readonly Migration[] = [
       WHERE EXISTS (SELECT 1 FROM webhook_deliveries) OR EXISTS (SELECT 1 FROM generations WHERE webhook IS NOT NULL)
       ON CONFLICT (name) DO NOTHING;`,
   },
+  {
+    version: 14,
+    name: 'organisations: members, limits, what their reserves hold, usage by member; in-flight caps of keys',
+    // in_flight counts the members' open reserves (held at reserve, given back at settle); budget_period is 'day',
+    // 'month' or 'total'. One organisation per user: the user id is the members' key. organization_spend is held
+    // plus charged per window (0 for a total budget), as key_spend is per key; organization_usage_daily is the
+    // settled spend of the reserves held under an organisation, per UTC day and member. A reserve keeps the
+    // organisation it was held under and its window: its settle gives back there. A key may cap its generations in
+    // flight (api_keys.max_in_flight): key_in_flight counts them, and a reserve counted there says so
+    // (reserves.key_in_flight), so its settle gives the slot back.
+    sql: `
+      CREATE TABLE organizations (
+        id TEXT PRIMARY KEY,
+        budget_amount REAL CHECK (budget_amount > 0),
+        budget_period TEXT CHECK (budget_period IN ('day', 'month', 'total')),
+        max_in_flight INTEGER CHECK (max_in_flight > 0),
+        weight INTEGER NOT NULL DEFAULT 1 CHECK (weight > 0),
+        in_flight INTEGER NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+        created_at INTEGER NOT NULL
+      );
+      CREATE TABLE organization_members (
+        user_id TEXT PRIMARY KEY,
+        organization_id TEXT NOT NULL REFERENCES organizations (id),
+        role TEXT NOT NULL CHECK (role IN ('member', 'admin')),
+        joined_at INTEGER NOT NULL
+      );
+      CREATE INDEX organization_members_org ON organization_members (organization_id, joined_at, user_id);
+      CREATE TABLE organization_spend (
+        organization_id TEXT NOT NULL,
+        window_start INTEGER NOT NULL,
+        spent REAL NOT NULL,
+        PRIMARY KEY (organization_id, window_start)
+      ) WITHOUT ROWID;
+      CREATE TABLE organization_usage_daily (
+        organization_id TEXT NOT NULL,
+        day INTEGER NOT NULL,
+        user_id TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        tokens REAL NOT NULL,
+        PRIMARY KEY (organization_id, day, user_id)
+      ) WITHOUT ROWID;
+      ALTER TABLE reserves ADD COLUMN organization_id TEXT;
+      ALTER TABLE reserves ADD COLUMN organization_window INTEGER;
+      ALTER TABLE api_keys ADD COLUMN max_in_flight INTEGER;
+      CREATE TABLE key_in_flight (
+        key_id TEXT PRIMARY KEY,
+        in_flight INTEGER NOT NULL CHECK (in_flight >= 0)
+      ) WITHOUT ROWID;
+      ALTER TABLE reserves ADD COLUMN key_in_flight INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
+  {
+    version: 15,
+    name: 'webhook endpoints as objects, and the endpoint of a delivery',
+    // events is a JSON array in text. failing_since is the first failed attempt since the last success (NULL while
+    // healthy); disabled_at is set when it failed for too long or its owner disabled it. A delivery's endpoint_id is
+    // NULL for every receiver that is not a registered endpoint (a create's webhook, a host's default endpoint).
+    sql: `
+      CREATE TABLE webhook_endpoints (
+        id                  TEXT    NOT NULL PRIMARY KEY,
+        owner_id            TEXT    NOT NULL,
+        url                 TEXT    NOT NULL,
+        events              TEXT    NOT NULL,
+        description         TEXT,
+        secret              TEXT    NOT NULL,
+        previous_secret     TEXT,
+        previous_expires_at INTEGER,
+        created_at          INTEGER NOT NULL,
+        updated_at          INTEGER NOT NULL,
+        disabled_at         INTEGER,
+        failing_since       INTEGER
+      );
+      CREATE INDEX webhook_endpoints_owner ON webhook_endpoints (owner_id, created_at);
+      ALTER TABLE webhook_deliveries ADD COLUMN endpoint_id TEXT;
+      CREATE INDEX webhook_deliveries_registered ON webhook_deliveries (endpoint_id, created_at) WHERE endpoint_id IS NOT NULL;
+    `,
+  },
+  {
+    version: 16,
+    name: "provider lanes' shared counters (slots in flight, requests of the last minute, pauses); a create's priority and deadline",
+    sql: `
+      CREATE TABLE capacity_lanes (
+        lane         TEXT    NOT NULL PRIMARY KEY,
+        paused_until INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE TABLE capacity_permits (
+        lane       TEXT    NOT NULL,
+        permit_id  TEXT    NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (lane, permit_id)
+      );
+      CREATE TABLE capacity_requests (
+        lane      TEXT    NOT NULL,
+        at        INTEGER NOT NULL,
+        units     REAL    NOT NULL,
+        permit_id TEXT    NOT NULL
+      );
+      CREATE INDEX capacity_requests_lane_at ON capacity_requests (lane, at);
+      -- A create's priority and a low one's deadline; NULL for rows of earlier versions (normal, no deadline).
+      ALTER TABLE generations ADD COLUMN priority    TEXT;
+      ALTER TABLE generations ADD COLUMN deadline_at INTEGER;
+    `,
+  },
+  {
+    version: 17,
+    name: 'uploads and their expiry, for the clean-up that deletes their files',
+    sql: `
+      CREATE TABLE uploads (
+        key        TEXT    NOT NULL PRIMARY KEY,
+        owner_id   TEXT    NOT NULL,
+        mime_type  TEXT    NOT NULL,
+        size       INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      );
+      CREATE INDEX uploads_expiry ON uploads (expires_at, key);
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

@@ -39,6 +39,8 @@ interface GenerationRow {
   metadata: string | null;
   webhook: string | null;
   traceparent: string | null;
+  priority: string | null;
+  deadline_at: number | null;
   progress_fraction: number | null;
   progress_message: string | null;
   remote_handle: string | null;
@@ -79,7 +81,7 @@ interface EventRow {
 const COLUMNS = `id, owner_id, model_id, settings, status, reserved, price, result_text, result_key, failure_reason,
   error_code, error_message, metadata, webhook, progress_fraction, progress_message, remote_handle, parked_until,
   claims, lease_owner, lease_expires_at, last_seq, created_at, updated_at, started_at, finished_at,
-  expires_after_seconds, life_ends_at, batch_id, served_model_id, traceparent`;
+  expires_after_seconds, life_ends_at, batch_id, served_model_id, traceparent, priority, deadline_at`;
 
 const EVENT_COLUMNS = 'position, seq, generation_id, owner_id, type, at, data';
 
@@ -189,9 +191,10 @@ function shapeOf(change: GenerationChange): string {
 /** Every fixed statement the store runs. Exported from this module (not the package) so tests can EXPLAIN them. */
 export const GENERATION_SQL = {
   insert: `INSERT INTO generations (id, owner_id, model_id, settings, status, reserved, claims, metadata, webhook,
-                                    expires_after_seconds, last_seq, created_at, updated_at, batch_id, traceparent)
+                                    expires_after_seconds, last_seq, created_at, updated_at, batch_id, traceparent,
+                                    priority, deadline_at)
     VALUES (@id, @ownerId, @modelId, @settings, @status, @reserved, 0, @metadata, @webhook, @expiresAfterSeconds, 1,
-            @createdAt, @createdAt, @batchId, @traceparent)`,
+            @createdAt, @createdAt, @batchId, @traceparent, @priority, @deadlineAt)`,
   insertBatch: `INSERT INTO batches (id, owner_id, generation_ids, webhook_url, created_at) VALUES (?, ?, ?, ?, ?)`,
   getBatch: `SELECT id, owner_id, generation_ids, webhook_url, created_at, completed_at FROM batches WHERE id = ? AND owner_id = ?`,
   // One read over the batch's index: counts by status and the charge of the finished ones.
@@ -303,6 +306,8 @@ export class SqliteGenerationStore implements GenerationStore {
         createdAt: gen.createdAt,
         batchId: gen.batchId ?? null,
         traceparent: gen.traceparent ?? null,
+        priority: gen.priority ?? null,
+        deadlineAt: gen.deadlineAt ?? null,
       });
     };
     this.insertTx = db.transaction((gen: NewGeneration, event: NewEvent, max: number | undefined) => {
@@ -520,6 +525,8 @@ function toRecord(row: GenerationRow | undefined): GenerationRecord | null {
   if (row.metadata !== null) record.metadata = JSON.parse(row.metadata) as GenerationRecord['metadata'];
   if (row.webhook !== null) record.webhook = JSON.parse(row.webhook) as GenerationRecord['webhook'];
   if (row.traceparent !== null) record.traceparent = row.traceparent;
+  if (row.priority !== null) record.priority = row.priority as GenerationRecord['priority'];
+  if (row.deadline_at !== null) record.deadlineAt = row.deadline_at;
   if (row.progress_fraction !== null) {
     record.progress =
       row.progress_message === null

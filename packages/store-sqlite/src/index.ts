@@ -22,6 +22,8 @@ import { SqliteApiKeyStore } from './api-keys.js';
 import { SqliteAuditLog } from './audit-log.js';
 import { SqliteIdempotencyStore } from './idempotency.js';
 import { SqliteWebhookStore } from './webhook-store.js';
+import { SqliteUploadStore } from './upload-store.js';
+import { SqliteCapacityStore } from './capacity-store.js';
 
 export { SqliteGenerationStore } from './generation-store.js';
 export { SqliteLedger } from './ledger.js';
@@ -29,6 +31,8 @@ export { SqliteApiKeyStore } from './api-keys.js';
 export { SqliteAuditLog } from './audit-log.js';
 export { SqliteIdempotencyStore } from './idempotency.js';
 export { SqliteWebhookStore } from './webhook-store.js';
+export { SqliteUploadStore } from './upload-store.js';
+export { SqliteCapacityStore } from './capacity-store.js';
 export {
   MIGRATIONS,
   appliedMigrations,
@@ -48,6 +52,10 @@ export interface SqliteStores {
   webhookStore: SqliteWebhookStore;
   /** Every admin action on users, credits and keys (the service option of the same name). */
   auditLog: SqliteAuditLog;
+  /** The uploads and their expiry, for the clean-up that deletes their files (the service option of the same name). */
+  uploadStore: SqliteUploadStore;
+  /** Provider lanes' counters (the service option `capacity`), shared by every process using the file. */
+  capacity: SqliteCapacityStore;
   /** The shared connection, for operators' queries and backups (`db.backup(path)`). */
   db: SqliteDatabase;
   /** Closes the connection. Call it after the service has stopped; calling it again does nothing. */
@@ -67,6 +75,8 @@ export function createSqliteStores(options: SqliteOptions): SqliteStores {
     idempotency: new SqliteIdempotencyStore(db),
     webhookStore: new SqliteWebhookStore(db),
     auditLog: new SqliteAuditLog(db),
+    uploadStore: new SqliteUploadStore(db),
+    capacity: new SqliteCapacityStore(db),
     db,
     async close(): Promise<void> {
       if (!db.open) return;

@@ -1,10 +1,19 @@
 import { retryMethodsWhileBusy } from './busy.js';
 import type {
+  AccountRow,
   AccountSnapshot,
+  BudgetWindows,
   Ledger,
   OpenReserve,
+  OrganizationLedger,
+  OrganizationMember,
+  OrganizationRecord,
+  OrganizationRole,
+  OrganizationState,
+  OrganizationUsageQuery,
   ReserveItem,
   ReserveOptions,
+  ReserveOutcome,
   ReserveResult,
   UsageQuery,
   UsageReport,
@@ -12,10 +21,11 @@ import type {
 import { MAX_TOKENS, USAGE_SPANS, assertTokenAmount, dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
+import { type OrganizationReserveColumns, OrganizationRefused, SqliteOrganizations } from './organizations.js';
 
 type Statement = Database.Statement;
 
-interface ReserveRow {
+interface ReserveRow extends OrganizationReserveColumns {
   user_id: string;
   amount: number;
   state: 'open' | 'settled';
@@ -23,11 +33,17 @@ interface ReserveRow {
   model_id: string | null;
   key_id: string | null;
   window_start: number | null;
+  key_in_flight: number;
 }
 
 /** Thrown inside a reserve's transaction to roll back its balance hold when the key's budget refuses it. */
 class OverBudget extends Error {
   override readonly name = 'OverBudget' as const;
+}
+
+/** Thrown inside a reserve's transaction to roll it back when the key is at its in-flight cap. */
+class KeyAtCap extends Error {
+  override readonly name = 'KeyAtCap' as const;
 }
 
 /** Same condition as the partial index `reserves_open`, so only open reserves are ever visited. */
@@ -63,7 +79,8 @@ export function usageSql(groupBy: UsageQuery['groupBy']): string {
  * itself lives in the UPDATE's WHERE (`balance >= amount`) and a CHECK constraint backs it, so even a logic
  * slip could not drive a balance below zero. `accounts` carries running totals, so `account()` is one row read.
  */
-export class SqliteLedger implements Ledger {
+export class SqliteLedger implements Ledger, OrganizationLedger {
+  private readonly orgs: SqliteOrganizations;
   private readonly findReserveStmt: Statement;
   private readonly ensureAccountStmt: Statement;
   private readonly holdStmt: Statement;
@@ -72,11 +89,14 @@ export class SqliteLedger implements Ledger {
   private readonly applySettleStmt: Statement;
   private readonly creditStmt: Statement;
   private readonly accountStmt: Statement;
+  private readonly listAccountsStmt: Statement;
   private readonly openReservesStmt: Statement;
   private readonly openAccountStmt: Statement;
   private readonly holdKeyStmt: Statement;
   private readonly releaseKeyStmt: Statement;
   private readonly keySpendStmt: Statement;
+  private readonly holdKeyInFlightStmt: Statement;
+  private readonly releaseKeyInFlightStmt: Statement;
   private readonly addUsageStmt: Statement;
   private readonly addSpanStmt: Statement;
   private readonly addDayStmt: Statement;
@@ -87,14 +107,16 @@ export class SqliteLedger implements Ledger {
     amount: number,
     now: number,
     options: ReserveOptions,
-  ) => ReserveResult;
+  ) => ReserveResult | ReserveOutcome;
   private readonly settleTx: (generationId: string, amount: number, now: number) => number | null;
-  private readonly reserveManyTx: (userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions) => ReserveResult;
+  private readonly reserveManyTx: (userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions) => ReserveResult | ReserveOutcome;
 
   constructor(db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
+    this.orgs = new SqliteOrganizations(db);
     this.findReserveStmt = db.prepare(
-      'SELECT user_id, amount, state, charged, model_id, key_id, window_start FROM reserves WHERE generation_id = ?',
+      `SELECT user_id, amount, state, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight
+         FROM reserves WHERE generation_id = ?`,
     );
     this.ensureAccountStmt = db.prepare('INSERT INTO accounts (user_id) VALUES (?) ON CONFLICT (user_id) DO NOTHING');
     this.holdStmt = db.prepare(
@@ -102,8 +124,8 @@ export class SqliteLedger implements Ledger {
         WHERE user_id = @userId AND balance >= @amount`,
     );
     this.insertReserveStmt = db.prepare(
-      `INSERT INTO reserves (generation_id, user_id, amount, state, created_at, model_id, key_id, window_start)
-       VALUES (@generationId, @userId, @amount, 'open', @now, @modelId, @keyId, @windowStart)`,
+      `INSERT INTO reserves (generation_id, user_id, amount, state, created_at, model_id, key_id, window_start, key_in_flight)
+       VALUES (@generationId, @userId, @amount, 'open', @now, @modelId, @keyId, @windowStart, @keyCounted)`,
     );
     this.closeReserveStmt = db.prepare(
       `UPDATE reserves SET state = 'settled', charged = @charged, settled_at = @now
@@ -122,6 +144,8 @@ export class SqliteLedger implements Ledger {
     );
     this.openAccountStmt = db.prepare('INSERT INTO accounts (user_id, balance) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING');
     this.accountStmt = db.prepare('SELECT balance, reserved, settled FROM accounts WHERE user_id = ?');
+    // The primary key's index, in its own (binary) order.
+    this.listAccountsStmt = db.prepare('SELECT user_id AS userId, balance, reserved, settled FROM accounts WHERE user_id > ? ORDER BY user_id LIMIT ?');
     this.openReservesStmt = db.prepare(OPEN_RESERVES_SQL);
     // The limit test is in the upsert's WHERE: a window already at its limit is left as it is (no row changed).
     this.holdKeyStmt = db.prepare(
@@ -132,6 +156,12 @@ export class SqliteLedger implements Ledger {
       'UPDATE key_spend SET spent = spent - @back WHERE key_id = @keyId AND window_start = @windowStart',
     );
     this.keySpendStmt = db.prepare('SELECT spent FROM key_spend WHERE key_id = ? AND window_start = ?');
+    // The cap is tested in the upsert's WHERE, as the key's budget is: a key at its cap changes no row.
+    this.holdKeyInFlightStmt = db.prepare(
+      `INSERT INTO key_in_flight (key_id, in_flight) VALUES (@keyId, @count)
+       ON CONFLICT (key_id) DO UPDATE SET in_flight = in_flight + excluded.in_flight WHERE in_flight + excluded.in_flight <= @cap`,
+    );
+    this.releaseKeyInFlightStmt = db.prepare('UPDATE key_in_flight SET in_flight = in_flight - 1 WHERE key_id = ?');
     this.addUsageStmt = db.prepare(
       `INSERT INTO usage_daily (user_id, day, model_id, key_id, count, tokens) VALUES (@userId, @day, @modelId, @keyId, 1, @charged)
        ON CONFLICT (user_id, day, model_id, key_id) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
@@ -151,7 +181,7 @@ export class SqliteLedger implements Ledger {
     };
 
     this.reserveTx = db
-      .transaction((userId: string, generationId: string, amount: number, now: number, options: ReserveOptions): ReserveResult => {
+      .transaction((userId: string, generationId: string, amount: number, now: number, options: ReserveOptions): ReserveResult | ReserveOutcome => {
         const existing = this.findReserveStmt.get(generationId) as ReserveRow | undefined;
         if (existing) {
           if (existing.user_id !== userId) {
@@ -159,7 +189,7 @@ export class SqliteLedger implements Ledger {
             throw new Error(`Generation ${generationId} is already reserved for another user`);
           }
           // A retry of the same create: the first call already holds the amount.
-          return 'ok';
+          return withOrganization(this.orgs.of(userId));
         }
         // A free generation still needs an account row for the reserve's foreign key.
         if (amount === 0) this.ensureAccountStmt.run(userId);
@@ -171,6 +201,7 @@ export class SqliteLedger implements Ledger {
           // Undoes the balance hold above with the whole transaction.
           if (!held) throw new OverBudget();
         }
+        const keyCounted = this.holdKeyInFlight(keyId, 1, options.keyMaxInFlight);
         this.insertReserveStmt.run({
           generationId,
           userId,
@@ -179,15 +210,16 @@ export class SqliteLedger implements Ledger {
           modelId: options.modelId ?? null,
           keyId,
           windowStart: limit ? limit.windowStart : null,
+          keyCounted,
         });
-        return 'ok';
+        return withOrganization(this.orgs.hold(userId, [generationId], amount, options.windows));
       })
       .immediate;
 
     // One IMMEDIATE transaction for the whole batch: the total is held at once (the balance test in the UPDATE's
     // WHERE), then every reserve row is inserted; a refusal or a failing row rolls all of it back.
     this.reserveManyTx = db
-      .transaction((userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions): ReserveResult => {
+      .transaction((userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions): ReserveResult | ReserveOutcome => {
         let existing = 0;
         for (const item of items) {
           const row = this.findReserveStmt.get(item.generationId) as ReserveRow | undefined;
@@ -196,7 +228,7 @@ export class SqliteLedger implements Ledger {
           existing++;
         }
         if (existing > 0) {
-          if (existing === items.length) return 'ok';
+          if (existing === items.length) return withOrganization(this.orgs.of(userId));
           throw new Error('reserveMany: some of these generations are already reserved');
         }
         const total = items.reduce((sum, item) => sum + item.amount, 0);
@@ -208,6 +240,7 @@ export class SqliteLedger implements Ledger {
           const held = total <= limit.amount && this.holdKeyStmt.run({ keyId, windowStart: limit.windowStart, amount: total, limit: limit.amount }).changes === 1;
           if (!held) throw new OverBudget();
         }
+        const keyCounted = this.holdKeyInFlight(keyId, items.length, options.keyMaxInFlight);
         for (const item of items) {
           this.insertReserveStmt.run({
             generationId: item.generationId,
@@ -217,9 +250,10 @@ export class SqliteLedger implements Ledger {
             modelId: item.modelId ?? null,
             keyId,
             windowStart: limit ? limit.windowStart : null,
+            keyCounted,
           });
         }
-        return 'ok';
+        return withOrganization(this.orgs.hold(userId, items.map((i) => i.generationId), total, options.windows));
       })
       .immediate;
 
@@ -239,6 +273,8 @@ export class SqliteLedger implements Ledger {
         this.addUsageStmt.run(usage);
         for (const span of USAGE_SPANS) this.addSpanStmt.run({ ...usage, span, start: usage.day - (usage.day % span) });
         this.addDayStmt.run(usage);
+        if (reserve.key_in_flight === 1 && reserve.key_id !== null) this.releaseKeyInFlightStmt.run(reserve.key_id);
+        this.orgs.settled(reserve, charged, now);
         return charged;
       })
       .immediate;
@@ -250,27 +286,56 @@ export class SqliteLedger implements Ledger {
     amount: number,
     now: number = Date.now(),
     options: ReserveOptions = {},
-  ): Promise<ReserveResult> {
+  ): Promise<ReserveResult | ReserveOutcome> {
     assertAmount(amount, 'reserve amount');
     if (options.keyLimit) assertAmount(options.keyLimit.amount, 'key limit');
     try {
       return this.reserveTx(userId, generationId, amount, now, options);
     } catch (err) {
-      if (err instanceof OverBudget) return 'budget_exceeded';
-      throw err;
+      return refusal(err);
     }
   }
 
-  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
+  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult | ReserveOutcome> {
     for (const item of items) assertAmount(item.amount, 'reserve amount');
     if (options.keyLimit) assertAmount(options.keyLimit.amount, 'key limit');
     if (items.length === 0) return 'ok';
     try {
       return this.reserveManyTx(userId, items, now, options);
     } catch (err) {
-      if (err instanceof OverBudget) return 'budget_exceeded';
-      throw err;
+      return refusal(err);
     }
+  }
+
+  async createOrganization(organization: OrganizationRecord): Promise<boolean> {
+    return this.orgs.create(organization);
+  }
+
+  async organization(organizationId: string, windows: BudgetWindows): Promise<OrganizationState | null> {
+    return this.orgs.state(organizationId, windows);
+  }
+
+  async addMember(organizationId: string, member: OrganizationMember): Promise<'added' | 'no_organization' | 'member_elsewhere'> {
+    return this.orgs.addMember(organizationId, member);
+  }
+
+  async removeMember(organizationId: string, userId: string): Promise<boolean> {
+    return this.orgs.removeMember(organizationId, userId);
+  }
+
+  async membership(userId: string): Promise<{ organizationId: string; role: OrganizationRole } | null> {
+    return this.orgs.membership(userId);
+  }
+
+  async organizationUsage(organizationId: string, query: OrganizationUsageQuery): Promise<UsageReport> {
+    return this.orgs.usage(organizationId, query);
+  }
+
+  /** Inside a reserve's transaction: `count` slots of the key's in-flight cap, or `KeyAtCap` thrown. 1 when counted. */
+  private holdKeyInFlight(keyId: string | null, count: number, cap: number | undefined): 0 | 1 {
+    if (keyId === null || cap === undefined) return 0;
+    if (count > cap || this.holdKeyInFlightStmt.run({ keyId, count, cap }).changes !== 1) throw new KeyAtCap();
+    return 1;
   }
 
   async settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
@@ -326,6 +391,11 @@ export class SqliteLedger implements Ledger {
     return row ? { balance: row.balance, reserved: row.reserved, settled: row.settled } : { balance: 0, reserved: 0, settled: 0 };
   }
 
+  async listAccounts(limit: number, after?: string): Promise<AccountRow[]> {
+    if (!(limit > 0)) return [];
+    return (this.listAccountsStmt.all(after ?? '', Math.floor(limit)) as AccountRow[]).map((r) => ({ userId: r.userId, balance: r.balance, reserved: r.reserved, settled: r.settled }));
+  }
+
   async openReserves(limit: number): Promise<OpenReserve[]> {
     if (!(limit > 0)) return [];
     const rows = this.openReservesStmt.all(Math.floor(limit)) as Array<{
@@ -336,6 +406,19 @@ export class SqliteLedger implements Ledger {
     }>;
     return rows.map((r) => ({ generationId: r.generation_id, userId: r.user_id, amount: r.amount, createdAt: r.created_at }));
   }
+}
+
+/** A reserve's answer: plain `ok` for a user of no organisation, or the outcome naming its organisation. */
+function withOrganization(organization: OrganizationRecord | undefined): ReserveResult | ReserveOutcome {
+  return organization ? { result: 'ok', organization } : 'ok';
+}
+
+/** A rolled-back reserve's answer (the signals of its transaction), or the error again. */
+function refusal(err: unknown): ReserveResult | ReserveOutcome {
+  if (err instanceof OverBudget) return 'budget_exceeded';
+  if (err instanceof KeyAtCap) return 'limit_reached';
+  if (err instanceof OrganizationRefused) return { result: err.result, refusedBy: 'organization', organization: err.organization };
+  throw err;
 }
 
 function assertAmount(amount: number, what: string): void {

@@ -6,6 +6,8 @@ import type {
   DeliveryOutcome,
   DeliveryWithAttempts,
   NewDelivery,
+  WebhookEndpointChange,
+  WebhookEndpointRecord,
   WebhookSecrets,
   WebhookStore,
 } from '@genservice/core/ports';
@@ -27,6 +29,38 @@ interface DeliveryRow {
   lease_expires_at: number | null;
   created_at: number;
   traceparent: string | null;
+  endpoint_id: string | null;
+}
+
+interface EndpointRow {
+  id: string;
+  owner_id: string;
+  url: string;
+  events: string;
+  description: string | null;
+  secret: string;
+  previous_secret: string | null;
+  previous_expires_at: number | null;
+  created_at: number;
+  updated_at: number;
+  disabled_at: number | null;
+  failing_since: number | null;
+}
+
+function toEndpoint(r: EndpointRow): WebhookEndpointRecord {
+  return {
+    id: r.id,
+    ownerId: r.owner_id,
+    url: r.url,
+    events: JSON.parse(r.events) as WebhookEndpointRecord['events'],
+    ...(r.description !== null ? { description: r.description } : {}),
+    secret: r.secret,
+    ...(r.previous_secret !== null && r.previous_expires_at !== null ? { previousSecret: { key: r.previous_secret, expiresAt: r.previous_expires_at } } : {}),
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    ...(r.disabled_at !== null ? { disabledAt: r.disabled_at } : {}),
+    ...(r.failing_since !== null ? { failingSince: r.failing_since } : {}),
+  };
 }
 
 function toDelivery(r: DeliveryRow): Delivery {
@@ -46,6 +80,7 @@ function toDelivery(r: DeliveryRow): Delivery {
   if (r.lease_owner !== null) d.leaseOwner = r.lease_owner;
   if (r.lease_expires_at !== null) d.leaseExpiresAt = r.lease_expires_at;
   if (r.traceparent !== null) d.traceparent = r.traceparent;
+  if (r.endpoint_id !== null) d.endpointId = r.endpoint_id;
   return d;
 }
 
@@ -127,12 +162,12 @@ export class SqliteWebhookStore implements WebhookStore {
       return true;
     }).immediate;
     const insert = db.prepare(
-      `INSERT INTO webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at, traceparent)
-       VALUES (@id, @generationId, @ownerId, @seq, @type, @url, @payload, @nextAttemptAt, @createdAt, @traceparent)
+      `INSERT INTO webhook_deliveries (id, generation_id, owner_id, seq, type, url, payload, next_attempt_at, created_at, traceparent, endpoint_id)
+       VALUES (@id, @generationId, @ownerId, @seq, @type, @url, @payload, @nextAttemptAt, @createdAt, @traceparent, @endpointId)
        ON CONFLICT (id) DO NOTHING`,
     );
     this.addTx = db.transaction((deliveries: NewDelivery[]) => {
-      for (const d of deliveries) insert.run({ ...d, traceparent: d.traceparent ?? null });
+      for (const d of deliveries) insert.run({ ...d, traceparent: d.traceparent ?? null, endpointId: d.endpointId ?? null });
     }).immediate;
   }
 
@@ -179,7 +214,10 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async deliveriesOf(generationId: string): Promise<DeliveryWithAttempts[]> {
-    const rows = this.stmt(`SELECT * FROM webhook_deliveries WHERE generation_id = ? ORDER BY seq, rowid`).all(generationId) as DeliveryRow[];
+    return this.withAttempts(this.stmt(`SELECT * FROM webhook_deliveries WHERE generation_id = ? ORDER BY seq, rowid`).all(generationId) as DeliveryRow[]);
+  }
+
+  private withAttempts(rows: DeliveryRow[]): DeliveryWithAttempts[] {
     const attempts = this.stmt(`SELECT at, status, error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY n`);
     return rows.map((r) => ({
       ...toDelivery(r),
@@ -210,6 +248,116 @@ export class SqliteWebhookStore implements WebhookStore {
     return this.db.transaction(() => {
       this.stmt(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE generation_id IN (SELECT value FROM json_each(?)))`).run(ids);
       return this.stmt(`DELETE FROM webhook_deliveries WHERE generation_id IN (SELECT value FROM json_each(?))`).run(ids).changes;
+    }).immediate();
+  }
+
+  async createEndpoint(e: WebhookEndpointRecord): Promise<void> {
+    this.stmt(
+      `INSERT INTO webhook_endpoints (id, owner_id, url, events, description, secret, previous_secret, previous_expires_at, created_at, updated_at, disabled_at, failing_since)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      e.id,
+      e.ownerId,
+      e.url,
+      JSON.stringify(e.events),
+      e.description ?? null,
+      e.secret,
+      e.previousSecret?.key ?? null,
+      e.previousSecret?.expiresAt ?? null,
+      e.createdAt,
+      e.updatedAt,
+      e.disabledAt ?? null,
+      e.failingSince ?? null,
+    );
+  }
+
+  async getEndpoint(id: string, ownerId: string): Promise<WebhookEndpointRecord | null> {
+    const r = this.stmt(`SELECT * FROM webhook_endpoints WHERE id = ? AND owner_id = ?`).get(id, ownerId) as EndpointRow | undefined;
+    return r ? toEndpoint(r) : null;
+  }
+
+  async listEndpoints(ownerId: string): Promise<WebhookEndpointRecord[]> {
+    return (this.stmt(`SELECT * FROM webhook_endpoints WHERE owner_id = ? ORDER BY created_at, rowid`).all(ownerId) as EndpointRow[]).map(toEndpoint);
+  }
+
+  async updateEndpoint(id: string, ownerId: string, change: WebhookEndpointChange): Promise<WebhookEndpointRecord | null> {
+    return this.db.transaction(() => {
+      const r = this.stmt(`SELECT * FROM webhook_endpoints WHERE id = ? AND owner_id = ?`).get(id, ownerId) as EndpointRow | undefined;
+      if (!r) return null;
+      const next: EndpointRow = { ...r, updated_at: change.updatedAt };
+      if (change.url !== undefined) next.url = change.url;
+      if (change.events !== undefined) next.events = JSON.stringify(change.events);
+      if (change.description !== undefined) next.description = change.description;
+      const disabling = change.disabledAt !== undefined && change.disabledAt !== null && r.disabled_at === null;
+      if (change.disabledAt === null) {
+        next.disabled_at = null;
+        next.failing_since = null;
+      } else if (disabling) next.disabled_at = change.disabledAt!;
+      this.stmt(
+        `UPDATE webhook_endpoints SET url = @url, events = @events, description = @description, updated_at = @updated_at,
+           disabled_at = @disabled_at, failing_since = @failing_since WHERE id = @id`,
+      ).run({ id, url: next.url, events: next.events, description: next.description, updated_at: next.updated_at, disabled_at: next.disabled_at, failing_since: next.failing_since });
+      if (disabling) this.endDeliveries(id, 'failed');
+      return toEndpoint(next);
+    }).immediate();
+  }
+
+  private endDeliveries(endpointId: string, state: 'gone' | 'failed'): void {
+    this.stmt(`UPDATE webhook_deliveries SET state = ? WHERE endpoint_id = ? AND state = 'pending'`).run(state, endpointId);
+  }
+
+  async deleteEndpoint(id: string, ownerId: string): Promise<boolean> {
+    return this.db.transaction(() => {
+      if (this.stmt(`DELETE FROM webhook_endpoints WHERE id = ? AND owner_id = ?`).run(id, ownerId).changes === 0) return false;
+      this.endDeliveries(id, 'gone');
+      return true;
+    }).immediate();
+  }
+
+  async rotateEndpointSecret(id: string, ownerId: string, newKey: string, now: number, overlapMs: number): Promise<WebhookEndpointRecord | null> {
+    const r = this.stmt(
+      `UPDATE webhook_endpoints SET previous_secret = secret, previous_expires_at = ?, secret = ?, updated_at = ?
+       WHERE id = ? AND owner_id = ? RETURNING *`,
+    ).get(now + overlapMs, newKey, now, id, ownerId) as EndpointRow | undefined;
+    return r ? toEndpoint(r) : null;
+  }
+
+  async noteEndpointAttempt(id: string, ok: boolean, at: number): Promise<number | null> {
+    const r = this.stmt(
+      `UPDATE webhook_endpoints SET failing_since = CASE WHEN ? THEN NULL ELSE coalesce(failing_since, ?) END
+       WHERE id = ? AND disabled_at IS NULL RETURNING failing_since`,
+    ).get(ok ? 1 : 0, at, id) as { failing_since: number | null } | undefined;
+    return r?.failing_since ?? null;
+  }
+
+  async disableEndpoint(id: string, at: number): Promise<boolean> {
+    return this.db.transaction(() => {
+      if (this.stmt(`UPDATE webhook_endpoints SET disabled_at = ?, updated_at = ? WHERE id = ? AND disabled_at IS NULL`).run(at, at, id).changes === 0) return false;
+      this.endDeliveries(id, 'failed');
+      return true;
+    }).immediate();
+  }
+
+  async endpointDeliveries(endpointId: string, ownerId: string, limit: number): Promise<DeliveryWithAttempts[]> {
+    const rows = this.stmt(`SELECT * FROM webhook_deliveries WHERE endpoint_id = ? AND owner_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`).all(
+      endpointId,
+      ownerId,
+      Math.max(0, Math.floor(limit)),
+    ) as DeliveryRow[];
+    return this.withAttempts(rows);
+  }
+
+  async replayDelivery(id: string, endpointId: string, now: number): Promise<Delivery | 'busy' | null> {
+    return this.db.transaction((): Delivery | 'busy' | null => {
+      const r = this.stmt(`SELECT endpoint_id, lease_expires_at FROM webhook_deliveries WHERE id = ?`).get(id) as
+        | { endpoint_id: string | null; lease_expires_at: number | null }
+        | undefined;
+      if (!r || r.endpoint_id !== endpointId) return null;
+      if (r.lease_expires_at !== null && r.lease_expires_at > now) return 'busy';
+      const row = this.stmt(
+        `UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = ?, lease_owner = NULL, lease_expires_at = NULL WHERE id = ? RETURNING *`,
+      ).get(now, id) as DeliveryRow;
+      return toDelivery(row);
     }).immediate();
   }
 }

@@ -1,4 +1,4 @@
-import { runAuditLogContract, runPortContracts } from '@genservice/testing';
+import { runAuditLogContract, runCapacityContract, runPortContracts } from '@genservice/testing';
 import { createSqliteStores } from '../src/index.js';
 import { tempDir } from './helpers.js';
 
@@ -21,6 +21,23 @@ runAuditLogContract('sqlite', async () => {
   return {
     auditLog: stores.auditLog,
     async close(): Promise<void> {
+      await stores.close();
+      await tmp.remove();
+    },
+  };
+});
+
+// Two connections on one file: the second stands for another process.
+runCapacityContract('sqlite', async () => {
+  const tmp = await tempDir();
+  const file = tmp.file();
+  const stores = createSqliteStores({ filename: file });
+  const other = createSqliteStores({ filename: file });
+  return {
+    capacity: stores.capacity,
+    other: other.capacity,
+    async close(): Promise<void> {
+      await other.close();
       await stores.close();
       await tmp.remove();
     },

@@ -131,6 +131,23 @@ const MUTANTS: Record<string, string> = {
       }
     }
     runBlobStoreContract(NAME, async () => { const d = await mkdtemp(join(tmpdir(), 'mut-')); return { blobs: new M(d), close: () => rm(d, { recursive: true, force: true }) }; });`,
+  'capacity: a slot is never freed': `
+    class M extends MemoryCapacityStore { async release() {} }
+    runCapacityContract(NAME, async () => ({ capacity: new M(), close: async () => undefined }));`,
+  'capacity: the minute is a fixed window': `
+    class M extends MemoryCapacityStore {
+      async acquire(lane, limits, ask) { return super.acquire(lane, limits, { ...ask, now: Math.floor(ask.now / 60000) * 60000 + 59999 }); }
+    }
+    runCapacityContract(NAME, async () => ({ capacity: new M(), close: async () => undefined }));`,
+  'capacity: checks, then records later': `
+    class M extends MemoryCapacityStore {
+      async acquire(lane, limits, ask) {
+        const probe = await super.acquire(lane + '#probe', limits, ask);
+        await tick();
+        return probe.granted ? super.acquire(lane, {}, ask) : probe;
+      }
+    }
+    runCapacityContract(NAME, async () => ({ capacity: new M(), close: async () => undefined }));`,
   'queue: no de-duplication of waiting jobs': `
     runQueueContract(NAME, async () => { const q = new Naive({ abort: true, limit: 2 }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
   'queue: stop never aborts': `
@@ -139,6 +156,8 @@ const MUTANTS: Record<string, string> = {
     runQueueContract(NAME, async () => { const q = new Naive({ dedupe: true, abort: true }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
   'queue: keeps starting jobs after stop': `
     runQueueContract(NAME, async () => { const q = new Naive({ dedupe: true, abort: true, limit: 2, afterStop: true }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
+  'queue: ignores organisation weights': `
+    runQueueContract(NAME, async () => { const q = new Naive({ dedupe: true, abort: true, limit: 2, unweighted: true }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
 };
 
 /**
@@ -173,19 +192,24 @@ const CAUGHT_BY: Record<string, string[]> = {
   'queue: stop never aborts': ['JobQueue'],
   'queue: ignores its concurrency': ['JobQueue'],
   'queue: keeps starting jobs after stop': ['JobQueue'],
+  'queue: ignores organisation weights': ['JobQueue contract shares the runner by organisation weight'],
+  'capacity: a slot is never freed': ['CapacityStore'],
+  'capacity: the minute is a fixed window': ['CapacityStore'],
+  'capacity: checks, then records later': ['CapacityStore'],
 };
 
 /** The same naive queue with every fault switched off: proves the queue mutants fail for their bug alone. */
 const CONTROL = `
   runQueueContract('control: correct naive queue', async () => { const q = new Naive({ dedupe: true, abort: true, limit: 2 }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });
-  runPortContracts('control: memory ports', ports({}));`;
+  runPortContracts('control: memory ports', ports({}));
+  runCapacityContract('control: memory capacity', async () => ({ capacity: new MemoryCapacityStore(), close: async () => undefined }));`;
 
 const PRELUDE = `
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryGenerationStore, MemoryIdempotencyStore, MemoryLedger } from '@genservice/core';
-import { runBlobStoreContract, runPortContracts, runQueueContract } from '@genservice/testing';
+import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryCapacityStore, MemoryGenerationStore, MemoryIdempotencyStore, MemoryLedger } from '@genservice/core';
+import { runBlobStoreContract, runCapacityContract, runPortContracts, runQueueContract } from '@genservice/testing';
 // One turn of the event loop: the window a racing mutant needs.
 const tick = () => new Promise((r) => setImmediate(r));
 const ports = (o) => async () => ({
@@ -196,22 +220,35 @@ const ports = (o) => async () => ({
   close: async () => undefined,
 });
 class Naive {
-  constructor(o) { this.o = o; this.lanes = new Map(); this.ring = []; this.running = new Map(); this.stopped = false; this.active = 0; }
-  get backlog() { return [...this.lanes.values()].flat(); }
+  // The fair order of the queue port, written plainly (a sorted array): tenant = organisation or owner, weight, users, priority.
+  constructor(o) { this.o = o; this.waiting = []; this.counts = new Map(); this.seq = 0; this.running = new Map(); this.stopped = false; this.active = 0; }
+  get backlog() { return this.waiting.map((w) => w.j); }
+  count(k, by) { const n = (this.counts.get(k) ?? 0) + by; this.counts.set(k, n); return n; }
   async enqueue(j, opts = {}) {
     if (opts.delayMs > 0) { setTimeout(() => this.enqueue(j), opts.delayMs); return; }
     if (this.o.dedupe && this.backlog.some((b) => b.generationId === j.generationId)) return;
-    const owner = j.ownerId ?? '';
-    if (!this.lanes.has(owner)) { this.lanes.set(owner, []); this.ring.push(owner); }
-    this.lanes.get(owner).push(j);
+    const tenant = j.organizationId ? 'o:' + j.organizationId : 'u:' + (j.ownerId ?? '');
+    const weight = j.organizationId && !this.o.unweighted && j.weight > 0 ? j.weight : 1;
+    const priority = j.priority ?? 'normal';
+    const band = priority === 'low' ? 1 : 0;
+    const member = tenant + '|' + (j.ownerId ?? '');
+    const line = member + '|' + priority;
+    const place = this.count(line, 1);
+    if (this.count(member, 1) === 1) this.count(tenant, 1);
+    const same = this.waiting.filter((w) => w.band === band);
+    const v = same.length ? Math.min(...same.map((w) => Math.floor(w.order / 2))) : 0;
+    const order = (v + Math.floor(((place - 1) * this.counts.get(tenant) * 10) / weight)) * 2 + (priority === 'high' ? 0 : 1);
+    this.waiting.push({ j, band, order, seq: this.seq++, line, member, tenant });
+    this.waiting.sort((a, b) => a.band - b.band || a.order - b.order || a.seq - b.seq);
     this.pump();
   }
   async start(h) { this.h = h; this.stopped = false; this.pump(); }
   pump() {
     if (!this.h || (this.stopped && !this.o.afterStop)) return;
-    while (this.ring.length && this.active < (this.o.limit ?? Infinity)) {
-      const owner = this.ring.shift(); const lane = this.lanes.get(owner); const j = lane.shift();
-      if (lane.length) this.ring.push(owner); else this.lanes.delete(owner);
+    while (this.waiting.length && this.active < (this.o.limit ?? Infinity)) {
+      const w = this.waiting.shift(); const j = w.j;
+      this.count(w.line, -1);
+      if (this.count(w.member, -1) === 0) this.count(w.tenant, -1);
       const c = new AbortController(); this.active++; this.running.set(j.generationId, c);
       Promise.resolve().then(() => this.h(j, c.signal)).catch(() => {}).finally(() => { this.active--; this.running.delete(j.generationId); if (!this.running.size) this.idle?.(); this.pump(); });
     }
@@ -278,6 +315,9 @@ describe('the contract suites catch planted bugs', () => {
     expect(memory.failed).toEqual([]);
     expect(queue.passed).toBeGreaterThan(5);
     expect(memory.passed).toBeGreaterThan(50);
+    const capacity = outcomes('control: memory capacity');
+    expect(capacity.failed).toEqual([]);
+    expect(capacity.passed).toBeGreaterThan(5);
   });
 
   it('names the contract that must catch every mutant', () => {

@@ -92,13 +92,19 @@ export class ProviderError extends Error {
   readonly retryable: boolean;
   readonly publicMessage?: string;
   readonly code: 'provider_error' | 'invalid_input';
+  /**
+   * The upstream asked to wait this long before the next request (a 429's `Retry-After`, in ms). The provider's lane
+   * pauses for that long on every instance and the generation waits for it, without spending one of its attempts.
+   */
+  readonly retryAfterMs?: number;
 
   constructor(
     message: string,
-    options: { retryable?: boolean; publicMessage?: string; code?: 'provider_error' | 'invalid_input'; cause?: unknown } = {},
+    options: { retryable?: boolean; publicMessage?: string; code?: 'provider_error' | 'invalid_input'; cause?: unknown; retryAfterMs?: number } = {},
   ) {
     super(message, { cause: options.cause });
     this.retryable = options.retryable ?? false;
+    if (options.retryAfterMs !== undefined && Number.isFinite(options.retryAfterMs) && options.retryAfterMs >= 0) this.retryAfterMs = options.retryAfterMs;
     this.code = options.code ?? 'provider_error';
     if (options.publicMessage !== undefined) this.publicMessage = String(options.publicMessage).slice(0, 500);
     Object.defineProperty(this, PROVIDER_ERROR, { value: true });

@@ -43,7 +43,9 @@ export type FailureCause =
   /** Its owner cancelled it before a worker had it. */
   | 'cancelled_pending'
   /** Its owner cancelled it while a worker had it. */
-  | 'cancelled_running';
+  | 'cancelled_running'
+  /** A `low` priority generation's `deadline` passed before spare capacity ran it. */
+  | 'deadline_passed';
 
 const RULES: Record<FailureCause, { code: FailureCode; fee: FeeRule }> = {
   timeout: { code: 'timeout', fee: 'failure_fee' },
@@ -55,6 +57,7 @@ const RULES: Record<FailureCause, { code: FailureCode; fee: FeeRule }> = {
   not_queued: { code: 'model_unavailable', fee: 'free' },
   cancelled_pending: { code: 'cancelled', fee: 'free' },
   cancelled_running: { code: 'cancelled', fee: 'failure_fee' },
+  deadline_passed: { code: 'timeout', fee: 'free' },
 };
 
 /**

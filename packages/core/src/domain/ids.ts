@@ -30,6 +30,13 @@ export function newBatchId(): string {
 
 export const BATCH_ID_PATTERN = /^batch_[A-Za-z0-9_-]{22}$/;
 
+/** A registered webhook endpoint's id: `we_` and 128 random bits. */
+export function newWebhookEndpointId(): string {
+  return `we_${newGenerationId()}`;
+}
+
+export const WEBHOOK_ENDPOINT_ID_PATTERN = /^we_[A-Za-z0-9_-]{22}$/;
+
 /** Hex SHA-256 of an API key: the only form in which any store keeps a key. */
 export function hashApiKey(apiKey: string): string {
   // One-shot hash (Node >= 20.12): no Hash object for a digest taken on every request.

@@ -3,6 +3,7 @@ import { RESULT_TYPES, type ModelInfo, type Settings } from './types.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import type { ModelDefinition, ModelProvider, RemoteJobProvider } from '../ports/provider.js';
+import type { ProviderCapacity } from '../ports/capacity.js';
 
 /** Whether a provider runs its generations as remote jobs (start / check) rather than in one `generate` call. */
 export function isRemoteJobProvider(p: ModelProvider): p is RemoteJobProvider {
@@ -23,6 +24,22 @@ export interface RegisteredModel {
   failureFee: number;
   /** `definition.fallbacks`, checked: models that exist, of the same result type, run in one call. */
   fallbacks: string[];
+  /** Its provider's lane (`provider.capacity`, checked), when the provider declares limits. */
+  lane?: ProviderCapacity;
+}
+
+/** Checks a provider's declared limits: a lane name and positive integers. Throws naming what is wrong. */
+function checkCapacity(c: ProviderCapacity | undefined): ProviderCapacity | undefined {
+  if (c === undefined) return undefined;
+  if (typeof c.lane !== 'string' || !/^[A-Za-z0-9._:-]{1,100}$/.test(c.lane)) {
+    throw new Error(`provider capacity: lane must be 1 to 100 letters, digits or ._:- (got ${JSON.stringify(c.lane)})`);
+  }
+  for (const k of ['concurrency', 'requestsPerMinute', 'unitsPerMinute'] as const) {
+    const v = c[k];
+    if (v !== undefined && !(Number.isInteger(v) && v >= 1)) throw new Error(`provider capacity of lane "${c.lane}": ${k} must be a positive integer`);
+  }
+  if (c.units !== undefined && typeof c.units !== 'function') throw new Error(`provider capacity of lane "${c.lane}": units must be a function of the settings`);
+  return c;
 }
 
 /** The models of every provider, checked and compiled once when the service is created. */
@@ -37,11 +54,17 @@ export class ModelRegistry {
   ) {
     const { limits, fieldTypes } = options;
     for (const provider of providers) {
+      const lane = checkCapacity(provider.capacity);
       for (const def of provider.models) {
         if (this.models.has(def.modelId)) throw new Error(`model "${def.modelId}" is declared twice`);
         if (!RESULT_TYPES.includes(def.resultType)) throw new Error(`model "${def.modelId}" has unknown resultType "${def.resultType}"`);
         if (typeof def.price === 'number' && !(def.price >= 0 && Number.isFinite(def.price))) {
           throw new Error(`model "${def.modelId}" has an invalid price`);
+        }
+        for (const [p, m] of Object.entries(def.priorityMultipliers ?? {})) {
+          if (!['low', 'normal', 'high'].includes(p) || !(typeof m === 'number' && m >= 0 && m <= 1000)) {
+            throw new Error(`model "${def.modelId}" has an invalid priorityMultipliers.${p} (a number from 0 to 1000 for low, normal or high)`);
+          }
         }
         const failureFee = def.failureFee ?? 0;
         if (!(failureFee >= 0 && Number.isFinite(failureFee))) throw new Error(`model "${def.modelId}" has an invalid failureFee`);
@@ -80,6 +103,7 @@ export class ModelRegistry {
           maxAttempts: Math.max(1, def.maxAttempts ?? 3),
           failureFee,
           fallbacks: [...(def.fallbacks ?? [])],
+          ...(lane ? { lane } : {}),
         });
       }
     }

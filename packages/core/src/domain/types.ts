@@ -93,6 +93,10 @@ export interface GenerationRecord {
    * the same trace on whichever instance it runs. Absent without tracing.
    */
   traceparent?: string;
+  /** The priority its create asked (absent: `normal`, asked or not). */
+  priority?: 'low' | 'high' | 'normal';
+  /** A `low` one's deadline (epoch ms): still pending then, it fails free. */
+  deadlineAt?: number;
   /** How many times a worker claimed it (1 on the first run; a parked remote job's checks are not claims). */
   claims: number;
   /** The worker that holds the current claim, and until when (epoch ms). */

@@ -1,4 +1,4 @@
-import type { UsageGroupBy, UsageReport, UsageRow } from '../ports/ledger.js';
+import type { OrganizationUsageGroupBy, UsageGroupBy, UsageReport, UsageRow } from '../ports/ledger.js';
 
 const DAY_MS = 86_400_000;
 
@@ -58,7 +58,7 @@ export function usageDayOfIndex(dayIndex: number): string {
  * Adds rows up by group (rows of one group may come in parts) and orders them: days ascending, ids by tokens
  * spent (most first) then id, so every ledger answers the same report for the same data.
  */
-export function groupUsage(rows: readonly UsageRow[], groupBy: UsageGroupBy): UsageReport {
+export function groupUsage(rows: readonly UsageRow[], groupBy: UsageGroupBy | OrganizationUsageGroupBy): UsageReport {
   const by = new Map<string | null, UsageRow>();
   let count = 0;
   let tokens = 0;

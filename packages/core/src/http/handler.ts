@@ -50,6 +50,11 @@ export class HttpHandler {
     return this.options.openai !== undefined;
   }
 
+  /** Whether the console pages are served (`options.console`). */
+  get servesConsole(): boolean {
+    return this.options.console;
+  }
+
   /** How long a request body may take to arrive: adapters stop reading after it. */
   get bodyTimeoutMs(): number {
     return this.options.limits.bodyTimeoutMs;

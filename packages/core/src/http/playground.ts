@@ -6,12 +6,20 @@ import { TOKENS } from '../tokens.js';
 import { fail } from './respond.js';
 import type { HttpResponse } from './types.js';
 
-/** What @genservice/playground exports (an optional dependency, imported on the first playground request). */
+type Asset = { contentType: string; body: Uint8Array } | null;
+
+/** What @genservice/playground exports (an optional dependency, imported on the first page request). */
 interface PlaygroundAssets {
-  readPlaygroundAsset(path: string): { contentType: string; body: Uint8Array } | null;
+  readPlaygroundAsset(path: string): Asset;
+  /** The console's files (`/`, `/me`, ...); absent in a version of the package without the console. */
+  readConsoleAsset?(path: string): Asset;
 }
 
-/** The playground page (`playground: true`): static assets of @genservice/playground, loaded on first use. */
+/**
+ * The pages of @genservice/playground, loaded on first use: the playground (`playground: true`) at
+ * `<mount>/playground/`, and the operator console (`console: true`) at `<mount>/console/` with the user's page at
+ * `<mount>/console/me`.
+ */
 @injectable()
 export class PlaygroundRoute {
   private assets: Promise<PlaygroundAssets | null> | undefined;
@@ -24,16 +32,32 @@ export class PlaygroundRoute {
     this.logger = childLogger(logger, { component: 'http' });
   }
 
-  async serve(asset: string, query: string): Promise<HttpResponse> {
-    if (!this.options.playground) return fail('not_found', 'No such endpoint.');
+  serve(asset: string, query: string): Promise<HttpResponse> {
+    return this.page('playground', this.options.playground, (a) => a.readPlaygroundAsset.bind(a), asset, query, this.playgroundPolicy());
+  }
+
+  serveConsole(asset: string, query: string): Promise<HttpResponse> {
+    return this.page('console', this.options.console, (a) => a.readConsoleAsset?.bind(a), asset, query, this.consolePolicy());
+  }
+
+  private async page(
+    name: string,
+    enabled: boolean,
+    reader: (assets: PlaygroundAssets) => ((path: string) => Asset) | undefined,
+    asset: string,
+    query: string,
+    policy: string,
+  ): Promise<HttpResponse> {
+    if (!enabled) return fail('not_found', 'No such endpoint.');
     const assets = await this.load();
-    if (!assets) return fail('not_found', 'The playground is not installed.');
-    // The page lives at `<mount>/playground/`: its files and the API (`../v1/...`) are addressed relative to it, so it
+    const read = assets ? reader(assets) : undefined;
+    if (!read) return fail('not_found', `The ${name} is not installed.`);
+    // The page lives at `<mount>/<name>/`: its files and the API (`../v1/...`) are addressed relative to it, so it
     // works under any mount point and behind any proxy prefix. A relative Location keeps both (RFC 9110 10.2.2).
     if (asset === '') {
-      return { status: 308, headers: { location: `playground/${query ? `?${query}` : ''}`, 'content-length': '0', 'cache-control': 'no-cache' }, body: '' };
+      return { status: 308, headers: { location: `${name}/${query ? `?${query}` : ''}`, 'content-length': '0', 'cache-control': 'no-cache' }, body: '' };
     }
-    const file = assets.readPlaygroundAsset(asset);
+    const file = read(asset);
     if (!file) return fail('not_found', 'No such file.');
     return {
       status: 200,
@@ -43,7 +67,7 @@ export class PlaygroundRoute {
         'cache-control': 'no-cache',
         'x-content-type-options': 'nosniff',
         'referrer-policy': 'no-referrer',
-        'content-security-policy': this.contentSecurityPolicy(),
+        'content-security-policy': policy,
       },
       body: file.body,
     };
@@ -59,29 +83,54 @@ export class PlaygroundRoute {
         return null;
       },
       (err: unknown) => {
-        this.logger.error({ err: asError(err) }, 'playground: true needs the @genservice/playground package installed');
+        this.logger.error({ err: asError(err) }, 'playground: true (or console: true) needs the @genservice/playground package installed');
         return null;
       },
     );
     return this.assets;
   }
 
+  /** The service's own public origin besides 'self', when it has one. */
+  private publicOrigin(): string {
+    return this.options.publicUrl ? ` ${new URL(this.options.publicUrl).origin}` : '';
+  }
+
   /**
    * Scripts and styles only from the page's own files; results may be on the API's public URL. The page holds the
    * caller's key, so it may connect to its own origin (and the publicUrl's) and to no other.
    */
-  private contentSecurityPolicy(): string {
+  private playgroundPolicy(): string {
     return [
       "default-src 'self'",
       "script-src 'self'",
       "style-src 'self'",
       "img-src 'self' data: blob: http: https:",
       "media-src 'self' blob: http: https:",
-      `connect-src 'self'${this.options.publicUrl ? ` ${new URL(this.options.publicUrl).origin}` : ''}`,
+      `connect-src 'self'${this.publicOrigin()}`,
       "object-src 'none'",
       "base-uri 'none'",
       "frame-ancestors 'self'",
       "form-action 'self'",
+    ].join('; ');
+  }
+
+  /**
+   * The console holds an admin key: nothing but its own origin (and the publicUrl's, where result files are served)
+   * for anything, results included.
+   */
+  private consolePolicy(): string {
+    const own = `'self'${this.publicOrigin()}`;
+    return [
+      "default-src 'self'",
+      "script-src 'self'",
+      "style-src 'self'",
+      `img-src ${own} data: blob:`,
+      `media-src ${own} blob:`,
+      `connect-src ${own}`,
+      "object-src 'none'",
+      "base-uri 'none'",
+      "frame-ancestors 'none'",
+      "form-action 'none'",
     ].join('; ');
   }
 }

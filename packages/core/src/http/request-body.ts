@@ -60,7 +60,7 @@ export function createBody(req: HttpRequest, limit: number): { value: CreateGene
     const details = parsed.error.issues.slice(0, 50).map((i) => issueDetail(i.path, i.code, value as Record<string, unknown>, ruleOf(i)));
     return { res: fail('invalid_request', 'The request is not valid.', details) };
   }
-  const { modelId, settings, metadata, webhook, expiresAfterSeconds } = parsed.data;
+  const { modelId, settings, metadata, webhook, expiresAfterSeconds, priority, deadline } = parsed.data;
   return {
     value: {
       modelId,
@@ -68,6 +68,8 @@ export function createBody(req: HttpRequest, limit: number): { value: CreateGene
       ...(metadata !== undefined ? { metadata } : {}),
       ...(webhook !== undefined ? { webhook } : {}),
       ...(expiresAfterSeconds !== undefined ? { expiresAfterSeconds } : {}),
+      ...(priority !== undefined ? { priority } : {}),
+      ...(deadline !== undefined ? { deadline } : {}),
     },
   };
 }

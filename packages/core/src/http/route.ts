@@ -5,8 +5,10 @@ import type { OpenAi } from '../openai/openai.js';
 import type { Accounts } from '../use-cases/accounts.js';
 import type { Batches } from '../use-cases/batches.js';
 import type { Generations } from '../use-cases/generations.js';
+import type { Operations, QueueHealth } from '../use-cases/operations.js';
 import type { Uploads } from '../use-cases/uploads.js';
 import type { Views } from '../use-cases/views.js';
+import type { WebhookEndpoints } from '../use-cases/webhook-endpoints.js';
 import type { KeyScope, Principal } from '../ports/api-keys.js';
 import type { LiveStatus } from '../push/live-status.js';
 import type { Webhooks } from '../push/webhooks.js';
@@ -116,9 +118,14 @@ export interface RouteServices {
   readonly generations: Generations;
   readonly batches: Batches;
   readonly accounts: Accounts;
+  /** The operator console's reads (admin routes). */
+  readonly operations: Operations;
+  readonly queueHealth: QueueHealth;
   readonly uploads: Uploads;
   readonly live: LiveStatus;
   readonly webhooks: Webhooks;
+  /** Registered webhook endpoints (`/v1/webhook-endpoints`). */
+  readonly webhookEndpoints: WebhookEndpoints;
   readonly views: Views;
   /** The OpenAI-compatible surface's use cases (its entries are served only with `options.openai`). */
   readonly openai: OpenAi;
@@ -136,7 +143,7 @@ export const ROUTE_SERVICES = Symbol('RouteServices');
 interface RouteBase<B, Q> {
   /** A short name (what `matchRoute` answers, for tests and logs). */
   name: string;
-  method: 'GET' | 'POST' | 'DELETE';
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
   /** Below the mount point; `{name}` is one path segment. A trailing slash is accepted unless `exact`. */
   path: string;
   exact?: true;

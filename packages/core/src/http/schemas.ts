@@ -1,3 +1,4 @@
+import { PRIORITIES } from '../domain/priority.js';
 import { z } from 'zod';
 import { FAILURE_CODES, GENERATION_STATUSES, RESULT_TYPES, WEBHOOK_EVENT_TYPES } from '../domain/types.js';
 import { ERROR_DETAIL_CODES, type ErrorCode } from '../domain/errors.js';
@@ -69,6 +70,18 @@ export const webhookRequestSchema = z
   })
   .describe('Where to send this generation\'s events');
 
+/** A create's `priority` (docs/operations.md). */
+export const prioritySchema = z
+  .enum(PRIORITIES)
+  .describe(
+    "Default normal. high goes first within your share of the queue, low waits for spare capacity; the service prices each (a multiplier of the model's price, shown by POST /v1/quotes). A priority the service restricts needs a key with the priority scope (403 otherwise).",
+  );
+/** A `low` create's `deadline`. */
+export const deadlineSchema = z
+  .string()
+  .max(64)
+  .describe('Only with priority low: an ISO 8601 date and time (at most 30 days ahead). Not started by then, the generation fails (error code timeout) and nothing is charged.');
+
 /** The body of POST /v1/generations (and /v1/quotes), before per-model settings validation. The handler validates with it. */
 export const createRequestSchema = z.object({
   modelId: z.string().min(1).max(200).describe('A modelId from GET /v1/models'),
@@ -84,6 +97,8 @@ export const createRequestSchema = z.object({
     .describe(
       "A shorter life than the service's retention: the generation (record and files) is deleted this many seconds after it finishes, and reads as deleted from then on. At most the retention in seconds (400 beyond it); any value when the service keeps generations forever. Shown as expiresAt in details, the list and webhooks.",
     ),
+  priority: prioritySchema.optional(),
+  deadline: deadlineSchema.optional(),
 });
 
 export const createResponseSchema = z.object({ generationId: z.string() });
@@ -123,7 +138,27 @@ const price = z.number().describe('Tokens charged');
 
 /** The details view of each status: what a client can count on once it has narrowed on `status`. */
 export const generationDetailsSchemas = {
-  pending: z.object({ ...itemBase, status: z.literal('pending') }).meta({ title: 'GenerationDetailsPending' }),
+  pending: z
+    .object({
+      ...itemBase,
+      status: z.literal('pending'),
+      queue: z
+        .object({
+          position: z.number().int().min(1).describe('1 for the next job to start'),
+          aheadOfYou: z.number().int().min(0).describe('Waiting jobs that start before this one if nothing else arrives'),
+          etaSeconds: z
+            .number()
+            .int()
+            .min(0)
+            .nullable()
+            .describe('Seconds until it is expected to start, from recent run times; null while there are none to go by'),
+        })
+        .optional()
+        .describe(
+          'Details and the event stream only: where it waits in the queue (weighted fair across organisations and users). Absent when the queue cannot tell',
+        ),
+    })
+    .meta({ title: 'GenerationDetailsPending' }),
   processing: z
     .object({
       ...itemBase,
@@ -186,6 +221,8 @@ export const listResponseSchema = z.object({
 export const quoteResponseSchema = z.object({
   price: z.number().describe('Tokens a create with this body would reserve now'),
   balance: z.number().describe('Your spendable balance now'),
+  priority: z.enum(PRIORITIES).optional().describe('The priority asked (only when the body asked one)'),
+  multiplier: z.number().optional().describe("What that priority multiplies the model's price by (only when the body asked a priority)"),
 });
 
 export const settingDescriptorSchema = z.object({
@@ -253,6 +290,7 @@ export const usageResponseSchema = z.object({
       period: z.string().optional().describe('groupBy=day: the UTC day, YYYY-MM-DD'),
       modelId: z.string().nullable().optional().describe('groupBy=model'),
       keyId: z.string().nullable().optional().describe('groupBy=key; null for spend made without a managed key'),
+      userId: z.string().optional().describe('groupBy=member (an organisation admin): the member'),
       count: z.number().int().describe('Generations that finished (settled) in the group'),
       tokens: z.number().describe('Tokens charged'),
     }),
@@ -268,18 +306,24 @@ export const adminCreditSchema = z.object({
 });
 export const adminNewKeySchema = z.object({
   name: z.string().min(1).max(100),
-  scopes: z.array(z.enum(['generate', 'read'])).min(1).optional().describe('Default both'),
+  scopes: z
+    .array(z.enum(['generate', 'read', 'priority']))
+    .min(1)
+    .optional()
+    .describe('Default generate and read; priority lets the key ask a create priority the service restricts'),
   models: z.array(z.string()).min(1).max(100).optional().describe('Model allow-list; default every model'),
   budget: keyBudgetSchema.optional(),
+  maxInFlight: z.number().int().positive().max(1_000_000).optional().describe('At most this many of the key\u2019s generations pending or processing at once'),
   expiresAt: z.string().optional().describe('ISO 8601, in the future'),
 });
 export const adminKeySchema = z.object({
   keyId: z.string(),
   userId: z.string(),
   name: z.string(),
-  scopes: z.array(z.enum(['generate', 'read'])),
+  scopes: z.array(z.enum(['generate', 'read', 'priority'])),
   models: z.array(z.string()).optional(),
   budget: keyBudgetSchema.optional(),
+  maxInFlight: z.number().int().optional(),
   expiresAt: z.string().optional(),
   createdAt: z.string(),
   lastUsedAt: z.string().optional(),
@@ -291,7 +335,7 @@ export const adminAuditSchema = z.object({
       id: z.string(),
       at: z.string().describe('ISO 8601'),
       actor: z.string().describe('The admin key’s name'),
-      action: z.enum(['user.create', 'credits.add', 'key.create', 'key.revoke']),
+      action: z.enum(['user.create', 'credits.add', 'key.create', 'key.revoke', 'webhook_endpoint.disable', 'organization.create', 'organization.member.add', 'organization.member.remove']),
       userId: z.string().optional(),
       keyId: z.string().optional(),
       details: z.record(z.string(), z.unknown()).optional(),
@@ -299,3 +343,31 @@ export const adminAuditSchema = z.object({
   ),
   nextCursor: z.string().nullable(),
 });
+
+export const adminUserViewSchema = z.object({
+  userId: z.string(),
+  balance: z.number().describe('Spendable tokens'),
+  reserved: z.number().describe('Held by generations that have not finished'),
+  settled: z.number().describe('Charged, over all time'),
+  keys: z.array(adminKeySchema.extend({ budgetSpent: z.number().optional().describe('Keys with a budget: tokens held or charged in the current window') })),
+});
+export const adminQueueSchema = z.object({
+  models: z.array(
+    z.object({
+      modelId: z.string(),
+      provider: z.string().describe('The provider’s `name`, else its place in the `providers` option (`provider 1`, ...)'),
+      resultType: z.string().nullable().describe('null for a model no longer served'),
+      pending: z.number().int(),
+      running: z.number().int(),
+      oldestPendingAt: z.string().nullable().describe('ISO 8601'),
+    }),
+  ),
+  total: z.object({ pending: z.number().int(), running: z.number().int() }),
+  oldestPendingAt: z.string().nullable().describe('ISO 8601; null when nothing waits'),
+  oldestPendingSeconds: z.number().int().nullable(),
+  failuresLastHour: z.number().int().describe('Generations this instance saw fail in the last hour (each instance counts its own)'),
+  scanned: z.number().int().describe('Unfinished generations read'),
+  truncated: z.boolean().describe('More than 10000 unfinished generations: the counts cover the oldest 10000'),
+});
+// The webhook endpoint objects' schemas (issue 41) live beside: one file each, the same import path for the routes.
+export * from './webhook-endpoint-schemas.js';

@@ -1,17 +1,18 @@
 import { inject, injectable } from 'tsyringe';
 import type { Metadata, Settings, WebhookEventType } from '../domain/types.js';
 import { DomainError } from '../domain/errors.js';
+import { jobOfRecord } from '../domain/fair-order.js';
 import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import { newBatchId, newGenerationId } from '../domain/ids.js';
-import type { JobQueue } from '../ports/queue.js';
+import type { Job, JobQueue } from '../ports/queue.js';
 import type { NewEvent, NewGeneration } from '../ports/store.js';
 import { currentRequestContext } from '../request-context.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { traceHeaders } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import { GenerationLog } from './generation-log.js';
-import { Lifecycle, type ReserveKey } from './lifecycle.js';
+import { Lifecycle, type ReserveKey, type Tenant } from './lifecycle.js';
 import { LifecycleObserver } from './observer.js';
 
 /** A refused enqueue is tried again this long after the create (times the attempt), a few times, before recovery's pass. */
@@ -44,6 +45,9 @@ export interface NewGenerationRequest {
   key?: ReserveKey;
   /** A shorter life than the service's retention (checked by the use case with `checkLife`). */
   expiresAfterSeconds?: number;
+  /** The priority asked (absent: none asked), and a `low` one's deadline (epoch ms). */
+  priority?: 'low' | 'normal' | 'high';
+  deadlineAt?: number;
 }
 
 /** One generation of a batch, validated and priced. */
@@ -92,6 +96,7 @@ export class Creation {
       const ctx = currentRequestContext();
       if (ctx) ctx.generationId = id;
       const now = this.options.clock.now();
+      const retryAfterSeconds = Math.max(1, Math.ceil(input.estimatedSeconds ?? 1));
       const cap = this.options.limits.inFlightPerUser;
       const gen: NewGeneration = {
         id,
@@ -105,25 +110,27 @@ export class Creation {
         ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
         ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
         ...(traceparent !== undefined ? { traceparent } : {}),
+        ...(input.priority !== undefined ? { priority: input.priority } : {}),
+        ...(input.deadlineAt !== undefined ? { deadlineAt: input.deadlineAt } : {}),
       };
       const item = { generationId: id, amount: input.price, modelId: input.modelId };
-      if (this.lifecycle.canInsertReserved(input.key)) {
-        // One atomic step (Postgres: one statement): the reserve with the in-flight count on the user's row, the
-        // insert and its event (issue 36). Refused, nothing is written, so nothing is to be undone.
-        if ((await this.lifecycle.insertReserved(gen, CREATED(input.modelId), item, input.key, now, cap)) === 'in_flight_limit') throw inFlightRefusal(cap, input.estimatedSeconds);
-      } else {
-        // The in-flight cap is held by the reserve when the ledger keeps the count on the user's row; otherwise the
-        // store counts the owner's unfinished generations at insert.
+      let tenant: Tenant | undefined;
+      // One atomic step (Postgres: one statement) when no limit beyond the balance and the user's cap applies: the
+      // reserve with the in-flight count on the user's row, the insert and its event (issue 36). Refused, nothing is
+      // written; `limited` (the owner's organisation has limits), nothing is written and the full reserve follows.
+      const oneStep = this.lifecycle.canInsertReserved(input.key) && (await this.lifecycle.insertReserved(gen, CREATED(input.modelId), item, input.key, now, cap, retryAfterSeconds)) === 'ok';
+      if (!oneStep) {
+        // Every level at once (balance, key, organisation); the user's in-flight cap is held by the reserve when the
+        // ledger keeps the count on the user's row, otherwise the store counts the owner's unfinished generations.
         const capInLedger = this.lifecycle.ledgerHoldsInFlight;
-        const reserved = await this.lifecycle.reserve(input.userId, item, input.key, now, capInLedger ? cap : undefined);
-        if (reserved === 'in_flight_limit') throw inFlightRefusal(cap, input.estimatedSeconds);
+        tenant = await this.lifecycle.reserve(input.userId, item, input.key, now, retryAfterSeconds, capInLedger ? cap : undefined);
         const inserted = await this.insertOrRelease([id], () => this.log.insert(gen, CREATED(input.modelId), capInLedger ? NO_CAP : { maxUnfinishedPerOwner: cap }));
         if (inserted === 'limit_reached') {
           await this.lifecycle.release([id]);
           throw inFlightRefusal(cap, input.estimatedSeconds);
         }
       }
-      await this.enqueueOrLeave(input.userId, [gen]);
+      await this.enqueueOrLeave(input.userId, [gen], tenant);
       this.observer.created(gen);
       return id;
     });
@@ -139,7 +146,7 @@ export class Creation {
     const batchId = input.batchId ?? newBatchId();
     const now = this.options.clock.now();
     const ids = input.items.map(() => newGenerationId());
-    await this.lifecycle.reserveMany(
+    const tenant = await this.lifecycle.reserveMany(
       input.userId,
       input.items.map((item, i) => ({ generationId: ids[i]!, amount: item.price, modelId: item.modelId })),
       input.key,
@@ -159,7 +166,7 @@ export class Creation {
     const events: NewEvent[] = input.items.map((item) => ({ type: 'created', data: { modelId: item.modelId } }));
     const batch = { id: batchId, ownerId: input.userId, generationIds: ids, createdAt: now, ...(input.webhook ? { webhook: { url: input.webhook.url } } : {}) };
     await this.insertOrRelease(ids, () => this.log.insertBatch(batch, gens, events));
-    await this.enqueueOrLeave(input.userId, gens);
+    await this.enqueueOrLeave(input.userId, gens, tenant);
     this.observer.batchCreated(batchId, input.userId, ids.length, input.items.reduce((sum, i) => sum + i.price, 0));
     return { batchId, generationIds: ids };
   }
@@ -180,22 +187,24 @@ export class Creation {
    * generation pending, and the service enqueues it again itself: soon (`requeueUnqueued`, on the service clock) and,
    * failing that, at recovery's next pass, which re-enqueues every pending generation nobody holds.
    */
-  private async enqueueOrLeave(userId: string, gens: readonly NewGeneration[]): Promise<void> {
+  private async enqueueOrLeave(userId: string, gens: readonly NewGeneration[], tenant: Tenant | undefined): Promise<void> {
+    // The owner's organisation, as the reserve read it: the queues share the runner by organisation, then user.
+    const owner: Pick<Job, 'ownerId' | 'organizationId' | 'weight'> = tenant ? { ownerId: userId, organizationId: tenant.organizationId, weight: tenant.weight } : { ownerId: userId };
     for (let i = 0; i < gens.length; i++) {
       const gen = gens[i]!;
       try {
         // A traced create hands its trace fields (the host propagator's, tracestate included) to the run.
-        await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ownerId: userId, ...(gen.traceparent !== undefined ? { trace: traceHeaders() } : {}) }, { fresh: true });
+        await this.queue.enqueue({ ...jobOfRecord({ ...gen, ...owner }), ...(gen.traceparent !== undefined ? { trace: traceHeaders() } : {}) }, { fresh: true });
       } catch (err) {
         this.logger.warn({ err: asError(err), generationId: gen.id, left: gens.length - i }, 'the queue refused a new job; the generation stays pending and is enqueued again');
-        this.requeueUnqueued(userId, gens.slice(i), 1);
+        this.requeueUnqueued(owner, gens.slice(i), 1);
         return;
       }
     }
   }
 
   /** Another enqueue of the jobs the queue refused, `REQUEUE_MS * attempt` later; after the last, recovery's. */
-  private requeueUnqueued(userId: string, gens: readonly NewGeneration[], attempt: number): void {
+  private requeueUnqueued(owner: Pick<Job, 'ownerId' | 'organizationId' | 'weight'>, gens: readonly NewGeneration[], attempt: number): void {
     if (attempt > REQUEUE_ATTEMPTS) return;
     const timer = this.options.clock.setTimeout(() => {
       void (async () => {
@@ -203,9 +212,9 @@ export class Creation {
           const gen = gens[i]!;
           try {
             // Not `fresh`: the job may have reached the queue after all (a slow answer), and a second one is then none.
-            await this.queue.enqueue({ generationId: gen.id, modelId: gen.modelId, ownerId: userId });
+            await this.queue.enqueue(jobOfRecord({ ...gen, ...owner }));
           } catch {
-            this.requeueUnqueued(userId, gens.slice(i), attempt + 1);
+            this.requeueUnqueued(owner, gens.slice(i), attempt + 1);
             return;
           }
         }

@@ -79,7 +79,7 @@ export class ExpiringReads implements GenerationStore {
   getById(id: string): Promise<GenerationRecord | null> {
     return this.store.getById(id);
   }
-  insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult> {
+  insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'> {
     if (!this.store.insertReserved) throw new Error('this store cannot reserve and insert in one step');
     return this.store.insertReserved(gen, event, reserve);
   }

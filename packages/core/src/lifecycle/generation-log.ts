@@ -50,7 +50,7 @@ export class GenerationLog {
   }
 
   /** The ledger's reserve and the insert with its event in one atomic step (only when `settlesFor` the ledger). */
-  async insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult> {
+  async insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'> {
     if (!this.store.insertReserved) throw new Error('this store cannot reserve and insert in one step');
     const outcome = await this.store.insertReserved(gen, event, reserve);
     if (outcome === 'ok') this.feed.committed();

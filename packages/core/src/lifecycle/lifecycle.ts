@@ -1,11 +1,11 @@
 import { inject, injectable } from 'tsyringe';
 import { isTerminal, type FailureInfo, type GenerationRecord, type Settings } from '../domain/types.js';
 import { budgetWindow, lifeEnd } from '../domain/rules.js';
+import { budgetWindows, reserveOutcome, reserveRefusal } from '../domain/limits.js';
 import { completionCharge, FAILURE_MESSAGES, failurePrice, failureRule, type FailureCause } from '../domain/fees.js';
-import { DomainError } from '../domain/errors.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import type { KeyBudget } from '../ports/api-keys.js';
-import type { Ledger, ReserveItem, ReserveOptions, ReserveResult } from '../ports/ledger.js';
+import type { Ledger, ReserveItem, ReserveOptions, ReserveOutcome, ReserveResult } from '../ports/ledger.js';
 import type { Expectation, GenerationChange, GenerationPatch, NewEvent, NewGeneration } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
@@ -15,41 +15,14 @@ import { LifecycleObserver } from './observer.js';
 
 /** Kept for the files that imported it from here (http/batch-schemas.ts, openapi/batches.ts, index.ts); the rule is the domain's. */
 
-/** A failure as whoever saw it tells it; the Lifecycle decides its code and fee from `cause` (domain/fees.ts). */
-export interface FailRequest {
-  cause: FailureCause;
-  /** A provider's own code for its failure (`invalid_input`); only with `cause: 'provider_failed'`. */
-  providerCode?: 'provider_error' | 'invalid_input';
-  /** Shown to the owner; default: the code's generic sentence. */
-  publicMessage?: string;
-  /** For logs and operators only. */
-  reason: string;
+import type { FailRequest, CompleteRequest, ReserveKey, Tenant, Finishing, RecoveryDecision } from './lifecycle-types.js';
+export type { FailRequest, CompleteRequest, ReserveKey, Tenant, Finishing, RecoveryDecision } from './lifecycle-types.js';
+
+/** Why a generation that has not started must not any more: a `low` one's deadline passed (free); null otherwise. */
+function missedDeadline(rec: GenerationRecord, now: number): FailRequest | null {
+  if (rec.deadlineAt === undefined || rec.deadlineAt > now) return null;
+  return { cause: 'deadline_passed', reason: 'its deadline passed before it started', publicMessage: 'The deadline passed before spare capacity ran this generation.' };
 }
-
-/** A completed run's result, as the runner has it; the Lifecycle decides its charge (`completionCharge`). */
-export interface CompleteRequest {
-  /** What the provider reported it cost, if it did. */
-  reportedPrice?: number;
-  /** The fallback model that produced the result (with its settings), when it was not the generation's own model. */
-  servedBy?: { model: RegisteredModel; settings: Settings };
-  resultText?: string;
-  resultKey?: string;
-}
-
-/** The key a create reserves under: its spend is recorded, and held within its budget. */
-export interface ReserveKey {
-  keyId: string;
-  budget?: KeyBudget;
-}
-
-/**
- * The generation a finishing change is for: its id, and the life it asked for, whose end the change writes with
- * `finishedAt` (`lifeEndsAt`, how the sweep finds it).
- */
-export type Finishing = Pick<GenerationRecord, 'id' | 'expiresAfterSeconds'>;
-
-/** What recovery should do with one unfinished generation (the Lifecycle has already failed it when `failed`). */
-export type RecoveryDecision = 'requeue' | 'failed' | 'skipped';
 
 /** The states a change may start from, and the lease it needs. Every transition of a generation is one of these. */
 const FROM = {
@@ -94,39 +67,43 @@ export class Lifecycle {
   }
 
   /**
-   * Holds one generation's price (402 when the balance or the key's budget cannot cover it, nothing held). With
-   * `maxInFlight` (only when `ledgerHoldsInFlight`), answers `in_flight_limit`, nothing held, when the user is at it.
+   * Holds one generation's price at every level at once: the balance, the key's budget and cap, the owner's
+   * organisation's budget and in-flight cap, and with `maxInFlight` (only when `ledgerHoldsInFlight`) the user's cap
+   * (402 or 429 when any would be passed, nothing held). Answers the owner's organisation, which its job carries.
    */
-  async reserve(userId: string, item: ReserveItem, key: ReserveKey | undefined, now: number, maxInFlight?: number): Promise<'ok' | 'in_flight_limit'> {
+  async reserve(userId: string, item: ReserveItem, key: ReserveKey | undefined, now: number, retryAfterSeconds = 1, maxInFlight?: number): Promise<Tenant | undefined> {
     const options = this.reserveOptions(key, now);
     if (item.modelId !== undefined) options.modelId = item.modelId;
     if (maxInFlight !== undefined) options.maxInFlight = maxInFlight;
-    const outcome = await this.ledger.reserve(userId, item.generationId, item.amount, now, options);
-    if (outcome === 'in_flight_limit') return outcome;
-    this.refused(outcome, key, now, `price ${item.amount}`, 'generation');
-    return 'ok';
-  }
-
-  /** True when a create can reserve and insert in one atomic step: the store holds this ledger's reserves, no key budget. */
-  canInsertReserved(key: ReserveKey | undefined): boolean {
-    return key?.budget === undefined && this.log.settlesFor(this.ledger);
+    const answer = await this.ledger.reserve(userId, item.generationId, item.amount, now, options);
+    return this.admitted(answer, key, { now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, ...(maxInFlight !== undefined ? { userMaxInFlight: maxInFlight } : {}) });
   }
 
   /**
-   * The reserve (as `reserve`, with the in-flight cap) and the insert with its event in one atomic step (only when
-   * `canInsertReserved`); 402 when refused, nothing written.
+   * True when a create may reserve and insert in one atomic step: the store holds this ledger's reserves and the key
+   * has no budget or cap. The owner's organisation (or any limit beyond its balance and cap) is the store's to see:
+   * it answers `limited` and the create takes `reserve`.
    */
-  async insertReserved(gen: NewGeneration, event: NewEvent, item: ReserveItem, key: ReserveKey | undefined, now: number, maxInFlight: number): Promise<'ok' | 'in_flight_limit'> {
+  canInsertReserved(key: ReserveKey | undefined): boolean {
+    return key?.budget === undefined && key?.maxInFlight === undefined && this.log.settlesFor(this.ledger);
+  }
+
+  /**
+   * The reserve (as `reserve`, with the user's in-flight cap) and the insert with its event in one atomic step (only
+   * when `canInsertReserved`); 402/429 when refused, nothing written; `limited` when the full reserve must be taken.
+   */
+  async insertReserved(gen: NewGeneration, event: NewEvent, item: ReserveItem, key: ReserveKey | undefined, now: number, maxInFlight: number, retryAfterSeconds: number): Promise<'ok' | 'limited'> {
     const outcome = await this.log.insertReserved(gen, event, { amount: item.amount, now, maxInFlight, ...(key ? { keyId: key.keyId } : {}) });
-    if (outcome === 'in_flight_limit') return outcome;
-    this.refused(outcome, key, now, `price ${item.amount}`, 'generation');
+    if (outcome === 'limited') return outcome;
+    this.admitted(outcome, key, { now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, userMaxInFlight: maxInFlight });
     return 'ok';
   }
 
-  /** Holds every reserve of a batch at once, all or nothing (402 when the total cannot be covered, nothing held). */
-  async reserveMany(userId: string, items: readonly ReserveItem[], key: ReserveKey | undefined, now: number): Promise<void> {
+  /** Holds every reserve of a batch at once, all or nothing (402 or 429 when any level cannot cover the total, nothing held). */
+  async reserveMany(userId: string, items: readonly ReserveItem[], key: ReserveKey | undefined, now: number): Promise<Tenant | undefined> {
     const total = items.reduce((sum, i) => sum + i.amount, 0);
-    this.refused(await this.ledger.reserveMany(userId, items, now, this.reserveOptions(key, now)), key, now, `batch total ${total}`, 'batch');
+    const answer = await this.ledger.reserveMany(userId, items, now, this.reserveOptions(key, now));
+    return this.admitted(answer, key, { now, priced: `batch total ${total}`, what: 'batch', retryAfterSeconds: 1 });
   }
 
   /** Gives back the reserves of creates that were undone before anything ran (best effort: recovery releases orphans). */
@@ -135,32 +112,34 @@ export class Lifecycle {
   }
 
   private reserveOptions(key: ReserveKey | undefined, now: number): ReserveOptions {
-    const options: ReserveOptions = {};
-    if (!key) return options;
-    options.keyId = key.keyId;
-    if (key.budget) options.keyLimit = { amount: key.budget.amount, windowStart: budgetWindow(key.budget.period, now).start };
+    const options: ReserveOptions = { windows: budgetWindows(now) };
+    if (key) options.keyId = key.keyId;
+    if (key?.budget) options.keyLimit = { amount: key.budget.amount, windowStart: budgetWindow(key.budget.period, now).start };
+    if (key?.maxInFlight !== undefined) options.keyMaxInFlight = key.maxInFlight;
     return options;
   }
 
-  private refused(outcome: ReserveResult, key: ReserveKey | undefined, now: number, priced: string, what: string): void {
-    // A batch is never capped (it passes no maxInFlight), so `in_flight_limit` cannot reach here.
-    if (outcome === 'insufficient') throw new DomainError('insufficient_funds', `The balance is too low for this ${what} (${priced}).`);
-    if (outcome === 'budget_exceeded') {
-      const budget = key!.budget!;
-      const { end } = budgetWindow(budget.period, now);
-      throw new DomainError(
-        'budget_exceeded',
-        `This key's ${budget.period === 'day' ? 'daily' : 'monthly'} budget of ${budget.amount} tokens would be exceeded (${priced}); it resets at ${new Date(end).toISOString()}.`,
-      );
-    }
+  /** Throws the refusal of any level (`reserveRefusal`), or answers the owner's organisation. */
+  private admitted(
+    answer: ReserveResult | ReserveOutcome,
+    key: ReserveKey | undefined,
+    context: { now: number; priced: string; what: string; retryAfterSeconds: number; userMaxInFlight?: number },
+  ): Tenant | undefined {
+    const outcome = reserveOutcome(answer);
+    const refusal = reserveRefusal(outcome, { ...context, ...(key?.budget ? { key: key.budget } : {}), ...(key?.maxInFlight !== undefined ? { keyMaxInFlight: key.maxInFlight } : {}) });
+    if (refusal) throw refusal;
+    const org = outcome.organization;
+    return org ? { organizationId: org.organizationId, weight: org.weight } : undefined;
   }
 
   /**
-   * Why a generation nobody works on must not run again, or null when it may: its model is gone, or it was claimed
-   * `maxClaims` times already and lost its worker each time. The one give-up rule, asked by claim and by recovery.
+   * Why a generation nobody works on must not run again, or null when it may: its model is gone, a `low` one's
+   * deadline passed while it was pending (free), or it was claimed `maxClaims` times already and lost its worker each
+   * time. The one give-up rule, asked by claim and by recovery.
    */
-  private giveUp(rec: GenerationRecord): FailRequest | null {
+  private giveUp(rec: GenerationRecord, now: number): FailRequest | null {
     if (!this.registry.get(rec.modelId)) return { cause: 'model_gone', reason: 'model no longer exists' };
+    if (rec.status === 'pending') return missedDeadline(rec, now);
     if (rec.status === 'processing' && rec.parkedUntil === undefined && rec.claims >= this.options.runner.maxClaims) {
       return { cause: 'worker_lost', reason: `gave up after ${rec.claims} lost runs` };
     }
@@ -172,7 +151,7 @@ export class Lifecycle {
    * one more claim); or a parked remote job whose check is due (not a claim: no count, no event). Null when it is not
    * claimable (finished, or leased), or when the give-up rule fails it instead.
    */
-  async claim(job: { generationId: string; modelId: string }): Promise<GenerationRecord | null> {
+  async claim(job: { generationId: string; modelId: string; priority?: string }): Promise<GenerationRecord | null> {
     const { generationId } = job;
     const now = this.options.clock.now();
     const lease: GenerationPatch = { leaseOwner: this.holder, leaseExpiresAt: now + this.options.runner.leaseMs };
@@ -183,15 +162,21 @@ export class Lifecycle {
       now,
     };
     // Pending is the common case and needs no read: a pending generation was never claimed. (A job whose model is
-    // gone goes the long way, to the give-up rule.)
-    if (this.registry.get(job.modelId)) {
+    // gone, or a low one that may carry a deadline, goes the long way, to the give-up rule.)
+    if (this.registry.get(job.modelId) && job.priority !== 'low') {
       const fresh = await this.log.change(generationId, fromPending);
+      // A queue that does not carry the job's priority: a low one past its deadline still fails free, just claimed.
+      const missed = fresh && missedDeadline(fresh, now);
+      if (missed) {
+        await this.fail(fresh, FROM.held(this.holder), missed);
+        return null;
+      }
       if (fresh) return this.started(fresh, now);
     }
     const rec = await this.log.get(generationId);
     if (!rec || isTerminal(rec.status)) return null;
     if (rec.status === 'processing' && rec.leaseExpiresAt !== undefined && rec.leaseExpiresAt > now) return null;
-    const stop = this.giveUp(rec);
+    const stop = this.giveUp(rec, now);
     if (stop) {
       await this.fail(rec, FROM.unheld, stop);
       return null;
@@ -221,7 +206,7 @@ export class Lifecycle {
   async recover(rec: GenerationRecord, now: number): Promise<RecoveryDecision> {
     if (isTerminal(rec.status)) return 'skipped';
     if (rec.status === 'processing' && (rec.leaseExpiresAt ?? 0) > now) return 'skipped';
-    const stop = this.giveUp(rec);
+    const stop = this.giveUp(rec, now);
     if (stop) return (await this.fail(rec, FROM.unheld, stop)) !== null ? 'failed' : 'skipped';
     return 'requeue';
   }

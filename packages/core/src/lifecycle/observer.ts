@@ -6,6 +6,7 @@ import type { Logger } from '../ports/logger.js';
 import { currentRequestContext } from '../request-context.js';
 import { Telemetry, traceparentOf } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
+import { RecentFailures } from './recent-failures.js';
 
 /**
  * What operators see of the life of generations: for each step (created, started, finished, batch created and
@@ -22,6 +23,7 @@ export class LifecycleObserver {
   constructor(
     @inject(Telemetry) private readonly telemetry: Telemetry,
     @inject(TOKENS.Logger) logger: Logger,
+    @inject(RecentFailures) private readonly recentFailures: RecentFailures,
   ) {
     this.logger = childLogger(logger, { component: 'lifecycle' });
     this.logs = this.logger !== silentLogger;
@@ -64,6 +66,7 @@ export class LifecycleObserver {
   }
 
   failed(rec: GenerationRecord, price: number, code: FailureCode, reason: string, now: number): void {
+    this.recentFailures.record(now);
     this.telemetry.generationFinished(rec.modelId, 'failed', code, price, rec.startedAt === undefined ? undefined : now - rec.startedAt);
     this.logger.info({ generationId: rec.id, status: 'failed', price, code, reason }, 'generation failed');
   }

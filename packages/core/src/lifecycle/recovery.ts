@@ -8,6 +8,7 @@ import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { BatchCompletion } from './batch-completion.js';
 import { Lifecycle } from './lifecycle.js';
+import { jobOfRecord } from '../domain/fair-order.js';
 
 /** What one recovery pass did. */
 export interface RecoveryReport {
@@ -54,7 +55,7 @@ export class Recovery {
         if (decision === 'requeue') {
           // A remote job between checks: schedule its check (again: a restart lost the in-process timer).
           const delay = rec.parkedUntil !== undefined ? { delayMs: Math.max(0, rec.parkedUntil - now) } : {};
-          await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId }, delay);
+          await this.queue.enqueue(jobOfRecord(rec), delay);
           out.requeued++;
         } else if (decision === 'failed') out.failed++;
       } catch (err) {

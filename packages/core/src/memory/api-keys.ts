@@ -112,6 +112,7 @@ export function principalOf(key: ApiKeyInfo): Principal {
   const p: Principal = { userId: key.userId, keyId: key.keyId, scopes: key.scopes };
   if (key.models !== undefined) p.models = key.models;
   if (key.budget !== undefined) p.budget = key.budget;
+  if (key.maxInFlight !== undefined) p.maxInFlight = key.maxInFlight;
   return p;
 }
 
@@ -119,6 +120,7 @@ function copyKey(key: ApiKeyInfo): ApiKeyInfo {
   const out: ApiKeyInfo = { keyId: key.keyId, userId: key.userId, name: key.name, scopes: [...key.scopes], createdAt: key.createdAt };
   if (key.models !== undefined) out.models = [...key.models];
   if (key.budget !== undefined) out.budget = { amount: key.budget.amount, period: key.budget.period };
+  if (key.maxInFlight !== undefined) out.maxInFlight = key.maxInFlight;
   if (key.expiresAt !== undefined) out.expiresAt = key.expiresAt;
   if (key.lastUsedAt !== undefined) out.lastUsedAt = key.lastUsedAt;
   return out;

@@ -121,6 +121,8 @@ export class MemoryGenerationStore implements GenerationStore {
     if (gen.expiresAfterSeconds !== undefined) record.expiresAfterSeconds = gen.expiresAfterSeconds;
     if (gen.batchId !== undefined) record.batchId = gen.batchId;
     if (gen.traceparent !== undefined) record.traceparent = gen.traceparent;
+    if (gen.priority !== undefined) record.priority = gen.priority;
+    if (gen.deadlineAt !== undefined) record.deadlineAt = gen.deadlineAt;
     const entry: Entry = { record, order: this.order++, events: [] };
     this.entries.set(gen.id, entry);
     let owned = this.byOwner.get(gen.ownerId);

@@ -5,3 +5,5 @@ export { MemoryIdempotencyStore } from './idempotency.js';
 export { MemoryBlobStore } from './blob-store.js';
 export { MemoryWebhookStore } from './webhook-store.js';
 export { MemoryAuditLog } from './audit-log.js';
+export { MemoryUploadStore } from './upload-store.js';
+export { MemoryCapacityStore } from './capacity-store.js';

@@ -1,13 +1,23 @@
 import type {
+  AccountRow,
   AccountSnapshot,
+  BudgetWindows,
   Ledger,
   OpenReserve,
+  OrganizationLedger,
+  OrganizationMember,
+  OrganizationRecord,
+  OrganizationRole,
+  OrganizationState,
+  OrganizationUsageQuery,
   ReserveItem,
   ReserveOptions,
+  ReserveOutcome,
   ReserveResult,
   UsageQuery,
   UsageReport,
 } from '../ports/ledger.js';
+import { type OrganizationHold, MemoryOrganizations } from './organizations.js';
 import { systemClock } from '../clock.js';
 import type { Clock } from '../ports/clock.js';
 import { assertTokenAmount, creditFits, MAX_TOKENS } from '../domain/amounts.js';
@@ -34,13 +44,17 @@ interface Reserve {
   keyId: string | undefined;
   /** The key window the reserve was held in (with keyId and a key limit). */
   window: string | undefined;
+  /** What it holds on its owner's organisation, when the owner belonged to one. */
+  org: OrganizationHold | undefined;
+  /** Counted in its key's in-flight count (reserved with `keyMaxInFlight`). */
+  keyCounted: boolean;
 }
 
 /**
  * Ledger held in Maps. Each method checks and writes in one synchronous step, so concurrent reserves in one
  * process can never overdraw. Not shared between processes: use a SQL ledger for more than one instance.
  */
-export class MemoryLedger implements Ledger {
+export class MemoryLedger implements Ledger, OrganizationLedger {
   /** `reserve` keeps the in-flight count (`ReserveOptions.maxInFlight`), by user, below. */
   readonly holdsInFlight = true;
   /** Open reserves by user (issue 36: the in-flight cap is the ledger's, checked in the reserve's own step). */
@@ -49,6 +63,8 @@ export class MemoryLedger implements Ledger {
   private readonly reserves = new Map<string, Reserve>();
   /** Held plus charged, by key and window start. */
   private readonly keySpent = new Map<string, number>();
+  /** Open reserves counted against their key's in-flight cap, by key. */
+  private readonly keyInFlight = new Map<string, number>();
   /** Settled spend by user, then by day, then by `model\u0000key`: what `usage` reads, never the reserves. */
   private readonly rollup = new Map<string, Map<number, Map<string, UsageCell>>>();
   /** Each day's totals by user (a report by day reads one entry per day, however many models and keys: issue 36). */
@@ -56,6 +72,7 @@ export class MemoryLedger implements Ledger {
   /** The same cells over aligned spans of 8 and 64 days (`USAGE_SPANS`), by user, then `span:start` (issue 36). */
   private readonly spanRollup = new Map<string, Map<string, Map<string, UsageCell>>>();
   private sequence = 0;
+  private readonly orgs = new MemoryOrganizations();
 
   private readonly clock: Clock;
 
@@ -70,53 +87,21 @@ export class MemoryLedger implements Ledger {
     amount: number,
     now: number = this.clock.now(),
     options: ReserveOptions = {},
-  ): Promise<ReserveResult> {
+  ): Promise<ReserveResult | ReserveOutcome> {
     assertAmount(amount, 'reserve amount');
-    const limit = options.keyId !== undefined ? options.keyLimit : undefined;
-    if (limit) assertAmount(limit.amount, 'key limit');
     const existing = this.reserves.get(generationId);
     if (existing) {
       if (existing.userId !== userId) {
         // Ids are random, so this is a caller bug; answering 'ok' would let one user ride on another's reserve.
         throw new Error(`Generation ${generationId} is already reserved for another user`);
       }
-      return 'ok';
+      return this.answer('ok', userId);
     }
-    const account = this.accountOf(userId);
-    if (account.balance < amount) return 'insufficient';
-    const open = this.inFlight.get(userId) ?? 0;
-    if (options.maxInFlight !== undefined && open >= options.maxInFlight) return 'in_flight_limit';
-    let window: string | undefined;
-    if (limit) {
-      window = windowKey(options.keyId!, limit.windowStart);
-      const spent = this.keySpent.get(window) ?? 0;
-      if (spent + amount > limit.amount) return 'budget_exceeded';
-      this.keySpent.set(window, spent + amount);
-    }
-    this.inFlight.set(userId, open + 1);
-    account.balance -= amount;
-    account.reserved += amount;
-    this.reserves.set(generationId, {
-      userId,
-      amount,
-      createdAt: now,
-      charged: undefined,
-      sequence: this.sequence++,
-      modelId: options.modelId,
-      keyId: options.keyId,
-      window,
-    });
-    return 'ok';
+    return this.holdAll(userId, [{ generationId, amount, modelId: options.modelId }], now, options);
   }
 
-  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = this.clock.now(), options: ReserveOptions = {}): Promise<ReserveResult> {
-    let total = 0;
-    for (const item of items) {
-      assertAmount(item.amount, 'reserve amount');
-      total += item.amount;
-    }
-    const limit = options.keyId !== undefined ? options.keyLimit : undefined;
-    if (limit) assertAmount(limit.amount, 'key limit');
+  async reserveMany(userId: string, items: readonly ReserveItem[], now: number = this.clock.now(), options: ReserveOptions = {}): Promise<ReserveResult | ReserveOutcome> {
+    for (const item of items) assertAmount(item.amount, 'reserve amount');
     let existing = 0;
     for (const item of items) {
       const r = this.reserves.get(item.generationId);
@@ -126,19 +111,39 @@ export class MemoryLedger implements Ledger {
     }
     // A retry of the same batch: every reserve is already held. (Part of them cannot be: it is all or nothing.)
     if (existing > 0) {
-      if (existing === items.length) return 'ok';
+      if (existing === items.length) return this.answer('ok', userId);
       throw new Error('reserveMany: some of these generations are already reserved');
     }
+    return this.holdAll(userId, items, now, { ...options, modelId: undefined });
+  }
+
+  /** Checks every level (balance, key, organisation), then holds on all of them: one synchronous step. */
+  private holdAll(userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions): ReserveResult | ReserveOutcome {
+    const limit = options.keyId !== undefined ? options.keyLimit : undefined;
+    if (limit) assertAmount(limit.amount, 'key limit');
+    const total = items.reduce((sum, i) => sum + i.amount, 0);
+    const org = this.orgs.used ? this.orgs.of(userId) : undefined;
     const account = this.accountOf(userId);
-    if (account.balance < total) return 'insufficient';
+    if (account.balance < total) return this.refuse('insufficient', 'user', org);
+    const open = this.inFlight.get(userId) ?? 0;
+    if (options.maxInFlight !== undefined && open + items.length > options.maxInFlight) return this.refuse('in_flight_limit', 'user', org);
     let window: string | undefined;
     if (limit) {
       window = windowKey(options.keyId!, limit.windowStart);
-      const spent = this.keySpent.get(window) ?? 0;
-      if (spent + total > limit.amount) return 'budget_exceeded';
-      this.keySpent.set(window, spent + total);
+      if ((this.keySpent.get(window) ?? 0) + total > limit.amount) return this.refuse('budget_exceeded', 'key', org);
     }
     this.inFlight.set(userId, (this.inFlight.get(userId) ?? 0) + items.length);
+    const keyCap = options.keyId !== undefined ? options.keyMaxInFlight : undefined;
+    if (keyCap !== undefined && (this.keyInFlight.get(options.keyId!) ?? 0) + items.length > keyCap) return this.refuse('limit_reached', 'key', org);
+    let hold: OrganizationHold | undefined;
+    if (org) {
+      const checked = this.orgs.check(org, items.length, total, options.windows);
+      if (typeof checked === 'string') return this.refuse(checked, 'organization', org);
+      hold = checked;
+      this.orgs.hold(hold, items.length, total);
+    }
+    if (window !== undefined) this.keySpent.set(window, (this.keySpent.get(window) ?? 0) + total);
+    if (keyCap !== undefined) this.keyInFlight.set(options.keyId!, (this.keyInFlight.get(options.keyId!) ?? 0) + items.length);
     account.balance -= total;
     account.reserved += total;
     for (const item of items) {
@@ -151,9 +156,20 @@ export class MemoryLedger implements Ledger {
         modelId: item.modelId,
         keyId: options.keyId,
         window,
+        org: hold,
+        keyCounted: keyCap !== undefined,
       });
     }
-    return 'ok';
+    return org ? { result: 'ok', organization: { ...org } } : 'ok';
+  }
+
+  private refuse(result: Exclude<ReserveResult, 'ok'>, by: 'user' | 'key' | 'organization', org: OrganizationRecord | undefined): ReserveResult | ReserveOutcome {
+    return org ? { result, refusedBy: by, organization: { ...org } } : result;
+  }
+
+  private answer(result: 'ok', userId: string): ReserveResult | ReserveOutcome {
+    const org = this.orgs.used ? this.orgs.of(userId) : undefined;
+    return org ? { result, organization: { ...org } } : result;
   }
 
   async settle(generationId: string, amount: number, now: number = this.clock.now()): Promise<number | null> {
@@ -171,12 +187,38 @@ export class MemoryLedger implements Ledger {
     }
     reserve.charged = charged;
     this.inFlight.set(reserve.userId, (this.inFlight.get(reserve.userId) ?? 1) - 1);
+    if (reserve.keyCounted) this.keyInFlight.set(reserve.keyId!, (this.keyInFlight.get(reserve.keyId!) ?? 0) - 1);
+    if (reserve.org) this.orgs.settled(reserve.org, reserve.userId, reserve.amount, charged, now);
     this.addUsage(reserve, charged, now);
     return charged;
   }
 
   async release(generationId: string, now?: number): Promise<number | null> {
     return this.settle(generationId, 0, now);
+  }
+
+  async createOrganization(organization: OrganizationRecord): Promise<boolean> {
+    return this.orgs.create(organization);
+  }
+
+  async organization(organizationId: string, windows: BudgetWindows): Promise<OrganizationState | null> {
+    return this.orgs.state(organizationId, windows);
+  }
+
+  async addMember(organizationId: string, member: OrganizationMember): Promise<'added' | 'no_organization' | 'member_elsewhere'> {
+    return this.orgs.addMember(organizationId, member);
+  }
+
+  async removeMember(organizationId: string, userId: string): Promise<boolean> {
+    return this.orgs.removeMember(organizationId, userId);
+  }
+
+  async membership(userId: string): Promise<{ organizationId: string; role: OrganizationRole } | null> {
+    return this.orgs.membership(userId);
+  }
+
+  async organizationUsage(organizationId: string, query: OrganizationUsageQuery): Promise<UsageReport> {
+    return this.orgs.usage(organizationId, query);
   }
 
   async keySpend(keyId: string, windowStart: number): Promise<number> {
@@ -243,6 +285,11 @@ export class MemoryLedger implements Ledger {
   async account(userId: string): Promise<AccountSnapshot> {
     const account = this.accounts.get(userId);
     return account ? { ...account } : { balance: 0, reserved: 0, settled: 0 };
+  }
+
+  async listAccounts(limit: number, after?: string): Promise<AccountRow[]> {
+    const ids = [...this.accounts.keys()].filter((id) => after === undefined || id > after).sort();
+    return ids.slice(0, Math.max(0, limit)).map((userId) => ({ userId, ...this.accounts.get(userId)! }));
   }
 
   async openReserves(limit: number): Promise<OpenReserve[]> {

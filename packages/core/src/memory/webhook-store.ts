@@ -5,6 +5,8 @@ import type {
   DeliveryOutcome,
   DeliveryWithAttempts,
   NewDelivery,
+  WebhookEndpointChange,
+  WebhookEndpointRecord,
   WebhookSecrets,
   WebhookStore,
 } from '../ports/webhooks.js';
@@ -33,6 +35,7 @@ export class MemoryWebhookStore implements WebhookStore {
   private readonly deliveries = new Map<string, StoredDelivery>();
   private readonly byGeneration = new Map<string, Set<string>>();
   private readonly cursors = new Map<string, string>();
+  private readonly endpoints = new Map<string, WebhookEndpointRecord & { order: number }>();
   private sequence = 0;
 
   async getSecrets(userId: string, now: number): Promise<WebhookSecrets | null> {
@@ -156,4 +159,105 @@ export class MemoryWebhookStore implements WebhookStore {
     }
     return n;
   }
+
+  async createEndpoint(endpoint: WebhookEndpointRecord): Promise<void> {
+    if (this.endpoints.has(endpoint.id)) throw new Error(`webhook endpoint ${endpoint.id} exists`);
+    this.endpoints.set(endpoint.id, { ...structuredClone(endpoint), order: this.sequence++ });
+  }
+
+  private owned(id: string, ownerId: string): (WebhookEndpointRecord & { order: number }) | undefined {
+    const e = this.endpoints.get(id);
+    return e && e.ownerId === ownerId ? e : undefined;
+  }
+
+  async getEndpoint(id: string, ownerId: string): Promise<WebhookEndpointRecord | null> {
+    const e = this.owned(id, ownerId);
+    return e ? copyEndpoint(e) : null;
+  }
+
+  async listEndpoints(ownerId: string): Promise<WebhookEndpointRecord[]> {
+    return [...this.endpoints.values()]
+      .filter((e) => e.ownerId === ownerId)
+      .sort((a, b) => a.createdAt - b.createdAt || a.order - b.order)
+      .map(copyEndpoint);
+  }
+
+  async updateEndpoint(id: string, ownerId: string, change: WebhookEndpointChange): Promise<WebhookEndpointRecord | null> {
+    const e = this.owned(id, ownerId);
+    if (!e) return null;
+    if (change.url !== undefined) e.url = change.url;
+    if (change.events !== undefined) e.events = [...change.events];
+    if (change.description === null) delete e.description;
+    else if (change.description !== undefined) e.description = change.description;
+    if (change.disabledAt === null) {
+      delete e.disabledAt;
+      delete e.failingSince;
+    } else if (change.disabledAt !== undefined && e.disabledAt === undefined) {
+      e.disabledAt = change.disabledAt;
+      this.endDeliveries(id, 'failed');
+    }
+    e.updatedAt = change.updatedAt;
+    return copyEndpoint(e);
+  }
+
+  async deleteEndpoint(id: string, ownerId: string): Promise<boolean> {
+    if (!this.owned(id, ownerId)) return false;
+    this.endpoints.delete(id);
+    this.endDeliveries(id, 'gone');
+    return true;
+  }
+
+  private endDeliveries(endpointId: string, state: 'gone' | 'failed'): void {
+    for (const d of this.deliveries.values()) if (d.endpointId === endpointId && d.state === 'pending') d.state = state;
+  }
+
+  async rotateEndpointSecret(id: string, ownerId: string, newKey: string, now: number, overlapMs: number): Promise<WebhookEndpointRecord | null> {
+    const e = this.owned(id, ownerId);
+    if (!e) return null;
+    e.previousSecret = { key: e.secret, expiresAt: now + overlapMs };
+    e.secret = newKey;
+    e.updatedAt = now;
+    return copyEndpoint(e);
+  }
+
+  async noteEndpointAttempt(id: string, ok: boolean, at: number): Promise<number | null> {
+    const e = this.endpoints.get(id);
+    if (!e || e.disabledAt !== undefined) return null;
+    if (ok) delete e.failingSince;
+    else e.failingSince ??= at;
+    return e.failingSince ?? null;
+  }
+
+  async disableEndpoint(id: string, at: number): Promise<boolean> {
+    const e = this.endpoints.get(id);
+    if (!e || e.disabledAt !== undefined) return false;
+    e.disabledAt = at;
+    e.updatedAt = at;
+    this.endDeliveries(id, 'failed');
+    return true;
+  }
+
+  async endpointDeliveries(endpointId: string, ownerId: string, limit: number): Promise<DeliveryWithAttempts[]> {
+    return [...this.deliveries.values()]
+      .filter((d) => d.endpointId === endpointId && d.ownerId === ownerId)
+      .sort((a, b) => b.createdAt - a.createdAt || b.order - a.order)
+      .slice(0, Math.max(0, Math.floor(limit)))
+      .map((d) => ({ ...copyDelivery(d), history: d.history.map((h) => ({ ...h })) }));
+  }
+
+  async replayDelivery(id: string, endpointId: string, now: number): Promise<Delivery | 'busy' | null> {
+    const d = this.deliveries.get(id);
+    if (!d || d.endpointId !== endpointId) return null;
+    if (d.leaseExpiresAt !== undefined && d.leaseExpiresAt > now) return 'busy';
+    d.state = 'pending';
+    d.nextAttemptAt = now;
+    delete d.leaseOwner;
+    delete d.leaseExpiresAt;
+    return copyDelivery(d);
+  }
+}
+
+function copyEndpoint(e: WebhookEndpointRecord & { order?: number }): WebhookEndpointRecord {
+  const { order: _o, ...rest } = e;
+  return structuredClone(rest);
 }

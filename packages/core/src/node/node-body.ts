@@ -133,13 +133,14 @@ function hasNoBodyByHeaders(stream: Readable): boolean {
 
 /**
  * Which paths below the mount point the service answers: `/v1` and below, the playground page (`/playground`), the
- * health checks (`/healthz`, `/readyz`), and `/openai/v1` and below when the service serves the OpenAI-compatible
- * surface (pass the service: `isApiPath(path, service)`). Everything else is left to the host, so mounting at the root does not
+ * health checks (`/healthz`, `/readyz`), `/openai/v1` and below when the service serves the OpenAI-compatible
+ * surface, and `/console` and below when it serves the console (pass the service: `isApiPath(path, service)`). Everything else is left to the host, so mounting at the root does not
  * swallow its own routes.
  */
-export function isApiPath(pathname: string, service?: { readonly servesOpenAi?: boolean }): boolean {
+export function isApiPath(pathname: string, service?: { readonly servesOpenAi?: boolean; readonly servesConsole?: boolean }): boolean {
   return (
     (service?.servesOpenAi === true && (pathname === '/openai/v1' || pathname.startsWith('/openai/v1/'))) ||
+    (service?.servesConsole === true && (pathname === '/console' || pathname.startsWith('/console/'))) ||
     pathname === '/v1' ||
     pathname.startsWith('/v1/') ||
     pathname === '/playground' ||

@@ -5,7 +5,7 @@ import { isApiPath } from './node-body.js';
  * The mount points of the API on one server, for a framework hook that runs before (or outside) every mount, such as
  * Fastify's `frameworkErrors`: which mount a URL belongs to, and the path below it.
  */
-type Mount = { prefix: string; service?: { readonly servesOpenAi?: boolean } };
+type Mount = { prefix: string; service?: { readonly servesOpenAi?: boolean; readonly servesConsole?: boolean } };
 
 export class ApiMounts<M extends Mount> {
   private static readonly byServer = new WeakMap<object, ApiMounts<Mount>>();

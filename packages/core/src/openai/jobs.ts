@@ -67,21 +67,22 @@ export class OpenAiJobs {
     const fields: Record<string, unknown> = { ...request.fields };
     const digests: Record<string, string[]> = {};
     for (const [field, files] of Object.entries(request.files ?? {})) {
-      fields[field] = await Promise.all(files.map((f) => this.files.upload(f, request.baseUrl)));
+      fields[field] = await Promise.all(files.map((f) => this.files.upload(f, key.userId, request.baseUrl)));
       digests[field] = files.map((f) => createHash('sha256').update(f.bytes).digest('hex'));
     }
     const n = request.n ?? 1;
+    const caller = { userId: key.userId, ...(request.baseUrl !== undefined ? { baseUrl: request.baseUrl } : {}) };
     try {
       const settings = settingsOf(model, fields, control);
       const input = { modelId: model.modelId, settings };
       const idempotencyKey = request.idempotencyKey;
       if (n > 1) {
         // Checked as a single create would be, so that a bad value is named as the client named it.
-        this.generations.priced(input, key);
-        return (await this.batches.create(key, { requests: Array.from({ length: n }, () => input) }, idempotencyKey)).generationIds;
+        this.generations.priced(input, caller, key);
+        return (await this.batches.create(key, { requests: Array.from({ length: n }, () => input) }, idempotencyKey, request.baseUrl)).generationIds;
       }
       const basis = Object.keys(digests).length > 0 ? { surface: 'openai', fields: request.fields, files: digests } : undefined;
-      const created = await this.generations.create(key.userId, input, { key, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) }, basis);
+      const created = await this.generations.create(key.userId, input, { ...caller, key, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) }, basis);
       return [created.generationId];
     } catch (err) {
       throw inClientWords(err, model, model.modelId, fields);

@@ -3,6 +3,7 @@ import { FileUrlSigner } from '../domain/file-urls.js';
 import { expiresAt } from '../domain/rules.js';
 import type { BaseUrl, GenerationRecord } from '../domain/types.js';
 import type { BlobStore, StoredBlob } from '../ports/blob.js';
+import type { UploadStore } from '../ports/uploads.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 
@@ -22,17 +23,31 @@ export class OpenAiFiles {
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
+    @inject(TOKENS.UploadStore) private readonly uploads: UploadStore,
   ) {}
 
-  /** An uploaded file, stored, as a URL the model can read (valid for `fileUrlTtlSeconds`). */
-  async upload(file: UploadedFile, baseUrl: BaseUrl | undefined): Promise<string> {
+  /**
+   * `ownerId`'s uploaded file, stored, as a URL the model can read (valid for `fileUrlTtlSeconds`). Recorded in the
+   * upload store like a `POST /v1/uploads` file, so the clean-up deletes it once its link expired.
+   */
+  async upload(file: UploadedFile, ownerId: string, baseUrl: BaseUrl | undefined): Promise<string> {
+    const base = this.base(baseUrl);
+    const now = this.options.clock.now();
     const key = await this.blobs.put(file.bytes, file.mimeType);
-    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now());
+    const path = this.signer.sign(key, now, undefined, ownerId);
+    const expiresAt = Number(new URL(path, 'http://x').searchParams.get('exp')) * 1000;
+    try {
+      await this.uploads.insert({ key, ownerId, mimeType: file.mimeType, size: file.bytes.byteLength, createdAt: now, expiresAt });
+    } catch (err) {
+      await this.blobs.delete(key).catch(() => undefined);
+      throw err;
+    }
+    return base + path;
   }
 
   /** The signed URL of one of a generation's files; it stops working when the generation expires. */
   url(rec: GenerationRecord, key: string, baseUrl: BaseUrl | undefined): string {
-    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
+    return this.base(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs), rec.ownerId);
   }
 
   /** A file's bytes, or null when it is gone. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ModelRegistry } from '../domain/registry.js';
-import { createRequestSchema, metadataSchema, webhookRequestSchema } from '../http/schemas.js';
+import { createRequestSchema, deadlineSchema, metadataSchema, prioritySchema, webhookRequestSchema } from '../http/schemas.js';
 
 /** The building blocks of the OpenAPI document: JSON Schema from zod, references, the error table, operations. */
 
@@ -68,6 +68,8 @@ export function createBodyDoc(registry: ModelRegistry): Json {
   const extras = {
     metadata: schema(metadataSchema, 'input'),
     webhook: schema(webhookRequestSchema, 'input'),
+    priority: schema(prioritySchema, 'input'),
+    deadline: schema(deadlineSchema, 'input'),
   };
   const perModel = registry.all().map((m) => {
     const s = schema(

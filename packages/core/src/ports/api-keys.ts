@@ -1,5 +1,8 @@
-/** What a key may do: `generate` creates and cancels generations, `read` reads them, the models and usage. */
-export type KeyScope = 'generate' | 'read';
+/**
+ * What a key may do: `generate` creates and cancels generations, `read` reads them, the models and usage;
+ * `priority` asks a create priority the host restricts (`priority.scoped` service option).
+ */
+export type KeyScope = 'generate' | 'read' | 'priority';
 
 /** A key's spend limit: at most `amount` tokens reserved or charged per UTC day or UTC month. */
 export interface KeyBudget {
@@ -19,6 +22,8 @@ export interface Principal {
   /** Model allow-list: the only models this key lists and creates with. Absent: every model. */
   models?: readonly string[];
   budget?: KeyBudget;
+  /** At most this many of the key's generations pending or processing at once. Absent: no cap of its own. */
+  maxInFlight?: number;
 }
 
 /** A key as its owner and the host see it: never the secret, nor its digest. */
@@ -29,6 +34,8 @@ export interface ApiKeyInfo {
   scopes: KeyScope[];
   models?: string[];
   budget?: KeyBudget;
+  /** At most this many of the key's generations pending or processing at once. */
+  maxInFlight?: number;
   /** Epoch ms after which the key resolves to null. */
   expiresAt?: number;
   createdAt: number;

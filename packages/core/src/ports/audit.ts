@@ -1,5 +1,13 @@
-/** What an admin did. */
-export type AuditAction = 'user.create' | 'credits.add' | 'key.create' | 'key.revoke';
+/** What an admin did, or the service itself (`webhook_endpoint.disable`: an endpoint that kept failing, actor `genservice`). */
+export type AuditAction =
+  | 'user.create'
+  | 'credits.add'
+  | 'key.create'
+  | 'key.revoke'
+  | 'webhook_endpoint.disable'
+  | 'organization.create'
+  | 'organization.member.add'
+  | 'organization.member.remove';
 
 export interface AuditEntry {
   /** Opaque, increasing with the order entries were appended in this log. */
@@ -22,7 +30,7 @@ export interface AuditPage {
 }
 
 /**
- * Every admin action on users, credits and keys, newest first.
+ * Every admin action on users, credits, keys and organisations, newest first.
  *
  * Guarantees (the contract suite checks each): `append` stores the entry whole or not at all and never changes or
  * drops an earlier one; `list` pages from the newest backwards, each entry once, however many are appended meanwhile.

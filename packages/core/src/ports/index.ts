@@ -10,3 +10,5 @@ export type * from './webhooks.js';
 export type * from './notifier.js';
 export type * from './audit.js';
 export type * from './clock.js';
+export type * from './uploads.js';
+export type * from './capacity.js';

@@ -1,6 +1,8 @@
 import type { ModelInfo, Settings } from '../domain/types.js';
 import type { ProviderError } from '../domain/errors.js';
 import type { Logger } from './logger.js';
+import type { FetchedMedia, FetchMediaOptions } from '../outbound/guard.js';
+import type { ProviderCapacity } from './capacity.js';
 
 /** What a provider gets to do its work. */
 export interface GenerationContext {
@@ -20,6 +22,13 @@ export interface GenerationContext {
   files: {
     /** Stores a result file; returns its key. Return `{ file: key }` from generate to make it the result. */
     put(bytes: Uint8Array, mimeType: string): Promise<string>;
+    /**
+     * Reads a media setting's URL (an `image`, `audio`, ... input). The service's own file links (the owner's uploads
+     * and generation files, which a create admits only for their owner) come straight from the blob store, so they work
+     * even when the service itself is on a loopback or private address; any other URL is fetched through the outbound
+     * guard, exactly as `fetchMedia(url, options)` (same options, same `OutboundError`s).
+     */
+    fetch(url: string, options?: FetchMediaOptions): Promise<FetchedMedia>;
   };
   logger: Logger;
   /**
@@ -71,6 +80,11 @@ export interface ModelDefinition extends ModelInfo {
   price: number | ((settings: Settings) => number);
   /** Tokens charged when a generation fails. Default 0. */
   failureFee?: number;
+  /**
+   * Price multiplier of each create priority for this model (a create reserves `price` times it), over the service's
+   * `priority.multipliers`. `{ low: 0.5, high: 2 }`: half price on spare capacity, double to go first.
+   */
+  priorityMultipliers?: { low?: number; normal?: number; high?: number };
   /** Abort and fail a run after this many ms. Default: 4 x estimatedGenerationTime, at least 30 s. */
   timeoutMs?: number;
   /** Runs at most this many of this model's generations at once on one instance. */
@@ -106,6 +120,8 @@ export interface OpenAiMapping {
  */
 export interface GenerateProvider {
   models: ModelDefinition[];
+  /** The upstream's limits: the runner keeps every instance's calls within them (work beyond waits, pending). */
+  capacity?: ProviderCapacity;
   generate(input: GenerationInput, ctx: GenerationContext): Promise<GenerationOutput>;
 }
 
@@ -125,6 +141,8 @@ export type RemoteJobStatus =
  */
 export interface RemoteJobProvider {
   models: ModelDefinition[];
+  /** The upstream's limits: each `start` and `check` is a request (see `GenerateProvider.capacity`). */
+  capacity?: ProviderCapacity;
   start(input: GenerationInput, ctx: GenerationContext): Promise<{ handle: unknown }>;
   check(handle: unknown, ctx: GenerationContext): Promise<RemoteJobStatus>;
   /** Best effort: asks upstream to stop (on cancel or timeout). */

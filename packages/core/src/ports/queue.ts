@@ -7,6 +7,24 @@ export interface Job {
    */
   ownerId?: string;
   /**
+   * The organisation the owner belongs to, when it belongs to one, as the create's reserve read it (no lookup of its
+   * own). Queues share their runners across organisations by `weight`, then round-robin across the organisation's
+   * users. Absent: the owner is a tenant of its own, of weight 1 (a user of no organisation, and a job re-enqueued
+   * from the store by recovery).
+   */
+  organizationId?: string;
+  /**
+   * The organisation's weight, its share of the runners when every tenant has work waiting (plan tiers 5 / 2 / 1
+   * give 5 / 2 / 1 eighths). A positive number; default 1; ignored without `organizationId`.
+   */
+  weight?: number;
+  /**
+   * Within its tenant's share, `high` goes before `normal` before `low`; `low` runs only on spare capacity (when no
+   * `normal` or `high` job of anyone waits). Default `normal`. The runner reads it too, to check a `low` one's
+   * deadline before claiming it.
+   */
+  priority?: 'low' | 'normal' | 'high';
+  /**
    * The create's trace context as propagation fields (`traceparent`, `tracestate`, and whatever else the host's
    * propagator writes, such as `baggage`), so its run continues it with everything it carried. A queue carries it
    * unchanged; absent without tracing and on a job re-enqueued from the store (its run then continues the
@@ -29,6 +47,12 @@ export interface RunnerSettings {
   leaseMs: number;
   /** Jobs of one model running at once on this instance; undefined: only `concurrency` applies. */
   modelConcurrency: (modelId: string) => number | undefined;
+  /**
+   * The provider lane of a model's jobs (`provider.capacity`), or undefined. An in-process queue may hold a lane's
+   * waiting jobs back while this instance runs `concurrency` of them or the lane is paused (`pauseLane`); the runner
+   * asks the lane's shared counters before each job either way, so a queue may ignore it.
+   */
+  laneOf?: (modelId: string) => { lane: string; concurrency?: number } | undefined;
   logger: import('./logger.js').Logger;
 }
 
@@ -50,8 +74,11 @@ export interface QueueStopOptions {
  * - `start(handler, settings)` begins handing out jobs, with the service's runner settings; `stop()` stops taking new jobs and waits up to `timeoutMs` for
  *   running ones, then fires their AbortSignal.
  * - `enqueue` rejects with `UnavailableError` when the backing service cannot take the job.
- * - Fair: waiting work is taken round-robin across `ownerId`s, so with thousands waiting for one owner, another
- *   owner's job starts within about one round (before the first owner's next 2 x concurrency jobs).
+ * - Fair: waiting work is handed out in the order of `@genservice/core/ports`' `fairLineOf` / `fairTagUnits`:
+ *   weighted across organisations (`organizationId`, `weight`; a job without one is its owner's own tenant of weight
+ *   1), round-robin across the users of one, `high` before `normal` within a tenant's share, `low` only when nothing
+ *   else waits. So with thousands waiting for one tenant, another tenant's next job starts within about one round
+ *   (before the first tenant's next 2 x concurrency jobs), and with every tenant busy their shares follow the weights.
  */
 export interface EnqueueOptions {
   /**
@@ -66,6 +93,14 @@ export interface EnqueueOptions {
   fresh?: boolean;
 }
 
+/** Where a waiting job stands in its queue. */
+export interface QueuePosition {
+  /** Waiting jobs that will be handed out before this one if nothing else arrives (running jobs not counted). */
+  aheadOfYou: number;
+  /** `aheadOfYou + 1`. */
+  position: number;
+}
+
 export interface JobQueue {
   enqueue(job: Job, options?: EnqueueOptions): Promise<void>;
   start(handler: JobHandler, settings: RunnerSettings): Promise<void>;
@@ -73,8 +108,19 @@ export interface JobQueue {
   /** Aborts the job if it is running on this instance. Returns true when it was. */
   abort?(generationId: string): boolean;
   /**
+   * Holds back the waiting jobs of a provider lane for `ms` (an upstream's 429 `Retry-After`). Optional: the runner
+   * hands a paused lane's jobs back, delayed, without it.
+   */
+  pauseLane?(lane: string, ms: number): void;
+  /**
    * Resolves when the queue's backend answers (a Redis PING for BullMQ); rejects or hangs when it does not. Asked by
    * `<mount>/readyz` under its deadline. Absent: a queue without a backend of its own, always ready.
    */
   ping?(): Promise<unknown>;
+  /**
+   * Where the generation's job waits, in the queue's own order (see "Fair" above); undefined when it is not waiting
+   * (running, delayed, finished, or unknown to the queue). A count over the waiting jobs: cheap enough for a poll, not
+   * for a loop. Absent: the queue cannot tell.
+   */
+  position?(generationId: string): Promise<QueuePosition | undefined>;
 }

@@ -32,6 +32,10 @@ export interface NewGeneration {
   batchId?: string;
   /** The create's W3C `traceparent` (at most 55 characters); absent without tracing. */
   traceparent?: string;
+  /** The priority its create asked; absent when it asked none. */
+  priority?: 'low' | 'normal' | 'high';
+  /** A `low` generation's deadline (epoch ms). */
+  deadlineAt?: number;
 }
 
 /** A batch as first stored (`insertBatch`); `completedAt` is set later with `completeBatch`. */
@@ -194,8 +198,10 @@ export interface GenerationStore {
    * Only for a store whose `settlesFor(ledger)` is true: that ledger's reserve for the generation (as its `reserve`
    * would hold it, the model being the generation's; no key limit) and the insert with its first event, in one atomic
    * step. 'ok' when both happened; otherwise the reserve's refusal, and nothing is written. A duplicate id rejects.
+   * `limited`: the owner has limits beyond its balance and in-flight cap (an organisation), which this step does not
+   * hold: nothing is written, and the caller takes the ledger's full reserve and the plain insert.
    */
-  insertReserved?(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult>;
+  insertReserved?(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'>;
   /**
    * True when this store can settle `ledger`'s reserves inside its own changes (`GenerationChange.settle`): the
    * Postgres store with the Postgres ledger of the same database and schema. Absent or false: the caller settles.

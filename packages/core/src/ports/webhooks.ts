@@ -15,6 +15,42 @@ export interface WebhookEndpoint {
   events: Array<WebhookEventType | OpenAiWebhookEventType>;
 }
 
+/** What a registered endpoint (`POST /v1/webhook-endpoints`) may subscribe to. */
+export type EndpointEventType = WebhookEventType | 'webhook_endpoint.disabled';
+
+/**
+ * A webhook endpoint a user registered over the API: its own signing secret (and, during a rotation's overlap, the
+ * previous one), the events it takes, and whether it was disabled (it failed every attempt for
+ * `webhooks.disableEndpointAfterMs`, or its owner said so).
+ */
+export interface WebhookEndpointRecord {
+  /** `we_` + 22 characters. */
+  id: string;
+  ownerId: string;
+  url: string;
+  events: EndpointEventType[];
+  description?: string;
+  /** `whsec_` + base64 (Standard Webhooks). */
+  secret: string;
+  /** The secret before the last rotation, still signing until `expiresAt` (epoch ms). */
+  previousSecret?: { key: string; expiresAt: number };
+  createdAt: number;
+  updatedAt: number;
+  /** Epoch ms it was disabled; absent while it is enabled. */
+  disabledAt?: number;
+  /** Epoch ms of the first failed attempt since its last success; absent while it is healthy. */
+  failingSince?: number;
+}
+
+/** A change to an endpoint: only the fields given change; `description: null` removes it, `disabledAt: null` enables. */
+export interface WebhookEndpointChange {
+  url?: string;
+  events?: EndpointEventType[];
+  description?: string | null;
+  disabledAt?: number | null;
+  updatedAt: number;
+}
+
 /** A user's signing secrets: the current one, and during a rotation's overlap the previous one too. */
 export interface WebhookSecrets {
   /** `whsec_` + base64 of the key bytes (Standard Webhooks). */
@@ -32,8 +68,13 @@ export interface NewDelivery {
   ownerId: string;
   /** The `seq` of the generation's event this message is about. */
   seq: number;
-  /** A generation's event, `batch.completed` (then `generationId` is the batch's id), or an OpenAI `video.*` event. */
-  type: WebhookEventType | 'batch.completed' | OpenAiWebhookEventType;
+  /**
+   * A generation's event, `batch.completed` (then `generationId` is the batch's id), an OpenAI `video.*` event, or
+   * `webhook_endpoint.disabled` (then `generationId` is the disabled endpoint's id).
+   */
+  type: WebhookEventType | 'batch.completed' | OpenAiWebhookEventType | 'webhook_endpoint.disabled';
+  /** The registered endpoint it goes to (signed with that endpoint's secret); absent for every other receiver. */
+  endpointId?: string;
   url: string;
   /** The JSON body, exactly as it is sent (and signed) on every attempt. */
   payload: string;
@@ -107,6 +148,21 @@ export interface DeliveryOutcome {
  * - `advanceCursor(name, from, to)` moves a named cursor (an opaque string of the store's feed) from `from` to `to`
  *   only if it is still at `from` (compare-and-set; a cursor never set reads `''`).
  * - `deleteForGenerations` deletes the deliveries (and their attempts) of those generations (retention).
+ *
+ * Registered endpoints (every read and change is owner-scoped: another owner's endpoint reads as absent):
+ * - `createEndpoint` stores it whole; `listEndpoints` answers an owner's, oldest first.
+ * - `updateEndpoint` applies only the fields given; `disabledAt: null` clears `failingSince` too, and a `disabledAt` on an
+ *   enabled endpoint moves its pending deliveries to `failed` (as `disableEndpoint`). Null when absent.
+ * - `deleteEndpoint` removes it and moves its pending deliveries to `gone`; its deliveries' history stays readable
+ *   through `deliveriesOf`.
+ * - `rotateEndpointSecret` makes `newKey` its secret and keeps the old one as `previousSecret` until `now + overlapMs`.
+ * - `noteEndpointAttempt(id, ok, at)`: a success clears `failingSince`; a failure sets it to `at` when absent. Answers
+ *   `failingSince` after the change (null when healthy, or the endpoint is gone or disabled).
+ * - `disableEndpoint(id, at)` sets `disabledAt` only while it is enabled (of racing callers exactly one gets true),
+ *   and moves its pending deliveries to `failed`.
+ * - `endpointDeliveries` answers an endpoint's deliveries with their attempts, newest first, at most `limit`.
+ * - `replayDelivery(id, endpointId, now)` makes a delivery of that endpoint pending again, due at `now`, keeping its id
+ *   and payload: the delivery, `'busy'` while an attempt holds its lease, or null when it is not that endpoint's.
  */
 export interface WebhookStore {
   getSecrets(userId: string, now: number): Promise<WebhookSecrets | null>;
@@ -121,4 +177,14 @@ export interface WebhookStore {
   getCursor(name: string): Promise<string>;
   advanceCursor(name: string, from: string, to: string): Promise<boolean>;
   deleteForGenerations(generationIds: string[]): Promise<number>;
+  createEndpoint(endpoint: WebhookEndpointRecord): Promise<void>;
+  getEndpoint(id: string, ownerId: string): Promise<WebhookEndpointRecord | null>;
+  listEndpoints(ownerId: string): Promise<WebhookEndpointRecord[]>;
+  updateEndpoint(id: string, ownerId: string, change: WebhookEndpointChange): Promise<WebhookEndpointRecord | null>;
+  deleteEndpoint(id: string, ownerId: string): Promise<boolean>;
+  rotateEndpointSecret(id: string, ownerId: string, newKey: string, now: number, overlapMs: number): Promise<WebhookEndpointRecord | null>;
+  noteEndpointAttempt(id: string, ok: boolean, at: number): Promise<number | null>;
+  disableEndpoint(id: string, at: number): Promise<boolean>;
+  endpointDeliveries(endpointId: string, ownerId: string, limit: number): Promise<DeliveryWithAttempts[]>;
+  replayDelivery(id: string, endpointId: string, now: number): Promise<Delivery | 'busy' | null>;
 }

@@ -9,6 +9,7 @@ import { TOKENS } from '../tokens.js';
 import { Views } from '../use-cases/views.js';
 import { EventFeed } from './event-feed.js';
 import type { ClockTimer } from '../ports/clock.js';
+import { QueuePositions, type QueueInfo } from '../runner/queue-positions.js';
 
 /**
  * Open streams and long-polls of the whole process: every service in it counts in the same table (a `Symbol.for` key,
@@ -46,6 +47,7 @@ export class LiveStatus {
     @inject(TOKENS.Store) private readonly store: GenerationStore,
     @inject(EventFeed) private readonly feed: EventFeed,
     @inject(Views) private readonly views: Views,
+    @inject(QueuePositions) private readonly positions: QueuePositions,
   ) {}
 
   /**
@@ -98,11 +100,22 @@ export class LiveStatus {
   }
 
   /** @internal The parts an EventStream needs. */
-  get parts(): { store: GenerationStore; feed: EventFeed; views: Views; streams: Set<() => void>; startTicker: () => void; stopTicker: () => void } {
+  get parts(): {
+    store: GenerationStore;
+    feed: EventFeed;
+    views: Views;
+    positions: QueuePositions;
+    options: ResolvedServiceOptions;
+    streams: Set<() => void>;
+    startTicker: () => void;
+    stopTicker: () => void;
+  } {
     return {
       store: this.store,
       feed: this.feed,
       views: this.views,
+      positions: this.positions,
+      options: this.options,
       streams: this.streams,
       startTicker: () => this.startTicker(),
       stopTicker: () => this.stopTicker(),
@@ -178,6 +191,10 @@ class EventStream implements AsyncIterableIterator<string> {
     this.keepAlive = true;
     this.wake?.();
   };
+  /** While the generation waits in the queue: the timer that asks for its position, and the last one sent. */
+  private queueTimer: ClockTimer | undefined;
+  private queueDue = false;
+  private lastQueue: QueueInfo | undefined;
 
   constructor(
     private readonly live: LiveStatus,
@@ -209,6 +226,8 @@ class EventStream implements AsyncIterableIterator<string> {
       // Resuming: every event the client missed, each with the generation as it is now (partial output as it was sent).
       const item = views.item(rec, this.baseUrl);
       for (const e of history) if (e.seq > this.lastEventId) this.outbox.push(this.message(e, rec, item));
+      // Still waiting: its place comes with the first `queue` message.
+      if (rec.status === 'pending') this.watchQueue();
     } else {
       // The state, then (while it runs and unless resuming) the partial output so far as one output and one preview
       // message. The state's id is before the first partial output, so a client that got only the state and resumes
@@ -221,7 +240,9 @@ class EventStream implements AsyncIterableIterator<string> {
       }
       const partial = isTerminal(rec.status) || this.lastEventId !== undefined ? undefined : views.partial(rec, history, this.baseUrl);
       const stateId = partial && firstOutput !== undefined ? Math.min(this.sent, firstOutput - 1) : this.sent;
-      this.outbox.push(sse(stateId, state?.type ?? rec.status, views.item(rec, this.baseUrl)));
+      const item = views.item(rec, this.baseUrl);
+      if (rec.status === 'pending') await this.followQueue(item);
+      this.outbox.push(sse(stateId, state?.type ?? rec.status, item));
       if (partial?.text !== undefined) this.outbox.push(sse(this.sent, 'output', { delta: partial.text }));
       if (partial?.preview) this.outbox.push(sse(this.sent, 'preview', partial.preview));
     }
@@ -239,12 +260,16 @@ class EventStream implements AsyncIterableIterator<string> {
         this.finish();
         return { done: true, value: undefined };
       }
-      if (this.pending.length === 0 && !this.keepAlive) await new Promise<void>((r) => (this.wake = r));
+      if (this.pending.length === 0 && !this.keepAlive && !this.queueDue) await new Promise<void>((r) => (this.wake = r));
       this.wake = undefined;
       if (this.closed) continue;
       if (this.keepAlive) {
         this.keepAlive = false;
         this.outbox.push(': keepalive\n\n');
+      }
+      if (this.queueDue) {
+        this.queueDue = false;
+        await this.queueMessage();
       }
       const batch = this.pending.splice(0).filter((e) => e.seq > this.sent);
       if (batch.length === 0) continue;
@@ -259,6 +284,8 @@ class EventStream implements AsyncIterableIterator<string> {
       }
       const item = now ? this.live.parts.views.item(now, this.baseUrl) : undefined;
       for (const e of batch) {
+        // It left the queue: no more positions.
+        if (e.type !== 'created' && e.type !== 'progress' && !isOutputEvent(e.type)) this.stopQueue();
         this.sent = e.seq;
         this.outbox.push(this.message(e, now ?? undefined, item));
         if (e.type === 'completed' || e.type === 'failed') {
@@ -267,6 +294,49 @@ class EventStream implements AsyncIterableIterator<string> {
         }
       }
     }
+  }
+
+  /**
+   * A pending generation's first position goes into the state message's item (`queue`); then, every
+   * `push.queuePositionIntervalMs`, a `queue` message when it moved. Only ever smaller: another tenant's job that
+   * arrives later may be handed out first (the fair order), which this stream shows as no move rather than a step back.
+   */
+  private async followQueue(item: { queue?: QueueInfo }): Promise<void> {
+    const info = await this.live.parts.positions.of(this.generationId);
+    if (info) {
+      item.queue = info;
+      this.lastQueue = info;
+    }
+    this.watchQueue();
+  }
+
+  /** Asks for the position every `push.queuePositionIntervalMs` until the generation leaves the queue. */
+  private watchQueue(): void {
+    const { options, positions } = this.live.parts;
+    if (!positions.available) return;
+    this.queueTimer = options.clock.setInterval(() => {
+      this.queueDue = true;
+      this.wake?.();
+    }, options.push.queuePositionIntervalMs);
+    this.queueTimer.unref?.();
+  }
+
+  private async queueMessage(): Promise<void> {
+    if (!this.queueTimer) return;
+    const info = await this.live.parts.positions.of(this.generationId);
+    if (!info || !this.queueTimer) return;
+    const last = this.lastQueue;
+    const shown = last && info.aheadOfYou > last.aheadOfYou ? { ...info, aheadOfYou: last.aheadOfYou, position: last.position } : info;
+    if (last && shown.aheadOfYou === last.aheadOfYou && shown.etaSeconds === last.etaSeconds) return;
+    this.lastQueue = shown;
+    this.outbox.push(sse(this.sent, 'queue', shown));
+  }
+
+  private stopQueue(): void {
+    if (!this.queueTimer) return;
+    this.live.parts.options.clock.clearInterval(this.queueTimer);
+    this.queueTimer = undefined;
+    this.queueDue = false;
   }
 
   /** One event as a message: partial output as itself (`{ delta }`, `{ url, mimeType }`), a transition with the item. */
@@ -286,6 +356,7 @@ class EventStream implements AsyncIterableIterator<string> {
 
   private finish(): void {
     this.closed = true;
+    this.stopQueue();
     this.release();
     this.unwatch?.();
     this.unwatch = undefined;

@@ -4,7 +4,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { WebhookEventType } from '../domain/types.js';
-import type { Delivery, NewDelivery } from '../ports/webhooks.js';
+import type { Delivery, DeliveryWithAttempts, NewDelivery } from '../ports/webhooks.js';
 
 /** One POST to a receiver, as the transport is asked to make it. */
 export interface WebhookRequest {
@@ -36,6 +36,23 @@ export interface DeliveryView {
   nextAttemptAt?: string;
 }
 
+/** A delivery as its owner reads it: attempts oldest first, times in ISO 8601. */
+export function deliveryView(d: DeliveryWithAttempts): DeliveryView {
+  return {
+    id: d.id,
+    type: d.type,
+    url: d.url,
+    state: d.state,
+    attempts: d.history.map((a) => ({
+      at: new Date(a.at).toISOString(),
+      ...(a.status !== undefined ? { status: a.status } : {}),
+      ...(a.error !== undefined ? { error: a.error } : {}),
+      durationMs: a.durationMs,
+    })),
+    ...(d.state === 'pending' ? { nextAttemptAt: new Date(d.nextAttemptAt).toISOString() } : {}),
+  };
+}
+
 const DAY = 24 * 3600_000;
 
 /**
@@ -47,21 +64,26 @@ export function webhookMessageId(subject: string, seq: number, url: string): str
   return `msg_${createHash('sha256').update(`${subject}\n${seq}\n${url}`).digest('base64url').slice(0, 24)}`;
 }
 
+/** Where one message goes: a URL (a create's webhook, a host's default endpoint), or a registered endpoint. */
+export type Receiver = string | { url: string; endpointId: string };
+
 /**
- * One message about a subject, for each of `urls`: the outbox entries every producer writes. `idSeq` is the position
- * its id is made from (`seq`, except a batch's completion: id from 0, stored as 1).
+ * One message about a subject, for each of `receivers`: the outbox entries every producer writes. `idSeq` is the
+ * position its id is made from (`seq`, except a batch's completion: id from 0, stored as 1). A registered endpoint's
+ * id is made from the endpoint's id, so two endpoints with one URL each get their own message (and signature).
  */
 export function outboxEntries(
   message: { subject: string; idSeq: number; seq: number; ownerId: string; type: NewDelivery['type']; payload: string; at: number; traceparent?: string | undefined },
-  urls: Iterable<string>,
+  receivers: Iterable<Receiver>,
 ): NewDelivery[] {
-  return [...urls].map((url) => ({
-    id: webhookMessageId(message.subject, message.idSeq, url),
+  return [...receivers].map((r) => ({
+    ...(typeof r === 'string'
+      ? { id: webhookMessageId(message.subject, message.idSeq, r), url: r }
+      : { id: webhookMessageId(message.subject, message.idSeq, `endpoint:${r.endpointId}`), url: r.url, endpointId: r.endpointId }),
     generationId: message.subject,
     ownerId: message.ownerId,
     seq: message.seq,
     type: message.type,
-    url,
     payload: message.payload,
     nextAttemptAt: message.at,
     createdAt: message.at,

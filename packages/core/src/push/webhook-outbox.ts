@@ -3,11 +3,11 @@ import { isOutputEvent, type BatchCounts, type BatchRecord, type GenerationEvent
 import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { GenerationStore } from '../ports/store.js';
-import type { NewDelivery, WebhookEndpoint, WebhookStore } from '../ports/webhooks.js';
+import type { NewDelivery, WebhookEndpoint, WebhookEndpointRecord, WebhookStore } from '../ports/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { Views } from '../use-cases/views.js';
-import { outboxEntries } from './webhook-messages.js';
+import { outboxEntries, type Receiver } from './webhook-messages.js';
 import { WebhookSender } from './webhook-sender.js';
 import { openAiVideoDeliveries } from '../openai/video-webhooks.js';
 
@@ -64,6 +64,7 @@ export class WebhookOutbox {
   private async forEvents(events: GenerationEvent[]): Promise<NewDelivery[]> {
     const records = new Map<string, GenerationRecord | null>();
     const defaults = new Map<string, WebhookEndpoint[]>();
+    const registered = new Map<string, WebhookEndpointRecord[]>();
     const out: NewDelivery[] = [];
     const now = this.options.clock.now();
     for (const e of events) {
@@ -74,9 +75,10 @@ export class WebhookOutbox {
       const rec = records.get(e.generationId);
       if (!rec) continue; // deleted by retention before the outbox got to it
       if (!defaults.has(rec.ownerId)) defaults.set(rec.ownerId, await this.defaultEndpoints(rec.ownerId));
+      if (!registered.has(rec.ownerId)) registered.set(rec.ownerId, await this.hooks.listEndpoints(rec.ownerId));
       out.push(...openAiVideoDeliveries(this.options, e, rec, defaults.get(rec.ownerId)!, now));
-      const urls = this.receivers(rec, defaults.get(rec.ownerId)!, type);
-      if (urls.size === 0) continue;
+      const urls = this.receivers(rec, defaults.get(rec.ownerId)!, registered.get(rec.ownerId)!, type);
+      if (urls.length === 0) continue;
       const payload = JSON.stringify({ type, timestamp: new Date(e.at).toISOString(), data: this.views.pushItem(rec) });
       out.push(...outboxEntries({ subject: rec.id, idSeq: e.seq, seq: e.seq, ownerId: rec.ownerId, type, payload, at: now, traceparent: rec.traceparent }, urls));
     }
@@ -90,8 +92,8 @@ export class WebhookOutbox {
    */
   async deleted(rec: GenerationRecord, seq: number, at: number): Promise<void> {
     const type = 'generation.deleted';
-    const urls = this.receivers(rec, await this.defaultEndpoints(rec.ownerId), type);
-    if (urls.size === 0) return;
+    const urls = this.receivers(rec, await this.defaultEndpoints(rec.ownerId), await this.hooks.listEndpoints(rec.ownerId), type);
+    if (urls.length === 0) return;
     // Only what identifies it: its settings, result and labels were deleted with it.
     const payload = JSON.stringify({ type, timestamp: new Date(at).toISOString(), data: { generationId: rec.id, modelId: rec.modelId, status: 'deleted' } });
     await this.write(outboxEntries({ subject: rec.id, idSeq: seq, seq, ownerId: rec.ownerId, type, payload, at, traceparent: rec.traceparent }, urls));
@@ -113,12 +115,16 @@ export class WebhookOutbox {
     this.sender.deliver();
   }
 
-  /** Where a generation's message of this type goes: its own webhook, and the owner's default endpoints, that list it. */
-  private receivers(rec: GenerationRecord, defaults: readonly WebhookEndpoint[], type: WebhookEventType): Set<string> {
+  /**
+   * Where a generation's message of this type goes: its own webhook and the owner's default endpoints (by URL, once
+   * each), and the owner's registered endpoints that are enabled (each with its own secret), that list it.
+   */
+  private receivers(rec: GenerationRecord, defaults: readonly WebhookEndpoint[], registered: readonly WebhookEndpointRecord[], type: WebhookEventType): Receiver[] {
     const urls = new Set<string>();
     if (rec.webhook?.events.includes(type)) urls.add(rec.webhook.url);
     for (const ep of defaults) if (ep.events.includes(type)) urls.add(ep.url);
-    return urls;
+    const endpoints = registered.filter((ep) => ep.disabledAt === undefined && ep.events.includes(type)).map((ep) => ({ url: ep.url, endpointId: ep.id }));
+    return [...urls, ...endpoints];
   }
 
   private async defaultEndpoints(userId: string): Promise<WebhookEndpoint[]> {

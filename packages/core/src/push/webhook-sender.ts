@@ -7,6 +7,8 @@ import type { Delivery, DeliveryOutcome, WebhookStore } from '../ports/webhooks.
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { contextOfTraceparent, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
+import { attemptSucceeded } from '../domain/webhook-endpoints.js';
+import { EndpointHealth } from './endpoint-health.js';
 import { newWebhookSecret, retryAfterMs, retryDelay, type WebhookResponse, type WebhookTransport } from './webhook-messages.js';
 
 /**
@@ -28,6 +30,7 @@ export class WebhookSender {
     @inject(TOKENS.WebhookStore) private readonly hooks: WebhookStore,
     @inject(TOKENS.WebhookTransport) private readonly transport: WebhookTransport,
     @inject(Telemetry) private readonly telemetry: Telemetry,
+    @inject(EndpointHealth) private readonly health: EndpointHealth,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'webhooks' });
@@ -85,17 +88,18 @@ export class WebhookSender {
 
   private async attempt(d: Delivery): Promise<void> {
     const started = this.options.clock.now();
-    const secrets = (await this.hooks.getSecrets(d.ownerId, started)) ?? {
-      current: await this.hooks.ensureSecret(d.ownerId, newWebhookSecret(), started),
-    };
+    const receiver = await this.receiver(d, started);
+    if ('error' in receiver) {
+      // A registered endpoint deleted or disabled after this delivery was written: given up without a request.
+      await this.hooks.recordAttempt(d.id, this.options.instanceId, { at: started, error: receiver.error, durationMs: 0 }, { state: receiver.state });
+      return;
+    }
     const timestamp = new Date(started);
-    const signatures = [secrets.current, ...(secrets.previous ? [secrets.previous.key] : [])].map((key) =>
-      new Webhook(key).sign(d.id, timestamp, d.payload),
-    );
+    const signatures = receiver.keys.map((key) => new Webhook(key).sign(d.id, timestamp, d.payload));
     // The attempt continues the trace of the generation it is about (stored with the delivery), never the span that
     // happens to be active in the delivery loop; `batch.completed` has none, so each of its attempts is a trace's root.
     const response = await this.telemetry.inSpan('genservice.webhook.deliver', { 'genservice.delivery_id': d.id, 'genservice.attempt': d.attempts + 1 }, () => this.transport({
-      url: d.url,
+      url: receiver.url,
       headers: {
         'content-type': 'application/json',
         'user-agent': 'genservice-webhooks/1',
@@ -120,12 +124,29 @@ export class WebhookSender {
       this.logger.warn({ deliveryId: d.id }, 'delivery lease lost before its attempt was recorded; it will be tried again');
       return;
     }
+    if (d.endpointId !== undefined) await this.health.attempted(d, attemptSucceeded('status' in response ? response.status : undefined), finished);
     if (outcome.state === 'gone') {
       const stopped = await this.hooks.stopEndpoint(d.ownerId, d.url);
       this.logger.info({ url: d.url, ownerId: d.ownerId, stopped }, 'receiver answered 410 Gone: endpoint stopped');
     } else if (outcome.state === 'failed') {
       this.logger.warn({ deliveryId: d.id, url: d.url, attempts }, 'webhook delivery given up');
     }
+  }
+
+  /**
+   * Where an attempt goes and the keys it is signed with: a registered endpoint's URL as it is now (an owner who
+   * fixed it gets the retries there) and its secret (and its previous one during a rotation's overlap); else the
+   * delivery's URL and its owner's secrets. Why not, for an endpoint that is gone or disabled.
+   */
+  private async receiver(d: Delivery, now: number): Promise<{ url: string; keys: string[] } | { error: string; state: 'gone' | 'failed' }> {
+    if (d.endpointId !== undefined) {
+      const e = await this.hooks.getEndpoint(d.endpointId, d.ownerId);
+      if (!e) return { error: 'the endpoint was deleted', state: 'gone' };
+      if (e.disabledAt !== undefined) return { error: 'the endpoint is disabled', state: 'failed' };
+      return { url: e.url, keys: [e.secret, ...(e.previousSecret && e.previousSecret.expiresAt > now ? [e.previousSecret.key] : [])] };
+    }
+    const secrets = (await this.hooks.getSecrets(d.ownerId, now)) ?? { current: await this.hooks.ensureSecret(d.ownerId, newWebhookSecret(), now) };
+    return { url: d.url, keys: [secrets.current, ...(secrets.previous ? [secrets.previous.key] : [])] };
   }
 
   private outcome(response: WebhookResponse, attempts: number, now: number): DeliveryOutcome {

@@ -8,7 +8,8 @@ const IN_USE = 'webhooks.in-use';
 
 /**
  * Whether any webhook can apply to a generation's events (issue 36, pay for what you use): the host configured default
- * endpoints (`webhooks.endpoints`), or some instance of the service accepted a create with its own webhook. Until then
+ * endpoints (`webhooks.endpoints`), or some instance of the service accepted a create with its own webhook or
+ * registered a webhook endpoint (`POST /v1/webhook-endpoints`). Until then
  * the outbox is not written from the log, so a service without webhooks makes no outbox reads per generation.
  *
  * The flag is durable (a named cursor in the webhook store, set once, never cleared), so every instance, and this one
@@ -38,7 +39,7 @@ export class WebhookUse {
     return this.known;
   }
 
-  /** A create with a webhook is about to be stored: mark webhooks in use, durably, once per instance. */
+  /** A create with a webhook, or an endpoint, is about to be stored: mark webhooks in use, durably, once per instance. */
   async mark(): Promise<void> {
     if (this.known) return;
     await this.hooks.advanceCursor(IN_USE, '', '1');

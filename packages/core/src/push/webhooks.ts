@@ -6,10 +6,11 @@ import type { GenerationStore } from '../ports/store.js';
 import type { WebhookStore } from '../ports/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
-import { newWebhookSecret, type DeliveryView, type WebhookUrlCheck } from './webhook-messages.js';
+import { deliveryView, newWebhookSecret, type DeliveryView, type WebhookUrlCheck } from './webhook-messages.js';
 import { WebhookUse } from './webhook-use.js';
 
 export {
+  deliveryView,
   newWebhookSecret,
   retryAfterMs,
   retryDelay,
@@ -73,19 +74,6 @@ export class Webhooks {
   async deliveries(userId: string, generationId: string): Promise<DeliveryView[]> {
     const rec = GENERATION_ID_PATTERN.test(generationId) ? await this.store.get(generationId, userId) : null;
     if (!rec) throw new DomainError('not_found', 'Generation not found.');
-    const all = await this.hooks.deliveriesOf(generationId);
-    return all.map((d) => ({
-      id: d.id,
-      type: d.type,
-      url: d.url,
-      state: d.state,
-      attempts: d.history.map((a) => ({
-        at: new Date(a.at).toISOString(),
-        ...(a.status !== undefined ? { status: a.status } : {}),
-        ...(a.error !== undefined ? { error: a.error } : {}),
-        durationMs: a.durationMs,
-      })),
-      ...(d.state === 'pending' ? { nextAttemptAt: new Date(d.nextAttemptAt).toISOString() } : {}),
-    }));
+    return (await this.hooks.deliveriesOf(generationId)).map(deliveryView);
   }
 }

@@ -14,7 +14,7 @@ import { ProgressReporter } from './progress.js';
 import { ProviderCalls } from './provider-calls.js';
 import { RemoteJobs } from './remote-jobs.js';
 import { Results } from './results.js';
-import { type Run, RunContext, StorageUnavailable, TimeoutAbort } from './run.js';
+import { LanePaused, type Run, type RunCapacity, RunContext, StorageUnavailable, TimeoutAbort } from './run.js';
 
 /**
  * One claimed run, from its deadline to its end: the lease held, progress and partial output reported, the provider
@@ -32,14 +32,14 @@ export class Execution {
     @inject(Results) private readonly results: Results,
   ) {}
 
-  async run(rec: GenerationRecord, model: RegisteredModel, abort: JobAbort, log: Logger): Promise<void> {
+  async run(rec: GenerationRecord, model: RegisteredModel, abort: JobAbort, log: Logger, capacity?: RunCapacity): Promise<void> {
     const { clock } = this.options;
     // A remote job's time limit runs from its first start, across checks and restarts; a local run's from now.
     const remote = isRemoteJobProvider(model.provider);
     const deadline = remote ? (rec.startedAt ?? clock.now()) + model.timeoutMs : clock.now() + model.timeoutMs;
     const timeout = clock.setTimeout(() => abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)), Math.max(0, deadline - clock.now()));
     this.leases.hold(rec.id, abort);
-    const run: Run = { rec, model, abort, log, deadline, handle: rec.remoteHandle };
+    const run: Run = { rec, model, abort, log, deadline, handle: rec.remoteHandle, ...(capacity ? { capacity } : {}) };
     const progress = new ProgressReporter((id, fraction, message) => this.lifecycle.progress(id, fraction, message), rec.id, log, clock);
     const output = new OutputReporter(this.results.sink(rec.id), log, clock);
     const ctx = new RunContext(run, this.results.files, progress.report, output);
@@ -88,6 +88,12 @@ export class Execution {
       const publicMessage = `The generation took longer than ${Math.round(model.timeoutMs / 1000)} s.`;
       const failed = await this.lifecycle.failClaimed(rec, { cause: 'timeout', publicMessage, reason: reason.message });
       if (failed !== null && remote && run.handle !== undefined) await this.remote.cancelUpstream(run);
+      return;
+    }
+    if (err instanceof LanePaused && !abort.aborted) {
+      // The upstream asked to wait (or its lane is paused): the generation waits, parked, and spends no attempt.
+      log.info({ retryInMs: err.delayMs }, "provider's lane paused; the generation waits");
+      await this.remote.parkFor(run, err.delayMs);
       return;
     }
     if (abort.aborted) {

@@ -1,6 +1,7 @@
 import type PQueueClass from 'p-queue';
 import * as pQueueModule from 'p-queue';
-import type { EnqueueOptions, Job, JobHandler, JobQueue, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
+import type { EnqueueOptions, Job, JobHandler, JobQueue, QueuePosition, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
+import { fairLineOf, fairOrder, fairTagUnits, tagOfOrder, type FairLine } from '../domain/fair-order.js';
 import { systemClock } from '../clock.js';
 import type { Clock, ClockTimer } from '../ports/clock.js';
 
@@ -26,36 +27,99 @@ export interface InProcessQueueOptions {
   clock?: Clock;
 }
 
-/** One owner's waiting jobs, oldest first (a head index instead of shift() keeps taking O(1)). */
-interface Lane {
-  jobs: Job[];
-  head: number;
+/** A provider lane on this instance: its p-queue (the lane's `concurrency` here, paused while an upstream asked to wait). */
+interface LaneSlots {
+  queue: PQueue;
+  /** When a pause ends, and its timer. */
+  pausedUntil: number;
+  timer?: ClockTimer;
+}
+
+/** A waiting job and its place in the fair order (band, then order, then arrival). */
+interface Waiting {
+  job: Job;
+  line: FairLine;
+  order: number;
+  seq: number;
+}
+
+function before(a: Waiting, b: Waiting): boolean {
+  if (a.line.band !== b.line.band) return a.line.band < b.line.band;
+  if (a.order !== b.order) return a.order < b.order;
+  return a.seq < b.seq;
+}
+
+/** A binary min-heap of waiting jobs (one per band and model: the jobs of a model at its limit are skipped, not waited on). */
+class Heap {
+  readonly items: Waiting[] = [];
+  get head(): Waiting | undefined {
+    return this.items[0];
+  }
+  push(w: Waiting): void {
+    const a = this.items;
+    a.push(w);
+    let i = a.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!before(a[i]!, a[p]!)) break;
+      [a[i], a[p]] = [a[p]!, a[i]!];
+      i = p;
+    }
+  }
+  pop(): Waiting | undefined {
+    const a = this.items;
+    const top = a[0];
+    const last = a.pop();
+    if (a.length > 0 && last) {
+      a[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < a.length && before(a[l]!, a[m]!)) m = l;
+        if (r < a.length && before(a[r]!, a[m]!)) m = r;
+        if (m === i) break;
+        [a[i], a[m]] = [a[m]!, a[i]!];
+        i = m;
+      }
+    }
+    return top;
+  }
 }
 
 /**
  * The embedded runner, in this process. Waiting jobs live in memory only; the store still holds them as `pending`,
  * and recovery enqueues them again on the next start, so a stop or crash loses none.
  *
- * Fair: each owner has a lane, and free slots go round-robin over the owners with waiting work, so a user with
- * thousands queued delays another user's job by at most one round. A model's `concurrency` limits its jobs further;
- * an owner whose next job's model is at its limit is skipped for that round, not waited on.
+ * Fair: waiting jobs are handed out in the fair order of `domain/fair-order.ts` (weighted across organisations,
+ * round-robin across their users, `high` before `normal`, `low` only when nothing else waits), the same order the
+ * durable queues keep. A model's `concurrency` limits its jobs further: the jobs of a model at its limit are skipped
+ * until a slot of it frees, not waited on.
  *
- * The slots are p-queues: one for the global concurrency, one per model that has a limit. The fair choice of which
+ * The slots are p-queues: one for the global concurrency, one per model that has a limit, and one per provider lane
+ * (`RunnerSettings.laneOf`: the lane's `concurrency` on this instance, paused by `pauseLane` while its upstream asked
+ * to wait, started again on the clock). The fair choice of which
  * job goes next is made here, and a job is handed to p-queue only when it has a free slot, so p-queue never holds a
  * waiting job of its own (its order would be first come, first served); it runs, counts, pauses and tells when idle.
  */
 export class InProcessQueue implements JobQueue {
   private concurrency: number;
   private modelConcurrency: ((modelId: string) => number | undefined) | undefined;
-  private readonly lanes = new Map<string, Lane>();
-  /** Owners with waiting jobs, in the order they get their next turn. */
-  private ring: string[] = [];
-  private readonly waiting = new Set<string>();
+  /** Waiting jobs by band and model (`<band> <modelId>`). */
+  private readonly heaps = new Map<string, Heap>();
+  private readonly waiting = new Map<string, Waiting>();
+  /** Waiting counts by line, member and tenant (users with work waiting), as the durable queues keep them. */
+  private readonly counts = new Map<string, number>();
+  private seq = 0;
   private readonly running = new Map<string, AbortController>();
   /** Every running job holds one of these slots. Paused until `start`, and again from `stop`. */
   private readonly slots = new PQueue({ autoStart: false });
   /** The slots of each model with a `concurrency` of its own. */
   private readonly modelSlots = new Map<string, PQueue>();
+  /** Each provider lane's slots on this instance (`RunnerSettings.laneOf`). */
+  private readonly laneSlots = new Map<string, LaneSlots>();
+  private laneOf: RunnerSettings['laneOf'];
   private handler: JobHandler | undefined;
   private stopped = false;
   private started = false;
@@ -83,16 +147,47 @@ export class InProcessQueue implements JobQueue {
     }
     if (this.waiting.has(job.generationId) || this.running.has(job.generationId)) return;
     if (!this.started && this.waiting.size >= (this.options.backlogLimit ?? 10_000)) return;
-    this.waiting.add(job.generationId);
-    const owner = job.ownerId ?? '';
-    let lane = this.lanes.get(owner);
-    if (!lane) {
-      lane = { jobs: [], head: 0 };
-      this.lanes.set(owner, lane);
-      this.ring.push(owner);
+    const line = fairLineOf(job);
+    const v = this.virtualTime(line.band);
+    const place = this.count(line.line, 1);
+    if (this.count(line.member, 1) === 1) this.count(line.tenant, 1);
+    const members = this.counts.get(line.tenant) ?? 1;
+    const order = fairOrder(fairTagUnits(v, place, members, line.weight), line.rank);
+    const w: Waiting = { job, line, order, seq: this.seq++ };
+    this.waiting.set(job.generationId, w);
+    const heapKey = `${line.band} ${job.modelId}`;
+    let heap = this.heaps.get(heapKey);
+    if (!heap) {
+      heap = new Heap();
+      this.heaps.set(heapKey, heap);
     }
-    lane.jobs.push(job);
+    heap.push(w);
     this.pump();
+  }
+
+  /** The band's virtual time: the smallest tag among its waiting jobs (0 when none waits). */
+  private virtualTime(band: 0 | 1): number {
+    let v: number | undefined;
+    for (const heap of this.heaps.values()) {
+      const head = heap.head;
+      if (head && head.line.band === band) v = Math.min(v ?? Number.POSITIVE_INFINITY, tagOfOrder(head.order));
+    }
+    return v ?? 0;
+  }
+
+  /** Adds `by` to a count and answers the new value; a count that reaches 0 is dropped. */
+  private count(key: string, by: number): number {
+    const n = (this.counts.get(key) ?? 0) + by;
+    if (n <= 0) this.counts.delete(key);
+    else this.counts.set(key, n);
+    return n;
+  }
+
+  /** The job leaves its line: its line's, member's and tenant's counts go down. */
+  private leave(w: Waiting): void {
+    this.waiting.delete(w.job.generationId);
+    this.count(w.line.line, -1);
+    if (this.count(w.line.member, -1) === 0) this.count(w.line.tenant, -1);
   }
 
   /** The slots of a model with a limit of its own; undefined when only the global limit applies. */
@@ -107,42 +202,79 @@ export class InProcessQueue implements JobQueue {
     return q;
   }
 
-  /** Starts waiting jobs while there are free slots, one per owner per round. */
+  /** A lane's slots on this instance (made on first use), with the lane's current concurrency. */
+  private lane(name: string, concurrency?: number): LaneSlots {
+    let l = this.laneSlots.get(name);
+    if (!l) {
+      l = { queue: new PQueue({ concurrency: concurrency ?? Number.POSITIVE_INFINITY }), pausedUntil: 0 };
+      this.laneSlots.set(name, l);
+    } else if (concurrency !== undefined && l.queue.concurrency !== concurrency) l.queue.concurrency = concurrency;
+    return l;
+  }
+
+  /** The lane slots of a job's model, when it has a lane. */
+  private slotsOfLane(modelId: string): PQueue | undefined {
+    const lane = this.laneOf?.(modelId);
+    return lane ? this.lane(lane.lane, lane.concurrency).queue : undefined;
+  }
+
+  pauseLane(lane: string, ms: number): void {
+    const l = this.lane(lane);
+    const until = this.clock.now() + ms;
+    if (until <= l.pausedUntil) return;
+    l.pausedUntil = until;
+    l.queue.pause();
+    this.clock.clearTimeout(l.timer);
+    l.timer = this.clock.setTimeout(() => {
+      l.timer = undefined;
+      l.queue.start();
+      this.pump();
+    }, ms);
+    l.timer.unref?.();
+  }
+
+  /** Starts the first waiting jobs in the fair order while there are free slots. */
   private pump(): void {
     if (!this.started || this.stopped) return;
-    let skipped = 0;
-    while (this.slots.pending < this.slots.concurrency && this.ring.length > 0 && skipped < this.ring.length) {
-      const owner = this.ring.shift()!;
-      const lane = this.lanes.get(owner)!;
-      const job = lane.jobs[lane.head]!;
-      const model = this.slotsOf(job.modelId);
-      if (model && model.pending >= model.concurrency) {
-        this.ring.push(owner);
-        skipped++;
-        continue;
-      }
-      skipped = 0;
-      lane.head++;
-      if (lane.head === lane.jobs.length) this.lanes.delete(owner);
-      else {
-        if (lane.head > 1024 && lane.head * 2 > lane.jobs.length) {
-          lane.jobs = lane.jobs.slice(lane.head);
-          lane.head = 0;
+    while (this.slots.pending < this.slots.concurrency) {
+      let best: { heap: Heap; model: PQueue | undefined; upstream: PQueue | undefined } | undefined;
+      for (const [key, heap] of this.heaps) {
+        const head = heap.head;
+        if (!head) {
+          this.heaps.delete(key);
+          continue;
         }
-        this.ring.push(owner);
+        const model = this.slotsOf(head.job.modelId);
+        const upstream = this.slotsOfLane(head.job.modelId);
+        // A full model, or a provider lane that is full here or paused: its jobs are skipped until a slot frees.
+        if (model && model.pending >= model.concurrency) continue;
+        if (upstream && (upstream.isPaused || upstream.pending >= upstream.concurrency)) continue;
+        if (!best || before(head, best.heap.head!)) best = { heap, model, upstream };
       }
-      this.waiting.delete(job.generationId);
-      this.run(job, model);
+      if (!best) return;
+      const w = best.heap.pop()!;
+      this.leave(w);
+      this.run(w.job, best.model, best.upstream);
     }
   }
 
-  private run(job: Job, model: PQueue | undefined): void {
+  async position(generationId: string): Promise<QueuePosition | undefined> {
+    const me = this.waiting.get(generationId);
+    if (!me) return undefined;
+    let ahead = 0;
+    for (const w of this.waiting.values()) if (w !== me && before(w, me)) ahead++;
+    return { aheadOfYou: ahead, position: ahead + 1 };
+  }
+
+  private run(job: Job, model: PQueue | undefined, lane: PQueue | undefined): void {
     const controller = new AbortController();
     this.running.set(job.generationId, controller);
     const handler = this.handler!;
-    const task = (): Promise<void> => handler(job, controller.signal);
-    // Both slots are free (pump checked), so p-queue starts the task now, within this call.
-    const running = this.slots.add(model ? () => model.add(task) : task);
+    const run = (): Promise<void> => handler(job, controller.signal);
+    const inLane = lane ? () => lane.add(run) : run;
+    const task = model ? () => model.add(inLane) : inLane;
+    // Every slot is free (pump checked), so p-queue starts the task now, within this call.
+    const running = this.slots.add(task);
     // A handler that threw or rejected logged its own fault; its generation is recovered from the store later.
     const finished = (): void => {
       this.running.delete(job.generationId);
@@ -155,6 +287,7 @@ export class InProcessQueue implements JobQueue {
     // Explicit constructor options win; otherwise the service's settings apply.
     if (settings && this.options.concurrency === undefined) this.concurrency = settings.concurrency;
     if (settings && this.options.modelConcurrency === undefined) this.modelConcurrency = settings.modelConcurrency;
+    this.laneOf = settings?.laneOf;
     this.handler = handler;
     this.slots.concurrency = this.concurrency;
     this.stopped = false;
@@ -171,9 +304,15 @@ export class InProcessQueue implements JobQueue {
     // Waiting jobs are dropped: they are `pending` (or parked) in the store, and recovery enqueues them on the next start.
     for (const t of this.delayed.values()) this.clock.clearTimeout(t);
     this.delayed.clear();
-    this.lanes.clear();
-    this.ring = [];
+    this.heaps.clear();
+    for (const l of this.laneSlots.values()) {
+      this.clock.clearTimeout(l.timer);
+      l.timer = undefined;
+      l.pausedUntil = 0;
+      l.queue.start();
+    }
     this.waiting.clear();
+    this.counts.clear();
     const timeoutMs = options.timeoutMs ?? 10_000;
     if (await this.idleWithin(timeoutMs)) return;
     for (const c of this.running.values()) c.abort(new Error('queue stopped'));
@@ -206,5 +345,10 @@ export class InProcessQueue implements JobQueue {
   /** Jobs waiting plus running; for tests and metrics. */
   get size(): number {
     return this.waiting.size + this.running.size;
+  }
+
+  /** Jobs running now (a job held back by a full or paused lane is waiting, not running); for tests and metrics. */
+  get active(): number {
+    return this.running.size;
   }
 }

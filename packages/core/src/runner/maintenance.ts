@@ -1,6 +1,7 @@
 import { inject, injectable } from 'tsyringe';
 import { Cleanup } from '../lifecycle/cleanup.js';
 import { Recovery, type RecoveryReport } from '../lifecycle/recovery.js';
+import { UploadExpiry } from '../lifecycle/upload-expiry.js';
 import { asError, childLogger } from '../logger.js';
 import type { IdempotencyStore } from '../ports/idempotency.js';
 import type { Logger } from '../ports/logger.js';
@@ -18,7 +19,7 @@ const SWEEPER = 'genservice:maintenance';
 /**
  * Background upkeep with its timers: recovery (`Recovery`: re-enqueue unfinished work, give up on work that lost its
  * worker too often, settle forgotten reserves, complete batches whose completion a crash lost), the retention sweep
- * (`Cleanup`: which generations expired, and their purge) and the idempotency purge.
+ * (`Cleanup`: which generations expired, and their purge; `UploadExpiry`: expired uploads) and the idempotency purge.
  */
 @injectable()
 export class Maintenance {
@@ -31,6 +32,7 @@ export class Maintenance {
     @inject(Cleanup) private readonly cleanup: Cleanup,
     @inject(TOKENS.Idempotency) private readonly idempotency: IdempotencyStore,
     @inject(TOKENS.Logger) logger: Logger,
+    @inject(UploadExpiry) private readonly uploads: UploadExpiry,
   ) {
     this.logger = childLogger(logger, { component: 'maintenance' });
   }
@@ -85,7 +87,8 @@ export class Maintenance {
   /**
    * Deletes expired generations (the domain's expiry rule: past the service's retention, or past the life asked for at
    * create) with their files, records, events and deliveries (`Cleanup`), `SWEEP_BATCH` at a time. A blob
-   * store outage ends the pass with every remaining record in place; the next sweep tries again.
+   * store outage ends the pass with every remaining record in place; the next sweep tries again. Then the uploads
+   * whose links expired, with their files. Answers how many generations it removed.
    */
   async sweep(now: number = this.options.clock.now()): Promise<number> {
     let total = 0;
@@ -100,6 +103,14 @@ export class Maintenance {
       await new Promise((r) => setImmediate(r));
     }
     if (total > 0) this.logger.info({ deleted: total }, 'retention sweep');
+    let uploads = 0;
+    for (;;) {
+      const removed = await this.uploads.purge(now, SWEEP_BATCH);
+      uploads += removed;
+      if (removed < SWEEP_BATCH) break;
+      await new Promise((r) => setImmediate(r));
+    }
+    if (uploads > 0) this.logger.info({ deleted: uploads }, 'expired uploads deleted');
     return total;
   }
 }

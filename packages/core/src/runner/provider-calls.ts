@@ -9,7 +9,8 @@ import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import { type Candidate, Fallbacks } from './fallbacks.js';
-import { sleep, type Run, type RunContext } from './run.js';
+import { CapacityGate } from './capacity-gate.js';
+import { LanePaused, sleep, type Run, type RunContext } from './run.js';
 
 /**
  * Calling providers: each call in its own span, retried with exponential backoff while it fails retryably (up to
@@ -22,6 +23,7 @@ export class ProviderCalls {
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
     @inject(Fallbacks) private readonly fallbacks: Fallbacks,
     @inject(Telemetry) private readonly telemetry: Telemetry,
+    @inject(CapacityGate) private readonly gate: CapacityGate,
   ) {}
 
   /** A local run: `generate` on its own model, then on its fallbacks in turn (see `Fallbacks.run`). */
@@ -35,7 +37,7 @@ export class ProviderCalls {
           () => this.call('generate', run.rec, () => (c.model.provider as GenerateProvider).generate({ model: c.model.definition, settings: c.settings }, ctx)),
           c.model,
           run,
-          true,
+          { circuit: true, upstream: true },
         );
       },
       () => run.abort.aborted,
@@ -49,19 +51,34 @@ export class ProviderCalls {
 
   /**
    * Calls `fn`, again with exponential backoff while it throws a retryable ProviderError, up to the model's
-   * maxAttempts. Throws the last error, or the abort reason once the run is aborted. `provider`: `fn` is the model's
-   * provider (its circuit counts the outcome).
+   * maxAttempts. Throws the last error, or the abort reason once the run is aborted. `circuit`: `fn` is the model's
+   * provider, whose circuit counts the outcome. `upstream`: each call of `fn` is a request to the provider's upstream
+   * (its lane is asked first, and a `retryAfterMs` pauses it); not so for our own blob store's writes.
    */
-  async withRetries<T>(fn: () => Promise<T>, model: RegisteredModel, run: Pick<Run, 'abort' | 'log'>, provider = false): Promise<T> {
+  async withRetries<T>(
+    fn: () => Promise<T>,
+    model: RegisteredModel,
+    run: Pick<Run, 'abort' | 'log' | 'rec' | 'capacity'>,
+    options: { circuit?: boolean; upstream?: boolean } = {},
+  ): Promise<T> {
     const { abort, log } = run;
+    const provider = options.circuit === true;
     for (let attempt = 1; ; attempt++) {
       try {
+        // Each call is one request of the provider's lane (provider.capacity): asked before it is sent.
+        if (options.upstream) await this.gate.request(run, model);
         const out = await fn();
         if (abort.aborted) throw abort.reason;
         if (provider) this.fallbacks.succeeded(model);
         return out;
       } catch (err) {
         if (abort.aborted) throw abort.reason;
+        if (options.upstream && err instanceof ProviderError && err.retryAfterMs !== undefined) {
+          // The upstream asked to wait (a 429's Retry-After): its lane pauses everywhere, and this run parks until
+          // then without spending an attempt or counting against the provider's circuit.
+          await this.gate.pause(model, err.retryAfterMs);
+          throw new LanePaused(err.retryAfterMs);
+        }
         const retryable = err instanceof ProviderError && err.retryable;
         // The provider's circuit counts its retryable failures (a blob store's outage is not the provider's).
         if (provider && retryable) this.fallbacks.failed(model);

@@ -7,6 +7,7 @@ import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { ProviderCalls } from './provider-calls.js';
 import type { Run, RunContext } from './run.js';
+import { jobOfRecord } from '../domain/fair-order.js';
 
 /**
  * When to check a remote job again: every fifth of its estimated time (at least 250 ms) while it is within the
@@ -41,7 +42,7 @@ export class RemoteJobs {
     const remote = model.provider as RemoteJobProvider;
     if (run.handle === undefined) {
       const input = { model: model.definition, settings: rec.settings };
-      const started = await this.calls.withRetries(() => this.calls.call('start', rec, () => remote.start(input, ctx)), model, run);
+      const started = await this.calls.withRetries(() => this.calls.call('start', rec, () => remote.start(input, ctx)), model, run, { upstream: true });
       run.handle = started.handle;
       if (!(await this.lifecycle.setRemoteHandle(rec.id, run.handle))) {
         // Cancelled or taken over while it was being started: nobody will check this upstream job, so stop it.
@@ -51,19 +52,27 @@ export class RemoteJobs {
       }
     }
     const handle = run.handle;
-    const status = await this.calls.withRetries(() => this.calls.call('check', rec, () => remote.check(handle, ctx)), model, run);
+    const status = await this.calls.withRetries(() => this.calls.call('check', rec, () => remote.check(handle, ctx)), model, run, { upstream: true });
     if (status.status === 'running') {
       if (typeof status.progress === 'number') ctx.progress(status.progress, status.message);
       const now = this.options.clock.now();
       const delay = nextCheckDelay(model.info.estimatedGenerationTime, now - (rec.startedAt ?? now));
       await beforePark();
-      if (await this.lifecycle.park(rec.id, delay)) {
-        // Parked, it holds no slot: the queue hands out the next check when it is due.
-        await this.queue.enqueue({ generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId }, { delayMs: delay });
-      } else log.warn({}, 'could not park the remote job (lease lost)');
+      await this.parkFor(run, delay);
       return null;
     }
     return status.status === 'done' ? { output: status.output } : { error: status.error };
+  }
+
+  /**
+   * Lets go of the run's generation until its next turn, `delayMs` from now (a remote job's next check, or a run
+   * whose provider's lane is paused), and enqueues that turn. Parked, it holds no slot.
+   */
+  async parkFor(run: Run, delayMs: number): Promise<void> {
+    const { rec } = run;
+    if (await this.lifecycle.park(rec.id, delayMs)) {
+      await this.queue.enqueue(jobOfRecord(rec), { delayMs });
+    } else run.log.warn({}, 'could not park the generation (lease lost)');
   }
 
   /** Tells the provider to stop the run's job: nobody will check it any more. */

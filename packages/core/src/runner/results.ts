@@ -8,6 +8,7 @@ import { Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import type { Candidate } from './fallbacks.js';
 import type { OutputSink } from './output-stream.js';
+import { MediaReader } from './media-reader.js';
 import { ProviderCalls } from './provider-calls.js';
 import { BadOutput, StorageUnavailable, type Run } from './run.js';
 
@@ -19,13 +20,17 @@ import { BadOutput, StorageUnavailable, type Run } from './run.js';
 @injectable()
 export class Results {
   /** `ctx.files` of every run: one object for all of them. */
-  readonly files: GenerationContext['files'] = { put: (bytes, mimeType) => this.upload(bytes, mimeType) };
+  readonly files: GenerationContext['files'] = {
+    put: (bytes, mimeType) => this.upload(bytes, mimeType),
+    fetch: (url, options) => this.media.fetch(url, options),
+  };
 
   constructor(
     @inject(Lifecycle) private readonly lifecycle: Lifecycle,
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(ProviderCalls) private readonly calls: ProviderCalls,
     @inject(Telemetry) private readonly telemetry: Telemetry,
+    @inject(MediaReader) private readonly media: MediaReader,
   ) {}
 
   /** `blobs.put`, with an outage turned into a retryable failure (the runner's backoff applies). */

@@ -17,6 +17,26 @@ export interface Run {
   deadline: number;
   /** A remote job's handle, once started (or as an earlier run stored it). */
   handle?: unknown;
+  /** What it holds in its provider's lane (capacity-gate.ts). */
+  capacity?: RunCapacity;
+}
+
+/**
+ * The provider lanes a run holds, under one permit id (its admission's). `fresh`: the request taken at admission,
+ * not sent yet (the first provider call uses it; a run that never calls gives it back).
+ */
+export interface RunCapacity {
+  permitId: string;
+  held: Set<string>;
+  fresh?: { lane: string; at: number };
+}
+
+/** The upstream asked to wait (a 429's `Retry-After`), or the lane is paused for longer: the run parks for `delayMs`. */
+export class LanePaused extends Error {
+  override readonly name = 'LanePaused' as const;
+  constructor(readonly delayMs: number) {
+    super(`the provider's lane is paused for ${delayMs} ms`);
+  }
 }
 
 /** Why a run was aborted when its model's time ran out. */

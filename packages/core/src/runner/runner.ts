@@ -9,6 +9,8 @@ import { continuedContext, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
 import { Execution } from './execution.js';
 import { JobAbort } from './job-signal.js';
+import type { RunCapacity } from './run.js';
+import { CapacityGate } from './capacity-gate.js';
 
 
 /**
@@ -25,6 +27,7 @@ export class Runner {
     @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(Execution) private readonly execution: Execution,
     @inject(Telemetry) private readonly telemetry: Telemetry,
+    @inject(CapacityGate) private readonly gate: CapacityGate,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'runner' });
@@ -43,6 +46,17 @@ export class Runner {
 
   /** The run itself, with the abort that follows its queue's signal (the runner aborts it on a timeout or a lost lease). */
   private async runJob(job: Job, abort: JobAbort): Promise<void> {
+    // Its provider's lane first (provider.capacity): a full lane hands the job back to the queue, still pending.
+    const capacity = await this.gate.admit(job);
+    if (!capacity) return;
+    try {
+      await this.claimAndRun(job, abort, capacity);
+    } finally {
+      await this.gate.release(capacity);
+    }
+  }
+
+  private async claimAndRun(job: Job, abort: JobAbort, capacity: RunCapacity): Promise<void> {
     // The Lifecycle decides whether it may run at all (its model is there, it has not lost its worker too often).
     const rec = await this.lifecycle.claim(job);
     if (!rec) return; // Someone else holds it, it is finished, or it was given up: nothing to do.
@@ -53,19 +67,20 @@ export class Runner {
     if (rec.startedAt !== undefined) attributes['genservice.queue_wait_ms'] = rec.startedAt - rec.createdAt;
     // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
     const log = this.logger === silentLogger ? silentLogger : childLogger(this.logger, { generationId: rec.id, modelId: rec.modelId, claim: rec.claims });
-    this.telemetry.running(1);
+    // Counted as running; its time feeds the wait estimate of the generations still queued (details, event stream).
+    const ended = this.telemetry.running();
     try {
       await this.telemetry.inSpan(
         'genservice.run',
         attributes,
         () => {
           if (log !== silentLogger) log.info({ status: 'processing' }, 'generation processing');
-          return this.execution.run(rec, model, abort, log);
+          return this.execution.run(rec, model, abort, log, capacity);
         },
         continuedContext(job.trace, rec.traceparent),
       );
     } finally {
-      this.telemetry.running(-1);
+      ended();
     }
   }
 }

@@ -29,6 +29,10 @@ export class Workers {
       concurrency: runner.concurrency,
       leaseMs: runner.leaseMs,
       modelConcurrency: (id) => this.registry.get(id)?.definition.concurrency,
+      laneOf: (id) => {
+        const lane = this.registry.get(id)?.lane;
+        return lane ? { lane: lane.lane, ...(lane.concurrency !== undefined ? { concurrency: lane.concurrency } : {}) } : undefined;
+      },
       logger: this.logger,
     });
   }

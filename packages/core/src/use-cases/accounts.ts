@@ -2,25 +2,21 @@ import { randomBytes } from 'node:crypto';
 import { inject, injectable } from 'tsyringe';
 import { z } from 'zod';
 import { MAX_TOKENS } from '../domain/amounts.js';
-import { DomainError, type ErrorDetail } from '../domain/errors.js';
+import { DomainError } from '../domain/errors.js';
 import { newKeyId } from '../domain/ids.js';
 import type { Clock } from '../ports/clock.js';
 import type { ApiKeyInfo, ApiKeyResolver, ApiKeyStore, KeyBudget, KeyScope } from '../ports/api-keys.js';
 import type { AuditEntry, AuditLog } from '../ports/audit.js';
-import type { Ledger, UsageGroupBy } from '../ports/ledger.js';
+import type { Ledger, OrganizationRole, UsageGroupBy } from '../ports/ledger.js';
 import { TOKENS } from '../tokens.js';
+import { check, checkUserId, invalid, PRINTABLE, usageDays, userIdSchema } from './account-input.js';
+import { type MemberInput, type NewOrganizationInput, type OrganizationUsageInput, type OrganizationUsageView, type OrganizationView, Organizations } from './organizations.js';
 
-/** The longest span `usage` answers for, in days (a leap year). */
-export const USAGE_MAX_DAYS = 366;
-/** The days `usage` covers when `from` is not given: the last 30, today included. */
-export const USAGE_DEFAULT_DAYS = 30;
+export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './account-input.js';
 
-const DAY_MS = 86_400_000;
-const SCOPES = ['generate', 'read'] as const satisfies readonly KeyScope[];
-/** No control characters: ids and names end up in logs, headers of tools and the audit log. */
-const PRINTABLE = /^[^\u0000-\u001f\u007f]+$/;
-
-const userIdSchema = z.string().min(1).max(200).regex(PRINTABLE);
+const SCOPES = ['generate', 'read', 'priority'] as const satisfies readonly KeyScope[];
+/** A new key's scopes when none are given (`priority` only when asked). */
+const DEFAULT_SCOPES = ['generate', 'read'] as const satisfies readonly KeyScope[];
 /** Token amounts: finite, and at most MAX_TOKENS (the bound every ledger keeps, domain/amounts.ts). */
 const amountSchema = z.number().finite().nonnegative().max(MAX_TOKENS, `must be at most ${MAX_TOKENS}`);
 const positiveAmountSchema = amountSchema.positive();
@@ -40,12 +36,13 @@ const newKeySchema = z.strictObject({
     .optional(),
   models: z.array(z.string().min(1).max(200).regex(PRINTABLE)).min(1).max(100).optional(),
   budget: z.strictObject({ amount: positiveAmountSchema, period: z.enum(['day', 'month']) }).optional(),
+  maxInFlight: z.number().int().positive().max(1_000_000).optional(),
   expiresAt: z.iso.datetime({ offset: true }).optional(),
 });
 const usageSchema = z.strictObject({
   from: z.iso.date().optional(),
   to: z.iso.date().optional(),
-  groupBy: z.enum(['day', 'model', 'key']).optional(),
+  groupBy: z.enum(['day', 'model', 'key', 'member']).optional(),
 });
 
 export type NewUserInput = z.input<typeof newUserSchema>;
@@ -61,13 +58,14 @@ export interface KeyView {
   scopes: KeyScope[];
   models?: string[];
   budget?: KeyBudget;
+  maxInFlight?: number;
   expiresAt?: string;
   createdAt: string;
   lastUsedAt?: string;
 }
 
 export interface UsageReportView {
-  data: Array<({ period: string } | { modelId: string | null } | { keyId: string | null }) & { count: number; tokens: number }>;
+  data: Array<({ period: string } | { modelId: string | null } | { keyId: string | null } | { userId: string }) & { count: number; tokens: number }>;
   total: { count: number; tokens: number };
 }
 
@@ -82,7 +80,7 @@ export interface ActorOption {
 }
 
 /**
- * Users, credits and keys: what a host (or its admin over HTTP) manages, each action audited. Every input is checked
+ * Users, credits, keys and organisations: what a host (or its admin over HTTP) manages, each action audited. Every input is checked
  * whole before anything is written, and a bad one is a 400 naming its fields.
  */
 @injectable()
@@ -93,6 +91,7 @@ export class Accounts {
     @inject(TOKENS.ApiKeys) private readonly resolver: ApiKeyResolver,
     @inject(TOKENS.AuditLog) private readonly audit: AuditLog,
     @inject(TOKENS.Clock) private readonly clock: Clock,
+    @inject(Organizations) private readonly organizations: Organizations,
   ) {}
 
   /** Opens a user's account with a starting balance (default 0); 409 when the user already has one. */
@@ -136,10 +135,11 @@ export class Accounts {
       keyId: newKeyId(),
       userId: id,
       name: spec.name,
-      scopes: spec.scopes ?? [...SCOPES],
+      scopes: spec.scopes ?? [...DEFAULT_SCOPES],
       createdAt: now,
       ...(spec.models !== undefined ? { models: [...new Set(spec.models)] } : {}),
       ...(spec.budget !== undefined ? { budget: spec.budget } : {}),
+      ...(spec.maxInFlight !== undefined ? { maxInFlight: spec.maxInFlight } : {}),
       ...(expiresAt !== undefined ? { expiresAt } : {}),
     } satisfies ApiKeyInfo;
     // 256 random bits: guessing one is hopeless, so a digest lookup needs no salt or slow hash.
@@ -148,7 +148,7 @@ export class Accounts {
     await this.record(options, 'key.create', {
       userId: id,
       keyId: key.keyId,
-      details: { name: key.name, scopes: key.scopes, models: key.models ?? null, budget: key.budget ?? null, expiresAt: spec.expiresAt ?? null },
+      details: { name: key.name, scopes: key.scopes, models: key.models ?? null, budget: key.budget ?? null, maxInFlight: key.maxInFlight ?? null, expiresAt: spec.expiresAt ?? null },
     });
     return { ...keyView(key), apiKey };
   }
@@ -178,14 +178,8 @@ export class Accounts {
    */
   async usage(userId: string, input: UsageInput = {}, now: number = this.clock.now()): Promise<UsageReportView> {
     const q = check(usageSchema, input);
-    const today = new Date(Math.floor(now / DAY_MS) * DAY_MS).toISOString().slice(0, 10);
-    const to = q.to ?? today;
-    const from = q.from ?? new Date(Date.parse(to) - (USAGE_DEFAULT_DAYS - 1) * DAY_MS).toISOString().slice(0, 10);
-    const span = (Date.parse(to) - Date.parse(from)) / DAY_MS + 1;
-    if (span < 1) throw invalid([{ field: 'from', code: 'invalid_value', message: 'from must not be after to' }]);
-    if (span > USAGE_MAX_DAYS) {
-      throw invalid([{ field: 'from', code: 'invalid_value', message: `from and to may be at most ${USAGE_MAX_DAYS} days apart` }]);
-    }
+    const { from, to } = usageDays(q, now);
+    if (q.groupBy === 'member') return this.organizations.usageOfMembers(userId, { from, to });
     const groupBy: UsageGroupBy = q.groupBy ?? 'day';
     const report = await this.ledger.usage(userId, { from, to, groupBy });
     const name = groupBy === 'day' ? 'period' : groupBy === 'model' ? 'modelId' : 'keyId';
@@ -193,6 +187,34 @@ export class Accounts {
       data: report.rows.map((r) => ({ [name]: r.group, count: r.count, tokens: r.tokens }) as UsageReportView['data'][number]),
       total: report.total,
     };
+  }
+
+  /**
+   * Creates an organisation: `{ organizationId, budget?, maxInFlight?, weight? }`, where `budget` is a key's
+   * (`{ amount, period }`, and `period` may also be `total`). 409 when it exists.
+   */
+  createOrganization(input: NewOrganizationInput, options: ActorOption = {}): Promise<OrganizationView> {
+    return this.organizations.create(input, options.actor ?? 'host');
+  }
+
+  /** An organisation with its members, in-flight count and budget spend; 404 when there is none. */
+  organization(organizationId: string): Promise<OrganizationView> {
+    return this.organizations.get(organizationId);
+  }
+
+  /** Adds a user to an organisation (404 without it; 409 when the user belongs to another). */
+  addMember(organizationId: string, input: MemberInput, options: ActorOption = {}): Promise<{ organizationId: string; userId: string; role: OrganizationRole }> {
+    return this.organizations.addMember(organizationId, input, options.actor ?? 'host');
+  }
+
+  /** Removes a member (404 when it is not one); its open generations stay reserved under the organisation. */
+  removeMember(organizationId: string, userId: string, options: ActorOption = {}): Promise<void> {
+    return this.organizations.removeMember(organizationId, userId, options.actor ?? 'host');
+  }
+
+  /** An organisation's settled spend by UTC day or by member (`groupBy`), like `usage`. */
+  organizationUsage(organizationId: string, input: OrganizationUsageInput = {}): Promise<OrganizationUsageView> {
+    return this.organizations.usage(organizationId, input);
   }
 
   /** The audit log, newest first; `cursor` is a previous page's `nextCursor`. */
@@ -229,36 +251,9 @@ function keyView(key: ApiKeyInfo): KeyView {
   const view: KeyView = { keyId: key.keyId, userId: key.userId, name: key.name, scopes: key.scopes, createdAt: new Date(key.createdAt).toISOString() };
   if (key.models !== undefined) view.models = key.models;
   if (key.budget !== undefined) view.budget = key.budget;
+  if (key.maxInFlight !== undefined) view.maxInFlight = key.maxInFlight;
   if (key.expiresAt !== undefined) view.expiresAt = new Date(key.expiresAt).toISOString();
   if (key.lastUsedAt !== undefined) view.lastUsedAt = new Date(key.lastUsedAt).toISOString();
   return view;
 }
 
-function checkUserId(userId: string): string {
-  const parsed = userIdSchema.safeParse(userId);
-  if (!parsed.success) throw invalid([{ field: 'userId', code: 'invalid_value', message: 'userId must be 1 to 200 printable characters' }]);
-  return parsed.data;
-}
-
-function invalid(details: ErrorDetail[]): DomainError {
-  return new DomainError('invalid_request', `The request is not valid: ${details.map((d) => d.message).join('; ')}.`, { details });
-}
-
-/** Parses `input` or throws a 400 naming every bad field (its dotted path). */
-function check<T extends z.ZodType>(schema: T, input: unknown): z.output<T> {
-  if (input === null || typeof input !== 'object' || Array.isArray(input)) {
-    throw invalid([{ field: 'body', code: 'invalid_type', message: 'the body must be a JSON object' }]);
-  }
-  const parsed = schema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  const all = parsed.error.issues.slice(0, 50).map((i): ErrorDetail => {
-    const field = i.path.length > 0 ? i.path.map(String).join('.') : 'body';
-    const missing = i.code === 'invalid_type' && i.input === undefined;
-    if (i.code === 'unrecognized_keys') {
-      return { field: i.keys.join(','), code: 'invalid_value', message: `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.join(', ')}` };
-    }
-    return { field, code: missing ? 'required' : 'invalid_value', message: missing ? `${field} is required` : `${field}: ${i.message}` };
-  });
-  // One detail per field (a string that is empty and has a bad character is one mistake to its sender).
-  throw invalid(all.filter((d, i) => all.findIndex((e) => e.field === d.field) === i));
-}

@@ -1,8 +1,10 @@
 import { inject, injectable } from 'tsyringe';
-import type { Metadata, ModelInfo, Settings, WebhookEventType } from '../domain/types.js';
+import type { ReserveKey } from '../lifecycle/lifecycle.js';
+import type { BaseUrl, Metadata, ModelInfo, Settings, WebhookEventType } from '../domain/types.js';
 import { DomainError, type ErrorDetail } from '../domain/errors.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import { checkLife } from '../domain/rules.js';
+import { checkPriority, priorityMultiplier, priorityPrice, type Priority } from '../domain/priority.js';
 import type { BatchItem } from '../lifecycle/creation.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { Ledger } from '../ports/ledger.js';
@@ -10,11 +12,31 @@ import type { ModelDefinition } from '../ports/provider.js';
 import { Webhooks } from '../push/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
-import type { CreateGenerationInput, QuoteOptions } from './types.js';
+import { FileReferences } from './file-references.js';
+import type { CreateGenerationInput, Quote, QuoteOptions } from './types.js';
 
 /** Whether a key's model allow-list lets it use `modelId` (no key, or no list: every model). */
 export function keyAllows(key: Principal | undefined, modelId: string): boolean {
   return key?.models === undefined || key.models.includes(modelId);
+}
+
+/** Who asks: the user (whose own file links a create may give as media inputs) and the request's address. */
+export interface Caller {
+  userId: string;
+  /** The request's base URL, where file links start without a publicUrl (see trustRequestHost). */
+  baseUrl?: BaseUrl;
+}
+
+/** What a create costs, and at which priority. */
+export interface Priced {
+  model: RegisteredModel;
+  settings: Settings;
+  /** Tokens to reserve: the model's price times `multiplier`. */
+  price: number;
+  priority: Priority;
+  multiplier: number;
+  /** Epoch ms after which a `low` generation still pending fails free. */
+  deadlineAt?: number;
 }
 
 /** One request of a batch, as the client sent it (its shape already checked). */
@@ -36,6 +58,7 @@ export class Admission {
     @inject(ModelRegistry) private readonly registry: ModelRegistry,
     @inject(Webhooks) private readonly webhooks: Webhooks,
     @inject(TOKENS.Ledger) private readonly ledger: Ledger,
+    @inject(FileReferences) private readonly references: FileReferences,
   ) {}
 
   listModels(): ModelInfo[] {
@@ -46,15 +69,32 @@ export class Admission {
     return this.registry.get(modelId)?.definition;
   }
 
-  /** The model, checked settings and price of a create (a batch's items are priced the same way); throws the 404 / 400 a create would. */
-  priced(input: CreateGenerationInput, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
+  /**
+   * The model, checked settings and price of `caller`'s create (a batch's items are priced the same way), at its
+   * priority (the model's price times the priority's multiplier; `deadlineAt` when a `low` one asked a deadline);
+   * throws the 404 / 400 / 403 a create would. A media setting may name the service's own file links only when they
+   * are the caller's.
+   */
+  priced(input: CreateGenerationInput, caller: Caller, key?: Principal): Priced {
     // A model outside the key's allow-list answers exactly as a missing one: the key cannot tell them apart.
     const model = keyAllows(key, input.modelId) ? this.registry.get(input.modelId) : undefined;
     if (!model) throw new DomainError('model_not_found', `Model "${input.modelId}" is not found or is unavailable.`);
     const checked = model.validate(input.settings ?? {});
     if (!checked.ok) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: checked.details });
+    const refused = this.references.refusals(model.definition.settings, checked.value, caller.userId, caller.baseUrl);
+    if (refused.length > 0) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: refused });
     checkLife(input.expiresAfterSeconds, this.options.retention);
-    return { model, settings: checked.value, price: this.registry.priceOf(model, checked.value) };
+    const priority = input.priority ?? 'normal';
+    const deadlineAt = checkPriority(priority, input.deadline, this.options.priority, key?.scopes, this.options.clock.now());
+    const multiplier = priorityMultiplier(priority, this.options.priority, model.definition.priorityMultipliers);
+    return {
+      model,
+      settings: checked.value,
+      price: priorityPrice(this.registry.priceOf(model, checked.value), multiplier),
+      priority,
+      multiplier,
+      ...(deadlineAt !== undefined ? { deadlineAt } : {}),
+    };
   }
 
   /** A create's webhook, checked (throws invalid_request naming the field), with its events. */
@@ -62,10 +102,12 @@ export class Admission {
     return this.webhooks.forCreate(webhook);
   }
 
-  async quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<{ price: number; balance: number }> {
-    const { price } = this.priced(input, options.key);
+  /** A create's price and the balance; with a `priority` asked, that priority and its multiplier too. */
+  async quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<Quote> {
+    const { price, priority, multiplier } = this.priced(input, { userId, ...(options.baseUrl !== undefined ? { baseUrl: options.baseUrl } : {}) }, options.key);
     if (input.webhook) await this.webhooks.check(input.webhook);
-    return { price, balance: await this.ledger.balance(userId) };
+    const balance = await this.ledger.balance(userId);
+    return input.priority === undefined ? { price, balance } : { price, balance, priority, multiplier };
   }
 
   balance(userId: string): Promise<number> {
@@ -76,17 +118,17 @@ export class Admission {
    * A batch's requests, every one validated before anything is reserved: one bad request refuses the whole batch with
    * a 400 that names each bad one by its index (`requests[3]`, `requests[7].settings.prompt`).
    */
-  batchItems(requests: readonly BatchRequestItem[], key?: Principal): BatchItem[] {
+  batchItems(requests: readonly BatchRequestItem[], caller: Caller, key?: Principal): BatchItem[] {
     const details: ErrorDetail[] = [];
     const items: BatchItem[] = [];
     requests.forEach((req, i) => {
       try {
-        const { settings, price } = this.priced(req, key);
+        const { settings, price } = this.priced(req, caller, key);
         items.push({ modelId: req.modelId, settings, price, ...(req.metadata !== undefined ? { metadata: req.metadata } : {}) });
       } catch (err) {
         if (!(err instanceof DomainError)) throw err;
         if (err.code === 'invalid_settings' && err.details && err.details.length > 0) {
-          for (const d of err.details) details.push({ ...d, field: `requests[${i}].settings.${d.field}` });
+          for (const d of err.details) details.push({ ...d, field: `requests[${i}].${d.field}` });
         } else details.push({ field: `requests[${i}].modelId`, code: 'invalid_value', message: `requests[${i}]: ${err.message}` });
       }
     });
@@ -96,4 +138,16 @@ export class Admission {
     }
     return items;
   }
+}
+
+/** What a create reserves under from the managed key it came with (its id, budget and in-flight cap), or nothing. */
+export function reserveKey(key: Principal | undefined): { key: ReserveKey } | Record<string, never> {
+  if (key?.keyId === undefined) return {};
+  return {
+    key: {
+      keyId: key.keyId,
+      ...(key.budget !== undefined ? { budget: key.budget } : {}),
+      ...(key.maxInFlight !== undefined ? { maxInFlight: key.maxInFlight } : {}),
+    },
+  };
 }

@@ -8,7 +8,7 @@ import { Creation, type NewBatchRequest } from '../lifecycle/creation.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { GenerationStore } from '../ports/store.js';
 import { TOKENS } from '../tokens.js';
-import { Admission, type BatchRequestItem } from './admission.js';
+import { Admission, type BatchRequestItem, reserveKey } from './admission.js';
 import { GenerationReads } from './generation-reads.js';
 import { requestHash } from '../domain/request-hash.js';
 import { idempotencyConflict, IdempotentCreates } from './idempotent.js';
@@ -52,7 +52,7 @@ export class Batches {
   ) {}
 
   /** `who` is the user, or the principal of the key the request came with (its allow-list and budget then apply). */
-  async create(who: string | Principal, input: BatchCreateRequest, idempotencyKey?: string): Promise<Created> {
+  async create(who: string | Principal, input: BatchCreateRequest, idempotencyKey?: string, baseUrl?: BaseUrl): Promise<Created> {
     const principal: Principal = typeof who === 'string' ? { userId: who } : who;
     if (input.requests.length < 1 || input.requests.length > MAX_BATCH_SIZE) {
       throw new DomainError('invalid_request', `A batch holds 1 to ${MAX_BATCH_SIZE} requests.`, {
@@ -60,13 +60,13 @@ export class Batches {
       });
     }
     const userId = principal.userId;
-    const items = this.admission.batchItems(input.requests, typeof who === 'string' ? undefined : principal);
+    const items = this.admission.batchItems(input.requests, { userId, ...(baseUrl !== undefined ? { baseUrl } : {}) }, typeof who === 'string' ? undefined : principal);
     const webhook = input.webhook ? { url: (await this.admission.webhook({ url: input.webhook.url })).url } : undefined;
     const request: NewBatchRequest = {
       userId,
       items,
       ...(webhook ? { webhook } : {}),
-      ...(principal.keyId !== undefined ? { key: { keyId: principal.keyId, ...(principal.budget !== undefined ? { budget: principal.budget } : {}) } } : {}),
+      ...reserveKey(principal),
     };
     if (idempotencyKey === undefined) return this.creation.createBatch(request);
     const answerOf = (batch: BatchRecord): Created => ({ batchId: batch.id, generationIds: batch.generationIds });

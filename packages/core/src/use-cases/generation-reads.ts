@@ -7,6 +7,7 @@ import { ExpiringReads, identity } from '../lifecycle/expiring-reads.js';
 import type { ListQuery } from '../ports/store.js';
 import type { GenerationPage } from './types.js';
 import { type GenerationItem, Views } from './views.js';
+import { QueuePositions } from '../runner/queue-positions.js';
 
 function notFound(): DomainError {
   return new DomainError('not_found', 'Generation not found.');
@@ -22,6 +23,7 @@ export class GenerationReads {
     // The store as clients read it (expired generations read as absent).
     @inject(ExpiringReads) private readonly store: ExpiringReads,
     @inject(Views) private readonly views: Views,
+    @inject(QueuePositions) private readonly positions: QueuePositions,
   ) {}
 
   /** The caller's generation; a promise chain, not an async frame: every poll reads it. */
@@ -52,10 +54,18 @@ export class GenerationReads {
     return this.ownedAs(userId, generationId, (rec) => this.views.view(rec, baseUrl));
   }
 
-  /** The details item; a processing generation's carries the partial output streamed so far (read from its log). */
+  /**
+   * The details item; a processing generation's carries the partial output streamed so far (read from its log), a
+   * pending one's where it waits in the queue (when the queue can tell).
+   */
   async details(userId: string, generationId: string, baseUrl?: BaseUrl): Promise<GenerationItem> {
     const rec = await this.owned(userId, generationId);
     const item = this.views.item(rec, baseUrl);
+    if (rec.status === 'pending') {
+      const queue = await this.positions.of(rec.id);
+      if (queue) item.queue = queue;
+      return item;
+    }
     if (rec.status !== 'processing') return item;
     const output = this.views.partial(rec, await this.store.eventsOf(rec.id), baseUrl);
     if (output) item.output = output;

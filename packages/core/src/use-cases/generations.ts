@@ -8,11 +8,11 @@ import { Creation, type NewGenerationRequest } from '../lifecycle/creation.js';
 import { Deletion } from '../lifecycle/deletion.js';
 import type { Principal } from '../ports/api-keys.js';
 import type { ModelDefinition } from '../ports/provider.js';
-import { Admission } from './admission.js';
+import { Admission, type Caller, type Priced, reserveKey } from './admission.js';
 import { GenerationReads } from './generation-reads.js';
 import { requestHash } from '../domain/request-hash.js';
 import { IdempotentCreates } from './idempotent.js';
-import type { CancelOutcome, CreateGenerationInput, CreateOptions, GenerationPage, GenerationUseCases, ListOptions, QuoteOptions, ReadOptions } from './types.js';
+import type { CancelOutcome, CreateGenerationInput, CreateOptions, GenerationPage, GenerationUseCases, ListOptions, Quote, QuoteOptions, ReadOptions } from './types.js';
 import type { GenerationItem } from './views.js';
 
 export { canonical } from '../domain/request-hash.js';
@@ -40,9 +40,9 @@ export class Generations implements GenerationUseCases {
     @inject(GenerationReads) private readonly reads: GenerationReads,
   ) {}
 
-  /** The model, checked settings and price of a create (see `Admission.priced`). */
-  priced(input: CreateGenerationInput, key?: Principal): { model: RegisteredModel; settings: Settings; price: number } {
-    return this.admission.priced(input, key);
+  /** The model, checked settings and price of `caller`'s create (see `Admission.priced`). */
+  priced(input: CreateGenerationInput, caller: Caller, key?: Principal): Priced {
+    return this.admission.priced(input, caller, key);
   }
 
   listModels(): ModelInfo[] {
@@ -53,7 +53,7 @@ export class Generations implements GenerationUseCases {
     return this.admission.getModel(modelId);
   }
 
-  quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<{ price: number; balance: number }> {
+  quote(userId: string, input: CreateGenerationInput, options: QuoteOptions = {}): Promise<Quote> {
     return this.admission.quote(userId, input, options);
   }
 
@@ -62,12 +62,12 @@ export class Generations implements GenerationUseCases {
    * request is recognised by instead of the settings (the OpenAI surface's uploads: by their bytes, not their URLs).
    */
   async create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}, basis?: unknown): Promise<{ generationId: string }> {
-    const { key, idempotencyKey } = options;
-    const { model, settings, price } = this.admission.priced(input, key);
+    const { key, idempotencyKey, baseUrl } = options;
+    const { model, settings, price, priority, deadlineAt } = this.admission.priced(input, { userId, ...(baseUrl !== undefined ? { baseUrl } : {}) }, key);
     const webhook = input.webhook ? await this.admission.webhook(input.webhook) : undefined;
     const request: NewGenerationRequest = {
       userId,
-      ...(key?.keyId !== undefined ? { key: { keyId: key.keyId, ...(key.budget !== undefined ? { budget: key.budget } : {}) } } : {}),
+      ...reserveKey(key),
       modelId: input.modelId,
       settings,
       price,
@@ -75,6 +75,9 @@ export class Generations implements GenerationUseCases {
       ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
       ...(webhook !== undefined ? { webhook } : {}),
       ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
+      // Stored only when asked: a normal create is stored as it was before priorities existed.
+      ...(input.priority !== undefined ? { priority } : {}),
+      ...(deadlineAt !== undefined ? { deadlineAt } : {}),
     };
     if (idempotencyKey === undefined) return { generationId: await this.creation.create(request) };
     return this.idempotent.run({
@@ -87,6 +90,8 @@ export class Generations implements GenerationUseCases {
         webhook: webhook ?? null,
         // Only when asked: requests without it hash as they did before it existed.
         ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
+        ...(input.priority !== undefined ? { priority: input.priority } : {}),
+        ...(input.deadline !== undefined ? { deadline: input.deadline } : {}),
       }),
       newId: newGenerationId,
       create: async (id) => ({ generationId: await this.creation.create({ ...request, id }) }),

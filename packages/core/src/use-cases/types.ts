@@ -24,6 +24,25 @@ export interface CreateGenerationInput {
    * 2^31-1 when the service keeps generations forever); a 400 `invalid_request` naming the field beyond that.
    */
   expiresAfterSeconds?: number;
+  /**
+   * `high` goes first within its owner's share of the queue, `low` waits for spare capacity; each is priced by the
+   * host (a multiplier of the model's price). Default `normal`. A priority the host restricts needs a key with the
+   * `priority` scope (403 otherwise).
+   */
+  priority?: 'low' | 'normal' | 'high';
+  /**
+   * Only with `priority: 'low'`: an ISO 8601 instant (at most 30 days ahead) after which the generation, if it has not
+   * started, fails free (`timeout`, nothing charged).
+   */
+  deadline?: string;
+}
+
+/** A quote: the price and balance, and the priority and its price multiplier when the quote asked one. */
+export interface Quote {
+  price: number;
+  balance: number;
+  priority?: 'low' | 'normal' | 'high';
+  multiplier?: number;
 }
 
 export interface ListOptions extends ReadOptions {
@@ -44,6 +63,11 @@ export interface QuoteOptions {
    * budget apply, as on the HTTP API. Default: none (every model, no budget).
    */
   key?: Principal;
+  /**
+   * The request's base URL (see trustRequestHost): where the service's own file links start, so a forged or expired
+   * one of them is named as such. Without it (and without publicUrl), only links the service signed are recognised.
+   */
+  baseUrl?: BaseUrl;
 }
 
 export interface CreateOptions extends QuoteOptions {
@@ -67,7 +91,7 @@ export interface GenerationUseCases {
   /** Validates, reserves the price, stores and enqueues. Throws DomainError (invalid_settings, insufficient_funds, model_not_found, ...). */
   create(userId: string, input: CreateGenerationInput, options?: CreateOptions): Promise<{ generationId: string }>;
   /** Price and balance of a create with this input, without reserving or storing anything; validates like create. */
-  quote(userId: string, input: CreateGenerationInput, options?: QuoteOptions): Promise<{ price: number; balance: number }>;
+  quote(userId: string, input: CreateGenerationInput, options?: QuoteOptions): Promise<Quote>;
   /** Owner-scoped read; throws DomainError('not_found') for a missing or another user's generation. */
   get(userId: string, generationId: string, options?: ReadOptions): Promise<GenerationView>;
   /** The richer view (timestamps, failure reason, progress, metadata); owner-scoped like `get`. */

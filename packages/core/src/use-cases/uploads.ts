@@ -1,9 +1,9 @@
-import { timingSafeEqual } from 'node:crypto';
 import { inject, injectable } from 'tsyringe';
 import { DomainError } from '../domain/errors.js';
 import { FileUrlSigner } from '../domain/file-urls.js';
 import type { BaseUrl } from '../domain/types.js';
 import type { BlobStore } from '../ports/blob.js';
+import type { UploadStore } from '../ports/uploads.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { Views } from './views.js';
@@ -18,8 +18,9 @@ export interface Upload {
 
 /**
  * Files users upload as inputs (`POST /v1/uploads`): checked against `uploads.types` and `uploads.maxBytes`, kept in
- * the blob store, and answered as the service's own signed file URL, tagged with its owner (`owner`, an HMAC of
- * owner and key), so `isOwnUpload` can tell the caller's uploads from anybody else's.
+ * the blob store (and recorded in the upload store, whose expired entries the maintenance deletes with their files),
+ * and answered as the service's own signed file URL, tagged with its owner (`owner`, an HMAC of
+ * owner and key), so a create takes it as the owner's input and nobody else's (`fileReferenceRefusal`).
  */
 @injectable()
 export class Uploads {
@@ -28,6 +29,7 @@ export class Uploads {
     @inject(TOKENS.Blobs) private readonly blobs: BlobStore,
     @inject(FileUrlSigner) private readonly signer: FileUrlSigner,
     @inject(Views) private readonly views: Views,
+    @inject(TOKENS.UploadStore) private readonly uploads: UploadStore,
   ) {}
 
   /** Keeps one file of `userId`'s; `contentType` is the request's (parameters such as `charset` are dropped). */
@@ -42,30 +44,15 @@ export class Uploads {
     const base = this.views.fileBase(baseUrl);
     const now = this.options.clock.now();
     const key = await this.blobs.put(bytes, mimeType);
-    const path = this.signer.sign(key, now, now + ttlSeconds * 1000);
-    const exp = Number(new URL(path, 'http://x').searchParams.get('exp'));
-    return { id: key, url: `${base}${path}&owner=${this.signer.ownerTag(key, userId)}`, expiresAt: new Date(exp * 1000).toISOString() };
-  }
-
-  /**
-   * Whether `url` is the service's own file URL of one of `userId`'s uploads, still valid: below the file base, its
-   * signature and expiry verified, its owner tag `userId`'s. Anybody else's upload, a result link, a forged or expired
-   * URL: false.
-   */
-  isOwnUpload(url: string, userId: string, baseUrl?: BaseUrl): boolean {
-    let base: string;
+    const path = this.signer.sign(key, now, now + ttlSeconds * 1000, userId);
+    const expiresAt = Number(new URL(path, 'http://x').searchParams.get('exp')) * 1000;
     try {
-      base = this.views.fileBase(baseUrl);
-    } catch {
-      return false;
+      await this.uploads.insert({ key, ownerId: userId, mimeType, size: bytes.byteLength, createdAt: now, expiresAt });
+    } catch (err) {
+      // Unrecorded, the file would never be deleted: it goes now, and the upload fails (503 for an outage).
+      await this.blobs.delete(key).catch(() => undefined);
+      throw err;
     }
-    const prefix = `${base}/v1/files/`;
-    if (!url.startsWith(prefix)) return false;
-    const parsed = new URL(url);
-    const key = decodeURIComponent(url.slice(prefix.length).split('?')[0]!);
-    if (!this.signer.verify(key, parsed.searchParams.get('exp'), parsed.searchParams.get('sig'), this.options.clock.now())) return false;
-    const given = Buffer.from(parsed.searchParams.get('owner') ?? '', 'latin1');
-    const want = Buffer.from(this.signer.ownerTag(key, userId), 'latin1');
-    return given.length === want.length && timingSafeEqual(given, want);
+    return { id: key, url: `${base}${path}`, expiresAt: new Date(expiresAt).toISOString() };
   }
 }

@@ -5,6 +5,7 @@ import { FileUrlSigner } from '../domain/file-urls.js';
 import type { BaseUrl } from '../domain/types.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
+import type { QueueInfo } from '../runner/queue-positions.js';
 
 /** One generation as the list, the details view, streams and webhooks show it. */
 export interface GenerationItem {
@@ -29,6 +30,8 @@ export interface GenerationItem {
   expiresAt?: string;
   /** Details of a processing generation only: the partial output its provider streamed so far. */
   output?: PartialOutput;
+  /** Details and the event stream of a pending generation only: where it waits in the queue. */
+  queue?: QueueInfo;
 }
 
 /** What a provider streamed so far: its text deltas joined, and its latest preview as a signed file URL. */
@@ -61,10 +64,13 @@ export class Views {
     return this.fileUrl(rec.resultKey!, rec, baseUrl);
   }
 
-  /** The signed URL of one of the generation's files (its result, a preview). */
+  /**
+   * The signed URL of one of the generation's files (its result, a preview), tagged with its owner, so the owner can
+   * give it as an input of another generation ("use as input") and nobody else can.
+   */
   fileUrl(key: string, rec: GenerationRecord, baseUrl: BaseUrl | undefined): string {
     // A file link never outlives its generation: it stops working when the generation expires.
-    return this.fileBase(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs));
+    return this.fileBase(baseUrl) + this.signer.sign(key, this.options.clock.now(), expiresAt(rec, this.options.retention.finishedTtlMs), rec.ownerId);
   }
 
   /** A `preview` event as the event stream sends it: `{ url, mimeType }`. */

@@ -1,6 +1,6 @@
 import type { GenerationContext, ModelDefinition } from '@genservice/core';
 import { ProviderError } from '@genservice/core';
-import { fetchMedia, MediaFetchError } from '@genservice/core';
+import { MediaFetchError } from '@genservice/core';
 import { isPng, readPngHeader } from '../formats/png.js';
 import { Pacer } from '../util/abort.js';
 import { Canvas, paletteFor, type Rgb } from '../util/raster.js';
@@ -38,13 +38,14 @@ const definition: ModelDefinition = {
 };
 
 /**
- * Fetches one input (`index` from 0), turning fetch failures into the ProviderError the runner understands; its
+ * Fetches one input (`index` from 0) with `ctx.files.fetch`, turning fetch failures into the ProviderError the runner understands; its
  * public message names the input and why it could not be used (the guard's messages name the URL without its
  * credentials or query, and never what a host resolved to).
  */
 async function fetchInput(url: string, index: number, ctx: GenerationContext, runtime: DemoRuntime): Promise<Uint8Array> {
   try {
-    const media = await fetchMedia(url, { ...runtime.fetch, signal: ctx.signal });
+    // The service's own file links (the owner's uploads and results) come from its blob store; others through the guard.
+    const media = await ctx.files.fetch(url, { ...runtime.fetch, signal: ctx.signal });
     return media.bytes;
   } catch (error) {
     if (ctx.signal.aborted) throw error;

@@ -65,6 +65,39 @@ export function defineCreateTests({ fx }: ModeContext): void {
       expect(await fx.balance(user)).toBe(90);
     });
 
+    it('takes a priority: each reserves the price times its multiplier, and the quote shows that multiplier', async () => {
+      const user = await fx.user(100);
+      const high = await fx.create(user, { modelId: 'echo', settings: { prompt: 'x' }, priority: 'high' });
+      expect(high.status, high.text).toBe(201);
+      expect(Object.keys(high.body)).toEqual(['generationId']);
+      expect(await fx.balance(user)).toBe(80);
+      const deadline = new Date(Date.now() + 3_600_000).toISOString();
+      const low = await fx.create(user, { modelId: 'echo', settings: { prompt: 'x' }, priority: 'low', deadline });
+      expect(low.status, low.text).toBe(201);
+      expect(await fx.balance(user)).toBe(75);
+      expect(await fx.terminal(user, low.body.generationId)).toStrictEqual({ status: 'completed', result: 'echo: x', price: 5 });
+      expect(await fx.terminal(user, high.body.generationId)).toStrictEqual({ status: 'completed', result: 'echo: x', price: 20 });
+      const quote = await fx.call('/v1/quotes', { method: 'POST', headers: user.auth, json: { modelId: 'echo', settings: { prompt: 'x' }, priority: 'low' } });
+      expect(quote.body).toStrictEqual({ price: 5, balance: 75, priority: 'low', multiplier: 0.5 });
+    });
+
+    it('refuses a bad priority or a deadline without priority low: 400 naming the field, nothing reserved', async () => {
+      const user = await fx.user(100);
+      const soon = new Date(Date.now() + 3_600_000).toISOString();
+      for (const [body, field] of [
+        [{ priority: 'urgent' }, 'priority'],
+        [{ priority: 'high', deadline: soon }, 'deadline'],
+        [{ deadline: soon }, 'deadline'],
+        [{ priority: 'low', deadline: 'next week' }, 'deadline'],
+        [{ priority: 'low', deadline: '2000-01-01T00:00:00Z' }, 'deadline'],
+      ] as const) {
+        const r = await fx.create(user, { modelId: 'noop', ...body });
+        expectError(r, 400, 'invalid_request');
+        expect(r.body.error.details.map((d: { field: string }) => d.field), JSON.stringify(body)).toContain(field);
+      }
+      expect(await fx.balance(user)).toBe(100);
+    });
+
     it('passes Idempotency-Key through: a repeat returns the same generation and charges once', async () => {
       const user = await fx.user(100);
       const key = randomBytes(8).toString('hex');

@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { MemoryApiKeyStore, MemoryLedger, type GenerationService, type GenerationView, type LimitsOptions, type ModelDefinition } from '@genservice/core';
+import {
+  MemoryApiKeyStore,
+  MemoryLedger,
+  type GenerationService,
+  type GenerationView,
+  type LimitsOptions,
+  type ModelDefinition,
+  type WebhookOptions,
+} from '@genservice/core';
 import {
   createGate,
   createScriptedProvider,
@@ -80,6 +88,8 @@ export interface Fixture {
   streamGate: Gate;
   /** The secret file URLs are signed with. */
   secret: string;
+  /** `{ authorization: 'Bearer <admin key>' }`: the admin API is on (its actor is `conformance`). */
+  adminAuth: Record<string, string>;
   keys: MemoryApiKeyStore;
   ledger: MemoryLedger;
   models: ModelDefinition[];
@@ -103,7 +113,14 @@ export interface FixtureOptions {
   limits?: LimitsOptions;
   /** Serve the playground page (needs @genservice/playground installed). */
   playground?: boolean;
+  /** Serve the console (needs @genservice/playground installed) and the admin routes, behind `ADMIN_KEY`. */
+  console?: boolean;
+  /** Webhook options (a suite area delivering to a receiver on loopback allows http and private addresses). */
+  webhooks?: WebhookOptions;
 }
+
+/** The admin key of a fixture made with `console: true`. */
+export const ADMIN_KEY = 'conformance-admin-key-0123456789abcdef';
 
 export async function createFixture(mount: MountFn, mode: MountOptions, options: FixtureOptions = {}): Promise<Fixture> {
   const gate = createGate();
@@ -137,6 +154,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
   const keys = new MemoryApiKeyStore();
   const ledger = new MemoryLedger();
   const secret = randomBytes(32).toString('hex');
+  const adminKey = `admin_${randomBytes(24).toString('base64url')}`;
   const { service, stop } = await createTestService({
     providers: [provider],
     apiKeys: keys,
@@ -149,7 +167,12 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     limits: { inFlightPerUser: 100_000, ...options.limits },
     runner: { concurrency: 16 },
     cors: { origins: [CORS_ORIGIN] },
+    admin: { apiKeys: [{ key: adminKey, name: 'conformance' }] },
+    // A create's priority: low at half price, high at double (the priority tests of create.ts).
+    priority: { multipliers: { low: 0.5, high: 2 } },
     ...(options.playground ? { playground: true } : {}),
+    ...(options.console ? { console: true, admin: { apiKeys: [{ key: ADMIN_KEY, name: 'conformance' }] } } : {}),
+    ...(options.webhooks ? { webhooks: options.webhooks } : {}),
   });
   const server = await mount(service, mode);
   const baseUrl = server.baseUrl.replace(/\/+$/, '');
@@ -161,6 +184,7 @@ export async function createFixture(mount: MountFn, mode: MountOptions, options:
     gate,
     streamGate,
     secret,
+    adminAuth: { authorization: `Bearer ${adminKey}` },
     keys,
     ledger,
     models,

@@ -1,7 +1,7 @@
 import type { GenerationService, HttpRequest, HttpResponse } from '@genservice/core';
 
 export interface RecordingService {
-  /** Only `handle`, `bodyLimit`, `bodyTimeoutMs` and `servesOpenAi` (false) work; anything else throws. Enough to test what an adapter translates. */
+  /** Only `handle`, `bodyLimit`, `bodyTimeoutMs`, `servesOpenAi` and `servesConsole` (false) work; anything else throws. Enough to test what an adapter translates. */
   service: GenerationService;
   /** Every request the adapter handed to `handle`, in order. */
   requests: HttpRequest[];
@@ -23,6 +23,7 @@ export function createRecordingService(
       bodyLimit: options.bodyLimit ?? 1024 * 1024,
       bodyTimeoutMs: options.bodyTimeoutMs ?? 30_000,
       servesOpenAi: false,
+      servesConsole: false,
       async handle(request: HttpRequest): Promise<HttpResponse> {
         // Recorded with the base URL the adapter would give core when asked, so tests compare strings.
         const seen = typeof request.baseUrl === 'function' ? { ...request, baseUrl: request.baseUrl() } : request;

@@ -7,12 +7,16 @@ import { defineCancelTests, defineDeleteTests, defineExpiryTests } from './cance
 import { defineBodyLimitTests, defineCreateTests, defineValidationTests } from './create.js';
 import { defineHeaderTests, defineHostileTests, definePlaygroundTests } from './http-edges.js';
 import { useFixture, type ModeContext } from './kit.js';
+import { defineConsoleTests } from './operations.js';
 import { defineListTests } from './list.js';
+import { defineOrganizationTests } from './organizations.js';
 import { defineLiveStatusTests, defineStreamCapTests } from './live.js';
 import { defineBillingTests, defineLifecycleTests } from './load.js';
 import { defineFileTests, defineGetTests, defineOwnershipTests } from './reads.js';
 import { defineAuthenticationTests, defineRepeatedAuthorizationTests, defineRoutingTests } from './routing.js';
+import { defineUploadTests } from './uploads.js';
 import type { MountFn, MountOptions } from './types.js';
+import { defineWebhookEndpointTests } from './webhook-endpoints.js';
 
 export function defineModeTests(mount: MountFn, mode: MountOptions, options: { heavy: boolean }): void {
   const ctx: ModeContext = { fx: useFixture(mount, mode), mount, mode, heavy: options.heavy };
@@ -23,6 +27,7 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   defineBodyLimitTests(ctx);
   defineGetTests(ctx);
   defineFileTests(ctx);
+  defineUploadTests(ctx);
   defineOwnershipTests(ctx);
   defineCancelTests(ctx);
   defineExpiryTests(ctx);
@@ -33,8 +38,11 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   defineHostileTests(ctx);
   defineStreamCapTests(ctx);
   definePlaygroundTests(ctx);
+  defineConsoleTests(ctx);
   defineRepeatedAuthorizationTests(ctx);
   defineBatchTests(() => ctx.fx);
+  defineWebhookEndpointTests(ctx);
   defineBillingTests(ctx);
+  defineOrganizationTests(ctx);
   defineLifecycleTests(ctx);
 }

@@ -168,7 +168,7 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
       it('resolves a created key to its principal with scopes, allow-list and budget', async () => {
         const user = uid('user');
         const secret = newKey();
-        const key = spec(user, { scopes: ['generate', 'read'], models: ['a', 'b'], budget: { amount: 10, period: 'day' } });
+        const key = spec(user, { scopes: ['generate', 'read'], models: ['a', 'b'], budget: { amount: 10, period: 'day' }, maxInFlight: 4 });
         await keys().createKey(secret, key);
         expect(await keys().resolve(secret, T)).toEqual({
           userId: user,
@@ -176,7 +176,9 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
           scopes: ['generate', 'read'],
           models: ['a', 'b'],
           budget: { amount: 10, period: 'day' },
+          maxInFlight: 4,
         });
+        expect((await keys().getKey(key.keyId))?.maxInFlight).toBe(4);
         const plain = spec(user);
         const plainSecret = newKey();
         await keys().createKey(plainSecret, plain);

@@ -10,9 +10,11 @@ import { describeServiceScenarios } from './scenarios.js';
 import { describeStoreContract } from './store.js';
 
 export { runAuditLogContract, type AuditLogUnderTest } from './audit.js';
+export { runCapacityContract, type CapacityUnderTest } from './capacity.js';
 export { runBlobStoreContract } from './blob.js';
 export { runQueueContract, type QueueUnderTest } from './queue.js';
 export { runWebhookStoreContract, type WebhookStoreUnderTest } from './webhooks.js';
+export { runUploadStoreContract, type UploadStoreUnderTest } from './uploads.js';
 
 /** The ports a durable backend (or the in-memory set) provides together. */
 export interface PortsUnderTest {

@@ -83,6 +83,24 @@ export function describeKeyScenarios(make: () => Promise<KeyScenarioPorts>): voi
       void keyId;
     });
 
+    it('20 racing creates on a key with maxInFlight 3: exactly 3 accepted, the rest 429; a cancel frees a slot', async () => {
+      const s = service(ports());
+      const { user, apiKey, keyId } = await userWithKey(s, { maxInFlight: 3 });
+      const listed = await call(s, 'GET', `/v1/admin/users/${encodeURIComponent(user)}/keys`, ADMIN_KEY);
+      expect(listed.json.data[0]).toMatchObject({ keyId, maxInFlight: 3 });
+      const results = await Promise.all(Array.from({ length: 20 }, () => call(s, 'POST', '/v1/generations', apiKey, { modelId: 'img' })));
+      expect(results.filter((r) => r.status === 201)).toHaveLength(3);
+      for (const r of results.filter((x) => x.status !== 201)) {
+        expect(r.status).toBe(429);
+        expect(r.json.error).toMatchObject({ code: 'rate_limited', message: 'This key has 3 generations pending or processing; wait for one to finish.' });
+      }
+      expect(await ports().ledger.account(user)).toEqual({ balance: 991, reserved: 9, settled: 0 });
+      const first = results.find((r) => r.status === 201)!.json.generationId as string;
+      expect((await call(s, 'POST', `/v1/generations/${first}/cancel`, apiKey)).status).toBe(200);
+      expect((await call(s, 'POST', '/v1/generations', apiKey, { modelId: 'img' })).status).toBe(201);
+      expect((await call(s, 'POST', '/v1/generations', apiKey, { modelId: 'img' })).status).toBe(429);
+    });
+
     it('a read key cannot create (403 forbidden); a generate key cannot read; an allow-list hides other models (404)', async () => {
       const s = service(ports());
       const reader = await userWithKey(s, { scopes: ['read'] });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_TOKENS } from '@genservice/core';
-import type { AccountSnapshot, Ledger, ReserveResult } from '@genservice/core/ports';
+import type { AccountSnapshot, Ledger, ReserveOutcome, ReserveResult } from '@genservice/core/ports';
+import { describeOrganizationLedger } from './ledger-organizations.js';
 import { T0, settleAll, uid, useFresh } from './harness.js';
 
 /** The Ledger half of `runPortContracts`. */
@@ -25,6 +26,36 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
       await expectAccount(user, { balance: 0, reserved: 0, settled: 0 });
       expect(await ledger().reserve(user, uid('gen'), 1)).toBe('insufficient');
       await expectAccount(user, { balance: 0, reserved: 0, settled: 0 });
+    });
+
+    it('lists accounts in a stable order, a page at a time after a user id, with their balances (listAccounts)', async () => {
+      const l = ledger();
+      if (!l.listAccounts) return;
+      const prefix = uid('list');
+      const ids = [`${prefix}-a`, `${prefix}-b`, `${prefix}-c`];
+      await l.credit(ids[1]!, 5);
+      await l.openAccount(ids[0]!, 3);
+      await l.credit(ids[2]!, 7);
+      expect(await l.reserve(ids[2]!, uid('gen'), 2)).toBe('ok');
+      const seen: Array<{ userId: string; balance: number; reserved: number; settled: number }> = [];
+      let after: string | undefined;
+      for (let page = 0; page < 10_000; page++) {
+        const rows = await l.listAccounts(2, after);
+        expect(rows.length).toBeLessThanOrEqual(2);
+        seen.push(...rows);
+        if (rows.length < 2) break;
+        after = rows[rows.length - 1]!.userId;
+      }
+      const mine = seen.filter((r) => r.userId.startsWith(prefix));
+      expect(mine).toEqual([
+        { userId: ids[0], balance: 3, reserved: 0, settled: 0 },
+        { userId: ids[1], balance: 5, reserved: 0, settled: 0 },
+        { userId: ids[2], balance: 5, reserved: 2, settled: 0 },
+      ]);
+      // Each account once, and the same order on a second walk.
+      expect(new Set(seen.map((r) => r.userId)).size).toBe(seen.length);
+      expect((await l.listAccounts(1, ids[0])).map((r) => r.userId)).toEqual([ids[1]]);
+      expect(await l.listAccounts(0)).toEqual([]);
     });
 
     it('credits create the account and add up', async () => {
@@ -373,7 +404,7 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         const key = uid('key');
         const limit = { amount: 20, windowStart: W0 };
         const held: string[] = [];
-        const reserveOne = async (): Promise<ReserveResult> => {
+        const reserveOne = async (): Promise<ReserveResult | ReserveOutcome> => {
           const gen = uid('gen');
           const r = await ledger().reserve(user, gen, 3, W0, { keyId: key, keyLimit: limit });
           if (r === 'ok') held.push(gen);
@@ -386,6 +417,27 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         }
         const account = await ledger().account(user);
         expect(await ledger().keySpend(key, W0)).toBe(account.reserved + account.settled);
+      });
+
+      it('caps a key in flight: exactly 2 of 10 racing reserves with keyMaxInFlight 2, holding nothing for the rest; a settle frees a slot', async () => {
+        const user = await userWith(100);
+        const key = uid('key');
+        const ids = Array.from({ length: 10 }, () => uid('gen'));
+        const results = await Promise.all(ids.map((id) => ledger().reserve(user, id, 1, W0, { keyId: key, keyMaxInFlight: 2 })));
+        const held = ids.filter((_, i) => results[i] === 'ok');
+        expect(held).toHaveLength(2);
+        expect(results.filter((r) => r === 'limit_reached')).toHaveLength(8);
+        await expectAccount(user, { balance: 98, reserved: 2, settled: 0 });
+        // A reserve made without the cap is not counted, and counts nothing.
+        expect(await ledger().reserve(user, uid('gen'), 1, W0, { keyId: key })).toBe('ok');
+        expect(await ledger().settle(held[0]!, 1, W0)).toBe(1);
+        expect(await ledger().reserve(user, uid('gen'), 1, W0, { keyId: key, keyMaxInFlight: 2 })).toBe('ok');
+        expect(await ledger().reserve(user, uid('gen'), 1, W0, { keyId: key, keyMaxInFlight: 2 })).toBe('limit_reached');
+        // A batch counts each of its reserves.
+        const other = uid('key');
+        expect(await ledger().reserveMany(user, [{ generationId: uid('gen'), amount: 1 }, { generationId: uid('gen'), amount: 1 }], W0, { keyId: other, keyMaxInFlight: 1 })).toBe('limit_reached');
+        expect(await ledger().reserveMany(user, [{ generationId: uid('gen'), amount: 1 }], W0, { keyId: other, keyMaxInFlight: 1 })).toBe('ok');
+        await expectAccount(user, { balance: 95, reserved: 4, settled: 1 });
       });
 
       it('answers 0 spend for a key or window never used', async () => {
@@ -529,5 +581,7 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         expect(await ledger().reserve(uid('user'), uid('gen'), 0, T0, { maxInFlight: 1 })).toBe('ok');
       });
     });
+
+    describeOrganizationLedger(ledger, userWith, expectAccount);
   });
 }

@@ -4,6 +4,8 @@ import type { Job, JobHandler, JobQueue, RunnerSettings } from '@genservice/core
 import { createDeferred } from '../fakes.js';
 import { until } from '../until.js';
 import { uid, useFresh } from './harness.js';
+import { recorder, type Recorder } from './queue-recorder.js';
+import { queueFairnessCases } from './queue-fairness.js';
 
 export interface QueueUnderTest {
   queue: JobQueue;
@@ -45,52 +47,11 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
     /** Starts the queue as a service would: with its runner settings. */
     const start = (handler: JobHandler, over: Partial<RunnerSettings> = {}): Promise<void> => queue().start(handler, settings(over));
 
-    /** Records every handler call; with `hold`, each run waits until the test lets it go (all at once, or the oldest). */
-    function recorder(hold = false): {
-      seen: string[];
-      running: Set<string>;
-      maxRunning: number;
-      signals: Map<string, AbortSignal>;
-      /** Lets every run through, now and later. */
-      release(): void;
-      /** Lets the oldest waiting run through. */
-      releaseOne(): void;
-      handler: (job: Job, signal: AbortSignal) => Promise<void>;
-    } {
-      let open = !hold;
-      const waiting: Array<() => void> = [];
-      const state = {
-        seen: [] as string[],
-        running: new Set<string>(),
-        maxRunning: 0,
-        signals: new Map<string, AbortSignal>(),
-        release: (): void => {
-          open = true;
-          for (const letGo of waiting.splice(0)) letGo();
-        },
-        releaseOne: (): void => waiting.shift()?.(),
-        handler: async (j: Job, signal: AbortSignal): Promise<void> => {
-          state.seen.push(j.generationId);
-          state.signals.set(j.generationId, signal);
-          state.running.add(j.generationId);
-          state.maxRunning = Math.max(state.maxRunning, state.running.size);
-          try {
-            if (!open) await new Promise<void>((resolve) => waiting.push(resolve));
-            // One turn of the event loop, so that runs overlap as real jobs do.
-            await new Promise((resolve) => setImmediate(resolve));
-          } finally {
-            state.running.delete(j.generationId);
-          }
-        },
-      };
-      return state;
-    }
-
     /**
      * With `limit` held runs going, lets them go one at a time until `total` were handed out: each freed slot must take
      * exactly one waiting job, so `limit` run at every step and never more.
      */
-    async function releaseOneByOne(r: ReturnType<typeof recorder>, limit: number, total: number): Promise<void> {
+    async function releaseOneByOne(r: Recorder, limit: number, total: number): Promise<void> {
       for (let started = r.seen.length; started < total; started++) {
         expect(r.running.size, `running once ${started} were handed out`).toBe(limit);
         r.releaseOne();
@@ -114,7 +75,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       await queue().start(async (j) => {
         got.push(j);
       }, settings());
-      const j = { generationId: uid('gen'), modelId: 'model-with-ünïcode' };
+      const j: Job = { generationId: uid('gen'), modelId: 'model-with-ünïcode', ownerId: 'user-1', organizationId: 'org-1', weight: 2, priority: 'high' };
       await queue().enqueue(j);
       await until(() => got.length === 1, 'the job');
       expect(got[0]).toMatchObject(j);
@@ -302,6 +263,8 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
       if (limit !== undefined) expect(r.maxRunning).toBeLessThanOrEqual(limit);
       await queue().stop({ timeoutMs: 1000 });
     });
+
+    queueFairnessCases({ queue, concurrency: () => subject().concurrency ?? subject().settings?.concurrency ?? 8, start });
 
     it('abort (when offered) fires the signal of a running job and answers false for others', async () => {
       const q = queue();

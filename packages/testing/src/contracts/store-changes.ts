@@ -186,6 +186,20 @@ export function describeStoreChanges({ store, newGen, inserted, claimed, read, t
       expect((await store().list(gen.ownerId, { limit: 1 }))[0]).toMatchObject({ traceparent });
       expect((await read((await inserted()).id)).traceparent).toBeUndefined();
     });
+
+    it("keeps the create's priority and deadline through every change; a create without them has neither", async () => {
+      const gen = await inserted({ priority: 'low', deadlineAt: T0 + 3_600_000 });
+      expect(await store().getById(gen.id)).toMatchObject({ priority: 'low', deadlineAt: T0 + 3_600_000 });
+      await store().update(gen.id, claimFromPending('w1', T0 + 1));
+      expect(await read(gen.id)).toMatchObject({ priority: 'low', deadlineAt: T0 + 3_600_000, status: 'processing' });
+      expect((await store().listUnfinished(10)).find((r) => r.id === gen.id)).toMatchObject({ priority: 'low' });
+      const high = await read((await inserted({ priority: 'high' })).id);
+      expect(high.priority).toBe('high');
+      expect(high.deadlineAt).toBeUndefined();
+      const plain = await read((await inserted()).id);
+      expect(plain.priority).toBeUndefined();
+      expect(plain.deadlineAt).toBeUndefined();
+    });
   });
 
   describe('update: races', () => {

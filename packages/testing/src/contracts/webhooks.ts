@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { NewDelivery, WebhookStore } from '@genservice/core/ports';
 import { T0, uid, useFresh } from './harness.js';
+import { describeWebhookEndpointContract } from './webhook-endpoints.js';
 
 export interface WebhookStoreUnderTest {
   webhooks: WebhookStore;
@@ -216,6 +217,8 @@ export function runWebhookStoreContract(name: string, make: () => Promise<Webhoo
         expect(await hooks().deleteForGenerations([])).toBe(0);
       });
     });
+
+    describeWebhookEndpointContract(hooks);
 
     describe('cursors', () => {
       it("reads '' when unset and moves only from where it is; one of racing advances wins", async () => {

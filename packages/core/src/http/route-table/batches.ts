@@ -33,7 +33,7 @@ export const batchRoutes: RouteEntry[] = [
     },
     handle(call, s) {
       const input = call.body();
-      return s.batches.create(call.principal, input, call.idempotencyKey()).then((created) => jsonOf(201, created));
+      return s.batches.create(call.principal, input, call.idempotencyKey(), call.req.baseUrl).then((created) => jsonOf(201, created));
     },
   }),
   route({

@@ -121,7 +121,7 @@ export const generationRoutes: RouteEntry[] = [
       const input = call.body();
       const idempotencyKey = call.idempotencyKey();
       return s.generations
-        .create(call.userId, input, { key: call.principal, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) })
+        .create(call.userId, input, { key: call.principal, baseUrl: call.req.baseUrl, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) })
         .then((created) => json(201, `{"generationId":${JSON.stringify(created.generationId)}}`));
     },
   }),
@@ -228,6 +228,6 @@ export const generationRoutes: RouteEntry[] = [
       summary: 'Price a generation before starting it',
       description: 'Checks the body exactly like a create, reserves and stores nothing.',
     },
-    handle: (call, s) => s.generations.quote(call.userId, call.body(), { key: call.principal }).then((quote) => jsonOf(200, quote)),
+    handle: (call, s) => s.generations.quote(call.userId, call.body(), { key: call.principal, baseUrl: call.req.baseUrl }).then((quote) => jsonOf(200, quote)),
   }),
 ];

@@ -22,7 +22,7 @@ export const pushRoutes: RouteEntry[] = [
       tag: 'Live status',
       summary: 'Follow a generation live',
       description:
-        'Server-Sent Events: the current state, then one message per transition (id = event seq, event = type, data = GenerationDetails), a keep-alive comment every 15 s, ending after the terminal event. Partial output comes as `event: output` (data `{"delta": "..."}`, text to append) and `event: preview` (data `{"url", "mimeType"}`, a signed file URL); on connecting, the output so far comes after the state. Resume with Last-Event-ID.',
+        'Server-Sent Events: the current state, then one message per transition (id = event seq, event = type, data = GenerationDetails), a keep-alive comment every 15 s, ending after the terminal event. Partial output comes as `event: output` (data `{"delta": "..."}`, text to append) and `event: preview` (data `{"url", "mimeType"}`, a signed file URL); on connecting, the output so far comes after the state. While it waits in the queue, the state carries `queue` (`{position, aheadOfYou, etaSeconds}`) and `event: queue` (data the same object) follows whenever it moves up. Resume with Last-Event-ID.',
     },
     async handle(call, s) {
       const id = call.param('id');

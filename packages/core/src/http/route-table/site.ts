@@ -2,7 +2,7 @@ import { json as jsonContent, ref } from '../../openapi/common.js';
 import { querySchema, text } from '../query.js';
 import { type RouteEntry, route } from '../route.js';
 
-/** What anyone may read: this document, result files behind signed links, health, the playground page. */
+/** What anyone may read: this document, result files behind signed links, health, the playground page and the console. */
 
 const FILE = { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } };
 
@@ -65,5 +65,14 @@ export const siteRoutes: RouteEntry[] = [
     pattern: /^\/playground(\/[^?]*)?$/,
     auth: 'none',
     handle: (call, s) => s.playground.serve(call.rawParam('asset'), call.rawQuery),
+  }),
+  route({
+    name: 'console',
+    method: 'GET',
+    path: '/console/{asset}',
+    // As the playground: `/console` without the slash is '' (a redirect to `console/`).
+    pattern: /^\/console(\/[^?]*)?$/,
+    auth: 'none',
+    handle: (call, s) => s.playground.serveConsole(call.rawParam('asset'), call.rawQuery),
   }),
 ];

@@ -1,0 +1,132 @@
+// The operator console's reads (issue 41): queue health per model and provider, the oldest waiting on a fake clock,
+// failures in the last hour, and one generation of any user with its event log.
+import { describe, expect, it } from 'vitest';
+import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type GenerationService } from '@genservice/core';
+import { FakeClock, until } from '@genservice/testing';
+import { RecentFailures } from '../src/lifecycle/recent-failures.js';
+
+const ADMIN = 'operations-admin-key-0123456789abcdef';
+const model = (modelId: string) => ({ modelId, title: modelId, resultType: 'text' as const, estimatedGenerationTime: 1, settings: [], price: 1 });
+
+async function call(service: GenerationService, key: string, method: string, path: string, body?: unknown) {
+  const r = await service.handle({
+    method,
+    path,
+    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = String(r.body ?? '');
+  return { status: r.status, body: text ? JSON.parse(text) : undefined };
+}
+
+describe('GET /v1/admin/queue', () => {
+  it('counts pending generations per model with its provider, and the oldest waiting by the service clock', async () => {
+    const clock = new FakeClock(Date.UTC(2030, 0, 1));
+    const named = Object.assign({ models: [model('a')], generate: async () => ({ text: 'x' }) }, { name: 'acme' });
+    const service = createGenerationService({
+      providers: [named, { models: [model('b')], generate: async () => ({ text: 'y' }) }],
+      apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'k', userId: 'u' }] }),
+      ledger: new MemoryLedger({ balances: { u: 100 } }),
+      runner: { enabled: false },
+      clock,
+      admin: { apiKeys: [ADMIN] },
+    });
+    for (const m of ['a', 'a']) expect((await call(service, 'k', 'POST', '/v1/generations', { modelId: m })).status).toBe(201);
+    await clock.advance(90_000);
+    expect((await call(service, 'k', 'POST', '/v1/generations', { modelId: 'b' })).status).toBe(201);
+    const q = await call(service, ADMIN, 'GET', '/v1/admin/queue');
+    expect(q.status).toBe(200);
+    expect(q.body).toEqual({
+      models: [
+        { modelId: 'a', provider: 'acme', resultType: 'text', pending: 2, running: 0, oldestPendingAt: '2030-01-01T00:00:00.000Z' },
+        { modelId: 'b', provider: 'provider 2', resultType: 'text', pending: 1, running: 0, oldestPendingAt: '2030-01-01T00:01:30.000Z' },
+      ],
+      total: { pending: 3, running: 0 },
+      oldestPendingAt: '2030-01-01T00:00:00.000Z',
+      oldestPendingSeconds: 90,
+      failuresLastHour: 0,
+      scanned: 3,
+      truncated: false,
+    });
+  });
+
+  it('counts the failures this instance saw, and shows a failed generation of any user with its events', async () => {
+    const service = createGenerationService({
+      providers: [{ models: [model('boom')], generate: async () => { throw new Error('no'); } }],
+      apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'k', userId: 'u' }] }),
+      ledger: new MemoryLedger({ balances: { u: 100 } }),
+      runner: { retryBaseDelayMs: 1 },
+      admin: { apiKeys: [ADMIN] },
+    });
+    await service.start();
+    try {
+      const id = (await call(service, 'k', 'POST', '/v1/generations', { modelId: 'boom' })).body.generationId as string;
+      await until(async () => (await call(service, 'k', 'GET', `/v1/generations/${id}`)).body.status === 'failed', { what: 'the failure', timeoutMs: 10_000 });
+      expect((await call(service, ADMIN, 'GET', '/v1/admin/queue')).body).toMatchObject({ failuresLastHour: 1, total: { pending: 0, running: 0 } });
+      const one = await call(service, ADMIN, 'GET', `/v1/admin/users/u/generations/${id}`);
+      expect(one.body.generation).toMatchObject({ generationId: id, status: 'failed' });
+      expect(one.body.events.at(-1)).toMatchObject({ type: 'failed' });
+    } finally {
+      await service.stop({ timeoutMs: 500 });
+    }
+  });
+});
+
+describe('keys of a host that resolves keys itself', () => {
+  it('answers an empty key list (never a 500) when apiKeys is a plain resolver', async () => {
+    const service = createGenerationService({
+      providers: [{ models: [model('a')], generate: async () => ({ text: 'x' }) }],
+      apiKeys: { resolve: (key: string) => (key === 'k' ? { userId: 'u' } : null) },
+      ledger: new MemoryLedger({ balances: { u: 5 } }),
+      runner: { enabled: false },
+      admin: { apiKeys: [ADMIN] },
+    });
+    expect(await call(service, 'k', 'GET', '/v1/keys')).toEqual({ status: 200, body: { data: [] } });
+    expect((await call(service, ADMIN, 'GET', '/v1/admin/users/u')).body).toEqual({ userId: 'u', balance: 5, reserved: 0, settled: 0, keys: [] });
+  });
+});
+
+describe('GET /v1/admin/users', () => {
+  it('pages through the ledger\u2019s accounts, and answers 404 (never a 500) for a ledger that cannot list them', async () => {
+    const ledger = new MemoryLedger({ balances: { a: 1, b: 2, c: 3 } });
+    const make = (l: MemoryLedger | Omit<MemoryLedger, 'listAccounts'>) =>
+      createGenerationService({ providers: [{ models: [model('m')], generate: async () => ({ text: 'x' }) }], ledger: l as MemoryLedger, runner: { enabled: false }, admin: { apiKeys: [ADMIN] } });
+    const service = make(ledger);
+    const first = await call(service, ADMIN, 'GET', '/v1/admin/users?limit=2');
+    expect(first.body.data).toEqual([{ userId: 'a', balance: 1, reserved: 0, settled: 0 }, { userId: 'b', balance: 2, reserved: 0, settled: 0 }]);
+    const second = await call(service, ADMIN, 'GET', `/v1/admin/users?limit=2&cursor=${first.body.nextCursor}`);
+    expect(second.body).toEqual({ data: [{ userId: 'c', balance: 3, reserved: 0, settled: 0 }], nextCursor: null });
+    // A host's own ledger without listAccounts (every other method kept).
+    const own = new Proxy(ledger, { get: (t, p) => (p === 'listAccounts' ? undefined : Reflect.get(t, p, t)) });
+    const plain = await call(make(own), ADMIN, 'GET', '/v1/admin/users');
+    expect(plain.status).toBe(404);
+    expect(plain.body.error.message).toMatch(/does not list its accounts/);
+  });
+});
+
+describe('RecentFailures', () => {
+  it('keeps an hour of minute buckets: a failure counts for 60 minutes, then not', () => {
+    const f = new RecentFailures();
+    const t = Date.UTC(2030, 0, 1, 12, 0, 30);
+    f.record(t);
+    f.record(t + 30 * 60_000);
+    expect(f.lastHour(t)).toBe(1);
+    expect(f.lastHour(t + 59 * 60_000)).toBe(2);
+    expect(f.lastHour(t + 60 * 60_000)).toBe(1);
+    expect(f.lastHour(t + 91 * 60_000)).toBe(0);
+  });
+});
+
+describe('the console path', () => {
+  it('is the service\u2019s only when it serves the console: a host\u2019s own /console stays the host\u2019s otherwise', async () => {
+    const { isApiPath } = await import('@genservice/core/adapter');
+    expect(isApiPath('/console/', { servesConsole: false })).toBe(false);
+    expect(isApiPath('/console', {})).toBe(false);
+    expect(isApiPath('/console/', { servesConsole: true })).toBe(true);
+    expect(isApiPath('/console/me', { servesConsole: true })).toBe(true);
+    expect(isApiPath('/consoles', { servesConsole: true })).toBe(false);
+    const on = createGenerationService({ providers: [], console: true });
+    const off = createGenerationService({ providers: [] });
+    expect([on.servesConsole, off.servesConsole]).toEqual([true, false]);
+  });
+});
