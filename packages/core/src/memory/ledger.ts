@@ -132,7 +132,6 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
       window = windowKey(options.keyId!, limit.windowStart);
       if ((this.keySpent.get(window) ?? 0) + total > limit.amount) return this.refuse('budget_exceeded', 'key', org);
     }
-    this.inFlight.set(userId, (this.inFlight.get(userId) ?? 0) + items.length);
     const keyCap = options.keyId !== undefined ? options.keyMaxInFlight : undefined;
     if (keyCap !== undefined && (this.keyInFlight.get(options.keyId!) ?? 0) + items.length > keyCap) return this.refuse('limit_reached', 'key', org);
     let hold: OrganizationHold | undefined;
@@ -144,6 +143,8 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
     }
     if (window !== undefined) this.keySpent.set(window, (this.keySpent.get(window) ?? 0) + total);
     if (keyCap !== undefined) this.keyInFlight.set(options.keyId!, (this.keyInFlight.get(options.keyId!) ?? 0) + items.length);
+    // Counted only once no level can refuse any more (a refusal holds nothing at any level).
+    this.inFlight.set(userId, open + items.length);
     account.balance -= total;
     account.reserved += total;
     for (const item of items) {
