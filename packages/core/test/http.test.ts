@@ -163,6 +163,7 @@ describe('HttpHandler', () => {
         '/v1/admin/organizations/{organizationId}/members',
         '/v1/admin/organizations/{organizationId}/members/{userId}',
         '/v1/admin/organizations/{organizationId}/usage',
+        '/v1/admin/users/{userId}/limits',
         // The operator console's reads (issue 41).
         '/v1/admin/users/{userId}',
         '/v1/admin/users/{userId}/usage',

@@ -16,11 +16,15 @@ import type {
   ReserveResult,
   UsageQuery,
   UsageReport,
+  UserLimitLedger,
+  UserLimits,
+  UserLimitState,
 } from '@genservice/core/ports';
 import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase, assertAmount, decodeKey, encodeKey, num, type Queryable } from './db.js';
 import { OrganizationRefused, PostgresOrganizations, holdOnOrganization, organizationSql, settleOrganizationCtes } from './organizations.js';
+import { PostgresUserLimits, UserRefused, holdOnUser, settleUserCtes } from './user-limits.js';
 
 /** The ledger's statements, given the quoted schema (exported for the index tests). */
 export function ledgerSql(s: string): Record<
@@ -52,15 +56,18 @@ export function ledgerSql(s: string): Record<
     // duplicate blocks on this insert until the first transaction ends, then sees its row (or, if the first
     // rolled back as insufficient, inserts its own).
     // The owner's organisation is read in the same statement (no round trip of its own) and kept on the row.
-    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id)
-      SELECT $1, $2, $3, $4, $5, $6, $7, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
-      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id`,
+    // So is whether the owner has limits of its own (a row never deleted): only then does the reserve hold them.
+    insertReserve: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id, user_limited)
+      SELECT $1, $2, $3, $4, $5, $6, $7, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2),
+        EXISTS (SELECT 1 FROM ${s}.user_limits WHERE user_id = $2)
+      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id, user_limited`,
     reserveOwner: `SELECT user_id FROM ${s}.reserves WHERE generation_id = $1`,
     // A batch's reserves in one statement; the rows' primary keys make a retried batch hold nothing more.
-    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id)
-      SELECT u.g, $2, u.a, $3, u.m, $4, $5, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2)
+    insertReserves: `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id, window_start, key_in_flight, organization_id, user_limited)
+      SELECT u.g, $2, u.a, $3, u.m, $4, $5, $8, (SELECT organization_id FROM ${s}.organization_members WHERE user_id = $2),
+        EXISTS (SELECT 1 FROM ${s}.user_limits WHERE user_id = $2)
       FROM unnest($1::text[], $6::numeric[], $7::text[]) AS u(g, a, m)
-      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id`,
+      ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id, user_limited`,
     reserveOwners: `SELECT DISTINCT user_id FROM ${s}.reserves WHERE generation_id = ANY($1::text[])`,
     // The row lock serialises racing debits, and READ COMMITTED re-checks `balance >= $2` against the latest
     // committed balance, so the balance never goes below zero. The same holds for the in-flight count (issue 36): the
@@ -72,10 +79,10 @@ export function ledgerSql(s: string): Record<
     // INSERT's unique violation fails the whole statement, the debit with it, and the caller sees the owner.
     reserveOne: `WITH ${reserveSteps(s, { id: '$1', user: '$2', amount: '$3', now: '$4', model: '$5', cap: '$6', key: '$7' })}
       SELECT count(*)::int AS n FROM r`,
-    // Why a debit changed no row: the reserve already there (its owner), a limit beyond the user's own (the owner's
-    // organisation: the full reserve applies), the balance, the in-flight count.
+    // Why a debit changed no row: the reserve already there (its owner), a limit beyond the balance and the user's cap
+    // (the owner's organisation, or its own limits: the full reserve applies), the balance, the in-flight count.
     refusal: `SELECT (SELECT user_id FROM ${s}.reserves WHERE generation_id = $1) AS owner,
-        EXISTS (SELECT 1 FROM ${s}.organization_members WHERE user_id = $2) AS limited,
+        EXISTS (SELECT 1 FROM ${s}.organization_members WHERE user_id = $2) OR EXISTS (SELECT 1 FROM ${s}.user_limits WHERE user_id = $2) AS limited,
         (SELECT balance FROM ${s}.accounts WHERE user_id = $2) AS balance,
         (SELECT in_flight FROM ${s}.accounts WHERE user_id = $2) AS in_flight`,
     ensureAccount: `INSERT INTO ${s}.accounts (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING`,
@@ -114,7 +121,7 @@ export function ledgerSql(s: string): Record<
 
 /**
  * A reserve with no limit beyond the balance and the user's in-flight cap (no key budget or key cap; the owner in no
- * organisation: its debit changes no row otherwise, and the refusal read sends the caller to the full reserve), as WITH items (`d`: the debit and the in-flight count on the account row, `r`: the
+ * organisation and without limits of its own: its debit changes no row otherwise, and the refusal read sends the caller to the full reserve), as WITH items (`d`: the debit and the in-flight count on the account row, `r`: the
  * reserve row, from it), given the SQL of its values. Written once: the ledger's `reserveOne` runs them, and so does
  * the store's insert that reserves in its own statement (issue 36).
  */
@@ -123,6 +130,7 @@ export function reserveSteps(s: string, p: { id: string; user: string; amount: s
         UPDATE ${s}.accounts SET balance = balance - ${p.amount}::numeric, reserved = reserved + ${p.amount}::numeric, in_flight = in_flight + 1
         WHERE user_id = ${p.user} AND balance >= ${p.amount}::numeric AND (${p.cap}::bigint IS NULL OR in_flight < ${p.cap}::bigint)
           AND NOT EXISTS (SELECT 1 FROM ${s}.organization_members WHERE user_id = ${p.user})
+          AND NOT EXISTS (SELECT 1 FROM ${s}.user_limits WHERE user_id = ${p.user})
         RETURNING user_id
       ), r AS (
         INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id)
@@ -133,14 +141,15 @@ export function reserveSteps(s: string, p: { id: string; user: string; amount: s
 
 /**
  * The settle's steps, as WITH items (`r`: the reserve closed, `a`: the account, `k`: the key's window, `u` and `sp`:
- * the usage rollups, then the key's in-flight count, the organisation and its usage: `settleOrganizationCtes`), given the SQL of its generation id, amount, time and UTC day. Written once: the ledger's own
+ * the usage rollups, then the key's in-flight count, the organisation and its usage: `settleOrganizationCtes`, and
+ * the user's own limits: `settleUserCtes`), given the SQL of its generation id, amount, time and UTC day. Written once: the ledger's own
  * `settle` runs them, and so does the store's finishing change when it settles in its own step (issue 36).
  */
 export function settleSteps(s: string, p: { id: string; amount: string; now: string; day: string }): string {
   return `r AS (
         UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, ${p.amount}::numeric), settled_at = ${p.now}
         WHERE generation_id = ${p.id} AND state = 'open'
-        RETURNING user_id, amount, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight
+        RETURNING user_id, amount, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight, user_limited, user_window
       ), a AS (
         UPDATE ${s}.accounts acc
         SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
@@ -164,7 +173,7 @@ export function settleSteps(s: string, p: { id: string; amount: string; now: str
         ON CONFLICT (user_id, span, start, model_id, key_id)
         DO UPDATE SET count = ${s}.usage_spans.count + 1, tokens = ${s}.usage_spans.tokens + EXCLUDED.tokens
         RETURNING 1
-      )${settleOrganizationCtes(s, p.day)}`;
+      )${settleOrganizationCtes(s, p.day)}${settleUserCtes(s)}`;
 }
 
 function usageSql(s: string, column: string): string {
@@ -192,19 +201,29 @@ function usageSql(s: string, column: string): string {
  * movement shifts tokens between those three columns in the same transaction as the reserve row changes, so
  * `balance + reserved + settled` only changes through `credit`.
  */
-export class PostgresLedger implements Ledger, OrganizationLedger {
+export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedger {
   /** `reserve` keeps the in-flight count on the account row (`accounts.in_flight`, migration 11). */
   readonly holdsInFlight = true;
   private readonly db: PgDatabase;
   private readonly sql: ReturnType<typeof ledgerSql>;
   private readonly orgSql: ReturnType<typeof organizationSql>;
   private readonly orgs: PostgresOrganizations;
+  private readonly users: PostgresUserLimits;
 
   constructor(pool: Pool, options: { schema?: string } = {}) {
     this.db = new PgDatabase(pool, options.schema ?? 'genservice');
     this.sql = ledgerSql(this.db.s);
     this.orgSql = organizationSql(this.db.s);
     this.orgs = new PostgresOrganizations(this.db);
+    this.users = new PostgresUserLimits(this.db);
+  }
+
+  setUserLimits(userId: string, limits: UserLimits): Promise<void> {
+    return this.users.set(userId, limits);
+  }
+
+  userLimits(userId: string, windows: BudgetWindows): Promise<UserLimitState | null> {
+    return this.users.state(userId, windows);
   }
 
   createOrganization(organization: OrganizationRecord): Promise<boolean> {
@@ -250,14 +269,14 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
     // A free generation needs no funds, but its settle still moves (zero) tokens through the account row.
     if (amount === 0) await this.ensureAccount(user);
     if (!limit && keyCap === undefined) {
-      // One statement when no limit beyond the balance and the user's cap applies; an owner in an organisation takes
-      // the full reserve below.
+      // One statement when no limit beyond the balance and the user's cap applies; an owner in an organisation or
+      // with limits of its own takes the full reserve below.
       const one = await this.reserveOne(generationId, [gen, user, amount, Math.trunc(now), modelId, cap, keyId]);
       if (one !== 'limited') return one;
     }
     try {
       return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
-        const inserted = await tx.query<{ organization_id: string | null }>(this.sql.insertReserve, [
+        const inserted = await tx.query<{ organization_id: string | null; user_limited: boolean }>(this.sql.insertReserve, [
           gen,
           user,
           amount,
@@ -287,8 +306,9 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
         }
         if (keyCap !== undefined) await this.holdKeyInFlight(tx, keyId!, 1, keyCap);
         const org = inserted.rows[0]?.organization_id ?? null;
-        if (org === null) return 'ok';
-        return { result: 'ok', organization: await holdOnOrganization(tx, this.orgSql, org, [gen], amount, options.windows) };
+        const organization = org === null ? undefined : await holdOnOrganization(tx, this.orgSql, org, [gen], amount, options.windows);
+        const limited = inserted.rows[0]?.user_limited === true;
+        return outcome(organization, limited ? await holdOnUser(tx, this.users.sql, user, [gen], amount, options.windows) : undefined);
       });
     } catch (err) {
       return refusal(err);
@@ -302,7 +322,8 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
 
   /**
    * A reserve without a key limit or cap: one statement (`reserveOne`); the refusal read only when it holds nothing.
-   * `limited`: the owner has limits beyond its own (an organisation), nothing held: the caller takes the full reserve.
+   * `limited`: the owner has limits beyond its balance and cap (an organisation, its own limits), nothing held: the
+   * caller takes the full reserve.
    */
   private async reserveOne(
     generationId: string,
@@ -324,7 +345,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
   /**
    * Why a reserve held nothing (read after it, so racing changes may show; each answer is one the race allows). `gen`
    * null: the caller's own reserve row is in its transaction, so only the balance and count are asked. `limited`
-   * (asked after a one-statement reserve): the owner has limits that reserve does not hold (its organisation's).
+   * (asked after a one-statement reserve): the owner has limits that reserve does not hold (its organisation's, its own).
    */
   /** @internal For the store's insert that reserves in its own statement. */
   async refusalOf(
@@ -353,7 +374,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
     const keyCap = keyId !== null ? options.keyMaxInFlight : undefined;
     try {
       return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
-        const inserted = await tx.query<{ organization_id: string | null }>(this.sql.insertReserves, [
+        const inserted = await tx.query<{ organization_id: string | null; user_limited: boolean }>(this.sql.insertReserves, [
           ids,
           user,
           Math.trunc(now),
@@ -381,8 +402,9 @@ export class PostgresLedger implements Ledger, OrganizationLedger {
         }
         if (keyCap !== undefined) await this.holdKeyInFlight(tx, keyId!, items.length, keyCap);
         const org = inserted.rows[0]?.organization_id ?? null;
-        if (org === null) return 'ok';
-        return { result: 'ok', organization: await holdOnOrganization(tx, this.orgSql, org, ids, total, options.windows) };
+        const organization = org === null ? undefined : await holdOnOrganization(tx, this.orgSql, org, ids, total, options.windows);
+        const limited = inserted.rows[0]?.user_limited === true;
+        return outcome(organization, limited ? await holdOnUser(tx, this.users.sql, user, ids, total, options.windows) : undefined);
       });
     } catch (err) {
       return refusal(err);
@@ -486,7 +508,14 @@ function refusal(err: unknown): ReserveResult | ReserveOutcome {
   if (err instanceof InFlightLimit) return 'in_flight_limit';
   if (err instanceof KeyAtCap) return 'limit_reached';
   if (err instanceof OrganizationRefused) return { result: err.result, refusedBy: 'organization', organization: err.organization };
+  if (err instanceof UserRefused) return { result: err.result, refusedBy: 'user', userLimits: err.limits };
   throw err;
+}
+
+/** A held reserve's answer: plain `ok` for a user of no organisation and no limits, or the outcome naming them. */
+function outcome(organization: OrganizationRecord | undefined, userLimits: UserLimits | undefined): ReserveResult | ReserveOutcome {
+  if (!organization && !userLimits) return 'ok';
+  return { result: 'ok', ...(organization ? { organization } : {}), ...(userLimits ? { userLimits } : {}) };
 }
 
 /** Internal signal to roll back a reserve whose key is at its in-flight cap. */

@@ -490,6 +490,25 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX uploads_expiry_idx ON ${s}.uploads (expires_at, key)`,
     ],
   },
+  {
+    version: 16,
+    name: "users' own limits: a budget and an in-flight cap held by the reserve, like an organisation's",
+    // One row per user with limits (kept when they are cleared, so its open reserves still settle back): in_flight
+    // counts its reserves made since, spent is held plus charged in spent_window (0 for a total budget), as an
+    // organisation's row keeps them. A reserve held on them says so (user_limited) with the window it counted in.
+    up: (s) => [
+      `CREATE TABLE ${s}.user_limits (
+        user_id text PRIMARY KEY,
+        budget_amount numeric CHECK (budget_amount > 0),
+        budget_period text CHECK (budget_period IN ('day', 'month', 'total')),
+        max_in_flight integer CHECK (max_in_flight > 0),
+        in_flight integer NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+        spent numeric NOT NULL DEFAULT 0,
+        spent_window bigint NOT NULL DEFAULT 0
+      )`,
+      `ALTER TABLE ${s}.reserves ADD COLUMN user_limited boolean NOT NULL DEFAULT false, ADD COLUMN user_window bigint`,
+    ],
+  },
 ];
 
 /**

@@ -19,7 +19,7 @@ function gate(): { opened: Promise<void>; open: () => void } {
   });
   return { opened, open };
 }
-const gates = { img: gate(), slot: gate(), free: gate() };
+const gates = { img: gate(), slot: gate(), free: gate(), own: gate() };
 gates.free.open();
 
 let schema = '';
@@ -40,6 +40,7 @@ beforeAll(async () => {
             { modelId: 'img', title: 'Image', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 3 },
             { modelId: 'slot', title: 'Slot', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 3 },
             { modelId: 'free', title: 'Runs at once', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 3 },
+            { modelId: 'own', title: 'Held for user limits', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 3 },
           ],
           generate: async (input) => {
             await gates[input.model.modelId as keyof typeof gates].opened;
@@ -184,6 +185,32 @@ describe('organisations on Postgres, two service instances', () => {
     expect(org.spent).toBeLessThanOrEqual(150);
   });
 
+  it('100 creates racing over both instances against users\u2019 own limits inside an organisation: each level exact, all given back', async () => {
+    const users = await organisation('tiers', { budget: { amount: 200, period: 'day' }, maxInFlight: 60 }, 3);
+    const [a, b] = [instances[0]!.service, instances[1]!.service];
+    expect((await call(b, 'PATCH', `/v1/admin/users/${users[0]!.userId}/limits`, ADMIN_KEY, { budget: { amount: 15, period: 'day' } })).status).toBe(200);
+    expect((await call(a, 'PATCH', `/v1/admin/users/${users[1]!.userId}/limits`, ADMIN_KEY, { maxInFlight: 4 })).status).toBe(200);
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => call(instances[i % 2]!.service, 'POST', '/v1/generations', users[i % 3]!.apiKey, { modelId: 'own' })),
+    );
+    const byUser = users.map((_, u) => results.filter((r, i) => i % 3 === u && r.status === 201).length);
+    // The first user's budget of 15 takes 5 of price 3; the second's cap 4; the third, without limits, all 33 of its own.
+    expect(byUser).toEqual([5, 4, 33]);
+    const refusals = (u: number) => new Set(results.filter((r, i) => i % 3 === u && r.status !== 201).map((r) => `${r.status} ${r.json.error.code}`));
+    expect(refusals(0)).toEqual(new Set(['402 budget_exceeded']));
+    expect(refusals(1)).toEqual(new Set(['429 rate_limited']));
+    const ledger = instances[0]!.stores.ledger;
+    for (const [u, n] of byUser.entries()) expect(await ledger.account(users[u]!.userId)).toEqual({ balance: 1_000 - 3 * n, reserved: 3 * n, settled: 0 });
+    expect((await call(a, 'GET', `/v1/admin/users/${users[0]!.userId}/limits`, ADMIN_KEY)).json).toMatchObject({ inFlight: 5, spent: 15, remaining: 0 });
+    expect((await call(b, 'GET', `/v1/admin/users/${users[1]!.userId}/limits`, ADMIN_KEY)).json).toMatchObject({ inFlight: 4 });
+    expect((await call(a, 'GET', '/v1/admin/organizations/tiers', ADMIN_KEY)).json).toMatchObject({ inFlight: 42, spent: 126 });
+    gates.own.open();
+    await until(async () => (await Promise.all(users.map((u) => ledger.account(u.userId)))).every((x) => x.reserved === 0), { what: 'every reserve settled', timeoutMs: 20_000 });
+    expect((await call(b, 'GET', `/v1/admin/users/${users[0]!.userId}/limits`, ADMIN_KEY)).json).toMatchObject({ inFlight: 0, spent: 10, remaining: 5 });
+    expect((await call(a, 'GET', `/v1/admin/users/${users[1]!.userId}/limits`, ADMIN_KEY)).json).toMatchObject({ inFlight: 0 });
+    expect((await call(b, 'GET', '/v1/admin/organizations/tiers', ADMIN_KEY)).json).toMatchObject({ inFlight: 0, spent: 84 });
+  });
+
   it('costs a user of no organisation no statement more: the one-statement reserve (issue 36), which sees no membership', async () => {
     const statements: string[] = [];
     const pool = pools[0]!;
@@ -224,6 +251,18 @@ describe('organisations on Postgres, two service instances', () => {
     expect(await ledger.reserve('solo-counted', 'gen-counted', 1, Date.now(), { windows: { day: 0, month: 0 } })).toBe('ok');
     // The debit (refused for a member of an organisation, who takes the full reserve) and the reserve row: one WITH.
     expect(statements).toEqual(['WITH']);
+  });
+
+  it('a user of no organisation with limits of its own takes the full reserve too, and its settle gives them back', async () => {
+    const ledger = new PostgresLedger(pools[0]!, { schema });
+    await ledger.setUserLimits('own-limited', { maxInFlight: 1, budget: { amount: 5, period: 'total' } });
+    await ledger.credit('own-limited', 10);
+    const windows = { day: 0, month: 0 };
+    expect(await ledger.reserve('own-limited', 'gen-u1', 2, Date.now(), { windows })).toMatchObject({ result: 'ok', userLimits: { maxInFlight: 1 } });
+    expect(await ledger.reserve('own-limited', 'gen-u2', 2, Date.now(), { windows })).toMatchObject({ result: 'limit_reached', refusedBy: 'user' });
+    expect(await ledger.settle('gen-u1', 1)).toBe(1);
+    expect(await ledger.userLimits('own-limited', windows)).toMatchObject({ inFlight: 0, spent: 1 });
+    expect(await ledger.reserve('own-limited', 'gen-u2', 5, Date.now(), { windows })).toMatchObject({ result: 'budget_exceeded', refusedBy: 'user' });
   });
 
   it('a member of an organisation takes the full reserve: the one statement holds nothing, its refusal read says so', async () => {

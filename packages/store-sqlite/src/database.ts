@@ -569,6 +569,30 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX uploads_expiry ON uploads (expires_at, key);
     `,
   },
+  {
+    version: 18,
+    name: "users' own limits: a budget and an in-flight cap held by the reserve, like an organisation's",
+    // A user with limits has a row (kept when they are cleared, so its open reserves still settle back); in_flight
+    // counts its reserves made since, user_spend is held plus charged per window (0 for a total budget). A reserve
+    // held on them says so (reserves.user_limited) with its window: its settle gives back there.
+    sql: `
+      CREATE TABLE user_limits (
+        user_id TEXT PRIMARY KEY,
+        budget_amount REAL CHECK (budget_amount > 0),
+        budget_period TEXT CHECK (budget_period IN ('day', 'month', 'total')),
+        max_in_flight INTEGER CHECK (max_in_flight > 0),
+        in_flight INTEGER NOT NULL DEFAULT 0 CHECK (in_flight >= 0)
+      ) WITHOUT ROWID;
+      CREATE TABLE user_spend (
+        user_id TEXT NOT NULL,
+        window_start INTEGER NOT NULL,
+        spent REAL NOT NULL,
+        PRIMARY KEY (user_id, window_start)
+      ) WITHOUT ROWID;
+      ALTER TABLE reserves ADD COLUMN user_limited INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE reserves ADD COLUMN user_window INTEGER;
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

@@ -17,15 +17,19 @@ import type {
   ReserveResult,
   UsageQuery,
   UsageReport,
+  UserLimitLedger,
+  UserLimits,
+  UserLimitState,
 } from '@genservice/core/ports';
 import { MAX_TOKENS, USAGE_SPANS, assertTokenAmount, dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 import { type OrganizationReserveColumns, OrganizationRefused, SqliteOrganizations } from './organizations.js';
+import { type UserReserveColumns, SqliteUserLimits, UserRefused } from './user-limits.js';
 
 type Statement = Database.Statement;
 
-interface ReserveRow extends OrganizationReserveColumns {
+interface ReserveRow extends OrganizationReserveColumns, UserReserveColumns {
   user_id: string;
   amount: number;
   state: 'open' | 'settled';
@@ -79,8 +83,9 @@ export function usageSql(groupBy: UsageQuery['groupBy']): string {
  * itself lives in the UPDATE's WHERE (`balance >= amount`) and a CHECK constraint backs it, so even a logic
  * slip could not drive a balance below zero. `accounts` carries running totals, so `account()` is one row read.
  */
-export class SqliteLedger implements Ledger, OrganizationLedger {
+export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger {
   private readonly orgs: SqliteOrganizations;
+  private readonly users: SqliteUserLimits;
   private readonly findReserveStmt: Statement;
   private readonly ensureAccountStmt: Statement;
   private readonly holdStmt: Statement;
@@ -114,8 +119,9 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
   constructor(db: SqliteDatabase) {
     retryMethodsWhileBusy(this, db);
     this.orgs = new SqliteOrganizations(db);
+    this.users = new SqliteUserLimits(db);
     this.findReserveStmt = db.prepare(
-      `SELECT user_id, amount, state, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight
+      `SELECT user_id, amount, state, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight, user_limited, user_window
          FROM reserves WHERE generation_id = ?`,
     );
     this.ensureAccountStmt = db.prepare('INSERT INTO accounts (user_id) VALUES (?) ON CONFLICT (user_id) DO NOTHING');
@@ -189,7 +195,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
             throw new Error(`Generation ${generationId} is already reserved for another user`);
           }
           // A retry of the same create: the first call already holds the amount.
-          return withOrganization(this.orgs.of(userId));
+          return outcome(this.orgs.of(userId), this.users.of(userId));
         }
         // A free generation still needs an account row for the reserve's foreign key.
         if (amount === 0) this.ensureAccountStmt.run(userId);
@@ -212,7 +218,8 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
           windowStart: limit ? limit.windowStart : null,
           keyCounted,
         });
-        return withOrganization(this.orgs.hold(userId, [generationId], amount, options.windows));
+        const organization = this.orgs.hold(userId, [generationId], amount, options.windows);
+        return outcome(organization, this.users.hold(userId, [generationId], amount, options.windows));
       })
       .immediate;
 
@@ -228,7 +235,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
           existing++;
         }
         if (existing > 0) {
-          if (existing === items.length) return withOrganization(this.orgs.of(userId));
+          if (existing === items.length) return outcome(this.orgs.of(userId), this.users.of(userId));
           throw new Error('reserveMany: some of these generations are already reserved');
         }
         const total = items.reduce((sum, item) => sum + item.amount, 0);
@@ -253,7 +260,9 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
             keyCounted,
           });
         }
-        return withOrganization(this.orgs.hold(userId, items.map((i) => i.generationId), total, options.windows));
+        const ids = items.map((i) => i.generationId);
+        const organization = this.orgs.hold(userId, ids, total, options.windows);
+        return outcome(organization, this.users.hold(userId, ids, total, options.windows));
       })
       .immediate;
 
@@ -275,6 +284,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
         this.addDayStmt.run(usage);
         if (reserve.key_in_flight === 1 && reserve.key_id !== null) this.releaseKeyInFlightStmt.run(reserve.key_id);
         this.orgs.settled(reserve, charged, now);
+        this.users.settled(reserve, charged);
         return charged;
       })
       .immediate;
@@ -329,6 +339,14 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
 
   async organizationUsage(organizationId: string, query: OrganizationUsageQuery): Promise<UsageReport> {
     return this.orgs.usage(organizationId, query);
+  }
+
+  async setUserLimits(userId: string, limits: UserLimits): Promise<void> {
+    this.users.set(userId, limits);
+  }
+
+  async userLimits(userId: string, windows: BudgetWindows): Promise<UserLimitState | null> {
+    return this.users.state(userId, windows);
   }
 
   /** Inside a reserve's transaction: `count` slots of the key's in-flight cap, or `KeyAtCap` thrown. 1 when counted. */
@@ -408,9 +426,10 @@ export class SqliteLedger implements Ledger, OrganizationLedger {
   }
 }
 
-/** A reserve's answer: plain `ok` for a user of no organisation, or the outcome naming its organisation. */
-function withOrganization(organization: OrganizationRecord | undefined): ReserveResult | ReserveOutcome {
-  return organization ? { result: 'ok', organization } : 'ok';
+/** A reserve's answer: plain `ok` for a user of no organisation and no limits, or the outcome naming them. */
+function outcome(organization: OrganizationRecord | undefined, userLimits: UserLimits | undefined): ReserveResult | ReserveOutcome {
+  if (!organization && !userLimits) return 'ok';
+  return { result: 'ok', ...(organization ? { organization } : {}), ...(userLimits ? { userLimits } : {}) };
 }
 
 /** A rolled-back reserve's answer (the signals of its transaction), or the error again. */
@@ -418,6 +437,7 @@ function refusal(err: unknown): ReserveResult | ReserveOutcome {
   if (err instanceof OverBudget) return 'budget_exceeded';
   if (err instanceof KeyAtCap) return 'limit_reached';
   if (err instanceof OrganizationRefused) return { result: err.result, refusedBy: 'organization', organization: err.organization };
+  if (err instanceof UserRefused) return { result: err.result, refusedBy: 'user', userLimits: err.limits };
   throw err;
 }
 

@@ -134,7 +134,7 @@ describe('migration 5 on a database written by the release before it', () => {
     open.push(stores);
     const { db, store, ledger, webhookStore } = stores;
     expect(appliedMigrations(db)).toEqual(MIGRATIONS.map((m) => m.version));
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]);
 
     // Generations: every row, every field, attempts now called claims, rowid order kept.
     const byId = Object.fromEntries(before.generations.map((g) => [g.id, g]));
@@ -198,7 +198,7 @@ describe('migration 5 on a database written by the release before it', () => {
     expect(db.prepare('SELECT * FROM accounts ORDER BY user_id').all()).toEqual(before.accounts);
     // Version 6 adds model, key and window to reserves, version 14 the organisation and its window: empty for the old ones.
     expect(db.prepare('SELECT * FROM reserves ORDER BY generation_id').all()).toEqual(
-      (before.reserves as object[]).map((r) => ({ ...r, model_id: null, key_id: null, window_start: null, organization_id: null, organization_window: null, key_in_flight: 0 })),
+      (before.reserves as object[]).map((r) => ({ ...r, model_id: null, key_id: null, window_start: null, organization_id: null, organization_window: null, key_in_flight: 0, user_limited: 0, user_window: null })),
     );
     expect(await ledger.account('u1')).toEqual({ balance: 100 - 40 + 3 + 8, reserved: 20, settled: 9 });
     expect(await ledger.account('u2')).toEqual({ balance: 50 - 20 + 10, reserved: 10, settled: 0 });

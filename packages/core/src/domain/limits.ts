@@ -1,6 +1,6 @@
 /**
- * The nested limits of a create (pure rules, `now` is given): the balance (the user's), the key's budget and the
- * organisation's budget and in-flight cap. The Lifecycle hands the windows to the ledger, which holds every level
+ * The nested limits of a create (pure rules, `now` is given): the balance (the user's), the user's own budget and
+ * in-flight cap, the key's budget and cap, and the organisation's budget and in-flight cap. The Lifecycle hands the windows to the ledger, which holds every level
  * in one atomic step, and turns a refusal into the caller's answer here.
  */
 import { DomainError } from './errors.js';
@@ -31,11 +31,13 @@ export function reserveOutcome(answer: ReserveResult | ReserveOutcome): ReserveO
 }
 
 const PERIOD_WORD = { day: 'daily', month: 'monthly', total: 'total' } as const;
+/** Who a refusal names: the level that refused (`user` is the user's own budget or cap; its balance is answered apart). */
+const WHOSE = { key: 'This key', user: 'Your user account', organization: 'Your organisation' } as const;
 
 /**
- * The answer to a refused reserve: 402 `insufficient_funds` (the balance), 402 `budget_exceeded` (the key's or the
- * organisation's budget, with when it resets), 429 `rate_limited` (the user's, the key's or the organisation's
- * in-flight cap).
+ * The answer to a refused reserve: 402 `insufficient_funds` (the balance), 402 `budget_exceeded` (the user's, the
+ * key's or the organisation's budget, with when it resets), 429 `rate_limited` (the user's, the key's or the
+ * organisation's in-flight cap).
  * Null for `ok`.
  */
 export function reserveRefusal(
@@ -53,17 +55,17 @@ export function reserveRefusal(
     });
   }
   const org: OrganizationRecord | undefined = outcome.organization;
+  const by = outcome.refusedBy ?? 'key';
   if (outcome.result === 'limit_reached') {
-    const byKey = outcome.refusedBy === 'key';
-    const cap = byKey ? context.keyMaxInFlight : org?.maxInFlight;
+    const cap = by === 'key' ? context.keyMaxInFlight : by === 'user' ? outcome.userLimits?.maxInFlight : org?.maxInFlight;
     return new DomainError(
       'rate_limited',
-      `${byKey ? 'This key has' : 'Your organisation has'} ${cap ?? 'its limit of'} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`,
+      `${WHOSE[by]} has ${cap ?? 'its limit of'} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`,
       { retryAfterSeconds: context.retryAfterSeconds },
     );
   }
-  const budget: OrganizationBudget | undefined = outcome.refusedBy === 'organization' ? org?.budget : context.key;
-  const whose = outcome.refusedBy === 'organization' ? 'Your organisation' : 'This key';
+  const budget: OrganizationBudget | undefined = by === 'organization' ? org?.budget : by === 'user' ? outcome.userLimits?.budget : context.key;
+  const whose = WHOSE[by];
   if (!budget) return new DomainError('budget_exceeded', `${whose}'s budget would be exceeded (${priced}).`);
   const resets = budget.period === 'total' ? '' : `; it resets at ${new Date(budgetWindow(budget.period, now).end).toISOString()}`;
   return new DomainError('budget_exceeded', `${whose}'s ${PERIOD_WORD[budget.period]} budget of ${budget.amount} tokens would be exceeded (${priced})${resets}.`);

@@ -52,3 +52,29 @@ export const organizationUsageSchema = z.object({
   ),
   total: z.object({ count: z.number().int(), tokens: z.number() }),
 });
+
+const userBudgetSchema = z
+  .object({ amount: z.number().positive().max(MAX_TOKENS), period: z.enum(['day', 'month', 'total']) })
+  .describe('At most `amount` tokens reserved or charged by the user (all its keys) per UTC day, UTC month, or in all');
+
+export const adminUserLimitsChangeSchema = z.object({
+  budget: userBudgetSchema.nullable().optional().describe('The user’s own budget; `null` removes it, left out keeps it'),
+  maxInFlight: z
+    .number()
+    .int()
+    .positive()
+    .max(1_000_000)
+    .nullable()
+    .optional()
+    .describe('The user’s generations pending or processing at once, at most; `null` removes it, left out keeps it'),
+});
+
+export const adminUserLimitsSchema = z.object({
+  userId: z.string(),
+  budget: userBudgetSchema.optional(),
+  maxInFlight: z.number().int().optional(),
+  inFlight: z.number().int().describe('Generations reserved and not yet finished since the user has had limits'),
+  spent: z.number().optional().describe('With a budget: held plus charged in its current window'),
+  remaining: z.number().optional().describe('With a budget: what is left of it in this window'),
+  resetsAt: z.string().optional().describe('With a daily or monthly budget: when the window ends'),
+});

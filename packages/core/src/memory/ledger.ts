@@ -16,7 +16,11 @@ import type {
   ReserveResult,
   UsageQuery,
   UsageReport,
+  UserLimitLedger,
+  UserLimits,
+  UserLimitState,
 } from '../ports/ledger.js';
+import { type UserHold, MemoryUserLimits } from './user-limits.js';
 import { type OrganizationHold, MemoryOrganizations } from './organizations.js';
 import { systemClock } from '../clock.js';
 import type { Clock } from '../ports/clock.js';
@@ -46,6 +50,8 @@ interface Reserve {
   window: string | undefined;
   /** What it holds on its owner's organisation, when the owner belonged to one. */
   org: OrganizationHold | undefined;
+  /** What it holds on its owner's own limits, when the owner had any. */
+  user: UserHold | undefined;
   /** Counted in its key's in-flight count (reserved with `keyMaxInFlight`). */
   keyCounted: boolean;
 }
@@ -54,7 +60,7 @@ interface Reserve {
  * Ledger held in Maps. Each method checks and writes in one synchronous step, so concurrent reserves in one
  * process can never overdraw. Not shared between processes: use a SQL ledger for more than one instance.
  */
-export class MemoryLedger implements Ledger, OrganizationLedger {
+export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger {
   /** `reserve` keeps the in-flight count (`ReserveOptions.maxInFlight`), by user, below. */
   readonly holdsInFlight = true;
   /** Open reserves by user (issue 36: the in-flight cap is the ledger's, checked in the reserve's own step). */
@@ -73,6 +79,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
   private readonly spanRollup = new Map<string, Map<string, Map<string, UsageCell>>>();
   private sequence = 0;
   private readonly orgs = new MemoryOrganizations();
+  private readonly userLimitsOf = new MemoryUserLimits();
 
   private readonly clock: Clock;
 
@@ -117,30 +124,36 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
     return this.holdAll(userId, items, now, { ...options, modelId: undefined });
   }
 
-  /** Checks every level (balance, key, organisation), then holds on all of them: one synchronous step. */
+  /** Checks every level (balance, key, organisation, the user's own limits), then holds on all of them: one synchronous step. */
   private holdAll(userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions): ReserveResult | ReserveOutcome {
     const limit = options.keyId !== undefined ? options.keyLimit : undefined;
     if (limit) assertAmount(limit.amount, 'key limit');
     const total = items.reduce((sum, i) => sum + i.amount, 0);
     const org = this.orgs.used ? this.orgs.of(userId) : undefined;
+    const mine = this.userLimitsOf.used ? this.userLimitsOf.of(userId) : undefined;
+    const refuse = (result: Exclude<ReserveResult, 'ok'>, by: 'user' | 'key' | 'organization') => this.refuse(result, by, org, mine);
     const account = this.accountOf(userId);
-    if (account.balance < total) return this.refuse('insufficient', 'user', org);
+    if (account.balance < total) return refuse('insufficient', 'user');
     const open = this.inFlight.get(userId) ?? 0;
-    if (options.maxInFlight !== undefined && open + items.length > options.maxInFlight) return this.refuse('in_flight_limit', 'user', org);
+    if (options.maxInFlight !== undefined && open + items.length > options.maxInFlight) return refuse('in_flight_limit', 'user');
     let window: string | undefined;
     if (limit) {
       window = windowKey(options.keyId!, limit.windowStart);
-      if ((this.keySpent.get(window) ?? 0) + total > limit.amount) return this.refuse('budget_exceeded', 'key', org);
+      if ((this.keySpent.get(window) ?? 0) + total > limit.amount) return refuse('budget_exceeded', 'key');
     }
     const keyCap = options.keyId !== undefined ? options.keyMaxInFlight : undefined;
-    if (keyCap !== undefined && (this.keyInFlight.get(options.keyId!) ?? 0) + items.length > keyCap) return this.refuse('limit_reached', 'key', org);
+    if (keyCap !== undefined && (this.keyInFlight.get(options.keyId!) ?? 0) + items.length > keyCap) return refuse('limit_reached', 'key');
     let hold: OrganizationHold | undefined;
     if (org) {
       const checked = this.orgs.check(org, items.length, total, options.windows);
-      if (typeof checked === 'string') return this.refuse(checked, 'organization', org);
+      if (typeof checked === 'string') return refuse(checked, 'organization');
       hold = checked;
-      this.orgs.hold(hold, items.length, total);
     }
+    // The user's own limits last, as the SQL ledgers take them (balance, key, organisation, user).
+    const userHold = mine ? this.userLimitsOf.check(userId, items.length, total, options.windows) : undefined;
+    if (typeof userHold === 'string') return refuse(userHold, 'user');
+    if (hold) this.orgs.hold(hold, items.length, total);
+    if (userHold) this.userLimitsOf.hold(userId, userHold, items.length, total);
     if (window !== undefined) this.keySpent.set(window, (this.keySpent.get(window) ?? 0) + total);
     if (keyCap !== undefined) this.keyInFlight.set(options.keyId!, (this.keyInFlight.get(options.keyId!) ?? 0) + items.length);
     // Counted only once no level can refuse any more (a refusal holds nothing at any level).
@@ -158,19 +171,26 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
         keyId: options.keyId,
         window,
         org: hold,
+        user: userHold,
         keyCounted: keyCap !== undefined,
       });
     }
-    return org ? { result: 'ok', organization: { ...org } } : 'ok';
+    return this.outcome('ok', undefined, org, mine);
   }
 
-  private refuse(result: Exclude<ReserveResult, 'ok'>, by: 'user' | 'key' | 'organization', org: OrganizationRecord | undefined): ReserveResult | ReserveOutcome {
-    return org ? { result, refusedBy: by, organization: { ...org } } : result;
+  private refuse(result: Exclude<ReserveResult, 'ok'>, by: 'user' | 'key' | 'organization', org: OrganizationRecord | undefined, mine: UserLimits | undefined): ReserveResult | ReserveOutcome {
+    return this.outcome(result, by, org, mine);
   }
 
   private answer(result: 'ok', userId: string): ReserveResult | ReserveOutcome {
     const org = this.orgs.used ? this.orgs.of(userId) : undefined;
-    return org ? { result, organization: { ...org } } : result;
+    return this.outcome(result, undefined, org, this.userLimitsOf.used ? this.userLimitsOf.of(userId) : undefined);
+  }
+
+  /** A plain result without organisation or user limits (the shape of a ledger without them), an outcome with. */
+  private outcome(result: ReserveResult, by: ReserveOutcome['refusedBy'], org: OrganizationRecord | undefined, mine: UserLimits | undefined): ReserveResult | ReserveOutcome {
+    if (!org && !mine) return result;
+    return { result, ...(by ? { refusedBy: by } : {}), ...(org ? { organization: { ...org } } : {}), ...(mine ? { userLimits: mine } : {}) };
   }
 
   async settle(generationId: string, amount: number, now: number = this.clock.now()): Promise<number | null> {
@@ -189,6 +209,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
     reserve.charged = charged;
     this.inFlight.set(reserve.userId, (this.inFlight.get(reserve.userId) ?? 1) - 1);
     if (reserve.keyCounted) this.keyInFlight.set(reserve.keyId!, (this.keyInFlight.get(reserve.keyId!) ?? 0) - 1);
+    if (reserve.user) this.userLimitsOf.settled(reserve.userId, reserve.user, reserve.amount, charged);
     if (reserve.org) this.orgs.settled(reserve.org, reserve.userId, reserve.amount, charged, now);
     this.addUsage(reserve, charged, now);
     return charged;
@@ -220,6 +241,14 @@ export class MemoryLedger implements Ledger, OrganizationLedger {
 
   async organizationUsage(organizationId: string, query: OrganizationUsageQuery): Promise<UsageReport> {
     return this.orgs.usage(organizationId, query);
+  }
+
+  async setUserLimits(userId: string, limits: UserLimits): Promise<void> {
+    this.userLimitsOf.set(userId, limits);
+  }
+
+  async userLimits(userId: string, windows: BudgetWindows): Promise<UserLimitState | null> {
+    return this.userLimitsOf.state(userId, windows);
   }
 
   async keySpend(keyId: string, windowStart: number): Promise<number> {

@@ -7,7 +7,8 @@ export type AuditAction =
   | 'webhook_endpoint.disable'
   | 'organization.create'
   | 'organization.member.add'
-  | 'organization.member.remove';
+  | 'organization.member.remove'
+  | 'user.limits.set';
 
 export interface AuditEntry {
   /** Opaque, increasing with the order entries were appended in this log. */

@@ -53,10 +53,43 @@ export interface OrganizationState {
  */
 export interface ReserveOutcome {
   result: ReserveResult;
-  /** Which level refused it: the balance (`user`), the key's budget or the organisation's budget or cap. */
+  /**
+   * Which level refused it: the user (its balance for `insufficient`, its own budget or cap otherwise), the key's
+   * budget or cap, or the organisation's budget or cap.
+   */
   refusedBy?: 'user' | 'key' | 'organization';
   /** The owner's organisation as the reserve read it (in the same atomic step). */
   organization?: OrganizationRecord;
+  /** The owner's own limits as the reserve read it, when it has any (`UserLimitLedger`). */
+  userLimits?: UserLimits;
+}
+
+/** A user's own limits, within its organisation's: a budget (held plus charged per window) and an in-flight cap. */
+export interface UserLimits {
+  budget?: OrganizationBudget;
+  /** The user's generations reserved and not yet settled, at most (within the service-wide `inFlightPerUser`). */
+  maxInFlight?: number;
+}
+
+/** A user's limits and what its reserves hold on them now. */
+export interface UserLimitState {
+  limits: UserLimits;
+  /** Reserves not yet settled that were held on the limits (made since the user has had limits set). */
+  inFlight: number;
+  /** Held plus charged in the budget's current window (`windows`); 0 without a budget. */
+  spent: number;
+}
+
+/**
+ * Users' own limits, kept by the ledger so that a reserve holds them in its own atomic step (with the balance, the key
+ * and the organisation), like an organisation's. Counting starts when a user's limits are first set: reserves open
+ * before then are not counted (nor given back). A settle gives back to the limits its reserve was held on.
+ */
+export interface UserLimitLedger {
+  /** Sets (replaces) the user's limits; `{}` clears them. What is held stays counted. */
+  setUserLimits(userId: string, limits: UserLimits): Promise<void>;
+  /** The user's limits and what they hold, or null when none were ever set. */
+  userLimits(userId: string, windows: BudgetWindows): Promise<UserLimitState | null>;
 }
 
 export type OrganizationUsageGroupBy = 'day' | 'member';
@@ -179,7 +212,7 @@ export interface UsageReport {
  *   refusal at any level holds nothing at any level. Settling gives back to the organisation the reserve was held
  *   under (even if its owner has left it since), and counts its spend in the organisation's usage.
  */
-export interface Ledger extends Partial<OrganizationLedger> {
+export interface Ledger extends Partial<OrganizationLedger>, Partial<UserLimitLedger> {
   /**
    * True when `reserve` keeps the user's in-flight count (`ReserveOptions.maxInFlight`): the service then caps creates
    * here, in the reserve, and inserts without counting. A ledger without it (a host's own) leaves the cap to the store.

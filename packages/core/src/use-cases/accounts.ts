@@ -7,7 +7,9 @@ import { newKeyId } from '../domain/ids.js';
 import type { Clock } from '../ports/clock.js';
 import type { ApiKeyInfo, ApiKeyResolver, ApiKeyStore, KeyBudget, KeyScope } from '../ports/api-keys.js';
 import type { AuditEntry, AuditLog } from '../ports/audit.js';
-import type { Ledger, OrganizationRole, UsageGroupBy } from '../ports/ledger.js';
+import type { Ledger, OrganizationBudget, OrganizationRole, UsageGroupBy, UserLimitLedger, UserLimits } from '../ports/ledger.js';
+import { budgetWindows } from '../domain/limits.js';
+import { budgetWindow } from '../domain/rules.js';
 import { TOKENS } from '../tokens.js';
 import { check, checkUserId, invalid, PRINTABLE, usageDays, userIdSchema } from './account-input.js';
 import { type MemberInput, type NewOrganizationInput, type OrganizationUsageInput, type OrganizationUsageView, type OrganizationView, Organizations } from './organizations.js';
@@ -39,6 +41,10 @@ const newKeySchema = z.strictObject({
   maxInFlight: z.number().int().positive().max(1_000_000).optional(),
   expiresAt: z.iso.datetime({ offset: true }).optional(),
 });
+const userLimitsSchema = z.strictObject({
+  budget: z.strictObject({ amount: positiveAmountSchema, period: z.enum(['day', 'month', 'total']) }).nullable().optional(),
+  maxInFlight: z.number().int().positive().max(1_000_000).nullable().optional(),
+});
 const usageSchema = z.strictObject({
   from: z.iso.date().optional(),
   to: z.iso.date().optional(),
@@ -49,6 +55,21 @@ export type NewUserInput = z.input<typeof newUserSchema>;
 export type CreditInput = z.input<typeof creditSchema>;
 export type NewKeyInput = z.input<typeof newKeySchema>;
 export type UsageInput = z.input<typeof usageSchema>;
+/** `setUserLimits`: a field left out keeps its value, `null` removes that limit. */
+export type UserLimitsInput = z.input<typeof userLimitsSchema>;
+
+/** A user's own limits and what they hold now (like an organisation's). Times are ISO 8601. */
+export interface UserLimitsView {
+  userId: string;
+  budget?: OrganizationBudget;
+  maxInFlight?: number;
+  /** Generations reserved and not yet finished since the user has had limits. */
+  inFlight: number;
+  /** With a budget: held plus charged in its current window, what is left of it, and when the window ends. */
+  spent?: number;
+  remaining?: number;
+  resetsAt?: string;
+}
 
 /** A key as its owner and the host read it (never the secret): times are ISO 8601. */
 export interface KeyView {
@@ -217,6 +238,38 @@ export class Accounts {
     return this.organizations.usage(organizationId, input);
   }
 
+  /**
+   * Sets a user's own budget (`{ amount, period: 'day' | 'month' | 'total' }`) and in-flight cap, held by every create's
+   * reserve with the balance, the key and the organisation. A field left out keeps its value; `null` removes it.
+   */
+  async setUserLimits(userId: string, input: UserLimitsInput, options: ActorOption = {}): Promise<UserLimitsView> {
+    const id = checkUserId(userId);
+    const spec = check(userLimitsSchema, input);
+    const ledger = this.userLimitLedger();
+    const now = this.clock.now();
+    const current = (await ledger.userLimits(id, budgetWindows(now)))?.limits ?? {};
+    const budget = spec.budget === undefined ? current.budget : (spec.budget ?? undefined);
+    const maxInFlight = spec.maxInFlight === undefined ? current.maxInFlight : (spec.maxInFlight ?? undefined);
+    const limits: UserLimits = { ...(budget ? { budget } : {}), ...(maxInFlight !== undefined ? { maxInFlight } : {}) };
+    await ledger.setUserLimits(id, limits);
+    await this.record(options, 'user.limits.set', { userId: id, details: { budget: limits.budget ?? null, maxInFlight: limits.maxInFlight ?? null } });
+    return this.userLimits(id, now);
+  }
+
+  /** A user's own limits and what they hold (`inFlight` 0 and no limits when none were ever set). */
+  async userLimits(userId: string, now: number = this.clock.now()): Promise<UserLimitsView> {
+    const id = checkUserId(userId);
+    const state = await this.userLimitLedger().userLimits(id, budgetWindows(now));
+    const view: UserLimitsView = { userId: id, ...(state?.limits ?? {}), inFlight: state?.inFlight ?? 0 };
+    const budget = state?.limits.budget;
+    if (budget) {
+      view.spent = state.spent;
+      view.remaining = Math.max(0, budget.amount - state.spent);
+      if (budget.period !== 'total') view.resetsAt = new Date(budgetWindow(budget.period, now).end).toISOString();
+    }
+    return view;
+  }
+
   /** The audit log, newest first; `cursor` is a previous page's `nextCursor`. */
   async auditLog(options: { cursor?: string; limit?: number } = {}): Promise<AuditView> {
     const limit = options.limit ?? 50;
@@ -228,6 +281,14 @@ export class Accounts {
     }
     const page = await this.audit.list({ limit, ...(options.cursor !== undefined ? { before: options.cursor } : {}) });
     return { data: page.entries.map((e) => ({ ...e, at: new Date(e.at).toISOString() })), nextCursor: page.nextCursor };
+  }
+
+  private userLimitLedger(): UserLimitLedger {
+    const l = this.ledger as Partial<UserLimitLedger>;
+    if (typeof l.setUserLimits !== 'function' || typeof l.userLimits !== 'function') {
+      throw new Error('User limits need a ledger that keeps them (setUserLimits, userLimits): the memory, SQLite and Postgres ledgers do');
+    }
+    return l as UserLimitLedger;
   }
 
   private keyStore(): ApiKeyStore {

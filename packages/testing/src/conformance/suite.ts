@@ -10,6 +10,7 @@ import { useFixture, type ModeContext } from './kit.js';
 import { defineConsoleTests } from './operations.js';
 import { defineListTests } from './list.js';
 import { defineOrganizationTests } from './organizations.js';
+import { defineUserLimitTests } from './user-limits.js';
 import { defineLiveStatusTests, defineStreamCapTests } from './live.js';
 import { defineBillingTests, defineLifecycleTests } from './load.js';
 import { defineFileTests, defineGetTests, defineOwnershipTests } from './reads.js';
@@ -44,5 +45,6 @@ export function defineModeTests(mount: MountFn, mode: MountOptions, options: { h
   defineWebhookEndpointTests(ctx);
   defineBillingTests(ctx);
   defineOrganizationTests(ctx);
+  defineUserLimitTests(ctx);
   defineLifecycleTests(ctx);
 }

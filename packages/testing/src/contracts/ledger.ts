@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MAX_TOKENS } from '@genservice/core';
 import type { AccountSnapshot, Ledger, ReserveOutcome, ReserveResult } from '@genservice/core/ports';
 import { describeOrganizationLedger } from './ledger-organizations.js';
+import { describeUserLimitLedger } from './ledger-user-limits.js';
 import { T0, settleAll, uid, useFresh } from './harness.js';
 
 /** The Ledger half of `runPortContracts`. */
@@ -583,5 +584,6 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
     });
 
     describeOrganizationLedger(ledger, userWith, expectAccount);
+    describeUserLimitLedger(ledger, userWith, expectAccount);
   });
 }

@@ -4,6 +4,8 @@ import {
   adminNewMemberSchema,
   adminNewOrganizationSchema,
   adminOrganizationSchema,
+  adminUserLimitsChangeSchema,
+  adminUserLimitsSchema,
   organizationUsageSchema,
 } from '../organization-schemas.js';
 import { json } from '../respond.js';
@@ -21,6 +23,11 @@ const ORGANIZATION_ID: PathParam = {
 const MEMBER_ID: PathParam = {
   doc: { name: 'userId', in: 'path', required: true, description: 'The member\u2019s user id', schema: { type: 'string' } },
   notFound: 'No such organization member.',
+};
+
+const USER_ID: PathParam = {
+  doc: { name: 'userId', in: 'path', required: true, description: 'The host\u2019s user id', schema: { type: 'string' } },
+  notFound: 'No such user.',
 };
 
 /** An admin answer: never cached. */
@@ -114,5 +121,39 @@ export const organizationRoutes: RouteEntry[] = [
       description: 'Settled spend of the generations reserved under it, per UTC day or per member; `from` and `to` as for `/v1/usage`.',
     },
     handle: (call, s) => s.accounts.organizationUsage(call.param('organizationId'), call.query()).then((report) => adminJson(200, report)),
+  }),
+  route({
+    name: 'setUserLimits',
+    method: 'PATCH',
+    path: '/v1/admin/users/{userId}/limits',
+    auth: 'admin',
+    params: { userId: USER_ID },
+    body: jsonBody(adminUserLimitsChangeSchema),
+    answers: { 200: { description: 'The user\u2019s limits, changed', schema: adminUserLimitsSchema } },
+    errors: [400, 404, 413, 415],
+    doc: {
+      operationId: 'adminSetUserLimits',
+      tag: 'Admin',
+      summary: 'Set a user\u2019s own limits',
+      description:
+        'A budget (`{ amount, period: day | month | total }`) and an in-flight cap of the user\u2019s own, held by each of its creates with its balance, its key and its organisation (402 `budget_exceeded` / 429 beyond them). Only the fields given change; `null` removes one. Counting starts when limits are first set. Audited.',
+    },
+    handle: (call, s) => s.accounts.setUserLimits(call.param('userId'), call.body() as never, { actor: call.actor }).then((v) => adminJson(200, v)),
+  }),
+  route({
+    name: 'getUserLimits',
+    method: 'GET',
+    path: '/v1/admin/users/{userId}/limits',
+    auth: 'admin',
+    params: { userId: USER_ID },
+    answers: { 200: { description: 'The user\u2019s limits and what they hold', schema: adminUserLimitsSchema } },
+    errors: [404],
+    doc: {
+      operationId: 'adminGetUserLimits',
+      tag: 'Admin',
+      summary: 'Read a user\u2019s own limits',
+      description: 'Its budget and in-flight cap (none when never set), with its generations in flight and, with a budget, its spend in the current window.',
+    },
+    handle: (call, s) => s.accounts.userLimits(call.param('userId')).then((v) => adminJson(200, v)),
   }),
 ];
