@@ -22,7 +22,7 @@ import type { Job, JobHandler, JobQueue, RunnerSettings } from '@genservice/core
 import { PgBossQueue } from '@genservice/queue-pgboss';
 import { createPostgresStores, runMigrations } from '@genservice/store-postgres';
 import { MODEL, MODEL_ID, SETTINGS, USER_ID, noopProvider } from '../lib/fixture.js';
-import { BALANCE, IN_FLIGHT, LEASE_MS, PG_E2E_POOL, PG_E2E_RUNNER, PG_E2E_SQL, clientsCreate, countdown, inTransaction, users, validSettings, type E2EResult } from './pg-e2e.js';
+import { BALANCE, IN_FLIGHT, LEASE_MS, PG_E2E_POOL, PG_E2E_RUNNER, PG_E2E_SQL, clientsCreate, countCompletions, countdown, inTransaction, measured, users, validSettings, type E2EResult } from './pg-e2e.js';
 
 export const PGBOSS_CONCURRENCY = 8;
 /** Connections of each side's queue (our PgBossQueue's default). */
@@ -188,13 +188,8 @@ export async function servicePgBossE2E(side: 'ours' | 'raw', url: string, schema
   const stores = await createPostgresStores({ connectionString: url, schema, poolSize: PG_E2E_POOL });
   for (const u of users) await stores.ledger.credit(u, BALANCE);
   const ledger = stores.ledger;
-  const settle = ledger.settle.bind(ledger);
   let settled: ReturnType<typeof countdown> | undefined;
-  ledger.settle = async (id: string, amount: number) => {
-    const r = await settle(id, amount);
-    settled?.hit();
-    return r;
-  };
+  countCompletions(stores.store, () => settled?.hit());
   const queue = side === 'ours' ? new PgBossQueue({ connectionString: url, schema: SCHEMA, queueName, poolSize: PGBOSS_POOL }) : new RawPgBossQueue(url, queueName);
   const service = createGenerationService({
     store: stores.store,
@@ -213,15 +208,13 @@ export async function servicePgBossE2E(side: 'ours' | 'raw', url: string, schema
     if (queue instanceof PgBossQueue) await queue.counts();
     else await queue.enqueue({ generationId: 'warm-up', modelId: MODEL_ID });
     settled = countdown(n);
-    const cpu0 = process.cpuUsage();
-    const t0 = performance.now();
-    await clientsCreate(n, clients, (user) => service.create(user, { modelId: MODEL_ID, settings: SETTINGS }));
-    await settled.done;
-    const seconds = (performance.now() - t0) / 1000;
-    const cpu = process.cpuUsage(cpu0);
+    const result = await measured(n, async () => {
+      await clientsCreate(n, clients, (user) => service.create(user, { modelId: MODEL_ID, settings: SETTINGS }));
+      await settled!.done;
+    });
     const counts = await stores.store.countByStatus!();
     if (counts.completed < n) throw new Error(`pg-boss e2e: expected ${n} completed, got ${JSON.stringify(counts)}`);
-    return { rate: n / seconds, cpuUs: (cpu.user + cpu.system) / n };
+    return result;
   } finally {
     await service.stop({ timeoutMs: 5000 });
     await stores.close();
@@ -243,9 +236,8 @@ export async function rawPgBossE2E(url: string, schema: string, queueName: strin
     const { rows } = await pool.query(sql.claim, [id, now, 'raw', now + LEASE_MS]);
     if (!rows[0]) return;
     const out = await noopProvider.generate({ model: MODEL, settings: rows[0].settings as Record<string, string> }, ctx);
-    const done = await pool.query(sql.complete, [id, Date.now(), 'raw', 1, 'text' in out ? out.text : null]);
-    if (done.rowCount !== 1) return;
-    await pool.query(sql.settle, [id, 1, Date.now()]);
+    const done = await pool.query<{ n: number }>(sql.complete, [id, Date.now(), 'raw', 1, 'text' in out ? out.text : null]);
+    if (done.rows[0]!.n !== 1) return;
     settled.hit();
   };
   const consumer = rawConsumer(boss, queueName, PG_E2E_RUNNER, run);
@@ -254,29 +246,22 @@ export async function rawPgBossE2E(url: string, schema: string, queueName: strin
     const id = randomUUID();
     const now = Date.now();
     await inTransaction(pool, async (c) => {
-      await c.query(sql.insertReserve, [id, user, 1, now]);
-      if ((await c.query(sql.debit, [user, 1])).rowCount !== 1) throw new Error('insufficient');
+      if ((await c.query(sql.reserve, [user, 1, IN_FLIGHT])).rowCount !== 1) throw new Error('insufficient or at the in-flight cap');
+      await c.query(sql.insert, [id, user, MODEL_ID, JSON.stringify(SETTINGS), 1, now]);
     });
-    const inserted = await inTransaction(pool, async (c) => {
-      await c.query(sql.lockUser, [user]);
-      return (await c.query<{ n: number }>(sql.insert, [id, user, MODEL_ID, JSON.stringify(SETTINGS), 1, now, IN_FLIGHT])).rows[0]!.n;
-    });
-    if (inserted !== 1) throw new Error('limit');
     await boss.send(queueName, { generationId: id, modelId: MODEL_ID, ownerId: user }, { singletonKey: id });
     consumer.wake();
     return id;
   };
   try {
-    const cpu0 = process.cpuUsage();
-    const t0 = performance.now();
-    await clientsCreate(n, clients, create);
-    await settled.done;
-    const seconds = (performance.now() - t0) / 1000;
-    const cpu = process.cpuUsage(cpu0);
+    const result = await measured(n, async () => {
+      await clientsCreate(n, clients, create);
+      await settled.done;
+    });
     const { rows } = await pool.query<{ status: string; n: number }>(sql.count);
     const completed = rows.find((r) => r.status === 'completed')?.n ?? 0;
     if (completed < n) throw new Error(`raw pg-boss e2e: ${completed}/${n} completed`);
-    return { rate: n / seconds, cpuUs: (cpu.user + cpu.system) / n };
+    return result;
   } finally {
     await consumer.stop();
     await boss.stop({ graceful: false });

@@ -5,7 +5,8 @@
  *
  * The in-memory ledger is filled through reserve + settle. The SQL ledgers are filled in bulk: the reserves table
  * with every settled generation, and the daily rollup computed from it by the same grouping settle keeps it in
- * (what migration 6 / 4 does for older rows), so the read sees exactly what a million settles would leave.
+ * (what migration 6 / 4 does for older rows), and the spans of 8 and 64 days from that (migration 11 / 13), so the read
+ * sees exactly what a million settles would leave.
  */
 import path from 'node:path';
 import pg from 'pg';
@@ -90,6 +91,10 @@ async function memoryLedger(count: number): Promise<Ledger> {
 const ROLLUP_SQL = `INSERT INTO usage_daily (user_id, day, model_id, key_id, count, tokens)
   SELECT user_id, CAST(settled_at / 86400000 AS INTEGER), model_id, key_id, count(*), total(charged)
     FROM reserves WHERE state = 'settled' GROUP BY 1, 2, 3, 4`;
+/** The spans of 8 and 64 days from the daily rollup, as settle keeps them (and migration 13 / 11 fills them). */
+const SPANS_SQL = (s: string, sum: string) => `INSERT INTO ${s}usage_spans (user_id, span, start, model_id, key_id, count, tokens)
+  SELECT d.user_id, sp.span, d.day - d.day % sp.span, d.model_id, d.key_id, sum(d.count), ${sum}(d.tokens)
+    FROM ${s}usage_daily d, (SELECT 8 AS span UNION ALL SELECT 64) sp GROUP BY 1, 2, 3, 4, 5`;
 
 async function sqliteScale(dir: string, count: number, samples: number): Promise<UsageLatency> {
   const stores = createSqliteStores({ filename: path.join(dir, `usage-${count}.db`) });
@@ -105,6 +110,8 @@ async function sqliteScale(dir: string, count: number, samples: number): Promise
         insert.run(`g${i}`, USER, at - 1, at, model, key);
       }
       stores.db.exec(ROLLUP_SQL);
+      stores.db.exec(SPANS_SQL('', 'total'));
+      stores.db.exec('INSERT INTO usage_days (user_id, day, count, tokens) SELECT user_id, day, sum(count), total(tokens) FROM usage_daily GROUP BY 1, 2');
     })();
     stores.db.exec('ANALYZE');
     return await timeReads(stores.ledger, samples, count);
@@ -132,7 +139,9 @@ async function postgresScale(url: string, count: number, samples: number): Promi
        SELECT user_id, (settled_at / 86400000)::integer, model_id, key_id, count(*), sum(charged)
          FROM ${s}.reserves WHERE state = 'settled' GROUP BY 1, 2, 3, 4`,
     );
+    await pool.query(SPANS_SQL(`${s}.`, 'sum'));
     await pool.query(`ANALYZE ${s}.usage_daily`);
+    await pool.query(`ANALYZE ${s}.usage_spans`);
     return await timeReads(stores.ledger, samples, count);
   } finally {
     await pool.end();

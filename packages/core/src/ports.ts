@@ -38,7 +38,7 @@ export * from './outbound/index.js';
 /** The bound on token amounts and balances every ledger keeps (issue 37). */
 export { MAX_TOKENS, assertTokenAmount, creditFits, isTokenAmount } from './domain/amounts.js';
 /** How every ledger adds up and orders its usage report, so all answer the same. */
-export { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from './domain/usage.js';
+export { dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex, USAGE_SPANS, type UsageCover } from './domain/usage.js';
 /** Which window an organisation's budget counts in, the same in every ledger. */
 export { organizationWindowStart } from './domain/limits.js';
 /**

@@ -45,6 +45,7 @@ import { Execution } from './runner/execution.js';
 import { WebhookSender } from './push/webhook-sender.js';
 import { WebhookOutbox } from './push/webhook-outbox.js';
 import { WebhookPump } from './push/webhook-pump.js';
+import { WebhookUse } from './push/webhook-use.js';
 import { Admission } from './use-cases/admission.js';
 import { FileReferences } from './use-cases/file-references.js';
 import { IdempotentCreates } from './use-cases/idempotent.js';
@@ -257,7 +258,8 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     Views,
     EventFeed,
     LiveStatus,
-    // push/: webhooks (owner-facing), their outbox, its delivery, and the loop that runs both
+    // push/: webhooks (owner-facing), whether any is in use, their outbox, its delivery, and the loop that runs both
+    WebhookUse,
     Webhooks,
     EndpointHealth,
     WebhookSender,

@@ -196,6 +196,15 @@ export class Telemetry {
   inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, parent?: Context, kind: SpanKind = SpanKind.INTERNAL): Promise<T> {
     const ctx = parent ?? activeContext();
     const span = this.tracer.startSpan(name, { attributes, kind }, ctx);
+    if (!span.isRecording() && !trace.isSpanContextValid(span.spanContext())) {
+      // No tracer records it and no trace goes on through it (issue 36, pay for what you use): the context it would
+      // be entered in is the one already active, so no context is entered and no promise step added.
+      try {
+        return fn(span);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
     return runInContext(trace.setSpan(ctx, span), () => {
       try {
         return fn(span);

@@ -5,6 +5,7 @@ import { EventFeed, InProcessNotifier } from '../src/push/event-feed.js';
 import { silentLogger } from '../src/logger.js';
 import type { ResolvedServiceOptions } from '../src/resolved-options.js';
 import { systemClock } from '../src/clock.js';
+import { until } from '@genservice/testing';
 
 /** Counts the feed's reads of the log. */
 class CountingStore extends MemoryGenerationStore {
@@ -56,6 +57,7 @@ describe('EventFeed', () => {
     try {
       let wakes = 0;
       feed.onWake(() => wakes++);
+      const stop = feed.watch('gen_burst_0', () => undefined);
       for (let i = 0; i < 20; i++) {
         await insert(store, `gen_burst_${i}`);
         feed.committed();
@@ -63,6 +65,37 @@ describe('EventFeed', () => {
       await settle();
       expect(wakes).toBe(1);
       expect(store.readFeedCalls).toBe(1);
+      stop();
+    } finally {
+      await feed.stop();
+    }
+  });
+
+  it('reads nothing while nobody watches (issue 36); its poll moves the cursor to the head, and a watcher then misses nothing', async () => {
+    const store = new CountingStore();
+    let heads = 0;
+    const head = store.feedHead.bind(store);
+    store.feedHead = () => (heads++, head());
+    const feed = new EventFeed({ ...options, push: { pollIntervalMs: 10 } } as ResolvedServiceOptions, store, new InProcessNotifier(), silentLogger);
+    await feed.start();
+    try {
+      let wakes = 0;
+      feed.onWake(() => wakes++);
+      for (let i = 0; i < 50; i++) {
+        await insert(store, `gen_idle_${i}`);
+        feed.committed();
+        await tick();
+      }
+      await until(() => heads >= 3, { what: 'polls that read the head' });
+      expect(wakes).toBeGreaterThan(0);
+      expect(store.readFeedCalls).toBe(0);
+      const seen: string[] = [];
+      const stop = feed.watch('gen_idle_late', (e) => seen.push(e.type));
+      await insert(store, 'gen_idle_late');
+      feed.committed();
+      await until(() => seen.length === 1, { what: 'the watched generation\'s created event' });
+      expect(store.readFeedCalls).toBeGreaterThan(0);
+      stop();
     } finally {
       await feed.stop();
     }

@@ -84,9 +84,13 @@ export async function createPostgresStores(options: PostgresStoresOptions = {}):
   }
 
   let closed = false;
+  const store = new PostgresGenerationStore(pool, { schema });
+  const ledger = new PostgresLedger(pool, { schema });
+  // Same database and schema: a finishing change settles its reserve in its own statement (issue 36).
+  store.settleWith(ledger);
   return {
-    store: new PostgresGenerationStore(pool, { schema }),
-    ledger: new PostgresLedger(pool, { schema }),
+    store,
+    ledger,
     apiKeys: new PostgresApiKeyStore(pool, { schema }),
     idempotency: new PostgresIdempotencyStore(pool, { schema }),
     webhookStore: new PostgresWebhookStore(pool, { schema }),

@@ -12,13 +12,17 @@ import {
   type GenerationStatus,
   type GenerationStore,
   type InsertOptions,
+  type InsertReserve,
+  type ReserveResult,
   type ListQuery,
   type NewBatch,
   type NewEvent,
   type NewGeneration,
 } from '@genservice/core/ports';
 import type { Pool } from 'pg';
+import { usageDayIndex } from '@genservice/core/ports';
 import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
+import { reserveSteps, settleSteps, type PostgresLedger } from './ledger.js';
 
 /**
  * The oldest transaction id, in the statement's snapshot, that is still running and may belong to this database (or
@@ -87,6 +91,19 @@ export function generationSql(s: string) {
     feedHead: `SELECT ((${RUNNING})::text::numeric - 1)::text AS tx`,
     countByStatus: `SELECT status, count(*)::int AS n FROM ${s}.generations GROUP BY status`,
     // The batch, its generations and their first events in one statement: all rows or none, one round trip.
+    // The ledger's reserve (ledger.ts reserveSteps: the debit and in-flight count on the account row, the reserve row)
+    // and the insert with its event, in one statement (issue 36); $8 is the in-flight cap, $17 the key. An owner in an
+    // organisation gets no debit, so nothing is written (the caller takes the full reserve).
+    insertReserved: `WITH ${reserveSteps(s, { id: '$1', user: '$2', amount: '$5', now: '$6', model: '$3', cap: '$8', key: '$17' })},
+      ins AS (
+        INSERT INTO ${s}.generations
+          (id, owner_id, model_id, settings, status, reserved, claims, created_at, updated_at, metadata, webhook, last_seq, last_tx,
+           expires_after_seconds, traceparent, priority, deadline_at)
+        SELECT $1, $2, $3, $4::json, $10, $5, 0, $6, $6, $7::jsonb, $9::jsonb, 1, pg_current_xact_id(), $13::int, $14, $15, $16::bigint FROM r
+        RETURNING id, owner_id),
+      ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data)
+        SELECT id, 1, owner_id, $11, $6, $12::jsonb FROM ins)
+      SELECT count(*)::int AS inserted FROM ins`,
     insertBatch: `WITH b AS (
         INSERT INTO ${s}.batches (id, owner_id, generation_ids, webhook_url, created_at) VALUES ($1, $2, $3, $4, $5)),
       ins AS (
@@ -187,13 +204,20 @@ export function updateSql(s: string, change: GenerationChange, by: 'id' | 'batch
   const append = ', last_seq = last_seq + 1, last_tx = GREATEST(last_tx, pg_current_xact_id())';
   let text = `UPDATE ${s}.generations SET ${sets.join(', ')}${event ? append : ''}
     WHERE ${where.join(' AND ')} RETURNING *`;
+  const steps: string[] = [];
   if (event) {
-    text = `WITH moved AS (${text}),
-      ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data, tx)
-        SELECT id, last_seq, owner_id, $${n}, $2, $${n + 1}::jsonb, last_tx FROM moved)
-      SELECT * FROM moved`;
+    steps.push(`ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data, tx)
+        SELECT id, last_seq, owner_id, $${n}, $2, $${n + 1}::jsonb, last_tx FROM moved)`);
     pick.push((c) => [c.event!.type, jsonb(c.event!.data)]);
+    n += 2;
   }
+  if (change.settle !== undefined) {
+    // The ledger's own settle steps (ledger.ts), on the reserve of the generation this change moved (none: no row).
+    steps.push(settleSteps(s, { id: '(SELECT id FROM moved)', amount: `$${n}`, now: '$2', day: `$${n + 1}` }));
+    pick.push((c) => [Math.max(0, c.settle!), usageDayIndex(c.now)]);
+    n += 2;
+  }
+  if (steps.length > 0) text = `WITH moved AS (${text}),\n      ${steps.join(',\n      ')}\n      SELECT * FROM moved`;
   return { text, values: (id, c) => [encodeKey(id), ...pick.flatMap((p) => p(c))] };
 }
 
@@ -206,7 +230,7 @@ function shapeOf(change: GenerationChange): string {
     .sort()
     .map((k) => (change.set[k as keyof GenerationPatch] === null ? `-${k}` : k))
     .join(',');
-  return `${lease}|${e.parked ?? ''}|${e.claims !== undefined}|${e.noRemoteHandle === true}|${change.event !== undefined}|${set}`;
+  return `${lease}|${e.parked ?? ''}|${e.claims !== undefined}|${e.noRemoteHandle === true}|${change.event !== undefined}|${change.settle !== undefined}|${set}`;
 }
 
 /** jsonb cannot hold U+0000 in a string: those become U+FFFD (free text only; identifiers never reach jsonb). */
@@ -304,6 +328,28 @@ function toEvent(row: Row): GenerationEvent {
   };
 }
 
+/** The insert's parameters ($1..$14; $8 the in-flight cap, null for none). */
+function insertParams(gen: NewGeneration, event: NewEvent, cap: number | undefined): unknown[] {
+  return [
+    encodeKey(gen.id),
+    encodeKey(gen.ownerId),
+    encodeKey(gen.modelId),
+    JSON.stringify(gen.settings ?? {}),
+    gen.reserved,
+    gen.createdAt,
+    gen.metadata === undefined ? null : jsonb(gen.metadata),
+    cap ?? null,
+    gen.webhook === undefined ? null : jsonb(gen.webhook),
+    gen.status,
+    event.type,
+    jsonb(event.data),
+    gen.expiresAfterSeconds ?? null,
+    gen.traceparent ?? null,
+    gen.priority ?? null,
+    gen.deadlineAt ?? null,
+  ];
+}
+
 /** Past any position in a transaction's events. */
 const MAX_POS = '9223372036854775807';
 
@@ -333,26 +379,47 @@ export class PostgresGenerationStore implements GenerationStore {
     this.sql = generationSql(this.db.s);
   }
 
+  /** The ledger of the same pool and schema, whose reserves this store's changes may settle (`createPostgresStores`). */
+  private settling: PostgresLedger | undefined;
+
+  /** Lets changes carry the settle of `ledger`'s reserves (it must use the same database and schema as this store). */
+  settleWith(ledger: PostgresLedger): void {
+    this.settling = ledger;
+  }
+
+  settlesFor(ledger: unknown): boolean {
+    return ledger !== undefined && ledger === this.settling;
+  }
+
+  async insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'> {
+    const ledger = this.settling;
+    if (!ledger) throw new Error('insertReserved: no ledger linked (settleWith)');
+    const params = insertParams(gen, event, reserve.maxInFlight);
+    const user = params[1] as string;
+    params[4] = reserve.amount;
+    params[5] = reserve.now;
+    params.push(reserve.keyId === undefined ? null : encodeKey(reserve.keyId));
+    // A free generation's settle still moves (zero) tokens through the account row.
+    if (reserve.amount === 0) await ledger.ensureAccount(user);
+    try {
+      const { rows } = await this.db.query<{ inserted: number }>(this.sql.insertReserved, params);
+      if (rows[0]!.inserted === 1) return 'ok';
+    } catch (err) {
+      if ((err as { code?: string }).code !== '23505') throw err;
+      // The reserve row exists (a retry of this id): as the ledger's own reserve would, hold nothing more and insert.
+      const why = await ledger.refusalOf(this.db, params[0] as string, user, reserve.amount);
+      if (why === 'reserved_by_other') throw new Error(`Generation ${gen.id} is already reserved for another user`);
+      if (why !== 'reserved') throw err;
+      await this.insert(gen, event);
+      return 'ok';
+    }
+    const why = await ledger.refusalOf(this.db, null, user, reserve.amount, true);
+    return why === 'insufficient' || why === 'limited' ? why : 'in_flight_limit';
+  }
+
   async insert(gen: NewGeneration, event: NewEvent, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {
     const cap = options.maxUnfinishedPerOwner;
-    const params = [
-      encodeKey(gen.id),
-      encodeKey(gen.ownerId),
-      encodeKey(gen.modelId),
-      JSON.stringify(gen.settings ?? {}),
-      gen.reserved,
-      gen.createdAt,
-      gen.metadata === undefined ? null : jsonb(gen.metadata),
-      cap ?? null,
-      gen.webhook === undefined ? null : jsonb(gen.webhook),
-      gen.status,
-      event.type,
-      jsonb(event.data),
-      gen.expiresAfterSeconds ?? null,
-      gen.traceparent ?? null,
-      gen.priority ?? null,
-      gen.deadlineAt ?? null,
-    ];
+    const params = insertParams(gen, event, cap);
     if (cap === undefined) {
       const { rows } = await this.db.query<{ inserted: number }>(this.sql.insert, params);
       return rows[0]!.inserted === 1 ? 'inserted' : 'limit_reached';

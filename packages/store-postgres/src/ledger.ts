@@ -20,9 +20,9 @@ import type {
   UserLimits,
   UserLimitState,
 } from '@genservice/core/ports';
-import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
+import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase, type Queryable, assertAmount, decodeKey, encodeKey, num } from './db.js';
+import { PgDatabase, assertAmount, decodeKey, encodeKey, num, type Queryable } from './db.js';
 import { OrganizationRefused, PostgresOrganizations, holdOnOrganization, organizationSql, settleOrganizationCtes } from './organizations.js';
 import { PostgresUserLimits, UserRefused, holdOnUser, settleUserCtes } from './user-limits.js';
 
@@ -33,6 +33,8 @@ export function ledgerSql(s: string): Record<
   | 'reserveOwners'
   | 'reserveOwner'
   | 'debit'
+  | 'reserveOne'
+  | 'refusal'
   | 'ensureAccount'
   | 'holdKey'
   | 'holdKeyInFlight'
@@ -68,9 +70,21 @@ export function ledgerSql(s: string): Record<
       ON CONFLICT (generation_id) DO NOTHING RETURNING organization_id, user_limited`,
     reserveOwners: `SELECT DISTINCT user_id FROM ${s}.reserves WHERE generation_id = ANY($1::text[])`,
     // The row lock serialises racing debits, and READ COMMITTED re-checks `balance >= $2` against the latest
-    // committed balance, so the balance never goes below zero.
-    debit: `UPDATE ${s}.accounts SET balance = balance - $2, reserved = reserved + $2
-      WHERE user_id = $1 AND balance >= $2`,
+    // committed balance, so the balance never goes below zero. The same holds for the in-flight count (issue 36): the
+    // user's open reserves, kept on the row ($3 of them added; $4 the cap, null for none), so no reserve counts rows.
+    debit: `UPDATE ${s}.accounts SET balance = balance - $2, reserved = reserved + $2, in_flight = in_flight + $3
+      WHERE user_id = $1 AND balance >= $2 AND ($4::bigint IS NULL OR in_flight < $4::bigint)`,
+    // A reserve with no key limit, in one statement (one round trip, issue 36): the debit (balance and in-flight cap,
+    // as \`debit\`), then the reserve row from it. No debit, no row. A retried reserve's row already exists: the
+    // INSERT's unique violation fails the whole statement, the debit with it, and the caller sees the owner.
+    reserveOne: `WITH ${reserveSteps(s, { id: '$1', user: '$2', amount: '$3', now: '$4', model: '$5', cap: '$6', key: '$7' })}
+      SELECT count(*)::int AS n FROM r`,
+    // Why a debit changed no row: the reserve already there (its owner), a limit beyond the balance and the user's cap
+    // (the owner's organisation, or its own limits: the full reserve applies), the balance, the in-flight count.
+    refusal: `SELECT (SELECT user_id FROM ${s}.reserves WHERE generation_id = $1) AS owner,
+        EXISTS (SELECT 1 FROM ${s}.organization_members WHERE user_id = $2) OR EXISTS (SELECT 1 FROM ${s}.user_limits WHERE user_id = $2) AS limited,
+        (SELECT balance FROM ${s}.accounts WHERE user_id = $2) AS balance,
+        (SELECT in_flight FROM ${s}.accounts WHERE user_id = $2) AS in_flight`,
     ensureAccount: `INSERT INTO ${s}.accounts (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING`,
     // ON CONFLICT DO UPDATE locks the window's row and tests the WHERE against its latest committed spend, so racing
     // holds are serialised on that row and never pass the limit. Taken after the account row, as settle does.
@@ -84,27 +98,7 @@ export function ledgerSql(s: string): Record<
       WHERE ${s}.key_in_flight.in_flight + EXCLUDED.in_flight <= $3`,
     // One statement: the reserve closes and the account moves together or not at all. A second settle finds
     // no open reserve (after waiting on the first one's row lock) and changes nothing.
-    settle: `WITH r AS (
-        UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, $2::numeric), settled_at = $3
-        WHERE generation_id = $1 AND state = 'open'
-        RETURNING user_id, amount, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight, user_limited, user_window
-      ), a AS (
-        UPDATE ${s}.accounts acc
-        SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
-            balance = acc.balance + (r.amount - r.charged)
-        FROM r WHERE acc.user_id = r.user_id
-        RETURNING 1
-      ), k AS (
-        UPDATE ${s}.key_spend ks SET spent = ks.spent - (r.amount - r.charged)
-        FROM r WHERE ks.key_id = r.key_id AND ks.window_start = r.window_start
-        RETURNING 1
-      ), u AS (
-        INSERT INTO ${s}.usage_daily (user_id, day, model_id, key_id, count, tokens)
-        SELECT r.user_id, $4::integer, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged FROM r
-        ON CONFLICT (user_id, day, model_id, key_id)
-        DO UPDATE SET count = ${s}.usage_daily.count + 1, tokens = ${s}.usage_daily.tokens + EXCLUDED.tokens
-        RETURNING 1
-      )${settleOrganizationCtes(s)}${settleUserCtes(s)}
+    settle: `WITH ${settleSteps(s, { id: '$1', amount: '$2', now: '$3', day: '$4' })}
       SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
     charged: `SELECT charged FROM ${s}.reserves WHERE generation_id = $1`,
     account: `SELECT balance, reserved, settled FROM ${s}.accounts WHERE user_id = $1`,
@@ -125,9 +119,80 @@ export function ledgerSql(s: string): Record<
   };
 }
 
+/**
+ * A reserve with no limit beyond the balance and the user's in-flight cap (no key budget or key cap; the owner in no
+ * organisation and without limits of its own: its debit changes no row otherwise, and the refusal read sends the caller to the full reserve), as WITH items (`d`: the debit and the in-flight count on the account row, `r`: the
+ * reserve row, from it), given the SQL of its values. Written once: the ledger's `reserveOne` runs them, and so does
+ * the store's insert that reserves in its own statement (issue 36).
+ */
+export function reserveSteps(s: string, p: { id: string; user: string; amount: string; now: string; model: string; cap: string; key: string }): string {
+  return `d AS (
+        UPDATE ${s}.accounts SET balance = balance - ${p.amount}::numeric, reserved = reserved + ${p.amount}::numeric, in_flight = in_flight + 1
+        WHERE user_id = ${p.user} AND balance >= ${p.amount}::numeric AND (${p.cap}::bigint IS NULL OR in_flight < ${p.cap}::bigint)
+          AND NOT EXISTS (SELECT 1 FROM ${s}.organization_members WHERE user_id = ${p.user})
+          AND NOT EXISTS (SELECT 1 FROM ${s}.user_limits WHERE user_id = ${p.user})
+        RETURNING user_id
+      ), r AS (
+        INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, model_id, key_id)
+        SELECT ${p.id}, user_id, ${p.amount}::numeric, ${p.now}, ${p.model}, ${p.key} FROM d
+        RETURNING generation_id
+      )`;
+}
+
+/**
+ * The settle's steps, as WITH items (`r`: the reserve closed, `a`: the account, `k`: the key's window, `u` and `sp`:
+ * the usage rollups, then the key's in-flight count, the organisation and its usage: `settleOrganizationCtes`, and
+ * the user's own limits: `settleUserCtes`), given the SQL of its generation id, amount, time and UTC day. Written once: the ledger's own
+ * `settle` runs them, and so does the store's finishing change when it settles in its own step (issue 36).
+ */
+export function settleSteps(s: string, p: { id: string; amount: string; now: string; day: string }): string {
+  return `r AS (
+        UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, ${p.amount}::numeric), settled_at = ${p.now}
+        WHERE generation_id = ${p.id} AND state = 'open'
+        RETURNING user_id, amount, charged, model_id, key_id, window_start, organization_id, organization_window, key_in_flight, user_limited, user_window
+      ), a AS (
+        UPDATE ${s}.accounts acc
+        SET reserved = acc.reserved - r.amount, settled = acc.settled + r.charged,
+            balance = acc.balance + (r.amount - r.charged), in_flight = GREATEST(acc.in_flight - 1, 0)
+        FROM r WHERE acc.user_id = r.user_id
+        RETURNING 1
+      ), k AS (
+        UPDATE ${s}.key_spend ks SET spent = ks.spent - (r.amount - r.charged)
+        FROM r WHERE ks.key_id = r.key_id AND ks.window_start = r.window_start
+        RETURNING 1
+      ), u AS (
+        INSERT INTO ${s}.usage_daily (user_id, day, model_id, key_id, count, tokens)
+        SELECT r.user_id, ${p.day}::integer, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged FROM r
+        ON CONFLICT (user_id, day, model_id, key_id)
+        DO UPDATE SET count = ${s}.usage_daily.count + 1, tokens = ${s}.usage_daily.tokens + EXCLUDED.tokens
+        RETURNING 1
+      ), sp AS (
+        INSERT INTO ${s}.usage_spans (user_id, span, start, model_id, key_id, count, tokens)
+        SELECT r.user_id, l.span, ${p.day}::integer - ${p.day}::integer % l.span, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged
+          FROM r, (VALUES (8), (64)) AS l(span)
+        ON CONFLICT (user_id, span, start, model_id, key_id)
+        DO UPDATE SET count = ${s}.usage_spans.count + 1, tokens = ${s}.usage_spans.tokens + EXCLUDED.tokens
+        RETURNING 1
+      )${settleOrganizationCtes(s, p.day)}${settleUserCtes(s)}`;
+}
+
 function usageSql(s: string, column: string): string {
-  return `SELECT ${column} AS g, sum(count)::bigint AS count, sum(tokens) AS tokens FROM ${s}.usage_daily
-    WHERE user_id = $1 AND day BETWEEN $2 AND $3 GROUP BY ${column}`;
+  if (column === 'day') {
+    return `SELECT day AS g, sum(count)::bigint AS count, sum(tokens) AS tokens FROM ${s}.usage_daily
+    WHERE user_id = $1 AND day BETWEEN $2 AND $3 GROUP BY day`;
+  }
+  // By model or key: the days at the ends ($2..$5), whole 8-day spans ($6..$9) and 64-day spans ($10, $11), as
+  // core's usageCover splits the range (an empty part is 1..0).
+  return `SELECT g, sum(count)::bigint AS count, sum(tokens) AS tokens FROM (
+      SELECT ${column} AS g, count, tokens FROM ${s}.usage_daily
+        WHERE user_id = $1 AND (day BETWEEN $2 AND $3 OR day BETWEEN $4 AND $5)
+      UNION ALL
+      SELECT ${column}, count, tokens FROM ${s}.usage_spans
+        WHERE user_id = $1 AND span = 8 AND (start BETWEEN $6 AND $7 OR start BETWEEN $8 AND $9)
+      UNION ALL
+      SELECT ${column}, count, tokens FROM ${s}.usage_spans
+        WHERE user_id = $1 AND span = 64 AND start BETWEEN $10 AND $11
+    ) u GROUP BY g`;
 }
 
 /**
@@ -137,6 +202,8 @@ function usageSql(s: string, column: string): string {
  * `balance + reserved + settled` only changes through `credit`.
  */
 export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedger {
+  /** `reserve` keeps the in-flight count on the account row (`accounts.in_flight`, migration 11). */
+  readonly holdsInFlight = true;
   private readonly db: PgDatabase;
   private readonly sql: ReturnType<typeof ledgerSql>;
   private readonly orgSql: ReturnType<typeof organizationSql>;
@@ -198,6 +265,15 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
     if (limit) assertAmount(limit.amount, 'key limit');
     const modelId = options.modelId !== undefined ? encodeKey(options.modelId) : null;
     const keyCap = keyId !== null ? options.keyMaxInFlight : undefined;
+    const cap = options.maxInFlight ?? null;
+    // A free generation needs no funds, but its settle still moves (zero) tokens through the account row.
+    if (amount === 0) await this.ensureAccount(user);
+    if (!limit && keyCap === undefined) {
+      // One statement when no limit beyond the balance and the user's cap applies; an owner in an organisation or
+      // with limits of its own takes the full reserve below.
+      const one = await this.reserveOne(generationId, [gen, user, amount, Math.trunc(now), modelId, cap, keyId]);
+      if (one !== 'limited') return one;
+    }
     try {
       return await this.db.transaction<ReserveResult | ReserveOutcome>(async (tx) => {
         const inserted = await tx.query<{ organization_id: string | null; user_limited: boolean }>(this.sql.insertReserve, [
@@ -219,11 +295,9 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
           }
           return 'ok';
         }
-        // A free generation needs no funds, but its settle still moves (zero) tokens through the account row.
-        if (amount === 0) await tx.query(this.sql.ensureAccount, [user]);
-        const debited = await tx.query(this.sql.debit, [user, amount]);
+        const debited = await tx.query(this.sql.debit, [user, amount, 1, cap]);
         // Roll the reserve row back with the transaction, so a later retry with more funds can reserve.
-        if (debited.rowCount !== 1) throw new Insufficient();
+        if (debited.rowCount !== 1) throw (await this.refusalOf(tx, null, user, amount)) === 'in_flight_limit' ? new InFlightLimit() : new Insufficient();
         if (limit) {
           if (amount > limit.amount) throw new OverBudget();
           const held = await tx.query(this.sql.holdKey, [keyId, Math.trunc(limit.windowStart), amount, limit.amount]);
@@ -239,6 +313,53 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
     } catch (err) {
       return refusal(err);
     }
+  }
+
+  /** @internal The account row a free reserve moves (zero) tokens through; `user` encoded. */
+  async ensureAccount(user: string): Promise<void> {
+    await this.db.query(this.sql.ensureAccount, [user]);
+  }
+
+  /**
+   * A reserve without a key limit or cap: one statement (`reserveOne`); the refusal read only when it holds nothing.
+   * `limited`: the owner has limits beyond its balance and cap (an organisation, its own limits), nothing held: the
+   * caller takes the full reserve.
+   */
+  private async reserveOne(
+    generationId: string,
+    params: [string, string, number, number, string | null, number | null, string | null],
+  ): Promise<ReserveResult | 'limited'> {
+    const [gen, user, amount] = params;
+    try {
+      const { rows } = await this.db.query<{ n: number }>(this.sql.reserveOne, params);
+      if (rows[0]!.n === 1) return 'ok';
+    } catch (err) {
+      // 23505: the reserve row exists (an earlier or concurrent reserve of this generation); nothing was held now.
+      if ((err as { code?: string }).code !== '23505') throw err;
+    }
+    const why = await this.refusalOf(this.db, gen, user, amount);
+    if (why === 'reserved_by_other') throw new Error(`Generation ${generationId} is already reserved for another user`);
+    return why === 'reserved' ? 'ok' : why;
+  }
+
+  /**
+   * Why a reserve held nothing (read after it, so racing changes may show; each answer is one the race allows). `gen`
+   * null: the caller's own reserve row is in its transaction, so only the balance and count are asked. `limited`
+   * (asked after a one-statement reserve): the owner has limits that reserve does not hold (its organisation's, its own).
+   */
+  /** @internal For the store's insert that reserves in its own statement. */
+  async refusalOf(
+    q: Queryable,
+    gen: string | null,
+    user: string,
+    amount: number,
+    askLimited = gen !== null,
+  ): Promise<'reserved' | 'reserved_by_other' | 'limited' | 'insufficient' | 'in_flight_limit'> {
+    const { rows } = await q.query<{ owner: string | null; limited: boolean; balance: string | null }>(this.sql.refusal, [gen, user]);
+    const row = rows[0]!;
+    if (row.owner !== null) return row.owner === user ? 'reserved' : 'reserved_by_other';
+    if (askLimited && row.limited) return 'limited';
+    return row.balance !== null && num(row.balance) >= amount ? 'in_flight_limit' : 'insufficient';
   }
 
   async reserveMany(userId: string, items: readonly ReserveItem[], now: number = Date.now(), options: ReserveOptions = {}): Promise<ReserveResult | ReserveOutcome> {
@@ -271,7 +392,8 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
           throw new Error('reserveMany: some of these generations are already reserved');
         }
         if (total === 0) await tx.query(this.sql.ensureAccount, [user]);
-        const debited = await tx.query(this.sql.debit, [user, total]);
+        // A batch counts in flight like single creates, and is never refused by the user's cap (it was admitted as a whole).
+        const debited = await tx.query(this.sql.debit, [user, total, items.length, null]);
         if (debited.rowCount !== 1) throw new Insufficient();
         if (limit) {
           if (total > limit.amount) throw new OverBudget();
@@ -301,11 +423,10 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
 
   async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
     const sql = query.groupBy === 'day' ? this.sql.usageByDay : query.groupBy === 'model' ? this.sql.usageByModel : this.sql.usageByKey;
-    const { rows } = await this.db.query<{ g: string | number; count: string; tokens: string }>(sql, [
-      encodeKey(userId),
-      dayIndexOf(query.from),
-      dayIndexOf(query.to),
-    ]);
+    const [from, to] = [dayIndexOf(query.from), dayIndexOf(query.to)];
+    const c = query.groupBy === 'day' ? undefined : usageCover(from, to);
+    const params = c ? [...c.days[0], ...c.days[1], ...c.span8[0], ...c.span8[1], ...c.span64] : [from, to];
+    const { rows } = await this.db.query<{ g: string | number; count: string; tokens: string }>(sql, [encodeKey(userId), ...params]);
     return groupUsage(
       rows.map((r) => ({
         group: query.groupBy === 'day' ? usageDayOfIndex(num(r.g)) : r.g === '' ? null : decodeKey(String(r.g)),
@@ -384,6 +505,7 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
 function refusal(err: unknown): ReserveResult | ReserveOutcome {
   if (err instanceof Insufficient) return 'insufficient';
   if (err instanceof OverBudget) return 'budget_exceeded';
+  if (err instanceof InFlightLimit) return 'in_flight_limit';
   if (err instanceof KeyAtCap) return 'limit_reached';
   if (err instanceof OrganizationRefused) return { result: err.result, refusedBy: 'organization', organization: err.organization };
   if (err instanceof UserRefused) return { result: err.result, refusedBy: 'user', userLimits: err.limits };
@@ -404,6 +526,11 @@ class KeyAtCap extends Error {
 /** Internal signal to roll back a reserve whose key window is at its limit. */
 class OverBudget extends Error {
   override readonly name = 'OverBudget' as const;
+}
+
+/** Internal signal to roll back a reserve whose user is at the in-flight cap. */
+class InFlightLimit extends Error {
+  override readonly name = 'InFlightLimit' as const;
 }
 
 /** Internal signal to roll back a reserve whose debit found too little balance. */

@@ -314,6 +314,42 @@ export const MIGRATIONS: readonly Migration[] = [
     up: (s) => [`ALTER TABLE ${s}.api_keys ADD COLUMN revoked_at bigint`],
   },
   {
+    version: 11,
+    name: 'the in-flight count on the account row; usage over spans of days; webhooks in use',
+    // Issue 36: a reserve checks the in-flight cap on the account row it debits (one statement), instead of the
+    // insert counting the owner's unfinished generations under a lock. in_flight is the user's open reserves; it is
+    // filled here from the reserves table. Every instance must run this release: an older one's settle would not
+    // lower the count.
+    up: (s) => [
+      `ALTER TABLE ${s}.accounts ADD COLUMN in_flight bigint NOT NULL DEFAULT 0`,
+      `UPDATE ${s}.accounts a SET in_flight = o.n
+        FROM (SELECT user_id, count(*) AS n FROM ${s}.reserves WHERE state = 'open' GROUP BY user_id) o
+        WHERE a.user_id = o.user_id`,
+      // Issue 36 too: the outbox is written from the log only once webhooks are in use (core's WebhookUse, a named
+      // cursor). A database that already holds a generation with a webhook, or a delivery, is in use.
+      // And the usage rollup over aligned spans of 8 and 64 days (core's USAGE_SPANS), beside usage_daily: a report by
+      // model or key over a long range reads a few spans and the days at its ends. Filled from usage_daily.
+      `CREATE TABLE ${s}.usage_spans (
+        user_id text NOT NULL,
+        span integer NOT NULL,
+        start integer NOT NULL,
+        model_id text NOT NULL,
+        key_id text NOT NULL,
+        count bigint NOT NULL,
+        tokens numeric NOT NULL,
+        PRIMARY KEY (user_id, span, start, model_id, key_id)
+      )`,
+      `INSERT INTO ${s}.usage_spans (user_id, span, start, model_id, key_id, count, tokens)
+        SELECT d.user_id, sp.span, d.day - d.day % sp.span, d.model_id, d.key_id, sum(d.count), sum(d.tokens)
+          FROM ${s}.usage_daily d, (VALUES (8), (64)) AS sp(span)
+         GROUP BY 1, 2, 3, 4, 5`,
+      `INSERT INTO ${s}.cursors (name, value)
+        SELECT 'webhooks.in-use', '1'
+        WHERE EXISTS (SELECT 1 FROM ${s}.webhook_deliveries) OR EXISTS (SELECT 1 FROM ${s}.generations WHERE webhook IS NOT NULL)
+        ON CONFLICT (name) DO NOTHING`,
+    ],
+  },
+  {
     version: 12,
     name: 'organisations: members, limits, what their reserves hold, usage by member; in-flight caps of keys',
     up: (s) => [
@@ -438,8 +474,8 @@ export const MIGRATIONS: readonly Migration[] = [
         END
       $fn$`,
     ],
-  },  {
-    // 15, not 11: the numbers between were given to other changes of the same release.
+  },
+  {
     version: 15,
     name: 'uploads and their expiry, for the clean-up that deletes their files',
     up: (s) => [

@@ -157,10 +157,15 @@ describe(`query plans over ${ROWS} generations`, () => {
   });
 
   it("reads a user's usage from the daily rollup's primary key, never the reserves", async () => {
-    for (const sql of [l.usageByDay, l.usageByModel, l.usageByKey]) {
-      const plan = await planOf(sql, ['user-345', 20_000, 20_366]);
-      expectIndexUse(plan, 'usage_daily_pkey');
-      expect(plan.map((n) => n['Relation Name'])).not.toContain('reserves');
+    const plan = await planOf(l.usageByDay, ['user-345', 20_000, 20_366]);
+    expectIndexUse(plan, 'usage_daily_pkey');
+    expect(plan.map((n) => n['Relation Name'])).not.toContain('reserves');
+    // By model or key: the days at the ends, and the spans of 8 and 64 days between (usageCover's parts).
+    for (const sql of [l.usageByModel, l.usageByKey]) {
+      const spans = await planOf(sql, ['user-345', 20_000, 20_007, 20_360, 20_366, 20_008, 20_032, 20_352, 20_352, 20_096, 20_288]);
+      expectIndexUse(spans, 'usage_daily_pkey');
+      expectIndexUse(spans, 'usage_spans_pkey');
+      expect(spans.map((n) => n['Relation Name'])).not.toContain('reserves');
     }
   });
 

@@ -83,7 +83,7 @@ describe('a database made by the release before issue 22', () => {
     const accountBefore = await ledger.account('alice');
 
     // ---- The new code opens it.
-    expect(await runMigrations(pool, SCHEMA)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15, 16]);
+    expect(await runMigrations(pool, SCHEMA)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
     const stores = await createPostgresStores({ pool, schema: SCHEMA });
     const { store } = stores;
     expect(await store.getById('g1')).toMatchObject({ status: 'completed', claims: 1, price: 7, resultText: 'done', progress: { fraction: 0.5, message: 'half' } });
@@ -174,5 +174,40 @@ describe('a database made by the release before issue 22', () => {
       [1, 'created'],
       [2, 'processing'],
     ]);
+  });
+});
+
+describe('migration 11: the in-flight count on the account row (issue 36)', () => {
+  it('fills accounts.in_flight from the open reserves, and the ledger keeps it from there', async () => {
+    const schema = 'mig_in_flight';
+    const s = `"${schema}"`;
+    await runMigrations(pool, schema);
+    // The schema as the release before: no column, migration 11 not applied.
+    await pool.query(`ALTER TABLE ${s}.accounts DROP COLUMN in_flight`);
+    await pool.query(`DROP TABLE ${s}.usage_spans`);
+    // Usage settled before: migration 11 sums it over spans of days.
+    await pool.query(`INSERT INTO ${s}.usage_daily (user_id, day, model_id, key_id, count, tokens) VALUES
+      ('ann', 20001, 'm', '', 2, 5), ('ann', 20007, 'm', '', 1, 1), ('ann', 20008, 'm', '', 1, 3)`);
+    await pool.query(`DELETE FROM ${s}.schema_migrations WHERE version = 11`);
+    await pool.query(`INSERT INTO ${s}.accounts (user_id, balance, reserved) VALUES ('ann', 100, 30), ('bob', 100, 0), ('cy', 100, 10)`);
+    await pool.query(
+      `INSERT INTO ${s}.reserves (generation_id, user_id, amount, created_at, state) VALUES
+        ('a1', 'ann', 10, 1, 'open'), ('a2', 'ann', 10, 1, 'open'), ('a3', 'ann', 10, 1, 'open'), ('a4', 'ann', 10, 1, 'settled'),
+        ('b1', 'bob', 10, 1, 'settled'), ('c1', 'cy', 10, 1, 'open')`,
+    );
+    expect(await runMigrations(pool, schema)).toEqual([11]);
+    const { rows } = await pool.query(`SELECT user_id, in_flight::int AS n FROM ${s}.accounts ORDER BY user_id`);
+    expect(rows).toEqual([
+      { user_id: 'ann', n: 3 },
+      { user_id: 'bob', n: 0 },
+      { user_id: 'cy', n: 1 },
+    ]);
+    const ledger = new PostgresLedger(pool, { schema });
+    const iso = (day: number) => new Date(day * 86_400_000).toISOString().slice(0, 10);
+    expect((await ledger.usage('ann', { from: iso(20000), to: iso(20015), groupBy: 'model' })).rows).toEqual([{ group: 'm', count: 4, tokens: 9 }]);
+    expect((await ledger.usage('ann', { from: iso(19968), to: iso(20031), groupBy: 'model' })).rows).toEqual([{ group: 'm', count: 4, tokens: 9 }]);
+    expect(await ledger.reserve('ann', 'a5', 1, T0, { maxInFlight: 3 })).toBe('in_flight_limit');
+    await ledger.settle('a1', 10);
+    expect(await ledger.reserve('ann', 'a5', 1, T0, { maxInFlight: 3 })).toBe('ok');
   });
 });

@@ -211,7 +211,7 @@ describe('organisations on Postgres, two service instances', () => {
     expect((await call(b, 'GET', '/v1/admin/organizations/tiers', ADMIN_KEY)).json).toMatchObject({ inFlight: 0, spent: 84 });
   });
 
-  it('costs a user of no organisation no statement more: BEGIN, the reserve insert (which reads the membership), the debit, COMMIT', async () => {
+  it('costs a user of no organisation no statement more: the one-statement reserve (issue 36), which sees no membership', async () => {
     const statements: string[] = [];
     const pool = pools[0]!;
     // Counts what a transaction's client sends; everything else goes to the pool as it is.
@@ -235,13 +235,46 @@ describe('organisations on Postgres, two service instances', () => {
             });
           };
         }
+        if (prop === 'query') {
+          return (text: unknown, ...rest: unknown[]) => {
+            statements.push(typeof text === 'string' ? text.trim().split(/\s+/)[0]! : 'query');
+            return (target.query as (...args: unknown[]) => unknown)(text, ...rest);
+          };
+        }
         const v = Reflect.get(target, prop);
         return typeof v === 'function' ? v.bind(target) : v;
       },
     });
     const ledger = new PostgresLedger(counting as pg.Pool, { schema });
     await ledger.credit('solo-counted', 10);
+    statements.length = 0;
     expect(await ledger.reserve('solo-counted', 'gen-counted', 1, Date.now(), { windows: { day: 0, month: 0 } })).toBe('ok');
-    expect(statements).toEqual(['BEGIN', 'INSERT', 'UPDATE', 'COMMIT']);
+    // The debit (refused for a member of an organisation, who takes the full reserve) and the reserve row: one WITH.
+    expect(statements).toEqual(['WITH']);
+  });
+
+  it('a user of no organisation with limits of its own takes the full reserve too, and its settle gives them back', async () => {
+    const ledger = new PostgresLedger(pools[0]!, { schema });
+    await ledger.setUserLimits('own-limited', { maxInFlight: 1, budget: { amount: 5, period: 'total' } });
+    await ledger.credit('own-limited', 10);
+    const windows = { day: 0, month: 0 };
+    expect(await ledger.reserve('own-limited', 'gen-u1', 2, Date.now(), { windows })).toMatchObject({ result: 'ok', userLimits: { maxInFlight: 1 } });
+    expect(await ledger.reserve('own-limited', 'gen-u2', 2, Date.now(), { windows })).toMatchObject({ result: 'limit_reached', refusedBy: 'user' });
+    expect(await ledger.settle('gen-u1', 1)).toBe(1);
+    expect(await ledger.userLimits('own-limited', windows)).toMatchObject({ inFlight: 0, spent: 1 });
+    expect(await ledger.reserve('own-limited', 'gen-u2', 5, Date.now(), { windows })).toMatchObject({ result: 'budget_exceeded', refusedBy: 'user' });
+  });
+
+  it('a member of an organisation takes the full reserve: the one statement holds nothing, its refusal read says so', async () => {
+    const ledger = new PostgresLedger(pools[0]!, { schema });
+    expect(await ledger.createOrganization({ organizationId: 'capped-one', maxInFlight: 1, weight: 1, createdAt: 0 })).toBe(true);
+    expect(await ledger.addMember('capped-one', { userId: 'member-one', role: 'member', joinedAt: 0 })).toBe('added');
+    await ledger.credit('member-one', 10);
+    const windows = { day: 0, month: 0 };
+    expect(await ledger.reserve('member-one', 'gen-m1', 1, Date.now(), { windows })).toMatchObject({ result: 'ok', organization: { organizationId: 'capped-one' } });
+    expect(await ledger.reserve('member-one', 'gen-m2', 1, Date.now(), { windows })).toMatchObject({ result: 'limit_reached', refusedBy: 'organization' });
+    expect(await ledger.settle('gen-m1', 1)).toBe(1);
+    expect((await ledger.organization('capped-one', windows))?.inFlight).toBe(0);
+    expect(await ledger.reserve('member-one', 'gen-m2', 1, Date.now(), { windows })).toMatchObject({ result: 'ok' });
   });
 });

@@ -415,6 +415,43 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: `ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;`,
   },
   {
+    version: 13,
+    name: 'usage over spans of days and by day; webhooks in use',
+    // Issue 36: the usage rollup over aligned spans of 8 and 64 days (core's USAGE_SPANS), beside usage_daily, filled
+    // from it: a report by model or key over a long range reads a few spans and the days at its ends; and each day's
+    // totals (usage_days), for the report by day. And the outbox
+    // is written from the log only once webhooks are in use (core's WebhookUse, a named cursor): a database that
+    // already holds a generation with a webhook, or a delivery, is in use.
+    sql: `CREATE TABLE usage_spans (
+        user_id  TEXT    NOT NULL,
+        span     INTEGER NOT NULL,
+        start    INTEGER NOT NULL,
+        model_id TEXT    NOT NULL,
+        key_id   TEXT    NOT NULL,
+        count    INTEGER NOT NULL,
+        tokens   REAL    NOT NULL,
+        PRIMARY KEY (user_id, span, start, model_id, key_id)
+      ) WITHOUT ROWID;
+      INSERT INTO usage_spans (user_id, span, start, model_id, key_id, count, tokens)
+        SELECT d.user_id, sp.span, d.day - d.day % sp.span, d.model_id, d.key_id, sum(d.count), total(d.tokens)
+          FROM usage_daily d, (SELECT 8 AS span UNION ALL SELECT 64) sp
+         GROUP BY 1, 2, 3, 4, 5;
+      -- Each day's totals, for the report by day (one row per day, however many models and keys).
+      CREATE TABLE usage_days (
+        user_id TEXT    NOT NULL,
+        day     INTEGER NOT NULL,
+        count   INTEGER NOT NULL,
+        tokens  REAL    NOT NULL,
+        PRIMARY KEY (user_id, day)
+      ) WITHOUT ROWID;
+      INSERT INTO usage_days (user_id, day, count, tokens)
+        SELECT user_id, day, sum(count), total(tokens) FROM usage_daily GROUP BY 1, 2;
+      INSERT INTO cursors (name, value)
+      SELECT 'webhooks.in-use', '1'
+      WHERE EXISTS (SELECT 1 FROM webhook_deliveries) OR EXISTS (SELECT 1 FROM generations WHERE webhook IS NOT NULL)
+      ON CONFLICT (name) DO NOTHING;`,
+  },
+  {
     version: 14,
     name: 'organisations: members, limits, what their reserves hold, usage by member; in-flight caps of keys',
     // in_flight counts the members' open reserves (held at reserve, given back at settle); budget_period is 'day',
@@ -518,7 +555,6 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
-    // 17, not 13: the numbers between were given to other changes of the same release.
     version: 17,
     name: 'uploads and their expiry, for the clean-up that deletes their files',
     sql: `

@@ -21,7 +21,7 @@ import type {
   UserLimits,
   UserLimitState,
 } from '@genservice/core/ports';
-import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
+import { MAX_TOKENS, USAGE_SPANS, assertTokenAmount, dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type Database from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 import { type OrganizationReserveColumns, OrganizationRefused, SqliteOrganizations } from './organizations.js';
@@ -58,9 +58,21 @@ export const OPEN_RESERVES_SQL = `SELECT generation_id, user_id, amount, created
 
 /** A user's usage on days `?` to `?` from the daily rollup (exported for the query-plan test). */
 export function usageSql(groupBy: UsageQuery['groupBy']): string {
-  const column = groupBy === 'day' ? 'day' : groupBy === 'model' ? 'model_id' : 'key_id';
-  return `SELECT ${column} AS g, sum(count) AS count, total(tokens) AS tokens FROM usage_daily
-    WHERE user_id = ? AND day BETWEEN ? AND ? GROUP BY ${column}`;
+  // By day: each day's totals (usage_days, one row per day however many models and keys: issue 36).
+  if (groupBy === 'day') return 'SELECT day AS g, count, tokens FROM usage_days WHERE user_id = ? AND day BETWEEN ? AND ?';
+  // By model or key (issue 36): the days at the ends, whole 8-day spans and 64-day spans between, as core's
+  // usageCover splits the range (an empty part is 1..0). Parameters: the user before each part's bounds.
+  const column = groupBy === 'model' ? 'model_id' : 'key_id';
+  return `SELECT g, sum(count) AS count, total(tokens) AS tokens FROM (
+      SELECT ${column} AS g, count, tokens FROM usage_daily
+        WHERE user_id = ? AND (day BETWEEN ? AND ? OR day BETWEEN ? AND ?)
+      UNION ALL
+      SELECT ${column}, count, tokens FROM usage_spans
+        WHERE user_id = ? AND span = 8 AND (start BETWEEN ? AND ? OR start BETWEEN ? AND ?)
+      UNION ALL
+      SELECT ${column}, count, tokens FROM usage_spans
+        WHERE user_id = ? AND span = 64 AND start BETWEEN ? AND ?
+    ) GROUP BY g`;
 }
 
 /**
@@ -91,6 +103,8 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
   private readonly holdKeyInFlightStmt: Statement;
   private readonly releaseKeyInFlightStmt: Statement;
   private readonly addUsageStmt: Statement;
+  private readonly addSpanStmt: Statement;
+  private readonly addDayStmt: Statement;
   private readonly usageStmts: Record<UsageQuery['groupBy'], Statement>;
   private readonly reserveTx: (
     userId: string,
@@ -157,6 +171,14 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
     this.addUsageStmt = db.prepare(
       `INSERT INTO usage_daily (user_id, day, model_id, key_id, count, tokens) VALUES (@userId, @day, @modelId, @keyId, 1, @charged)
        ON CONFLICT (user_id, day, model_id, key_id) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
+    );
+    this.addSpanStmt = db.prepare(
+      `INSERT INTO usage_spans (user_id, span, start, model_id, key_id, count, tokens) VALUES (@userId, @span, @start, @modelId, @keyId, 1, @charged)
+       ON CONFLICT (user_id, span, start, model_id, key_id) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
+    );
+    this.addDayStmt = db.prepare(
+      `INSERT INTO usage_days (user_id, day, count, tokens) VALUES (@userId, @day, 1, @charged)
+       ON CONFLICT (user_id, day) DO UPDATE SET count = count + 1, tokens = tokens + excluded.tokens`,
     );
     this.usageStmts = {
       day: db.prepare(usageSql('day')),
@@ -256,13 +278,10 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
         if (reserve.key_id !== null && reserve.window_start !== null) {
           this.releaseKeyStmt.run({ keyId: reserve.key_id, windowStart: reserve.window_start, back: reserve.amount - charged });
         }
-        this.addUsageStmt.run({
-          userId: reserve.user_id,
-          day: usageDayIndex(now),
-          modelId: reserve.model_id ?? '',
-          keyId: reserve.key_id ?? '',
-          charged,
-        });
+        const usage = { userId: reserve.user_id, day: usageDayIndex(now), modelId: reserve.model_id ?? '', keyId: reserve.key_id ?? '', charged };
+        this.addUsageStmt.run(usage);
+        for (const span of USAGE_SPANS) this.addSpanStmt.run({ ...usage, span, start: usage.day - (usage.day % span) });
+        this.addDayStmt.run(usage);
         if (reserve.key_in_flight === 1 && reserve.key_id !== null) this.releaseKeyInFlightStmt.run(reserve.key_id);
         this.orgs.settled(reserve, charged, now);
         this.users.settled(reserve, charged);
@@ -351,7 +370,10 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
   }
 
   async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
-    const rows = this.usageStmts[query.groupBy].all(userId, dayIndexOf(query.from), dayIndexOf(query.to)) as Array<{
+    const [from, to] = [dayIndexOf(query.from), dayIndexOf(query.to)];
+    const c = query.groupBy === 'day' ? undefined : usageCover(from, to);
+    const params = c ? [...c.days[0], ...c.days[1], userId, ...c.span8[0], ...c.span8[1], userId, ...c.span64] : [from, to];
+    const rows = this.usageStmts[query.groupBy].all(userId, ...params) as Array<{
       g: string | number;
       count: number;
       tokens: number;

@@ -199,10 +199,15 @@ describe('query plans', () => {
   });
 
   it("reads a user's usage from the daily rollup's primary key, never the reserves", () => {
-    for (const groupBy of ['day', 'model', 'key'] as const) {
-      const steps = plan(usageSql(groupBy), 'u1', 20_000, 20_366);
-      expect(fullScans(steps)).toEqual([]);
-      expect(steps.join('\n')).toMatch(/usage_daily USING PRIMARY KEY/);
+    const steps = plan(usageSql('day'), 'u1', 20_000, 20_366);
+    expect(fullScans(steps)).toEqual([]);
+    expect(steps.join('\n')).toMatch(/usage_days USING PRIMARY KEY/);
+    // By model or key: the days at the ends, and the spans of 8 and 64 days between (usageCover's parts).
+    for (const groupBy of ['model', 'key'] as const) {
+      const spans = plan(usageSql(groupBy), 'u1', 20_000, 20_007, 20_360, 20_366, 'u1', 20_008, 20_032, 20_352, 20_352, 'u1', 20_096, 20_288);
+      expect(fullScans(spans)).toEqual([]);
+      expect(spans.join('\n')).toMatch(/usage_daily USING PRIMARY KEY/);
+      expect(spans.join('\n')).toMatch(/usage_spans USING PRIMARY KEY/);
     }
   });
 

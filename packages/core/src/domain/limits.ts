@@ -24,8 +24,8 @@ export function organizationWindowStart(period: OrganizationBudget['period'], wi
 /** A ledger's answer as an outcome (a plain result from a ledger without organisations: a key's budget refused). */
 export function reserveOutcome(answer: ReserveResult | ReserveOutcome): ReserveOutcome {
   if (typeof answer === 'string') {
-    // Without an organisation only the balance and the key can refuse.
-    return answer === 'ok' ? { result: 'ok' } : { result: answer, refusedBy: answer === 'insufficient' ? 'user' : 'key' };
+    // Without an organisation only the user (its balance or in-flight cap) and the key can refuse.
+    return answer === 'ok' ? { result: 'ok' } : { result: answer, refusedBy: answer === 'insufficient' || answer === 'in_flight_limit' ? 'user' : 'key' };
   }
   return answer;
 }
@@ -42,11 +42,18 @@ const WHOSE = { key: 'This key', user: 'Your user account', organization: 'Your 
  */
 export function reserveRefusal(
   outcome: ReserveOutcome,
-  context: { key?: KeyBudget; keyMaxInFlight?: number; now: number; priced: string; what: string; retryAfterSeconds: number },
+  context: { key?: KeyBudget; keyMaxInFlight?: number; userMaxInFlight?: number; now: number; priced: string; what: string; retryAfterSeconds: number },
 ): DomainError | null {
   const { now, priced, what } = context;
   if (outcome.result === 'ok') return null;
   if (outcome.result === 'insufficient') return new DomainError('insufficient_funds', `The balance is too low for this ${what} (${priced}).`);
+  if (outcome.result === 'in_flight_limit') {
+    // The user's own cap (`ReserveOptions.maxInFlight`), held by a ledger with `holdsInFlight`.
+    const cap = context.userMaxInFlight;
+    return new DomainError('rate_limited', `You have ${cap ?? 'your limit of'} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`, {
+      retryAfterSeconds: context.retryAfterSeconds,
+    });
+  }
   const org: OrganizationRecord | undefined = outcome.organization;
   const by = outcome.refusedBy ?? 'key';
   if (outcome.result === 'limit_reached') {

@@ -19,6 +19,16 @@ import { LifecycleObserver } from './observer.js';
 const REQUEUE_MS = 1000;
 const REQUEUE_ATTEMPTS = 3;
 
+const NO_CAP = {};
+const CREATED = (modelId: string): NewEvent => ({ type: 'created', data: { modelId } });
+
+/** The 429 of a create over the user's in-flight cap (whichever of ledger and store counted it). */
+function inFlightRefusal(cap: number, estimatedSeconds: number | undefined): DomainError {
+  return new DomainError('rate_limited', `You have ${cap} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`, {
+    retryAfterSeconds: Math.max(1, Math.ceil(estimatedSeconds ?? 1)),
+  });
+}
+
 /** One generation to create, validated and priced by the use case. */
 export interface NewGenerationRequest {
   userId: string;
@@ -87,7 +97,6 @@ export class Creation {
       if (ctx) ctx.generationId = id;
       const now = this.options.clock.now();
       const retryAfterSeconds = Math.max(1, Math.ceil(input.estimatedSeconds ?? 1));
-      const tenant = await this.lifecycle.reserve(input.userId, { generationId: id, amount: input.price, modelId: input.modelId }, input.key, now, retryAfterSeconds);
       const cap = this.options.limits.inFlightPerUser;
       const gen: NewGeneration = {
         id,
@@ -104,12 +113,22 @@ export class Creation {
         ...(input.priority !== undefined ? { priority: input.priority } : {}),
         ...(input.deadlineAt !== undefined ? { deadlineAt: input.deadlineAt } : {}),
       };
-      const inserted = await this.insertOrRelease([id], () => this.log.insert(gen, { type: 'created', data: { modelId: input.modelId } }, { maxUnfinishedPerOwner: cap }));
-      if (inserted === 'limit_reached') {
-        await this.lifecycle.release([id]);
-        throw new DomainError('rate_limited', `You have ${cap} ${cap === 1 ? 'generation' : 'generations'} pending or processing; wait for one to finish.`, {
-          retryAfterSeconds,
-        });
+      const item = { generationId: id, amount: input.price, modelId: input.modelId };
+      let tenant: Tenant | undefined;
+      // One atomic step (Postgres: one statement) when no limit beyond the balance and the user's cap applies: the
+      // reserve with the in-flight count on the user's row, the insert and its event (issue 36). Refused, nothing is
+      // written; `limited` (the owner's organisation has limits), nothing is written and the full reserve follows.
+      const oneStep = this.lifecycle.canInsertReserved(input.key) && (await this.lifecycle.insertReserved(gen, CREATED(input.modelId), item, input.key, now, cap, retryAfterSeconds)) === 'ok';
+      if (!oneStep) {
+        // Every level at once (balance, key, organisation); the user's in-flight cap is held by the reserve when the
+        // ledger keeps the count on the user's row, otherwise the store counts the owner's unfinished generations.
+        const capInLedger = this.lifecycle.ledgerHoldsInFlight;
+        tenant = await this.lifecycle.reserve(input.userId, item, input.key, now, retryAfterSeconds, capInLedger ? cap : undefined);
+        const inserted = await this.insertOrRelease([id], () => this.log.insert(gen, CREATED(input.modelId), capInLedger ? NO_CAP : { maxUnfinishedPerOwner: cap }));
+        if (inserted === 'limit_reached') {
+          await this.lifecycle.release([id]);
+          throw inFlightRefusal(cap, input.estimatedSeconds);
+        }
       }
       await this.enqueueOrLeave(input.userId, [gen], tenant);
       this.observer.created(gen);

@@ -1,6 +1,7 @@
 import type { GenerationRecord } from '../domain/types.js';
 import { hasExpired } from '../domain/rules.js';
-import type { GenerationChange, GenerationStore, InsertOptions, ListQuery, NewEvent, NewGeneration } from '../ports/store.js';
+import type { ReserveResult } from '../ports/ledger.js';
+import type { GenerationChange, GenerationStore, InsertOptions, InsertReserve, ListQuery, NewEvent, NewGeneration } from '../ports/store.js';
 import { isThenable } from '../domain/thenable.js';
 
 /**
@@ -78,6 +79,15 @@ export class ExpiringReads implements GenerationStore {
   getById(id: string): Promise<GenerationRecord | null> {
     return this.store.getById(id);
   }
+  insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'> {
+    if (!this.store.insertReserved) throw new Error('this store cannot reserve and insert in one step');
+    return this.store.insertReserved(gen, event, reserve);
+  }
+
+  settlesFor(ledger: unknown): boolean {
+    return this.store.settlesFor?.(ledger) === true;
+  }
+
   update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
     return this.store.update(id, change);
   }

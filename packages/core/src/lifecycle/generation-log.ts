@@ -1,6 +1,7 @@
 import { inject, injectable } from 'tsyringe';
 import type { GenerationRecord } from '../domain/types.js';
-import type { GenerationChange, GenerationStore, InsertOptions, NewBatch, NewEvent, NewGeneration } from '../ports/store.js';
+import type { ReserveResult } from '../ports/ledger.js';
+import type { GenerationChange, GenerationStore, InsertOptions, InsertReserve, NewBatch, NewEvent, NewGeneration } from '../ports/store.js';
 import { EventFeed } from '../push/event-feed.js';
 import { TOKENS } from '../tokens.js';
 
@@ -22,6 +23,11 @@ export class GenerationLog {
     return this.store.getById(id);
   }
 
+  /** True when a change can carry the settle of `ledger`'s reserve (`GenerationChange.settle`, one atomic step). */
+  settlesFor(ledger: unknown): boolean {
+    return this.store.settlesFor?.(ledger) === true;
+  }
+
   /** One compare-and-set with its event; the record after it, or null when its expectation did not hold. */
   async change(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
     const after = await this.store.update(id, change);
@@ -41,6 +47,14 @@ export class GenerationLog {
     const inserted = await this.store.insert(gen, event, options);
     if (inserted === 'inserted') this.feed.committed();
     return inserted;
+  }
+
+  /** The ledger's reserve and the insert with its event in one atomic step (only when `settlesFor` the ledger). */
+  async insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'> {
+    if (!this.store.insertReserved) throw new Error('this store cannot reserve and insert in one step');
+    const outcome = await this.store.insertReserved(gen, event, reserve);
+    if (outcome === 'ok') this.feed.committed();
+    return outcome;
   }
 
   /** A batch and all its generations with their events, in one atomic step. */

@@ -6,7 +6,7 @@ import { completionCharge, FAILURE_MESSAGES, failurePrice, failureRule, type Fai
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import type { KeyBudget } from '../ports/api-keys.js';
 import type { Ledger, ReserveItem, ReserveOptions, ReserveOutcome, ReserveResult } from '../ports/ledger.js';
-import type { Expectation, GenerationChange, GenerationPatch } from '../ports/store.js';
+import type { Expectation, GenerationChange, GenerationPatch, NewEvent, NewGeneration } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { BatchCompletion } from './batch-completion.js';
@@ -15,49 +15,8 @@ import { LifecycleObserver } from './observer.js';
 
 /** Kept for the files that imported it from here (http/batch-schemas.ts, openapi/batches.ts, index.ts); the rule is the domain's. */
 
-/** A failure as whoever saw it tells it; the Lifecycle decides its code and fee from `cause` (domain/fees.ts). */
-export interface FailRequest {
-  cause: FailureCause;
-  /** A provider's own code for its failure (`invalid_input`); only with `cause: 'provider_failed'`. */
-  providerCode?: 'provider_error' | 'invalid_input';
-  /** Shown to the owner; default: the code's generic sentence. */
-  publicMessage?: string;
-  /** For logs and operators only. */
-  reason: string;
-}
-
-/** A completed run's result, as the runner has it; the Lifecycle decides its charge (`completionCharge`). */
-export interface CompleteRequest {
-  /** What the provider reported it cost, if it did. */
-  reportedPrice?: number;
-  /** The fallback model that produced the result (with its settings), when it was not the generation's own model. */
-  servedBy?: { model: RegisteredModel; settings: Settings };
-  resultText?: string;
-  resultKey?: string;
-}
-
-/** The key a create reserves under: its spend is recorded, and held within its budget. */
-export interface ReserveKey {
-  keyId: string;
-  budget?: KeyBudget;
-  /** Its generations pending or processing, at most. */
-  maxInFlight?: number;
-}
-
-/** The organisation a create was reserved under, as its job carries it to the queue (fair shares by weight). */
-export interface Tenant {
-  organizationId: string;
-  weight: number;
-}
-
-/**
- * The generation a finishing change is for: its id, and the life it asked for, whose end the change writes with
- * `finishedAt` (`lifeEndsAt`, how the sweep finds it).
- */
-export type Finishing = Pick<GenerationRecord, 'id' | 'expiresAfterSeconds'>;
-
-/** What recovery should do with one unfinished generation (the Lifecycle has already failed it when `failed`). */
-export type RecoveryDecision = 'requeue' | 'failed' | 'skipped';
+import type { FailRequest, CompleteRequest, ReserveKey, Tenant, Finishing, RecoveryDecision } from './lifecycle-types.js';
+export type { FailRequest, CompleteRequest, ReserveKey, Tenant, Finishing, RecoveryDecision } from './lifecycle-types.js';
 
 /** Why a generation that has not started must not any more: a `low` one's deadline passed (free); null otherwise. */
 function missedDeadline(rec: GenerationRecord, now: number): FailRequest | null {
@@ -102,16 +61,42 @@ export class Lifecycle {
     return this.options.instanceId;
   }
 
+  /** True when the ledger keeps the in-flight cap in its reserve (then the insert does not count). */
+  get ledgerHoldsInFlight(): boolean {
+    return this.ledger.holdsInFlight === true;
+  }
+
   /**
-   * Holds one generation's price at every level at once: the balance, the key's budget, the owner's organisation's
-   * budget and in-flight cap (402 or 429 when any would be passed, nothing held). Answers the owner's organisation,
-   * which its job carries to the queue.
+   * Holds one generation's price at every level at once: the balance, the key's budget and cap, the owner's
+   * organisation's budget and in-flight cap, and with `maxInFlight` (only when `ledgerHoldsInFlight`) the user's cap
+   * (402 or 429 when any would be passed, nothing held). Answers the owner's organisation, which its job carries.
    */
-  async reserve(userId: string, item: ReserveItem, key: ReserveKey | undefined, now: number, retryAfterSeconds = 1): Promise<Tenant | undefined> {
+  async reserve(userId: string, item: ReserveItem, key: ReserveKey | undefined, now: number, retryAfterSeconds = 1, maxInFlight?: number): Promise<Tenant | undefined> {
     const options = this.reserveOptions(key, now);
     if (item.modelId !== undefined) options.modelId = item.modelId;
+    if (maxInFlight !== undefined) options.maxInFlight = maxInFlight;
     const answer = await this.ledger.reserve(userId, item.generationId, item.amount, now, options);
-    return this.admitted(answer, key, { now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds });
+    return this.admitted(answer, key, { now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, ...(maxInFlight !== undefined ? { userMaxInFlight: maxInFlight } : {}) });
+  }
+
+  /**
+   * True when a create may reserve and insert in one atomic step: the store holds this ledger's reserves and the key
+   * has no budget or cap. The owner's organisation (or any limit beyond its balance and cap) is the store's to see:
+   * it answers `limited` and the create takes `reserve`.
+   */
+  canInsertReserved(key: ReserveKey | undefined): boolean {
+    return key?.budget === undefined && key?.maxInFlight === undefined && this.log.settlesFor(this.ledger);
+  }
+
+  /**
+   * The reserve (as `reserve`, with the user's in-flight cap) and the insert with its event in one atomic step (only
+   * when `canInsertReserved`); 402/429 when refused, nothing written; `limited` when the full reserve must be taken.
+   */
+  async insertReserved(gen: NewGeneration, event: NewEvent, item: ReserveItem, key: ReserveKey | undefined, now: number, maxInFlight: number, retryAfterSeconds: number): Promise<'ok' | 'limited'> {
+    const outcome = await this.log.insertReserved(gen, event, { amount: item.amount, now, maxInFlight, ...(key ? { keyId: key.keyId } : {}) });
+    if (outcome === 'limited') return outcome;
+    this.admitted(outcome, key, { now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, userMaxInFlight: maxInFlight });
+    return 'ok';
   }
 
   /** Holds every reserve of a batch at once, all or nothing (402 or 429 when any level cannot cover the total, nothing held). */
@@ -138,7 +123,7 @@ export class Lifecycle {
   private admitted(
     answer: ReserveResult | ReserveOutcome,
     key: ReserveKey | undefined,
-    context: { now: number; priced: string; what: string; retryAfterSeconds: number },
+    context: { now: number; priced: string; what: string; retryAfterSeconds: number; userMaxInFlight?: number },
   ): Tenant | undefined {
     const outcome = reserveOutcome(answer);
     const refusal = reserveRefusal(outcome, { ...context, ...(key?.budget ? { key: key.budget } : {}), ...(key?.maxInFlight !== undefined ? { keyMaxInFlight: key.maxInFlight } : {}) });
@@ -313,9 +298,11 @@ export class Lifecycle {
       },
       event: { type: 'completed', data: { price } },
       now,
+      // The settle in the change's own step when the store can (Postgres: the finish is one statement, issue 36).
+      ...(this.log.settlesFor(this.ledger) ? { settle: price } : {}),
     });
     if (!done) return false;
-    await this.ledger.settle(gen.id, price);
+    if (!this.log.settlesFor(this.ledger)) await this.ledger.settle(gen.id, price);
     await this.batches.memberFinished(done);
     this.observer.completed(done, price, now);
     return true;

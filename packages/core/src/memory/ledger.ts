@@ -25,7 +25,7 @@ import { type OrganizationHold, MemoryOrganizations } from './organizations.js';
 import { systemClock } from '../clock.js';
 import type { Clock } from '../ports/clock.js';
 import { assertTokenAmount, creditFits, MAX_TOKENS } from '../domain/amounts.js';
-import { dayIndexOf, groupUsage, usageDayIndex, usageDayOfIndex } from '../domain/usage.js';
+import { dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex, USAGE_SPANS } from '../domain/usage.js';
 
 export interface MemoryLedgerOptions {
   /** Starting balances by user id. */
@@ -61,6 +61,10 @@ interface Reserve {
  * process can never overdraw. Not shared between processes: use a SQL ledger for more than one instance.
  */
 export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger {
+  /** `reserve` keeps the in-flight count (`ReserveOptions.maxInFlight`), by user, below. */
+  readonly holdsInFlight = true;
+  /** Open reserves by user (issue 36: the in-flight cap is the ledger's, checked in the reserve's own step). */
+  private readonly inFlight = new Map<string, number>();
   private readonly accounts = new Map<string, AccountSnapshot>();
   private readonly reserves = new Map<string, Reserve>();
   /** Held plus charged, by key and window start. */
@@ -68,7 +72,11 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   /** Open reserves counted against their key's in-flight cap, by key. */
   private readonly keyInFlight = new Map<string, number>();
   /** Settled spend by user, then by day, then by `model\u0000key`: what `usage` reads, never the reserves. */
-  private readonly rollup = new Map<string, Map<number, Map<string, { modelId?: string; keyId?: string; count: number; tokens: number }>>>();
+  private readonly rollup = new Map<string, Map<number, Map<string, UsageCell>>>();
+  /** Each day's totals by user (a report by day reads one entry per day, however many models and keys: issue 36). */
+  private readonly dayTotals = new Map<string, Map<number, UsageCell>>();
+  /** The same cells over aligned spans of 8 and 64 days (`USAGE_SPANS`), by user, then `span:start` (issue 36). */
+  private readonly spanRollup = new Map<string, Map<string, Map<string, UsageCell>>>();
   private sequence = 0;
   private readonly orgs = new MemoryOrganizations();
   private readonly userLimitsOf = new MemoryUserLimits();
@@ -126,6 +134,8 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     const refuse = (result: Exclude<ReserveResult, 'ok'>, by: 'user' | 'key' | 'organization') => this.refuse(result, by, org, mine);
     const account = this.accountOf(userId);
     if (account.balance < total) return refuse('insufficient', 'user');
+    const open = this.inFlight.get(userId) ?? 0;
+    if (options.maxInFlight !== undefined && open + items.length > options.maxInFlight) return refuse('in_flight_limit', 'user');
     let window: string | undefined;
     if (limit) {
       window = windowKey(options.keyId!, limit.windowStart);
@@ -146,6 +156,8 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     if (userHold) this.userLimitsOf.hold(userId, userHold, items.length, total);
     if (window !== undefined) this.keySpent.set(window, (this.keySpent.get(window) ?? 0) + total);
     if (keyCap !== undefined) this.keyInFlight.set(options.keyId!, (this.keyInFlight.get(options.keyId!) ?? 0) + items.length);
+    // Counted only once no level can refuse any more (a refusal holds nothing at any level).
+    this.inFlight.set(userId, open + items.length);
     account.balance -= total;
     account.reserved += total;
     for (const item of items) {
@@ -195,6 +207,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
       this.keySpent.set(reserve.window, (this.keySpent.get(reserve.window) ?? 0) - (reserve.amount - charged));
     }
     reserve.charged = charged;
+    this.inFlight.set(reserve.userId, (this.inFlight.get(reserve.userId) ?? 1) - 1);
     if (reserve.keyCounted) this.keyInFlight.set(reserve.keyId!, (this.keyInFlight.get(reserve.keyId!) ?? 0) - 1);
     if (reserve.user) this.userLimitsOf.settled(reserve.userId, reserve.user, reserve.amount, charged);
     if (reserve.org) this.orgs.settled(reserve.org, reserve.userId, reserve.amount, charged, now);
@@ -245,42 +258,43 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
     // Summed per group here, so the report is built from one row per group, not one per cell.
     const byGroup = new Map<string | null, { group: string | null; count: number; tokens: number }>();
+    const add = (group: string | null, c: UsageCell): void => {
+      const row = byGroup.get(group);
+      if (row) {
+        row.count += c.count;
+        row.tokens += c.tokens;
+      } else byGroup.set(group, { group, count: c.count, tokens: c.tokens });
+    };
     const days = this.rollup.get(userId);
     const [from, to] = [dayIndexOf(query.from), dayIndexOf(query.to)];
-    for (const [day, cells] of days ?? []) {
-      if (day < from || day > to) continue;
-      const dayGroup = query.groupBy === 'day' ? usageDayOfIndex(day) : undefined;
-      for (const c of cells.values()) {
-        const group = dayGroup ?? ((query.groupBy === 'model' ? c.modelId : c.keyId) ?? null);
-        const row = byGroup.get(group);
-        if (row) {
-          row.count += c.count;
-          row.tokens += c.tokens;
-        } else byGroup.set(group, { group, count: c.count, tokens: c.tokens });
-      }
+    if (query.groupBy === 'day') {
+      for (const [day, total] of this.dayTotals.get(userId) ?? []) if (day >= from && day <= to) add(usageDayOfIndex(day), total);
+      return groupUsage([...byGroup.values()], query.groupBy);
+    }
+    // By model or key: whole spans where they fit, single days at the ends (usageCover).
+    const pick = (c: UsageCell): string | null => (query.groupBy === 'model' ? c.modelId : c.keyId) ?? null;
+    const cover = usageCover(from, to);
+    for (const [a, b] of cover.days) for (let d = a; d <= b; d++) for (const c of days?.get(d)?.values() ?? []) add(pick(c), c);
+    const spans = this.spanRollup.get(userId);
+    const ranges: Array<[number, [number, number]]> = [[8, cover.span8[0]], [64, cover.span64], [8, cover.span8[1]]];
+    for (const [span, [a, b]] of ranges) {
+      for (let start = a; start <= b; start += span) for (const c of spans?.get(`${span}:${start}`)?.values() ?? []) add(pick(c), c);
     }
     return groupUsage([...byGroup.values()], query.groupBy);
   }
 
   private addUsage(reserve: Reserve, charged: number, now: number): void {
-    let days = this.rollup.get(reserve.userId);
-    if (!days) this.rollup.set(reserve.userId, (days = new Map()));
     const day = usageDayIndex(now);
-    let cells = days.get(day);
-    if (!cells) days.set(day, (cells = new Map()));
     const cellKey = `${reserve.modelId ?? ''}\u0000${reserve.keyId ?? ''}`;
-    const cell = cells.get(cellKey);
-    if (cell) {
-      cell.count += 1;
-      cell.tokens += charged;
-    } else {
-      cells.set(cellKey, {
-        ...(reserve.modelId !== undefined ? { modelId: reserve.modelId } : {}),
-        ...(reserve.keyId !== undefined ? { keyId: reserve.keyId } : {}),
-        count: 1,
-        tokens: charged,
-      });
-    }
+    addCell(inner(inner(this.rollup, reserve.userId), day), cellKey, reserve, charged);
+    const totals = inner(this.dayTotals, reserve.userId);
+    const total = totals.get(day);
+    if (total) {
+      total.count += 1;
+      total.tokens += charged;
+    } else totals.set(day, { count: 1, tokens: charged });
+    const spans = inner(this.spanRollup, reserve.userId);
+    for (const span of USAGE_SPANS) addCell(inner(spans, `${span}:${day - (day % span)}`), cellKey, reserve, charged);
   }
 
   async balance(userId: string): Promise<number> {
@@ -333,6 +347,35 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
       this.accounts.set(userId, account);
     }
     return account;
+  }
+}
+
+interface UsageCell {
+  modelId?: string;
+  keyId?: string;
+  count: number;
+  tokens: number;
+}
+
+/** The map under `key` in `outer`, made when missing. */
+function inner<K, K2, V>(outer: Map<K, Map<K2, V>>, key: K): Map<K2, V> {
+  let m = outer.get(key);
+  if (!m) outer.set(key, (m = new Map()));
+  return m;
+}
+
+function addCell(cells: Map<string, UsageCell>, cellKey: string, reserve: Reserve, charged: number): void {
+  const cell = cells.get(cellKey);
+  if (cell) {
+    cell.count += 1;
+    cell.tokens += charged;
+  } else {
+    cells.set(cellKey, {
+      ...(reserve.modelId !== undefined ? { modelId: reserve.modelId } : {}),
+      ...(reserve.keyId !== undefined ? { keyId: reserve.keyId } : {}),
+      count: 1,
+      tokens: charged,
+    });
   }
 }
 

@@ -1,8 +1,9 @@
 /**
  * `budget_exceeded`: a budget for the window would be passed (the key's, or the organisation's: see
- * `ReserveOutcome.refusedBy`); `limit_reached`: the key or the organisation is at its in-flight cap.
+ * `ReserveOutcome.refusedBy`); `limit_reached`: the key or the organisation is at its in-flight cap;
+ * `in_flight_limit`: the user already has `maxInFlight` open reserves (only a ledger with `holdsInFlight` answers it).
  */
-export type ReserveResult = 'ok' | 'insufficient' | 'budget_exceeded' | 'limit_reached';
+export type ReserveResult = 'ok' | 'insufficient' | 'budget_exceeded' | 'limit_reached' | 'in_flight_limit';
 
 /** An organisation's budget: at most `amount` tokens held or charged per UTC day, UTC month, or in all (`total`). */
 export interface OrganizationBudget {
@@ -130,6 +131,14 @@ export interface ReserveOptions {
    */
   keyLimit?: { amount: number; windowStart: number };
   /**
+   * The in-flight cap, kept by a ledger with `holdsInFlight` (ignored by one without): the user's open reserves (held,
+   * neither settled nor released; a batch's count too), this one included, may be at most this many. The count is
+   * kept on the user's account row and checked in the reserve's own atomic step, so racing reserves never pass it.
+   * Every generation holds exactly one reserve from create until it finishes, so this is the count of the user's
+   * unfinished generations that the store would otherwise count at insert (issue 36: one round trip less).
+   */
+  maxInFlight?: number;
+  /**
    * With `keyId`: at most this many of the key's reserves open at once, counting this one (`limit_reached`
    * otherwise), in the same atomic step. Only reserves made with it count, and their settle frees the slot.
    */
@@ -204,6 +213,11 @@ export interface UsageReport {
  *   under (even if its owner has left it since), and counts its spend in the organisation's usage.
  */
 export interface Ledger extends Partial<OrganizationLedger>, Partial<UserLimitLedger> {
+  /**
+   * True when `reserve` keeps the user's in-flight count (`ReserveOptions.maxInFlight`): the service then caps creates
+   * here, in the reserve, and inserts without counting. A ledger without it (a host's own) leaves the cap to the store.
+   */
+  readonly holdsInFlight?: boolean;
   reserve(userId: string, generationId: string, amount: number, now?: number, options?: ReserveOptions): Promise<ReserveResult | ReserveOutcome>;
   /** All of `items` or nothing (a batch); `options.modelId` is ignored (each item names its own). */
   reserveMany(userId: string, items: readonly ReserveItem[], now?: number, options?: ReserveOptions): Promise<ReserveResult | ReserveOutcome>;

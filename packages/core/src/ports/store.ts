@@ -11,6 +11,7 @@ import type {
   Settings,
   WebhookEventType,
 } from '../domain/types.js';
+import type { ReserveResult } from './ledger.js';
 
 /** A generation as it is first stored: the Lifecycle decides every field. */
 export interface NewGeneration {
@@ -107,6 +108,12 @@ export interface GenerationChange {
   event?: NewEvent;
   /** The time of the change: lease checks use it, `updatedAt` and the event's `at` take it. */
   now: number;
+  /**
+   * Only for a store whose `settlesFor(ledger)` is true: the generation's reserve settled at this amount in the same
+   * atomic step, exactly as that ledger's `settle(id, amount, now)` would (clamped to the reserve, idempotent, usage
+   * rolled up), when the change applies. Issue 36: a run is then a claim and a finish, one round trip each.
+   */
+  settle?: number;
 }
 
 /** Keyset position in a user's list: the last item of the previous page. */
@@ -177,7 +184,29 @@ export interface FeedPage {
  *   (completed since or not) when given, so recovery can walk them all and complete a batch whose last generation
  *   finished in a process that died before completing it. Reads only; index-backed (only open batches in it).
  */
+/** The reserve `insertReserved` holds with the insert: the ledger's `reserve(ownerId, id, amount, now, options)`. */
+export interface InsertReserve {
+  amount: number;
+  now: number;
+  keyId?: string;
+  /** The in-flight cap, as `ReserveOptions.maxInFlight`. */
+  maxInFlight?: number;
+}
+
 export interface GenerationStore {
+  /**
+   * Only for a store whose `settlesFor(ledger)` is true: that ledger's reserve for the generation (as its `reserve`
+   * would hold it, the model being the generation's; no key limit) and the insert with its first event, in one atomic
+   * step. 'ok' when both happened; otherwise the reserve's refusal, and nothing is written. A duplicate id rejects.
+   * `limited`: the owner has limits beyond its balance and in-flight cap (an organisation), which this step does not
+   * hold: nothing is written, and the caller takes the ledger's full reserve and the plain insert.
+   */
+  insertReserved?(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'>;
+  /**
+   * True when this store can settle `ledger`'s reserves inside its own changes (`GenerationChange.settle`): the
+   * Postgres store with the Postgres ledger of the same database and schema. Absent or false: the caller settles.
+   */
+  settlesFor?(ledger: unknown): boolean;
   insert(gen: NewGeneration, event: NewEvent, options?: InsertOptions): Promise<'inserted' | 'limit_reached'>;
   get(id: string, ownerId: string): GenerationRecord | null | PromiseLike<GenerationRecord | null>;
   /** Not owner-scoped: for workers and recovery only, never for answering a client. */

@@ -32,6 +32,8 @@ export class EventFeed {
   private again = false;
   private timer: ClockTimer | undefined;
   private watching = 0;
+  /** Counts `watch` calls: a head read that a watcher overlapped does not move the cursor (`poll`). */
+  private watchEpoch = 0;
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
@@ -49,7 +51,7 @@ export class EventFeed {
     await this.notifier.start(() => this.wake());
     // Always, not only while someone watches: a cursor left behind while nobody watched would make the first new
     // watcher wait for a backlog of other generations' events.
-    this.timer = this.options.clock.setInterval(() => this.read(), this.options.push.pollIntervalMs);
+    this.timer = this.options.clock.setInterval(() => this.poll(), this.options.push.pollIntervalMs);
     this.timer.unref?.();
   }
 
@@ -107,6 +109,7 @@ export class EventFeed {
     }
     set.add(listener);
     this.watching++;
+    this.watchEpoch++;
     let done = false;
     return () => {
       if (done) return;
@@ -119,12 +122,38 @@ export class EventFeed {
   }
 
   /**
-   * Reads the feed past the cursor; calls made while a read runs make it read once more after, never in parallel. It
-   * reads also while nobody watches: jumping the cursor to `store.feedHead()` instead would be cheaper, but an event
-   * that commits late would then be behind the cursor, and a watcher that came after the jump would never get it.
+   * Every `push.pollIntervalMs`: a read while someone watches; while nobody does, the cursor moves to the store's feed
+   * head instead (one small query, no event read). That head is below every transaction still running, so an event
+   * that commits later is after it; one committed before is in the store when a watcher that comes later reads it
+   * there (a watcher watches, then reads the store). A watcher that came while the head was being read (the epoch
+   * moved) keeps the cursor where it was: the next read covers it.
+   */
+  private poll(): void {
+    if (this.watching > 0 || this.reading) {
+      this.read();
+      return;
+    }
+    const epoch = this.watchEpoch;
+    this.reading = this.store
+      .feedHead()
+      .then((head) => {
+        if (this.watchEpoch === epoch && this.watching === 0) this.cursor = head;
+      })
+      .catch((err: unknown) => this.logger.warn({ err: asError(err) }, 'reading the event log head failed; the next poll retries'))
+      .finally(() => {
+        this.reading = undefined;
+        if (this.again) this.read();
+      });
+  }
+
+  /**
+   * Reads the feed past the cursor; calls made while a read runs make it read once more after, never in parallel.
+   * Nobody watching, a wake-up reads nothing (issue 36: no feed read when nothing can listen); the poll keeps the
+   * cursor near the head meanwhile (`poll`), and the first read after a watcher came starts from there.
    */
   read(): void {
     if (!this.started) return;
+    if (this.watching === 0 && !this.reading) return;
     if (this.reading) {
       this.again = true;
       return;

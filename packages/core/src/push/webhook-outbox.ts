@@ -49,6 +49,18 @@ export class WebhookOutbox {
     return advanced ? events.length === PAGE : true;
   }
 
+  /**
+   * While no webhook is in use: the outbox cursor moved to the feed's head, reading no event. The head is read before
+   * the flag (see `WebhookUse`): true (nothing moved) when the flag turned out set, and the log must be read.
+   */
+  async idlePass(use: { refresh(): Promise<boolean> }): Promise<boolean> {
+    const head = await this.store.feedHead();
+    if (await use.refresh()) return true;
+    const from = await this.hooks.getCursor(CURSOR);
+    if (from !== head) await this.hooks.advanceCursor(CURSOR, from, head);
+    return false;
+  }
+
   private async forEvents(events: GenerationEvent[]): Promise<NewDelivery[]> {
     const records = new Map<string, GenerationRecord | null>();
     const defaults = new Map<string, WebhookEndpoint[]>();

@@ -7,11 +7,16 @@ import { TOKENS } from '../tokens.js';
 import { EventFeed } from './event-feed.js';
 import { WebhookOutbox } from './webhook-outbox.js';
 import { WebhookSender } from './webhook-sender.js';
+import { WebhookUse } from './webhook-use.js';
 
 /**
  * Webhooks as background work: the outbox is written from the log on every wake-up of the event feed (a transition
  * here, or another instance's) and every `webhooks.pollIntervalMs`, when due deliveries are claimed too. Started and
  * stopped with the service.
+ *
+ * Only while webhooks are in use (`WebhookUse`: default endpoints configured, or some create carried a webhook): until
+ * then a wake-up does nothing, and each poll makes an idle pass instead, which reads the feed's head, then the flag,
+ * and moves the outbox cursor to that head while the flag is unset (no event read, no record looked up: issue 36).
  */
 @injectable()
 export class WebhookPump {
@@ -27,6 +32,7 @@ export class WebhookPump {
     @inject(EventFeed) private readonly feed: EventFeed,
     @inject(WebhookOutbox) private readonly outbox: WebhookOutbox,
     @inject(WebhookSender) private readonly sender: WebhookSender,
+    @inject(WebhookUse) private readonly use: WebhookUse,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'webhooks' });
@@ -36,7 +42,9 @@ export class WebhookPump {
     if (this.running) return;
     this.running = true;
     this.sender.start();
-    this.unsubscribe = this.feed.onWake(() => this.pump());
+    this.unsubscribe = this.feed.onWake(() => {
+      if (this.use.inUse) this.pump();
+    });
     this.timer = this.options.clock.setInterval(() => {
       this.pump();
       this.sender.deliver();
@@ -66,8 +74,10 @@ export class WebhookPump {
       do {
         this.pumpAgain = false;
         try {
-          while (this.running && (await this.outbox.fromLog())) {
-            // another page
+          if (this.use.inUse || (await this.outbox.idlePass(this.use))) {
+            while (this.running && (await this.outbox.fromLog())) {
+              // another page
+            }
           }
         } catch (err) {
           this.logger.warn({ err: asError(err) }, 'writing the webhook outbox failed; retried on the next wake-up');

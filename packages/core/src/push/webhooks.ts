@@ -7,6 +7,7 @@ import type { WebhookStore } from '../ports/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { deliveryView, newWebhookSecret, type DeliveryView, type WebhookUrlCheck } from './webhook-messages.js';
+import { WebhookUse } from './webhook-use.js';
 
 export {
   deliveryView,
@@ -32,6 +33,7 @@ export class Webhooks {
     @inject(TOKENS.Store) private readonly store: GenerationStore,
     @inject(TOKENS.WebhookStore) private readonly hooks: WebhookStore,
     @inject(TOKENS.WebhookUrlCheck) private readonly urlCheck: WebhookUrlCheck,
+    @inject(WebhookUse) private readonly use: WebhookUse,
   ) {}
 
   /** The user's signing secret, made on first use. */
@@ -59,6 +61,13 @@ export class Webhooks {
       });
     }
     return { url: webhook.url, events: webhook.events ? [...new Set(webhook.events)] : [...DEFAULT_WEBHOOK_EVENTS] };
+  }
+
+  /** A create's webhook, checked as `check` does; webhooks are then in use (`WebhookUse`) before it is stored. */
+  async forCreate(webhook: { url: string; events?: WebhookEventType[] }): Promise<{ url: string; events: WebhookEventType[] }> {
+    const checked = await this.check(webhook);
+    await this.use.mark();
+    return checked;
   }
 
   /** Every attempt at delivering this generation's webhooks, for its owner. */

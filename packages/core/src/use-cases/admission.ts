@@ -99,7 +99,7 @@ export class Admission {
 
   /** A create's webhook, checked (throws invalid_request naming the field), with its events. */
   webhook(webhook: { url: string; events?: WebhookEventType[] }): Promise<{ url: string; events: WebhookEventType[] }> {
-    return this.webhooks.check(webhook);
+    return this.webhooks.forCreate(webhook);
   }
 
   /** A create's price and the balance; with a `priority` asked, that priority and its multiplier too. */

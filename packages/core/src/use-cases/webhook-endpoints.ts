@@ -6,6 +6,7 @@ import { DEFAULT_ENDPOINT_EVENTS, ENDPOINT_EVENT_TYPES } from '../domain/webhook
 import type { DeliveryWithAttempts, EndpointEventType, WebhookEndpointChange, WebhookEndpointRecord, WebhookStore } from '../ports/webhooks.js';
 import { deliveryView, newWebhookSecret, type DeliveryView, type WebhookUrlCheck } from '../push/webhook-messages.js';
 import { WebhookSender } from '../push/webhook-sender.js';
+import { WebhookUse } from '../push/webhook-use.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { check, invalid } from './account-input.js';
@@ -75,6 +76,7 @@ export class WebhookEndpoints {
     @inject(TOKENS.WebhookStore) private readonly hooks: WebhookStore,
     @inject(TOKENS.WebhookUrlCheck) private readonly urlCheck: WebhookUrlCheck,
     @inject(WebhookSender) private readonly sender: WebhookSender,
+    @inject(WebhookUse) private readonly use: WebhookUse,
   ) {}
 
   /** Registers an endpoint; the answer is the only time its secret is shown. */
@@ -96,6 +98,8 @@ export class WebhookEndpoints {
       createdAt: now,
       updatedAt: now,
     };
+    // Webhooks are in use from now on (`WebhookUse`): the outbox is written from the log for this endpoint's events.
+    await this.use.mark();
     await this.hooks.createEndpoint(record);
     return { ...endpointView(record), secret: record.secret };
   }

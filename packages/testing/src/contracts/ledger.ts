@@ -496,6 +496,91 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         ]);
         expect(await ledger().usage(uid('nobody'), { ...q, groupBy: 'day' })).toEqual({ rows: [], total: { count: 0, tokens: 0 } });
       });
+
+      it('answers long ranges by model and key exactly, whatever their ends (spans of days kept beside the days, issue 36)', async () => {
+        const user = await userWith(100_000);
+        const first = Math.floor(D / DAY) - 100; // not aligned to 8 or 64 days
+        const models = ['a', 'b', 'c'];
+        const keys = [uid('key'), uid('key')];
+        const spent: Array<{ day: number; model: string; key: string; charge: number }> = [];
+        for (let i = 0; i < 150; i++) {
+          const s = { day: first + i, model: models[i % 3]!, key: keys[i % 2]!, charge: (i % 7) + 1 };
+          spent.push(s);
+          await spend(user, s.model, s.key, 10, s.charge, s.day * DAY + 3_600_000);
+        }
+        const iso = (day: number): string => new Date(day * DAY).toISOString().slice(0, 10);
+        for (const [a, b] of [[0, 149], [3, 140], [9, 72], [63, 64], [0, 0], [17, 130], [-5, 200]] as const) {
+          for (const groupBy of ['model', 'key'] as const) {
+            const want = new Map<string, { count: number; tokens: number }>();
+            for (const s of spent) {
+              if (s.day < first + a || s.day > first + b) continue;
+              const g = groupBy === 'model' ? s.model : s.key;
+              const row = want.get(g) ?? { count: 0, tokens: 0 };
+              row.count++;
+              row.tokens += s.charge;
+              want.set(g, row);
+            }
+            const got = await ledger().usage(user, { from: iso(first + a), to: iso(first + b), groupBy });
+            expect(Object.fromEntries(got.rows.map((r) => [r.group, { count: r.count, tokens: r.tokens }])), `${groupBy} ${a}..${b}`).toEqual(Object.fromEntries(want));
+          }
+        }
+      });
+
+      it('stays exact under racing settles: 40 reserves settled at once (each twice), on one day, model and key (issue 36)', async () => {
+        const user = await userWith(1_000);
+        const key = uid('key');
+        const gens = Array.from({ length: 40 }, () => uid('gen'));
+        for (const g of gens) expect(await ledger().reserve(user, g, 5, D, { modelId: 'image', keyId: key })).toBe('ok');
+        // Every settle twice at once (a retry racing the first): the rollup counts each generation once.
+        await Promise.all(gens.flatMap((g, i) => [ledger().settle(g, i % 5, D + 10), ledger().settle(g, i % 5, D + 10)]));
+        const tokens = gens.reduce((sum, _g, i) => sum + (i % 5), 0);
+        for (const groupBy of ['day', 'model', 'key'] as const) {
+          const report = await ledger().usage(user, { from: '2026-03-01', to: '2026-03-01', groupBy });
+          expect(report.total).toEqual({ count: 40, tokens });
+          expect(report.rows).toHaveLength(1);
+        }
+      });
+    });
+
+    describe('in-flight cap (a ledger with holdsInFlight)', () => {
+      const capped = (): boolean => ledger().holdsInFlight === true;
+
+      it('lets exactly 3 of 20 racing reserves through at maxInFlight 3, holding nothing for the rest', async () => {
+        if (!capped()) return;
+        const user = await userWith(1_000);
+        const results = await Promise.all(Array.from({ length: 20 }, () => ledger().reserve(user, uid('gen'), 10, T0, { maxInFlight: 3 })));
+        expect(results.filter((r) => r === 'ok')).toHaveLength(3);
+        expect(results.filter((r) => r === 'in_flight_limit')).toHaveLength(17);
+        await expectAccount(user, { balance: 970, reserved: 30, settled: 0 });
+      });
+
+      it('frees a slot on settle and on release; a retried reserve counts once; the balance is asked first', async () => {
+        if (!capped()) return;
+        const user = await userWith(100);
+        const [a, b] = [uid('gen'), uid('gen')];
+        expect(await ledger().reserve(user, a, 10, T0, { maxInFlight: 2 })).toBe('ok');
+        expect(await ledger().reserve(user, a, 10, T0, { maxInFlight: 2 })).toBe('ok');
+        expect(await ledger().reserve(user, b, 10, T0, { maxInFlight: 2 })).toBe('ok');
+        expect(await ledger().reserve(user, uid('gen'), 10, T0, { maxInFlight: 2 })).toBe('in_flight_limit');
+        expect(await ledger().reserve(user, uid('gen'), 1_000, T0, { maxInFlight: 2 })).toBe('insufficient');
+        await ledger().settle(a, 4);
+        await ledger().settle(a, 4);
+        expect(await ledger().reserve(user, uid('gen'), 10, T0, { maxInFlight: 2 })).toBe('ok');
+        await ledger().release(b);
+        expect(await ledger().reserve(user, uid('gen'), 10, T0, { maxInFlight: 2 })).toBe('ok');
+        expect(await ledger().reserve(user, uid('gen'), 10, T0, { maxInFlight: 2 })).toBe('in_flight_limit');
+        await expectAccount(user, { balance: 76, reserved: 20, settled: 4 });
+      });
+
+      it('counts a batch in flight without refusing it; a free reserve counts too', async () => {
+        if (!capped()) return;
+        const user = await userWith(100);
+        const items = Array.from({ length: 3 }, () => ({ generationId: uid('gen'), amount: 1 }));
+        expect(await ledger().reserveMany(user, items, T0)).toBe('ok');
+        expect(await ledger().reserve(user, uid('gen'), 0, T0, { maxInFlight: 4 })).toBe('ok');
+        expect(await ledger().reserve(user, uid('gen'), 0, T0, { maxInFlight: 4 })).toBe('in_flight_limit');
+        expect(await ledger().reserve(uid('user'), uid('gen'), 0, T0, { maxInFlight: 1 })).toBe('ok');
+      });
     });
 
     describeOrganizationLedger(ledger, userWith, expectAccount);
