@@ -64,7 +64,8 @@ describe('client.uploads.create', () => {
     ];
     for (const upload of uploads) {
       expect(upload.url.startsWith(`${baseUrl}/v1/files/${encodeURIComponent(upload.id)}?`)).toBe(true);
-      expect(Date.parse(upload.expiresAt)).toBeGreaterThan(Date.now());
+      // The time the link stops working: the one its signed `exp` carries (seconds), as an ISO string.
+      expect(upload.expiresAt).toBe(new Date(Number(new URL(upload.url).searchParams.get('exp')) * 1000).toISOString());
       const done = await alice.generations.run({ modelId: 'mirror', settings: { images: [upload.url] } }, { timeoutMs: 20_000 });
       const file = await fetch(done.result);
       expect(file.headers.get('content-type')).toBe('image/png');

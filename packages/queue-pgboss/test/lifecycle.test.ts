@@ -43,10 +43,10 @@ describe('PgBossQueue lifecycle', () => {
 
     const later = job();
     await queue.enqueue(later); // the connection reopens; the job waits in pg-boss
-    // Nothing to await: the assertion is that a stopped queue starts no job; this bounds how long a broken one gets.
-    await sleep(300);
+    // Stored and waiting, and not taken: a stopped queue has no loop to fetch it (its enqueue pokes only a running one).
+    await until(async () => (await jobStates(db.url, name)).created === 1, { what: 'the job to wait in pg-boss', timeoutMs: 5000, intervalMs: 20 });
     expect(seen).not.toContain(later.generationId);
-    expect((await jobStates(db.url, name)).created).toBe(1);
+    expect((await jobStates(db.url, name)).active).toBe(0);
 
     await start(queue, async (j) => {
       seen.push(`again:${j.generationId}`);
@@ -96,8 +96,8 @@ describe('PgBossQueue lifecycle', () => {
   it('stop returns promptly while Postgres is unreachable', async () => {
     const queue = new PgBossQueue({ connectionString: 'postgres://postgres@127.0.0.1:1/none', queueName: randomName('q') });
     await start(queue, async () => undefined);
-    // The queue's connection attempts fail inside pg-boss with no event it exposes; the stop is asked while they do.
-    await sleep(300);
+    // The stop is asked once a connection attempt has failed (the loop keeps retrying behind it).
+    await expect(queue.ping()).rejects.toThrow();
     // Returning at all is the check: a stop that waited for Postgres would hang until the test's timeout.
     await expect(queue.stop({ timeoutMs: 100 })).resolves.toBeUndefined();
   });
@@ -105,13 +105,17 @@ describe('PgBossQueue lifecycle', () => {
   it('abort(id) fires only the signal of that job', async () => {
     const { queue } = subject();
     const signals = new Map<string, AbortSignal>();
+    const finish = new Map<string, () => void>();
+    cleanups.push(async () => {
+      for (const end of finish.values()) end(); // the job that was not aborted ends with the test
+    });
     await start(
       queue,
       (j, s) =>
         new Promise<void>((resolve) => {
           signals.set(j.generationId, s);
+          finish.set(j.generationId, resolve);
           s.addEventListener('abort', () => resolve());
-          setTimeout(resolve, 3000); // a job that is never aborted still ends (not a wait of the test's)
         }),
     );
     const [a, b] = [job(), job()];
