@@ -55,7 +55,7 @@ export type {
 export { MAX_BATCH_SIZE } from './domain/batches.js';
 export { MAX_TOKENS } from './domain/amounts.js';
 export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './use-cases/accounts.js';
-export type { MemberInput, NewOrganizationInput, OrganizationUsageInput, OrganizationUsageView, OrganizationView } from './use-cases/organizations.js';
+export type { MemberInput, NewOrganizationInput, OrganizationLimitsInput, OrganizationUsageInput, OrganizationUsageView, OrganizationView } from './use-cases/organizations.js';
 export { MAX_ORGANIZATION_WEIGHT } from './domain/limits.js';
 export { createJsonLogger, silentLogger, type LogLevel } from './logger.js';
 export { DEFAULT_LIMITS } from './settings/compile.js';

@@ -8,7 +8,7 @@ import { openApiFixtureModels } from './fixtures/openapi-models.js';
  * service served before the route table existed (commit e3137eb, written with these models and options), plus only
  * the additions made on purpose since, regenerated from the table each time: issue 37 the `maximum` of token amounts
  * (MAX_TOKENS) in four admin schemas; issue 38 the failure code `storage_unavailable` and `POST /v1/uploads` (raw or
- * multipart); issue 40 the admin organisation operations, `groupBy=member` and `userId` on usage, the organisation
+ * multipart); issue 40 the admin organisation operations (and `PATCH /v1/admin/organizations/{organizationId}`, its limits changed), `groupBy=member` and `userId` on usage, the organisation
  * audit actions, `maxInFlight` of admin keys, a create's `priority` and `deadline`, a quote's `priority` and
  * `multiplier`, the key scope `priority`, and the `queue` of a pending generation's details (and the stream's
  * `event: queue`); issue 41 the `/v1/webhook-endpoints` operations and schemas, the audit action

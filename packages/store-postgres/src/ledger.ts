@@ -6,6 +6,7 @@ import type {
   OpenReserve,
   OrganizationLedger,
   OrganizationMember,
+  OrganizationLimits,
   OrganizationRecord,
   OrganizationRole,
   OrganizationState,
@@ -228,6 +229,10 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
 
   createOrganization(organization: OrganizationRecord): Promise<boolean> {
     return this.orgs.create(organization);
+  }
+
+  setOrganizationLimits(organizationId: string, limits: OrganizationLimits): Promise<boolean> {
+    return this.orgs.setLimits(organizationId, limits);
   }
 
   organization(organizationId: string, windows: BudgetWindows): Promise<OrganizationState | null> {

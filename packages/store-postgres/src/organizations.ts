@@ -1,5 +1,6 @@
 import type {
   BudgetWindows,
+  OrganizationLimits,
   OrganizationMember,
   OrganizationRecord,
   OrganizationRole,
@@ -12,12 +13,14 @@ import { type PgDatabase, type Queryable, decodeKey, encodeKey, num } from './db
 
 /** The organisation statements, given the quoted schema. */
 export function organizationSql(s: string): Record<
-  'create' | 'record' | 'members' | 'addMember' | 'memberOf' | 'removeMember' | 'hold' | 'usageByDay' | 'usageByMember',
+  'create' | 'setLimits' | 'record' | 'members' | 'addMember' | 'memberOf' | 'removeMember' | 'hold' | 'usageByDay' | 'usageByMember',
   string
 > {
   return {
     create: `INSERT INTO ${s}.organizations (id, budget_amount, budget_period, max_in_flight, weight, created_at)
       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
+    // What is held stays: the spend and its window (a budget of another period starts its count at its next window).
+    setLimits: `UPDATE ${s}.organizations SET budget_amount = $2, budget_period = $3, max_in_flight = $4, weight = $5 WHERE id = $1`,
     record: `SELECT id, budget_amount, budget_period, max_in_flight, weight, in_flight, spent, spent_window, created_at FROM ${s}.organizations WHERE id = $1`,
     members: `SELECT user_id, role, joined_at FROM ${s}.organization_members WHERE organization_id = $1 ORDER BY joined_at, user_id`,
     // A member of another organisation keeps its row (the WHERE refuses the update): no row answered means elsewhere
@@ -153,6 +156,17 @@ export class PostgresOrganizations {
       org.maxInFlight ?? null,
       org.weight,
       Math.trunc(org.createdAt),
+    ]);
+    return rowCount === 1;
+  }
+
+  async setLimits(organizationId: string, limits: OrganizationLimits): Promise<boolean> {
+    const { rowCount } = await this.db.query(this.sql.setLimits, [
+      encodeKey(organizationId),
+      limits.budget?.amount ?? null,
+      limits.budget?.period ?? null,
+      limits.maxInFlight ?? null,
+      limits.weight,
     ]);
     return rowCount === 1;
   }

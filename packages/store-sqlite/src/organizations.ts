@@ -1,5 +1,6 @@
 import type {
   BudgetWindows,
+  OrganizationLimits,
   OrganizationMember,
   OrganizationRecord,
   OrganizationRole,
@@ -53,6 +54,7 @@ function recordOf(row: OrganizationRow): OrganizationRecord {
  */
 export class SqliteOrganizations {
   private readonly createStmt: Statement;
+  private readonly setLimitsStmt: Statement;
   private readonly recordStmt: Statement;
   private readonly membersStmt: Statement;
   private readonly spentStmt: Statement;
@@ -74,6 +76,9 @@ export class SqliteOrganizations {
     this.createStmt = db.prepare(
       `INSERT INTO organizations (id, budget_amount, budget_period, max_in_flight, weight, created_at)
        VALUES (@id, @budgetAmount, @budgetPeriod, @maxInFlight, @weight, @createdAt) ON CONFLICT (id) DO NOTHING`,
+    );
+    this.setLimitsStmt = db.prepare(
+      'UPDATE organizations SET budget_amount = @budgetAmount, budget_period = @budgetPeriod, max_in_flight = @maxInFlight, weight = @weight WHERE id = @id',
     );
     this.recordStmt = db.prepare('SELECT id, budget_amount, budget_period, max_in_flight, weight, in_flight, created_at FROM organizations WHERE id = ?');
     this.membersStmt = db.prepare('SELECT user_id, role, joined_at FROM organization_members WHERE organization_id = ? ORDER BY joined_at, user_id');
@@ -145,6 +150,19 @@ export class SqliteOrganizations {
   of(userId: string): OrganizationRecord | undefined {
     const row = this.orgOfUserStmt.get(userId) as OrganizationRow | undefined;
     return row ? recordOf(row) : undefined;
+  }
+
+  /** Replaces the limits; what is held stays (spend is kept per window, so a budget of another period counts anew). */
+  setLimits(organizationId: string, limits: OrganizationLimits): boolean {
+    return (
+      this.setLimitsStmt.run({
+        id: organizationId,
+        budgetAmount: limits.budget?.amount ?? null,
+        budgetPeriod: limits.budget?.period ?? null,
+        maxInFlight: limits.maxInFlight ?? null,
+        weight: limits.weight,
+      }).changes === 1
+    );
   }
 
   create(org: OrganizationRecord): boolean {

@@ -21,6 +21,19 @@ export const adminNewOrganizationSchema = z.object({
     .describe('Its share of the runner when all are busy (default 1), carried by its jobs to the queue'),
 });
 
+export const adminOrganizationLimitsChangeSchema = z.object({
+  budget: organizationBudgetSchema.nullable().optional().describe('The organisation\u2019s budget; `null` removes it, left out keeps it'),
+  maxInFlight: z
+    .number()
+    .int()
+    .positive()
+    .max(1_000_000)
+    .nullable()
+    .optional()
+    .describe('Members\u2019 generations pending or processing at once, at most; `null` removes it, left out keeps it'),
+  weight: z.number().int().positive().max(MAX_ORGANIZATION_WEIGHT).optional().describe('Its share of the runner when all are busy; left out keeps it'),
+});
+
 export const adminOrganizationSchema = z.object({
   organizationId: z.string(),
   budget: organizationBudgetSchema.optional(),

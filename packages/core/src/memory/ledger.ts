@@ -6,6 +6,7 @@ import type {
   OpenReserve,
   OrganizationLedger,
   OrganizationMember,
+  OrganizationLimits,
   OrganizationRecord,
   OrganizationRole,
   OrganizationState,
@@ -221,6 +222,10 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
 
   async createOrganization(organization: OrganizationRecord): Promise<boolean> {
     return this.orgs.create(organization);
+  }
+
+  async setOrganizationLimits(organizationId: string, limits: OrganizationLimits): Promise<boolean> {
+    return this.orgs.setLimits(organizationId, limits);
   }
 
   async organization(organizationId: string, windows: BudgetWindows): Promise<OrganizationState | null> {

@@ -1,5 +1,6 @@
 import type {
   BudgetWindows,
+  OrganizationLimits,
   OrganizationMember,
   OrganizationRecord,
   OrganizationRole,
@@ -44,6 +45,19 @@ export class MemoryOrganizations {
   create(record: OrganizationRecord): boolean {
     if (this.orgs.has(record.organizationId)) return false;
     this.orgs.set(record.organizationId, { record: { ...record }, members: new Map(), inFlight: 0, spent: new Map(), usage: new Map() });
+    return true;
+  }
+
+  setLimits(organizationId: string, limits: OrganizationLimits): boolean {
+    const org = this.orgs.get(organizationId);
+    if (!org) return false;
+    const { budget: _b, maxInFlight: _m, ...rest } = org.record;
+    org.record = {
+      ...rest,
+      weight: limits.weight,
+      ...(limits.budget ? { budget: { ...limits.budget } } : {}),
+      ...(limits.maxInFlight !== undefined ? { maxInFlight: limits.maxInFlight } : {}),
+    };
     return true;
   }
 

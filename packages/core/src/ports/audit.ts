@@ -6,6 +6,7 @@ export type AuditAction =
   | 'key.revoke'
   | 'webhook_endpoint.disable'
   | 'organization.create'
+  | 'organization.limits.set'
   | 'organization.member.add'
   | 'organization.member.remove'
   | 'user.limits.set';

@@ -22,6 +22,9 @@ export interface OrganizationRecord {
   createdAt: number;
 }
 
+/** The limits of an organisation a host may change after creating it. */
+export type OrganizationLimits = Pick<OrganizationRecord, 'budget' | 'maxInFlight' | 'weight'>;
+
 /** `admin`: may read the organisation's usage by member (`GET /v1/usage?groupBy=member`). */
 export type OrganizationRole = 'member' | 'admin';
 
@@ -258,6 +261,11 @@ export interface Ledger extends Partial<OrganizationLedger>, Partial<UserLimitLe
 export interface OrganizationLedger {
   /** Creates it; false (changing nothing) when one with that id exists. */
   createOrganization(organization: OrganizationRecord): Promise<boolean>;
+  /**
+   * Replaces its limits (`budget`, `maxInFlight`, `weight`; an absent budget or cap is removed), keeping what it holds:
+   * reserves made under the old limits settle as before. False (changing nothing) when there is no such organisation.
+   */
+  setOrganizationLimits(organizationId: string, limits: OrganizationLimits): Promise<boolean>;
   /** The organisation with its members and what it holds, or null. */
   organization(organizationId: string, windows: BudgetWindows): Promise<OrganizationState | null>;
   /**

@@ -12,7 +12,7 @@ import { budgetWindows } from '../domain/limits.js';
 import { budgetWindow } from '../domain/rules.js';
 import { TOKENS } from '../tokens.js';
 import { check, checkUserId, invalid, PRINTABLE, usageDays, userIdSchema } from './account-input.js';
-import { type MemberInput, type NewOrganizationInput, type OrganizationUsageInput, type OrganizationUsageView, type OrganizationView, Organizations } from './organizations.js';
+import { type MemberInput, type NewOrganizationInput, type OrganizationLimitsInput, type OrganizationUsageInput, type OrganizationUsageView, type OrganizationView, Organizations } from './organizations.js';
 
 export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './account-input.js';
 
@@ -216,6 +216,14 @@ export class Accounts {
    */
   createOrganization(input: NewOrganizationInput, options: ActorOption = {}): Promise<OrganizationView> {
     return this.organizations.create(input, options.actor ?? 'host');
+  }
+
+  /**
+   * Changes an organisation's `budget`, `maxInFlight` and `weight`: a field left out keeps its value, `null` removes
+   * the budget or the cap. Held generations stay held; the new limits apply from the next create. 404 when none.
+   */
+  setOrganizationLimits(organizationId: string, input: OrganizationLimitsInput, options: ActorOption = {}): Promise<OrganizationView> {
+    return this.organizations.setLimits(organizationId, input, options.actor ?? 'host');
   }
 
   /** An organisation with its members, in-flight count and budget spend; 404 when there is none. */

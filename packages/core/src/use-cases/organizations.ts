@@ -6,7 +6,7 @@ import { budgetWindows, MAX_ORGANIZATION_WEIGHT } from '../domain/limits.js';
 import { budgetWindow } from '../domain/rules.js';
 import type { Clock } from '../ports/clock.js';
 import type { AuditEntry, AuditLog } from '../ports/audit.js';
-import type { Ledger, OrganizationBudget, OrganizationLedger, OrganizationRecord, OrganizationRole, OrganizationUsageGroupBy } from '../ports/ledger.js';
+import type { Ledger, OrganizationBudget, OrganizationLedger, OrganizationLimits, OrganizationRecord, OrganizationRole, OrganizationUsageGroupBy } from '../ports/ledger.js';
 import { TOKENS } from '../tokens.js';
 import { check, checkUserId, PRINTABLE, usageDays } from './account-input.js';
 
@@ -18,6 +18,11 @@ const newOrganizationSchema = z.strictObject({
   maxInFlight: z.number().int().positive().max(1_000_000).optional(),
   weight: z.number().int().positive().max(MAX_ORGANIZATION_WEIGHT).optional(),
 });
+const organizationLimitsSchema = z.strictObject({
+  budget: newOrganizationSchema.shape.budget.unwrap().nullable().optional(),
+  maxInFlight: newOrganizationSchema.shape.maxInFlight.unwrap().nullable().optional(),
+  weight: newOrganizationSchema.shape.weight,
+});
 const memberSchema = z.strictObject({ userId: z.string().min(1).max(200).regex(PRINTABLE), role: z.enum(['member', 'admin']).optional() });
 const organizationUsageSchema = z.strictObject({
   from: z.iso.date().optional(),
@@ -26,6 +31,8 @@ const organizationUsageSchema = z.strictObject({
 });
 
 export type NewOrganizationInput = z.input<typeof newOrganizationSchema>;
+/** `setOrganizationLimits`: a field left out keeps its value, `null` removes a budget or a cap. */
+export type OrganizationLimitsInput = z.input<typeof organizationLimitsSchema>;
 export type MemberInput = z.input<typeof memberSchema>;
 export type OrganizationUsageInput = z.input<typeof organizationUsageSchema>;
 
@@ -82,6 +89,29 @@ export class Organizations {
       details: { organizationId: record.organizationId, budget: record.budget ?? null, maxInFlight: record.maxInFlight ?? null, weight: record.weight },
     });
     return this.get(record.organizationId, now);
+  }
+
+  /**
+   * Changes its limits: a field left out keeps its value, `null` removes the budget or the cap (the weight is always
+   * one). What its members hold stays held and settles as before; the new limits apply from the next create. 404 when
+   * there is none.
+   */
+  async setLimits(organizationId: string, input: OrganizationLimitsInput, actor: string): Promise<OrganizationView> {
+    const id = checkOrganizationId(organizationId);
+    const spec = check(organizationLimitsSchema, input);
+    const now = this.clock.now();
+    const current = await this.orgs().organization(id, budgetWindows(now));
+    if (!current) throw noSuchOrganization();
+    const was = current.organization;
+    const budget = spec.budget === undefined ? was.budget : (spec.budget ?? undefined);
+    const maxInFlight = spec.maxInFlight === undefined ? was.maxInFlight : (spec.maxInFlight ?? undefined);
+    const limits: OrganizationLimits = { weight: spec.weight ?? was.weight, ...(budget ? { budget } : {}), ...(maxInFlight !== undefined ? { maxInFlight } : {}) };
+    // Removed between the read and the write: none exists now (organisations are never deleted today, but say so).
+    if (!(await this.orgs().setOrganizationLimits(id, limits))) throw noSuchOrganization();
+    await this.record(actor, 'organization.limits.set', {
+      details: { organizationId: id, budget: limits.budget ?? null, maxInFlight: limits.maxInFlight ?? null, weight: limits.weight },
+    });
+    return this.get(id, now);
   }
 
   /** The organisation with its members, in-flight count and budget spend; 404 when there is none. */
@@ -165,7 +195,7 @@ export class Organizations {
 
   private orgs(): OrganizationLedger {
     const l = this.ledger as Partial<OrganizationLedger>;
-    const methods = ['createOrganization', 'organization', 'addMember', 'removeMember', 'membership', 'organizationUsage'] as const;
+    const methods = ['createOrganization', 'setOrganizationLimits', 'organization', 'addMember', 'removeMember', 'membership', 'organizationUsage'] as const;
     if (methods.some((m) => typeof l[m] !== 'function')) {
       throw new Error(`Organisations need a ledger that keeps them (${methods.join(', ')}): the memory, SQLite and Postgres ledgers do`);
     }

@@ -99,6 +99,53 @@ export function defineOrganizationTests({ fx }: ModeContext): void {
       await fx.terminal(b, after.body.generationId);
     });
 
+    it('changes an organisation\u2019s limits with PATCH: only the fields given, null removes one, the next create is held to them', async () => {
+      const [a, b] = [await fx.user(), await fx.user()];
+      const id = await orgWith({ budget: { amount: 100, period: 'month' }, maxInFlight: 1, weight: 5 }, [{ user: a }, { user: b }]);
+      const ids: string[] = [];
+      await withHeld(fx, a, ids, async () => {
+        const before = fx.gate.total;
+        const first = await fx.create(a, { modelId: 'held' });
+        expect(first.status, first.text).toBe(201);
+        ids.push(first.body.generationId);
+        await fx.gate.reached(before + 1);
+        expectError(await fx.create(b, { modelId: 'noop' }), 429, 'rate_limited');
+        const raised = await admin(`/organizations/${id}`, 'PATCH', { maxInFlight: 2 });
+        expect(raised.status, raised.text).toBe(200);
+        // Only the cap changed; what is held stays held.
+        expect(raised.body).toMatchObject({ organizationId: id, budget: { amount: 100, period: 'month' }, maxInFlight: 2, weight: 5, inFlight: 1 });
+        expect(raised.headers.get('cache-control')).toBe('no-store');
+        const next = await fx.create(b, { modelId: 'noop' });
+        expect(next.status, next.text).toBe(201);
+        await fx.terminal(b, next.body.generationId);
+      });
+      // A budget below what is spent refuses the next create (402); null removes it and the cap; the weight changes alone.
+      const spent = (await admin(`/organizations/${id}`)).body.spent as number;
+      expect((await admin(`/organizations/${id}`, 'PATCH', { budget: { amount: spent, period: 'month' } })).body).toMatchObject({ remaining: 0 });
+      expectError(await fx.create(b, { modelId: 'image' }), 402, 'budget_exceeded');
+      const cleared = await admin(`/organizations/${id}`, 'PATCH', { budget: null, maxInFlight: null, weight: 2 });
+      expect(cleared.status, cleared.text).toBe(200);
+      expect(cleared.body).toMatchObject({ organizationId: id, weight: 2, inFlight: 0 });
+      for (const field of ['budget', 'maxInFlight', 'spent', 'remaining', 'resetsAt']) expect(cleared.body).not.toHaveProperty(field);
+      const free = await fx.create(b, { modelId: 'image' });
+      expect(free.status, free.text).toBe(201);
+      await fx.terminal(b, free.body.generationId);
+      // Bad bodies are a 400 naming the field, changing nothing; an unknown organisation is a 404; a user's key is not an admin's.
+      for (const bad of [{ weight: 0 }, { weight: null }, { maxInFlight: 0 }, { budget: { amount: -1, period: 'day' } }, { budget: { amount: 1, period: 'week' } }, { extra: 1 }]) {
+        expectError(await admin(`/organizations/${id}`, 'PATCH', bad), 400, 'invalid_request');
+      }
+      expect((await admin(`/organizations/${id}`)).body).toMatchObject({ weight: 2 });
+      expectError(await admin(`/organizations/${orgId()}`, 'PATCH', { weight: 3 }), 404, 'not_found');
+      expectError(await fx.call(`/v1/admin/organizations/${id}`, { method: 'PATCH', headers: a.auth, json: { weight: 9 } }), 401, 'unauthorized');
+      const audit = await admin('/audit?limit=50');
+      const changes = (audit.body.data as Array<{ action: string; details?: Record<string, unknown> }>).filter((e) => e.action === 'organization.limits.set' && e.details?.organizationId === id);
+      expect(changes.map((e) => e.details)).toEqual([
+        { organizationId: id, budget: null, maxInFlight: null, weight: 2 },
+        { organizationId: id, budget: { amount: spent, period: 'month' }, maxInFlight: 2, weight: 5 },
+        { organizationId: id, budget: { amount: 100, period: 'month' }, maxInFlight: 2, weight: 5 },
+      ]);
+    });
+
     it('shows usage by member to an organisation admin only, and to the admin API', async () => {
       const [boss, worker, outsider] = [await fx.user(), await fx.user(), await fx.user()];
       const id = await orgWith({}, [{ user: boss, role: 'admin' }, { user: worker }]);

@@ -73,6 +73,32 @@ export function describeOrganizationLedger(
       expect(await orgs().addMember(other, { userId: b, role: 'member', joinedAt: W0 })).toBe('added');
     });
 
+    it('changes an organisation\u2019s limits in place: the next reserve is held to them, what is held stays held', async () => {
+      if (!keepsOrganizations()) return;
+      const [a, b] = [await userWith(100), await userWith(100)];
+      const org = await orgWith({ budget: { amount: 10, period: 'month' }, maxInFlight: 1, weight: 5 }, [a, b]);
+      const first = uid('gen');
+      expect(resultOf(await orgs().reserve(a, first, 4, W0, { windows: WINDOWS }))).toBe('ok');
+      expect(await orgs().reserve(b, uid('gen'), 1, W0, { windows: WINDOWS })).toMatchObject({ result: 'limit_reached', refusedBy: 'organization' });
+      // A higher cap and a lower budget: the held reserve counts against both.
+      expect(await orgs().setOrganizationLimits(org, { budget: { amount: 6, period: 'month' }, maxInFlight: 3, weight: 2 })).toBe(true);
+      expect(await orgs().organization(org, WINDOWS)).toMatchObject({
+        organization: { organizationId: org, budget: { amount: 6, period: 'month' }, maxInFlight: 3, weight: 2, createdAt: W0 },
+        inFlight: 1,
+        spent: 4,
+      });
+      expect(await orgs().reserve(b, uid('gen'), 3, W0, { windows: WINDOWS })).toMatchObject({ result: 'budget_exceeded', refusedBy: 'organization' });
+      expect(resultOf(await orgs().reserve(b, uid('gen'), 2, W0, { windows: WINDOWS }))).toBe('ok');
+      // Both removed: only the balance holds; the settle of a reserve made under the old limits gives back as before.
+      expect(await orgs().setOrganizationLimits(org, { weight: 1 })).toBe(true);
+      const state = await orgs().organization(org, WINDOWS);
+      expect(state?.organization).toEqual({ organizationId: org, weight: 1, createdAt: W0 });
+      for (let i = 0; i < 3; i++) expect(resultOf(await orgs().reserve(b, uid('gen'), 10, W0, { windows: WINDOWS }))).toBe('ok');
+      expect(await orgs().settle(first, 1, W0)).toBe(1);
+      expect((await orgs().organization(org, WINDOWS))?.inFlight).toBe(4);
+      expect(await orgs().setOrganizationLimits(uid('org'), { weight: 3 })).toBe(false);
+    });
+
     it('lets exactly 3 of 40 racing reserves of 3 from four members through an organisation budget of 10, holding nothing for the rest', async () => {
       if (!keepsOrganizations()) return;
       const users = await Promise.all(Array.from({ length: 4 }, () => userWith(100)));

@@ -3,6 +3,7 @@ import {
   adminMemberSchema,
   adminNewMemberSchema,
   adminNewOrganizationSchema,
+  adminOrganizationLimitsChangeSchema,
   adminOrganizationSchema,
   adminUserLimitsChangeSchema,
   adminUserLimitsSchema,
@@ -68,6 +69,26 @@ export const organizationRoutes: RouteEntry[] = [
       description: 'Its limits, members (oldest first), generations in flight and, with a budget, what is spent and left in the current window.',
     },
     handle: (call, s) => s.accounts.organization(call.param('organizationId')).then((org) => adminJson(200, org)),
+  }),
+  route({
+    name: 'setOrganizationLimits',
+    method: 'PATCH',
+    path: '/v1/admin/organizations/{organizationId}',
+    auth: 'admin',
+    params: { organizationId: ORGANIZATION_ID },
+    body: jsonBody(adminOrganizationLimitsChangeSchema),
+    answers: { 200: { description: 'The organisation, changed', schema: adminOrganizationSchema } },
+    errors: [400, 404, 413, 415],
+    doc: {
+      operationId: 'adminSetOrganizationLimits',
+      tag: 'Admin',
+      summary: 'Change an organisation\u2019s limits',
+      description:
+        'Its budget (`{ amount, period: day | month | total }`), in-flight cap and weight. Only the fields given change; `null` removes the budget or the cap. What its members hold stays held and settles as before; the new limits apply from the next create. Audited.',
+    },
+    handle(call, s) {
+      return s.accounts.setOrganizationLimits(call.param('organizationId'), call.body() as never, { actor: call.actor }).then((org) => adminJson(200, org));
+    },
   }),
   route({
     name: 'addMember',
