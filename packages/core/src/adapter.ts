@@ -15,7 +15,7 @@
  *   await writeNodeResponse(res, answer);
  * }).listen(3000);
  */
-export { bodyLimitsOf, isApiPath, readRawBody, readRequestBody, type BodyLimits, type RawBody, type RequestBody } from './node/node-body.js';
+export { apiRoots, type ApiRoot, bodyLimitsOf, isApiPath, readRawBody, readRequestBody, type BodyLimits, type RawBody, type RequestBody, type ServedSurfaces } from './node/node-body.js';
 export { ApiMounts, isCoreAnsweredError } from './node/node-mounts.js';
 export { needsNodeWrite, nodeBody, writeNodeResponse } from './node/node-response.js';
 export { handleNodeRequest, toHttpRequest, type HostBody, type NodeRequestOptions } from './node/node-request.js';

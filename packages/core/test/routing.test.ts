@@ -5,6 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { bearerKey } from '../src/http/respond.js';
+import { apiRoots, isApiPath } from '../src/node/node-body.js';
 import { allowedMethods, matchRoute } from '../src/http/routes.js';
 
 describe('routing', () => {
@@ -43,5 +44,26 @@ describe('bearerKey', () => {
     expect(bearerKey(undefined)).toBeUndefined();
     expect(bearerKey('')).toBeUndefined();
     expect(bearerKey('  bearer   abc  ')).toBe('abc');
+  });
+});
+
+describe('what a mount answers: apiRoots and isApiPath, the one list', () => {
+  it('lists the roots longest first, with the OpenAI surface and the console only when served', () => {
+    expect(apiRoots().map((r) => r.path)).toEqual(['/playground', '/healthz', '/readyz', '/v1']);
+    const both = apiRoots({ servesOpenAi: true, servesConsole: true });
+    expect(both.map((r) => `${r.path}${r.below ? '/*' : ''}`)).toEqual(['/playground/*', '/openai/v1/*', '/console/*', '/healthz', '/readyz', '/v1/*']);
+    expect(apiRoots({ servesConsole: true })).toBe(apiRoots({ servesConsole: true }));
+  });
+
+  it('answers the roots, below them where they have paths below, and nothing else', () => {
+    const served = { servesOpenAi: true, servesConsole: true };
+    for (const path of ['/v1', '/v1/', '/v1/models', '/playground', '/playground/x', '/healthz', '/healthz/', '/readyz', '/openai/v1/models', '/console', '/console/me']) {
+      expect(isApiPath(path, served), path).toBe(true);
+    }
+    for (const path of ['/', '/v10', '/v2/models', '/healthz/x', '/readyz/deep', '/openai/v2', '/consoles', '/playgrounds', '/api/v1']) {
+      expect(isApiPath(path, served), path).toBe(false);
+    }
+    expect(isApiPath('/console/me')).toBe(false);
+    expect(isApiPath('/openai/v1/models', { servesConsole: true })).toBe(false);
   });
 });

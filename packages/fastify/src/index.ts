@@ -7,7 +7,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_LIMITS, type GenerationService } from '@genservice/core';
-import { ApiMounts, bodyLimitsOf, isCoreAnsweredError, handleNodeRequest, needsNodeWrite, nodeBody, readRawBody, writeNodeResponse, type BodyLimits, type HostBody } from '@genservice/core/adapter';
+import { ApiMounts, apiRoots, bodyLimitsOf, isCoreAnsweredError, handleNodeRequest, needsNodeWrite, nodeBody, readRawBody, writeNodeResponse, type BodyLimits, type HostBody } from '@genservice/core/adapter';
 
 export interface GenservicePluginOptions {
   service: GenerationService;
@@ -31,9 +31,12 @@ export const genservicePlugin: FastifyPluginAsync<GenservicePluginOptions> = asy
   app.addContentTypeParser('*', (request, payload, done) => {
     readRawBody(payload, mount.limits.bytes, request.headers['content-length'], mount.limits.timeoutMs).then((raw) => done(null, { raw } satisfies HostBody), done);
   });
-  const handler = (request: FastifyRequest, reply: FastifyReply): void => answer(mount, request, reply, pathBelow(request, mount.prefix));
-  const paths = ['/v1', '/v1/*', '/playground', '/playground/*', '/healthz', '/readyz', ...(service.servesOpenAi ? ['/openai/v1', '/openai/v1/*'] : []), ...(service.servesConsole ? ['/console', '/console/*'] : [])];
-  for (const path of paths) app.all(path, handler);
+  const handler = (request: FastifyRequest, reply: FastifyReply): void => answer(mount, request, reply, pathBelow(request, mount));
+  // Core's list of what a mount answers: each root, and the paths below it where it has any.
+  for (const root of apiRoots(service)) {
+    app.all(root.path, handler);
+    if (root.below) app.all(`${root.path}/*`, handler);
+  }
   // Paths under a (non-root) prefix that no route serves get genservice's JSON 404, as on every adapter.
   if (mount.prefix !== '') app.setNotFoundHandler(handler);
 };
@@ -93,10 +96,12 @@ function answer({ service, limits, prefix }: Mount, request: FastifyRequest, rep
 }
 
 /** The path below the prefix; rebuilt from the route when a router option altered it (ignoreDuplicateSlashes, a case-insensitive prefix). */
-function pathBelow(request: FastifyRequest, prefix: string): string {
+function pathBelow(request: FastifyRequest, { prefix, service }: Mount): string {
   if (request.url.startsWith(prefix)) return request.url.slice(prefix.length);
   const q = request.url.indexOf('?');
   const rest = (request.params as Record<string, string | undefined>)['*'];
   const url = request.routeOptions.url ?? '';
-  return `${url.includes('/playground') ? '/playground' : url.includes('/console') ? '/console' : url.includes('/openai/v1') ? '/openai/v1' : '/v1'}${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : request.url.slice(q)}`;
+  // The route's own pattern names its root (longest first: `/openai/v1/*` before `/v1/*`).
+  const root = apiRoots(service).find((r) => url.endsWith(r.below && rest !== undefined ? `${r.path}/*` : r.path))?.path ?? '/v1';
+  return `${root}${rest === undefined ? '' : `/${rest}`}${q === -1 ? '' : request.url.slice(q)}`;
 }

@@ -131,22 +131,52 @@ function hasNoBodyByHeaders(stream: Readable): boolean {
   return headers !== undefined && headers['content-length'] === undefined && headers['transfer-encoding'] === undefined;
 }
 
-/**
- * Which paths below the mount point the service answers: `/v1` and below, the playground page (`/playground`), the
- * health checks (`/healthz`, `/readyz`), `/openai/v1` and below when the service serves the OpenAI-compatible
- * surface, and `/console` and below when it serves the console (pass the service: `isApiPath(path, service)`). Everything else is left to the host, so mounting at the root does not
- * swallow its own routes.
- */
-export function isApiPath(pathname: string, service?: { readonly servesOpenAi?: boolean; readonly servesConsole?: boolean }): boolean {
-  return (
-    (service?.servesOpenAi === true && (pathname === '/openai/v1' || pathname.startsWith('/openai/v1/'))) ||
-    (service?.servesConsole === true && (pathname === '/console' || pathname.startsWith('/console/'))) ||
-    pathname === '/v1' ||
-    pathname.startsWith('/v1/') ||
-    pathname === '/playground' ||
-    pathname.startsWith('/playground/') ||
-    HEALTH_PATHS.has(pathname)
-  );
+/** What `isApiPath` and `apiRoots` read of the service: which optional surfaces it serves. */
+export interface ServedSurfaces {
+  readonly servesOpenAi?: boolean;
+  readonly servesConsole?: boolean;
 }
 
-const HEALTH_PATHS = new Set(['/healthz', '/healthz/', '/readyz', '/readyz/']);
+/** One root the service answers below its mount point; `below`: the paths under it too (else the root alone, and with a trailing slash). */
+export interface ApiRoot {
+  path: string;
+  below: boolean;
+}
+
+const ROOTS: readonly ApiRoot[] = [
+  { path: '/v1', below: true },
+  { path: '/playground', below: true },
+  { path: '/healthz', below: false },
+  { path: '/readyz', below: false },
+];
+const OPENAI_ROOT: ApiRoot = { path: '/openai/v1', below: true };
+const CONSOLE_ROOT: ApiRoot = { path: '/console', below: true };
+
+/**
+ * The roots the service answers below its mount point, longest first (so a router or a match against a path picks
+ * `/openai/v1` before `/v1`): `/v1`, the playground page, the health checks, and `/openai/v1` and `/console` when the
+ * service serves them. An adapter whose framework routes by pattern registers these (Fastify); the others ask
+ * `isApiPath`. The one list of what a mount answers.
+ */
+export function apiRoots(service?: ServedSurfaces): readonly ApiRoot[] {
+  return ROOT_LISTS[(service?.servesOpenAi === true ? 1 : 0) + (service?.servesConsole === true ? 2 : 0)]!;
+}
+
+/** The four lists (neither, OpenAI, console, both), made once: a request's check allocates nothing. */
+const ROOT_LISTS: ReadonlyArray<readonly ApiRoot[]> = [0, 1, 2, 3].map((i) =>
+  [...(i & 1 ? [OPENAI_ROOT] : []), ...(i & 2 ? [CONSOLE_ROOT] : []), ...ROOTS].sort((a, b) => b.path.length - a.path.length),
+);
+
+/**
+ * Which paths below the mount point the service answers (`apiRoots`): `/v1` and below, the playground page
+ * (`/playground`), the health checks (`/healthz`, `/readyz`), `/openai/v1` and below when the service serves the
+ * OpenAI-compatible surface, and `/console` and below when it serves the console (pass the service:
+ * `isApiPath(path, service)`). Everything else is left to the host, so mounting at the root does not swallow its own
+ * routes.
+ */
+export function isApiPath(pathname: string, service?: ServedSurfaces): boolean {
+  for (const root of apiRoots(service)) {
+    if (pathname === root.path || pathname === `${root.path}/` || (root.below && pathname.startsWith(`${root.path}/`))) return true;
+  }
+  return false;
+}

@@ -1,11 +1,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { isApiPath } from './node-body.js';
+import { isApiPath, type ServedSurfaces } from './node-body.js';
 
 /**
  * The mount points of the API on one server, for a framework hook that runs before (or outside) every mount, such as
  * Fastify's `frameworkErrors`: which mount a URL belongs to, and the path below it.
  */
-type Mount = { prefix: string; service?: { readonly servesOpenAi?: boolean; readonly servesConsole?: boolean } };
+type Mount = { prefix: string; service?: ServedSurfaces };
 
 export class ApiMounts<M extends Mount> {
   private static readonly byServer = new WeakMap<object, ApiMounts<Mount>>();
