@@ -21,16 +21,14 @@ export const adminNewOrganizationSchema = z.object({
     .describe('Its share of the runner when all are busy (default 1), carried by its jobs to the queue'),
 });
 
+/** An in-flight cap in a PATCH body: a number sets it, `null` removes it, left out keeps it. */
+function capChange(what: string) {
+  return z.number().int().positive().max(1_000_000).nullable().optional().describe(`${what}; \`null\` removes it, left out keeps it`);
+}
+
 export const adminOrganizationLimitsChangeSchema = z.object({
   budget: organizationBudgetSchema.nullable().optional().describe('The organisation\u2019s budget; `null` removes it, left out keeps it'),
-  maxInFlight: z
-    .number()
-    .int()
-    .positive()
-    .max(1_000_000)
-    .nullable()
-    .optional()
-    .describe('Members\u2019 generations pending or processing at once, at most; `null` removes it, left out keeps it'),
+  maxInFlight: capChange('Members\u2019 generations pending or processing at once, at most'),
   weight: z.number().int().positive().max(MAX_ORGANIZATION_WEIGHT).optional().describe('Its share of the runner when all are busy; left out keeps it'),
 });
 
@@ -72,14 +70,7 @@ const userBudgetSchema = z
 
 export const adminUserLimitsChangeSchema = z.object({
   budget: userBudgetSchema.nullable().optional().describe('The user’s own budget; `null` removes it, left out keeps it'),
-  maxInFlight: z
-    .number()
-    .int()
-    .positive()
-    .max(1_000_000)
-    .nullable()
-    .optional()
-    .describe('The user’s generations pending or processing at once, at most; `null` removes it, left out keeps it'),
+  maxInFlight: capChange('The user’s generations pending or processing at once, at most'),
 });
 
 export const adminUserLimitsSchema = z.object({
