@@ -15,6 +15,7 @@ export { runBlobStoreContract } from './blob.js';
 export { runQueueContract, type QueueUnderTest } from './queue.js';
 export { runWebhookStoreContract, type WebhookStoreUnderTest } from './webhooks.js';
 export { runUploadStoreContract, type UploadStoreUnderTest } from './uploads.js';
+export { describeWebhookEndpointsEndToEnd, type WebhookEndpointStores } from './webhook-endpoints-e2e.js';
 
 /** The ports a durable backend (or the in-memory set) provides together. */
 export interface PortsUnderTest {
