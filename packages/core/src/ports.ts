@@ -51,3 +51,5 @@ export type { FairFields, FairLine, JobPriority } from './domain/fair-order.js';
 export { currentTraceparent, traceHeaders } from './trace-context.js';
 /** The window provider lanes' per-minute limits count in (CapacityStore implementations share it). */
 export { CAPACITY_WINDOW_MS } from './ports/capacity.js';
+/** What the durable queues share: a job's stored fields, bounded waits, an enqueue that answers in time. */
+export { enqueueWithin, jobFields, messageOf, within } from './domain/queue-kit.js';

@@ -10,7 +10,11 @@ import {
   type QueuePosition,
   type QueueStopOptions,
   type RunnerSettings,
+  enqueueWithin,
   fairLineOf,
+  jobFields,
+  messageOf as message,
+  within,
 } from '@genservice/core/ports';
 import { FAIR_PLACE_LUA, FAIR_RELEASE_LUA, FAIR_SUFFIX, installFairAdd, POSITION_LUA } from './fair-add.js';
 
@@ -113,23 +117,6 @@ interface OpenQueue {
   /** Became ready at least once; after that the offline queue being off makes commands fail fast by themselves. */
   ready: boolean;
   lastError: unknown;
-}
-
-function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise.then(
-      () => true,
-      () => true,
-    ),
-    new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /**
@@ -275,35 +262,12 @@ export class BullMQQueue implements JobQueue {
       // Never connected and the last attempt failed: answer now rather than after the timeout.
       throw new UnavailableError(`Redis is unreachable: ${message(open.lastError)}`, { cause: open.lastError });
     }
-    const data: Job = {
-      generationId: job.generationId,
-      modelId: job.modelId,
-      ...(job.ownerId !== undefined ? { ownerId: job.ownerId } : {}),
-      ...(job.organizationId !== undefined ? { organizationId: job.organizationId } : {}),
-      ...(job.weight !== undefined ? { weight: job.weight } : {}),
-      ...(job.priority !== undefined ? { priority: job.priority } : {}),
-    };
+    const data = jobFields(job);
     // The create's trace context travels in the job's data, so the run on another instance continues it whole; a
     // remote job's next check, enqueued from inside its running job, carries that job's.
     const trace = job.trace ?? this.carried.get(job.generationId);
     if (trace !== undefined) data.trace = trace;
-    const adding = this.add(open, data, options.fresh === true, options.delayMs ?? 0);
-    // The loser of the race below may still land later, once Redis is back: harmless, since core has failed the
-    // generation by then and the job's claim finds nothing to do. Its rejection must not surface as unhandled.
-    adding.catch(() => undefined);
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await Promise.race([
-        adding,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer from Redis within ${this.enqueueTimeoutMs} ms`)), this.enqueueTimeoutMs);
-        }),
-      ]);
-    } catch (err) {
-      throw new UnavailableError(`could not enqueue generation ${data.generationId}: ${message(err)}`, { cause: err });
-    } finally {
-      clearTimeout(timer);
-    }
+    await enqueueWithin(this.add(open, data, options.fresh === true, options.delayMs ?? 0), this.enqueueTimeoutMs, data.generationId, 'Redis');
   }
 
   /** Redis hash of the fair order's counts: a job's priority is its tag in that order (see fair-add.ts). */

@@ -11,6 +11,10 @@ import {
   type QueuePosition,
   type QueueStopOptions,
   type RunnerSettings,
+  enqueueWithin,
+  jobFields,
+  messageOf as message,
+  within,
 } from '@genservice/core/ports';
 import { countInSql, fairFetch, fairInsert, fairParams, INSERT_PARAMETERS, ownersTableSql, positionSql, sweepSql, takenSql } from './fair-send.js';
 
@@ -137,23 +141,6 @@ function fairlyFirst(a: Fetched, b: Fetched): number {
 interface Running {
   generationId: string;
   controller: AbortController;
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise.then(
-      () => true,
-      () => true,
-    ),
-    new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -382,32 +369,11 @@ export class PgBossQueue implements JobQueue {
       throw new UnavailableError(`Postgres is unreachable: ${message(open.lastError)}`, { cause: open.lastError });
     }
     const data: JobData = {
-      generationId: job.generationId,
-      modelId: job.modelId,
-      ...(job.ownerId !== undefined ? { ownerId: job.ownerId } : {}),
-      ...(job.organizationId !== undefined ? { organizationId: job.organizationId } : {}),
-      ...(job.weight !== undefined ? { weight: job.weight } : {}),
-      ...(job.priority !== undefined ? { priority: job.priority } : {}),
+      ...jobFields(job),
       gsLine: fairParams(job)[0],
     };
     const delayMs = Math.max(0, options.delayMs ?? 0);
-    const adding = this.prepare(open).then((boss) => this.send(open, boss, data, delayMs));
-    // The loser of the race below may still land later, once Postgres answers: harmless, since core has failed the
-    // generation by then and the job's claim finds nothing to do. Its rejection must not surface as unhandled.
-    adding.catch(() => undefined);
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await Promise.race([
-        adding,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer from Postgres within ${this.enqueueTimeoutMs} ms`)), this.enqueueTimeoutMs);
-        }),
-      ]);
-    } catch (err) {
-      throw new UnavailableError(`could not enqueue generation ${data.generationId}: ${message(err)}`, { cause: err });
-    } finally {
-      clearTimeout(timer);
-    }
+    await enqueueWithin(this.prepare(open).then((boss) => this.send(open, boss, data, delayMs)), this.enqueueTimeoutMs, data.generationId, 'Postgres');
     // This instance's worker takes it at once (others on their next poll).
     if (delayMs === 0) this.poke(true);
     else if (this.looping) this.pokeAfter(delayMs);
