@@ -51,3 +51,6 @@ export type { FairFields, FairLine, JobPriority } from './domain/fair-order.js';
 export { currentTraceparent, traceHeaders } from './trace-context.js';
 /** The window provider lanes' per-minute limits count in (CapacityStore implementations share it). */
 export { CAPACITY_WINDOW_MS } from './ports/capacity.js';
+/** Whose turn a lane's next free slot is, across instances (the memory and SQLite stores call it; SQL and Lua mirror it). */
+export { LANE_TURN_UNITS, LANE_WAITER_TTL_MS, laneTurn, laneTurnCost, waiterUntil } from './domain/lane-turns.js';
+export type { LaneTurn, LaneTurnView } from './domain/lane-turns.js';
