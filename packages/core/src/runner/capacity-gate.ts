@@ -68,6 +68,8 @@ export class CapacityGate {
       grant = { granted: false, retryAfterMs: CAPACITY_POLL_MS };
     }
     if (grant.granted) {
+      // No longer waiting here: a slot this instance frees later must not wake it again (it would only ask once more).
+      this.waiters.get(lane.lane)?.delete(job.generationId);
       held.add(lane.lane);
       return { permitId, held, fresh: { lane: lane.lane, at: now } };
     }
