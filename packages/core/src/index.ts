@@ -41,7 +41,7 @@ export { CachedApiKeyResolver, type ApiKeyCacheOptions } from './use-cases/api-k
 export { newGenerationId } from './domain/ids.js';
 export { systemClock } from './clock.js';
 export type { Clock, ClockTimer } from './ports/clock.js';
-export type { CapacityAsk, CapacityGrant, CapacityLimits, CapacityStore, ProviderCapacity } from './ports/capacity.js';
+export type { CapacityAsk, CapacityFairness, CapacityGrant, CapacityLimits, CapacityStore, ProviderCapacity } from './ports/capacity.js';
 export type { Accounts, ActorOption, AuditView, CreditInput, KeyView, NewKeyInput, NewUserInput, UsageInput, UsageReportView, UserLimitsInput, UserLimitsView } from './use-cases/accounts.js';
 export type { Batches, BatchCreateRequest, BatchRequestItem, BatchView } from './use-cases/batches.js';
 export type {

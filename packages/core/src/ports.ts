@@ -53,3 +53,6 @@ export { currentTraceparent, traceHeaders } from './trace-context.js';
 export { CAPACITY_WINDOW_MS } from './ports/capacity.js';
 /** What the durable queues share: a job's stored fields, bounded waits, an enqueue that answers in time. */
 export { enqueueWithin, jobFields, messageOf, within } from './domain/queue-kit.js';
+/** Whose turn a lane's next free slot is, across instances (the memory and SQLite stores call it; SQL and Lua mirror it). */
+export { LANE_TURN_UNITS, LANE_WAITER_TTL_MS, laneTurn, laneTurnCost, waiterUntil } from './domain/lane-turns.js';
+export type { LaneTurn, LaneTurnView } from './domain/lane-turns.js';

@@ -1,10 +1,11 @@
-import { CAPACITY_WINDOW_MS, type CapacityAsk, type CapacityGrant, type CapacityLimits, type CapacityStore } from '@genservice/core/ports';
+import { CAPACITY_WINDOW_MS, LANE_WAITER_TTL_MS, laneTurnCost, type CapacityAsk, type CapacityGrant, type CapacityLimits, type CapacityStore } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { PgDatabase } from './db.js';
 
 /**
  * Provider lanes' counters on PostgreSQL (the `capacity` service option), shared by every instance on the database.
- * An ask is one call of the schema's `capacity_acquire` function, which decides under the lane row's lock.
+ * An ask is one call of the schema's `capacity_acquire` function, which decides under the lane row's lock (an ask
+ * with `fair` takes the lane's turns there too: migration 17 mirrors `laneTurn` of @genservice/core).
  */
 export class PostgresCapacityStore implements CapacityStore {
   private readonly db: PgDatabase;
@@ -15,7 +16,7 @@ export class PostgresCapacityStore implements CapacityStore {
 
   async acquire(lane: string, limits: CapacityLimits, ask: CapacityAsk): Promise<CapacityGrant> {
     const { rows } = await this.db.query<{ granted: boolean; retry_after_ms: string | null }>(
-      `SELECT granted, retry_after_ms FROM ${this.db.s}.capacity_acquire($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      `SELECT granted, retry_after_ms FROM ${this.db.s}.capacity_acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
       [
         lane,
         limits.concurrency ?? null,
@@ -26,6 +27,10 @@ export class PostgresCapacityStore implements CapacityStore {
         Math.trunc(ask.now),
         Math.trunc(ask.holdMs),
         CAPACITY_WINDOW_MS,
+        ask.fair?.tenant ?? null,
+        ask.fair ? laneTurnCost(ask.fair.weight) : null,
+        ask.fair?.waiter ?? null,
+        LANE_WAITER_TTL_MS,
       ],
     );
     const row = rows[0]!;
@@ -34,13 +39,7 @@ export class PostgresCapacityStore implements CapacityStore {
   }
 
   async release(lane: string, permitId: string, refund?: { at: number }): Promise<void> {
-    await this.db.query(`DELETE FROM ${this.db.s}.capacity_permits WHERE lane = $1 AND permit_id = $2`, [lane, permitId]);
-    if (refund) {
-      await this.db.query(
-        `DELETE FROM ${this.db.s}.capacity_requests WHERE ctid = (SELECT ctid FROM ${this.db.s}.capacity_requests WHERE lane = $1 AND permit_id = $2 AND at = $3 LIMIT 1)`,
-        [lane, permitId, Math.trunc(refund.at)],
-      );
-    }
+    await this.db.query(`SELECT ${this.db.s}.capacity_release($1, $2, $3)`, [lane, permitId, refund ? Math.trunc(refund.at) : null]);
   }
 
   async pause(lane: string, until: number): Promise<void> {

@@ -593,6 +593,34 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE reserves ADD COLUMN user_window INTEGER;
     `,
   },
+  {
+    version: 19,
+    name: "provider lanes' turns: tenants' virtual times and live waiters, so a lane's free slots follow the weights across instances",
+    // domain/lane-turns.ts: a tenant's virtual time and its count of live waiters (capacity_tenants), each waiter and
+    // until when it is live (capacity_waiters), the lane's floor; a fair grant's request says whose turn it paid, so a
+    // refund gives it back. NULL tenant: a request granted without fairness (and every row of earlier versions).
+    sql: `
+      CREATE TABLE capacity_tenants (
+        lane    TEXT    NOT NULL,
+        tenant  TEXT    NOT NULL,
+        vt      INTEGER NOT NULL,
+        waiting INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (lane, tenant)
+      ) WITHOUT ROWID;
+      CREATE INDEX capacity_tenants_live ON capacity_tenants (lane, vt) WHERE waiting > 0;
+      CREATE TABLE capacity_waiters (
+        lane   TEXT    NOT NULL,
+        waiter TEXT    NOT NULL,
+        tenant TEXT    NOT NULL,
+        until  INTEGER NOT NULL,
+        PRIMARY KEY (lane, waiter)
+      ) WITHOUT ROWID;
+      CREATE INDEX capacity_waiters_until ON capacity_waiters (lane, until);
+      ALTER TABLE capacity_lanes ADD COLUMN fair_floor INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE capacity_requests ADD COLUMN tenant TEXT;
+      ALTER TABLE capacity_requests ADD COLUMN cost INTEGER;
+    `,
+  },
 ];
 
 const SYNCHRONOUS_MODES = new Set(['NORMAL', 'FULL']);

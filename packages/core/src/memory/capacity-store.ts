@@ -1,11 +1,26 @@
-import { CAPACITY_WINDOW_MS, type CapacityAsk, type CapacityGrant, type CapacityLimits, type CapacityStore } from '../ports/capacity.js';
+import { laneTurn, laneTurnCost, waiterUntil } from '../domain/lane-turns.js';
+import { CAPACITY_WINDOW_MS, type CapacityAsk, type CapacityFairness, type CapacityGrant, type CapacityLimits, type CapacityStore } from '../ports/capacity.js';
 
 interface LaneState {
   /** permitId -> when its slot expires. */
   permits: Map<string, number>;
-  /** Requests granted, oldest first. */
-  requests: Array<{ at: number; units: number; permitId: string }>;
+  /** Requests granted, oldest first (a fair grant's tenant and cost, so a refund gives the turn back). */
+  requests: Array<{ at: number; units: number; permitId: string; tenant?: string; cost?: number }>;
   pausedUntil: number;
+  turns: LaneTurns;
+}
+
+/** A lane's turns (domain/lane-turns.ts): tenants' virtual times and live waiters. */
+interface LaneTurns {
+  floor: number;
+  /** Tenant -> virtual time (absent: at the floor). */
+  vt: Map<string, number>;
+  /** Waiter -> its tenant and until when it is live. */
+  waiters: Map<string, { tenant: string; until: number }>;
+  /** Tenant -> its live waiters (absent: none). */
+  live: Map<string, number>;
+  /** No waiter expires before this (a scan finds those that do). */
+  nextExpiry: number;
 }
 
 /**
@@ -19,7 +34,12 @@ export class MemoryCapacityStore implements CapacityStore {
   private lane(name: string): LaneState {
     let s = this.lanes.get(name);
     if (!s) {
-      s = { permits: new Map(), requests: [], pausedUntil: 0 };
+      s = {
+        permits: new Map(),
+        requests: [],
+        pausedUntil: 0,
+        turns: { floor: 0, vt: new Map(), waiters: new Map(), live: new Map(), nextExpiry: Number.POSITIVE_INFINITY },
+      };
       this.lanes.set(name, s);
     }
     return s;
@@ -27,6 +47,20 @@ export class MemoryCapacityStore implements CapacityStore {
 
   async acquire(lane: string, limits: CapacityLimits, ask: CapacityAsk): Promise<CapacityGrant> {
     const s = this.lane(lane);
+    const refusal = this.limitsRefuse(s, limits, ask);
+    let paid: { tenant: string; cost: number } | undefined;
+    if (ask.fair) {
+      const decided = this.turn(s.turns, ask.fair, ask.now, refusal);
+      if (!decided.granted) return decided;
+      paid = decided.paid;
+    } else if (refusal) return refusal;
+    s.permits.set(ask.permitId, ask.now + ask.holdMs);
+    s.requests.push({ at: ask.now, units: ask.units, permitId: ask.permitId, ...paid });
+    return { granted: true };
+  }
+
+  /** The refusal the lane's pause and limits give this ask, or undefined when it has room. */
+  private limitsRefuse(s: LaneState, limits: CapacityLimits, ask: CapacityAsk): CapacityGrant | undefined {
     const { now } = ask;
     if (s.pausedUntil > now) return { granted: false, retryAfterMs: s.pausedUntil - now };
     for (const [id, until] of s.permits) if (until <= now) s.permits.delete(id);
@@ -39,9 +73,57 @@ export class MemoryCapacityStore implements CapacityStore {
       const used = s.requests.reduce((sum, r) => sum + r.units, 0);
       if (used > 0 && used + ask.units > limits.unitsPerMinute) return { granted: false, retryAfterMs: wait };
     }
-    s.permits.set(ask.permitId, now + ask.holdMs);
-    s.requests.push({ at: now, units: ask.units, permitId: ask.permitId });
-    return { granted: true };
+    return undefined;
+  }
+
+  /** The lane's turns for a fair ask (laneTurn): a refusal that keeps its waiter, or a grant that pays its turn. */
+  private turn(t: LaneTurns, fair: CapacityFairness, now: number, refusal: CapacityGrant | undefined): { granted: false; retryAfterMs?: number } | { granted: true; paid: { tenant: string; cost: number } } {
+    this.expire(t, now);
+    let lowestOther: number | undefined;
+    for (const tenant of t.live.keys()) {
+      if (tenant === fair.tenant) continue;
+      const v = t.vt.get(tenant) ?? t.floor;
+      if (lowestOther === undefined || v < lowestOther) lowestOther = v;
+    }
+    const decided = laneTurn({ floor: t.floor, vt: t.vt.get(fair.tenant), live: t.live.has(fair.tenant), lowestOther });
+    if (decided.floor > t.floor) {
+      t.floor = decided.floor;
+      for (const [tenant, v] of t.vt) if (v <= t.floor && !t.live.has(tenant)) t.vt.delete(tenant);
+    }
+    t.vt.set(fair.tenant, decided.vt);
+    const refused: CapacityGrant | undefined = refusal ?? (decided.owed ? undefined : { granted: false });
+    if (refused && !refused.granted) {
+      this.unwait(t, fair.waiter);
+      const until = waiterUntil(now, refused.retryAfterMs);
+      t.waiters.set(fair.waiter, { tenant: fair.tenant, until });
+      t.live.set(fair.tenant, (t.live.get(fair.tenant) ?? 0) + 1);
+      t.nextExpiry = Math.min(t.nextExpiry, until);
+      return refused;
+    }
+    this.unwait(t, fair.waiter);
+    const cost = laneTurnCost(fair.weight);
+    t.vt.set(fair.tenant, decided.vt + cost);
+    return { granted: true, paid: { tenant: fair.tenant, cost } };
+  }
+
+  /** Drops the waiters no longer live (a scan, only once the earliest of them is due). */
+  private expire(t: LaneTurns, now: number): void {
+    if (t.nextExpiry > now) return;
+    let next = Number.POSITIVE_INFINITY;
+    for (const [waiter, w] of t.waiters) {
+      if (w.until <= now) this.unwait(t, waiter);
+      else next = Math.min(next, w.until);
+    }
+    t.nextExpiry = next;
+  }
+
+  private unwait(t: LaneTurns, waiter: string): void {
+    const w = t.waiters.get(waiter);
+    if (!w) return;
+    t.waiters.delete(waiter);
+    const n = (t.live.get(w.tenant) ?? 1) - 1;
+    if (n > 0) t.live.set(w.tenant, n);
+    else t.live.delete(w.tenant);
   }
 
   async release(lane: string, permitId: string, refund?: { at: number }): Promise<void> {
@@ -50,7 +132,14 @@ export class MemoryCapacityStore implements CapacityStore {
     s.permits.delete(permitId);
     if (refund) {
       const i = s.requests.findIndex((r) => r.permitId === permitId && r.at === refund.at);
-      if (i >= 0) s.requests.splice(i, 1);
+      if (i >= 0) {
+        const [r] = s.requests.splice(i, 1);
+        // The turn was never used either: its tenant's virtual time goes back (unless it was forgotten at the floor).
+        if (r?.tenant !== undefined && r.cost !== undefined) {
+          const v = s.turns.vt.get(r.tenant);
+          if (v !== undefined) s.turns.vt.set(r.tenant, v - r.cost);
+        }
+      }
     }
   }
 

@@ -32,6 +32,22 @@ export interface CapacityAsk {
   now: number;
   /** The slot is given back by itself after this long (a holder that crashed never releases it). */
   holdMs: number;
+  /**
+   * The ask's place in the lane's fair share across tenants (`domain/lane-turns.ts`): the runner's admission of a
+   * job gives it, so the lane's free slots go to tenants by weight over every instance. Absent (a run's further
+   * requests, a `low` job's spare capacity): the limits alone decide, as before.
+   */
+  fair?: CapacityFairness;
+}
+
+/** Who asks, for the lane's fair share: the tenant, its weight, and the waiting job. */
+export interface CapacityFairness {
+  /** The tenant whose share it counts in: `o:<organizationId>`, or `u:<ownerId>` for a user of no organisation. */
+  tenant: string;
+  /** The tenant's weight (`fairWeight`: a positive number, 1 when absent). */
+  weight: number;
+  /** The waiting job (the generation id): one waiter however often it asks. */
+  waiter: string;
 }
 
 /** The answer to an ask: granted, or refused with when it is worth asking again (absent: when a slot is released). */
@@ -54,6 +70,11 @@ export type CapacityGrant = { granted: true } | { granted: false; retryAfterMs?:
  *   `at` is taken back too (it was never sent upstream).
  * - `pause(lane, until)` refuses every ask before `until` (a later pause extends it, an earlier one never shortens it).
  * - A lane without limits never refuses. Lanes are independent.
+ * - An ask with `fair` is also held to the lane's turns (`laneTurn` in domain/lane-turns.ts), decided in the same
+ *   atomic step: with room, it is granted only when no other tenant with a live waiter has a lower virtual time, and
+ *   refused otherwise (no `retryAfterMs`); a refused ask (for the limits or a turn) keeps its waiter live until
+ *   `waiterUntil(now, retryAfterMs)`; a grant drops the waiter and adds `laneTurnCost(weight)` to its tenant's time.
+ *   A refund gives that turn back as well.
  */
 export interface CapacityStore {
   acquire(lane: string, limits: CapacityLimits, ask: CapacityAsk): Promise<CapacityGrant>;

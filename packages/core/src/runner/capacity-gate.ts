@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { inject, injectable } from 'tsyringe';
+import { fairLineOf } from '../domain/fair-order.js';
 import { spareLimits } from '../domain/priority.js';
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import { asError } from '../logger.js';
-import type { CapacityStore } from '../ports/capacity.js';
+import type { CapacityFairness, CapacityStore } from '../ports/capacity.js';
 import type { Logger } from '../ports/logger.js';
 import type { Job, JobQueue } from '../ports/queue.js';
 import type { GenerationStore } from '../ports/store.js';
@@ -56,14 +57,19 @@ export class CapacityGate {
     let grant: Awaited<ReturnType<CapacityStore['acquire']>>;
     try {
       // A low job takes spare capacity only (spareLimits); a queue that does not carry priority runs it as normal.
-      const limits = job.priority === 'low' ? spareLimits(lane) : lane;
-      grant = await this.counters.acquire(lane.lane, limits, { permitId, units: await this.unitsOf(model, job), now, holdMs: this.holdMs(model) });
+      // The others take the lane's turns: its free slots go to tenants by weight over every instance.
+      const low = job.priority === 'low';
+      const limits = low ? spareLimits(lane) : lane;
+      const fair = low ? undefined : this.fairOf(job);
+      grant = await this.counters.acquire(lane.lane, limits, { permitId, units: await this.unitsOf(model, job), now, holdMs: this.holdMs(model), ...(fair ? { fair } : {}) });
     } catch (err) {
       // The counters cannot be reached: the job waits (pending) rather than run past the limits or fail.
       this.logger.warn({ err: asError(err), lane: lane.lane }, 'provider capacity unavailable; the job waits');
       grant = { granted: false, retryAfterMs: CAPACITY_POLL_MS };
     }
     if (grant.granted) {
+      // No longer waiting here: a slot this instance frees later must not wake it again (it would only ask once more).
+      this.waiters.get(lane.lane)?.delete(job.generationId);
       held.add(lane.lane);
       return { permitId, held, fresh: { lane: lane.lane, at: now } };
     }
@@ -140,6 +146,12 @@ export class CapacityGate {
     w.delete(id);
     // Its delayed turn is still due; whichever comes first is admitted, the other finds it claimed.
     this.queue.enqueue(job).catch(() => undefined);
+  }
+
+  /** The job's tenant and weight in the lane's turns (the fair order's own: domain/fair-order.ts). */
+  private fairOf(job: Job): CapacityFairness {
+    const line = fairLineOf(job);
+    return { tenant: line.tenant, weight: line.weight, waiter: job.generationId };
   }
 
   /** A slot is held no longer than the run can last (its model's time limit), plus a lease of slack. */

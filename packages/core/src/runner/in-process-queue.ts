@@ -147,6 +147,13 @@ export class InProcessQueue implements JobQueue {
     }
     if (this.waiting.has(job.generationId) || this.running.has(job.generationId)) return;
     if (!this.started && this.waiting.size >= (this.options.backlogLimit ?? 10_000)) return;
+    // Due now, it replaces a later turn of the same generation (a job the capacity gate woke before its poll): that
+    // turn would only find it claimed, after asking the lane again.
+    const later = this.delayed.get(job.generationId);
+    if (later) {
+      this.clock.clearTimeout(later);
+      this.delayed.delete(job.generationId);
+    }
     const line = fairLineOf(job);
     const v = this.virtualTime(line.band);
     const place = this.count(line.line, 1);
