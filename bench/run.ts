@@ -189,7 +189,10 @@ function httpRows(results: HttpResults): Row[] {
 }
 
 async function runHttp(): Promise<Row[]> {
-  const plan = { mode: 'measure', frameworks: FRAMEWORKS, ...S.http };
+  // `--part express|fastify|koa`: that framework's rows only (the others keep their last figures).
+  const frameworks = FRAMEWORKS.filter((fw) => runs(fw));
+  if (frameworks.length === 0) throw new Error(`--part for http takes ${FRAMEWORKS.join('|')}, got "${opts.part}"`);
+  const plan = { mode: 'measure', frameworks, ...S.http };
   log(`[http] load generator on core 1, servers on core 0${canPin() ? '' : ' (taskset unavailable: not pinned)'}`);
   const child = spawnTs('http/load.ts', { core: 1, args: [JSON.stringify(plan)] });
   try {
