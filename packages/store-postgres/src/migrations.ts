@@ -594,12 +594,19 @@ export const MIGRATIONS: readonly Migration[] = [
               UPDATE ${s}.capacity_lanes SET fair_floor = v_new_floor WHERE lane = p_lane;
               DELETE FROM ${s}.capacity_tenants WHERE lane = p_lane AND waiting = 0 AND vt <= v_new_floor;
             END IF;
-            DELETE FROM ${s}.capacity_waiters WHERE lane = p_lane AND waiter = p_waiter RETURNING tenant INTO v_was;
+            -- Refused by the limits, or another live tenant is lower (not owed): the waiter is kept.
+            v_refused := v_refused OR (v_lowest IS NOT NULL AND v_vt > v_lowest);
+            SELECT tenant INTO v_was FROM ${s}.capacity_waiters WHERE lane = p_lane AND waiter = p_waiter;
+            IF v_refused AND v_was = p_tenant THEN
+              -- A waiter asking again: its tenant is live (its time unchanged), only its time to live moves.
+              UPDATE ${s}.capacity_waiters SET until = p_now + coalesce(v_retry, 0) + p_ttl_ms WHERE lane = p_lane AND waiter = p_waiter;
+              granted := false; retry_after_ms := v_retry; RETURN;
+            END IF;
             IF v_was IS NOT NULL THEN
+              DELETE FROM ${s}.capacity_waiters WHERE lane = p_lane AND waiter = p_waiter;
               UPDATE ${s}.capacity_tenants SET waiting = waiting - 1 WHERE lane = p_lane AND tenant = v_was;
             END IF;
-            -- Refused by the limits, or another live tenant is lower (not owed): the waiter is kept.
-            IF v_refused OR (v_lowest IS NOT NULL AND v_vt > v_lowest) THEN
+            IF v_refused THEN
               INSERT INTO ${s}.capacity_tenants (lane, tenant, vt, waiting) VALUES (p_lane, p_tenant, v_vt, 1)
                 ON CONFLICT (lane, tenant) DO UPDATE SET vt = excluded.vt, waiting = ${s}.capacity_tenants.waiting + 1;
               INSERT INTO ${s}.capacity_waiters (lane, waiter, tenant, until)
