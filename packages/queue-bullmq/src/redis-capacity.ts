@@ -81,13 +81,20 @@ else
     redis.call('SET', KEYS[10], lo)
     redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', lo)
   end
-  if redis.call('HEXISTS', KEYS[9], waiter) == 1 then unwait(waiter) end
-  if refused or (lowest and vt > lowest) then
+  refused = refused or (lowest ~= nil and vt > lowest)
+  local back = 0
+  if retry >= 0 then back = retry end
+  local was = redis.call('HGET', KEYS[9], waiter)
+  if refused and was == tenant then
+    -- A waiter asking again: its tenant is live (its time unchanged), only its time to live moves.
+    redis.call('ZADD', KEYS[8], now + back + ttl, waiter)
+    return {0, retry}
+  end
+  if was then unwait(waiter) end
+  if refused then
     redis.call('HINCRBY', KEYS[7], tenant, 1)
     redis.call('ZREM', KEYS[6], tenant)
     redis.call('ZADD', KEYS[5], vt, tenant)
-    local back = 0
-    if retry >= 0 then back = retry end
     redis.call('ZADD', KEYS[8], now + back + ttl, waiter)
     redis.call('HSET', KEYS[9], waiter, tenant)
     return {0, retry}

@@ -5,7 +5,7 @@ import { PgDatabase } from './db.js';
 /**
  * Provider lanes' counters on PostgreSQL (the `capacity` service option), shared by every instance on the database.
  * An ask is one call of the schema's `capacity_acquire` function, which decides under the lane row's lock (an ask
- * with `fair` takes the lane's turns there too: migration 17 mirrors `laneTurn` of @genservice/core).
+ * with `fair` takes the lane's turns there too: migrations 17 and 18 mirror `laneTurn` of @genservice/core).
  */
 export class PostgresCapacityStore implements CapacityStore {
   private readonly db: PgDatabase;

@@ -635,6 +635,100 @@ export const MIGRATIONS: readonly Migration[] = [
       $fn$`,
     ],
   },
+  {
+    version: 18,
+    name: "provider lanes' turns: a waiter asking again while refused only moves its time to live",
+    // The same decision as migration 17's capacity_acquire (its second form), one statement lighter in the common
+    // case: a refused ask whose waiter is already there for its tenant updates the waiter's until, and nothing else.
+    up: (s) => [
+      `CREATE OR REPLACE FUNCTION ${s}.capacity_acquire(p_lane text, p_concurrency integer, p_rpm integer, p_upm double precision,
+          p_permit text, p_units double precision, p_now bigint, p_hold_ms bigint, p_window_ms bigint,
+          p_tenant text, p_cost bigint, p_waiter text, p_ttl_ms bigint,
+          OUT granted boolean, OUT retry_after_ms bigint) LANGUAGE plpgsql AS $fn$
+        DECLARE
+          v_paused bigint;
+          v_floor bigint;
+          v_held integer;
+          v_n integer;
+          v_units double precision;
+          v_oldest bigint;
+          v_refused boolean := false;
+          v_retry bigint;
+          v_vt bigint;
+          v_waiting integer;
+          v_lowest bigint;
+          v_new_floor bigint;
+          v_was text;
+        BEGIN
+          INSERT INTO ${s}.capacity_lanes (lane) VALUES (p_lane) ON CONFLICT (lane) DO NOTHING;
+          SELECT paused_until, fair_floor INTO v_paused, v_floor FROM ${s}.capacity_lanes WHERE lane = p_lane FOR UPDATE;
+          -- The limits (as the first form decides them), kept as a refusal rather than returned at once.
+          IF v_paused > p_now THEN
+            v_refused := true; v_retry := v_paused - p_now;
+          ELSE
+            DELETE FROM ${s}.capacity_permits WHERE lane = p_lane AND expires_at <= p_now;
+            IF p_concurrency IS NOT NULL THEN
+              SELECT count(*) INTO v_held FROM ${s}.capacity_permits WHERE lane = p_lane AND permit_id <> p_permit;
+              IF v_held >= p_concurrency THEN v_refused := true; END IF;
+            END IF;
+            IF NOT v_refused THEN
+              DELETE FROM ${s}.capacity_requests WHERE lane = p_lane AND at <= p_now - p_window_ms;
+              SELECT count(*), coalesce(sum(units), 0), min(at) INTO v_n, v_units, v_oldest FROM ${s}.capacity_requests WHERE lane = p_lane;
+              IF (p_rpm IS NOT NULL AND v_n >= p_rpm) OR (p_upm IS NOT NULL AND v_units > 0 AND v_units + p_units > p_upm) THEN
+                v_refused := true; v_retry := v_oldest + p_window_ms - p_now;
+              END IF;
+            END IF;
+          END IF;
+          IF p_tenant IS NULL THEN
+            IF v_refused THEN
+              granted := false; retry_after_ms := v_retry; RETURN;
+            END IF;
+          ELSE
+            -- The lane's turns: laneTurn of domain/lane-turns.ts, mirrored. Expired waiters leave first.
+            WITH gone AS (DELETE FROM ${s}.capacity_waiters WHERE lane = p_lane AND until <= p_now RETURNING tenant)
+            UPDATE ${s}.capacity_tenants t SET waiting = t.waiting - g.n
+              FROM (SELECT tenant, count(*)::integer AS n FROM gone GROUP BY tenant) g
+              WHERE t.lane = p_lane AND t.tenant = g.tenant;
+            SELECT vt, waiting INTO v_vt, v_waiting FROM ${s}.capacity_tenants WHERE lane = p_lane AND tenant = p_tenant;
+            SELECT min(vt) INTO v_lowest FROM ${s}.capacity_tenants WHERE lane = p_lane AND waiting > 0 AND tenant <> p_tenant;
+            -- Not live: no lower than the floor. The floor rises to the lowest of the asker's and the live tenants' times.
+            IF v_vt IS NULL OR coalesce(v_waiting, 0) <= 0 THEN v_vt := greatest(coalesce(v_vt, v_floor), v_floor); END IF;
+            v_new_floor := greatest(v_floor, least(v_vt, coalesce(v_lowest, v_vt)));
+            IF v_new_floor > v_floor THEN
+              UPDATE ${s}.capacity_lanes SET fair_floor = v_new_floor WHERE lane = p_lane;
+              DELETE FROM ${s}.capacity_tenants WHERE lane = p_lane AND waiting = 0 AND vt <= v_new_floor;
+            END IF;
+            -- Refused by the limits, or another live tenant is lower (not owed): the waiter is kept.
+            v_refused := v_refused OR (v_lowest IS NOT NULL AND v_vt > v_lowest);
+            SELECT tenant INTO v_was FROM ${s}.capacity_waiters WHERE lane = p_lane AND waiter = p_waiter;
+            IF v_refused AND v_was = p_tenant THEN
+              -- A waiter asking again: its tenant is live (its time unchanged), only its time to live moves.
+              UPDATE ${s}.capacity_waiters SET until = p_now + coalesce(v_retry, 0) + p_ttl_ms WHERE lane = p_lane AND waiter = p_waiter;
+              granted := false; retry_after_ms := v_retry; RETURN;
+            END IF;
+            IF v_was IS NOT NULL THEN
+              DELETE FROM ${s}.capacity_waiters WHERE lane = p_lane AND waiter = p_waiter;
+              UPDATE ${s}.capacity_tenants SET waiting = waiting - 1 WHERE lane = p_lane AND tenant = v_was;
+            END IF;
+            IF v_refused THEN
+              INSERT INTO ${s}.capacity_tenants (lane, tenant, vt, waiting) VALUES (p_lane, p_tenant, v_vt, 1)
+                ON CONFLICT (lane, tenant) DO UPDATE SET vt = excluded.vt, waiting = ${s}.capacity_tenants.waiting + 1;
+              INSERT INTO ${s}.capacity_waiters (lane, waiter, tenant, until)
+                VALUES (p_lane, p_waiter, p_tenant, p_now + coalesce(v_retry, 0) + p_ttl_ms);
+              granted := false; retry_after_ms := v_retry; RETURN;
+            END IF;
+            INSERT INTO ${s}.capacity_tenants (lane, tenant, vt) VALUES (p_lane, p_tenant, v_vt + p_cost)
+              ON CONFLICT (lane, tenant) DO UPDATE SET vt = excluded.vt;
+          END IF;
+          INSERT INTO ${s}.capacity_permits (lane, permit_id, expires_at) VALUES (p_lane, p_permit, p_now + p_hold_ms)
+            ON CONFLICT (lane, permit_id) DO UPDATE SET expires_at = excluded.expires_at;
+          INSERT INTO ${s}.capacity_requests (lane, at, units, permit_id, tenant, cost)
+            VALUES (p_lane, p_now, p_units, p_permit, p_tenant, CASE WHEN p_tenant IS NULL THEN NULL ELSE p_cost END);
+          granted := true; retry_after_ms := NULL;
+        END
+      $fn$`,
+    ],
+  },
 ];
 
 /**

@@ -83,7 +83,7 @@ describe('a database made by the release before issue 22', () => {
     const accountBefore = await ledger.account('alice');
 
     // ---- The new code opens it.
-    expect(await runMigrations(pool, SCHEMA)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
+    expect(await runMigrations(pool, SCHEMA)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]);
     const stores = await createPostgresStores({ pool, schema: SCHEMA });
     const { store } = stores;
     expect(await store.getById('g1')).toMatchObject({ status: 'completed', claims: 1, price: 7, resultText: 'done', progress: { fraction: 0.5, message: 'half' } });

@@ -95,6 +95,7 @@ export class SqliteCapacityStore implements CapacityStore {
     const setVt = db.prepare('INSERT INTO capacity_tenants (lane, tenant, vt) VALUES (?, ?, ?) ON CONFLICT (lane, tenant) DO UPDATE SET vt = excluded.vt');
     const waiterOf = db.prepare('SELECT tenant FROM capacity_waiters WHERE lane = ? AND waiter = ?');
     const dropWaiter = db.prepare('DELETE FROM capacity_waiters WHERE lane = ? AND waiter = ?');
+    const touchWaiter = db.prepare('UPDATE capacity_waiters SET until = ? WHERE lane = ? AND waiter = ?');
     const putWaiter = db.prepare('INSERT INTO capacity_waiters (lane, waiter, tenant, until) VALUES (?, ?, ?, ?)');
     return (lane, fair, now, refusal) => {
       const gone = expired.all(lane, now) as Array<{ tenant: string; n: number }>;
@@ -111,11 +112,16 @@ export class SqliteCapacityStore implements CapacityStore {
         forgetLevel.run(lane, decided.floor);
       }
       const was = waiterOf.get(lane, fair.waiter) as { tenant: string } | undefined;
+      const refused: CapacityGrant | undefined = refusal ?? (decided.owed ? undefined : { granted: false });
+      if (refused && !refused.granted && was?.tenant === fair.tenant) {
+        // The common case, a waiter asking again: its tenant is live (its time unchanged), only its time to live moves.
+        touchWaiter.run(waiterUntil(now, refused.retryAfterMs), lane, fair.waiter);
+        return refused;
+      }
       if (was) {
         dropWaiter.run(lane, fair.waiter);
         addWaiting.run(-1, lane, was.tenant);
       }
-      const refused: CapacityGrant | undefined = refusal ?? (decided.owed ? undefined : { granted: false });
       if (refused && !refused.granted) {
         setVt.run(lane, fair.tenant, decided.vt);
         putWaiter.run(lane, fair.waiter, fair.tenant, waiterUntil(now, refused.retryAfterMs));

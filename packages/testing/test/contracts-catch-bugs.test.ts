@@ -148,6 +148,16 @@ const MUTANTS: Record<string, string> = {
       }
     }
     runCapacityContract(NAME, async () => ({ capacity: new M(), close: async () => undefined }));`,
+  "capacity: ignores the lane's turns": `
+    class M extends MemoryCapacityStore {
+      async acquire(lane, limits, ask) { const { fair, ...plain } = ask; return super.acquire(lane, limits, plain); }
+    }
+    runCapacityContract(NAME, async () => ({ capacity: new M(), close: async () => undefined }));`,
+  "capacity: the lane's turns ignore weights": `
+    class M extends MemoryCapacityStore {
+      async acquire(lane, limits, ask) { return super.acquire(lane, limits, ask.fair ? { ...ask, fair: { ...ask.fair, weight: 1 } } : ask); }
+    }
+    runCapacityContract(NAME, async () => ({ capacity: new M(), close: async () => undefined }));`,
   'queue: no de-duplication of waiting jobs': `
     runQueueContract(NAME, async () => { const q = new Naive({ abort: true, limit: 2 }); return { queue: q, concurrency: 2, close: () => q.stop({ timeoutMs: 10 }) }; });`,
   'queue: stop never aborts': `
@@ -196,6 +206,8 @@ const CAUGHT_BY: Record<string, string[]> = {
   'capacity: a slot is never freed': ['CapacityStore'],
   'capacity: the minute is a fixed window': ['CapacityStore'],
   'capacity: checks, then records later': ['CapacityStore'],
+  "capacity: ignores the lane's turns": ['CapacityStore'],
+  "capacity: the lane's turns ignore weights": ['CapacityStore'],
 };
 
 /** The same naive queue with every fault switched off: proves the queue mutants fail for their bug alone. */
@@ -283,6 +295,7 @@ describe('the contract suites catch planted bugs', () => {
     await writeFile(
       join(dir, 'vitest.config.mjs'),
       `export default { resolve: { alias: {
+        '@genservice/core/ports': ${JSON.stringify(join(repo, 'packages/core/src/ports.ts'))},
         '@genservice/core': ${JSON.stringify(join(repo, 'packages/core/src/index.ts'))},
         '@genservice/testing': ${JSON.stringify(join(repo, 'packages/testing/src/index.ts'))},
       } }, test: { include: ['mutants.test.js'], testTimeout: 30000 } };\n`,

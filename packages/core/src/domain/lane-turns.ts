@@ -1,7 +1,7 @@
 /**
  * Whose turn a provider lane's next free slot is, over every instance that shares the lane: the rule a
  * `CapacityStore` applies to asks that carry `fair` (the runner's admissions). Written once here; the memory and
- * SQLite stores call `laneTurn`, the Postgres store's `capacity_acquire` function (migration 17) and the Redis
+ * SQLite stores call `laneTurn`, the Postgres store's `capacity_acquire` function (migrations 17, 18) and the Redis
  * store's Lua script mirror it step for step, and the shared contract suite checks all four alike.
  *
  * Each lane keeps, per tenant (an organisation, or a user of none), a virtual time, and a set of live waiters (an
