@@ -21,7 +21,7 @@ import {
 } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { usageDayIndex } from '@genservice/core/ports';
-import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
+import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText, type PgStatementOptions } from './db.js';
 import { reserveSteps, settleSteps, type PostgresLedger } from './ledger.js';
 
 /**
@@ -374,8 +374,8 @@ export class PostgresGenerationStore implements GenerationStore {
   private readonly sql: ReturnType<typeof generationSql>;
   private readonly shapes = new Map<string, ReturnType<typeof updateSql>>();
 
-  constructor(pool: Pool, options: { schema?: string } = {}) {
-    this.db = new PgDatabase(pool, options.schema ?? 'genservice');
+  constructor(pool: Pool, options: { schema?: string } & PgStatementOptions = {}) {
+    this.db = new PgDatabase(pool, options.schema ?? 'genservice', options);
     this.sql = generationSql(this.db.s);
   }
 
