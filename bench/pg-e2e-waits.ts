@@ -6,6 +6,7 @@
  *   cd bench && node --conditions=@genservice/source --import tsx pg-e2e-waits.ts [n] [clients]
  */
 import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { throwawayDatabase } from './sections/stores.js';
 import { oursPgE2E, rawPgE2E } from './sections/pg-e2e.js';
@@ -40,8 +41,10 @@ const name = new URL(db.url).pathname.slice(1);
 const watch = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
 await watch.connect();
 try {
-  for (const [side, run] of [['ours', oursPgE2E], ['hand-written', rawPgE2E], ['ours', oursPgE2E], ['hand-written', rawPgE2E]] as const) {
-    await run(db.url, `w${side.slice(0, 4)}${Math.random().toString(36).slice(2, 6)}`, 300, clients);
+  const preparedRaw = (url: string, schema: string, count: number, c: number) => rawPgE2E(url, schema, count, c, true);
+  const sides = [['ours', oursPgE2E], ['hand-written', rawPgE2E], ['hand-written, prepared', preparedRaw]] as const;
+  for (const [side, run] of [...sides, ...sides]) {
+    await run(db.url, `w${side.slice(0, 4).replace(/\W/g, '')}${Math.random().toString(36).slice(2, 6)}`, 300, clients);
     const waits = new Map<string, number>();
     const seen = new Map<number, [number, number]>();
     let samples = 0;
@@ -65,7 +68,7 @@ try {
         await new Promise((r) => setTimeout(r, 3));
       }
     })();
-    const r = await run(db.url, `m${side.slice(0, 4)}${Math.random().toString(36).slice(2, 6)}`, n, clients);
+    const r = await run(db.url, `m${side.slice(0, 4).replace(/\W/g, '')}${Math.random().toString(36).slice(2, 6)}`, n, clients);
     stop = true;
     const elu = performance.eventLoopUtilization(elu0).utilization;
     await sampler;
