@@ -196,22 +196,27 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => 
   }
 }
 
-/** The minimal hand-written `pg` and p-queue doing the same work. */
-export async function rawPgE2E(url: string, schema: string, n: number, clients: number): Promise<E2EResult> {
+/**
+ * The minimal hand-written `pg` and p-queue doing the same work. `prepared`: its statements as named (prepared) ones,
+ * as the stores send theirs (not the bench's row: what `bench/pg-e2e-waits.ts` sets beside it).
+ */
+export async function rawPgE2E(url: string, schema: string, n: number, clients: number, prepared = false): Promise<E2EResult> {
   const pool = new pg.Pool({ connectionString: url, max: PG_E2E_POOL, connectionTimeoutMillis: 5000 });
   pool.on('error', () => {});
   await runMigrations(pool, schema);
   const sql = PG_E2E_SQL(`"${schema}"`);
+  const q = <R extends pg.QueryResultRow>(on: pg.Pool | pg.PoolClient, name: string, text: string, values: unknown[]) =>
+    prepared ? on.query<R>({ name: `raw_${name}`, text, values }) : on.query<R>(text, values);
   for (const u of users) await pool.query(sql.credit, [u, BALANCE]);
   const queue = new PQueue({ concurrency: PG_E2E_RUNNER });
   const ctx = {} as GenerationContext;
   const settled = countdown(n);
   const run = async (id: string): Promise<void> => {
     const now = Date.now();
-    const { rows } = await pool.query(sql.claim, [id, now, 'raw', now + LEASE_MS]);
+    const { rows } = await q(pool, 'claim', sql.claim, [id, now, 'raw', now + LEASE_MS]);
     if (!rows[0]) return;
     const out = await noopProvider.generate({ model: MODEL, settings: rows[0].settings as Record<string, string> }, ctx);
-    const done = await pool.query<{ n: number }>(sql.complete, [id, Date.now(), 'raw', 1, 'text' in out ? out.text : null]);
+    const done = await q<{ n: number }>(pool, 'complete', sql.complete, [id, Date.now(), 'raw', 1, 'text' in out ? out.text : null]);
     if (done.rows[0]!.n !== 1) return;
     settled.hit();
   };
@@ -220,8 +225,8 @@ export async function rawPgE2E(url: string, schema: string, n: number, clients: 
     const id = randomUUID();
     const now = Date.now();
     await inTransaction(pool, async (c) => {
-      if ((await c.query(sql.reserve, [user, 1, IN_FLIGHT])).rowCount !== 1) throw new Error('insufficient or at the in-flight cap');
-      await c.query(sql.insert, [id, user, MODEL_ID, JSON.stringify(SETTINGS), 1, now]);
+      if ((await q(c, 'reserve', sql.reserve, [user, 1, IN_FLIGHT])).rowCount !== 1) throw new Error('insufficient or at the in-flight cap');
+      await q(c, 'insert', sql.insert, [id, user, MODEL_ID, JSON.stringify(SETTINGS), 1, now]);
     });
     void queue.add(() => run(id));
     return id;

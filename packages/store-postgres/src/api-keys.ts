@@ -1,7 +1,7 @@
 import { hashApiKey, newKeyId } from '@genservice/core/ports';
 import type { ApiKeyInfo, ApiKeyStore, KeyScope, NewApiKey, Principal } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase, decodeKey, encodeKey, num, storableText } from './db.js';
+import { PgDatabase, decodeKey, encodeKey, num, storableText, type PgStatementOptions } from './db.js';
 
 /** How often a key's `last_used_at` is written at most: a write per request would cost more than the request. */
 const LAST_USED_RESOLUTION_MS = 60_000;
@@ -31,8 +31,8 @@ interface KeyRow {
 export class PostgresApiKeyStore implements ApiKeyStore {
   private readonly db: PgDatabase;
 
-  constructor(pool: Pool, options: { schema?: string } = {}) {
-    this.db = new PgDatabase(pool, options.schema ?? 'genservice');
+  constructor(pool: Pool, options: { schema?: string } & PgStatementOptions = {}) {
+    this.db = new PgDatabase(pool, options.schema ?? 'genservice', options);
   }
 
   async resolve(apiKey: string, now: number = Date.now()): Promise<Principal | null> {

@@ -1,6 +1,6 @@
 import type { AuditEntry, AuditLog, AuditPage } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase, decodeKey, encodeKey, num, storableText } from './db.js';
+import { PgDatabase, decodeKey, encodeKey, num, storableText, type PgStatementOptions } from './db.js';
 
 interface AuditRow {
   seq: string;
@@ -16,8 +16,8 @@ interface AuditRow {
 export class PostgresAuditLog implements AuditLog {
   private readonly db: PgDatabase;
 
-  constructor(pool: Pool, options: { schema?: string } = {}) {
-    this.db = new PgDatabase(pool, options.schema ?? 'genservice');
+  constructor(pool: Pool, options: { schema?: string } & PgStatementOptions = {}) {
+    this.db = new PgDatabase(pool, options.schema ?? 'genservice', options);
   }
 
   async append(entry: Omit<AuditEntry, 'id'>): Promise<void> {

@@ -1,6 +1,6 @@
 import { CAPACITY_WINDOW_MS, LANE_WAITER_TTL_MS, laneTurnCost, type CapacityAsk, type CapacityGrant, type CapacityLimits, type CapacityStore } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase } from './db.js';
+import { PgDatabase, type PgStatementOptions } from './db.js';
 
 /**
  * Provider lanes' counters on PostgreSQL (the `capacity` service option), shared by every instance on the database.
@@ -10,8 +10,8 @@ import { PgDatabase } from './db.js';
 export class PostgresCapacityStore implements CapacityStore {
   private readonly db: PgDatabase;
 
-  constructor(pool: Pool, options: { schema?: string } = {}) {
-    this.db = new PgDatabase(pool, options.schema ?? 'genservice');
+  constructor(pool: Pool, options: { schema?: string } & PgStatementOptions = {}) {
+    this.db = new PgDatabase(pool, options.schema ?? 'genservice', options);
   }
 
   async acquire(lane: string, limits: CapacityLimits, ask: CapacityAsk): Promise<CapacityGrant> {

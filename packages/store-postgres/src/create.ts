@@ -3,7 +3,7 @@ import type { Pool } from 'pg';
 import type { ApiKeyStore, AuditLog, GenerationStore, IdempotencyStore, Ledger } from '@genservice/core/ports';
 import { PostgresAuditLog } from './audit-log.js';
 import { PostgresApiKeyStore } from './api-keys.js';
-import { validateSchemaName } from './db.js';
+import { validateSchemaName, type PgStatementOptions } from './db.js';
 import { PostgresGenerationStore } from './generation-store.js';
 import { PostgresIdempotencyStore } from './idempotency.js';
 import { PostgresWebhookStore } from './webhook-store.js';
@@ -12,7 +12,7 @@ import { PostgresLedger } from './ledger.js';
 import { runMigrations } from './migrations.js';
 import { PostgresCapacityStore } from './capacity-store.js';
 
-export interface PostgresStoresOptions {
+export interface PostgresStoresOptions extends PgStatementOptions {
   /** e.g. `postgres://user:pass@host:5432/db`. Default: `DATABASE_URL`, else libpq's `PG*` variables. */
   connectionString?: string;
   /** Use the host's own pool instead of opening one; `close()` then leaves it open. */
@@ -84,19 +84,20 @@ export async function createPostgresStores(options: PostgresStoresOptions = {}):
   }
 
   let closed = false;
-  const store = new PostgresGenerationStore(pool, { schema });
-  const ledger = new PostgresLedger(pool, { schema });
+  const given = { schema, ...(options.preparedStatements !== undefined ? { preparedStatements: options.preparedStatements } : {}) };
+  const store = new PostgresGenerationStore(pool, given);
+  const ledger = new PostgresLedger(pool, given);
   // Same database and schema: a finishing change settles its reserve in its own statement (issue 36).
   store.settleWith(ledger);
   return {
     store,
     ledger,
-    apiKeys: new PostgresApiKeyStore(pool, { schema }),
-    idempotency: new PostgresIdempotencyStore(pool, { schema }),
-    webhookStore: new PostgresWebhookStore(pool, { schema }),
-    auditLog: new PostgresAuditLog(pool, { schema }),
-    uploadStore: new PostgresUploadStore(pool, { schema }),
-    capacity: new PostgresCapacityStore(pool, { schema }),
+    apiKeys: new PostgresApiKeyStore(pool, given),
+    idempotency: new PostgresIdempotencyStore(pool, given),
+    webhookStore: new PostgresWebhookStore(pool, given),
+    auditLog: new PostgresAuditLog(pool, given),
+    uploadStore: new PostgresUploadStore(pool, given),
+    capacity: new PostgresCapacityStore(pool, given),
     pool,
     migrate,
     async close(): Promise<void> {

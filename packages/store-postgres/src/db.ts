@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResult, QueryResultRow } from 'pg';
 import { isConnectionError, mapPgError } from './errors.js';
 
@@ -23,6 +24,53 @@ export interface Queryable {
   query<R extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]): Promise<QueryResult<R>>;
 }
 
+/** The stores' options about how statements are sent (every Postgres store takes them beside `schema`). */
+export interface PgStatementOptions {
+  /**
+   * Send statements with parameters as named (prepared) statements: each connection parses and plans a statement
+   * once (Postgres keeps a generic plan once it is no worse than a fresh one), and afterwards only its values travel.
+   * Turn off behind a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21, or
+   * without `max_prepared_statements`). Default true.
+   */
+  preparedStatements?: boolean;
+}
+
+/** Names of prepared statements by text. The epoch moves when a table changed under them (see `replanned`). */
+const statementNames = new Map<string, string>();
+let statementEpoch = 0;
+
+/**
+ * A statement's name: a hash of its text (which names the schema), so one text has one name on every connection and
+ * two texts never share one, even on a host's pool that other code prepares on too.
+ */
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `genservice_${createHash('sha1').update(text).digest('base64url').slice(0, 24)}_${statementEpoch}`;
+    if (statementNames.size >= 2000) statementNames.clear();
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
+/**
+ * Whether `err` says a table changed under a prepared statement so its result type would change (a newer instance
+ * migrated the schema): Postgres then refuses the statement on every connection that prepared it. New names make
+ * each connection prepare it again.
+ */
+function replanned(err: unknown): boolean {
+  if ((err as { code?: unknown } | null)?.code !== '0A000' || !/cached plan/.test((err as Error).message)) return false;
+  statementEpoch++;
+  statementNames.clear();
+  return true;
+}
+
+/** `query` on a pool or a client: a named statement when it has parameters and `prepared`, else an unnamed one. */
+function send<R extends QueryResultRow>(on: Pool | PoolClient, prepared: boolean, text: string, values?: unknown[]): Promise<QueryResult<R>> {
+  if (prepared && values !== undefined && values.length > 0) return on.query<R>({ name: statementName(text), text, values });
+  return on.query<R>(text, values);
+}
+
 /**
  * The pool plus the schema every statement is qualified with. Statements name `schema.table` instead of relying
  * on `search_path`, because the pool may be the host's own and serve other code.
@@ -32,23 +80,42 @@ export class PgDatabase {
   readonly schema: string;
   /** Quoted schema, ready to prefix table names: `"genservice"`. */
   readonly s: string;
+  private readonly prepared: boolean;
 
-  constructor(pool: Pool, schema: string) {
+  constructor(pool: Pool, schema: string, options: PgStatementOptions = {}) {
     this.pool = pool;
     this.schema = validateSchemaName(schema);
     this.s = quoteIdent(this.schema);
+    this.prepared = options.preparedStatements !== false;
   }
 
   async query<R extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]): Promise<QueryResult<R>> {
     try {
-      return await this.pool.query<R>(text, values);
+      try {
+        return await send<R>(this.pool, this.prepared, text, values);
+      } catch (err) {
+        if (!replanned(err)) throw err;
+        return await send<R>(this.pool, this.prepared, text, values);
+      }
     } catch (err) {
       throw mapPgError(err);
     }
   }
 
-  /** Runs `fn` in a READ COMMITTED transaction on one connection; rolls back if it throws. */
+  /**
+   * Runs `fn` in a READ COMMITTED transaction on one connection; rolls back if it throws. A transaction refused
+   * because a table changed under a prepared statement is run once more, under new statement names.
+   */
   async transaction<T>(fn: (client: Queryable) => Promise<T>): Promise<T> {
+    try {
+      return await this.once(fn);
+    } catch (err) {
+      if (!replanned(err)) throw err;
+      return await this.once(fn);
+    }
+  }
+
+  private async once<T>(fn: (client: Queryable) => Promise<T>): Promise<T> {
     let client: PoolClient;
     try {
       client = await this.pool.connect();
@@ -56,9 +123,13 @@ export class PgDatabase {
       throw mapPgError(err);
     }
     let broken: Error | undefined;
+    const prepared = this.prepared;
+    const on: Queryable = {
+      query: <R extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]) => send<R>(client, prepared, text, values),
+    };
     try {
       await client.query('BEGIN');
-      const result = await fn(client);
+      const result = await fn(on);
       await client.query('COMMIT');
       return result;
     } catch (err) {

@@ -21,7 +21,7 @@ import {
 } from '@genservice/core/ports';
 import type { Pool } from 'pg';
 import { usageDayIndex } from '@genservice/core/ports';
-import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
+import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText, type PgStatementOptions } from './db.js';
 import { reserveSteps, settleSteps, type PostgresLedger } from './ledger.js';
 
 /**
@@ -164,6 +164,9 @@ const COLUMNS: { [K in keyof GenerationPatch]-?: [string[], (v: NonNullable<Gene
   servedModelId: [['served_model_id'], (v) => [encodeKey(v)]],
 };
 
+/** The patch fields in one fixed order (sorted): a statement's columns and its shape follow it. */
+const PATCH_KEYS = (Object.keys(COLUMNS) as Array<keyof GenerationPatch>).sort();
+
 const TYPES: Record<string, string> = { remote_handle: '::jsonb', price: '::numeric', progress_fraction: '::float8' };
 
 /**
@@ -175,27 +178,28 @@ export function updateSql(s: string, change: GenerationChange, by: 'id' | 'batch
   const { expect, set, event } = change;
   const sets: string[] = ['updated_at = $2'];
   const where: string[] = [`${by} = $1`, 'status = ANY($3::text[])'];
-  const pick: Array<(c: GenerationChange) => unknown[]> = [(c) => [c.now, [...c.expect.status]]];
+  // Each pushes its values onto the statement's list, in the order of their placeholders.
+  const pick: Array<(c: GenerationChange, out: unknown[]) => void> = [(c, out) => out.push(c.now, [...c.expect.status])];
   let n = 4;
-  const keys = (Object.keys(set) as Array<keyof GenerationPatch>).filter((k) => set[k] !== undefined).sort();
-  for (const key of keys) {
+  for (const key of PATCH_KEYS) {
+    if (set[key] === undefined) continue;
     const [cols, encode] = COLUMNS[key];
     if (set[key] === null) {
       for (const c of cols) sets.push(`${c} = NULL`);
       continue;
     }
     for (const c of cols) sets.push(`${c} = $${n++}${TYPES[c] ?? ''}`);
-    pick.push((c) => (encode as (v: unknown) => unknown[])(c.set[key]));
+    pick.push((c, out) => out.push(...(encode as (v: unknown) => unknown[])(c.set[key])));
   }
   if (expect.lease === 'free') where.push('(lease_expires_at IS NULL OR lease_expires_at <= $2)');
   else if (expect.lease !== undefined) {
     where.push(`lease_owner = $${n++} AND lease_expires_at > $2`);
-    pick.push((c) => [encodeKey((c.expect.lease as { heldBy: string }).heldBy)]);
+    pick.push((c, out) => out.push(encodeKey((c.expect.lease as { heldBy: string }).heldBy)));
   }
   if (expect.parked !== undefined) where.push(`parked_until IS ${expect.parked ? 'NOT ' : ''}NULL`);
   if (expect.claims !== undefined) {
     where.push(`claims = $${n++}`);
-    pick.push((c) => [c.expect.claims]);
+    pick.push((c, out) => out.push(c.expect.claims));
   }
   if (expect.noRemoteHandle) where.push('remote_handle IS NULL');
   // The event's feed position is this transaction's id, or its generation's previous event's when that is larger: a
@@ -208,28 +212,35 @@ export function updateSql(s: string, change: GenerationChange, by: 'id' | 'batch
   if (event) {
     steps.push(`ev AS (INSERT INTO ${s}.events (generation_id, seq, owner_id, type, at, data, tx)
         SELECT id, last_seq, owner_id, $${n}, $2, $${n + 1}::jsonb, last_tx FROM moved)`);
-    pick.push((c) => [c.event!.type, jsonb(c.event!.data)]);
+    pick.push((c, out) => out.push(c.event!.type, jsonb(c.event!.data)));
     n += 2;
   }
   if (change.settle !== undefined) {
     // The ledger's own settle steps (ledger.ts), on the reserve of the generation this change moved (none: no row).
     steps.push(settleSteps(s, { id: '(SELECT id FROM moved)', amount: `$${n}`, now: '$2', day: `$${n + 1}` }));
-    pick.push((c) => [Math.max(0, c.settle!), usageDayIndex(c.now)]);
+    pick.push((c, out) => out.push(Math.max(0, c.settle!), usageDayIndex(c.now)));
     n += 2;
   }
   if (steps.length > 0) text = `WITH moved AS (${text}),\n      ${steps.join(',\n      ')}\n      SELECT * FROM moved`;
-  return { text, values: (id, c) => [encodeKey(id), ...pick.flatMap((p) => p(c))] };
+  return {
+    text,
+    values: (id, c) => {
+      const out: unknown[] = [encodeKey(id)];
+      for (const p of pick) p(c, out);
+      return out;
+    },
+  };
 }
 
 /** The shape of a change: what decides its statement's text. */
 function shapeOf(change: GenerationChange): string {
   const e = change.expect;
   const lease = e.lease === undefined ? '' : e.lease === 'free' ? 'f' : 'h';
-  const set = Object.keys(change.set)
-    .filter((k) => change.set[k as keyof GenerationPatch] !== undefined)
-    .sort()
-    .map((k) => (change.set[k as keyof GenerationPatch] === null ? `-${k}` : k))
-    .join(',');
+  let set = '';
+  for (const k of PATCH_KEYS) {
+    const v = change.set[k];
+    if (v !== undefined) set += v === null ? `-${k},` : `${k},`;
+  }
   return `${lease}|${e.parked ?? ''}|${e.claims !== undefined}|${e.noRemoteHandle === true}|${change.event !== undefined}|${change.settle !== undefined}|${set}`;
 }
 
@@ -374,8 +385,8 @@ export class PostgresGenerationStore implements GenerationStore {
   private readonly sql: ReturnType<typeof generationSql>;
   private readonly shapes = new Map<string, ReturnType<typeof updateSql>>();
 
-  constructor(pool: Pool, options: { schema?: string } = {}) {
-    this.db = new PgDatabase(pool, options.schema ?? 'genservice');
+  constructor(pool: Pool, options: { schema?: string } & PgStatementOptions = {}) {
+    this.db = new PgDatabase(pool, options.schema ?? 'genservice', options);
     this.sql = generationSql(this.db.s);
   }
 

@@ -1,6 +1,6 @@
 import type { IdempotencyBegin, IdempotencyStore } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase, decodeKey, encodeKey, num } from './db.js';
+import { PgDatabase, decodeKey, encodeKey, num, type PgStatementOptions } from './db.js';
 
 /**
  * Idempotency-Key records on PostgreSQL. The (user_id, key) primary key makes `begin` atomic across processes: of
@@ -10,8 +10,8 @@ import { PgDatabase, decodeKey, encodeKey, num } from './db.js';
 export class PostgresIdempotencyStore implements IdempotencyStore {
   private readonly db: PgDatabase;
 
-  constructor(pool: Pool, options: { schema?: string } = {}) {
-    this.db = new PgDatabase(pool, options.schema ?? 'genservice');
+  constructor(pool: Pool, options: { schema?: string } & PgStatementOptions = {}) {
+    this.db = new PgDatabase(pool, options.schema ?? 'genservice', options);
   }
 
   async begin(userId: string, key: string, requestHash: string, now: number, generationId: string): Promise<IdempotencyBegin> {

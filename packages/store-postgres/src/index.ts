@@ -27,3 +27,4 @@ export { PostgresNotifier, type PostgresNotifierOptions } from './notifier.js';
 export { runMigrations, MIGRATIONS, MIGRATION_LOCK_KEY } from './migrations.js';
 export type { Migration } from './migrations.js';
 export { isConnectionError } from './errors.js';
+export type { PgStatementOptions } from './db.js';

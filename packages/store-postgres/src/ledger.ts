@@ -23,7 +23,7 @@ import type {
 } from '@genservice/core/ports';
 import { MAX_TOKENS, assertTokenAmount, dayIndexOf, groupUsage, usageCover, usageDayIndex, usageDayOfIndex } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase, assertAmount, decodeKey, encodeKey, num, type Queryable } from './db.js';
+import { PgDatabase, assertAmount, decodeKey, encodeKey, num, type Queryable, type PgStatementOptions } from './db.js';
 import { OrganizationRefused, PostgresOrganizations, holdOnOrganization, organizationSql, settleOrganizationCtes } from './organizations.js';
 import { PostgresUserLimits, UserRefused, holdOnUser, settleUserCtes } from './user-limits.js';
 
@@ -211,8 +211,8 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
   private readonly orgs: PostgresOrganizations;
   private readonly users: PostgresUserLimits;
 
-  constructor(pool: Pool, options: { schema?: string } = {}) {
-    this.db = new PgDatabase(pool, options.schema ?? 'genservice');
+  constructor(pool: Pool, options: { schema?: string } & PgStatementOptions = {}) {
+    this.db = new PgDatabase(pool, options.schema ?? 'genservice', options);
     this.sql = ledgerSql(this.db.s);
     this.orgSql = organizationSql(this.db.s);
     this.orgs = new PostgresOrganizations(this.db);

@@ -738,7 +738,8 @@ export const MIGRATIONS: readonly Migration[] = [
  * @returns the versions applied by this call.
  */
 export async function runMigrations(pool: Pool, schema: string = 'genservice'): Promise<number[]> {
-  const db = new PgDatabase(pool, schema);
+  // Run once per start, and on whatever pool the caller gives: nothing to gain from preparing them.
+  const db = new PgDatabase(pool, schema, { preparedStatements: false });
   const s = db.s;
   return db.transaction(async (tx: Queryable) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);

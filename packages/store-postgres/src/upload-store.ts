@@ -1,13 +1,13 @@
 import type { UploadRecord, UploadStore } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase, decodeKey, encodeKey, num } from './db.js';
+import { PgDatabase, decodeKey, encodeKey, num, type PgStatementOptions } from './db.js';
 
 /** The uploads and their expiry on PostgreSQL (`uploads` table, migration 15), for the clean-up that deletes them. */
 export class PostgresUploadStore implements UploadStore {
   private readonly db: PgDatabase;
 
-  constructor(pool: Pool, options: { schema?: string } = {}) {
-    this.db = new PgDatabase(pool, options.schema ?? 'genservice');
+  constructor(pool: Pool, options: { schema?: string } & PgStatementOptions = {}) {
+    this.db = new PgDatabase(pool, options.schema ?? 'genservice', options);
   }
 
   async insert(upload: UploadRecord): Promise<void> {

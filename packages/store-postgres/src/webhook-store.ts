@@ -11,7 +11,7 @@ import type {
   WebhookStore,
 } from '@genservice/core/ports';
 import type { Pool } from 'pg';
-import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText } from './db.js';
+import { PgDatabase, decodeKey, encodeKey, num, optNum, optStr, storableText, type PgStatementOptions } from './db.js';
 
 type Row = Record<string, unknown>;
 
@@ -93,8 +93,8 @@ function fairChoice(s: string): string {
 export class PostgresWebhookStore implements WebhookStore {
   private readonly db: PgDatabase;
 
-  constructor(pool: Pool, options: { schema?: string } = {}) {
-    this.db = new PgDatabase(pool, options.schema ?? 'genservice');
+  constructor(pool: Pool, options: { schema?: string } & PgStatementOptions = {}) {
+    this.db = new PgDatabase(pool, options.schema ?? 'genservice', options);
   }
 
   async getSecrets(userId: string, now: number): Promise<WebhookSecrets | null> {

@@ -225,7 +225,7 @@ describe('organisations on Postgres, two service instances', () => {
               get(c, p) {
                 if (p === 'query') {
                   return (text: unknown, ...rest: unknown[]) => {
-                    statements.push(typeof text === 'string' ? text.trim().split(/\s+/)[0]! : 'query');
+                    statements.push(firstWord(text));
                     return query(text, ...rest);
                   };
                 }
@@ -237,7 +237,7 @@ describe('organisations on Postgres, two service instances', () => {
         }
         if (prop === 'query') {
           return (text: unknown, ...rest: unknown[]) => {
-            statements.push(typeof text === 'string' ? text.trim().split(/\s+/)[0]! : 'query');
+            statements.push(firstWord(text));
             return (target.query as (...args: unknown[]) => unknown)(text, ...rest);
           };
         }
@@ -278,3 +278,9 @@ describe('organisations on Postgres, two service instances', () => {
     expect(await ledger.reserve('member-one', 'gen-m2', 1, Date.now(), { windows })).toMatchObject({ result: 'ok' });
   });
 });
+
+/** A statement's first word, sent as text or as a (named) query config. */
+function firstWord(text: unknown): string {
+  const t = typeof text === 'string' ? text : (text as { text?: unknown } | null)?.text;
+  return typeof t === 'string' ? t.trim().split(/\s+/)[0]! : 'query';
+}

@@ -109,3 +109,54 @@ it('refuses in that one statement as the ledger would: 402 with too little balan
   await poor.stop({ timeoutMs: 500 });
   await free.stop({ timeoutMs: 500 });
 });
+
+it('a failure and a cancel settle in their own change, as a completion does: no settle statement of its own', async () => {
+  const isSettle = (t: string) => /^WITH r AS \(\s*UPDATE "trips"\.reserves/.test(t.trim());
+  const failing = createGenerationService({
+    providers: [
+      {
+        models: [{ modelId: 'bad', title: 'Bad', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 5, failureFee: 2 }],
+        generate: async () => {
+          throw new Error('the provider broke');
+        },
+      },
+    ],
+    store: stores.store,
+    ledger: stores.ledger,
+    recovery: { onStart: false, intervalMs: 0 },
+  });
+  await stores.ledger.credit('dave', 100);
+  await failing.start();
+  try {
+    sent.length = 0;
+    const { generationId } = await failing.create('dave', { modelId: 'bad' });
+    await until(async () => (await stores.ledger.account('dave')).reserved === 0, { what: 'the failed generation settled' });
+    const statements = [...sent];
+    sent.length = 0;
+    expect(statements.filter(isSettle)).toEqual([]);
+    const rec = await stores.store.getById(generationId);
+    expect(rec).toMatchObject({ status: 'failed', price: 2 });
+    expect(await stores.ledger.account('dave')).toEqual({ balance: 98, reserved: 0, settled: 2 });
+  } finally {
+    await failing.stop({ timeoutMs: 500 });
+  }
+  // A pending generation (no worker takes it) cancelled by its owner: free, and settled in the same statement.
+  const parked = createGenerationService({
+    providers: [{ models: [{ modelId: 'idle', title: 'Idle', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 4 }], generate: () => new Promise(() => {}) }],
+    store: stores.store,
+    ledger: stores.ledger,
+    recovery: { onStart: false, intervalMs: 0 },
+    runner: { enabled: false },
+  });
+  const { generationId } = await parked.create('dave', { modelId: 'idle' });
+  expect(await stores.ledger.account('dave')).toEqual({ balance: 94, reserved: 4, settled: 2 });
+  sent.length = 0;
+  const { outcome } = await parked.cancel('dave', generationId);
+  const statements = [...sent];
+  sent.length = 0;
+  expect(outcome).toBeTruthy();
+  expect(statements.filter(isSettle)).toEqual([]);
+  expect(await stores.ledger.account('dave')).toEqual({ balance: 98, reserved: 0, settled: 2 });
+  expect(await stores.store.getById(generationId)).toMatchObject({ status: 'failed', price: 0 });
+  await parked.stop({ timeoutMs: 500 });
+});

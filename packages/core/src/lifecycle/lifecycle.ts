@@ -371,9 +371,11 @@ export class Lifecycle {
       set: { status: 'failed', price, failureReason: request.reason, error, parkedUntil: null, finishedAt: now, ...(lifeEndsAt !== undefined ? { lifeEndsAt } : {}) },
       event: { type: 'failed', data: { price, error: { ...error } } },
       now,
+      // As a completion: the settle in the change's own step when the store can.
+      ...(this.log.settlesFor(this.ledger) ? { settle: price } : {}),
     });
     if (!failed) return null;
-    await this.ledger.settle(gen.id, price);
+    if (!this.log.settlesFor(this.ledger)) await this.ledger.settle(gen.id, price);
     await this.batches.memberFinished(failed);
     this.observer.failed(failed, price, code, request.reason, now);
     return failed;
