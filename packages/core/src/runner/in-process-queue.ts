@@ -3,6 +3,7 @@ import * as pQueueModule from 'p-queue';
 import type { EnqueueOptions, Job, JobHandler, JobQueue, QueuePosition, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
 import { fairLineOf, fairOrder, fairTagUnits, tagOfOrder, type FairLine } from '../domain/fair-order.js';
 import { systemClock } from '../clock.js';
+import { JobAbort } from './job-signal.js';
 import type { Clock, ClockTimer } from '../ports/clock.js';
 
 /**
@@ -112,7 +113,8 @@ export class InProcessQueue implements JobQueue {
   /** Waiting counts by line, member and tenant (users with work waiting), as the durable queues keep them. */
   private readonly counts = new Map<string, number>();
   private seq = 0;
-  private readonly running = new Map<string, AbortController>();
+  /** Running jobs by generation id, with the signal each was handed (a JobAbort: no AbortController per job). */
+  private readonly running = new Map<string, JobAbort>();
   /** Every running job holds one of these slots. Paused until `start`, and again from `stop`. */
   private readonly slots = new PQueue({ autoStart: false });
   /** The slots of each model with a `concurrency` of its own. */
@@ -267,10 +269,10 @@ export class InProcessQueue implements JobQueue {
   }
 
   private run(job: Job, model: PQueue | undefined, lane: PQueue | undefined): void {
-    const controller = new AbortController();
-    this.running.set(job.generationId, controller);
+    const signal = new JobAbort();
+    this.running.set(job.generationId, signal);
     const handler = this.handler!;
-    const run = (): Promise<void> => handler(job, controller.signal);
+    const run = (): Promise<void> => handler(job, signal);
     const inLane = lane ? () => lane.add(run) : run;
     const task = model ? () => model.add(inLane) : inLane;
     // Every slot is free (pump checked), so p-queue starts the task now, within this call.
