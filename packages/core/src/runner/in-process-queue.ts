@@ -113,6 +113,8 @@ export class InProcessQueue implements JobQueue {
   /** Waiting counts by line, member and tenant (users with work waiting), as the durable queues keep them. */
   private readonly counts = new Map<string, number>();
   private seq = 0;
+  /** The plain lines of owners (`lineOf`), kept for at most 10 000 owners at a time. */
+  private readonly plainLines = new Map<string, FairLine>();
   /** Running jobs by generation id, with the signal each was handed (a JobAbort: no AbortController per job). */
   private readonly running = new Map<string, JobAbort>();
   /** Every running job holds one of these slots. Paused until `start`, and again from `stop`. */
@@ -149,7 +151,7 @@ export class InProcessQueue implements JobQueue {
     }
     if (this.waiting.has(job.generationId) || this.running.has(job.generationId)) return;
     if (!this.started && this.waiting.size >= (this.options.backlogLimit ?? 10_000)) return;
-    const line = fairLineOf(job);
+    const line = this.lineOf(job);
     const v = this.virtualTime(line.band);
     const place = this.count(line.line, 1);
     if (this.count(line.member, 1) === 1) this.count(line.tenant, 1);
@@ -165,6 +167,21 @@ export class InProcessQueue implements JobQueue {
     }
     heap.push(w);
     this.pump();
+  }
+
+  /**
+   * The job's line. A job without an organisation or a priority (no organisations, no priorities asked) waits in its
+   * owner's plain line, whose keys are made once per owner, not three strings per job (issue 36).
+   */
+  private lineOf(job: Job): FairLine {
+    if (job.organizationId !== undefined || job.priority !== undefined || job.ownerId === undefined) return fairLineOf(job);
+    let line = this.plainLines.get(job.ownerId);
+    if (line === undefined) {
+      if (this.plainLines.size >= 10_000) this.plainLines.clear();
+      line = fairLineOf(job);
+      this.plainLines.set(job.ownerId, line);
+    }
+    return line;
   }
 
   /** The band's virtual time: the smallest tag among its waiting jobs (0 when none waits). */
