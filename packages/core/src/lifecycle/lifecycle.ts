@@ -57,6 +57,9 @@ export class Lifecycle {
     @inject(LifecycleObserver) private readonly observer: LifecycleObserver,
   ) {}
 
+  /** Whether the store holds this ledger's reserves (`GenerationLog.settlesFor`), asked once. */
+  private storeSettles: boolean | undefined;
+
   private get holder(): string {
     return this.options.instanceId;
   }
@@ -85,7 +88,7 @@ export class Lifecycle {
    * it answers `limited` and the create takes `reserve`.
    */
   canInsertReserved(key: ReserveKey | undefined): boolean {
-    return key?.budget === undefined && key?.maxInFlight === undefined && this.log.settlesFor(this.ledger);
+    return key?.budget === undefined && key?.maxInFlight === undefined && (this.storeSettles ??= this.log.settlesFor(this.ledger));
   }
 
   /**
