@@ -6,6 +6,7 @@ import {
   type ObservableUpDownCounter,
   type Span,
   type Tracer,
+  createNoopMeter,
   metrics,
   SpanKind,
   SpanStatusCode,
@@ -19,6 +20,9 @@ import type { Clock } from './ports/clock.js';
 import { RecentMean } from './domain/recent-mean.js';
 
 export { activeContext, contextOfHeaders, contextOfTraceparent, continuedContext, currentTraceparent, traceHeaders, traceparentOf };
+
+/** The class of the API's no-op meter (what `getMeter` answers while no meter provider is registered). */
+const NOOP_METER_CLASS = createNoopMeter().constructor;
 
 /** The instrumentation scope of every metric and span genservice makes. */
 export const TELEMETRY_SCOPE = 'genservice';
@@ -101,9 +105,15 @@ export class Telemetry {
   /** One attributes object per model, for the histograms. */
   private readonly models = new Map<string, Attributes>();
 
+  /** False with the API's no-op meter: the counts and histograms below would never be read. */
+  private readonly metered: boolean;
+
   constructor(@inject(TOKENS.Options) options: ResolvedServiceOptions) {
     this.clock = options.clock;
     const meter: Meter = (options.telemetry.meterProvider ?? metrics.getMeterProvider()).getMeter(TELEMETRY_SCOPE);
+    // The API's no-op meter (no `telemetry.meterProvider`, none registered globally): its callbacks are never asked,
+    // so nothing is counted per generation or request (issue 36). Decided once: instruments are made here, once.
+    this.metered = meter.constructor !== NOOP_METER_CLASS;
     this.tracer = (options.telemetry.tracerProvider ?? trace.getTracerProvider()).getTracer(TELEMETRY_SCOPE);
     const seconds = { unit: 's', advice: { explicitBucketBoundaries: SECONDS_BUCKETS } };
     const counter = (name: string, description: string, unit: string, tally: Tally): void => {
@@ -141,15 +151,16 @@ export class Telemetry {
   }
 
   generationCreated(modelId: string): void {
-    this.created.add(modelId, () => this.model(modelId));
+    if (this.metered) this.created.add(modelId, () => this.model(modelId));
   }
 
   /** A run's first start: how long it waited. */
   runStarted(modelId: string, waitedMs: number): void {
-    this.queueWaitSeconds.record(Math.max(0, waitedMs) / 1000, this.model(modelId));
+    if (this.metered) this.queueWaitSeconds.record(Math.max(0, waitedMs) / 1000, this.model(modelId));
   }
 
   generationFinished(modelId: string, status: 'completed' | 'failed', code: string, price: number, runMs: number | undefined): void {
+    if (!this.metered) return;
     this.finished.add(`${modelId}\n${status}\n${code}`, () => ({ model: modelId, status, code }));
     if (price > 0) this.tokens.add(modelId, () => this.model(modelId), price);
     if (runMs !== undefined) this.runSeconds.record(Math.max(0, runMs) / 1000, this.model(modelId));
@@ -174,11 +185,13 @@ export class Telemetry {
   }
 
   webhookDelivery(outcome: string, ms: number): void {
+    if (!this.metered) return;
     this.deliveries.add(outcome, () => ({ outcome }));
     this.deliverySeconds.record(Math.max(0, ms) / 1000);
   }
 
   httpRequest(route: string, status: number): void {
+    if (!this.metered) return;
     // By route, then status: no key string is built per request.
     let byStatus = this.httpByRoute.get(route);
     if (!byStatus) this.httpByRoute.set(route, (byStatus = new Map()));

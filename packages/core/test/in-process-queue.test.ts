@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { InProcessQueue } from '@genservice/core';
-import type { Job, RunnerSettings } from '@genservice/core/ports';
+import type { Job, JobSignal, RunnerSettings } from '@genservice/core/ports';
 
 /** A handler whose runs wait until released, recording what ran and with which signal. */
 function gated() {
   const started: string[] = [];
   const release = new Map<string, () => void>();
-  const signals = new Map<string, AbortSignal>();
-  const handler = (job: Job, signal: AbortSignal): Promise<void> => {
+  const signals = new Map<string, JobSignal>();
+  const handler = (job: Job, signal: JobSignal): Promise<void> => {
     started.push(job.generationId);
     signals.set(job.generationId, signal);
     return new Promise<void>((resolve) => {

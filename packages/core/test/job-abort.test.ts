@@ -80,7 +80,29 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
     expect(f.abort.aborted).toBe(false);
   });
 
-  it('a run makes no AbortController beside its queue\'s own; a provider that reads ctx.signal late still sees the timeout', async () => {
+  it('is the in-process queue’s job signal: listened to as an AbortSignal is, and taken by the run as its own', () => {
+    const a = new JobAbort();
+    let heard = 0;
+    let removedHeard = 0;
+    const removed = (): void => void removedHeard++;
+    a.addEventListener('abort', () => heard++, { once: true });
+    a.addEventListener('abort', removed);
+    a.removeEventListener('abort', removed);
+    a.abort('cancelled');
+    expect([heard, removedHeard]).toEqual([1, 0]);
+    // As an AbortSignal's: a listener added after the abort is never called.
+    let late = 0;
+    a.addEventListener('abort', () => late++);
+    expect(late).toBe(0);
+    const b = new JobAbort();
+    const followed = JobAbort.following(b);
+    expect(followed.abort).toBe(b);
+    followed.unfollow();
+    b.abort('stop');
+    expect(followed.abort.reason).toBe('stop');
+  });
+
+  it('a run of the in-process queue makes no AbortController until ctx.signal is read; a provider that reads it late still sees the timeout', async () => {
     let made = 0;
     const Real = globalThis.AbortController;
     class Counting extends Real {
@@ -121,8 +143,8 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
       const before = made;
       const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
       expect(await settled(service, generationId)).toEqual({ status: 'completed', result: 'hi', price: 10 });
-      // The one the in-process queue hands the runner for the job; the runner follows it without one of its own.
-      expect(made - before).toBe(1);
+      // The in-process queue hands the runner a JobAbort (no AbortController), which the run takes as its own.
+      expect(made - before).toBe(0);
       const slow = await service.create('alice', { modelId: 'slow', settings: { prompt: 'x' } });
       await running;
       await clock.advance(30_000);

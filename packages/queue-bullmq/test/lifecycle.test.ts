@@ -1,6 +1,6 @@
 import { Queue, Worker } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger, type Job } from '@genservice/core/ports';
+import { silentLogger, type Job, type JobSignal } from '@genservice/core/ports';
 import { until } from '@genservice/testing';
 import { BullMQQueue } from '../src/index.js';
 import { QUEUE_NAME, REDIS_URL, obliterate, randomName } from './helpers.js';
@@ -84,7 +84,7 @@ describe('BullMQQueue lifecycle', () => {
   it('a handler that ignores its abort signal does not hold up stop; its job is handed back to Redis', async () => {
     const { queue } = subject();
     let started = false;
-    let signal: AbortSignal | undefined;
+    let signal: JobSignal | undefined;
     await queue.start((_j, s) => {
       started = true;
       signal = s;
@@ -113,7 +113,7 @@ describe('BullMQQueue lifecycle', () => {
 
   it('abort(id) fires only the signal of that job', async () => {
     const { queue } = subject();
-    const signals = new Map<string, AbortSignal>();
+    const signals = new Map<string, JobSignal>();
     await queue.start(
       (j, s) =>
         new Promise<void>((resolve) => {

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '@genservice/core';
-import type { Job, JobHandler, RunnerSettings } from '@genservice/core/ports';
+import type { Job, JobHandler, JobSignal, RunnerSettings } from '@genservice/core/ports';
 import { PgBossQueue } from '../src/index.js';
 import { createTestDatabase, jobStates, randomName, sleep, sql, type TestDatabase } from './helpers.js';
 import { until } from '@genservice/testing';
@@ -73,7 +73,7 @@ describe('PgBossQueue lifecycle', () => {
   it('a handler that ignores its abort signal does not hold up stop; its job is handed back to pg-boss for a retry', async () => {
     const { queue, name } = subject();
     let started = false;
-    let signal: AbortSignal | undefined;
+    let signal: JobSignal | undefined;
     await start(queue, (_j, s) => {
       started = true;
       signal = s;
@@ -104,7 +104,7 @@ describe('PgBossQueue lifecycle', () => {
 
   it('abort(id) fires only the signal of that job', async () => {
     const { queue } = subject();
-    const signals = new Map<string, AbortSignal>();
+    const signals = new Map<string, JobSignal>();
     const finish = new Map<string, () => void>();
     cleanups.push(async () => {
       for (const end of finish.values()) end(); // the job that was not aborted ends with the test

@@ -103,12 +103,10 @@ export function jobOfRecord(rec: { id: string; modelId: string; ownerId: string 
   generationId: string;
   modelId: string;
 } & FairFields {
-  return {
-    generationId: rec.id,
-    modelId: rec.modelId,
-    ownerId: rec.ownerId,
-    ...(rec.organizationId !== undefined ? { organizationId: rec.organizationId } : {}),
-    ...(rec.weight !== undefined ? { weight: rec.weight } : {}),
-    ...(rec.priority !== undefined ? { priority: rec.priority } : {}),
-  };
+  // Fields set one by one, not spread: every create makes one (issue 36).
+  const job: { generationId: string; modelId: string } & FairFields = { generationId: rec.id, modelId: rec.modelId, ownerId: rec.ownerId };
+  if (rec.organizationId !== undefined) job.organizationId = rec.organizationId;
+  if (rec.weight !== undefined) job.weight = rec.weight;
+  if (rec.priority !== undefined) job.priority = rec.priority;
+  return job;
 }

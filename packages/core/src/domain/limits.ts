@@ -13,8 +13,16 @@ export const MAX_ORGANIZATION_WEIGHT = 1000;
 
 /** The windows a budget counts in at `now`: the UTC day and the UTC month (`budgetWindow`'s starts). */
 export function budgetWindows(now: number): BudgetWindows {
-  return { day: budgetWindow('day', now).start, month: budgetWindow('month', now).start };
+  // Every reserve asks (issue 36): the day's answer is kept, and made again only once `now` leaves that day.
+  const last = lastWindows;
+  if (last !== undefined && now >= last.from && now < last.to) return last.windows;
+  const day = budgetWindow('day', now);
+  const windows: BudgetWindows = Object.freeze({ day: day.start, month: budgetWindow('month', now).start });
+  lastWindows = { from: day.start, to: day.end, windows };
+  return windows;
 }
+
+let lastWindows: { from: number; to: number; windows: BudgetWindows } | undefined;
 
 /** The start of the window an organisation's budget of `period` counts in: its day, its month, or 0 for `total`. */
 export function organizationWindowStart(period: OrganizationBudget['period'], windows: BudgetWindows): number {

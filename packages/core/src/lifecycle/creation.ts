@@ -20,6 +20,7 @@ const REQUEUE_MS = 1000;
 const REQUEUE_ATTEMPTS = 3;
 
 const NO_CAP = {};
+const FRESH = { fresh: true };
 const CREATED = (modelId: string): NewEvent => ({ type: 'created', data: { modelId } });
 
 /** The 429 of a create over the user's in-flight cap (whichever of ledger and store counted it). */
@@ -193,8 +194,11 @@ export class Creation {
     for (let i = 0; i < gens.length; i++) {
       const gen = gens[i]!;
       try {
+        // The owner's organisation, when the reserve read one (the record's owner is the user's own otherwise).
+        const job: Job = jobOfRecord(tenant ? { ...gen, ...owner } : gen);
         // A traced create hands its trace fields (the host propagator's, tracestate included) to the run.
-        await this.queue.enqueue({ ...jobOfRecord({ ...gen, ...owner }), ...(gen.traceparent !== undefined ? { trace: traceHeaders() } : {}) }, { fresh: true });
+        if (gen.traceparent !== undefined) job.trace = traceHeaders();
+        await this.queue.enqueue(job, FRESH);
       } catch (err) {
         this.logger.warn({ err: asError(err), generationId: gen.id, left: gens.length - i }, 'the queue refused a new job; the generation stays pending and is enqueued again');
         this.requeueUnqueued(owner, gens.slice(i), 1);

@@ -57,6 +57,9 @@ export class Lifecycle {
     @inject(LifecycleObserver) private readonly observer: LifecycleObserver,
   ) {}
 
+  /** Whether the store holds this ledger's reserves (`GenerationLog.settlesFor`), asked once. */
+  private storeSettles: boolean | undefined;
+
   private get holder(): string {
     return this.options.instanceId;
   }
@@ -76,7 +79,7 @@ export class Lifecycle {
     if (item.modelId !== undefined) options.modelId = item.modelId;
     if (maxInFlight !== undefined) options.maxInFlight = maxInFlight;
     const answer = await this.ledger.reserve(userId, item.generationId, item.amount, now, options);
-    return this.admitted(answer, key, { now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, ...(maxInFlight !== undefined ? { userMaxInFlight: maxInFlight } : {}) });
+    return this.admitted(answer, key, () => ({ now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, ...(maxInFlight !== undefined ? { userMaxInFlight: maxInFlight } : {}) }));
   }
 
   /**
@@ -85,7 +88,7 @@ export class Lifecycle {
    * it answers `limited` and the create takes `reserve`.
    */
   canInsertReserved(key: ReserveKey | undefined): boolean {
-    return key?.budget === undefined && key?.maxInFlight === undefined && this.log.settlesFor(this.ledger);
+    return key?.budget === undefined && key?.maxInFlight === undefined && (this.storeSettles ??= this.log.settlesFor(this.ledger));
   }
 
   /**
@@ -95,7 +98,7 @@ export class Lifecycle {
   async insertReserved(gen: NewGeneration, event: NewEvent, item: ReserveItem, key: ReserveKey | undefined, now: number, maxInFlight: number, retryAfterSeconds: number): Promise<'ok' | 'limited'> {
     const outcome = await this.log.insertReserved(gen, event, { amount: item.amount, now, maxInFlight, ...(key ? { keyId: key.keyId } : {}) });
     if (outcome === 'limited') return outcome;
-    this.admitted(outcome, key, { now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, userMaxInFlight: maxInFlight });
+    this.admitted(outcome, key, () => ({ now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, userMaxInFlight: maxInFlight }));
     return 'ok';
   }
 
@@ -103,7 +106,7 @@ export class Lifecycle {
   async reserveMany(userId: string, items: readonly ReserveItem[], key: ReserveKey | undefined, now: number): Promise<Tenant | undefined> {
     const total = items.reduce((sum, i) => sum + i.amount, 0);
     const answer = await this.ledger.reserveMany(userId, items, now, this.reserveOptions(key, now));
-    return this.admitted(answer, key, { now, priced: `batch total ${total}`, what: 'batch', retryAfterSeconds: 1 });
+    return this.admitted(answer, key, () => ({ now, priced: `batch total ${total}`, what: 'batch', retryAfterSeconds: 1 }));
   }
 
   /** Gives back the reserves of creates that were undone before anything ran (best effort: recovery releases orphans). */
@@ -119,15 +122,21 @@ export class Lifecycle {
     return options;
   }
 
-  /** Throws the refusal of any level (`reserveRefusal`), or answers the owner's organisation. */
+  /**
+   * Throws the refusal of any level (`reserveRefusal`, worded from `context`), or answers the owner's organisation. A
+   * plain `ok` (a ledger without organisations or user limits) has neither: nothing is worded or read (issue 36).
+   */
   private admitted(
     answer: ReserveResult | ReserveOutcome,
     key: ReserveKey | undefined,
-    context: { now: number; priced: string; what: string; retryAfterSeconds: number; userMaxInFlight?: number },
+    context: () => { now: number; priced: string; what: string; retryAfterSeconds: number; userMaxInFlight?: number },
   ): Tenant | undefined {
+    if (answer === 'ok') return undefined;
     const outcome = reserveOutcome(answer);
-    const refusal = reserveRefusal(outcome, { ...context, ...(key?.budget ? { key: key.budget } : {}), ...(key?.maxInFlight !== undefined ? { keyMaxInFlight: key.maxInFlight } : {}) });
-    if (refusal) throw refusal;
+    if (outcome.result !== 'ok') {
+      const refusal = reserveRefusal(outcome, { ...context(), ...(key?.budget ? { key: key.budget } : {}), ...(key?.maxInFlight !== undefined ? { keyMaxInFlight: key.maxInFlight } : {}) });
+      if (refusal) throw refusal;
+    }
     const org = outcome.organization;
     return org ? { organizationId: org.organizationId, weight: org.weight } : undefined;
   }

@@ -33,8 +33,21 @@ export interface Job {
   trace?: Record<string, string>;
 }
 
+/**
+ * How a queue tells a running job to stop (the queue stops, or `abort` is called): the part of an AbortSignal a job
+ * reads. A queue may hand a real AbortSignal (the durable queues do); the in-process queue hands a lighter object
+ * that makes no AbortController per job (issue 36: a Node 20 AbortSignal costs microseconds to make and to follow).
+ */
+export interface JobSignal {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  /** `listener` is called once, when the job is aborted (never when added after). */
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
 /** Runs one job. Resolves when the job is finished (whatever its outcome); rejects only on an infrastructure fault. */
-export type JobHandler = (job: Job, signal: AbortSignal) => Promise<void>;
+export type JobHandler = (job: Job, signal: JobSignal) => Promise<void>;
 
 /**
  * The service's runner settings, handed to `start` so a host sets them once (on the service) and never repeats
@@ -72,7 +85,7 @@ export interface QueueStopOptions {
  * - A delayed job is handed out no sooner than its delay (a durable queue keeps it across restarts; the in-process
  *   queue's are recovered from the store's `parkedUntil`).
  * - `start(handler, settings)` begins handing out jobs, with the service's runner settings; `stop()` stops taking new jobs and waits up to `timeoutMs` for
- *   running ones, then fires their AbortSignal.
+ *   running ones, then fires their signal.
  * - `enqueue` rejects with `UnavailableError` when the backing service cannot take the job.
  * - Fair: waiting work is handed out in the order of `@genservice/core/ports`' `fairLineOf` / `fairTagUnits`:
  *   weighted across organisations (`organizationId`, `weight`; a job without one is its owner's own tenant of weight

@@ -3,6 +3,7 @@ import * as pQueueModule from 'p-queue';
 import type { EnqueueOptions, Job, JobHandler, JobQueue, QueuePosition, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
 import { fairLineOf, fairOrder, fairTagUnits, tagOfOrder, type FairLine } from '../domain/fair-order.js';
 import { systemClock } from '../clock.js';
+import { JobAbort } from './job-signal.js';
 import type { Clock, ClockTimer } from '../ports/clock.js';
 
 /**
@@ -112,7 +113,10 @@ export class InProcessQueue implements JobQueue {
   /** Waiting counts by line, member and tenant (users with work waiting), as the durable queues keep them. */
   private readonly counts = new Map<string, number>();
   private seq = 0;
-  private readonly running = new Map<string, AbortController>();
+  /** The plain lines of owners (`lineOf`), kept for at most 10 000 owners at a time. */
+  private readonly plainLines = new Map<string, FairLine>();
+  /** Running jobs by generation id, with the signal each was handed (a JobAbort: no AbortController per job). */
+  private readonly running = new Map<string, JobAbort>();
   /** Every running job holds one of these slots. Paused until `start`, and again from `stop`. */
   private readonly slots = new PQueue({ autoStart: false });
   /** The slots of each model with a `concurrency` of its own. */
@@ -154,7 +158,7 @@ export class InProcessQueue implements JobQueue {
       this.clock.clearTimeout(later);
       this.delayed.delete(job.generationId);
     }
-    const line = fairLineOf(job);
+    const line = this.lineOf(job);
     const v = this.virtualTime(line.band);
     const place = this.count(line.line, 1);
     if (this.count(line.member, 1) === 1) this.count(line.tenant, 1);
@@ -170,6 +174,21 @@ export class InProcessQueue implements JobQueue {
     }
     heap.push(w);
     this.pump();
+  }
+
+  /**
+   * The job's line. A job without an organisation or a priority (no organisations, no priorities asked) waits in its
+   * owner's plain line, whose keys are made once per owner, not three strings per job (issue 36).
+   */
+  private lineOf(job: Job): FairLine {
+    if (job.organizationId !== undefined || job.priority !== undefined || job.ownerId === undefined) return fairLineOf(job);
+    let line = this.plainLines.get(job.ownerId);
+    if (line === undefined) {
+      if (this.plainLines.size >= 10_000) this.plainLines.clear();
+      line = fairLineOf(job);
+      this.plainLines.set(job.ownerId, line);
+    }
+    return line;
   }
 
   /** The band's virtual time: the smallest tag among its waiting jobs (0 when none waits). */
@@ -274,10 +293,10 @@ export class InProcessQueue implements JobQueue {
   }
 
   private run(job: Job, model: PQueue | undefined, lane: PQueue | undefined): void {
-    const controller = new AbortController();
-    this.running.set(job.generationId, controller);
+    const signal = new JobAbort();
+    this.running.set(job.generationId, signal);
     const handler = this.handler!;
-    const run = (): Promise<void> => handler(job, controller.signal);
+    const run = (): Promise<void> => handler(job, signal);
     const inLane = lane ? () => lane.add(run) : run;
     const task = model ? () => model.add(inLane) : inLane;
     // Every slot is free (pump checked), so p-queue starts the task now, within this call.

@@ -3,7 +3,7 @@ import { ModelRegistry } from '../domain/registry.js';
 import { Lifecycle } from '../lifecycle/lifecycle.js';
 import { childLogger, silentLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
-import type { Job } from '../ports/queue.js';
+import type { Job, JobSignal } from '../ports/queue.js';
 import { withRequestContext } from '../request-context.js';
 import { continuedContext, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
@@ -21,6 +21,8 @@ import { CapacityGate } from './capacity-gate.js';
 @injectable()
 export class Runner {
   private readonly logger: Logger;
+  /** Whether any provider declares a lane (`provider.capacity`): without one a run has nothing to admit or give back. */
+  private readonly lanes: boolean;
 
   constructor(
     @inject(Lifecycle) private readonly lifecycle: Lifecycle,
@@ -31,14 +33,15 @@ export class Runner {
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.logger = childLogger(logger, { component: 'runner' });
+    this.lanes = registry.all().some((m) => m.lane !== undefined);
   }
 
-  /** Runs a job handed out with an AbortSignal (any queue): the run follows that signal. */
-  async run(job: Job, queueSignal: AbortSignal): Promise<void> {
+  /** Runs a job handed out with its signal (any queue): the run follows that signal. */
+  async run(job: Job, queueSignal: JobSignal): Promise<void> {
     const { abort, unfollow } = JobAbort.following(queueSignal);
     try {
       // Every log line of the run carries its generation id (and its trace id, in its span).
-      await withRequestContext({ generationId: job.generationId }, () => this.runJob(job, abort));
+      await withRequestContext({ generationId: job.generationId }, () => (this.lanes ? this.runJob(job, abort) : this.claimAndRun(job, abort, undefined)));
     } finally {
       unfollow();
     }
@@ -56,7 +59,7 @@ export class Runner {
     }
   }
 
-  private async claimAndRun(job: Job, abort: JobAbort, capacity: RunCapacity): Promise<void> {
+  private async claimAndRun(job: Job, abort: JobAbort, capacity: RunCapacity | undefined): Promise<void> {
     // The Lifecycle decides whether it may run at all (its model is there, it has not lost its worker too often).
     const rec = await this.lifecycle.claim(job);
     if (!rec) return; // Someone else holds it, it is finished, or it was given up: nothing to do.

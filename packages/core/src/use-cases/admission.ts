@@ -82,7 +82,7 @@ export class Admission {
     const checked = model.validate(input.settings ?? {});
     if (!checked.ok) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: checked.details });
     const refused = this.references.refusals(model.definition.settings, checked.value, caller.userId, caller.baseUrl);
-    if (refused.length > 0) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: refused });
+    if (refused.length > 0) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: [...refused] });
     checkLife(input.expiresAfterSeconds, this.options.retention);
     const priority = input.priority ?? 'normal';
     const deadlineAt = checkPriority(priority, input.deadline, this.options.priority, key?.scopes, this.options.clock.now());

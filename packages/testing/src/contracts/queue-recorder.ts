@@ -1,4 +1,4 @@
-import type { Job } from '@genservice/core/ports';
+import type { Job, JobSignal } from '@genservice/core/ports';
 
 /** What the queue contract's handler saw, and the levers that let its held runs go. */
 export interface Recorder {
@@ -6,12 +6,12 @@ export interface Recorder {
   seen: string[];
   running: Set<string>;
   maxRunning: number;
-  signals: Map<string, AbortSignal>;
+  signals: Map<string, JobSignal>;
   /** Lets every run through, now and later. */
   release(): void;
   /** Lets the oldest waiting run through. */
   releaseOne(): void;
-  handler: (job: Job, signal: AbortSignal) => Promise<void>;
+  handler: (job: Job, signal: JobSignal) => Promise<void>;
 }
 
 /** Records every handler call; with `hold`, each run waits until the test lets it go (all at once, or the oldest). */
@@ -22,13 +22,13 @@ export function recorder(hold = false): Recorder {
     seen: [] as string[],
     running: new Set<string>(),
     maxRunning: 0,
-    signals: new Map<string, AbortSignal>(),
+    signals: new Map<string, JobSignal>(),
     release: (): void => {
       open = true;
       for (const letGo of waiting.splice(0)) letGo();
     },
     releaseOne: (): void => waiting.shift()?.(),
-    handler: async (j: Job, signal: AbortSignal): Promise<void> => {
+    handler: async (j: Job, signal: JobSignal): Promise<void> => {
       state.seen.push(j.generationId);
       state.signals.set(j.generationId, signal);
       state.running.add(j.generationId);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '@genservice/core';
-import type { Job, JobHandler, JobQueue, RunnerSettings } from '@genservice/core/ports';
+import type { Job, JobHandler, JobQueue, JobSignal, RunnerSettings } from '@genservice/core/ports';
 import { createDeferred } from '../fakes.js';
 import { until } from '../until.js';
 import { uid, useFresh } from './harness.js';
@@ -127,7 +127,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
     it('stop waits for a running job that finishes within the timeout, without aborting it', async () => {
       const events: string[] = [];
       const letGo = createDeferred();
-      let signal: AbortSignal | undefined;
+      let signal: JobSignal | undefined;
       const j = job();
       await queue().start(async (_job, s) => {
         signal = s;
@@ -148,7 +148,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
 
     it('stop aborts a running job once the timeout passes, and then returns', async () => {
       const events: string[] = [];
-      let signal: AbortSignal | undefined;
+      let signal: JobSignal | undefined;
       // A job that never finishes on its own: only its signal ends it.
       await queue().start(
         (_job, s) =>
@@ -269,7 +269,7 @@ export function runQueueContract(name: string, make: () => Promise<QueueUnderTes
     it('abort (when offered) fires the signal of a running job and answers false for others', async () => {
       const q = queue();
       if (!q.abort) return;
-      let signal: AbortSignal | undefined;
+      let signal: JobSignal | undefined;
       await q.start(
         (_job, s) =>
           new Promise<void>((resolve) => {
