@@ -268,7 +268,7 @@ export interface GenerationServiceOptions {
   auditLog?: AuditLog;
   /** Default: in-memory. */
   blobs?: BlobStore;
-  /** Default: in-process queue on p-queue. */
+  /** Default: the in-process queue (`InProcessQueue`). */
   queue?: JobQueue;
   /** What each create priority costs and which keys may ask it. */
   priority?: PriorityOptions;

@@ -100,7 +100,7 @@ describe('provider capacity', () => {
     await until(() => up.rateLimited === 1, 'the 429');
     await until(() => inst.queue.active === 0, 'the run to park');
     // It waits (parked, processing), and nothing else reaches the upstream while the lane is paused: this instance
-    // holds the lane's jobs back (its p-queue is paused), and the lane's counters would refuse them anyway.
+    // holds the lane's jobs back (its slots are paused), and the lane's counters would refuse them anyway.
     const more = await createMany([inst], 3);
     await until(() => inst.queue.active === 0 && inst.queue.size === 3, 'the others to be held back');
     await clock.advance(29_000);

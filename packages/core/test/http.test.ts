@@ -201,6 +201,19 @@ describe('HttpHandler with hostile bodies', () => {
     expect(details).toHaveLength(51);
     expect(details.at(-1)).toMatchObject({ code: 'too_many_errors' });
   });
+
+  it('refuses a `__proto__` setting by name (kept as an own key, never the prototype of the settings)', async () => {
+    const s = createGenerationService({
+      providers: [{ models: [{ modelId: 'm', title: 'M', resultType: 'text', estimatedGenerationTime: 1, settings: [{ name: 'prompt', title: 'P', fieldType: 'text' }], price: 1 }], generate: async () => ({ text: 'x' }) }],
+      apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'good-key', userId: 'u1' }] }),
+      ledger: new MemoryLedger({ balances: { u1: 100 } }),
+    });
+    const res = await s.handle(post('{"modelId":"m","settings":{"prompt":"a","__proto__":{"prompt":"b"}}}'));
+    expect(res.status).toBe(400);
+    const error = parse(res.body).error;
+    expect(error.code).toBe('invalid_settings');
+    expect(JSON.stringify(error)).toContain('__proto__');
+  });
 });
 
 describe('HttpRequest.baseUrl', () => {

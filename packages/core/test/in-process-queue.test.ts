@@ -28,7 +28,7 @@ const settings = (over: Partial<RunnerSettings> = {}): RunnerSettings => ({
 
 const tick = () => new Promise((r) => setImmediate(r));
 
-describe('InProcessQueue on p-queue', () => {
+describe('InProcessQueue', () => {
   it("with 10,000 queued for an organisation of weight 5, another organisation's next job waits at most one job per slot", async () => {
     const q = new InProcessQueue();
     const g = gated();

@@ -20,9 +20,18 @@ export function isStorableText(value: string): boolean {
 
 const STORABLE = { message: 'must not contain NUL characters or lone surrogates' } as const;
 
+/** A plain copy of an object's own enumerable keys, `__proto__` kept as an own key (defined, not assigned). */
+function ownCopy(v: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(v)) {
+    if (key === '__proto__') Object.defineProperty(out, key, { value: v[key], enumerable: true, writable: true, configurable: true });
+    else out[key] = v[key];
+  }
+  return out;
+}
+
 /**
- * `settings` as an object with every own key of the body kept, `__proto__` included (as an own property, through
- * Object.fromEntries), so the model's settings check refuses it by name as a setting the model does not declare,
+ * `settings` as an object with every own key of the body kept, `__proto__` included (as an own property, `ownCopy`), so the model's settings check refuses it by name as a setting the model does not declare,
  * instead of a record parse dropping it.
  */
 export const settingsObject = z
@@ -31,7 +40,7 @@ export const settingsObject = z
     const proto = Object.getPrototypeOf(v);
     return proto === Object.prototype || proto === null;
   }, { message: 'must be an object' })
-  .transform((v) => Object.fromEntries(Object.entries(v)))
+  .transform(ownCopy)
   .meta({ type: 'object', additionalProperties: {} });
 
 const metadataRecord = z

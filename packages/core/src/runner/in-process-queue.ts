@@ -1,5 +1,3 @@
-import type PQueueClass from 'p-queue';
-import * as pQueueModule from 'p-queue';
 import type { EnqueueOptions, Job, JobHandler, JobQueue, QueuePosition, QueueStopOptions, RunnerSettings } from '../ports/queue.js';
 import { fairLineOf, fairOrder, fairTagUnits, tagOfOrder, type FairLine } from '../domain/fair-order.js';
 import { systemClock } from '../clock.js';
@@ -7,12 +5,30 @@ import { JobAbort } from './job-signal.js';
 import type { Clock, ClockTimer } from '../ports/clock.js';
 
 /**
- * p-queue is ESM only. In this package's CommonJS build, Node's `require` of it yields its module namespace, which the
- * bundler's interop wraps once more: the class is `default` in ESM and `default.default` there.
+ * Slots of a limit: how many jobs hold one, against how many may; a lane's are paused while its upstream asked to wait.
+ * Counters only: the fair choice of which job takes a free slot is the queue's, and a job runs as soon as it has its
+ * slots (no promise, task wrapper or event per job).
  */
-const PQueue: typeof PQueueClass = ((m: { default: unknown }) =>
-  (typeof m.default === 'function' ? m.default : (m.default as { default: unknown }).default) as typeof PQueueClass)(pQueueModule as unknown as { default: unknown });
-type PQueue = PQueueClass;
+class Slots {
+  active = 0;
+  paused = false;
+  private idle: Array<() => void> = [];
+  constructor(public concurrency: number) {}
+  get full(): boolean {
+    return this.paused || this.active >= this.concurrency;
+  }
+  take(): void {
+    this.active++;
+  }
+  give(): void {
+    this.active--;
+    if (this.active === 0 && this.idle.length > 0) for (const resolve of this.idle.splice(0)) resolve();
+  }
+  /** Resolves when no job holds a slot. */
+  onIdle(): Promise<void> {
+    return this.active === 0 ? Promise.resolve() : new Promise((resolve) => this.idle.push(resolve));
+  }
+}
 
 export interface InProcessQueueOptions {
   /** Jobs running at once over all models. Default: the service's `runner.concurrency`. */
@@ -28,9 +44,9 @@ export interface InProcessQueueOptions {
   clock?: Clock;
 }
 
-/** A provider lane on this instance: its p-queue (the lane's `concurrency` here, paused while an upstream asked to wait). */
+/** A provider lane on this instance: its slots (the lane's `concurrency` here, paused while an upstream asked to wait). */
 interface LaneSlots {
-  queue: PQueue;
+  queue: Slots;
   /** When a pause ends, and its timer. */
   pausedUntil: number;
   timer?: ClockTimer;
@@ -98,11 +114,10 @@ class Heap {
  * durable queues keep. A model's `concurrency` limits its jobs further: the jobs of a model at its limit are skipped
  * until a slot of it frees, not waited on.
  *
- * The slots are p-queues: one for the global concurrency, one per model that has a limit, and one per provider lane
- * (`RunnerSettings.laneOf`: the lane's `concurrency` on this instance, paused by `pauseLane` while its upstream asked
- * to wait, started again on the clock). The fair choice of which
- * job goes next is made here, and a job is handed to p-queue only when it has a free slot, so p-queue never holds a
- * waiting job of its own (its order would be first come, first served); it runs, counts, pauses and tells when idle.
+ * The slots are counters (`Slots`): one for the global concurrency, one per model that has a limit, and one per provider
+ * lane (`RunnerSettings.laneOf`: the lane's `concurrency` on this instance, paused by `pauseLane` while its upstream
+ * asked to wait, started again on the clock). The fair choice of which job goes next is made here; a job starts when it
+ * holds a slot of each limit that applies, and gives them back when its handler settles.
  */
 export class InProcessQueue implements JobQueue {
   private concurrency: number;
@@ -118,9 +133,9 @@ export class InProcessQueue implements JobQueue {
   /** Running jobs by generation id, with the signal each was handed (a JobAbort: no AbortController per job). */
   private readonly running = new Map<string, JobAbort>();
   /** Every running job holds one of these slots. Paused until `start`, and again from `stop`. */
-  private readonly slots = new PQueue({ autoStart: false });
+  private readonly slots = new Slots(8);
   /** The slots of each model with a `concurrency` of its own. */
-  private readonly modelSlots = new Map<string, PQueue>();
+  private readonly modelSlots = new Map<string, Slots>();
   /** Each provider lane's slots on this instance (`RunnerSettings.laneOf`). */
   private readonly laneSlots = new Map<string, LaneSlots>();
   private laneOf: RunnerSettings['laneOf'];
@@ -217,12 +232,12 @@ export class InProcessQueue implements JobQueue {
   }
 
   /** The slots of a model with a limit of its own; undefined when only the global limit applies. */
-  private slotsOf(modelId: string): PQueue | undefined {
+  private slotsOf(modelId: string): Slots | undefined {
     const limit = this.modelConcurrency?.(modelId);
     if (!limit) return undefined;
     let q = this.modelSlots.get(modelId);
     if (!q) {
-      q = new PQueue({ concurrency: limit });
+      q = new Slots(limit);
       this.modelSlots.set(modelId, q);
     } else if (q.concurrency !== limit) q.concurrency = limit;
     return q;
@@ -232,14 +247,14 @@ export class InProcessQueue implements JobQueue {
   private lane(name: string, concurrency?: number): LaneSlots {
     let l = this.laneSlots.get(name);
     if (!l) {
-      l = { queue: new PQueue({ concurrency: concurrency ?? Number.POSITIVE_INFINITY }), pausedUntil: 0 };
+      l = { queue: new Slots(concurrency ?? Number.POSITIVE_INFINITY), pausedUntil: 0 };
       this.laneSlots.set(name, l);
     } else if (concurrency !== undefined && l.queue.concurrency !== concurrency) l.queue.concurrency = concurrency;
     return l;
   }
 
   /** The lane slots of a job's model, when it has a lane. */
-  private slotsOfLane(modelId: string): PQueue | undefined {
+  private slotsOfLane(modelId: string): Slots | undefined {
     const lane = this.laneOf?.(modelId);
     return lane ? this.lane(lane.lane, lane.concurrency).queue : undefined;
   }
@@ -249,11 +264,11 @@ export class InProcessQueue implements JobQueue {
     const until = this.clock.now() + ms;
     if (until <= l.pausedUntil) return;
     l.pausedUntil = until;
-    l.queue.pause();
+    l.queue.paused = true;
     this.clock.clearTimeout(l.timer);
     l.timer = this.clock.setTimeout(() => {
       l.timer = undefined;
-      l.queue.start();
+      l.queue.paused = false;
       this.pump();
     }, ms);
     l.timer.unref?.();
@@ -262,8 +277,8 @@ export class InProcessQueue implements JobQueue {
   /** Starts the first waiting jobs in the fair order while there are free slots. */
   private pump(): void {
     if (!this.started || this.stopped) return;
-    while (this.slots.pending < this.slots.concurrency) {
-      let best: { heap: Heap; model: PQueue | undefined; upstream: PQueue | undefined } | undefined;
+    while (!this.slots.full) {
+      let best: { heap: Heap; model: Slots | undefined; upstream: Slots | undefined } | undefined;
       for (const [key, heap] of this.heaps) {
         const head = heap.head;
         if (!head) {
@@ -273,8 +288,7 @@ export class InProcessQueue implements JobQueue {
         const model = this.slotsOf(head.job.modelId);
         const upstream = this.slotsOfLane(head.job.modelId);
         // A full model, or a provider lane that is full here or paused: its jobs are skipped until a slot frees.
-        if (model && model.pending >= model.concurrency) continue;
-        if (upstream && (upstream.isPaused || upstream.pending >= upstream.concurrency)) continue;
+        if (model?.full || upstream?.full) continue;
         if (!best || before(head, best.heap.head!)) best = { heap, model, upstream };
       }
       if (!best) return;
@@ -292,20 +306,27 @@ export class InProcessQueue implements JobQueue {
     return { aheadOfYou: ahead, position: ahead + 1 };
   }
 
-  private run(job: Job, model: PQueue | undefined, lane: PQueue | undefined): void {
+  /** Starts a job now: pump found a free slot of every limit that applies. */
+  private run(job: Job, model: Slots | undefined, lane: Slots | undefined): void {
     const signal = new JobAbort();
     this.running.set(job.generationId, signal);
-    const handler = this.handler!;
-    const run = (): Promise<void> => handler(job, signal);
-    const inLane = lane ? () => lane.add(run) : run;
-    const task = model ? () => model.add(inLane) : inLane;
-    // Every slot is free (pump checked), so p-queue starts the task now, within this call.
-    const running = this.slots.add(task);
-    // A handler that threw or rejected logged its own fault; its generation is recovered from the store later.
+    this.slots.take();
+    model?.take();
+    lane?.take();
     const finished = (): void => {
       this.running.delete(job.generationId);
+      lane?.give();
+      model?.give();
+      this.slots.give();
       this.pump();
     };
+    // A handler that threw or rejected logged its own fault; its generation is recovered from the store later.
+    let running: Promise<void>;
+    try {
+      running = this.handler!(job, signal);
+    } catch (err) {
+      running = Promise.reject(err);
+    }
     running.then(finished, finished);
   }
 
@@ -318,7 +339,6 @@ export class InProcessQueue implements JobQueue {
     this.slots.concurrency = this.concurrency;
     this.stopped = false;
     this.started = true;
-    this.slots.start();
     this.pump();
   }
 
@@ -326,7 +346,6 @@ export class InProcessQueue implements JobQueue {
     if (this.stopped) return;
     this.stopped = true;
     this.started = false;
-    this.slots.pause();
     // Waiting jobs are dropped: they are `pending` (or parked) in the store, and recovery enqueues them on the next start.
     for (const t of this.delayed.values()) this.clock.clearTimeout(t);
     this.delayed.clear();
@@ -335,7 +354,7 @@ export class InProcessQueue implements JobQueue {
       this.clock.clearTimeout(l.timer);
       l.timer = undefined;
       l.pausedUntil = 0;
-      l.queue.start();
+      l.queue.paused = false;
     }
     this.waiting.clear();
     this.counts.clear();
