@@ -3,14 +3,17 @@ import type { GenerationEvent } from '../domain/types.js';
 import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { Notifier } from '../ports/notifier.js';
-import type { GenerationStore } from '../ports/store.js';
+import type { FeedPage, GenerationStore } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import type { ClockTimer } from '../ports/clock.js';
 
 export type EventListener = (event: GenerationEvent) => void;
 
-const PAGE = 1000;
+/** Events per read of the log, for every reader of it (`EventFeed.page`): a page this long may have more after it. */
+export const FEED_PAGE = 1000;
+/** Reads of the log `page` keeps for sharing within one turn (a reader or two, each a page or two into a backlog). */
+const SHARED_PAGES = 4;
 
 /**
  * This instance's one reader of the event log. Live streams and long-polls watch a generation here instead of each
@@ -19,7 +22,7 @@ const PAGE = 1000;
  * It reads when woken (a transition on this instance, or the notifier for another instance's), and every
  * `push.pollIntervalMs`, so a lost wake-up costs latency, never an event. A watcher may be handed an event appended
  * just before it began watching: watchers skip what they already know by `seq` or status. Other readers (webhook
- * delivery) may subscribe to every wake-up.
+ * delivery) may subscribe to every wake-up, and read through `page`, so one wake-up reads the log once for all of them.
  */
 @injectable()
 export class EventFeed {
@@ -34,6 +37,8 @@ export class EventFeed {
   private watching = 0;
   /** Counts `watch` calls: a head read that a watcher overlapped does not move the cursor (`poll`). */
   private watchEpoch = 0;
+  /** The reads of this turn by their `from` (`page`); emptied by `nextTurn`. */
+  private readonly pages = new Map<string, Promise<FeedPage>>();
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
@@ -61,6 +66,7 @@ export class EventFeed {
     this.options.clock.clearInterval(this.timer);
     await this.notifier.stop();
     await this.reading;
+    this.nextTurn();
   }
 
   private wakeScheduled = false;
@@ -90,6 +96,7 @@ export class EventFeed {
   }
 
   private wake(): void {
+    this.nextTurn();
     for (const l of this.wakeListeners) {
       try {
         l();
@@ -129,6 +136,7 @@ export class EventFeed {
    * moved) keeps the cursor where it was: the next read covers it.
    */
   private poll(): void {
+    this.nextTurn();
     if (this.watching > 0 || this.reading) {
       this.read();
       return;
@@ -144,6 +152,35 @@ export class EventFeed {
         this.reading = undefined;
         if (this.again) this.read();
       });
+  }
+
+  /**
+   * One page of the log after `from` (at most `FEED_PAGE` events), shared by every reader woken by the same trigger:
+   * a read of the same `from` begun in this turn is answered by the same promise, so a wake-up reads the log once for
+   * the watchers and the webhook outbox when their cursors agree (they do in steady state: a cursor is the last
+   * event's position). A turn begins at every wake-up (before its listeners run), every poll, and every `nextTurn`,
+   * so no reader is handed a page begun before the trigger that woke it (an event committed in between would wait
+   * for the next one). A read that failed is not shared again: the next call reads anew.
+   */
+  page(from: string): Promise<FeedPage> {
+    const shared = this.pages.get(from);
+    if (shared) return shared;
+    // An async function, so a store that throws instead of rejecting fails this read like a rejection.
+    const read = (async () => this.store.readFeed(from, FEED_PAGE))();
+    if (this.pages.size >= SHARED_PAGES) this.pages.delete(this.pages.keys().next().value!);
+    this.pages.set(from, read);
+    read.catch(() => {
+      if (this.pages.get(from) === read) this.pages.delete(from);
+    });
+    return read;
+  }
+
+  /**
+   * A new trigger to read the log (a reader's own timer, such as the webhook pump's): reads begun before it are no
+   * longer shared (`page`).
+   */
+  nextTurn(): void {
+    this.pages.clear();
   }
 
   /**
@@ -163,13 +200,13 @@ export class EventFeed {
         this.again = false;
         try {
           for (;;) {
-            const { events, cursor } = await this.store.readFeed(this.cursor, PAGE);
+            const { events, cursor } = await this.page(this.cursor);
             this.cursor = cursor;
             for (const e of events) {
               const set = this.watchers.get(e.generationId);
               if (set) for (const l of [...set]) l(e);
             }
-            if (events.length < PAGE) break;
+            if (events.length < FEED_PAGE) break;
           }
         } catch (err) {
           this.logger.warn({ err: asError(err) }, 'reading the event log failed; the next wake-up or poll retries');

@@ -2,7 +2,7 @@ import { inject, injectable } from 'tsyringe';
 import { isOutputEvent, type BatchCounts, type BatchRecord, type GenerationEvent, type GenerationRecord, type WebhookEventType } from '../domain/types.js';
 import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
-import type { GenerationStore } from '../ports/store.js';
+import type { FeedPage, GenerationStore } from '../ports/store.js';
 import type { NewDelivery, WebhookEndpoint, WebhookEndpointRecord, WebhookStore } from '../ports/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
@@ -10,9 +10,9 @@ import { Views } from '../use-cases/views.js';
 import { outboxEntries, type Receiver } from './webhook-messages.js';
 import { WebhookSender } from './webhook-sender.js';
 import { openAiVideoDeliveries } from '../openai/video-webhooks.js';
+import { FEED_PAGE } from './event-feed.js';
 
 const CURSOR = 'webhooks';
-const PAGE = 500;
 
 /**
  * The producers of the webhook outbox, all writing through `outboxEntries` (one message id for all): a generation's
@@ -36,17 +36,20 @@ export class WebhookOutbox {
     this.logger = childLogger(logger, { component: 'webhooks' });
   }
 
-  /** One page of the log into the outbox; true when there may be more. */
-  async fromLog(): Promise<boolean> {
+  /**
+   * One page of the log into the outbox; true when there may be more. `read` reads the page after a cursor
+   * (`EventFeed.page`, which shares one read among the readers of one wake-up; a page of `FEED_PAGE` events at most).
+   */
+  async fromLog(read: (from: string) => Promise<FeedPage>): Promise<boolean> {
     const from = await this.hooks.getCursor(CURSOR);
-    const { events, cursor } = await this.store.readFeed(from, PAGE);
+    const { events, cursor } = await read(from);
     if (events.length === 0) return false;
     const deliveries = await this.forEvents(events);
     if (deliveries.length > 0) await this.hooks.addDeliveries(deliveries);
     const advanced = await this.hooks.advanceCursor(CURSOR, from, cursor);
     if (deliveries.length > 0) this.sender.deliver();
     // Another instance moved the cursor first: its deliveries have the same ids, so just read on from where it is.
-    return advanced ? events.length === PAGE : true;
+    return advanced ? events.length === FEED_PAGE : true;
   }
 
   /**

@@ -12,7 +12,8 @@ import { WebhookUse } from './webhook-use.js';
 /**
  * Webhooks as background work: the outbox is written from the log on every wake-up of the event feed (a transition
  * here, or another instance's) and every `webhooks.pollIntervalMs`, when due deliveries are claimed too. Started and
- * stopped with the service.
+ * stopped with the service. It reads the log through the feed (`EventFeed.page`), so a wake-up that also reads for
+ * streams and long-polls reads it once.
  *
  * Only while webhooks are in use (`WebhookUse`: default endpoints configured, or some create carried a webhook): until
  * then a wake-up does nothing, and each poll makes an idle pass instead, which reads the feed's head, then the flag,
@@ -46,10 +47,13 @@ export class WebhookPump {
       if (this.use.inUse) this.pump();
     });
     this.timer = this.options.clock.setInterval(() => {
+      // Its own trigger: this pass reads no page begun before it (EventFeed.page).
+      this.feed.nextTurn();
       this.pump();
       this.sender.deliver();
     }, this.options.webhooks.pollIntervalMs);
     this.timer.unref?.();
+    this.feed.nextTurn();
     this.pump();
   }
 
@@ -63,6 +67,9 @@ export class WebhookPump {
     await sending;
   }
 
+  /** The outbox reads the log through the feed: the page the feed reads for this wake-up's watchers, read once. */
+  private readonly read = (from: string) => this.feed.page(from);
+
   /** Writes the outbox from the log past the shared cursor. Calls during a pass make one more pass after it. */
   pump(): void {
     if (!this.running) return;
@@ -75,7 +82,7 @@ export class WebhookPump {
         this.pumpAgain = false;
         try {
           if (this.use.inUse || (await this.outbox.idlePass(this.use))) {
-            while (this.running && (await this.outbox.fromLog())) {
+            while (this.running && (await this.outbox.fromLog(this.read))) {
               // another page
             }
           }
