@@ -35,6 +35,9 @@ describe('InProcessQueue', () => {
     const c = 4;
     await q.start(g.handler, settings({ concurrency: c }));
     for (let i = 0; i < 10_000; i++) await q.enqueue({ generationId: `big-${i}`, modelId: 'm', ownerId: 'big-user', organizationId: 'big', weight: 5 });
+    // New jobs start on the queue's next turn.
+    expect(g.started).toHaveLength(0);
+    await tick();
     expect(g.started).toHaveLength(c);
     await q.enqueue({ generationId: 'small', modelId: 'm', ownerId: 'small-user', organizationId: 'small', weight: 1 });
     expect((await q.position('small'))?.aheadOfYou).toBeLessThanOrEqual(c);

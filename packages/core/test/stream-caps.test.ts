@@ -23,16 +23,19 @@ const TAG = randomBytes(4).toString('hex');
 const USERS = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank'].map((u) => `${u}-${TAG}`);
 const [ALICE, BOB, CAROL, DAVE, ERIN, FRANK] = USERS as [string, string, string, string, string, string];
 
-/** A service whose generations wait for `open()`; every user has a key `k-<user>`. */
+/** A service whose generations each wait for a `release()` (one run each); every user has a key `k-<user>`. */
 function make(limits: LimitsOptions = {}) {
-  let open!: () => void;
-  let gate = new Promise<void>((r) => (open = r));
+  // Each release lets one run finish: the one waiting now, or the next to start (a run starts on the queue's next
+  // turn, so it may not have begun when the test releases it).
+  let permits = 0;
+  const waiting: Array<() => void> = [];
   const service = createGenerationService({
     providers: [
       {
         models: [{ modelId: 'held', title: 'Held', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 1 }],
         generate: async () => {
-          await gate;
+          if (permits > 0) permits--;
+          else await new Promise<void>((r) => waiting.push(r));
           return { text: 'done' };
         },
       },
@@ -43,14 +46,16 @@ function make(limits: LimitsOptions = {}) {
     limits,
   });
   cleanups.push(async () => {
-    open();
+    permits = Number.POSITIVE_INFINITY;
+    for (const w of waiting.splice(0)) w();
     await service.stop({ timeoutMs: 500 });
   });
   return {
     service,
     release: () => {
-      open();
-      gate = new Promise<void>((r) => (open = r));
+      const next = waiting.shift();
+      if (next) next();
+      else permits++;
     },
   };
 }

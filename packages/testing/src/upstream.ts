@@ -163,6 +163,8 @@ export async function stepClockUntil(
 ): Promise<void> {
   const { stepMs = 1000, maxSteps = 2000 } = options;
   for (let step = 0; ; step++) {
+    // One turn of the event loop first: an in-process queue starts the jobs enqueued in this turn on the next.
+    await new Promise<void>((resolve) => setImmediate(resolve));
     await until(() => queues.every((q) => q.active === 0), { what: 'the queues to be idle', timeoutMs: 20_000, intervalMs: 2 });
     if (await done()) return;
     if (step >= maxSteps) throw new Error(`not done after ${maxSteps} steps of ${stepMs} ms`);

@@ -2,33 +2,8 @@ import type { EnqueueOptions, Job, JobHandler, JobQueue, QueuePosition, QueueSto
 import { fairLineOf, fairOrder, fairTagUnits, tagOfOrder, type FairLine } from '../domain/fair-order.js';
 import { systemClock } from '../clock.js';
 import { JobAbort } from './job-signal.js';
+import { before, Heap, Slots, type Waiting } from './in-process-slots.js';
 import type { Clock, ClockTimer } from '../ports/clock.js';
-
-/**
- * Slots of a limit: how many jobs hold one, against how many may; a lane's are paused while its upstream asked to wait.
- * Counters only: the fair choice of which job takes a free slot is the queue's, and a job runs as soon as it has its
- * slots (no promise, task wrapper or event per job).
- */
-class Slots {
-  active = 0;
-  paused = false;
-  private idle: Array<() => void> = [];
-  constructor(public concurrency: number) {}
-  get full(): boolean {
-    return this.paused || this.active >= this.concurrency;
-  }
-  take(): void {
-    this.active++;
-  }
-  give(): void {
-    this.active--;
-    if (this.active === 0 && this.idle.length > 0) for (const resolve of this.idle.splice(0)) resolve();
-  }
-  /** Resolves when no job holds a slot. */
-  onIdle(): Promise<void> {
-    return this.active === 0 ? Promise.resolve() : new Promise((resolve) => this.idle.push(resolve));
-  }
-}
 
 export interface InProcessQueueOptions {
   /** Jobs running at once over all models. Default: the service's `runner.concurrency`. */
@@ -50,59 +25,6 @@ interface LaneSlots {
   /** When a pause ends, and its timer. */
   pausedUntil: number;
   timer?: ClockTimer;
-}
-
-/** A waiting job and its place in the fair order (band, then order, then arrival). */
-interface Waiting {
-  job: Job;
-  line: FairLine;
-  order: number;
-  seq: number;
-}
-
-function before(a: Waiting, b: Waiting): boolean {
-  if (a.line.band !== b.line.band) return a.line.band < b.line.band;
-  if (a.order !== b.order) return a.order < b.order;
-  return a.seq < b.seq;
-}
-
-/** A binary min-heap of waiting jobs (one per band and model: the jobs of a model at its limit are skipped, not waited on). */
-class Heap {
-  readonly items: Waiting[] = [];
-  get head(): Waiting | undefined {
-    return this.items[0];
-  }
-  push(w: Waiting): void {
-    const a = this.items;
-    a.push(w);
-    let i = a.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!before(a[i]!, a[p]!)) break;
-      [a[i], a[p]] = [a[p]!, a[i]!];
-      i = p;
-    }
-  }
-  pop(): Waiting | undefined {
-    const a = this.items;
-    const top = a[0];
-    const last = a.pop();
-    if (a.length > 0 && last) {
-      a[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < a.length && before(a[l]!, a[m]!)) m = l;
-        if (r < a.length && before(a[r]!, a[m]!)) m = r;
-        if (m === i) break;
-        [a[i], a[m]] = [a[m]!, a[i]!];
-        i = m;
-      }
-    }
-    return top;
-  }
 }
 
 /**
@@ -188,7 +110,24 @@ export class InProcessQueue implements JobQueue {
       this.heaps.set(heapKey, heap);
     }
     heap.push(w);
+    this.pumpSoon();
+  }
+
+  private pumpScheduled = false;
+  private readonly scheduledPump = (): void => {
+    this.pumpScheduled = false;
     this.pump();
+  };
+
+  /**
+   * New jobs start once per turn of the event loop (setImmediate), after the I/O it is handling: the requests that
+   * arrived together are answered first, then their runs start together, as a hand-written server schedules them
+   * (issue 36). A freed slot starts the next waiting job at once (`run`'s `finished`).
+   */
+  private pumpSoon(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    setImmediate(this.scheduledPump);
   }
 
   /**
