@@ -28,9 +28,13 @@ export const genservicePlugin: FastifyPluginAsync<GenservicePluginOptions> = asy
   // Encapsulated: these apply to the routes below only. A function parser (not `parseAs: 'buffer'`) so Fastify
   // applies no bodyLimit of its own: core answers 413.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', (request, payload, done) => {
+  const parser = (request: FastifyRequest, payload: FastifyRequest['raw'], done: (err: Error | null, body?: HostBody) => void): void => {
     readRawBody(payload, mount.limits.bytes, request.headers['content-length'], mount.limits.timeoutMs).then((raw) => done(null, { raw } satisfies HostBody), done);
-  });
+  };
+  // The same parser by name for JSON, the type of nearly every request: Fastify caches a parser found by name, while
+  // the catch-all is looked up anew (the Content-Type header parsed) on every request.
+  app.addContentTypeParser('application/json', parser);
+  app.addContentTypeParser('*', parser);
   const handler = (request: FastifyRequest, reply: FastifyReply): void => answer(mount, request, reply, pathBelow(request, mount));
   // Core's list of what a mount answers: each root, and the paths below it where it has any.
   for (const root of apiRoots(service)) {
