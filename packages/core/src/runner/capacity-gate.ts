@@ -28,6 +28,9 @@ const MAX_WAITERS = 10_000;
  * instance, and the run parks until then without spending an attempt (provider-calls.ts, execution.ts). A `low`
  * generation asks within `spareLimits` (domain/priority.ts): it never takes a lane's last slot.
  */
+/** What a request of a lane reads of its run. */
+type LaneRun = { rec: { settings: Record<string, unknown>; priority?: string }; capacity?: RunCapacity; abort: JobAbort };
+
 @injectable()
 export class CapacityGate {
   /** Jobs refused for a full lane on this instance, woken one per slot this instance frees. */
@@ -80,16 +83,22 @@ export class CapacityGate {
 
   /**
    * Before one provider call of a run on `model`: the request admission took (once), or a new one, waited for while
-   * the lane is briefly full. Throws LanePaused when the lane is refused for longer (the run parks).
+   * the lane is briefly full; undefined when there is nothing to ask (no lane). Rejects with LanePaused when the lane
+   * is refused for longer (the run parks).
    */
-  async request(run: { rec: { settings: Record<string, unknown>; priority?: string }; capacity?: RunCapacity; abort: JobAbort }, model: RegisteredModel): Promise<void> {
+  request(run: LaneRun, model: RegisteredModel): Promise<void> | undefined {
     const lane = model.lane;
     const capacity = run.capacity;
-    if (!lane || !capacity) return;
+    // No lane (or a run that was admitted without one): nothing to ask, and no promise step for it.
+    if (!lane || !capacity) return undefined;
     if (capacity.fresh?.lane === lane.lane) {
       capacity.fresh = undefined;
-      return;
+      return undefined;
     }
+    return this.acquire(run, lane, capacity, model);
+  }
+
+  private async acquire(run: LaneRun, lane: NonNullable<RegisteredModel['lane']>, capacity: RunCapacity, model: RegisteredModel): Promise<void> {
     for (;;) {
       if (run.abort.aborted) throw run.abort.reason;
       const now = this.options.clock.now();

@@ -52,8 +52,9 @@ export class Execution {
         // Its own model, then its fallbacks while one fails retryably or its provider is unavailable (fallbacks.ts).
         const { value, served } = await this.calls.generate(run, ctx);
         progress.stop();
-        // Every delta and preview reported is in the log before the completion that follows it.
-        await output.flush();
+        // Every delta and preview reported is in the log before the completion that follows it (a provider that
+        // reported none has nothing to wait for).
+        if (output.pending) await output.flush();
         output.stop();
         await this.results.finish(run, value, served.fallback ? served : undefined);
         return;

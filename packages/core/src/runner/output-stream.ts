@@ -58,6 +58,11 @@ export class OutputReporter implements GenerationOutputStream {
     this.image = undefined;
   }
 
+  /** Whether anything was reported and is not written yet (or a write is in flight): what `flush` would wait for. */
+  get pending(): boolean {
+    return this.writing !== undefined || this.timer !== undefined || this.text !== '' || this.image !== undefined;
+  }
+
   /** Writes what is pending now, after the write in flight (the window does not apply); resolves when all are done. */
   async flush(): Promise<void> {
     for (;;) {

@@ -66,7 +66,10 @@ export class ProviderCalls {
     for (let attempt = 1; ; attempt++) {
       try {
         // Each call is one request of the provider's lane (provider.capacity): asked before it is sent.
-        if (options.upstream) await this.gate.request(run, model);
+        if (options.upstream) {
+          const asked = this.gate.request(run, model);
+          if (asked) await asked;
+        }
         const out = await fn();
         if (abort.aborted) throw abort.reason;
         if (provider) this.fallbacks.succeeded(model);
