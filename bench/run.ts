@@ -178,8 +178,10 @@ function httpRows(results: HttpResults): Row[] {
       // stores and completes on the next ticks.
       // Issue 23: the POST (0.70) and models (0.95) targets are retired on Fastify and Koa (measured 0.48-0.60 and
       // 0.91-0.93); the rows are still printed, without a target. The durable paths are where speed matters now.
+      // Issue 36: the POST on Fastify has a target again, 0.55 (the bound the issue asks of an in-memory create).
       const retired = fw !== 'express';
-      add('post', 'POST /v1/generations, runner on, until completed', 'post.ours', 'post.bare', 'bare', retired ? undefined : 0.7);
+      const postBound = fw === 'express' ? 0.7 : fw === 'fastify' ? 0.55 : undefined;
+      add('post', 'POST /v1/generations, runner on, until completed', 'post.ours', 'post.bare', 'bare', postBound);
       add('models', 'GET /v1/models', 'models.ours', 'models.bare', 'bare', retired ? undefined : 0.95);
       add('unauth', '401 bad key vs our POST', 'unauth.ours', 'post.ours', 'our POST', 1.0);
       add('invalid', '400 invalid settings vs our POST', 'invalid.ours', 'post.ours', 'our POST', 0.6);

@@ -35,9 +35,7 @@ describe('InProcessQueue', () => {
     const c = 4;
     await q.start(g.handler, settings({ concurrency: c }));
     for (let i = 0; i < 10_000; i++) await q.enqueue({ generationId: `big-${i}`, modelId: 'm', ownerId: 'big-user', organizationId: 'big', weight: 5 });
-    // New jobs start on the queue's next turn.
-    expect(g.started).toHaveLength(0);
-    await tick();
+    // More wait than could start: those that fit start at once (not on the queue's next turn).
     expect(g.started).toHaveLength(c);
     await q.enqueue({ generationId: 'small', modelId: 'm', ownerId: 'small-user', organizationId: 'small', weight: 1 });
     expect((await q.position('small'))?.aheadOfYou).toBeLessThanOrEqual(c);
@@ -48,6 +46,27 @@ describe('InProcessQueue', () => {
     }
     expect(g.started).toContain('small');
     expect(g.started.indexOf('small') - c).toBeLessThanOrEqual(c);
+    await q.stop({ timeoutMs: 10 });
+  });
+
+  it('starts new jobs on its next turn while they all fit the free slots, and those that fit at once when more wait', async () => {
+    const q = new InProcessQueue();
+    const g = gated();
+    await q.start(g.handler, settings({ concurrency: 3 }));
+    await q.enqueue({ generationId: 'a', modelId: 'm', ownerId: 'u' });
+    await q.enqueue({ generationId: 'b', modelId: 'm', ownerId: 'u' });
+    // Two waiting, three free: both start on the next turn (after the work of this one).
+    expect(g.started).toEqual([]);
+    await tick();
+    expect(g.started).toEqual(['a', 'b']);
+    // One slot free: the first job that would not fit with the next one starts now.
+    await q.enqueue({ generationId: 'c', modelId: 'm', ownerId: 'u' });
+    expect(g.started).toEqual(['a', 'b', 'c']);
+    await q.enqueue({ generationId: 'd', modelId: 'm', ownerId: 'u' });
+    expect(g.started).toEqual(['a', 'b', 'c']);
+    g.release.get('a')!();
+    await tick();
+    expect(g.started).toEqual(['a', 'b', 'c', 'd']);
     await q.stop({ timeoutMs: 10 });
   });
 

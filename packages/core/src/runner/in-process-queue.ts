@@ -122,9 +122,12 @@ export class InProcessQueue implements JobQueue {
   /**
    * New jobs start once per turn of the event loop (setImmediate), after the I/O it is handling: the requests that
    * arrived together are answered first, then their runs start together, as a hand-written server schedules them
-   * (issue 36). A freed slot starts the next waiting job at once (`run`'s `finished`).
+   * (issue 36). Only while every waiting job fits the free slots: once more wait than could start, those that fit
+   * start now, so a burst (a loop of creates that never yields) keeps as few waiting as it did, instead of holding the
+   * whole burst back until it ends. A freed slot starts the next waiting job at once (`run`'s `finished`).
    */
   private pumpSoon(): void {
+    if (this.waiting.size >= this.slots.free) return this.pump();
     if (this.pumpScheduled) return;
     this.pumpScheduled = true;
     setImmediate(this.scheduledPump);

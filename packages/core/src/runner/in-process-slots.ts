@@ -13,6 +13,10 @@ export class Slots {
   paused = false;
   private idle: Array<() => void> = [];
   constructor(public concurrency: number) {}
+  /** Slots a job could take now (0 while paused). */
+  get free(): number {
+    return this.paused ? 0 : Math.max(0, this.concurrency - this.active);
+  }
   get full(): boolean {
     return this.paused || this.active >= this.concurrency;
   }
