@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryLedger, hashApiKey } from '@genservice/core';
+import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryGenerationStore, MemoryLedger, hashApiKey } from '@genservice/core';
 
 describe('hashApiKey', () => {
   it('is the hex SHA-256 of the UTF-8 key, as SQL stores will store it', () => {
@@ -51,6 +51,55 @@ describe('MemoryLedger options', () => {
     expect(await ledger.reserve('a', 'g', 5)).toBe('ok');
     await expect(ledger.reserve('b', 'g', 5)).rejects.toThrow();
     expect(await ledger.account('b')).toEqual({ balance: 10, reserved: 0, settled: 0 });
+  });
+});
+
+describe('MemoryGenerationStore owner lists (issue 36: an array per owner with gaps, compacted)', () => {
+  const gen = (i: number, ownerId = 'alice') => ({
+    id: `g${String(i).padStart(4, '0')}`,
+    ownerId,
+    modelId: 'm',
+    settings: {},
+    status: 'completed' as const,
+    reserved: 1,
+    createdAt: 1000 + i,
+  });
+  const ids = async (store: MemoryGenerationStore, ownerId = 'alice') => (await store.list(ownerId, { limit: 1000 })).map((r) => r.id);
+
+  it('lists what is left, newest first, across removals that compact the list and one that empties it', async () => {
+    const store = new MemoryGenerationStore();
+    for (let i = 0; i < 200; i++) await store.insert(gen(i), { type: 'created', data: {} });
+    await store.insert(gen(999, 'bob'), { type: 'created', data: {} });
+    // 150 removed: past 64 gaps and half the list, so it is compacted on the way.
+    for (let i = 0; i < 150; i++) expect(await store.remove(gen(i).id, { status: ['completed'] })).toBe(true);
+    const left = Array.from({ length: 50 }, (_, k) => gen(199 - k).id);
+    expect(await ids(store)).toEqual(left);
+    // Removing after the compaction finds each entry at its new place.
+    for (const id of left.slice(0, 10)) expect(await store.remove(id, { status: ['completed'] })).toBe(true);
+    expect(await ids(store)).toEqual(left.slice(10));
+    expect(await store.remove(left[0]!, { status: ['completed'] })).toBe(false);
+    for (const id of left.slice(10)) await store.remove(id, { status: ['completed'] });
+    expect(await ids(store)).toEqual([]);
+    expect(await ids(store, 'bob')).toEqual([gen(999).id]);
+    // A new generation after all of them went is listed again.
+    await store.insert(gen(500), { type: 'created', data: {} });
+    expect(await ids(store)).toEqual([gen(500).id]);
+  });
+
+  it('keeps each event and the feed in order, with data of its own (the shared empty data is never handed out)', async () => {
+    const store = new MemoryGenerationStore();
+    await store.insert({ ...gen(1), status: 'pending' }, { type: 'created', data: {} });
+    for (let k = 0; k < 6; k++) await store.update(gen(1).id, { expect: { status: ['pending'] }, set: {}, event: { type: 'output', data: k % 2 ? {} : { delta: String(k) } }, now: 2000 + k });
+    const events = await store.eventsOf(gen(1).id);
+    expect(events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(events.map((e) => e.data)).toEqual([{}, { delta: '0' }, {}, { delta: '2' }, {}, { delta: '4' }, {}]);
+    events[0]!.data.x = 1;
+    const page = await store.readFeed('', 100);
+    expect(page.events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(page.events[0]!.data).toEqual({});
+    expect(Object.isFrozen(page.events[0]!.data)).toBe(false);
+    expect((await store.readFeed(page.cursor, 100)).events).toEqual([]);
+    expect((await store.readFeed('3', 2)).events.map((e) => e.seq)).toEqual([4, 5]);
   });
 });
 

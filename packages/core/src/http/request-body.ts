@@ -12,17 +12,13 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
  * otherwise. Takes the raw bytes, or what a host's body parser already made of them.
  */
 export function readBody(req: HttpRequest, limit: number): { ok: true; value: unknown } | { ok: false; res: HttpResponse } {
-  const tooLarge = (applied = limit): { ok: false; res: HttpResponse } => ({
-    ok: false,
-    res: fail('payload_too_large', `The request body is larger than ${applied} bytes.`),
-  });
   if (req.bodyError === 'payload_too_large') {
     // A host body parser's lower limit refused it: name that one.
     const applied = req.bodyLimitApplied;
     return tooLarge(applied !== undefined && Number.isFinite(applied) && applied > 0 && applied < limit ? applied : limit);
   }
   const declared = Number(header(req, 'content-length'));
-  if (Number.isFinite(declared) && declared > limit) return tooLarge();
+  if (Number.isFinite(declared) && declared > limit) return tooLarge(limit);
   // Compressed bodies are not taken: inflating them is a way around the body limit, and the API never needs them.
   const encoding = header(req, 'content-encoding');
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity' && encoding.trim() !== '') {
@@ -38,13 +34,18 @@ export function readBody(req: HttpRequest, limit: number): { ok: true; value: un
     return { ok: false, res: fail('invalid_json', 'The request body is not valid JSON.') };
   }
   const size = typeof req.body === 'string' ? Buffer.byteLength(req.body) : req.body.byteLength;
-  if (size > limit) return tooLarge();
+  if (size > limit) return tooLarge(limit);
   try {
     const text = typeof req.body === 'string' ? req.body : utf8.decode(req.body);
     return { ok: true, value: JSON.parse(text) };
   } catch {
     return { ok: false, res: fail('invalid_json', 'The request body is not valid JSON.') };
   }
+}
+
+/** The 413 of a body over `applied` bytes. */
+function tooLarge(applied: number): { ok: false; res: HttpResponse } {
+  return { ok: false, res: fail('payload_too_large', `The request body is larger than ${applied} bytes.`) };
 }
 
 /** The body of a create (or quote), checked down to the model-independent fields. */
@@ -61,17 +62,15 @@ export function createBody(req: HttpRequest, limit: number): { value: CreateGene
     return { res: fail('invalid_request', 'The request is not valid.', details) };
   }
   const { modelId, settings, metadata, webhook, expiresAfterSeconds, priority, deadline } = parsed.data;
-  return {
-    value: {
-      modelId,
-      ...(settings !== undefined ? { settings } : {}),
-      ...(metadata !== undefined ? { metadata } : {}),
-      ...(webhook !== undefined ? { webhook } : {}),
-      ...(expiresAfterSeconds !== undefined ? { expiresAfterSeconds } : {}),
-      ...(priority !== undefined ? { priority } : {}),
-      ...(deadline !== undefined ? { deadline } : {}),
-    },
-  };
+  // Only the fields given, set one by one (conditional spreads build and copy an object each: issue 36).
+  const input: CreateGenerationInput = { modelId };
+  if (settings !== undefined) input.settings = settings;
+  if (metadata !== undefined) input.metadata = metadata;
+  if (webhook !== undefined) input.webhook = webhook;
+  if (expiresAfterSeconds !== undefined) input.expiresAfterSeconds = expiresAfterSeconds;
+  if (priority !== undefined) input.priority = priority;
+  if (deadline !== undefined) input.deadline = deadline;
+  return { value: input };
 }
 
 /**

@@ -99,21 +99,14 @@ export class Creation {
       const now = this.options.clock.now();
       const retryAfterSeconds = Math.max(1, Math.ceil(input.estimatedSeconds ?? 1));
       const cap = this.options.limits.inFlightPerUser;
-      const gen: NewGeneration = {
-        id,
-        ownerId: input.userId,
-        modelId: input.modelId,
-        settings: input.settings,
-        status: 'pending',
-        reserved: input.price,
-        createdAt: now,
-        ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
-        ...(input.webhook !== undefined ? { webhook: input.webhook } : {}),
-        ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
-        ...(traceparent !== undefined ? { traceparent } : {}),
-        ...(input.priority !== undefined ? { priority: input.priority } : {}),
-        ...(input.deadlineAt !== undefined ? { deadlineAt: input.deadlineAt } : {}),
-      };
+      const gen: NewGeneration = { id, ownerId: input.userId, modelId: input.modelId, settings: input.settings, status: 'pending', reserved: input.price, createdAt: now };
+      // Only what was given, set one by one (conditional spreads build and copy an object each: issue 36).
+      if (input.metadata !== undefined) gen.metadata = input.metadata;
+      if (input.webhook !== undefined) gen.webhook = input.webhook;
+      if (input.expiresAfterSeconds !== undefined) gen.expiresAfterSeconds = input.expiresAfterSeconds;
+      if (traceparent !== undefined) gen.traceparent = traceparent;
+      if (input.priority !== undefined) gen.priority = input.priority;
+      if (input.deadlineAt !== undefined) gen.deadlineAt = input.deadlineAt;
       const item = { generationId: id, amount: input.price, modelId: input.modelId };
       let tenant: Tenant | undefined;
       // One atomic step (Postgres: one statement) when no limit beyond the balance and the user's cap applies: the

@@ -1,10 +1,9 @@
+import { apply, cloneJson, copy, copyBatch, copyEvent, holds, keptData } from './records.js';
 import type { BatchCounts, BatchRecord, GenerationEvent, GenerationRecord, GenerationStatus } from '../domain/types.js';
 import { GENERATION_STATUSES } from '../domain/types.js';
 import type {
-  Expectation,
   FeedPage,
   GenerationChange,
-  GenerationPatch,
   GenerationStore,
   InsertOptions,
   ListQuery,
@@ -23,20 +22,34 @@ import type {
 export class MemoryGenerationStore implements GenerationStore {
   private readonly entries = new Map<string, Entry>();
   private order = 0;
-  /** The feed: every event in append order with its position (one process appends and commits in one step). */
-  private readonly log: FeedEntry[] = [];
+  /**
+   * The feed: every event in append order, and each one's position at the same index of `logPos` (one process
+   * appends and commits in one step). Two arrays rather than an entry object per event: every generation's events are
+   * kept for good, and each object kept costs the young-generation GC a copy (issue 36).
+   */
+  private readonly log: GenerationEvent[] = [];
+  private readonly logPos: number[] = [];
   private position = 0;
-  /** Each owner's ids; a list page sorts only that owner's generations, never the whole store. */
-  private readonly byOwner = new Map<string, Set<string>>();
+  /**
+   * Each owner's entries in insertion order (a removed one leaves an `undefined` until the array is compacted); a list
+   * page sorts only that owner's generations, never the whole store. An array an entry knows its index in, rather than
+   * a Set of ids: a create appends instead of growing a hash table as large as the owner's history (issue 36).
+   */
+  private readonly byOwner = new Map<string, Owned>();
   /** Unfinished generations per owner, for the in-flight cap without a scan. */
   private readonly unfinished = new Map<string, number>();
   private readonly batches = new Map<string, BatchRecord>();
 
   private append(entry: Entry, event: NewEvent, at: number): void {
     const record = entry.record;
-    const e: GenerationEvent = { seq: entry.events.length + 1, generationId: record.id, ownerId: record.ownerId, type: event.type, at, data: cloneJson(event.data) as GenerationEvent['data'] };
-    entry.events.push(e);
-    this.log.push({ pos: ++this.position, event: e });
+    const e: GenerationEvent = { seq: entry.events.length + 1, generationId: record.id, ownerId: record.ownerId, type: event.type, at, data: keptData(event.data) };
+    // Up to 4 events, an array of exactly them (a push would give the first one room for 17, and every generation keeps
+    // its own); a longer history (streamed output) grows by push.
+    const events = entry.events;
+    if (events.length < 4) entry.events = events.length === 0 ? [e] : [...events, e];
+    else events.push(e);
+    this.log.push(e);
+    this.logPos.push(++this.position);
   }
 
   async insert(gen: NewGeneration, event: NewEvent, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {
@@ -123,11 +136,12 @@ export class MemoryGenerationStore implements GenerationStore {
     if (gen.traceparent !== undefined) record.traceparent = gen.traceparent;
     if (gen.priority !== undefined) record.priority = gen.priority;
     if (gen.deadlineAt !== undefined) record.deadlineAt = gen.deadlineAt;
-    const entry: Entry = { record, order: this.order++, events: [] };
+    const entry: Entry = { record, order: this.order++, events: NO_EVENTS, slot: 0 };
     this.entries.set(gen.id, entry);
     let owned = this.byOwner.get(gen.ownerId);
-    if (!owned) this.byOwner.set(gen.ownerId, (owned = new Set()));
-    owned.add(gen.id);
+    if (!owned) this.byOwner.set(gen.ownerId, (owned = { entries: [], removed: 0 }));
+    entry.slot = owned.entries.length;
+    owned.entries.push(entry);
     this.unfinished.set(gen.ownerId, (this.unfinished.get(gen.ownerId) ?? 0) + 1);
     this.append(entry, event, gen.createdAt);
   }
@@ -206,8 +220,9 @@ export class MemoryGenerationStore implements GenerationStore {
     const owned = this.byOwner.get(ownerId);
     if (!owned || !(query.limit > 0)) return [];
     const out: GenerationRecord[] = [];
-    for (const id of owned) {
-      const r = this.entries.get(id)!.record;
+    for (const entry of owned.entries) {
+      if (entry === undefined) continue;
+      const r = entry.record;
       if (query.status !== undefined && r.status !== query.status) continue;
       if (query.modelId !== undefined && r.modelId !== query.modelId) continue;
       if (query.batchId !== undefined && r.batchId !== query.batchId) continue;
@@ -230,11 +245,13 @@ export class MemoryGenerationStore implements GenerationStore {
     let hi = this.log.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (this.log[mid]!.pos <= from) lo = mid + 1;
+      if (this.logPos[mid]! <= from) lo = mid + 1;
       else hi = mid;
     }
-    const page = this.log.slice(lo, lo + Math.floor(limit));
-    return { events: page.map((f) => copyEvent(f.event)), cursor: page.length > 0 ? String(page[page.length - 1]!.pos) : after };
+    const end = Math.min(this.log.length, lo + Math.floor(limit));
+    const events: GenerationEvent[] = [];
+    for (let i = lo; i < end; i++) events.push(copyEvent(this.log[i]!));
+    return { events, cursor: end > lo ? String(this.logPos[end - 1]!) : after };
   }
 
   async feedHead(): Promise<string> {
@@ -256,11 +273,16 @@ export class MemoryGenerationStore implements GenerationStore {
     if (!entry || !expect.status.includes(entry.record.status)) return false;
     const { record } = entry;
     this.entries.delete(id);
-    this.byOwner.get(record.ownerId)?.delete(id);
+    this.unlist(entry);
     if (record.finishedAt === undefined) this.finished(record.ownerId);
     let w = 0;
-    for (const f of this.log) if (f.event.generationId !== id) this.log[w++] = f;
+    for (let i = 0; i < this.log.length; i++) {
+      if (this.log[i]!.generationId === id) continue;
+      this.log[w] = this.log[i]!;
+      this.logPos[w++] = this.logPos[i]!;
+    }
     this.log.length = w;
+    this.logPos.length = w;
     return true;
   }
 
@@ -268,6 +290,25 @@ export class MemoryGenerationStore implements GenerationStore {
     const counts = Object.fromEntries(GENERATION_STATUSES.map((s) => [s, 0])) as Record<GenerationStatus, number>;
     for (const { record } of this.entries.values()) counts[record.status] += 1;
     return counts;
+  }
+
+  /** Takes a removed entry out of its owner's list; the list is compacted once more than half of it is gaps. */
+  private unlist(entry: Entry): void {
+    const owned = this.byOwner.get(entry.record.ownerId);
+    if (!owned || owned.entries[entry.slot] !== entry) return;
+    owned.entries[entry.slot] = undefined;
+    if (++owned.removed <= 64 || owned.removed * 2 <= owned.entries.length) return;
+    const kept: Entry[] = [];
+    for (const e of owned.entries) {
+      if (e === undefined) continue;
+      e.slot = kept.length;
+      kept.push(e);
+    }
+    if (kept.length === 0) this.byOwner.delete(entry.record.ownerId);
+    else {
+      owned.entries = kept;
+      owned.removed = 0;
+    }
   }
 
   private sorted(keep: (r: GenerationRecord) => boolean, compare: (a: Entry, b: Entry) => number): Entry[] {
@@ -283,67 +324,15 @@ interface Entry {
   order: number;
   /** This generation's events; `seq` is the index + 1. */
   events: GenerationEvent[];
+  /** Its index in its owner's `Owned.entries`. */
+  slot: number;
 }
 
-interface FeedEntry {
-  pos: number;
-  event: GenerationEvent;
+/** One owner's entries, in insertion order; `removed` counts the gaps removals left. */
+interface Owned {
+  entries: Array<Entry | undefined>;
+  removed: number;
 }
 
-/** Whether every condition of `expect` holds for `record` at `now`. */
-export function holds(record: GenerationRecord, expect: Expectation, now: number): boolean {
-  if (!expect.status.includes(record.status)) return false;
-  if (expect.lease !== undefined) {
-    const expired = record.leaseExpiresAt === undefined || now >= record.leaseExpiresAt;
-    if (expect.lease === 'free' ? !expired : expired || record.leaseOwner !== expect.lease.heldBy) return false;
-  }
-  if (expect.parked !== undefined && (record.parkedUntil !== undefined) !== expect.parked) return false;
-  if (expect.claims !== undefined && record.claims !== expect.claims) return false;
-  if (expect.noRemoteHandle && record.remoteHandle !== undefined) return false;
-  return true;
-}
-
-/** Writes a patch onto a record: `null` clears a field, an absent key leaves it. Values are copied in. */
-function apply(record: GenerationRecord, patch: GenerationPatch): void {
-  const target = record as unknown as Record<string, unknown>;
-  for (const key of Object.keys(patch) as Array<keyof GenerationPatch>) {
-    const value = patch[key];
-    if (value === undefined) continue;
-    if (value === null) delete target[key];
-    else target[key] = cloneJson(value);
-  }
-}
-
-/** Records hold validated JSON (strings, numbers, booleans, arrays, plain objects): a JSON-shaped deep copy is enough. */
-function cloneJson(value: unknown): unknown {
-  if (value === null || typeof value !== 'object') return value;
-  if (Array.isArray(value)) return value.map(cloneJson);
-  // A host field type may produce a Date, a Map...: those keep the general (slower) copy.
-  const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) return structuredClone(value);
-  const out: Record<string, unknown> = {};
-  const src = value as Record<string, unknown>;
-  for (const k of Object.keys(src)) out[k] = cloneJson(src[k]);
-  return out;
-}
-
-/** A caller's copy of a record: it must not be able to change the store's state through it. */
-function copy(record: GenerationRecord): GenerationRecord {
-  const out: GenerationRecord = { ...record, settings: cloneJson(record.settings) as GenerationRecord['settings'] };
-  if (record.metadata) out.metadata = { ...record.metadata };
-  if (record.progress) out.progress = { ...record.progress };
-  if (record.error) out.error = { ...record.error };
-  if (record.webhook) out.webhook = { url: record.webhook.url, events: [...record.webhook.events] };
-  if (record.remoteHandle !== undefined) out.remoteHandle = cloneJson(record.remoteHandle);
-  return out;
-}
-
-function copyBatch(b: BatchRecord): BatchRecord {
-  const out: BatchRecord = { ...b, generationIds: [...b.generationIds] };
-  if (b.webhook) out.webhook = { ...b.webhook };
-  return out;
-}
-
-function copyEvent(event: GenerationEvent): GenerationEvent {
-  return { ...event, data: cloneJson(event.data) as GenerationEvent['data'] };
-}
+/** The events of a generation before its first: one empty array for all of them (never written to). */
+const NO_EVENTS: GenerationEvent[] = Object.freeze([]) as unknown as GenerationEvent[];

@@ -87,14 +87,9 @@ export class Admission {
     const priority = input.priority ?? 'normal';
     const deadlineAt = checkPriority(priority, input.deadline, this.options.priority, key?.scopes, this.options.clock.now());
     const multiplier = priorityMultiplier(priority, this.options.priority, model.definition.priorityMultipliers);
-    return {
-      model,
-      settings: checked.value,
-      price: priorityPrice(this.registry.priceOf(model, checked.value), multiplier),
-      priority,
-      multiplier,
-      ...(deadlineAt !== undefined ? { deadlineAt } : {}),
-    };
+    const priced: Priced = { model, settings: checked.value, price: priorityPrice(this.registry.priceOf(model, checked.value), multiplier), priority, multiplier };
+    if (deadlineAt !== undefined) priced.deadlineAt = deadlineAt;
+    return priced;
   }
 
   /** A create's webhook, checked (throws invalid_request naming the field), with its events. */
@@ -140,14 +135,11 @@ export class Admission {
   }
 }
 
-/** What a create reserves under from the managed key it came with (its id, budget and in-flight cap), or nothing. */
-export function reserveKey(key: Principal | undefined): { key: ReserveKey } | Record<string, never> {
-  if (key?.keyId === undefined) return {};
-  return {
-    key: {
-      keyId: key.keyId,
-      ...(key.budget !== undefined ? { budget: key.budget } : {}),
-      ...(key.maxInFlight !== undefined ? { maxInFlight: key.maxInFlight } : {}),
-    },
-  };
+/** What a create reserves under from the managed key it came with (its id, budget and in-flight cap), or undefined. */
+export function reserveKey(key: Principal | undefined): ReserveKey | undefined {
+  if (key?.keyId === undefined) return undefined;
+  const under: ReserveKey = { keyId: key.keyId };
+  if (key.budget !== undefined) under.budget = key.budget;
+  if (key.maxInFlight !== undefined) under.maxInFlight = key.maxInFlight;
+  return under;
 }

@@ -62,12 +62,10 @@ export class Batches {
     const userId = principal.userId;
     const items = this.admission.batchItems(input.requests, { userId, ...(baseUrl !== undefined ? { baseUrl } : {}) }, typeof who === 'string' ? undefined : principal);
     const webhook = input.webhook ? { url: (await this.admission.webhook({ url: input.webhook.url })).url } : undefined;
-    const request: NewBatchRequest = {
-      userId,
-      items,
-      ...(webhook ? { webhook } : {}),
-      ...reserveKey(principal),
-    };
+    const request: NewBatchRequest = { userId, items };
+    if (webhook) request.webhook = webhook;
+    const key = reserveKey(principal);
+    if (key !== undefined) request.key = key;
     if (idempotencyKey === undefined) return this.creation.createBatch(request);
     const answerOf = (batch: BatchRecord): Created => ({ batchId: batch.id, generationIds: batch.generationIds });
     return this.idempotent.run<Created>({

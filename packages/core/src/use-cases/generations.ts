@@ -63,22 +63,19 @@ export class Generations implements GenerationUseCases {
    */
   async create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}, basis?: unknown): Promise<{ generationId: string }> {
     const { key, idempotencyKey, baseUrl } = options;
-    const { model, settings, price, priority, deadlineAt } = this.admission.priced(input, { userId, ...(baseUrl !== undefined ? { baseUrl } : {}) }, key);
+    const caller: Caller = baseUrl !== undefined ? { userId, baseUrl } : { userId };
+    const { model, settings, price, priority, deadlineAt } = this.admission.priced(input, caller, key);
     const webhook = input.webhook ? await this.admission.webhook(input.webhook) : undefined;
-    const request: NewGenerationRequest = {
-      userId,
-      ...reserveKey(key),
-      modelId: input.modelId,
-      settings,
-      price,
-      estimatedSeconds: model.info.estimatedGenerationTime,
-      ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
-      ...(webhook !== undefined ? { webhook } : {}),
-      ...(input.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: input.expiresAfterSeconds } : {}),
-      // Stored only when asked: a normal create is stored as it was before priorities existed.
-      ...(input.priority !== undefined ? { priority } : {}),
-      ...(deadlineAt !== undefined ? { deadlineAt } : {}),
-    };
+    // The optional fields set one by one, only when given (conditional spreads build and copy an object each: issue 36).
+    const request: NewGenerationRequest = { userId, modelId: input.modelId, settings, price, estimatedSeconds: model.info.estimatedGenerationTime };
+    const reserveUnder = reserveKey(key);
+    if (reserveUnder !== undefined) request.key = reserveUnder;
+    if (input.metadata !== undefined) request.metadata = input.metadata;
+    if (webhook !== undefined) request.webhook = webhook;
+    if (input.expiresAfterSeconds !== undefined) request.expiresAfterSeconds = input.expiresAfterSeconds;
+    // Stored only when asked: a normal create is stored as it was before priorities existed.
+    if (input.priority !== undefined) request.priority = priority;
+    if (deadlineAt !== undefined) request.deadlineAt = deadlineAt;
     if (idempotencyKey === undefined) return { generationId: await this.creation.create(request) };
     return this.idempotent.run({
       userId,

@@ -1,0 +1,74 @@
+import type { BatchRecord, GenerationEvent, GenerationRecord } from '../domain/types.js';
+import type { Expectation, GenerationPatch, NewEvent } from '../ports/store.js';
+
+/**
+ * The memory store's records as it keeps them and hands them out: a caller gets copies, so nothing it does to what it
+ * got back can change the stored state.
+ */
+
+/** What every event with no data keeps: one object for all of them (never handed out: `copyEvent` copies it). */
+const NO_DATA: GenerationEvent['data'] = Object.freeze({}) as GenerationEvent['data'];
+
+/** An event's data as the store keeps it: its own copy, or the one shared empty object. */
+export function keptData(data: NewEvent['data']): GenerationEvent['data'] {
+  for (const _ in data) return cloneJson(data) as GenerationEvent['data'];
+  return NO_DATA;
+}
+
+/** Whether every condition of `expect` holds for `record` at `now`. */
+export function holds(record: GenerationRecord, expect: Expectation, now: number): boolean {
+  if (!expect.status.includes(record.status)) return false;
+  if (expect.lease !== undefined) {
+    const expired = record.leaseExpiresAt === undefined || now >= record.leaseExpiresAt;
+    if (expect.lease === 'free' ? !expired : expired || record.leaseOwner !== expect.lease.heldBy) return false;
+  }
+  if (expect.parked !== undefined && (record.parkedUntil !== undefined) !== expect.parked) return false;
+  if (expect.claims !== undefined && record.claims !== expect.claims) return false;
+  if (expect.noRemoteHandle && record.remoteHandle !== undefined) return false;
+  return true;
+}
+
+/** Writes a patch onto a record: `null` clears a field, an absent key leaves it. Values are copied in. */
+export function apply(record: GenerationRecord, patch: GenerationPatch): void {
+  const target = record as unknown as Record<string, unknown>;
+  for (const key of Object.keys(patch) as Array<keyof GenerationPatch>) {
+    const value = patch[key];
+    if (value === undefined) continue;
+    if (value === null) delete target[key];
+    else target[key] = cloneJson(value);
+  }
+}
+
+/** Records hold validated JSON (strings, numbers, booleans, arrays, plain objects): a JSON-shaped deep copy is enough. */
+export function cloneJson(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map(cloneJson);
+  // A host field type may produce a Date, a Map...: those keep the general (slower) copy.
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return structuredClone(value);
+  const out: Record<string, unknown> = {};
+  const src = value as Record<string, unknown>;
+  for (const k of Object.keys(src)) out[k] = cloneJson(src[k]);
+  return out;
+}
+
+/** A caller's copy of a record: it must not be able to change the store's state through it. */
+export function copy(record: GenerationRecord): GenerationRecord {
+  const out: GenerationRecord = { ...record, settings: cloneJson(record.settings) as GenerationRecord['settings'] };
+  if (record.metadata) out.metadata = { ...record.metadata };
+  if (record.progress) out.progress = { ...record.progress };
+  if (record.error) out.error = { ...record.error };
+  if (record.webhook) out.webhook = { url: record.webhook.url, events: [...record.webhook.events] };
+  if (record.remoteHandle !== undefined) out.remoteHandle = cloneJson(record.remoteHandle);
+  return out;
+}
+
+export function copyBatch(b: BatchRecord): BatchRecord {
+  const out: BatchRecord = { ...b, generationIds: [...b.generationIds] };
+  if (b.webhook) out.webhook = { ...b.webhook };
+  return out;
+}
+
+export function copyEvent(event: GenerationEvent): GenerationEvent {
+  return { ...event, data: cloneJson(event.data) as GenerationEvent['data'] };
+}
