@@ -129,30 +129,30 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   private holdAll(userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions): ReserveResult | ReserveOutcome {
     const limit = options.keyId !== undefined ? options.keyLimit : undefined;
     if (limit) assertAmount(limit.amount, 'key limit');
-    const total = items.reduce((sum, i) => sum + i.amount, 0);
+    let total = 0;
+    for (const item of items) total += item.amount;
     const org = this.orgs.used ? this.orgs.of(userId) : undefined;
     const mine = this.userLimitsOf.used ? this.userLimitsOf.of(userId) : undefined;
-    const refuse = (result: Exclude<ReserveResult, 'ok'>, by: 'user' | 'key' | 'organization') => this.refuse(result, by, org, mine);
     const account = this.accountOf(userId);
-    if (account.balance < total) return refuse('insufficient', 'user');
+    if (account.balance < total) return this.outcome('insufficient', 'user', org, mine);
     const open = this.inFlight.get(userId) ?? 0;
-    if (options.maxInFlight !== undefined && open + items.length > options.maxInFlight) return refuse('in_flight_limit', 'user');
+    if (options.maxInFlight !== undefined && open + items.length > options.maxInFlight) return this.outcome('in_flight_limit', 'user', org, mine);
     let window: string | undefined;
     if (limit) {
       window = windowKey(options.keyId!, limit.windowStart);
-      if ((this.keySpent.get(window) ?? 0) + total > limit.amount) return refuse('budget_exceeded', 'key');
+      if ((this.keySpent.get(window) ?? 0) + total > limit.amount) return this.outcome('budget_exceeded', 'key', org, mine);
     }
     const keyCap = options.keyId !== undefined ? options.keyMaxInFlight : undefined;
-    if (keyCap !== undefined && (this.keyInFlight.get(options.keyId!) ?? 0) + items.length > keyCap) return refuse('limit_reached', 'key');
+    if (keyCap !== undefined && (this.keyInFlight.get(options.keyId!) ?? 0) + items.length > keyCap) return this.outcome('limit_reached', 'key', org, mine);
     let hold: OrganizationHold | undefined;
     if (org) {
       const checked = this.orgs.check(org, items.length, total, options.windows);
-      if (typeof checked === 'string') return refuse(checked, 'organization');
+      if (typeof checked === 'string') return this.outcome(checked, 'organization', org, mine);
       hold = checked;
     }
     // The user's own limits last, as the SQL ledgers take them (balance, key, organisation, user).
     const userHold = mine ? this.userLimitsOf.check(userId, items.length, total, options.windows) : undefined;
-    if (typeof userHold === 'string') return refuse(userHold, 'user');
+    if (typeof userHold === 'string') return this.outcome(userHold, 'user', org, mine);
     if (hold) this.orgs.hold(hold, items.length, total);
     if (userHold) this.userLimitsOf.hold(userId, userHold, items.length, total);
     if (window !== undefined) this.keySpent.set(window, (this.keySpent.get(window) ?? 0) + total);
@@ -177,10 +177,6 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
       });
     }
     return this.outcome('ok', undefined, org, mine);
-  }
-
-  private refuse(result: Exclude<ReserveResult, 'ok'>, by: 'user' | 'key' | 'organization', org: OrganizationRecord | undefined, mine: UserLimits | undefined): ReserveResult | ReserveOutcome {
-    return this.outcome(result, by, org, mine);
   }
 
   private answer(result: 'ok', userId: string): ReserveResult | ReserveOutcome {
