@@ -58,14 +58,14 @@ export class Execution {
       if (abort.aborted) throw abort.reason;
       if (!remote) {
         // Its own model, then its fallbacks while one fails retryably or its provider is unavailable (fallbacks.ts).
-        const { value, served } = await this.calls.generate(run, ctx);
+        const value = await this.calls.generate(run, ctx);
         ctx.stopProgress();
         // Every delta and preview reported is in the log before the completion that follows it (a provider that
         // reported none has nothing to wait for).
         const output = ctx.outputReporter;
         if (output?.pending) await output.flush();
         ctx.stopOutput();
-        await this.results.finish(run, value, served.fallback ? served : undefined);
+        await this.results.finish(run, value, run.servedBy);
         return;
       }
       const step = await this.remote.step(run, ctx, async () => {

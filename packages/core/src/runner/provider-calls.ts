@@ -2,7 +2,7 @@ import { SpanKind } from '@opentelemetry/api';
 import { inject, injectable } from 'tsyringe';
 import { ProviderError } from '../domain/errors.js';
 import type { RegisteredModel } from '../domain/registry.js';
-import type { GenerationRecord } from '../domain/types.js';
+import type { GenerationRecord, Settings } from '../domain/types.js';
 import { asError } from '../logger.js';
 import type { GenerateProvider, GenerationOutput } from '../ports/provider.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
@@ -11,6 +11,12 @@ import { TOKENS } from '../tokens.js';
 import { type Candidate, Fallbacks } from './fallbacks.js';
 import { CapacityGate } from './capacity-gate.js';
 import { LanePaused, sleep, type Run, type RunContext } from './run.js';
+
+/** The spans' names, not a template string per call. */
+const SPAN_NAMES = { generate: 'genservice.provider.generate', start: 'genservice.provider.start', check: 'genservice.provider.check' } as const;
+
+/** A `generate` call's options for `withRetries`: one object for every run. */
+const GENERATE = { circuit: true, upstream: true } as const;
 
 /**
  * Calling providers: each call in its own span, retried with exponential backoff while it fails retryably (up to
@@ -26,27 +32,34 @@ export class ProviderCalls {
     @inject(CapacityGate) private readonly gate: CapacityGate,
   ) {}
 
-  /** A local run: `generate` on its own model, then on its fallbacks in turn (see `Fallbacks.run`). */
-  generate(run: Run, ctx: RunContext): Promise<{ value: GenerationOutput; served: Candidate }> {
-    return this.fallbacks.run(
-      run.model,
-      run.rec.settings,
-      (c) => {
-        if (c.fallback) run.log.warn({ servedModelId: c.model.info.modelId }, 'running on a fallback model');
-        return this.withRetries(
-          () => this.call('generate', run.rec, () => (c.model.provider as GenerateProvider).generate({ model: c.model.definition, settings: c.settings }, ctx)),
-          c.model,
-          run,
-          { circuit: true, upstream: true },
-        );
-      },
-      () => run.abort.aborted,
-    );
+  /**
+   * A local run: `generate` on its own model, then on its fallbacks in turn (see `Fallbacks.run`). The model that
+   * served it is kept as `run.servedBy` when a fallback did.
+   */
+  generate(run: Run, ctx: RunContext): Promise<GenerationOutput> {
+    // A model without fallbacks is simply run, as Fallbacks.run would: without its candidates, closures and async
+    // frame (issue 36).
+    if (run.model.fallbacks.length === 0) return this.attempt(run, ctx, run.model, run.rec.settings, false);
+    return this.withFallbacks(run, ctx);
+  }
+
+  private async withFallbacks(run: Run, ctx: RunContext): Promise<GenerationOutput> {
+    const attempt = (c: Candidate): Promise<GenerationOutput> => this.attempt(run, ctx, c.model, c.settings, c.fallback);
+    const { value, served } = await this.fallbacks.run(run.model, run.rec.settings, attempt, () => run.abort.aborted);
+    if (served.fallback) run.servedBy = served;
+    return value;
+  }
+
+  /** `generate` on one candidate, with its retries. */
+  private attempt(run: Run, ctx: RunContext, model: RegisteredModel, settings: Settings, fallback: boolean): Promise<GenerationOutput> {
+    if (fallback) run.log.warn({ servedModelId: model.info.modelId }, 'running on a fallback model');
+    const provider = model.provider as GenerateProvider;
+    return this.withRetries(() => this.call('generate', run.rec, () => provider.generate({ model: model.definition, settings }, ctx)), model, run, GENERATE);
   }
 
   /** One call of a provider, in its own span (a client span: the provider's HTTP requests carry its traceparent). */
   call<T>(op: 'generate' | 'start' | 'check', rec: GenerationRecord, fn: () => Promise<T>): Promise<T> {
-    return this.telemetry.inSpan(`genservice.provider.${op}`, { 'genservice.generation_id': rec.id, 'genservice.model': rec.modelId }, fn, undefined, SpanKind.CLIENT);
+    return this.telemetry.inSpan(SPAN_NAMES[op], { 'genservice.generation_id': rec.id, 'genservice.model': rec.modelId }, fn, undefined, SpanKind.CLIENT);
   }
 
   /**

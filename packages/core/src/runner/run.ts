@@ -4,6 +4,7 @@ import type { GenerationRecord } from '../domain/types.js';
 import type { Clock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { GenerationContext } from '../ports/provider.js';
+import type { Candidate } from './fallbacks.js';
 import type { JobAbort } from './job-signal.js';
 import { type OutputSink, OutputReporter } from './output-stream.js';
 import { type ProgressSink, ProgressReporter } from './progress.js';
@@ -21,6 +22,8 @@ export interface Run {
   handle?: unknown;
   /** What it holds in its provider's lane (capacity-gate.ts). */
   capacity?: RunCapacity;
+  /** The fallback that served it, once one did (provider-calls.ts). */
+  servedBy?: Candidate;
 }
 
 /**
