@@ -96,11 +96,12 @@ export class Results {
       await this.lifecycle.failClaimed(rec, { cause: 'bad_output', reason: err instanceof Error ? err.message : String(err) });
       return;
     }
+    // One literal of a fixed shape (an absent member undefined, as the Lifecycle reads them), not spreads (issue 36).
     const ok = await this.lifecycle.complete(rec, {
-      ...(output.price !== undefined ? { reportedPrice: output.price } : {}),
-      ...(fallback ? { servedBy: { model: fallback.model, settings: fallback.settings } } : {}),
-      ...(resultText !== undefined ? { resultText } : {}),
-      ...(resultKey !== undefined ? { resultKey } : {}),
+      reportedPrice: output.price,
+      servedBy: fallback ? { model: fallback.model, settings: fallback.settings } : undefined,
+      resultText,
+      resultKey,
     });
     if (!ok) {
       // Another worker took over (our lease expired) or the generation was cancelled: our result is void.
