@@ -68,42 +68,72 @@ export class ProviderCalls {
    * provider, whose circuit counts the outcome. `upstream`: each call of `fn` is a request to the provider's upstream
    * (its lane is asked first, and a `retryAfterMs` pauses it); not so for our own blob store's writes.
    */
-  async withRetries<T>(
+  withRetries<T>(
     fn: () => Promise<T>,
     model: RegisteredModel,
     run: Pick<Run, 'abort' | 'log' | 'rec' | 'capacity'>,
     options: { circuit?: boolean; upstream?: boolean } = {},
   ): Promise<T> {
+    // The first call is settled here, without an async frame (issue 36: most calls succeed at once); a failure goes on
+    // to `retrying`, the loop of the later attempts.
+    return this.send(fn, model, run, options).then(
+      (out) => this.succeeded(out, model, run, options),
+      (err: unknown) => this.retrying(fn, model, run, options, err),
+    );
+  }
+
+  /** After the first attempt failed with `err`: again with backoff while it fails retryably (see `withRetries`). */
+  private async retrying<T>(
+    fn: () => Promise<T>,
+    model: RegisteredModel,
+    run: Pick<Run, 'abort' | 'log' | 'rec' | 'capacity'>,
+    options: { circuit?: boolean; upstream?: boolean },
+    err: unknown,
+  ): Promise<T> {
     const { abort, log } = run;
-    const provider = options.circuit === true;
     for (let attempt = 1; ; attempt++) {
+      if (abort.aborted) throw abort.reason;
+      if (options.upstream && err instanceof ProviderError && err.retryAfterMs !== undefined) {
+        // The upstream asked to wait (a 429's Retry-After): its lane pauses everywhere, and this run parks until
+        // then without spending an attempt or counting against the provider's circuit.
+        await this.gate.pause(model, err.retryAfterMs);
+        throw new LanePaused(err.retryAfterMs);
+      }
+      const retryable = err instanceof ProviderError && err.retryable;
+      // The provider's circuit counts its retryable failures (a blob store's outage is not the provider's).
+      if (options.circuit === true && retryable) this.fallbacks.failed(model);
+      if (!retryable || attempt >= model.maxAttempts) throw err;
+      const delay = Math.min(this.options.runner.retryMaxDelayMs, this.options.runner.retryBaseDelayMs * 2 ** (attempt - 1));
+      log.warn({ err: asError(err), retryInMs: delay }, 'provider failed; retrying');
+      await sleep(this.options.clock, delay, abort);
+      if (abort.aborted) throw abort.reason;
       try {
-        // Each call is one request of the provider's lane (provider.capacity): asked before it is sent.
-        if (options.upstream) {
-          const asked = this.gate.request(run, model);
-          if (asked) await asked;
-        }
-        const out = await fn();
-        if (abort.aborted) throw abort.reason;
-        if (provider) this.fallbacks.succeeded(model);
-        return out;
-      } catch (err) {
-        if (abort.aborted) throw abort.reason;
-        if (options.upstream && err instanceof ProviderError && err.retryAfterMs !== undefined) {
-          // The upstream asked to wait (a 429's Retry-After): its lane pauses everywhere, and this run parks until
-          // then without spending an attempt or counting against the provider's circuit.
-          await this.gate.pause(model, err.retryAfterMs);
-          throw new LanePaused(err.retryAfterMs);
-        }
-        const retryable = err instanceof ProviderError && err.retryable;
-        // The provider's circuit counts its retryable failures (a blob store's outage is not the provider's).
-        if (provider && retryable) this.fallbacks.failed(model);
-        if (!retryable || attempt >= model.maxAttempts) throw err;
-        const delay = Math.min(this.options.runner.retryMaxDelayMs, this.options.runner.retryBaseDelayMs * 2 ** (attempt - 1));
-        log.warn({ err: asError(err), retryInMs: delay }, 'provider failed; retrying');
-        await sleep(this.options.clock, delay, abort);
-        if (abort.aborted) throw abort.reason;
+        return this.succeeded(await this.send(fn, model, run, options), model, run, options);
+      } catch (e) {
+        err = e;
       }
     }
+  }
+
+  /**
+   * One attempt: its lane's request first (provider.capacity), then `fn`; a synchronous throw as a rejection, and a
+   * plain value (a provider that is not async) as a promise, as `await` took them (a promise is answered as it is).
+   */
+  private send<T>(fn: () => Promise<T>, model: RegisteredModel, run: Pick<Run, 'abort' | 'rec' | 'capacity'>, options: { upstream?: boolean }): Promise<T> {
+    // Each call is one request of the provider's lane: asked before it is sent (undefined: nothing to ask).
+    const asked = options.upstream ? this.gate.request(run, model) : undefined;
+    if (asked) return asked.then(fn);
+    try {
+      return Promise.resolve(fn());
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** A call that returned: its result, unless the run was aborted meanwhile; the provider's circuit counts the success. */
+  private succeeded<T>(out: T, model: RegisteredModel, run: Pick<Run, 'abort'>, options: { circuit?: boolean }): T {
+    if (run.abort.aborted) throw run.abort.reason;
+    if (options.circuit === true) this.fallbacks.succeeded(model);
+    return out;
   }
 }
