@@ -9,12 +9,10 @@ import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import type { JobAbort } from './job-signal.js';
 import { LeaseKeeper } from './leases.js';
-import { OutputReporter } from './output-stream.js';
-import { ProgressReporter } from './progress.js';
 import { ProviderCalls } from './provider-calls.js';
 import { RemoteJobs } from './remote-jobs.js';
 import { Results } from './results.js';
-import { LanePaused, type Run, type RunCapacity, RunContext, StorageUnavailable, TimeoutAbort } from './run.js';
+import { LanePaused, type ReporterSinks, type Run, type RunCapacity, RunContext, StorageUnavailable, TimeoutAbort } from './run.js';
 
 /**
  * One claimed run, from its deadline to its end: the lease held, progress and partial output reported, the provider
@@ -30,7 +28,16 @@ export class Execution {
     @inject(ProviderCalls) private readonly calls: ProviderCalls,
     @inject(RemoteJobs) private readonly remote: RemoteJobs,
     @inject(Results) private readonly results: Results,
-  ) {}
+  ) {
+    this.sinks = {
+      progress: (id, fraction, message) => this.lifecycle.progress(id, fraction, message),
+      output: (id) => this.results.sink(id),
+      clock: options.clock,
+    };
+  }
+
+  /** Where every run's reporters write: one object, not closures per run. */
+  private readonly sinks: ReporterSinks;
 
   async run(rec: GenerationRecord, model: RegisteredModel, abort: JobAbort, log: Logger, capacity?: RunCapacity): Promise<void> {
     const { clock } = this.options;
@@ -39,10 +46,11 @@ export class Execution {
     const deadline = remote ? (rec.startedAt ?? clock.now()) + model.timeoutMs : clock.now() + model.timeoutMs;
     const timeout = clock.setTimeout(() => abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)), Math.max(0, deadline - clock.now()));
     this.leases.hold(rec.id, abort);
-    const run: Run = { rec, model, abort, log, deadline, handle: rec.remoteHandle, ...(capacity ? { capacity } : {}) };
-    const progress = new ProgressReporter((id, fraction, message) => this.lifecycle.progress(id, fraction, message), rec.id, log, clock);
-    const output = new OutputReporter(this.results.sink(rec.id), log, clock);
-    const ctx = new RunContext(run, this.results.files, progress.report, output);
+    // Without a spread (V8's slow path and a temporary: issue 36); a capacity only when the run holds one.
+    const run: Run = { rec, model, abort, log, deadline, handle: rec.remoteHandle };
+    if (capacity) run.capacity = capacity;
+    // Its progress and output reporters are made on the first report (run.ts): most providers make none.
+    const ctx = new RunContext(run, this.results.files, this.sinks);
     try {
       // A remote job checked after its time limit (a check that was due late, or a restart): time out now rather
       // than on a timer that a quick check would outrun.
@@ -50,32 +58,33 @@ export class Execution {
       if (abort.aborted) throw abort.reason;
       if (!remote) {
         // Its own model, then its fallbacks while one fails retryably or its provider is unavailable (fallbacks.ts).
-        const { value, served } = await this.calls.generate(run, ctx);
-        progress.stop();
+        const value = await this.calls.generate(run, ctx);
+        ctx.stopProgress();
         // Every delta and preview reported is in the log before the completion that follows it (a provider that
         // reported none has nothing to wait for).
-        if (output.pending) await output.flush();
-        output.stop();
-        await this.results.finish(run, value, served.fallback ? served : undefined);
+        const output = ctx.outputReporter;
+        if (output?.pending) await output.flush();
+        ctx.stopOutput();
+        await this.results.finish(run, value, run.servedBy);
         return;
       }
       const step = await this.remote.step(run, ctx, async () => {
-        await progress.flush();
-        await output.flush();
+        await ctx.progressReporter?.flush();
+        await ctx.outputReporter?.flush();
       });
       if (!step) return;
-      progress.stop();
-      await output.flush();
-      output.stop();
+      ctx.stopProgress();
+      await ctx.outputReporter?.flush();
+      ctx.stopOutput();
       if ('error' in step) throw step.error;
       await this.results.finish(run, step.output);
     } catch (err) {
-      progress.stop();
-      output.stop();
+      ctx.stopProgress();
+      ctx.stopOutput();
       await this.failed(run, err, remote);
     } finally {
-      progress.stop();
-      output.stop();
+      ctx.stopProgress();
+      ctx.stopOutput();
       clock.clearTimeout(timeout);
       this.leases.release(rec.id);
     }

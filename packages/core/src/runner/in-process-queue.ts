@@ -44,8 +44,11 @@ interface LaneSlots {
 export class InProcessQueue implements JobQueue {
   private concurrency: number;
   private modelConcurrency: ((modelId: string) => number | undefined) | undefined;
-  /** Waiting jobs by band and model (`<band> <modelId>`). */
-  private readonly heaps = new Map<string, Heap>();
+  /**
+   * Waiting jobs by band (0, 1), then model. A heap that empties is kept for its model's next job (one per band and
+   * model: few), rather than a new heap, its array and its key made for every job that finds the queue empty (issue 36).
+   */
+  private readonly heaps: [Map<string, Heap>, Map<string, Heap>] = [new Map(), new Map()];
   private readonly waiting = new Map<string, Waiting>();
   /** Waiting counts by line, member and tenant (users with work waiting), as the durable queues keep them. */
   private readonly counts = new Map<string, number>();
@@ -103,11 +106,11 @@ export class InProcessQueue implements JobQueue {
     const order = fairOrder(fairTagUnits(v, place, members, line.weight), line.rank);
     const w: Waiting = { job, line, order, seq: this.seq++ };
     this.waiting.set(job.generationId, w);
-    const heapKey = `${line.band} ${job.modelId}`;
-    let heap = this.heaps.get(heapKey);
+    const heaps = this.heaps[line.band];
+    let heap = heaps.get(job.modelId);
     if (!heap) {
       heap = new Heap();
-      this.heaps.set(heapKey, heap);
+      heaps.set(job.modelId, heap);
     }
     heap.push(w);
     this.pumpSoon();
@@ -151,9 +154,9 @@ export class InProcessQueue implements JobQueue {
   /** The band's virtual time: the smallest tag among its waiting jobs (0 when none waits). */
   private virtualTime(band: 0 | 1): number {
     let v: number | undefined;
-    for (const heap of this.heaps.values()) {
+    for (const heap of this.heaps[band].values()) {
       const head = heap.head;
-      if (head && head.line.band === band) v = Math.min(v ?? Number.POSITIVE_INFINITY, tagOfOrder(head.order));
+      if (head) v = Math.min(v ?? Number.POSITIVE_INFINITY, tagOfOrder(head.order));
     }
     return v ?? 0;
   }
@@ -220,23 +223,29 @@ export class InProcessQueue implements JobQueue {
   private pump(): void {
     if (!this.started || this.stopped) return;
     while (!this.slots.full) {
-      let best: { heap: Heap; model: Slots | undefined; upstream: Slots | undefined } | undefined;
-      for (const [key, heap] of this.heaps) {
-        const head = heap.head;
-        if (!head) {
-          this.heaps.delete(key);
-          continue;
+      // The best head so far and its slots, as locals (not an object per heap looked at).
+      let best: Heap | undefined;
+      let bestModel: Slots | undefined;
+      let bestLane: Slots | undefined;
+      for (const heaps of this.heaps) {
+        for (const heap of heaps.values()) {
+          const head = heap.head;
+          if (!head) continue;
+          const model = this.slotsOf(head.job.modelId);
+          const upstream = this.slotsOfLane(head.job.modelId);
+          // A full model, or a provider lane that is full here or paused: its jobs are skipped until a slot frees.
+          if (model?.full || upstream?.full) continue;
+          if (!best || before(head, best.head!)) {
+            best = heap;
+            bestModel = model;
+            bestLane = upstream;
+          }
         }
-        const model = this.slotsOf(head.job.modelId);
-        const upstream = this.slotsOfLane(head.job.modelId);
-        // A full model, or a provider lane that is full here or paused: its jobs are skipped until a slot frees.
-        if (model?.full || upstream?.full) continue;
-        if (!best || before(head, best.heap.head!)) best = { heap, model, upstream };
       }
       if (!best) return;
-      const w = best.heap.pop()!;
+      const w = best.pop()!;
       this.leave(w);
-      this.run(w.job, best.model, best.upstream);
+      this.run(w.job, bestModel, bestLane);
     }
   }
 
@@ -291,7 +300,7 @@ export class InProcessQueue implements JobQueue {
     // Waiting jobs are dropped: they are `pending` (or parked) in the store, and recovery enqueues them on the next start.
     for (const t of this.delayed.values()) this.clock.clearTimeout(t);
     this.delayed.clear();
-    this.heaps.clear();
+    for (const heaps of this.heaps) heaps.clear();
     for (const l of this.laneSlots.values()) {
       this.clock.clearTimeout(l.timer);
       l.timer = undefined;

@@ -1,6 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import { UnavailableError } from '../domain/errors.js';
-import { Lifecycle } from '../lifecycle/lifecycle.js';
+import { type CompleteRequest, Lifecycle } from '../lifecycle/lifecycle.js';
 import { asError } from '../logger.js';
 import type { BlobStore } from '../ports/blob.js';
 import type { GenerationContext, GenerationOutput } from '../ports/provider.js';
@@ -57,7 +57,19 @@ export class Results {
   }
 
   /** Checks, stores and completes a run's result (`fallback`: the model that served it, when not its own). */
-  async finish(run: Run, output: GenerationOutput, fallback?: Candidate): Promise<void> {
+  finish(run: Run, output: GenerationOutput, fallback?: Candidate): Promise<void> {
+    // The common result, a text model's text (at a valid price, or none), is completed straight, without an async
+    // frame of its own (issue 36); it passes every check below, and a refusal has nothing stored to delete.
+    if (isText(output) && run.model.info.resultType === 'text') {
+      return this.lifecycle.complete(run.rec, completion(output, fallback, output.text, undefined)).then((ok) => {
+        if (!ok) run.log.warn({}, REFUSED);
+      });
+    }
+    return this.check(run, output, fallback);
+  }
+
+  /** Any other result: checked against the provider contract, stored when it is bytes, then completed. */
+  private async check(run: Run, output: GenerationOutput, fallback: Candidate | undefined): Promise<void> {
     const { rec, model, abort, log } = run;
     let resultText: string | undefined;
     let resultKey: string | undefined;
@@ -96,16 +108,25 @@ export class Results {
       await this.lifecycle.failClaimed(rec, { cause: 'bad_output', reason: err instanceof Error ? err.message : String(err) });
       return;
     }
-    const ok = await this.lifecycle.complete(rec, {
-      ...(output.price !== undefined ? { reportedPrice: output.price } : {}),
-      ...(fallback ? { servedBy: { model: fallback.model, settings: fallback.settings } } : {}),
-      ...(resultText !== undefined ? { resultText } : {}),
-      ...(resultKey !== undefined ? { resultKey } : {}),
-    });
+    const ok = await this.lifecycle.complete(rec, completion(output, fallback, resultText, resultKey));
     if (!ok) {
-      // Another worker took over (our lease expired) or the generation was cancelled: our result is void.
-      log.warn({}, 'completion refused by the store; result discarded');
+      log.warn({}, REFUSED);
       if (resultKey && stored) await this.blobs.delete(resultKey);
     }
   }
+}
+
+/** Another worker took over (our lease expired) or the generation was cancelled: our result is void. */
+const REFUSED = 'completion refused by the store; result discarded';
+
+/** A text result at a valid price (or none): what `check` would pass for a text model. */
+function isText(output: GenerationOutput): output is { text: string; price?: number } {
+  if (typeof output !== 'object' || output === null || !('text' in output) || typeof output.text !== 'string') return false;
+  const price = output.price;
+  return price === undefined || (typeof price === 'number' && Number.isFinite(price) && price >= 0);
+}
+
+/** The completion's request: one literal of a fixed shape (an absent member undefined, as the Lifecycle reads them), not spreads (issue 36). */
+function completion(output: GenerationOutput, fallback: Candidate | undefined, resultText: string | undefined, resultKey: string | undefined): CompleteRequest {
+  return { reportedPrice: output.price, servedBy: fallback ? { model: fallback.model, settings: fallback.settings } : undefined, resultText, resultKey };
 }

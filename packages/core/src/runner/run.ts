@@ -4,7 +4,10 @@ import type { GenerationRecord } from '../domain/types.js';
 import type { Clock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { GenerationContext } from '../ports/provider.js';
+import type { Candidate } from './fallbacks.js';
 import type { JobAbort } from './job-signal.js';
+import { type OutputSink, OutputReporter } from './output-stream.js';
+import { type ProgressSink, ProgressReporter } from './progress.js';
 
 /** One claimed run, as the runner's classes hand it to each other. */
 export interface Run {
@@ -19,6 +22,8 @@ export interface Run {
   handle?: unknown;
   /** What it holds in its provider's lane (capacity-gate.ts). */
   capacity?: RunCapacity;
+  /** The fallback that served it, once one did (provider-calls.ts). */
+  servedBy?: Candidate;
 }
 
 /**
@@ -72,33 +77,92 @@ export function sleep(clock: Clock, ms: number, abort: JobAbort): Promise<void> 
   });
 }
 
+/** Where every run's reporters write, made once (by Execution), not per run. */
+export interface ReporterSinks {
+  progress: ProgressSink;
+  output(generationId: string): OutputSink;
+  clock: Clock;
+}
+
 /**
  * The `ctx` a provider gets. A class, so a run builds it as cheaply as a plain object: `signal` is a getter on the
  * prototype that makes the run's AbortSignal on first read (see job-signal.ts), where a getter in an object literal
- * would cost a runtime call per run. Every other member is an own property (`progress` and `files.put` are bound
- * functions, safe to pass around on their own).
+ * would cost a runtime call per run. Every other member is an own property (`progress`, `output.append`,
+ * `output.preview` and `files.put` are bound functions, safe to pass around on their own).
+ *
+ * Most providers never report progress or partial output, so the reporters (progress.ts, output-stream.ts) and the
+ * output's sink are made on the first report, not for every run (issue 36); `progress` and `output` forward to them.
+ * Once stopped, a report is ignored, as a stopped reporter would.
  */
 export class RunContext implements GenerationContext {
   readonly generationId: string;
   readonly deadline: number;
   readonly claim: number;
   readonly logger: Logger;
+  readonly progress: GenerationContext['progress'];
+  readonly output: GenerationContext['output'];
   readonly #abort: JobAbort;
+  readonly #sinks: ReporterSinks;
+  #progress: ProgressReporter | undefined = undefined;
+  #output: OutputReporter | undefined = undefined;
+  #progressStopped = false;
+  #outputStopped = false;
 
   constructor(
     run: Run,
     readonly files: GenerationContext['files'],
-    readonly progress: GenerationContext['progress'],
-    readonly output: GenerationContext['output'],
+    sinks: ReporterSinks,
   ) {
     this.generationId = run.rec.id;
     this.deadline = run.deadline;
     this.claim = run.rec.claims;
     this.logger = run.log;
     this.#abort = run.abort;
+    this.#sinks = sinks;
+    this.progress = this.#report.bind(this);
+    this.output = { append: this.#append.bind(this), preview: this.#preview.bind(this) };
   }
 
   get signal(): AbortSignal {
     return this.#abort.signal;
+  }
+
+  /** The run's progress reporter, once something was reported. */
+  get progressReporter(): ProgressReporter | undefined {
+    return this.#progress;
+  }
+
+  /** The run's output reporter, once something was reported. */
+  get outputReporter(): OutputReporter | undefined {
+    return this.#output;
+  }
+
+  /** No progress is written from now on (the run's result is in, or it ended). */
+  stopProgress(): void {
+    this.#progressStopped = true;
+    this.#progress?.stop();
+  }
+
+  /** No partial output is written from now on (what was pending is flushed first, where it must be). */
+  stopOutput(): void {
+    this.#outputStopped = true;
+    this.#output?.stop();
+  }
+
+  #report(fraction: number, message?: string): void {
+    if (this.#progressStopped) return;
+    (this.#progress ??= new ProgressReporter(this.#sinks.progress, this.generationId, this.logger, this.#sinks.clock)).report(fraction, message);
+  }
+
+  #append(text: string): void {
+    if (!this.#outputStopped) this.#outputs().append(text);
+  }
+
+  #preview(bytes: Uint8Array, mimeType: string): void {
+    if (!this.#outputStopped) this.#outputs().preview(bytes, mimeType);
+  }
+
+  #outputs(): OutputReporter {
+    return (this.#output ??= new OutputReporter(this.#sinks.output(this.generationId), this.logger, this.#sinks.clock));
   }
 }
