@@ -59,7 +59,7 @@ const rounds: number[] = [];
 for (let i = 0; i < 5; i++) rounds.push(await round(n));
 console.log(`create + run to completed, in-memory, in process: best ${Math.min(...rounds).toFixed(1)} µs CPU/generation (rounds ${rounds.map((r) => r.toFixed(1)).join(' ')})`);
 const file = path.join(os.tmpdir(), `create-profile-${Date.now()}.cpuprofile`);
-console.log(formatProfile(await profileHere(file, `in-memory POST /v1/generations until completed, ${n} generations`, () => round(n))));
+if (!process.env.NO_PROFILE) console.log(formatProfile(await profileHere(file, `in-memory POST /v1/generations until completed, ${n} generations`, () => round(n))));
 
 /** Bytes allocated per generation over one round, and the functions that allocate most (self, bytes per generation). */
 async function allocation(count: number): Promise<string> {
@@ -84,5 +84,5 @@ async function allocation(count: number): Promise<string> {
   const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, 15);
   return [`allocated: ${(total / count).toFixed(0)} bytes/generation; most by (self, bytes/generation):`, ...top.map(([k, v]) => `  ${(v / count).toFixed(0).padStart(6)}  ${k}`)].join('\n');
 }
-console.log(await allocation(n));
+if (!process.env.NO_PROFILE) console.log(await allocation(n));
 await service.stop();

@@ -46,7 +46,11 @@ export class MemoryGenerationStore implements GenerationStore {
     // Up to 4 events, an array of exactly them (a push would give the first one room for 17, and every generation keeps
     // its own); a longer history (streamed output) grows by push.
     const events = entry.events;
-    if (events.length < 4) entry.events = events.length === 0 ? [e] : [...events, e];
+    const n = events.length;
+    if (n === 0) entry.events = [e];
+    else if (n === 1) entry.events = [events[0]!, e];
+    else if (n === 2) entry.events = [events[0]!, events[1]!, e];
+    else if (n === 3) entry.events = [events[0]!, events[1]!, events[2]!, e];
     else events.push(e);
     this.log.push(e);
     this.logPos.push(++this.position);
