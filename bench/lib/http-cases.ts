@@ -49,9 +49,12 @@ export interface Target {
   id: string;
 }
 
-/** A bench server; `metrics` (ours only) records every metric through a Prometheus MeterProvider. */
-export async function startServer(framework: Framework, variant: 'ours' | 'bare', metrics = false): Promise<Target> {
-  const child = spawnTs(`servers/${framework}.ts`, { core: 0, args: metrics ? [variant, 'metrics'] : [variant] });
+/**
+ * A bench server; `metrics` (ours only) records every metric through a Prometheus MeterProvider; `nodeArgs`, node flags
+ * for its process (`--trace-gc-nvp`, a V8 flag to try).
+ */
+export async function startServer(framework: Framework, variant: 'ours' | 'bare', metrics = false, nodeArgs: string[] = []): Promise<Target> {
+  const child = spawnTs(`servers/${framework}.ts`, { core: 0, args: metrics ? [variant, 'metrics'] : [variant], nodeArgs });
   const ready = await nextMessage<{ port: number; id: string }>(child, (m) => m?.type === 'ready', 60_000);
   return { child, port: ready.port, id: ready.id };
 }
