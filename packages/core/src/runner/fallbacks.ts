@@ -105,11 +105,18 @@ export class Fallbacks {
    * Runs `attempt` on the generation's own model, then on each fallback in turn while the one before failed
    * retryably (after its attempts). A candidate whose provider's circuit refuses it is skipped, as is a fallback whose
    * settings validation refuses the generation's settings; when every candidate was refused, the generation's own
-   * model is tried anyway rather than failing untried. A model without fallbacks is simply run.
+   * model is tried anyway rather than failing untried. A model without fallbacks is simply run, without an async
+   * frame or a circuit asked (issue 36). The candidate that served is the one whose `attempt` resolved.
    */
-  async run<T>(model: RegisteredModel, settings: Settings, attempt: (c: Candidate) => Promise<T>, aborted: () => boolean): Promise<{ value: T; served: Candidate }> {
+  run<T>(model: RegisteredModel, settings: Settings, attempt: (c: Candidate) => Promise<T>, aborted: () => boolean): Promise<T> {
     const own: Candidate = { model, settings, fallback: false };
-    if (model.fallbacks.length === 0) return { value: await attempt(own), served: own };
+    if (model.fallbacks.length === 0) return attempt(own);
+    return this.inTurn(own, attempt, aborted);
+  }
+
+  /** The candidates in turn: the own model, then each fallback whose settings validation takes the settings. */
+  private async inTurn<T>(own: Candidate, attempt: (c: Candidate) => Promise<T>, aborted: () => boolean): Promise<T> {
+    const { model, settings } = own;
     const list: Candidate[] = [own];
     for (const id of model.fallbacks) {
       const f = this.registry.get(id);
@@ -123,7 +130,7 @@ export class Fallbacks {
       if (!circuit.tryAcquire()) continue;
       tried = true;
       try {
-        return { value: await attempt(c), served: c };
+        return await attempt(c);
       } catch (err) {
         if (aborted() || !this.fallsBack(err)) throw err;
         lastError = err;
@@ -131,7 +138,7 @@ export class Fallbacks {
         circuit.release();
       }
     }
-    if (!tried) return { value: await attempt(own), served: own };
+    if (!tried) return attempt(own);
     throw lastError;
   }
 

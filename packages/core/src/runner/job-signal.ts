@@ -64,6 +64,9 @@ export class JobAbort implements JobSignal {
     if (i !== -1) ls!.splice(i, 1);
   }
 
+  /** The `unfollow` of a signal there is nothing to stop following (the in-process queue's own, or one already aborted). */
+  static readonly nothingToUnfollow: () => void = NOTHING;
+
   /**
    * The run's abort for the signal its queue handed out, and the function that stops following it: the in-process
    * queue's own JobAbort is taken as it is; another queue's signal (an AbortSignal) is followed by a new one.

@@ -2,7 +2,7 @@ import { SpanKind } from '@opentelemetry/api';
 import { inject, injectable } from 'tsyringe';
 import { ProviderError } from '../domain/errors.js';
 import type { RegisteredModel } from '../domain/registry.js';
-import type { GenerationRecord, Settings } from '../domain/types.js';
+import type { GenerationRecord } from '../domain/types.js';
 import { asError } from '../logger.js';
 import type { GenerateProvider, GenerationOutput } from '../ports/provider.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
@@ -37,24 +37,20 @@ export class ProviderCalls {
    * served it is kept as `run.servedBy` when a fallback did.
    */
   generate(run: Run, ctx: RunContext): Promise<GenerationOutput> {
-    // A model without fallbacks is simply run, as Fallbacks.run would: without its candidates, closures and async
-    // frame (issue 36).
-    if (run.model.fallbacks.length === 0) return this.attempt(run, ctx, run.model, run.rec.settings, false);
-    return this.withFallbacks(run, ctx);
+    return this.fallbacks.run(run.model, run.rec.settings, (c) => this.attempt(run, ctx, c), () => run.abort.aborted);
   }
 
-  private async withFallbacks(run: Run, ctx: RunContext): Promise<GenerationOutput> {
-    const attempt = (c: Candidate): Promise<GenerationOutput> => this.attempt(run, ctx, c.model, c.settings, c.fallback);
-    const { value, served } = await this.fallbacks.run(run.model, run.rec.settings, attempt, () => run.abort.aborted);
-    if (served.fallback) run.servedBy = served;
-    return value;
-  }
-
-  /** `generate` on one candidate, with its retries. */
-  private attempt(run: Run, ctx: RunContext, model: RegisteredModel, settings: Settings, fallback: boolean): Promise<GenerationOutput> {
-    if (fallback) run.log.warn({ servedModelId: model.info.modelId }, 'running on a fallback model');
+  /** `generate` on one candidate, with its retries; a fallback that serves is kept as the run's `servedBy`. */
+  private attempt(run: Run, ctx: RunContext, c: Candidate): Promise<GenerationOutput> {
+    const { model, settings } = c;
     const provider = model.provider as GenerateProvider;
-    return this.withRetries(() => this.call('generate', run.rec, () => provider.generate({ model: model.definition, settings }, ctx)), model, run, GENERATE);
+    if (c.fallback) run.log.warn({ servedModelId: model.info.modelId }, 'running on a fallback model');
+    const out = this.withRetries(() => this.call('generate', run.rec, () => provider.generate({ model: model.definition, settings }, ctx)), model, run, GENERATE);
+    if (!c.fallback) return out;
+    return out.then((value) => {
+      run.servedBy = c;
+      return value;
+    });
   }
 
   /** One call of a provider, in its own span (a client span: the provider's HTTP requests carry its traceparent). */

@@ -56,75 +56,79 @@ export class Results {
     };
   }
 
-  /** Checks, stores and completes a run's result (`fallback`: the model that served it, when not its own). */
+  /**
+   * Checks, stores and completes a run's result (`fallback`: the model that served it, when not its own). A text or a
+   * file link is completed at once, without an async frame (issue 36); bytes are stored first.
+   */
   finish(run: Run, output: GenerationOutput, fallback?: Candidate): Promise<void> {
-    // The common result, a text model's text (at a valid price, or none), is completed straight, without an async
-    // frame of its own (issue 36); it passes every check below, and a refusal has nothing stored to delete.
-    if (isText(output) && run.model.info.resultType === 'text') {
-      return this.lifecycle.complete(run.rec, completion(output, fallback, output.text, undefined)).then((ok) => {
-        if (!ok) run.log.warn({}, REFUSED);
-      });
+    let kind: 'text' | 'bytes' | 'file';
+    try {
+      kind = resultKind(output, run.model.info.resultType);
+    } catch (err) {
+      return this.broken(run, err);
     }
-    return this.check(run, output, fallback);
+    if (kind === 'bytes') return this.stored(run, output as Extract<GenerationOutput, { bytes: Uint8Array }>, fallback);
+    const text = kind === 'text' ? (output as { text: string }).text : undefined;
+    const file = kind === 'file' ? (output as { file: string }).file : undefined;
+    return this.completed(run, output, fallback, text, file, false);
   }
 
-  /** Any other result: checked against the provider contract, stored when it is bytes, then completed. */
-  private async check(run: Run, output: GenerationOutput, fallback: Candidate | undefined): Promise<void> {
-    const { rec, model, abort, log } = run;
-    let resultText: string | undefined;
-    let resultKey: string | undefined;
-    let stored = false;
+  /** A result of bytes: stored (with retries), then completed; our storage's outage fails it free. */
+  private async stored(run: Run, output: Extract<GenerationOutput, { bytes: Uint8Array }>, fallback: Candidate | undefined): Promise<void> {
+    const { bytes, mimeType } = output;
+    let key: string;
     try {
-      if (output.price !== undefined && !(typeof output.price === 'number' && Number.isFinite(output.price) && output.price >= 0)) {
-        throw new BadOutput(`the provider priced the result at ${String(output.price)}`);
-      }
-      if ('text' in output && typeof output.text === 'string') {
-        if (model.info.resultType !== 'text') throw new BadOutput(`a ${model.info.resultType} model returned text`);
-        resultText = output.text;
-      } else if ('bytes' in output && output.bytes instanceof Uint8Array) {
-        if (model.info.resultType === 'text') throw new BadOutput('a text model must return { text }');
-        const bytes = output.bytes;
-        const mimeType = output.mimeType;
-        try {
-          resultKey = await this.calls.withRetries(() => this.upload(bytes, mimeType), model, run);
-        } catch (err) {
-          if (!(err instanceof StorageUnavailable)) throw err;
-          // The model did its work and our storage failed it: the Lifecycle charges nothing for this cause.
-          log.error({ err }, 'the result could not be stored');
-          await this.lifecycle.failClaimed(rec, { cause: 'storage_unavailable', publicMessage: err.publicMessage, reason: err.message });
-          return;
-        }
-        stored = true;
-      } else if ('file' in output && typeof output.file === 'string') {
-        if (model.info.resultType === 'text') throw new BadOutput('a text model must return { text }');
-        resultKey = output.file;
-      } else {
-        throw new BadOutput('the provider returned no result');
-      }
+      key = await this.calls.withRetries(() => this.upload(bytes, mimeType), run.model, run);
     } catch (err) {
-      // Aborted while the result was being stored: the run's own handler decides (cancelled, timed out, lease lost).
-      if (abort.aborted) throw err;
-      log.error({ err: asError(err) }, 'provider broke its contract');
-      await this.lifecycle.failClaimed(rec, { cause: 'bad_output', reason: err instanceof Error ? err.message : String(err) });
+      if (!(err instanceof StorageUnavailable)) return this.broken(run, err);
+      // The model did its work and our storage failed it: the Lifecycle charges nothing for this cause.
+      run.log.error({ err }, 'the result could not be stored');
+      await this.lifecycle.failClaimed(run.rec, { cause: 'storage_unavailable', publicMessage: err.publicMessage, reason: err.message });
       return;
     }
-    const ok = await this.lifecycle.complete(rec, completion(output, fallback, resultText, resultKey));
-    if (!ok) {
-      log.warn({}, REFUSED);
-      if (resultKey && stored) await this.blobs.delete(resultKey);
-    }
+    return this.completed(run, output, fallback, undefined, key, true);
   }
+
+  /** Completes the run; a completion refused (the run lost its generation) deletes the result it stored. */
+  private completed(run: Run, output: GenerationOutput, fallback: Candidate | undefined, text: string | undefined, key: string | undefined, stored: boolean): Promise<void> {
+    return this.lifecycle.complete(run.rec, completion(output, fallback, text, key)).then((ok) => {
+      if (ok) return;
+      run.log.warn({}, REFUSED);
+      if (stored && key) return this.blobs.delete(key);
+    });
+  }
+
+  /** A result that broke the provider contract fails its generation, unless the run was aborted (its own handler decides). */
+  private broken(run: Run, err: unknown): Promise<void> {
+    // Aborted while the result was being checked or stored: cancelled, timed out or lease lost decide instead.
+    if (run.abort.aborted) return Promise.reject(err);
+    run.log.error({ err: asError(err) }, 'provider broke its contract');
+    return this.lifecycle.failClaimed(run.rec, { cause: 'bad_output', reason: err instanceof Error ? err.message : String(err) }).then(() => undefined);
+  }
+}
+
+/**
+ * What a provider's result is, checked against the provider contract for a model of `resultType`: a valid price (or
+ * none), and text from a text model only, bytes or a file link from any other. Throws `BadOutput` otherwise.
+ */
+function resultKind(output: GenerationOutput, resultType: string): 'text' | 'bytes' | 'file' {
+  if (typeof output !== 'object' || output === null) throw new BadOutput('the provider returned no result');
+  const price = output.price;
+  if (price !== undefined && !(typeof price === 'number' && Number.isFinite(price) && price >= 0)) {
+    throw new BadOutput(`the provider priced the result at ${String(price)}`);
+  }
+  if ('text' in output && typeof output.text === 'string') {
+    if (resultType !== 'text') throw new BadOutput(`a ${resultType} model returned text`);
+    return 'text';
+  }
+  const kind = 'bytes' in output && output.bytes instanceof Uint8Array ? 'bytes' : 'file' in output && typeof output.file === 'string' ? 'file' : undefined;
+  if (kind === undefined) throw new BadOutput('the provider returned no result');
+  if (resultType === 'text') throw new BadOutput('a text model must return { text }');
+  return kind;
 }
 
 /** Another worker took over (our lease expired) or the generation was cancelled: our result is void. */
 const REFUSED = 'completion refused by the store; result discarded';
-
-/** A text result at a valid price (or none): what `check` would pass for a text model. */
-function isText(output: GenerationOutput): output is { text: string; price?: number } {
-  if (typeof output !== 'object' || output === null || !('text' in output) || typeof output.text !== 'string') return false;
-  const price = output.price;
-  return price === undefined || (typeof price === 'number' && Number.isFinite(price) && price >= 0);
-}
 
 /** The completion's request: one literal of a fixed shape (an absent member undefined, as the Lifecycle reads them), not spreads (issue 36). */
 function completion(output: GenerationOutput, fallback: Candidate | undefined, resultText: string | undefined, resultKey: string | undefined): CompleteRequest {
