@@ -101,6 +101,41 @@ describe('MemoryGenerationStore owner lists (issue 36: an array per owner with g
     expect((await store.readFeed(page.cursor, 100)).events).toEqual([]);
     expect((await store.readFeed('3', 2)).events.map((e) => e.seq)).toEqual([4, 5]);
   });
+
+  it('keeps the feed as columns: a removal takes out only its events, the others keep their seq, time, data and position', async () => {
+    const store = new MemoryGenerationStore();
+    // Interleaved: a, b, a, b, a, then b's fourth; b is removed.
+    const a = { ...gen(1), status: 'pending' as const };
+    const b = { ...gen(2), status: 'pending' as const };
+    await store.insert(a, { type: 'created', data: { modelId: 'm' } });
+    await store.insert(b, { type: 'created', data: { modelId: 'm' } });
+    await store.update(a.id, { expect: { status: ['pending'] }, set: { status: 'processing' }, event: { type: 'processing', data: { claim: 1 } }, now: 3001 });
+    await store.update(b.id, { expect: { status: ['pending'] }, set: { status: 'processing' }, event: { type: 'processing', data: { claim: 1 } }, now: 3002 });
+    await store.update(a.id, { expect: { status: ['processing'] }, set: { status: 'completed' }, event: { type: 'completed', data: { price: 2.5, note: 'two fields' } }, now: 3003 });
+    await store.update(b.id, { expect: { status: ['processing'] }, set: {}, event: { type: 'progress', data: { progress: { percent: 10 } } }, now: 3004 });
+    expect(await store.remove(b.id, { status: ['processing'] })).toBe(true);
+    const feed = await store.readFeed('', 100);
+    expect(feed.events).toEqual([
+      { seq: 1, generationId: a.id, ownerId: 'alice', type: 'created', at: a.createdAt, data: { modelId: 'm' } },
+      { seq: 2, generationId: a.id, ownerId: 'alice', type: 'processing', at: 3001, data: { claim: 1 } },
+      { seq: 3, generationId: a.id, ownerId: 'alice', type: 'completed', at: 3003, data: { price: 2.5, note: 'two fields' } },
+    ]);
+    // Positions are kept: the cursor after a's second event is 3 (b's first was 2), and reading from it gives a's third.
+    expect((await store.readFeed('3', 1)).events.map((e) => e.seq)).toEqual([3]);
+    expect(await store.eventsOf(a.id, 1)).toEqual(feed.events.slice(1));
+    expect(await store.eventsOf(b.id)).toEqual([]);
+    // Data the store shares between events ({ claim: 1 } twice) is never handed out: each read is a copy of its own.
+    const [, claimed] = await store.eventsOf(a.id);
+    claimed!.data.claim = 99;
+    expect(Object.isFrozen(claimed!.data)).toBe(false);
+    expect((await store.eventsOf(a.id))[1]!.data).toEqual({ claim: 1 });
+    const c = { ...gen(3), status: 'pending' as const };
+    await store.insert(c, { type: 'processing', data: { claim: 1 } });
+    expect((await store.eventsOf(c.id))[0]!.data).toEqual({ claim: 1 });
+    // A number and a string of the same text are different data.
+    await store.update(c.id, { expect: { status: ['pending'] }, set: {}, event: { type: 'processing', data: { claim: '1' } }, now: 3005 });
+    expect((await store.eventsOf(c.id))[1]!.data).toEqual({ claim: '1' });
+  });
 });
 
 describe('MemoryBlobStore keys', () => {

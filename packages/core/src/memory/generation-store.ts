@@ -1,4 +1,4 @@
-import { apply, cloneJson, copy, copyBatch, copyEvent, holds, keptData } from './records.js';
+import { apply, cloneJson, copy, copyBatch, holds, keptData } from './records.js';
 import type { BatchCounts, BatchRecord, GenerationEvent, GenerationRecord, GenerationStatus } from '../domain/types.js';
 import { GENERATION_STATUSES } from '../domain/types.js';
 import type {
@@ -23,11 +23,17 @@ export class MemoryGenerationStore implements GenerationStore {
   private readonly entries = new Map<string, Entry>();
   private order = 0;
   /**
-   * The feed: every event in append order, and each one's position at the same index of `logPos` (one process
-   * appends and commits in one step). Two arrays rather than an entry object per event: every generation's events are
-   * kept for good, and each object kept costs the young-generation GC a copy (issue 36).
+   * The feed: every event in append order, one column per field (the event at index i is `logEntry[i]`'s, its
+   * `logSeq[i]`th, of type `logType[i]` at `logAt[i]`, with `logData[i]`, at position `logPos[i]`). Columns rather than
+   * an event object each: every generation's events are kept for good, and each object kept is copied by the
+   * young-generation GC twice and marked by every full one; a column of numbers holds them unboxed (issue 36). One
+   * process appends and commits in one step, so positions follow the append order.
    */
-  private readonly log: GenerationEvent[] = [];
+  private readonly logEntry: Entry[] = [];
+  private readonly logSeq: number[] = [];
+  private readonly logType: GenerationEvent['type'][] = [];
+  private readonly logAt: number[] = [];
+  private readonly logData: GenerationEvent['data'][] = [];
   private readonly logPos: number[] = [];
   private position = 0;
   /**
@@ -41,19 +47,40 @@ export class MemoryGenerationStore implements GenerationStore {
   private readonly batches = new Map<string, BatchRecord>();
 
   private append(entry: Entry, event: NewEvent, at: number): void {
-    const record = entry.record;
-    const e: GenerationEvent = { seq: entry.events.length + 1, generationId: record.id, ownerId: record.ownerId, type: event.type, at, data: keptData(event.data) };
-    // Up to 4 events, an array of exactly them (a push would give the first one room for 17, and every generation keeps
-    // its own); a longer history (streamed output) grows by push.
-    const events = entry.events;
-    const n = events.length;
-    if (n === 0) entry.events = [e];
-    else if (n === 1) entry.events = [events[0]!, e];
-    else if (n === 2) entry.events = [events[0]!, events[1]!, e];
-    else if (n === 3) entry.events = [events[0]!, events[1]!, events[2]!, e];
-    else events.push(e);
-    this.log.push(e);
-    this.logPos.push(++this.position);
+    const pos = ++this.position;
+    // Up to 4 events, an array of exactly their positions (a push would give the first one room for 17, and every
+    // generation keeps its own); a longer history (streamed output) grows by push.
+    const positions = entry.positions;
+    const n = positions.length;
+    if (n === 0) entry.positions = [pos];
+    else if (n === 1) entry.positions = [positions[0]!, pos];
+    else if (n === 2) entry.positions = [positions[0]!, positions[1]!, pos];
+    else if (n === 3) entry.positions = [positions[0]!, positions[1]!, positions[2]!, pos];
+    else positions.push(pos);
+    this.logEntry.push(entry);
+    this.logSeq.push(n + 1);
+    this.logType.push(event.type);
+    this.logAt.push(at);
+    this.logData.push(keptData(event.data));
+    this.logPos.push(pos);
+  }
+
+  /** The caller's copy of the event at index `i` of the feed. */
+  private eventAt(i: number): GenerationEvent {
+    const record = this.logEntry[i]!.record;
+    return { seq: this.logSeq[i]!, generationId: record.id, ownerId: record.ownerId, type: this.logType[i]!, at: this.logAt[i]!, data: cloneJson(this.logData[i]) as GenerationEvent['data'] };
+  }
+
+  /** The feed index of position `pos`, or of the first one after it (binary search: positions are in append order). */
+  private indexOf(pos: number): number {
+    let lo = 0;
+    let hi = this.logPos.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.logPos[mid]! < pos) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   async insert(gen: NewGeneration, event: NewEvent, options: InsertOptions = {}): Promise<'inserted' | 'limit_reached'> {
@@ -140,7 +167,7 @@ export class MemoryGenerationStore implements GenerationStore {
     if (gen.traceparent !== undefined) record.traceparent = gen.traceparent;
     if (gen.priority !== undefined) record.priority = gen.priority;
     if (gen.deadlineAt !== undefined) record.deadlineAt = gen.deadlineAt;
-    const entry: Entry = { record, order: this.order++, events: NO_EVENTS, slot: 0 };
+    const entry: Entry = { record, order: this.order++, positions: NO_POSITIONS, slot: 0 };
     this.entries.set(gen.id, entry);
     let owned = this.byOwner.get(gen.ownerId);
     if (!owned) this.byOwner.set(gen.ownerId, (owned = { entries: [], removed: 0 }));
@@ -238,23 +265,20 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   async eventsOf(generationId: string, after = 0): Promise<GenerationEvent[]> {
-    return (this.entries.get(generationId)?.events ?? []).filter((e) => e.seq > after).map(copyEvent);
+    const positions = this.entries.get(generationId)?.positions ?? NO_POSITIONS;
+    const out: GenerationEvent[] = [];
+    for (let seq = Math.max(0, Math.floor(after)) + 1; seq <= positions.length; seq++) out.push(this.eventAt(this.indexOf(positions[seq - 1]!)));
+    return out;
   }
 
   async readFeed(after: string, limit: number): Promise<FeedPage> {
     const from = after === '' ? 0 : Number(after);
     if (!(limit > 0) || !Number.isSafeInteger(from)) return { events: [], cursor: after };
-    // The log is in position order: binary search for the first entry after the cursor.
-    let lo = 0;
-    let hi = this.log.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.logPos[mid]! <= from) lo = mid + 1;
-      else hi = mid;
-    }
-    const end = Math.min(this.log.length, lo + Math.floor(limit));
+    // The first event after the cursor, by binary search over the positions.
+    const lo = this.indexOf(from + 1);
+    const end = Math.min(this.logPos.length, lo + Math.floor(limit));
     const events: GenerationEvent[] = [];
-    for (let i = lo; i < end; i++) events.push(copyEvent(this.log[i]!));
+    for (let i = lo; i < end; i++) events.push(this.eventAt(i));
     return { events, cursor: end > lo ? String(this.logPos[end - 1]!) : after };
   }
 
@@ -280,12 +304,24 @@ export class MemoryGenerationStore implements GenerationStore {
     this.unlist(entry);
     if (record.finishedAt === undefined) this.finished(record.ownerId);
     let w = 0;
-    for (let i = 0; i < this.log.length; i++) {
-      if (this.log[i]!.generationId === id) continue;
-      this.log[w] = this.log[i]!;
-      this.logPos[w++] = this.logPos[i]!;
+    const n = this.logEntry.length;
+    for (let i = 0; i < n; i++) {
+      if (this.logEntry[i] === entry) continue;
+      if (w !== i) {
+        this.logEntry[w] = this.logEntry[i]!;
+        this.logSeq[w] = this.logSeq[i]!;
+        this.logType[w] = this.logType[i]!;
+        this.logAt[w] = this.logAt[i]!;
+        this.logData[w] = this.logData[i]!;
+        this.logPos[w] = this.logPos[i]!;
+      }
+      w++;
     }
-    this.log.length = w;
+    this.logEntry.length = w;
+    this.logSeq.length = w;
+    this.logType.length = w;
+    this.logAt.length = w;
+    this.logData.length = w;
     this.logPos.length = w;
     return true;
   }
@@ -326,8 +362,8 @@ interface Entry {
   record: GenerationRecord;
   /** Insertion order: breaks createdAt ties, so "oldest first" is stable. */
   order: number;
-  /** This generation's events; `seq` is the index + 1. */
-  events: GenerationEvent[];
+  /** The feed positions of this generation's events; an event's `seq` is its index + 1. */
+  positions: number[];
   /** Its index in its owner's `Owned.entries`. */
   slot: number;
 }
@@ -338,5 +374,5 @@ interface Owned {
   removed: number;
 }
 
-/** The events of a generation before its first: one empty array for all of them (never written to). */
-const NO_EVENTS: GenerationEvent[] = Object.freeze([]) as unknown as GenerationEvent[];
+/** The event positions of a generation before its first: one empty array for all of them (never written to). */
+const NO_POSITIONS: number[] = Object.freeze([]) as unknown as number[];
