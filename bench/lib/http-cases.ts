@@ -51,10 +51,10 @@ export interface Target {
 
 /**
  * A bench server; `metrics` (ours only) records every metric through a Prometheus MeterProvider; `nodeArgs`, node flags
- * for its process (`--trace-gc-nvp`, a V8 flag to try).
+ * for its process (`--trace-gc-nvp`, a V8 flag to try); `quiet` pipes its output (`child.stdout`) instead of sharing ours.
  */
-export async function startServer(framework: Framework, variant: 'ours' | 'bare', metrics = false, nodeArgs: string[] = []): Promise<Target> {
-  const child = spawnTs(`servers/${framework}.ts`, { core: 0, args: metrics ? [variant, 'metrics'] : [variant], nodeArgs });
+export async function startServer(framework: Framework, variant: 'ours' | 'bare', metrics = false, nodeArgs: string[] = [], quiet = false): Promise<Target> {
+  const child = spawnTs(`servers/${framework}.ts`, { core: 0, args: metrics ? [variant, 'metrics'] : [variant], nodeArgs, quiet });
   const ready = await nextMessage<{ port: number; id: string }>(child, (m) => m?.type === 'ready', 60_000);
   return { child, port: ready.port, id: ready.id };
 }
