@@ -51,6 +51,15 @@ describe('MemoryLedger options', () => {
     expect(await ledger.reserve('a', 'g', 5)).toBe('ok');
     await expect(ledger.reserve('b', 'g', 5)).rejects.toThrow();
     expect(await ledger.account('b')).toEqual({ balance: 10, reserved: 0, settled: 0 });
+    // Settled, the reserve leaves only its owner and charge (issue 36), and still refuses the other user, in one and in many.
+    expect(await ledger.settle('g', 2)).toBe(2);
+    await expect(ledger.reserve('b', 'g', 5)).rejects.toThrow(/another user/);
+    await expect(ledger.reserveMany('b', [{ generationId: 'g', amount: 5 }])).rejects.toThrow(/another user/);
+    expect(await ledger.reserve('a', 'g', 5)).toBe('ok');
+    expect(await ledger.release('g')).toBe(2);
+    expect(await ledger.openReserves(10)).toEqual([]);
+    expect(await ledger.account('a')).toEqual({ balance: 8, reserved: 0, settled: 2 });
+    expect(await ledger.account('b')).toEqual({ balance: 10, reserved: 0, settled: 0 });
   });
 });
 

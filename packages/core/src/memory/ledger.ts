@@ -39,11 +39,6 @@ interface Reserve {
   userId: string;
   amount: number;
   createdAt: number;
-  /**
-   * Set once by settle/release; every later call returns it unchanged. Present (undefined) from the start, so setting
-   * it later writes a slot the object already has instead of growing it (one allocation less per generation).
-   */
-  charged: number | undefined;
   sequence: number;
   modelId: string | undefined;
   keyId: string | undefined;
@@ -58,6 +53,16 @@ interface Reserve {
 }
 
 /**
+ * What a settled (or released) reserve leaves: whose it was, so a second reserve of the id is still refused for
+ * another user, and what it charged, which every later settle or release answers unchanged. Kept apart from the open
+ * reserves, and this small: every generation leaves one for good (issue 36).
+ */
+interface Settled {
+  userId: string;
+  charged: number;
+}
+
+/**
  * Ledger held in Maps. Each method checks and writes in one synchronous step, so concurrent reserves in one
  * process can never overdraw. Not shared between processes: use a SQL ledger for more than one instance.
  */
@@ -67,7 +72,9 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   /** Open reserves by user (issue 36: the in-flight cap is the ledger's, checked in the reserve's own step). */
   private readonly inFlight = new Map<string, number>();
   private readonly accounts = new Map<string, AccountSnapshot>();
+  /** Open reserves by generation id; a settle moves its reserve to `settled`. */
   private readonly reserves = new Map<string, Reserve>();
+  private readonly settled = new Map<string, Settled>();
   /** Held plus charged, by key and window start. */
   private readonly keySpent = new Map<string, number>();
   /** Open reserves counted against their key's in-flight cap, by key. */
@@ -97,7 +104,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     options: ReserveOptions = {},
   ): Promise<ReserveResult | ReserveOutcome> {
     assertAmount(amount, 'reserve amount');
-    const existing = this.reserves.get(generationId);
+    const existing = this.reserves.get(generationId) ?? this.settled.get(generationId);
     if (existing) {
       if (existing.userId !== userId) {
         // Ids are random, so this is a caller bug; answering 'ok' would let one user ride on another's reserve.
@@ -112,7 +119,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     for (const item of items) assertAmount(item.amount, 'reserve amount');
     let existing = 0;
     for (const item of items) {
-      const r = this.reserves.get(item.generationId);
+      const r = this.reserves.get(item.generationId) ?? this.settled.get(item.generationId);
       if (!r) continue;
       if (r.userId !== userId) throw new Error(`Generation ${item.generationId} is already reserved for another user`);
       existing++;
@@ -166,7 +173,6 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
         userId,
         amount: item.amount,
         createdAt: now,
-        charged: undefined,
         sequence: this.sequence++,
         modelId: item.modelId,
         keyId: options.keyId,
@@ -193,8 +199,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   async settle(generationId: string, amount: number, now: number = this.clock.now()): Promise<number | null> {
     if (!Number.isFinite(amount)) throw new RangeError(`settle amount must be a finite number, got ${amount}`);
     const reserve = this.reserves.get(generationId);
-    if (!reserve) return null;
-    if (reserve.charged !== undefined) return reserve.charged;
+    if (!reserve) return this.settled.get(generationId)?.charged ?? null;
     const charged = Math.min(Math.max(amount, 0), reserve.amount);
     const account = this.accountOf(reserve.userId);
     account.reserved -= reserve.amount;
@@ -203,7 +208,8 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     if (reserve.window !== undefined) {
       this.keySpent.set(reserve.window, (this.keySpent.get(reserve.window) ?? 0) - (reserve.amount - charged));
     }
-    reserve.charged = charged;
+    this.reserves.delete(generationId);
+    this.settled.set(generationId, { userId: reserve.userId, charged });
     this.inFlight.set(reserve.userId, (this.inFlight.get(reserve.userId) ?? 1) - 1);
     if (reserve.keyCounted) this.keyInFlight.set(reserve.keyId!, (this.keyInFlight.get(reserve.keyId!) ?? 0) - 1);
     if (reserve.user) this.userLimitsOf.settled(reserve.userId, reserve.user, reserve.amount, charged);
@@ -325,7 +331,6 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
 
   async openReserves(limit: number): Promise<OpenReserve[]> {
     return [...this.reserves.entries()]
-      .filter(([, r]) => r.charged === undefined)
       .sort(([, a], [, b]) => a.createdAt - b.createdAt || a.sequence - b.sequence)
       .slice(0, Math.max(0, limit))
       .map(([generationId, r]) => ({ generationId, userId: r.userId, amount: r.amount, createdAt: r.createdAt }));
