@@ -7,8 +7,8 @@
  *
  * e.g. `... http/cpu-per-request.ts fastify post ours,bare 4 10 2`. POST runs until completed (the server drains after
  * the load, inside the measured CPU). Reads /proc, so Linux only. Each line gives the CPU split into user and system
- * time, by thread (`main` against the `node` helper threads, where V8's parallel and concurrent GC work runs), and the
- * read and write system calls per request. Environment: `CONNECTIONS` (default 50; the bench's HTTP rows use 10),
+ * time, by thread (`main` against the `node` helper threads, where V8's parallel and concurrent GC work runs), the
+ * read and write system calls and the minor page faults per request. Environment: `CONNECTIONS` (default 50; the bench's HTTP rows use 10),
  * `SERVER_NODE_ARGS` (node flags for the servers, space-separated: a V8 flag to try), `GC_TRACE=1` (the servers run
  * with `--trace-gc-nvp`, and each line is followed by what the GC did per request: bytes allocated, surviving a
  * scavenge and promoted to the old generation, and the main thread's pauses), `GENTLE_WARMUP=<s>` (warm up with one
@@ -77,10 +77,10 @@ function gcPerRequest(before: GcSums, after: GcSums, n: number): string {
   return `gc/request: allocated ${d('allocated').toFixed(0)} B, survived ${d('survived').toFixed(0)} B, promoted ${d('promoted').toFixed(0)} B, scavenge pause ${(d('scavengeMs') * 1000).toFixed(1)} µs, full-GC pause ${(d('fullMs') * 1000).toFixed(1)} µs (${after.scavenges - before.scavenges} scavenges, ${after.fullGcs - before.fullGcs} full)`;
 }
 
-/** User and system CPU of a process so far, in µs (clock ticks of 10 ms). */
-function cpuOf(pid: number): { user: number; system: number } {
+/** User and system CPU of a process so far, in µs (clock ticks of 10 ms), and its minor page faults. */
+function cpuOf(pid: number): { user: number; system: number; faults: number } {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return { user: Number(f[11]) * 10_000, system: Number(f[12]) * 10_000 };
+  return { user: Number(f[11]) * 10_000, system: Number(f[12]) * 10_000, faults: Number(f[7]) };
 }
 
 /** Read and write system calls of a process so far (/proc/<pid>/io): a write per response, or several coalesced. */
@@ -157,7 +157,7 @@ try {
       const user = (c1.user - c0.user) / n;
       const system = (c1.system - c0.system) / n;
       console.log(
-        `${fw} ${kase} p${pipe} ${v}: ${Math.round(n / seconds)} req/s (drain ${drainMs.toFixed(0)} ms), ${(user + system).toFixed(1)} µs CPU/request (user ${user.toFixed(1)}, system ${system.toFixed(1)}), threads ${[...th1].map(([k, v]) => `${k} ${((v - (th0.get(k) ?? 0)) / n).toFixed(1)}`).join(', ')}, syscalls/request read ${((io1.reads - io0.reads) / n).toFixed(2)} write ${((io1.writes - io0.writes) / n).toFixed(2)}`,
+        `${fw} ${kase} p${pipe} ${v}: ${Math.round(n / seconds)} req/s (drain ${drainMs.toFixed(0)} ms), ${(user + system).toFixed(1)} µs CPU/request (user ${user.toFixed(1)}, system ${system.toFixed(1)}), threads ${[...th1].map(([k, v]) => `${k} ${((v - (th0.get(k) ?? 0)) / n).toFixed(1)}`).join(', ')}, syscalls/request read ${((io1.reads - io0.reads) / n).toFixed(2)} write ${((io1.writes - io0.writes) / n).toFixed(2)}, page faults/request ${((c1.faults - c0.faults) / n).toFixed(2)}`,
       );
       if (gcTrace) console.log(`  ${v} ${gcPerRequest(gc0, gcSums.get(v)!, n)}`);
     }
