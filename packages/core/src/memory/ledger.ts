@@ -72,9 +72,9 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   /** Open reserves by user (issue 36: the in-flight cap is the ledger's, checked in the reserve's own step). */
   private readonly inFlight = new Map<string, number>();
   private readonly accounts = new Map<string, AccountSnapshot>();
-  /** Open reserves by generation id; a settle moves its reserve to `settled`. */
+  /** Open reserves by generation id; a settle moves its reserve to `settledReserves`. */
   private readonly reserves = new Map<string, Reserve>();
-  private readonly settled = new Map<string, Settled>();
+  private readonly settledReserves = new Map<string, Settled>();
   /** Held plus charged, by key and window start. */
   private readonly keySpent = new Map<string, number>();
   /** Open reserves counted against their key's in-flight cap, by key. */
@@ -104,7 +104,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     options: ReserveOptions = {},
   ): Promise<ReserveResult | ReserveOutcome> {
     assertAmount(amount, 'reserve amount');
-    const existing = this.reserves.get(generationId) ?? this.settled.get(generationId);
+    const existing = this.reserves.get(generationId) ?? this.settledReserves.get(generationId);
     if (existing) {
       if (existing.userId !== userId) {
         // Ids are random, so this is a caller bug; answering 'ok' would let one user ride on another's reserve.
@@ -119,7 +119,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     for (const item of items) assertAmount(item.amount, 'reserve amount');
     let existing = 0;
     for (const item of items) {
-      const r = this.reserves.get(item.generationId) ?? this.settled.get(item.generationId);
+      const r = this.reserves.get(item.generationId) ?? this.settledReserves.get(item.generationId);
       if (!r) continue;
       if (r.userId !== userId) throw new Error(`Generation ${item.generationId} is already reserved for another user`);
       existing++;
@@ -199,7 +199,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   async settle(generationId: string, amount: number, now: number = this.clock.now()): Promise<number | null> {
     if (!Number.isFinite(amount)) throw new RangeError(`settle amount must be a finite number, got ${amount}`);
     const reserve = this.reserves.get(generationId);
-    if (!reserve) return this.settled.get(generationId)?.charged ?? null;
+    if (!reserve) return this.settledReserves.get(generationId)?.charged ?? null;
     const charged = Math.min(Math.max(amount, 0), reserve.amount);
     const account = this.accountOf(reserve.userId);
     account.reserved -= reserve.amount;
@@ -209,7 +209,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
       this.keySpent.set(reserve.window, (this.keySpent.get(reserve.window) ?? 0) - (reserve.amount - charged));
     }
     this.reserves.delete(generationId);
-    this.settled.set(generationId, { userId: reserve.userId, charged });
+    this.settledReserves.set(generationId, { userId: reserve.userId, charged });
     this.inFlight.set(reserve.userId, (this.inFlight.get(reserve.userId) ?? 1) - 1);
     if (reserve.keyCounted) this.keyInFlight.set(reserve.keyId!, (this.keyInFlight.get(reserve.keyId!) ?? 0) - 1);
     if (reserve.user) this.userLimitsOf.settled(reserve.userId, reserve.user, reserve.amount, charged);
