@@ -141,9 +141,14 @@ describe('MemoryGenerationStore owner lists (issue 36: an array per owner with g
     const c = { ...gen(3), status: 'pending' as const };
     await store.insert(c, { type: 'processing', data: { claim: 1 } });
     expect((await store.eventsOf(c.id))[0]!.data).toEqual({ claim: 1 });
-    // A number and a string of the same text are different data.
-    await store.update(c.id, { expect: { status: ['pending'] }, set: {}, event: { type: 'processing', data: { claim: '1' } }, now: 3005 });
-    expect((await store.eventsOf(c.id))[1]!.data).toEqual({ claim: '1' });
+    // A number and a string of the same text are different data; -0 stays -0; a name holding the separator of the
+    // shared data's key cannot pass for another field: each reads back exactly as given.
+    const given = [{ claim: '1' }, { claim: true }, { claim: -0 }, { claim: 0 }, { 'claim\u00000': 1 }, { claim: 1 }];
+    for (const [k, data] of given.entries()) await store.update(c.id, { expect: { status: ['pending'] }, set: {}, event: { type: 'processing', data }, now: 3005 + k });
+    const back = (await store.eventsOf(c.id, 1)).map((e) => e.data);
+    expect(back).toEqual(given);
+    expect(Object.is(back[2]!.claim, -0)).toBe(true);
+    expect(Object.is(back[3]!.claim, 0)).toBe(true);
   });
 });
 

@@ -27,7 +27,8 @@ export class MemoryGenerationStore implements GenerationStore {
    * `logSeq[i]`th, of type `logType[i]` at `logAt[i]`, with `logData[i]`, at position `logPos[i]`). Columns rather than
    * an event object each: every generation's events are kept for good, and each object kept is copied by the
    * young-generation GC twice and marked by every full one; a column of numbers holds them unboxed (issue 36). One
-   * process appends and commits in one step, so positions follow the append order.
+   * process appends and commits in one step, so positions follow the append order. `logSeq` could be found from the
+   * entry's positions, but by a scan of them: a feed page over a long streamed output would cost its square.
    */
   private readonly logEntry: Entry[] = [];
   private readonly logSeq: number[] = [];

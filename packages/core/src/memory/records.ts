@@ -10,9 +10,10 @@ import type { Expectation, GenerationPatch, NewEvent } from '../ports/store.js';
 const NO_DATA: GenerationEvent['data'] = Object.freeze({}) as GenerationEvent['data'];
 
 /**
- * Event data of one field with a short string, a number or a boolean (`{ modelId }`, `{ claim: 1 }`, `{ price }`: most
- * events), kept once for every event that has the same: each object kept for good is work for every GC (issue 36).
- * Bounded: past `INTERNED_MAX` different ones, further data is kept as its own copy.
+ * Event data of one field holding a number or a boolean (`{ claim: 1 }`, `{ price }`: most events), kept once for every
+ * event that has the same: each object kept for good is work for every GC (issue 36). Never a string: the table
+ * outlives the events (it is shared by every store of the process), and a provider's text must go when its generation
+ * is removed. Bounded: past `INTERNED_MAX` different ones, further data is kept as its own copy.
  */
 const interned = new Map<string, GenerationEvent['data']>();
 const INTERNED_MAX = 4096;
@@ -29,8 +30,9 @@ export function keptData(data: NewEvent['data']): GenerationEvent['data'] {
   if (fields === 1) {
     const value = (data as Record<string, unknown>)[name];
     const type = typeof value;
-    if ((type === 'string' && (value as string).length <= 64) || type === 'number' || type === 'boolean') {
-      const key = `${type}\u0000${name}\u0000${String(value)}`;
+    if (type === 'number' || type === 'boolean') {
+      // The value last, and never containing the separator: a name cannot make two data share a key. -0 is its own.
+      const key = `${name}\u0000${Object.is(value, -0) ? '-0' : String(value)}${type[0]}`;
       const shared = interned.get(key);
       if (shared !== undefined) return shared;
       if (interned.size < INTERNED_MAX) {
