@@ -10,12 +10,15 @@ import type { Expectation, GenerationPatch, NewEvent } from '../ports/store.js';
 const NO_DATA: GenerationEvent['data'] = Object.freeze({}) as GenerationEvent['data'];
 
 /**
- * Event data of one field holding a number or a boolean (`{ claim: 1 }`, `{ price }`: most events), kept once for every
- * event that has the same: each object kept for good is work for every GC (issue 36). Never a string: the table
- * outlives the events (it is shared by every store of the process), and a provider's text must go when its generation
- * is removed. Bounded: past `INTERNED_MAX` different ones, further data is kept as its own copy.
+ * Event data of one field holding a number or a boolean (`{ claim: 1 }`, `{ price }`: most events), and a record's
+ * progress (`{ fraction: 1 }` on every completed one), kept once for every event or record that has the same: each
+ * object kept for good is work for every GC (issue 36). Never a string: the table outlives the events (it is shared by
+ * every store of the process), and a provider's text must go when its generation is removed. By field name, then
+ * value: a Map compares numbers as SameValueZero, so -0 is never shared (it keeps its own copy, and stays -0). Bounded:
+ * past `INTERNED_MAX` different ones, further data is kept as its own copy.
  */
-const interned = new Map<string, GenerationEvent['data']>();
+const interned = new Map<string, Map<number | boolean, GenerationEvent['data']>>();
+let internedCount = 0;
 const INTERNED_MAX = 4096;
 
 /** An event's data as the store keeps it: the one shared empty object, a shared frozen one (see `interned`), or its own copy. */
@@ -29,15 +32,15 @@ export function keptData(data: NewEvent['data']): GenerationEvent['data'] {
   if (fields === 0) return NO_DATA;
   if (fields === 1) {
     const value = (data as Record<string, unknown>)[name];
-    const type = typeof value;
-    if (type === 'number' || type === 'boolean') {
-      // The value last, and never containing the separator: a name cannot make two data share a key. -0 is its own.
-      const key = `${name}\u0000${Object.is(value, -0) ? '-0' : String(value)}${type[0]}`;
-      const shared = interned.get(key);
+    if (typeof value === 'boolean' || (typeof value === 'number' && !Object.is(value, -0))) {
+      let byValue = interned.get(name);
+      const shared = byValue?.get(value);
       if (shared !== undefined) return shared;
-      if (interned.size < INTERNED_MAX) {
+      if (internedCount < INTERNED_MAX) {
+        if (byValue === undefined) interned.set(name, (byValue = new Map()));
         const kept = Object.freeze({ [name]: value }) as GenerationEvent['data'];
-        interned.set(key, kept);
+        byValue.set(value, kept);
+        internedCount++;
         return kept;
       }
     }
@@ -58,14 +61,18 @@ export function holds(record: GenerationRecord, expect: Expectation, now: number
   return true;
 }
 
-/** Writes a patch onto a record: `null` clears a field, an absent key leaves it. Values are copied in. */
+/**
+ * Writes a patch onto a record: `null` clears a field, an absent key leaves it. Values are copied in (a progress of
+ * one number is shared, as event data is: `keptData`; reads copy it). The patch is the Lifecycle's own plain object:
+ * its keys are walked without a key array (issue 36).
+ */
 export function apply(record: GenerationRecord, patch: GenerationPatch): void {
   const target = record as unknown as Record<string, unknown>;
-  for (const key of Object.keys(patch) as Array<keyof GenerationPatch>) {
-    const value = patch[key];
+  for (const key in patch) {
+    const value = patch[key as keyof GenerationPatch];
     if (value === undefined) continue;
     if (value === null) delete target[key];
-    else target[key] = cloneJson(value);
+    else target[key] = key === 'progress' ? keptData(value as NewEvent['data']) : cloneJson(value);
   }
 }
 
@@ -78,7 +85,8 @@ export function cloneJson(value: unknown): unknown {
   if (proto !== Object.prototype && proto !== null) return structuredClone(value);
   const out: Record<string, unknown> = {};
   const src = value as Record<string, unknown>;
-  for (const k of Object.keys(src)) out[k] = cloneJson(src[k]);
+  // Own keys only (an enumerable property on Object.prototype is not copied in), without a key array (issue 36).
+  for (const k in src) if (Object.hasOwn(src, k)) out[k] = cloneJson(src[k]);
   return out;
 }
 

@@ -60,7 +60,7 @@ export class Heap {
     while (i > 0) {
       const p = (i - 1) >> 1;
       if (!before(a[i]!, a[p]!)) break;
-      [a[i], a[p]] = [a[p]!, a[i]!];
+      swap(a, i, p);
       i = p;
     }
   }
@@ -78,7 +78,7 @@ export class Heap {
         if (l < a.length && before(a[l]!, a[m]!)) m = l;
         if (r < a.length && before(a[r]!, a[m]!)) m = r;
         if (m === i) break;
-        [a[i], a[m]] = [a[m]!, a[i]!];
+        swap(a, i, m);
         i = m;
       }
     }
@@ -86,3 +86,10 @@ export class Heap {
   }
 }
 
+
+/** Swaps two entries in place (not by destructuring, which builds an array per swap where V8 does not optimise it away: issue 36). */
+function swap(a: Waiting[], i: number, j: number): void {
+  const t = a[i]!;
+  a[i] = a[j]!;
+  a[j] = t;
+}
