@@ -28,33 +28,63 @@ export class GenerationLog {
     return this.store.settlesFor?.(ledger) === true;
   }
 
-  /** One compare-and-set with its event; the record after it, or null when its expectation did not hold. */
-  async change(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
-    const after = await this.store.update(id, change);
+  /*
+   * Each write below wakes the feed's readers once it committed, in a `then` with a callback made once, not an async
+   * function: an await keeps a suspended frame (~0.3 KB a call), and the change and the insert are on every
+   * generation's path (issue 36). A store that throws instead of rejecting still gives a rejected promise.
+   */
+  private readonly changed = (after: GenerationRecord | null): GenerationRecord | null => {
     if (after) this.feed.committed();
     return after;
+  };
+  private readonly changedMembers = (after: GenerationRecord[]): GenerationRecord[] => {
+    if (after.length > 0) this.feed.committed();
+    return after;
+  };
+  private readonly inserted = (inserted: 'inserted' | 'limit_reached'): 'inserted' | 'limit_reached' => {
+    if (inserted === 'inserted') this.feed.committed();
+    return inserted;
+  };
+  private readonly insertedReserved = (outcome: ReserveResult | 'limited'): ReserveResult | 'limited' => {
+    if (outcome === 'ok') this.feed.committed();
+    return outcome;
+  };
+
+  /** One compare-and-set with its event; the record after it, or null when its expectation did not hold. */
+  change(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
+    try {
+      return this.store.update(id, change).then(this.changed);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** The same change on every member of a batch whose expectation holds, in one atomic step; the records after it. */
-  async changeBatchMembers(batchId: string, change: GenerationChange): Promise<GenerationRecord[]> {
-    const after = await this.store.updateBatchMembers(batchId, change);
-    if (after.length > 0) this.feed.committed();
-    return after;
+  changeBatchMembers(batchId: string, change: GenerationChange): Promise<GenerationRecord[]> {
+    try {
+      return this.store.updateBatchMembers(batchId, change).then(this.changedMembers);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** A new generation with its `created` event (refused when its owner is at `maxUnfinishedPerOwner`). */
-  async insert(gen: NewGeneration, event: NewEvent, options: InsertOptions): Promise<'inserted' | 'limit_reached'> {
-    const inserted = await this.store.insert(gen, event, options);
-    if (inserted === 'inserted') this.feed.committed();
-    return inserted;
+  insert(gen: NewGeneration, event: NewEvent, options: InsertOptions): Promise<'inserted' | 'limit_reached'> {
+    try {
+      return this.store.insert(gen, event, options).then(this.inserted);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** The ledger's reserve and the insert with its event in one atomic step (only when `settlesFor` the ledger). */
-  async insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'> {
-    if (!this.store.insertReserved) throw new Error('this store cannot reserve and insert in one step');
-    const outcome = await this.store.insertReserved(gen, event, reserve);
-    if (outcome === 'ok') this.feed.committed();
-    return outcome;
+  insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'> {
+    try {
+      if (!this.store.insertReserved) throw new Error('this store cannot reserve and insert in one step');
+      return this.store.insertReserved(gen, event, reserve).then(this.insertedReserved);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** A batch and all its generations with their events, in one atomic step. */

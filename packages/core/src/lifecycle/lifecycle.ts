@@ -13,8 +13,6 @@ import { BatchCompletion } from './batch-completion.js';
 import { GenerationLog } from './generation-log.js';
 import { LifecycleObserver } from './observer.js';
 
-/** Kept for the files that imported it from here (http/batch-schemas.ts, openapi/batches.ts, index.ts); the rule is the domain's. */
-
 import type { FailRequest, CompleteRequest, ReserveKey, Tenant, Finishing, RecoveryDecision } from './lifecycle-types.js';
 export type { FailRequest, CompleteRequest, ReserveKey, Tenant, Finishing, RecoveryDecision } from './lifecycle-types.js';
 
@@ -24,6 +22,7 @@ function missedDeadline(rec: GenerationRecord, now: number): FailRequest | null 
   return { cause: 'deadline_passed', reason: 'its deadline passed before it started', publicMessage: 'The deadline passed before spare capacity ran this generation.' };
 }
 
+const WHOLE = Object.freeze({ fraction: 1 }); // A completed generation's progress: one for all (stores copy what they keep).
 /** The states a change may start from, and the lease it needs. Every transition of a generation is one of these. */
 const FROM = {
   /** A worker's own claim: it holds the lease. */
@@ -78,12 +77,12 @@ export class Lifecycle {
    * organisation's budget and in-flight cap, and with `maxInFlight` (only when `ledgerHoldsInFlight`) the user's cap
    * (402 or 429 when any would be passed, nothing held). Answers the owner's organisation, which its job carries.
    */
-  async reserve(userId: string, item: ReserveItem, key: ReserveKey | undefined, now: number, retryAfterSeconds = 1, maxInFlight?: number): Promise<Tenant | undefined> {
+  reserve(userId: string, item: ReserveItem, key: ReserveKey | undefined, now: number, retryAfterSeconds = 1, maxInFlight?: number): Promise<Tenant | undefined> {
     const options = this.reserveOptions(key, now);
     if (item.modelId !== undefined) options.modelId = item.modelId;
     if (maxInFlight !== undefined) options.maxInFlight = maxInFlight;
-    const answer = await this.ledger.reserve(userId, item.generationId, item.amount, now, options);
-    return this.admitted(answer, key, () => ({ now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, ...(maxInFlight !== undefined ? { userMaxInFlight: maxInFlight } : {}) }));
+    // A `then`, not an await (issue 36); called only inside a create's promise chain, where a throw is a rejection.
+    return this.ledger.reserve(userId, item.generationId, item.amount, now, options).then((answer) => this.admitted(answer, key, () => ({ now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, ...(maxInFlight !== undefined ? { userMaxInFlight: maxInFlight } : {}) })));
   }
 
   /**
@@ -297,27 +296,28 @@ export class Lifecycle {
    * Completes a generation this instance holds and settles its charge (`completionCharge`: never more than its
    * reserve). False when refused (lease lost, cancelled).
    */
-  async complete(gen: Finishing & Pick<GenerationRecord, 'reserved'>, result: CompleteRequest): Promise<boolean> {
+  complete(gen: Finishing & Pick<GenerationRecord, 'reserved'>, result: CompleteRequest): Promise<boolean> {
     const served = result.servedBy ? this.registry.priceOf(result.servedBy.model, result.servedBy.settings) : undefined;
     const price = completionCharge(gen.reserved, result.reportedPrice, served);
     const now = this.options.clock.now();
     const lifeEndsAt = lifeEnd(gen.expiresAfterSeconds, now);
     // Whatever the provider last reported, a completed generation is done: its progress is whole. The optional fields
     // are added one by one, in this order, rather than spread in (V8's slow path and a temporary each: issue 36).
-    const set: GenerationPatch = { status: 'completed', price, finishedAt: now, progress: { fraction: 1 } };
+    const set: GenerationPatch = { status: 'completed', price, finishedAt: now, progress: WHOLE };
     if (lifeEndsAt !== undefined) set.lifeEndsAt = lifeEndsAt;
     if (result.resultText !== undefined) set.resultText = result.resultText;
     if (result.resultKey !== undefined) set.resultKey = result.resultKey;
     if (result.servedBy !== undefined) set.servedModelId = result.servedBy.model.info.modelId;
     // The settle in the change's own step when the store can (Postgres: the finish is one statement, issue 36).
     const settles = this.log.settlesFor(this.ledger);
-    const done = await this.log.change(gen.id, this.finishing(set, { type: 'completed', data: { price } }, now, settles, price));
-    if (!done) return false;
-    if (!settles) await this.ledger.settle(gen.id, price);
-    // Only a batch's member has a batch to finish: no promise (and no await) for the others.
-    if (done.batchId !== undefined) await this.batches.memberFinished(done);
-    this.observer.completed(done, price, now);
-    return true;
+    // Each step in a `then` of the last, not an await: no suspended frame on every generation's path (issue 36). Only
+    // a batch's member has a batch to finish (no promise for the others); the observer is told last.
+    return this.log.change(gen.id, this.finishing(set, { type: 'completed', data: { price } }, now, settles, price)).then((done) => {
+      if (!done) return false;
+      const told = (): boolean => this.observer.completed(done, price, now);
+      const finished = (): boolean | Promise<boolean> => (done.batchId !== undefined ? this.batches.memberFinished(done).then(told) : told());
+      return settles ? finished() : this.ledger.settle(gen.id, price).then(finished);
+    });
   }
 
   /** Fails a generation this instance holds. Returns the settled price, or null when refused. */

@@ -60,9 +60,11 @@ export class LifecycleObserver {
     this.telemetry.runStarted(rec.modelId, now - rec.createdAt);
   }
 
-  completed(rec: GenerationRecord, price: number, now: number): void {
+  /** Answers true: the completion it was told of stands (so a promise chain can end on it). */
+  completed(rec: GenerationRecord, price: number, now: number): true {
     this.telemetry.generationFinished(rec.modelId, 'completed', '', price, rec.startedAt === undefined ? undefined : now - rec.startedAt);
     if (this.logs) this.logger.info({ generationId: rec.id, status: 'completed', price }, 'generation completed');
+    return true;
   }
 
   failed(rec: GenerationRecord, price: number, code: FailureCode, reason: string, now: number): void {

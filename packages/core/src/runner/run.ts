@@ -87,8 +87,9 @@ export interface ReporterSinks {
 /**
  * The `ctx` a provider gets. A class, so a run builds it as cheaply as a plain object: `signal` is a getter on the
  * prototype that makes the run's AbortSignal on first read (see job-signal.ts), where a getter in an object literal
- * would cost a runtime call per run. Every other member is an own property (`progress`, `output.append`,
- * `output.preview` and `files.put` are bound functions, safe to pass around on their own).
+ * would cost a runtime call per run. `progress` and `output` are getters too, which bind their functions on first
+ * read (most providers read neither: three bound functions and an object less per run, issue 36); what they answer is
+ * bound, as `files.put` is, so safe to pass around on its own, and the same on every read.
  *
  * Most providers never report progress or partial output, so the reporters (progress.ts, output-stream.ts) and the
  * output's sink are made on the first report, not for every run (issue 36); `progress` and `output` forward to them.
@@ -99,14 +100,14 @@ export class RunContext implements GenerationContext {
   readonly deadline: number;
   readonly claim: number;
   readonly logger: Logger;
-  readonly progress: GenerationContext['progress'];
-  readonly output: GenerationContext['output'];
   readonly #abort: JobAbort;
   readonly #sinks: ReporterSinks;
   #progress: ProgressReporter | undefined = undefined;
   #output: OutputReporter | undefined = undefined;
   #progressStopped = false;
   #outputStopped = false;
+  #progressFn: GenerationContext['progress'] | undefined = undefined;
+  #outputFns: GenerationContext['output'] | undefined = undefined;
 
   constructor(
     run: Run,
@@ -119,8 +120,14 @@ export class RunContext implements GenerationContext {
     this.logger = run.log;
     this.#abort = run.abort;
     this.#sinks = sinks;
-    this.progress = this.#report.bind(this);
-    this.output = { append: this.#append.bind(this), preview: this.#preview.bind(this) };
+  }
+
+  get progress(): GenerationContext['progress'] {
+    return (this.#progressFn ??= this.#report.bind(this));
+  }
+
+  get output(): GenerationContext['output'] {
+    return (this.#outputFns ??= { append: this.#append.bind(this), preview: this.#preview.bind(this) });
   }
 
   get signal(): AbortSignal {

@@ -20,6 +20,8 @@ export { decodeCursor, encodeCursor } from '../domain/paging.js';
 export { keyAllows } from './admission.js';
 export type { GenerationUseCases } from './types.js';
 
+const created = (generationId: string): { generationId: string } => ({ generationId });
+
 export function isGenerationStatus(s: string): s is GenerationStatus {
   return (GENERATION_STATUSES as readonly string[]).includes(s);
 }
@@ -60,12 +62,30 @@ export class Generations implements GenerationUseCases {
   /**
    * With `options.key`, the key's model allow-list and budget apply. `basis`, when given, is what an Idempotency-Key's
    * request is recognised by instead of the settings (the OpenAI surface's uploads: by their bytes, not their URLs).
+   * Not an async function: a create without a webhook to check waits on nothing before the Lifecycle's, so it keeps no
+   * suspended frame of its own (issue 36); a refusal is still a rejected promise, never a throw.
    */
-  async create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}, basis?: unknown): Promise<{ generationId: string }> {
-    const { key, idempotencyKey, baseUrl } = options;
-    const caller: Caller = baseUrl !== undefined ? { userId, baseUrl } : { userId };
-    const { model, settings, price, priority, deadlineAt } = this.admission.priced(input, caller, key);
-    const webhook = input.webhook ? await this.admission.webhook(input.webhook) : undefined;
+  create(userId: string, input: CreateGenerationInput, options: CreateOptions = {}, basis?: unknown): Promise<{ generationId: string }> {
+    try {
+      const caller: Caller = options.baseUrl !== undefined ? { userId, baseUrl: options.baseUrl } : { userId };
+      const priced = this.admission.priced(input, caller, options.key);
+      if (input.webhook === undefined) return this.createPriced(userId, input, options, priced, undefined, basis);
+      return this.admission.webhook(input.webhook).then((webhook) => this.createPriced(userId, input, options, priced, webhook, basis));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** The create once admitted (model, settings, price) and its webhook checked. */
+  private createPriced(
+    userId: string,
+    input: CreateGenerationInput,
+    options: CreateOptions,
+    { model, settings, price, priority, deadlineAt }: Priced,
+    webhook: NewGenerationRequest['webhook'],
+    basis: unknown,
+  ): Promise<{ generationId: string }> {
+    const { key, idempotencyKey } = options;
     // The optional fields set one by one, only when given (conditional spreads build and copy an object each: issue 36).
     const request: NewGenerationRequest = { userId, modelId: input.modelId, settings, price, estimatedSeconds: model.info.estimatedGenerationTime };
     const reserveUnder = reserveKey(key);
@@ -76,7 +96,7 @@ export class Generations implements GenerationUseCases {
     // Stored only when asked: a normal create is stored as it was before priorities existed.
     if (input.priority !== undefined) request.priority = priority;
     if (deadlineAt !== undefined) request.deadlineAt = deadlineAt;
-    if (idempotencyKey === undefined) return { generationId: await this.creation.create(request) };
+    if (idempotencyKey === undefined) return this.creation.create(request).then(created);
     return this.idempotent.run({
       userId,
       key: idempotencyKey,
