@@ -201,8 +201,8 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
     expect(await service.get('alice', generationId)).toEqual({ status: 'processing' });
   });
 
-  it('ctx members work detached from ctx: progress, files.put and a destructured signal', async () => {
-    let seen: { aborted: boolean; hasProgress: boolean } | undefined;
+  it('ctx members work detached from ctx: progress, output.append, files.put and a destructured signal', async () => {
+    let seen: { aborted: boolean; hasProgress: boolean; same: boolean } | undefined;
     const store = new MemoryGenerationStore();
     const service = createGenerationService({
       store,
@@ -210,10 +210,13 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
         {
           models: [{ ...model, resultType: 'image' }],
           generate: async (_input, ctx) => {
-            const { progress, signal, files } = ctx;
+            const { progress, signal, files, output } = ctx;
             const { put } = files;
+            const { append } = output;
             progress(0.5, 'half');
-            seen = { aborted: signal.aborted, hasProgress: typeof progress === 'function' };
+            append('partial');
+            // Bound on first read (issue 36), and the same on every later read.
+            seen = { aborted: signal.aborted, hasProgress: typeof progress === 'function', same: ctx.progress === progress && ctx.output === output };
             return { file: await put(new Uint8Array([1, 2, 3]), 'image/png') };
           },
         },
@@ -225,8 +228,9 @@ describe('JobAbort (a run aborts without an AbortSignal until one is read)', () 
     await service.start();
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: { prompt: 'x' } });
     expect(await settled(service, generationId)).toMatchObject({ status: 'completed', price: 10 });
-    expect(seen).toEqual({ aborted: false, hasProgress: true });
-    const reported = (await store.eventsOf(generationId)).filter((e) => e.type === 'progress');
-    expect(reported.map((e) => e.data)).toEqual([{ fraction: 0.5, message: 'half' }]);
+    expect(seen).toEqual({ aborted: false, hasProgress: true, same: true });
+    const events = await store.eventsOf(generationId);
+    expect(events.filter((e) => e.type === 'progress').map((e) => e.data)).toEqual([{ fraction: 0.5, message: 'half' }]);
+    expect(events.filter((e) => e.type === 'output').map((e) => e.data)).toEqual([{ delta: 'partial' }]);
   });
 });

@@ -150,6 +150,26 @@ describe('MemoryGenerationStore owner lists (issue 36: an array per owner with g
     expect(Object.is(back[2]!.claim, -0)).toBe(true);
     expect(Object.is(back[3]!.claim, 0)).toBe(true);
   });
+
+  it("shares a record's progress of one number between records, and never hands it out", async () => {
+    const store = new MemoryGenerationStore();
+    const [a, b] = [{ ...gen(4), status: 'pending' as const }, { ...gen(5), status: 'pending' as const }];
+    for (const g of [a, b]) {
+      await store.insert(g, { type: 'created', data: {} });
+      await store.update(g.id, { expect: { status: ['pending'] }, set: { status: 'completed', progress: { fraction: 1 } }, now: 4000 });
+    }
+    const read = (await store.getById(a.id))!;
+    expect(read.progress).toEqual({ fraction: 1 });
+    expect(Object.isFrozen(read.progress)).toBe(false);
+    read.progress!.fraction = 0.25;
+    expect((await store.getById(a.id))!.progress).toEqual({ fraction: 1 });
+    expect((await store.getById(b.id))!.progress).toEqual({ fraction: 1 });
+    // A progress with a message is its own copy: changing what was given changes nothing kept.
+    const given = { fraction: 0.5, message: 'half' };
+    await store.update(b.id, { expect: { status: ['completed'] }, set: { progress: given }, now: 4001 });
+    given.message = 'changed';
+    expect((await store.getById(b.id))!.progress).toEqual({ fraction: 0.5, message: 'half' });
+  });
 });
 
 describe('MemoryBlobStore keys', () => {
