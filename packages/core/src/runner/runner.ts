@@ -1,5 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import { ModelRegistry } from '../domain/registry.js';
+import type { GenerationRecord } from '../domain/types.js';
 import { Lifecycle } from '../lifecycle/lifecycle.js';
 import { childLogger, silentLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
@@ -64,10 +65,18 @@ export class Runner {
     }
   }
 
-  private async claimAndRun(job: Job, abort: JobAbort, capacity: RunCapacity | undefined): Promise<void> {
+  /** The claim, then the run of what it claimed: each in a `then` of the last, not an await (issue 36: ~0.3 KB a frame). */
+  private claimAndRun(job: Job, abort: JobAbort, capacity: RunCapacity | undefined): Promise<void> {
     // The Lifecycle decides whether it may run at all (its model is there, it has not lost its worker too often).
-    const rec = await this.lifecycle.claim(job);
-    if (!rec) return; // Someone else holds it, it is finished, or it was given up: nothing to do.
+    // Refused: someone else holds it, it is finished, or it was given up; nothing to do.
+    try {
+      return this.lifecycle.claim(job).then((rec) => (rec ? this.runClaimed(rec, job, abort, capacity) : undefined));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  private runClaimed(rec: GenerationRecord, job: Job, abort: JobAbort, capacity: RunCapacity | undefined): Promise<void> | undefined {
     const model = this.registry.get(rec.modelId);
     if (!model) return; // Not reached: claim refuses a generation whose model is gone.
     // The run continues the create's trace (stored with the generation), on whichever instance it runs.
@@ -78,10 +87,11 @@ export class Runner {
         : { 'genservice.generation_id': rec.id, 'genservice.model': rec.modelId, 'genservice.claim': rec.claims };
     // With the default silent logger there is nothing to bind: no child (and its bindings) per run.
     const log = this.logger === silentLogger ? silentLogger : childLogger(this.logger, { generationId: rec.id, modelId: rec.modelId, claim: rec.claims });
-    // Counted as running; its time feeds the wait estimate of the generations still queued (details, event stream).
+    // Counted as running until the run settles; its time feeds the wait estimate of the generations still queued.
     const ended = this.telemetry.running();
+    let running: Promise<void>;
     try {
-      await this.telemetry.inSpan(
+      running = this.telemetry.inSpan(
         'genservice.run',
         attributes,
         () => {
@@ -90,8 +100,13 @@ export class Runner {
         },
         continuedContext(job.trace, rec.traceparent),
       );
-    } finally {
+    } catch (err) {
       ended();
+      throw err;
     }
+    return running.then(ended, (err: unknown) => {
+      ended();
+      throw err;
+    });
   }
 }
