@@ -15,16 +15,12 @@ import path from 'node:path';
 import { createGenerationService, MemoryApiKeyStore, MemoryLedger } from '@genservice/core';
 import { API_KEY, BALANCE, RUNNER_CONCURRENCY, USER_ID, VALID_BODY, noopProvider } from './lib/fixture.js';
 import { formatProfile, profileHere } from './lib/profile.js';
+import { settledCount } from './lib/settled.js';
 
 const n = Number(process.argv[2] ?? 20_000);
 const ledger = new MemoryLedger({ balances: { [USER_ID]: BALANCE } });
-let settled = 0;
-const settle = ledger.settle.bind(ledger);
-ledger.settle = async (id: string, amount: number) => {
-  const r = await settle(id, amount);
-  settled++;
-  return r;
-};
+// Counted from the user's account (lib/settled.ts): a replaced `settle` would change the path measured.
+const tokens = settledCount(ledger, USER_ID);
 const service = createGenerationService({
   providers: [noopProvider],
   limits: { inFlightPerUser: 10_000_000 },
@@ -37,7 +33,7 @@ await service.start();
 const req = { method: 'POST', path: '/v1/generations', headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' }, body: VALID_BODY };
 
 async function round(count: number): Promise<number> {
-  const target = settled + count;
+  const target = (await tokens.settled()) + count;
   const cpu0 = process.cpuUsage();
   let next = 0;
   await Promise.all(
@@ -49,7 +45,7 @@ async function round(count: number): Promise<number> {
       }
     }),
   );
-  while (settled < target) await new Promise((r) => setImmediate(r));
+  while ((await tokens.settled()) < target) await new Promise((r) => setImmediate(r));
   const cpu = process.cpuUsage(cpu0);
   return (cpu.user + cpu.system) / count;
 }

@@ -224,13 +224,15 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
   const port = <T>(token: symbol, given: T | undefined, fallback: () => T): void => {
     c.register(token, { useValue: given !== undefined ? given : fallback() });
   };
-  port(TOKENS.Store, options.store, () => new MemoryGenerationStore());
+  const store = options.store ?? new MemoryGenerationStore();
+  port(TOKENS.Store, store, () => store);
   // Every client-facing read goes through the expiry check (the service's retention, or a life asked for at create),
   // so an expired generation reads as deleted before the sweep has removed it.
   const reads = new ExpiringReads(c.resolve<GenerationStore>(TOKENS.Store), resolved.retention.finishedTtlMs, () => clock.now());
   c.register(TOKENS.Store, { useValue: reads });
   c.register(ExpiringReads, { useValue: reads });
   port(TOKENS.Ledger, options.ledger, () => new MemoryLedger({ clock }));
+  linkMemoryPorts(store, c.resolve(TOKENS.Ledger));
   port(TOKENS.Blobs, options.blobs, () => new MemoryBlobStore());
   port(TOKENS.Idempotency, options.idempotency, () => new MemoryIdempotencyStore());
   port(TOKENS.Queue, options.queue, () => new InProcessQueue({ clock }));
@@ -342,4 +344,18 @@ export function createGenerationService(options: GenerationServiceOptions): Gene
     ),
   });
   return c.resolve(GenerationServiceImpl);
+}
+
+/**
+ * A memory store holds and settles a memory ledger's reserves in its own steps (memory/in-store-ledger.ts), as the
+ * Postgres store does the Postgres ledger's, unless a method either uses was replaced (a subclass's or a test's own
+ * `reserve`, `settle`, `insert` or `update` is then what runs, as it was asked).
+ */
+function linkMemoryPorts(store: unknown, ledger: unknown): void {
+  if (!(store instanceof MemoryGenerationStore) || !(ledger instanceof MemoryLedger)) return;
+  const s = MemoryGenerationStore.prototype;
+  const l = MemoryLedger.prototype;
+  const storeOwn = store.insert === s.insert && store.insertReserved === s.insertReserved && store.update === s.update && store.updateBatchMembers === s.updateBatchMembers;
+  const ledgerOwn = ledger.reserve === l.reserve && ledger.reserveNow === l.reserveNow && ledger.settle === l.settle && ledger.settleNow === l.settleNow && ledger.release === l.release;
+  if (storeOwn && ledgerOwn) store.settleWith(ledger);
 }

@@ -1,16 +1,9 @@
 import { apply, cloneJson, copy, copyBatch, holds, keptData } from './records.js';
 import type { BatchCounts, BatchRecord, GenerationEvent, GenerationRecord, GenerationStatus } from '../domain/types.js';
 import { GENERATION_STATUSES } from '../domain/types.js';
-import type {
-  FeedPage,
-  GenerationChange,
-  GenerationStore,
-  InsertOptions,
-  ListQuery,
-  NewBatch,
-  NewEvent,
-  NewGeneration,
-} from '../ports/store.js';
+import type { ReserveResult } from '../ports/ledger.js';
+import type { FeedPage, GenerationChange, GenerationStore, InsertOptions, InsertReserve, ListQuery, NewBatch, NewEvent, NewGeneration } from '../ports/store.js';
+import { type InStoreLedger, reserveInStore, settleInStore } from './in-store-ledger.js';
 
 /**
  * GenerationStore held in a Map, for tests and single-process hosts.
@@ -46,6 +39,28 @@ export class MemoryGenerationStore implements GenerationStore {
   /** Unfinished generations per owner, for the in-flight cap without a scan. */
   private readonly unfinished = new Map<string, number>();
   private readonly batches = new Map<string, BatchRecord>();
+  /** The memory ledger whose reserves this store holds and settles in its own steps (in-store-ledger.ts). */
+  private settling: InStoreLedger | undefined;
+
+  /**
+   * Lets this store's creates hold, and its changes settle, `ledger`'s reserves in the same step, as the Postgres store
+   * does. A store keeps the first ledger it was linked to: true when `ledger` is that one.
+   */
+  settleWith(ledger: InStoreLedger): boolean {
+    this.settling ??= ledger;
+    return this.settling === ledger;
+  }
+
+  settlesFor(ledger: unknown): boolean {
+    return ledger !== undefined && ledger === this.settling;
+  }
+
+  async insertReserved(gen: NewGeneration, event: NewEvent, reserve: InsertReserve): Promise<ReserveResult | 'limited'> {
+    if (this.entries.has(gen.id)) throw new Error(`Generation ${gen.id} already exists`);
+    const held = reserveInStore(this.settling, gen, reserve);
+    if (held === 'ok') this.put(gen, event);
+    return held;
+  }
 
   private append(entry: Entry, event: NewEvent, at: number): void {
     const pos = ++this.position;
@@ -192,12 +207,14 @@ export class MemoryGenerationStore implements GenerationStore {
   async update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
     const entry = this.entries.get(id);
     if (!entry || !holds(entry.record, change.expect, change.now)) return null;
+    const settles = settleInStore(this.settling, change);
     const record = entry.record;
     const wasFinished = record.finishedAt !== undefined;
     apply(record, change.set);
     record.updatedAt = change.now;
     if (!wasFinished && record.finishedAt !== undefined) this.finished(record.ownerId);
     if (change.event) this.append(entry, change.event, change.now);
+    settles?.settleNow(id, change.settle!, change.now);
     return copy(record);
   }
 
@@ -216,6 +233,7 @@ export class MemoryGenerationStore implements GenerationStore {
   /** One synchronous step over the batch's members: nothing else runs in between. */
   async updateBatchMembers(batchId: string, change: GenerationChange): Promise<GenerationRecord[]> {
     const out: GenerationRecord[] = [];
+    const settles = settleInStore(this.settling, change);
     for (const id of this.batches.get(batchId)?.generationIds ?? []) {
       const entry = this.entries.get(id);
       if (!entry || entry.record.batchId !== batchId || !holds(entry.record, change.expect, change.now)) continue;
@@ -225,6 +243,7 @@ export class MemoryGenerationStore implements GenerationStore {
       record.updatedAt = change.now;
       if (!wasFinished && record.finishedAt !== undefined) this.finished(record.ownerId);
       if (change.event) this.append(entry, change.event, change.now);
+      settles?.settleNow(id, change.settle!, change.now);
       out.push(copy(record));
     }
     return out;

@@ -96,14 +96,14 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     for (const [userId, amount] of Object.entries(options.balances ?? {})) this.creditNow(userId, amount, 'balance');
   }
 
-  async reserve(
-    userId: string,
-    generationId: string,
-    amount: number,
-    now: number = this.clock.now(),
-    options: ReserveOptions = {},
-  ): Promise<ReserveResult | ReserveOutcome> {
+  async reserve(userId: string, generationId: string, amount: number, now: number = this.clock.now(), options: ReserveOptions = {}): Promise<ReserveResult | ReserveOutcome> {
+    return this.reserveNow(userId, generationId, amount, now, options) as ReserveResult | ReserveOutcome;
+  }
+
+  /** `reserve` in one synchronous step; `inStore` (the memory store's, `settleWith`): 'limited' when the owner has more limits. */
+  reserveNow(userId: string, generationId: string, amount: number, now: number, options: ReserveOptions, inStore = false): ReserveResult | ReserveOutcome | 'limited' {
     assertAmount(amount, 'reserve amount');
+    if (inStore && ((this.orgs.used && this.orgs.of(userId)) || (this.userLimitsOf.used && this.userLimitsOf.of(userId)))) return 'limited';
     const existing = this.reserves.get(generationId) ?? this.settledReserves.get(generationId);
     if (existing) {
       if (existing.userId !== userId) {
@@ -146,7 +146,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     if (options.maxInFlight !== undefined && open + items.length > options.maxInFlight) return this.outcome('in_flight_limit', 'user', org, mine);
     let window: string | undefined;
     if (limit) {
-      window = windowKey(options.keyId!, limit.windowStart);
+      window = `${options.keyId!}\u0000${limit.windowStart}`;
       if ((this.keySpent.get(window) ?? 0) + total > limit.amount) return this.outcome('budget_exceeded', 'key', org, mine);
     }
     const keyCap = options.keyId !== undefined ? options.keyMaxInFlight : undefined;
@@ -197,6 +197,11 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   }
 
   async settle(generationId: string, amount: number, now: number = this.clock.now()): Promise<number | null> {
+    return this.settleNow(generationId, amount, now);
+  }
+
+  /** `settle` as one synchronous step (also the memory store's, inside a change that carries it). */
+  settleNow(generationId: string, amount: number, now: number): number | null {
     if (!Number.isFinite(amount)) throw new RangeError(`settle amount must be a finite number, got ${amount}`);
     const reserve = this.reserves.get(generationId);
     if (!reserve) return this.settledReserves.get(generationId)?.charged ?? null;
@@ -259,7 +264,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   }
 
   async keySpend(keyId: string, windowStart: number): Promise<number> {
-    return this.keySpent.get(windowKey(keyId, windowStart)) ?? 0;
+    return this.keySpent.get(`${keyId}\u0000${windowStart}`) ?? 0;
   }
 
   async usage(userId: string, query: UsageQuery): Promise<UsageReport> {
@@ -383,10 +388,6 @@ function addCell(cells: Map<string, UsageCell>, cellKey: string, reserve: Reserv
       tokens: charged,
     });
   }
-}
-
-function windowKey(keyId: string, windowStart: number): string {
-  return `${keyId}\u0000${windowStart}`;
 }
 
 function assertAmount(amount: number, what: string): void {
