@@ -1,4 +1,5 @@
 export { MemoryGenerationStore } from './generation-store.js';
+export type { InStoreLedger } from './in-store-ledger.js';
 export { MemoryLedger, type MemoryLedgerOptions } from './ledger.js';
 export { MemoryApiKeyStore, hashApiKey, type MemoryApiKeyStoreOptions } from './api-keys.js';
 export { MemoryIdempotencyStore } from './idempotency.js';
