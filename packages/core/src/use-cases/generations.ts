@@ -69,7 +69,7 @@ export class Generations implements GenerationUseCases {
     try {
       const caller: Caller = options.baseUrl !== undefined ? { userId, baseUrl: options.baseUrl } : { userId };
       const priced = this.admission.priced(input, caller, options.key);
-      if (input.webhook === undefined) return this.createPriced(userId, input, options, priced, undefined, basis);
+      if (!input.webhook) return this.createPriced(userId, input, options, priced, undefined, basis);
       return this.admission.webhook(input.webhook).then((webhook) => this.createPriced(userId, input, options, priced, webhook, basis));
     } catch (err) {
       return Promise.reject(err);
