@@ -17,6 +17,7 @@ import {
 import type { GenerationStore } from '@genservice/core/ports';
 import { createSqliteStores, type SqliteStores } from '@genservice/store-sqlite';
 import { BALANCE, MODEL_ID, SETTINGS, USER_ID, noopProvider } from '../lib/fixture.js';
+import { settledCount } from '../lib/settled.js';
 import { SQLITE_INSERT } from './stores.js';
 
 export interface Latency {
@@ -230,14 +231,9 @@ export async function scaleSqlite(dir: string, small: number, large: number, sam
  * its result text, lease and settled reserve.
  */
 export async function memoryPerGeneration(count: number, completed: boolean): Promise<number> {
-  let settled = 0;
-  class Counting extends MemoryLedger {
-    override async settle(id: string, amount: number): Promise<number | null> {
-      const r = await super.settle(id, amount);
-      settled++;
-      return r;
-    }
-  }
+  // Counted from the user's account (lib/settled.ts): a replaced `settle` would take the service off the in-store path.
+  const ledger = new MemoryLedger({ balances: { [USER_ID]: BALANCE } });
+  const tokens = settledCount(ledger, USER_ID);
   // The host keeps the store it passes in (the service exposes no store getter).
   const store = new MemoryGenerationStore();
   const service = createGenerationService({
@@ -245,7 +241,7 @@ export async function memoryPerGeneration(count: number, completed: boolean): Pr
     limits: { inFlightPerUser: 100_000_000 },
     providers: [noopProvider],
     store,
-    ledger: new Counting({ balances: { [USER_ID]: BALANCE } }),
+    ledger,
     runner: { enabled: completed },
     recovery: { onStart: false, intervalMs: 0 },
   });
@@ -253,12 +249,13 @@ export async function memoryPerGeneration(count: number, completed: boolean): Pr
   try {
     // One generation first, so that lazily built structures are not counted against the measured ones.
     await service.create(USER_ID, { modelId: MODEL_ID, settings: SETTINGS });
-    for (let i = 0; i < 1000 && completed && settled < 1; i++) await new Promise((r) => setTimeout(r, 5));
+    for (let i = 0; i < 1000 && completed && (await tokens.settled()) < 1; i++) await new Promise((r) => setTimeout(r, 5));
     gc();
     const before = process.memoryUsage().heapUsed;
     for (let i = 0; i < count; i++) await service.create(USER_ID, { modelId: MODEL_ID, settings: SETTINGS });
     if (completed) {
-      for (let i = 0; i < 60_000 && settled < count + 1; i++) await new Promise((r) => setTimeout(r, 5));
+      for (let i = 0; i < 60_000 && (await tokens.settled()) < count + 1; i++) await new Promise((r) => setTimeout(r, 5));
+      const settled = await tokens.settled();
       if (settled < count + 1) throw new Error(`memory: only ${settled} of ${count + 1} completed`);
     }
     gc();
