@@ -12,7 +12,7 @@ import {
   MemoryIdempotencyStore,
   MemoryLedger,
 } from '@genservice/core';
-import { runAuditLogContract, runBlobStoreContract, runCapacityContract, runPortContracts, runQueueContract } from '@genservice/testing';
+import { runAuditLogContract, runBlobStoreContract, runCapacityContract, runPortContracts, runQueueContract, runSettlingStoreContract } from '@genservice/testing';
 
 runPortContracts('memory', async () => ({
   store: new MemoryGenerationStore(),
@@ -21,6 +21,14 @@ runPortContracts('memory', async () => ({
   idempotency: new MemoryIdempotencyStore(),
   close: async () => undefined,
 }));
+
+// The memory store linked to a memory ledger, as createGenerationService links them.
+runSettlingStoreContract('memory', async () => {
+  const store = new MemoryGenerationStore();
+  const ledger = new MemoryLedger();
+  store.settleWith(ledger);
+  return { store, ledger, close: async () => undefined };
+});
 
 runBlobStoreContract('memory', async () => ({ blobs: new MemoryBlobStore(), close: async () => undefined }));
 

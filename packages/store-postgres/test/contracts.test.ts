@@ -1,6 +1,6 @@
 import { afterAll, beforeAll } from 'vitest';
 import pg from 'pg';
-import { runAuditLogContract, runCapacityContract, runPortContracts } from '@genservice/testing';
+import { runAuditLogContract, runCapacityContract, runPortContracts, runSettlingStoreContract } from '@genservice/testing';
 import { createPostgresStores } from '../src/index.js';
 import { createTestDatabase, randomName, type TestDatabase, quietPool } from './helpers.js';
 
@@ -29,6 +29,12 @@ runPortContracts('postgres', async () => {
     idempotency: stores.idempotency,
     close: () => stores.close(),
   };
+});
+
+// createPostgresStores links its store to its ledger (settleWith).
+runSettlingStoreContract('postgres', async () => {
+  const stores = await createPostgresStores({ pool, schema: randomName('settling') });
+  return { store: stores.store, ledger: stores.ledger, close: () => stores.close() };
 });
 
 runAuditLogContract('postgres', async () => {

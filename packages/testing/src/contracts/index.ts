@@ -13,6 +13,7 @@ export { runAuditLogContract, type AuditLogUnderTest } from './audit.js';
 export { runCapacityContract, type CapacityUnderTest } from './capacity.js';
 export { runBlobStoreContract } from './blob.js';
 export { runQueueContract, type QueueUnderTest } from './queue.js';
+export { runSettlingStoreContract, type SettlingPortsUnderTest } from './store-settling.js';
 export { runWebhookStoreContract, type WebhookStoreUnderTest } from './webhooks.js';
 export { runUploadStoreContract, type UploadStoreUnderTest } from './uploads.js';
 export { describeWebhookEndpointsEndToEnd, type WebhookEndpointStores } from './webhook-endpoints-e2e.js';
