@@ -238,7 +238,10 @@ describe('the usage chart', () => {
       await page.locator('#usage-refresh').click();
       const bars = page.locator('#usage svg g.usage-bar');
       await expect.poll(async () => (await usage()).data.length > 0 && (await bars.count()) === (await usage()).data.length).toBe(true);
-      const drawn = await page.locator('#usage svg').evaluate((svg) => {
+      // Read in one synchronous step from the chart on the page now: a handle resolved first could be a chart that a
+      // redraw (the load on connect landing after the refresh, or a width change) has just taken off the page.
+      const drawn = await page.evaluate(() => {
+        const svg = document.querySelector('#usage svg')!;
         const box = svg.getBoundingClientRect();
         return Array.from(svg.querySelectorAll('g.usage-bar')).map((g) => ({
           model: g.getAttribute('data-model'),
