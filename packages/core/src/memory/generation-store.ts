@@ -1,4 +1,5 @@
-import { apply, cloneJson, copy, copyBatch, holds, keptData } from './records.js';
+import { cloneJson, copyBatch, holds, keptData } from './records.js';
+import { apply, copy, StoredGeneration, Timestamps } from './stored-generation.js';
 import type { BatchCounts, BatchRecord, GenerationEvent, GenerationRecord, GenerationStatus } from '../domain/types.js';
 import { GENERATION_STATUSES } from '../domain/types.js';
 import type { ReserveResult } from '../ports/ledger.js';
@@ -13,7 +14,8 @@ import { type InStoreLedger, reserveInStore, settleInStore } from './in-store-le
  * that mutates what it got back cannot change the stored state.
  */
 export class MemoryGenerationStore implements GenerationStore {
-  private readonly entries = new Map<string, Entry>();
+  private readonly entries = new Map<string, StoredGeneration>();
+  private readonly times = new Timestamps();
   private order = 0;
   /**
    * The feed: every event in append order, one column per field (the event at index i is `logEntry[i]`'s, its
@@ -23,7 +25,7 @@ export class MemoryGenerationStore implements GenerationStore {
    * process appends and commits in one step, so positions follow the append order. `logSeq` could be found from the
    * entry's positions, but by a scan of them: a feed page over a long streamed output would cost its square.
    */
-  private readonly logEntry: Entry[] = [];
+  private readonly logEntry: StoredGeneration[] = [];
   private readonly logSeq: number[] = [];
   private readonly logType: GenerationEvent['type'][] = [];
   private readonly logAt: number[] = [];
@@ -62,29 +64,22 @@ export class MemoryGenerationStore implements GenerationStore {
     return held;
   }
 
-  private append(entry: Entry, event: NewEvent, at: number): void {
+  private append(entry: StoredGeneration, event: NewEvent, at: number): void {
     const pos = ++this.position;
-    // Up to 4 events, an array of exactly their positions (a push would give the first one room for 17, and every
-    // generation keeps its own); a longer history (streamed output) grows by push.
-    const positions = entry.positions;
-    const n = positions.length;
-    if (n === 0) entry.positions = [pos];
-    else if (n === 1) entry.positions = [positions[0]!, pos];
-    else if (n === 2) entry.positions = [positions[0]!, positions[1]!, pos];
-    else if (n === 3) entry.positions = [positions[0]!, positions[1]!, positions[2]!, pos];
-    else positions.push(pos);
     this.logEntry.push(entry);
-    this.logSeq.push(n + 1);
+    this.logSeq.push(entry.addPosition(pos));
     this.logType.push(event.type);
     this.logAt.push(at);
-    this.logData.push(keptData(event.data));
+    // A created event's `{ modelId }` is its generation's own: kept as a mark, not as an object per generation.
+    this.logData.push(event.type === 'created' && isModelOf(event.data, entry.modelId) ? MODEL_OF_RECORD : keptData(event.data));
     this.logPos.push(pos);
   }
 
   /** The caller's copy of the event at index `i` of the feed. */
   private eventAt(i: number): GenerationEvent {
-    const record = this.logEntry[i]!.record;
-    return { seq: this.logSeq[i]!, generationId: record.id, ownerId: record.ownerId, type: this.logType[i]!, at: this.logAt[i]!, data: cloneJson(this.logData[i]) as GenerationEvent['data'] };
+    const record = this.logEntry[i]!;
+    const data = this.logData[i];
+    return { seq: this.logSeq[i]!, generationId: record.id, ownerId: record.ownerId, type: this.logType[i]!, at: this.logAt[i]!, data: data === MODEL_OF_RECORD ? { modelId: record.modelId } : (cloneJson(data) as GenerationEvent['data']) };
   }
 
   /** The feed index of position `pos`, or of the first one after it (binary search: positions are in append order). */
@@ -131,7 +126,7 @@ export class MemoryGenerationStore implements GenerationStore {
     const counts = Object.fromEntries(GENERATION_STATUSES.map((s) => [s, 0])) as Record<GenerationStatus, number>;
     let price = 0;
     for (const id of this.batches.get(batchId)?.generationIds ?? []) {
-      const r = this.entries.get(id)?.record;
+      const r = this.entries.get(id);
       if (!r) continue;
       counts[r.status] += 1;
       if (r.finishedAt !== undefined) price += r.price ?? 0;
@@ -165,25 +160,7 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   private put(gen: NewGeneration, event: NewEvent): void {
-    const record: GenerationRecord = {
-      id: gen.id,
-      ownerId: gen.ownerId,
-      modelId: gen.modelId,
-      settings: cloneJson(gen.settings) as GenerationRecord['settings'],
-      status: gen.status,
-      reserved: gen.reserved,
-      claims: 0,
-      createdAt: gen.createdAt,
-      updatedAt: gen.createdAt,
-    };
-    if (gen.metadata !== undefined) record.metadata = { ...gen.metadata };
-    if (gen.webhook !== undefined) record.webhook = { url: gen.webhook.url, events: [...gen.webhook.events] };
-    if (gen.expiresAfterSeconds !== undefined) record.expiresAfterSeconds = gen.expiresAfterSeconds;
-    if (gen.batchId !== undefined) record.batchId = gen.batchId;
-    if (gen.traceparent !== undefined) record.traceparent = gen.traceparent;
-    if (gen.priority !== undefined) record.priority = gen.priority;
-    if (gen.deadlineAt !== undefined) record.deadlineAt = gen.deadlineAt;
-    const entry: Entry = { record, order: this.order++, positions: NO_POSITIONS, slot: 0 };
+    const entry = new StoredGeneration(gen, this.order++, this.times);
     this.entries.set(gen.id, entry);
     let owned = this.byOwner.get(gen.ownerId);
     if (!owned) this.byOwner.set(gen.ownerId, (owned = { entries: [], removed: 0 }));
@@ -195,25 +172,24 @@ export class MemoryGenerationStore implements GenerationStore {
 
   /** Answers at once (the port allows it); typed as the port is, so a subclass may answer with a promise. */
   get(id: string, ownerId: string): GenerationRecord | null | PromiseLike<GenerationRecord | null> {
-    const record = this.entries.get(id)?.record;
+    const record = this.entries.get(id);
     return record && record.ownerId === ownerId ? copy(record) : null;
   }
 
   async getById(id: string): Promise<GenerationRecord | null> {
-    const record = this.entries.get(id)?.record;
+    const record = this.entries.get(id);
     return record ? copy(record) : null;
   }
 
   async update(id: string, change: GenerationChange): Promise<GenerationRecord | null> {
-    const entry = this.entries.get(id);
-    if (!entry || !holds(entry.record, change.expect, change.now)) return null;
+    const record = this.entries.get(id);
+    if (!record || !holds(record, change.expect, change.now)) return null;
     const settles = settleInStore(this.settling, change);
-    const record = entry.record;
     const wasFinished = record.finishedAt !== undefined;
     apply(record, change.set);
     record.updatedAt = change.now;
     if (!wasFinished && record.finishedAt !== undefined) this.finished(record.ownerId);
-    if (change.event) this.append(entry, change.event, change.now);
+    if (change.event) this.append(record, change.event, change.now);
     settles?.settleNow(id, change.settle!, change.now);
     return copy(record);
   }
@@ -221,7 +197,7 @@ export class MemoryGenerationStore implements GenerationStore {
   async renewLeases(ids: readonly string[], holder: string, until: number, now: number): Promise<string[]> {
     const renewed: string[] = [];
     for (const id of ids) {
-      const record = this.entries.get(id)?.record;
+      const record = this.entries.get(id);
       if (!record || record.finishedAt !== undefined || record.leaseOwner !== holder || !(now < (record.leaseExpiresAt ?? -Infinity))) continue;
       record.leaseExpiresAt = until;
       record.updatedAt = now;
@@ -235,14 +211,13 @@ export class MemoryGenerationStore implements GenerationStore {
     const out: GenerationRecord[] = [];
     const settles = settleInStore(this.settling, change);
     for (const id of this.batches.get(batchId)?.generationIds ?? []) {
-      const entry = this.entries.get(id);
-      if (!entry || entry.record.batchId !== batchId || !holds(entry.record, change.expect, change.now)) continue;
-      const record = entry.record;
+      const record = this.entries.get(id);
+      if (!record || record.batchId !== batchId || !holds(record, change.expect, change.now)) continue;
       const wasFinished = record.finishedAt !== undefined;
       apply(record, change.set);
       record.updatedAt = change.now;
       if (!wasFinished && record.finishedAt !== undefined) this.finished(record.ownerId);
-      if (change.event) this.append(entry, change.event, change.now);
+      if (change.event) this.append(record, change.event, change.now);
       settles?.settleNow(id, change.settle!, change.now);
       out.push(copy(record));
     }
@@ -256,24 +231,23 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   async listUnfinished(limit: number, after?: string): Promise<GenerationRecord[]> {
-    const all = this.sorted((r) => r.finishedAt === undefined, (a, b) => a.record.createdAt - b.record.createdAt);
+    const all = this.sorted((r) => r.finishedAt === undefined, (a, b) => a.createdAt - b.createdAt);
     let start = 0;
     if (after !== undefined) {
       const anchor = this.entries.get(after);
       if (!anchor) return [];
-      start = all.findIndex((e) => e.record.createdAt > anchor.record.createdAt || (e.record.createdAt === anchor.record.createdAt && e.order > anchor.order));
+      start = all.findIndex((e) => e.createdAt > anchor.createdAt || (e.createdAt === anchor.createdAt && e.order > anchor.order));
       if (start === -1) return [];
     }
-    return all.slice(start, start + Math.max(0, limit)).map((e) => copy(e.record));
+    return all.slice(start, start + Math.max(0, limit)).map(copy);
   }
 
   async list(ownerId: string, query: ListQuery): Promise<GenerationRecord[]> {
     const owned = this.byOwner.get(ownerId);
     if (!owned || !(query.limit > 0)) return [];
-    const out: GenerationRecord[] = [];
-    for (const entry of owned.entries) {
-      if (entry === undefined) continue;
-      const r = entry.record;
+    const out: StoredGeneration[] = [];
+    for (const r of owned.entries) {
+      if (r === undefined) continue;
       if (query.status !== undefined && r.status !== query.status) continue;
       if (query.modelId !== undefined && r.modelId !== query.modelId) continue;
       if (query.batchId !== undefined && r.batchId !== query.batchId) continue;
@@ -285,9 +259,10 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   async eventsOf(generationId: string, after = 0): Promise<GenerationEvent[]> {
-    const positions = this.entries.get(generationId)?.positions ?? NO_POSITIONS;
+    const record = this.entries.get(generationId);
     const out: GenerationEvent[] = [];
-    for (let seq = Math.max(0, Math.floor(after)) + 1; seq <= positions.length; seq++) out.push(this.eventAt(this.indexOf(positions[seq - 1]!)));
+    if (record === undefined) return out;
+    for (let seq = Math.max(0, Math.floor(after)) + 1; seq <= record.events; seq++) out.push(this.eventAt(this.indexOf(record.positionOf(seq))));
     return out;
   }
 
@@ -307,22 +282,22 @@ export class MemoryGenerationStore implements GenerationStore {
   }
 
   async listFinishedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
-    const finished = this.sorted((r) => r.finishedAt !== undefined && r.finishedAt < before, (a, b) => a.record.finishedAt! - b.record.finishedAt!);
-    return finished.slice(0, Math.max(0, limit)).map((e) => copy(e.record));
+    const finished = this.sorted((r) => r.finishedAt !== undefined && r.finishedAt < before, (a, b) => a.finishedAt! - b.finishedAt!);
+    return finished.slice(0, Math.max(0, limit)).map(copy);
   }
 
   async listLifeEndedBefore(before: number, limit: number): Promise<GenerationRecord[]> {
-    const ended = this.sorted((r) => r.lifeEndsAt !== undefined && r.lifeEndsAt < before, (a, b) => a.record.lifeEndsAt! - b.record.lifeEndsAt!);
-    return ended.slice(0, Math.max(0, limit)).map((e) => copy(e.record));
+    const ended = this.sorted((r) => r.lifeEndsAt !== undefined && r.lifeEndsAt < before, (a, b) => a.lifeEndsAt! - b.lifeEndsAt!);
+    return ended.slice(0, Math.max(0, limit)).map(copy);
   }
 
   async remove(id: string, expect: { status: readonly GenerationStatus[] }): Promise<boolean> {
     const entry = this.entries.get(id);
-    if (!entry || !expect.status.includes(entry.record.status)) return false;
-    const { record } = entry;
+    if (!entry || !expect.status.includes(entry.status)) return false;
     this.entries.delete(id);
     this.unlist(entry);
-    if (record.finishedAt === undefined) this.finished(record.ownerId);
+    if (entry.finishedAt === undefined) this.finished(entry.ownerId);
+    entry.release();
     let w = 0;
     const n = this.logEntry.length;
     for (let i = 0; i < n; i++) {
@@ -348,51 +323,48 @@ export class MemoryGenerationStore implements GenerationStore {
 
   async countByStatus(): Promise<Record<GenerationStatus, number>> {
     const counts = Object.fromEntries(GENERATION_STATUSES.map((s) => [s, 0])) as Record<GenerationStatus, number>;
-    for (const { record } of this.entries.values()) counts[record.status] += 1;
+    for (const record of this.entries.values()) counts[record.status] += 1;
     return counts;
   }
 
   /** Takes a removed entry out of its owner's list; the list is compacted once more than half of it is gaps. */
-  private unlist(entry: Entry): void {
-    const owned = this.byOwner.get(entry.record.ownerId);
+  private unlist(entry: StoredGeneration): void {
+    const owned = this.byOwner.get(entry.ownerId);
     if (!owned || owned.entries[entry.slot] !== entry) return;
     owned.entries[entry.slot] = undefined;
     if (++owned.removed <= 64 || owned.removed * 2 <= owned.entries.length) return;
-    const kept: Entry[] = [];
+    const kept: StoredGeneration[] = [];
     for (const e of owned.entries) {
       if (e === undefined) continue;
       e.slot = kept.length;
       kept.push(e);
     }
-    if (kept.length === 0) this.byOwner.delete(entry.record.ownerId);
+    if (kept.length === 0) this.byOwner.delete(entry.ownerId);
     else {
       owned.entries = kept;
       owned.removed = 0;
     }
   }
 
-  private sorted(keep: (r: GenerationRecord) => boolean, compare: (a: Entry, b: Entry) => number): Entry[] {
-    const kept: Entry[] = [];
-    for (const entry of this.entries.values()) if (keep(entry.record)) kept.push(entry);
+  private sorted(keep: (r: StoredGeneration) => boolean, compare: (a: StoredGeneration, b: StoredGeneration) => number): StoredGeneration[] {
+    const kept: StoredGeneration[] = [];
+    for (const entry of this.entries.values()) if (keep(entry)) kept.push(entry);
     return kept.sort((a, b) => compare(a, b) || a.order - b.order);
   }
 }
 
-interface Entry {
-  record: GenerationRecord;
-  /** Insertion order: breaks createdAt ties, so "oldest first" is stable. */
-  order: number;
-  /** The feed positions of this generation's events; an event's `seq` is its index + 1. */
-  positions: number[];
-  /** Its index in its owner's `Owned.entries`. */
-  slot: number;
-}
-
 /** One owner's entries, in insertion order; `removed` counts the gaps removals left. */
 interface Owned {
-  entries: Array<Entry | undefined>;
+  entries: Array<StoredGeneration | undefined>;
   removed: number;
 }
 
-/** The event positions of a generation before its first: one empty array for all of them (never written to). */
-const NO_POSITIONS: number[] = Object.freeze([]) as unknown as number[];
+/** What a created event keeps when its data is its generation's `{ modelId }` (never handed out: read as that). */
+const MODEL_OF_RECORD: GenerationEvent['data'] = Object.freeze({}) as GenerationEvent['data'];
+
+/** Whether `data` is exactly `{ modelId }`. */
+function isModelOf(data: NewEvent['data'], modelId: string): boolean {
+  let fields = 0;
+  for (const key in data) if (++fields > 1 || key !== 'modelId') return false;
+  return fields === 1 && data.modelId === modelId;
+}

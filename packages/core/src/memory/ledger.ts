@@ -23,6 +23,7 @@ import type {
 } from '../ports/ledger.js';
 import { type UserHold, MemoryUserLimits } from './user-limits.js';
 import { type OrganizationHold, MemoryOrganizations } from './organizations.js';
+import { type Settled, SettledTable } from './settled.js';
 import { systemClock } from '../clock.js';
 import type { Clock } from '../ports/clock.js';
 import { assertTokenAmount, creditFits, MAX_TOKENS } from '../domain/amounts.js';
@@ -53,16 +54,6 @@ interface Reserve {
 }
 
 /**
- * What a settled (or released) reserve leaves: whose it was, so a second reserve of the id is still refused for
- * another user, and what it charged, which every later settle or release answers unchanged. Kept apart from the open
- * reserves, and this small: every generation leaves one for good (issue 36).
- */
-interface Settled {
-  userId: string;
-  charged: number;
-}
-
-/**
  * Ledger held in Maps. Each method checks and writes in one synchronous step, so concurrent reserves in one
  * process can never overdraw. Not shared between processes: use a SQL ledger for more than one instance.
  */
@@ -75,6 +66,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   /** Open reserves by generation id; a settle moves its reserve to `settledReserves`. */
   private readonly reserves = new Map<string, Reserve>();
   private readonly settledReserves = new Map<string, Settled>();
+  private readonly settledKinds = new SettledTable();
   /** Held plus charged, by key and window start. */
   private readonly keySpent = new Map<string, number>();
   /** Open reserves counted against their key's in-flight cap, by key. */
@@ -214,7 +206,7 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
       this.keySpent.set(reserve.window, (this.keySpent.get(reserve.window) ?? 0) - (reserve.amount - charged));
     }
     this.reserves.delete(generationId);
-    this.settledReserves.set(generationId, { userId: reserve.userId, charged });
+    this.settledReserves.set(generationId, this.settledKinds.of(reserve.userId, charged));
     this.inFlight.set(reserve.userId, (this.inFlight.get(reserve.userId) ?? 1) - 1);
     if (reserve.keyCounted) this.keyInFlight.set(reserve.keyId!, (this.keyInFlight.get(reserve.keyId!) ?? 0) - 1);
     if (reserve.user) this.userLimitsOf.settled(reserve.userId, reserve.user, reserve.amount, charged);

@@ -1,5 +1,5 @@
 import type { BatchRecord, GenerationEvent, GenerationRecord } from '../domain/types.js';
-import type { Expectation, GenerationPatch, NewEvent } from '../ports/store.js';
+import type { Expectation, NewEvent } from '../ports/store.js';
 
 /**
  * The memory store's records as it keeps them and hands them out: a caller gets copies, so nothing it does to what it
@@ -61,21 +61,6 @@ export function holds(record: GenerationRecord, expect: Expectation, now: number
   return true;
 }
 
-/**
- * Writes a patch onto a record: `null` clears a field, an absent key leaves it. Values are copied in (a progress of
- * one number is shared, as event data is: `keptData`; reads copy it). The patch is the Lifecycle's own plain object:
- * its keys are walked without a key array (issue 36).
- */
-export function apply(record: GenerationRecord, patch: GenerationPatch): void {
-  const target = record as unknown as Record<string, unknown>;
-  for (const key in patch) {
-    const value = patch[key as keyof GenerationPatch];
-    if (value === undefined) continue;
-    if (value === null) delete target[key];
-    else target[key] = key === 'progress' ? keptData(value as NewEvent['data']) : cloneJson(value);
-  }
-}
-
 /** Records hold validated JSON (strings, numbers, booleans, arrays, plain objects): a JSON-shaped deep copy is enough. */
 export function cloneJson(value: unknown): unknown {
   if (value === null || typeof value !== 'object') return value;
@@ -87,17 +72,6 @@ export function cloneJson(value: unknown): unknown {
   const src = value as Record<string, unknown>;
   // Own keys only (an enumerable property on Object.prototype is not copied in), without a key array (issue 36).
   for (const k in src) if (Object.hasOwn(src, k)) out[k] = cloneJson(src[k]);
-  return out;
-}
-
-/** A caller's copy of a record: it must not be able to change the store's state through it. */
-export function copy(record: GenerationRecord): GenerationRecord {
-  const out: GenerationRecord = { ...record, settings: cloneJson(record.settings) as GenerationRecord['settings'] };
-  if (record.metadata) out.metadata = { ...record.metadata };
-  if (record.progress) out.progress = { ...record.progress };
-  if (record.error) out.error = { ...record.error };
-  if (record.webhook) out.webhook = { url: record.webhook.url, events: [...record.webhook.events] };
-  if (record.remoteHandle !== undefined) out.remoteHandle = cloneJson(record.remoteHandle);
   return out;
 }
 

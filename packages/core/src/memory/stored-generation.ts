@@ -1,0 +1,226 @@
+import type { FailureInfo, GenerationRecord, GenerationStatus, Metadata, Progress, Settings, WebhookEventType } from '../domain/types.js';
+import type { GenerationPatch, NewEvent, NewGeneration } from '../ports/store.js';
+import { cloneJson, keptData } from './records.js';
+
+/** Every field of a record, each present (absent = undefined): what `StoredGeneration` declares. */
+type EveryField = { [K in keyof Required<GenerationRecord>]: GenerationRecord[K] | undefined };
+
+/**
+ * A generation as the memory store keeps it: every field a record can have, declared here in one fixed order (an
+ * absent one is undefined), and beside them the store's own bookkeeping (its insertion order, its index in its owner's
+ * list, the feed positions of its events). A caller never sees this object: `copy()` hands out the fields that are set.
+ *
+ * One object per generation, where a plain record took four: the record, the property store its later fields
+ * spilled into, an entry for the bookkeeping and an array of event positions. Every generation is kept for good, and
+ * each object kept is copied by the young-generation GC and marked by every full one (issue 36). A timestamp field
+ * starts out undefined, so V8 keeps it as a reference to the number written (the one a change's `now` already is)
+ * rather than a number box of its own.
+ */
+export class StoredGeneration implements EveryField {
+  id: string;
+  ownerId: string;
+  modelId: string;
+  settings: Settings;
+  status: GenerationStatus;
+  reserved: number;
+  claims = 0;
+  price: number | undefined = undefined;
+  resultText: string | undefined = undefined;
+  resultKey: string | undefined = undefined;
+  failureReason: string | undefined = undefined;
+  error: FailureInfo | undefined = undefined;
+  metadata: Metadata | undefined = undefined;
+  progress: Progress | undefined = undefined;
+  remoteHandle: unknown = undefined;
+  parkedUntil: number | undefined = undefined;
+  webhook: { url: string; events: WebhookEventType[] } | undefined = undefined;
+  expiresAfterSeconds: number | undefined = undefined;
+  lifeEndsAt: number | undefined = undefined;
+  traceparent: string | undefined = undefined;
+  priority: 'low' | 'high' | 'normal' | undefined = undefined;
+  deadlineAt: number | undefined = undefined;
+  leaseOwner: string | undefined = undefined;
+  batchId: string | undefined = undefined;
+  servedModelId: string | undefined = undefined;
+
+  /** The store's timestamps, and where this generation's five are in them. */
+  private readonly times: Timestamps;
+  private readonly at: number;
+  /** Insertion order: breaks createdAt ties, so "oldest first" is stable. */
+  readonly order: number;
+  /** Its index in its owner's list. */
+  slot = 0;
+  /** How many events it has; the feed positions of the first four, then of the rest (an event's `seq` is its index + 1). */
+  events = 0;
+  private p1 = 0;
+  private p2 = 0;
+  private p3 = 0;
+  private p4 = 0;
+  private later: number[] | undefined = undefined;
+
+  /** The stored form of `gen` (copied in: the caller's objects are not kept). */
+  constructor(gen: NewGeneration, order: number, times: Timestamps) {
+    this.times = times;
+    this.at = times.take();
+    this.id = gen.id;
+    this.ownerId = gen.ownerId;
+    this.modelId = gen.modelId;
+    this.settings = cloneJson(gen.settings) as Settings;
+    this.status = gen.status;
+    this.reserved = gen.reserved;
+    this.createdAt = gen.createdAt;
+    this.updatedAt = gen.createdAt;
+    this.order = order;
+    if (gen.metadata !== undefined) this.metadata = { ...gen.metadata };
+    if (gen.webhook !== undefined) this.webhook = { url: gen.webhook.url, events: [...gen.webhook.events] };
+    if (gen.expiresAfterSeconds !== undefined) this.expiresAfterSeconds = gen.expiresAfterSeconds;
+    if (gen.batchId !== undefined) this.batchId = gen.batchId;
+    if (gen.traceparent !== undefined) this.traceparent = gen.traceparent;
+    if (gen.priority !== undefined) this.priority = gen.priority;
+    if (gen.deadlineAt !== undefined) this.deadlineAt = gen.deadlineAt;
+  }
+
+  get createdAt(): number {
+    return this.times.values[this.at]!;
+  }
+  set createdAt(value: number) {
+    this.times.values[this.at] = value;
+  }
+  get updatedAt(): number {
+    return this.times.values[this.at + 1]!;
+  }
+  set updatedAt(value: number) {
+    this.times.values[this.at + 1] = value;
+  }
+  get startedAt(): number | undefined {
+    return this.times.read(this.at + 2);
+  }
+  set startedAt(value: number | undefined) {
+    this.times.write(this.at + 2, value);
+  }
+  get leaseExpiresAt(): number | undefined {
+    return this.times.read(this.at + 3);
+  }
+  set leaseExpiresAt(value: number | undefined) {
+    this.times.write(this.at + 3, value);
+  }
+  get finishedAt(): number | undefined {
+    return this.times.read(this.at + 4);
+  }
+  set finishedAt(value: number | undefined) {
+    this.times.write(this.at + 4, value);
+  }
+
+  /** Gives its timestamps' place back (the store removed it). */
+  release(): void {
+    this.times.free(this.at);
+  }
+
+  /** Records the feed position of its next event; answers that event's `seq`. */
+  addPosition(pos: number): number {
+    const seq = ++this.events;
+    if (seq === 1) this.p1 = pos;
+    else if (seq === 2) this.p2 = pos;
+    else if (seq === 3) this.p3 = pos;
+    else if (seq === 4) this.p4 = pos;
+    else (this.later ??= []).push(pos);
+    return seq;
+  }
+
+  /** The feed position of its event `seq` (1..events). */
+  positionOf(seq: number): number {
+    return seq === 1 ? this.p1 : seq === 2 ? this.p2 : seq === 3 ? this.p3 : seq === 4 ? this.p4 : this.later![seq - 5]!;
+  }
+}
+
+/**
+ * The five timestamps every generation has or comes to have (created, updated, started, lease expiry, finished), of
+ * every generation of one store, in one Float64Array, five to a generation (NaN: absent). A timestamp is a number
+ * beyond V8's small integers: as an object's field each would be a number box of its own, five more objects per
+ * generation for every GC; here they are bytes no GC reads.
+ */
+export class Timestamps {
+  values = new Float64Array(5 * 256);
+  private next = 0;
+  private readonly freed: number[] = [];
+
+  /** A place for five timestamps, all absent; answers its first index. */
+  take(): number {
+    let at = this.freed.pop();
+    if (at === undefined) {
+      at = this.next;
+      this.next += 5;
+      if (this.next > this.values.length) {
+        const grown = new Float64Array(this.values.length * 2);
+        grown.set(this.values);
+        this.values = grown;
+      }
+    }
+    this.values.fill(Number.NaN, at, at + 5);
+    return at;
+  }
+
+  free(at: number): void {
+    this.freed.push(at);
+  }
+
+  read(i: number): number | undefined {
+    const value = this.values[i]!;
+    return value === value ? value : undefined;
+  }
+
+  write(i: number, value: number | undefined): void {
+    this.values[i] = value === undefined ? Number.NaN : value;
+  }
+}
+
+/** A caller's copy of a stored generation: the fields that are set, objects copied, so nothing the caller does to it reaches the store. */
+export function copy(s: StoredGeneration): GenerationRecord {
+  const out: GenerationRecord = {
+    id: s.id,
+    ownerId: s.ownerId,
+    modelId: s.modelId,
+    settings: cloneJson(s.settings) as Settings,
+    status: s.status,
+    reserved: s.reserved,
+    claims: s.claims,
+    createdAt: s.createdAt,
+    updatedAt: s.updatedAt,
+  };
+  if (s.price !== undefined) out.price = s.price;
+  if (s.resultText !== undefined) out.resultText = s.resultText;
+  if (s.resultKey !== undefined) out.resultKey = s.resultKey;
+  if (s.failureReason !== undefined) out.failureReason = s.failureReason;
+  if (s.error !== undefined) out.error = { ...s.error };
+  if (s.metadata !== undefined) out.metadata = { ...s.metadata };
+  if (s.progress !== undefined) out.progress = { ...s.progress };
+  if (s.startedAt !== undefined) out.startedAt = s.startedAt;
+  if (s.remoteHandle !== undefined) out.remoteHandle = cloneJson(s.remoteHandle);
+  if (s.parkedUntil !== undefined) out.parkedUntil = s.parkedUntil;
+  if (s.webhook !== undefined) out.webhook = { url: s.webhook.url, events: [...s.webhook.events] };
+  if (s.expiresAfterSeconds !== undefined) out.expiresAfterSeconds = s.expiresAfterSeconds;
+  if (s.lifeEndsAt !== undefined) out.lifeEndsAt = s.lifeEndsAt;
+  if (s.traceparent !== undefined) out.traceparent = s.traceparent;
+  if (s.priority !== undefined) out.priority = s.priority;
+  if (s.deadlineAt !== undefined) out.deadlineAt = s.deadlineAt;
+  if (s.leaseOwner !== undefined) out.leaseOwner = s.leaseOwner;
+  if (s.leaseExpiresAt !== undefined) out.leaseExpiresAt = s.leaseExpiresAt;
+  if (s.finishedAt !== undefined) out.finishedAt = s.finishedAt;
+  if (s.batchId !== undefined) out.batchId = s.batchId;
+  if (s.servedModelId !== undefined) out.servedModelId = s.servedModelId;
+  return out;
+}
+
+/**
+ * Writes a patch onto a stored generation: `null` clears a field (to undefined: the object keeps its one shape), an
+ * absent key leaves it. Values are copied in (a progress of one number is shared, as event data is: `keptData`; reads
+ * copy it). The patch is the Lifecycle's own plain object: its keys are walked without a key array (issue 36).
+ */
+export function apply(record: StoredGeneration, patch: GenerationPatch): void {
+  const target = record as unknown as Record<string, unknown>;
+  for (const key in patch) {
+    const value = patch[key as keyof GenerationPatch];
+    if (value === undefined) continue;
+    target[key] = value === null ? undefined : key === 'progress' ? keptData(value as NewEvent['data']) : cloneJson(value);
+  }
+}
