@@ -5,6 +5,7 @@
  */
 import { DomainError } from './errors.js';
 import type { CapacityLimits } from '../ports/capacity.js';
+import type { Clock } from '../ports/clock.js';
 
 export const PRIORITIES = ['low', 'normal', 'high'] as const;
 export type Priority = (typeof PRIORITIES)[number];
@@ -49,7 +50,7 @@ export function priorityPrice(basePrice: number, multiplier: number): number {
 }
 
 /**
- * Checks a create's `priority` and `deadline` (an ISO 8601 instant) at `now`: a deadline only with `low`, in the
+ * Checks a create's `priority` and `deadline` (an ISO 8601 instant) at `clock.now()`: a deadline only with `low`, in the
  * future, at most `MAX_DEADLINE_MS` ahead; a scoped priority only for a key with the `priority` scope (a key of the
  * host's own resolver carries no scopes and may ask any). Answers the deadline as epoch ms. Throws the 400 naming the
  * field, or the 403.
@@ -59,7 +60,7 @@ export function checkPriority(
   deadline: string | undefined,
   rules: PriorityRules,
   scopes: readonly string[] | undefined,
-  now: number,
+  clock: Pick<Clock, 'now'>,
 ): number | undefined {
   if (rules.scoped.includes(priority) && scopes !== undefined && !scopes.includes(PRIORITY_SCOPE)) {
     throw new DomainError('forbidden', `This key may not ask priority "${priority}": it needs the "${PRIORITY_SCOPE}" scope.`);
@@ -70,6 +71,8 @@ export function checkPriority(
   if (priority !== 'low') throw bad('is only for priority "low"');
   const at = Date.parse(deadline);
   if (!/^\d{4}-\d{2}-\d{2}T/.test(deadline) || !Number.isFinite(at)) throw bad('must be an ISO 8601 date and time');
+  // The clock is read only for a deadline: most creates ask none (issue 36).
+  const now = clock.now();
   if (at <= now) throw bad('must be in the future');
   if (at - now > MAX_DEADLINE_MS) throw bad('must be at most 30 days ahead');
   return at;

@@ -77,6 +77,8 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
   private readonly dayTotals = new Map<string, Map<number, UsageCell>>();
   /** The same cells over aligned spans of 8 and 64 days (`USAGE_SPANS`), by user, then `span:start` (issue 36). */
   private readonly spanRollup = new Map<string, Map<string, Map<string, UsageCell>>>();
+  /** The cells the last settle added to: the next settle of the same user, model and key on that day adds to them (no cell is ever removed). */
+  private lastUsage: { userId: string; day: number; modelId: string | undefined; keyId: string | undefined; cells: UsageCell[] } | undefined;
   private sequence = 0;
   private readonly orgs = new MemoryOrganizations();
   private readonly userLimitsOf = new MemoryUserLimits();
@@ -289,16 +291,26 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
 
   private addUsage(reserve: Reserve, charged: number, now: number): void {
     const day = usageDayIndex(now);
+    const last = this.lastUsage;
+    if (last && last.day === day && last.userId === reserve.userId && last.modelId === reserve.modelId && last.keyId === reserve.keyId) {
+      for (const cell of last.cells) {
+        cell.count += 1;
+        cell.tokens += charged;
+      }
+      return;
+    }
     const cellKey = `${reserve.modelId ?? ''}\u0000${reserve.keyId ?? ''}`;
-    addCell(inner(inner(this.rollup, reserve.userId), day), cellKey, reserve, charged);
     const totals = inner(this.dayTotals, reserve.userId);
-    const total = totals.get(day);
-    if (total) {
-      total.count += 1;
-      total.tokens += charged;
-    } else totals.set(day, { count: 1, tokens: charged });
+    let total = totals.get(day);
+    if (!total) totals.set(day, (total = { count: 0, tokens: 0 }));
+    const cells = [total, addCell(inner(inner(this.rollup, reserve.userId), day), cellKey, reserve)];
     const spans = inner(this.spanRollup, reserve.userId);
-    for (const span of USAGE_SPANS) addCell(inner(spans, `${span}:${day - (day % span)}`), cellKey, reserve, charged);
+    for (const span of USAGE_SPANS) cells.push(addCell(inner(spans, `${span}:${day - (day % span)}`), cellKey, reserve));
+    for (const cell of cells) {
+      cell.count += 1;
+      cell.tokens += charged;
+    }
+    this.lastUsage = { userId: reserve.userId, day, modelId: reserve.modelId, keyId: reserve.keyId, cells };
   }
 
   async balance(userId: string): Promise<number> {
@@ -367,19 +379,14 @@ function inner<K, K2, V>(outer: Map<K, Map<K2, V>>, key: K): Map<K2, V> {
   return m;
 }
 
-function addCell(cells: Map<string, UsageCell>, cellKey: string, reserve: Reserve, charged: number): void {
-  const cell = cells.get(cellKey);
-  if (cell) {
-    cell.count += 1;
-    cell.tokens += charged;
-  } else {
-    cells.set(cellKey, {
-      ...(reserve.modelId !== undefined ? { modelId: reserve.modelId } : {}),
-      ...(reserve.keyId !== undefined ? { keyId: reserve.keyId } : {}),
-      count: 1,
-      tokens: charged,
-    });
+/** The cell of `reserve`'s model and key in `cells`, made (empty) when missing. */
+function addCell(cells: Map<string, UsageCell>, cellKey: string, reserve: Reserve): UsageCell {
+  let cell = cells.get(cellKey);
+  if (!cell) {
+    cell = { ...(reserve.modelId !== undefined ? { modelId: reserve.modelId } : {}), ...(reserve.keyId !== undefined ? { keyId: reserve.keyId } : {}), count: 0, tokens: 0 };
+    cells.set(cellKey, cell);
   }
+  return cell;
 }
 
 function assertAmount(amount: number, what: string): void {

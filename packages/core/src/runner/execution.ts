@@ -49,8 +49,9 @@ export class Execution {
     const { clock } = this.options;
     // A remote job's time limit runs from its first start, across checks and restarts; a local run's from now.
     const remote = isRemoteJobProvider(model.provider);
-    const deadline = remote ? (rec.startedAt ?? clock.now()) + model.timeoutMs : clock.now() + model.timeoutMs;
-    const timeout = clock.setTimeout(() => abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)), Math.max(0, deadline - clock.now()));
+    const now = clock.now();
+    const deadline = (remote ? (rec.startedAt ?? now) : now) + model.timeoutMs;
+    const timeout = clock.setTimeout(() => abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`)), Math.max(0, deadline - now));
     this.leases.hold(rec.id, abort);
     // Without a spread (V8's slow path and a temporary: issue 36); a capacity only when the run holds one.
     const run: Run = { rec, model, abort, log, deadline, handle: rec.remoteHandle };
@@ -67,7 +68,7 @@ export class Execution {
     try {
       // A remote job checked after its time limit (a check that was due late, or a restart): time out now rather
       // than on a timer that a quick check would outrun.
-      if (clock.now() >= deadline) abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`));
+      if (now >= deadline) abort.abort(new TimeoutAbort(`timed out after ${model.timeoutMs} ms`));
       if (abort.aborted) throw abort.reason;
       // Locally: its own model, then its fallbacks while one fails retryably or its provider is unavailable (fallbacks.ts).
       running = remote ? this.remoteTurn(run, ctx) : this.calls.generate(run, ctx).then((value) => this.localResult(run, ctx, value));

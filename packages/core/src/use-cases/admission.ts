@@ -85,7 +85,7 @@ export class Admission {
     if (refused.length > 0) throw new DomainError('invalid_settings', 'The settings are not valid for this model.', { details: [...refused] });
     checkLife(input.expiresAfterSeconds, this.options.retention);
     const priority = input.priority ?? 'normal';
-    const deadlineAt = checkPriority(priority, input.deadline, this.options.priority, key?.scopes, this.options.clock.now());
+    const deadlineAt = checkPriority(priority, input.deadline, this.options.priority, key?.scopes, this.options.clock);
     const multiplier = priorityMultiplier(priority, this.options.priority, model.definition.priorityMultipliers);
     const priced: Priced = { model, settings: checked.value, price: priorityPrice(this.registry.priceOf(model, checked.value), multiplier), priority, multiplier };
     if (deadlineAt !== undefined) priced.deadlineAt = deadlineAt;
