@@ -739,7 +739,7 @@ async function runScale(): Promise<Row[]> {
       section: 'scale',
       name: `In-memory store: heap per retained ${completed ? 'completed' : 'pending'} generation (${S.scale.mem / 1000}k)`,
       ours: { value: bytes, unit: 'B', extra: '(store + ledger reserve)' },
-      oursLabel: 'heapUsed delta / count',
+      oursLabel: 'heapUsed + arrayBuffers delta / count',
     });
   }
   return rows;
@@ -1039,8 +1039,9 @@ function documentFor(saved: Saved, rows: Row[]): string {
     '  add a few thousand). The ratio is of the median (p50) latency: a single GC pause moves a mean of',
     '  microsecond calls more than the store does; mean and p99 are shown too.',
     '  In memory the store is filled through `service.create`; SQLite through the store\'s INSERT in 10k-row',
-    '  transactions (generations and their reserves). Heap per generation: `heapUsed` after `gc()` before and after',
-    `  ${S.scale.mem / 1000}k generations, over the count (node runs with --expose-gc).`,
+    '  transactions (generations and their reserves). Heap per generation: `heapUsed` + `arrayBuffers` after `gc()`',
+    `  before and after ${S.scale.mem / 1000}k generations, over the count (node runs with --expose-gc; the memory store`,
+    '  keeps timestamps in a Float64Array, outside the heap).',
     '- **Noise**: the machine has 2 cores and may be shared (other sessions run test suites on it). Every comparison',
     '  alternates the two sides in rounds and keeps each side\'s best round (runner and stores too), because other',
     '  work only ever slows a round down. The 1-minute load average before and after each section is recorded above;',
