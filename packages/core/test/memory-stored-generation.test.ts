@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryGenerationStore, MemoryLedger, type GenerationRecord, type WebhookEventType } from '@genservice/core';
+import type { GenerationPatch } from '../src/ports/store.js';
 import { copy, StoredGeneration, Timestamps } from '../src/memory/stored-generation.js';
 
 /**
@@ -67,6 +68,16 @@ describe('the memory store’s stored generation', () => {
     expect(cleared).toStrictEqual({ ...rest, updatedAt: 1_790_000_000_007 });
     const bare = copy(new StoredGeneration({ id: 'g2', ownerId: 'bob', modelId: 'm', settings: {}, status: 'pending', reserved: 0, createdAt: 5 }, 1, new Timestamps()));
     expect(bare).toStrictEqual({ id: 'g2', ownerId: 'bob', modelId: 'm', settings: {}, status: 'pending', reserved: 0, claims: 0, createdAt: 5, updatedAt: 5 });
+  });
+
+  it('ignores a key a patch does not have, as the Postgres store does: it cannot reach the store’s bookkeeping', async () => {
+    const store = new MemoryGenerationStore();
+    await store.insert(NEW, CREATED);
+    const odd = { status: 'processing', slot: 99, events: 0, at: 5, order: -1, bogus: 'x' } as unknown as GenerationPatch;
+    const out = await store.update('g1', { expect: { status: ['pending'] }, set: odd, event: { type: 'processing', data: {} }, now: 1_790_000_000_001 });
+    expect(out).toStrictEqual({ ...NEW, status: 'processing', claims: 0, updatedAt: 1_790_000_000_001 });
+    expect((await store.eventsOf('g1')).map((e) => [e.seq, e.type])).toEqual([[1, 'created'], [2, 'processing']]);
+    expect((await store.list('alice', { limit: 10 })).map((g) => g.id)).toEqual(['g1']);
   });
 
   it('keeps nothing a caller holds: what went in and what came out can be changed without reaching the store', async () => {

@@ -10,11 +10,11 @@ type EveryField = { [K in keyof Required<GenerationRecord>]: GenerationRecord[K]
  * absent one is undefined), and beside them the store's own bookkeeping (its insertion order, its index in its owner's
  * list, the feed positions of its events). A caller never sees this object: `copy()` hands out the fields that are set.
  *
- * One object per generation, where a plain record took four: the record, the property store its later fields
- * spilled into, an entry for the bookkeeping and an array of event positions. Every generation is kept for good, and
- * each object kept is copied by the young-generation GC and marked by every full one (issue 36). A timestamp field
- * starts out undefined, so V8 keeps it as a reference to the number written (the one a change's `now` already is)
- * rather than a number box of its own.
+ * One object per generation, where a plain record took nine: the record, the property store its later fields
+ * spilled into, an entry for the bookkeeping, an array of event positions and five number boxes (a timestamp is past
+ * V8's small integers, so a timestamp field is a box of its own; here the five live in the store's `Timestamps`).
+ * Every generation is kept for good, and each object kept is copied by the young-generation GC and marked by every
+ * full one (issue 36).
  */
 export class StoredGeneration implements EveryField {
   id: string;
@@ -211,6 +211,27 @@ export function copy(s: StoredGeneration): GenerationRecord {
   return out;
 }
 
+/** The fields a patch may set: every key of `GenerationPatch` (the Record type makes the list complete). */
+const PATCH_FIELDS: Record<keyof Required<GenerationPatch>, true> = {
+  status: true,
+  price: true,
+  resultText: true,
+  resultKey: true,
+  failureReason: true,
+  error: true,
+  progress: true,
+  startedAt: true,
+  remoteHandle: true,
+  parkedUntil: true,
+  claims: true,
+  leaseOwner: true,
+  leaseExpiresAt: true,
+  finishedAt: true,
+  lifeEndsAt: true,
+  servedModelId: true,
+};
+const PATCHABLE: ReadonlySet<string> = new Set(Object.keys(PATCH_FIELDS));
+
 /**
  * Writes a patch onto a stored generation: `null` clears a field (to undefined: the object keeps its one shape), an
  * absent key leaves it. Values are copied in (a progress of one number is shared, as event data is: `keptData`; reads
@@ -220,7 +241,8 @@ export function apply(record: StoredGeneration, patch: GenerationPatch): void {
   const target = record as unknown as Record<string, unknown>;
   for (const key in patch) {
     const value = patch[key as keyof GenerationPatch];
-    if (value === undefined) continue;
+    // A key a patch does not have is ignored, as the Postgres store ignores it (it could name the store's bookkeeping).
+    if (value === undefined || !PATCHABLE.has(key)) continue;
     target[key] = value === null ? undefined : key === 'progress' ? keptData(value as NewEvent['data']) : cloneJson(value);
   }
 }
