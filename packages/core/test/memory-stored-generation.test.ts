@@ -93,16 +93,18 @@ describe('the memory store’s stored generation', () => {
     expect(await store.getById('g1')).toMatchObject({ settings: NEW.settings, metadata: NEW.metadata, webhook: NEW.webhook });
   });
 
-  it('reads a created event’s data as its generation’s model, and any other data as given', async () => {
+  it('reads data that is its generation’s own { modelId } as that, on any event, and any other data as given', async () => {
     const store = new MemoryGenerationStore();
     await store.insert(NEW, CREATED);
+    await store.update('g1', { expect: { status: ['pending'] }, set: {}, event: { type: 'progress', data: { modelId: 'm' } }, now: 2000 });
     await store.insert({ ...NEW, id: 'g2' }, { type: 'created', data: { modelId: 'other' } });
     await store.insert({ ...NEW, id: 'g3' }, { type: 'created', data: { modelId: 'm', extra: 1 } });
-    expect((await store.eventsOf('g1')).map((e) => e.data)).toEqual([{ modelId: 'm' }]);
+    expect((await store.eventsOf('g1')).map((e) => [e.type, e.data])).toEqual([['created', { modelId: 'm' }], ['progress', { modelId: 'm' }]]);
     expect((await store.eventsOf('g2')).map((e) => e.data)).toEqual([{ modelId: 'other' }]);
     expect((await store.eventsOf('g3')).map((e) => e.data)).toEqual([{ modelId: 'm', extra: 1 }]);
     const page = await store.readFeed('', 10);
     expect(page.events.map((e) => [e.generationId, e.data])).toEqual([
+      ['g1', { modelId: 'm' }],
       ['g1', { modelId: 'm' }],
       ['g2', { modelId: 'other' }],
       ['g3', { modelId: 'm', extra: 1 }],

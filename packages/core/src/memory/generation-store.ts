@@ -70,8 +70,9 @@ export class MemoryGenerationStore implements GenerationStore {
     this.logSeq.push(entry.addPosition(pos));
     this.logType.push(event.type);
     this.logAt.push(at);
-    // A created event's `{ modelId }` is its generation's own: kept as a mark, not as an object per generation.
-    this.logData.push(event.type === 'created' && isModelOf(event.data, entry.modelId) ? MODEL_OF_RECORD : keptData(event.data));
+    // Data that is exactly the generation's own `{ modelId }` (every created event's) is kept as a mark, not as an
+    // object per generation; which events carry it is the Lifecycle's business, not the store's.
+    this.logData.push(isModelOf(event.data, entry.modelId) ? MODEL_OF_RECORD : keptData(event.data));
     this.logPos.push(pos);
   }
 
@@ -359,7 +360,7 @@ interface Owned {
   removed: number;
 }
 
-/** What a created event keeps when its data is its generation's `{ modelId }` (never handed out: read as that). */
+/** What an event keeps when its data is its generation's `{ modelId }` (never handed out: read as that). */
 const MODEL_OF_RECORD: GenerationEvent['data'] = Object.freeze({}) as GenerationEvent['data'];
 
 /** Whether `data` is exactly `{ modelId }`. */

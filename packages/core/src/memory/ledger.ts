@@ -303,9 +303,9 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     const totals = inner(this.dayTotals, reserve.userId);
     let total = totals.get(day);
     if (!total) totals.set(day, (total = { count: 0, tokens: 0 }));
-    const cells = [total, addCell(inner(inner(this.rollup, reserve.userId), day), cellKey, reserve)];
+    const cells = [total, cellOf(inner(inner(this.rollup, reserve.userId), day), cellKey, reserve)];
     const spans = inner(this.spanRollup, reserve.userId);
-    for (const span of USAGE_SPANS) cells.push(addCell(inner(spans, `${span}:${day - (day % span)}`), cellKey, reserve));
+    for (const span of USAGE_SPANS) cells.push(cellOf(inner(spans, `${span}:${day - (day % span)}`), cellKey, reserve));
     for (const cell of cells) {
       cell.count += 1;
       cell.tokens += charged;
@@ -380,7 +380,7 @@ function inner<K, K2, V>(outer: Map<K, Map<K2, V>>, key: K): Map<K2, V> {
 }
 
 /** The cell of `reserve`'s model and key in `cells`, made (empty) when missing. */
-function addCell(cells: Map<string, UsageCell>, cellKey: string, reserve: Reserve): UsageCell {
+function cellOf(cells: Map<string, UsageCell>, cellKey: string, reserve: Reserve): UsageCell {
   let cell = cells.get(cellKey);
   if (!cell) {
     cell = { ...(reserve.modelId !== undefined ? { modelId: reserve.modelId } : {}), ...(reserve.keyId !== undefined ? { keyId: reserve.keyId } : {}), count: 0, tokens: 0 };
