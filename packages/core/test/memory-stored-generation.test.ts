@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryGenerationStore, MemoryLedger, type GenerationRecord, type WebhookEventType } from '@genservice/core';
 import type { GenerationPatch } from '../src/ports/store.js';
-import { copy, StoredGeneration, Timestamps } from '../src/memory/stored-generation.js';
+import { Chunked, NumberBlocks, NumberColumn } from '../src/memory/chunked.js';
+import { copy, StoredGeneration } from '../src/memory/stored-generation.js';
 
 /**
  * Issue 36: the memory store keeps a generation as one `StoredGeneration` (every field declared, five timestamps in the
@@ -25,7 +26,7 @@ const NEW = {
 };
 const CREATED = { type: 'created' as const, data: { modelId: 'm' } };
 /** The bookkeeping a stored generation keeps beside the record's fields: never handed out. */
-const BOOKKEEPING = ['times', 'at', 'order', 'slot', 'events', 'p1', 'p2', 'p3', 'p4', 'later'];
+const BOOKKEEPING = ['rare', 'block', 'at', 'order', 'slot', 'events', 'p1', 'p2', 'p3', 'p4', 'later'];
 
 describe('the memory store’s stored generation', () => {
   it('hands out every field a record can have, and only those: set, cleared, and absent', async () => {
@@ -55,8 +56,10 @@ describe('the memory store’s stored generation', () => {
     expect(await store.getById('g1')).toStrictEqual(expected);
 
     // Every field the stored object declares is one a copy carries (a field added to the record but not to copy() fails here).
-    const stored = new StoredGeneration(NEW, 0, new Timestamps());
-    const declared = [...Object.keys(stored), 'createdAt', 'updatedAt', 'startedAt', 'leaseExpiresAt', 'finishedAt'].filter((k) => !BOOKKEEPING.includes(k));
+    const stored = new StoredGeneration(NEW, 0, new NumberBlocks(5));
+    // The fields behind accessors (the timestamps, the rare ones) are the prototype's.
+    const accessors = Object.entries(Object.getOwnPropertyDescriptors(StoredGeneration.prototype)).filter(([, d]) => d.get && d.set);
+    const declared = [...Object.keys(stored), ...accessors.map(([k]) => k)].filter((k) => !BOOKKEEPING.includes(k));
     expect(declared.sort()).toEqual(Object.keys(expected).sort());
 
     const cleared = await store.update('g1', {
@@ -66,7 +69,11 @@ describe('the memory store’s stored generation', () => {
     });
     const { leaseOwner, leaseExpiresAt, startedAt, remoteHandle, parkedUntil, progress, ...rest } = expected;
     expect(cleared).toStrictEqual({ ...rest, updatedAt: 1_790_000_000_007 });
-    const bare = copy(new StoredGeneration({ id: 'g2', ownerId: 'bob', modelId: 'm', settings: {}, status: 'pending', reserved: 0, createdAt: 5 }, 1, new Timestamps()));
+    const plain = new StoredGeneration({ id: 'g2', ownerId: 'bob', modelId: 'm', settings: {}, status: 'pending', reserved: 0, createdAt: 5 }, 1, new NumberBlocks(5));
+    // A generation with none of the rare fields keeps no object for them, also once one was set to nothing.
+    plain.resultKey = undefined;
+    expect((plain as unknown as { rare: unknown }).rare).toBeUndefined();
+    const bare = copy(plain);
     expect(bare).toStrictEqual({ id: 'g2', ownerId: 'bob', modelId: 'm', settings: {}, status: 'pending', reserved: 0, claims: 0, createdAt: 5, updatedAt: 5 });
   });
 
@@ -148,6 +155,64 @@ describe('the memory store’s stored generation', () => {
       expect(g.finishedAt).toBe(i % 7 === 0 ? 3_000_000 + i : undefined);
       expect(g.updatedAt).toBe(i % 7 === 0 ? 4_000_000 + i : 1_790_000_000_000 + i);
     }
+  });
+});
+
+describe('the memory store’s chunked columns (chunked.ts)', () => {
+  it('keeps every value across chunks, and keeps the first n on truncate, whatever chunk n ends in', () => {
+    const B = 16_384;
+    for (const list of [new Chunked<number>(), new NumberColumn()]) {
+      for (let i = 0; i < 3 * B + 5; i++) list.push(i * 2);
+      expect(list.length).toBe(3 * B + 5);
+      expect([list.at(0), list.at(B - 1), list.at(B), list.at(3 * B + 4)]).toEqual([0, 2 * B - 2, 2 * B, 6 * B + 8]);
+      list.set(B, -1);
+      expect(list.at(B)).toBe(-1);
+      for (const n of [2 * B + 7, 2 * B, B + 1, B, 100, 1, 0]) {
+        list.truncate(n);
+        expect(list.length).toBe(n);
+        list.push(7);
+        expect(list.at(n)).toBe(7);
+        if (n > 0) expect(list.at(n - 1)).toBe(n - 1 === B ? -1 : (n - 1) * 2);
+        list.truncate(n);
+      }
+      for (let i = 0; i < B + 3; i++) list.push(i);
+      expect([list.length, list.at(B + 2)]).toEqual([B + 3, B + 2]);
+    }
+  });
+
+  it('hands out runs of numbers that never span two blocks, NaN at first, and gives a freed run out again', () => {
+    const blocks = new NumberBlocks(5);
+    const runs: number[] = [];
+    for (let i = 0; i < 2000; i++) {
+      const at = blocks.take();
+      expect((at & 4095) + 5).toBeLessThanOrEqual(4096);
+      const block = blocks.blockOf(at);
+      for (let k = 0; k < 5; k++) expect(block[(at & 4095) + k]).toBeNaN();
+      block.fill(i, at & 4095, (at & 4095) + 5);
+      runs.push(at);
+    }
+    expect(new Set(runs).size).toBe(2000);
+    expect(blocks.blockOf(runs[1000]!)[runs[1000]! & 4095]).toBe(1000);
+    blocks.free(runs[3]!);
+    expect(blocks.take()).toBe(runs[3]);
+  });
+
+  it('pages the feed in order across chunks, also after a removal compacts it', async () => {
+    const store = new MemoryGenerationStore();
+    for (let i = 0; i < 20_000; i++) await store.insert({ ...NEW, id: `g${i}`, status: 'completed', createdAt: 1000 + i }, { type: 'created', data: { modelId: 'm' } });
+    expect(await store.remove('g10', { status: ['completed'] })).toBe(true);
+    const seen: string[] = [];
+    let cursor = '';
+    for (let page = 0; page < 40; page++) {
+      const { events, cursor: next } = await store.readFeed(cursor, 700);
+      seen.push(...events.map((e) => e.generationId));
+      if (events.length === 0) break;
+      cursor = next;
+    }
+    expect(seen).toHaveLength(19_999);
+    expect(seen).toEqual(Array.from({ length: 20_000 }, (_, i) => `g${i}`).filter((id) => id !== 'g10'));
+    expect((await store.eventsOf('g19999')).map((e) => e.at)).toEqual([20_999]);
+    expect((await store.list('alice', { limit: 2 })).map((g) => g.id)).toEqual(['g19999', 'g19998']);
   });
 });
 

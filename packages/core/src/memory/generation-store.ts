@@ -1,5 +1,6 @@
 import { cloneJson, copyBatch, holds, keptData } from './records.js';
-import { apply, copy, StoredGeneration, Timestamps } from './stored-generation.js';
+import { Chunked, NumberBlocks, NumberColumn } from './chunked.js';
+import { apply, copy, StoredGeneration } from './stored-generation.js';
 import type { BatchCounts, BatchRecord, GenerationEvent, GenerationRecord, GenerationStatus } from '../domain/types.js';
 import { GENERATION_STATUSES } from '../domain/types.js';
 import type { ReserveResult } from '../ports/ledger.js';
@@ -15,7 +16,8 @@ import { type InStoreLedger, reserveInStore, settleInStore } from './in-store-le
  */
 export class MemoryGenerationStore implements GenerationStore {
   private readonly entries = new Map<string, StoredGeneration>();
-  private readonly times = new Timestamps();
+  /** Every generation's five timestamps (stored-generation.ts). */
+  private readonly times = new NumberBlocks(5);
   private order = 0;
   /**
    * The feed: every event in append order, one column per field (the event at index i is `logEntry[i]`'s, its
@@ -23,14 +25,15 @@ export class MemoryGenerationStore implements GenerationStore {
    * an event object each: every generation's events are kept for good, and each object kept is copied by the
    * young-generation GC twice and marked by every full one; a column of numbers holds them unboxed (issue 36). One
    * process appends and commits in one step, so positions follow the append order. `logSeq` could be found from the
-   * entry's positions, but by a scan of them: a feed page over a long streamed output would cost its square.
+   * entry's positions, but by a scan of them: a feed page over a long streamed output would cost its square. Each
+   * column grows a chunk at a time (chunked.ts), its numbers in Float64Arrays.
    */
-  private readonly logEntry: StoredGeneration[] = [];
-  private readonly logSeq: number[] = [];
-  private readonly logType: GenerationEvent['type'][] = [];
-  private readonly logAt: number[] = [];
-  private readonly logData: GenerationEvent['data'][] = [];
-  private readonly logPos: number[] = [];
+  private readonly logEntry = new Chunked<StoredGeneration>();
+  private readonly logSeq = new NumberColumn();
+  private readonly logType = new Chunked<GenerationEvent['type']>();
+  private readonly logAt = new NumberColumn();
+  private readonly logData = new Chunked<GenerationEvent['data']>();
+  private readonly logPos = new NumberColumn();
   private position = 0;
   /**
    * Each owner's entries in insertion order (a removed one leaves an `undefined` until the array is compacted); a list
@@ -78,9 +81,9 @@ export class MemoryGenerationStore implements GenerationStore {
 
   /** The caller's copy of the event at index `i` of the feed. */
   private eventAt(i: number): GenerationEvent {
-    const record = this.logEntry[i]!;
-    const data = this.logData[i];
-    return { seq: this.logSeq[i]!, generationId: record.id, ownerId: record.ownerId, type: this.logType[i]!, at: this.logAt[i]!, data: data === MODEL_OF_RECORD ? { modelId: record.modelId } : (cloneJson(data) as GenerationEvent['data']) };
+    const record = this.logEntry.at(i);
+    const data = this.logData.at(i);
+    return { seq: this.logSeq.at(i), generationId: record.id, ownerId: record.ownerId, type: this.logType.at(i), at: this.logAt.at(i), data: data === MODEL_OF_RECORD ? { modelId: record.modelId } : (cloneJson(data) as GenerationEvent['data']) };
   }
 
   /** The feed index of position `pos`, or of the first one after it (binary search: positions are in append order). */
@@ -89,7 +92,7 @@ export class MemoryGenerationStore implements GenerationStore {
     let hi = this.logPos.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (this.logPos[mid]! < pos) lo = mid + 1;
+      if (this.logPos.at(mid) < pos) lo = mid + 1;
       else hi = mid;
     }
     return lo;
@@ -164,7 +167,7 @@ export class MemoryGenerationStore implements GenerationStore {
     const entry = new StoredGeneration(gen, this.order++, this.times);
     this.entries.set(gen.id, entry);
     let owned = this.byOwner.get(gen.ownerId);
-    if (!owned) this.byOwner.set(gen.ownerId, (owned = { entries: [], removed: 0 }));
+    if (!owned) this.byOwner.set(gen.ownerId, (owned = { entries: new Chunked(), removed: 0 }));
     entry.slot = owned.entries.length;
     owned.entries.push(entry);
     this.unfinished.set(gen.ownerId, (this.unfinished.get(gen.ownerId) ?? 0) + 1);
@@ -247,7 +250,8 @@ export class MemoryGenerationStore implements GenerationStore {
     const owned = this.byOwner.get(ownerId);
     if (!owned || !(query.limit > 0)) return [];
     const out: StoredGeneration[] = [];
-    for (const r of owned.entries) {
+    for (let i = 0; i < owned.entries.length; i++) {
+      const r = owned.entries.at(i);
       if (r === undefined) continue;
       if (query.status !== undefined && r.status !== query.status) continue;
       if (query.modelId !== undefined && r.modelId !== query.modelId) continue;
@@ -275,7 +279,7 @@ export class MemoryGenerationStore implements GenerationStore {
     const end = Math.min(this.logPos.length, lo + Math.floor(limit));
     const events: GenerationEvent[] = [];
     for (let i = lo; i < end; i++) events.push(this.eventAt(i));
-    return { events, cursor: end > lo ? String(this.logPos[end - 1]!) : after };
+    return { events, cursor: end > lo ? String(this.logPos.at(end - 1)) : after };
   }
 
   async feedHead(): Promise<string> {
@@ -298,27 +302,27 @@ export class MemoryGenerationStore implements GenerationStore {
     this.entries.delete(id);
     this.unlist(entry);
     if (entry.finishedAt === undefined) this.finished(entry.ownerId);
-    entry.release();
+    this.times.free(entry.at);
     let w = 0;
     const n = this.logEntry.length;
     for (let i = 0; i < n; i++) {
-      if (this.logEntry[i] === entry) continue;
+      if (this.logEntry.at(i) === entry) continue;
       if (w !== i) {
-        this.logEntry[w] = this.logEntry[i]!;
-        this.logSeq[w] = this.logSeq[i]!;
-        this.logType[w] = this.logType[i]!;
-        this.logAt[w] = this.logAt[i]!;
-        this.logData[w] = this.logData[i]!;
-        this.logPos[w] = this.logPos[i]!;
+        this.logEntry.set(w, this.logEntry.at(i));
+        this.logSeq.set(w, this.logSeq.at(i));
+        this.logType.set(w, this.logType.at(i));
+        this.logAt.set(w, this.logAt.at(i));
+        this.logData.set(w, this.logData.at(i));
+        this.logPos.set(w, this.logPos.at(i));
       }
       w++;
     }
-    this.logEntry.length = w;
-    this.logSeq.length = w;
-    this.logType.length = w;
-    this.logAt.length = w;
-    this.logData.length = w;
-    this.logPos.length = w;
+    this.logEntry.truncate(w);
+    this.logSeq.truncate(w);
+    this.logType.truncate(w);
+    this.logAt.truncate(w);
+    this.logData.truncate(w);
+    this.logPos.truncate(w);
     return true;
   }
 
@@ -331,11 +335,12 @@ export class MemoryGenerationStore implements GenerationStore {
   /** Takes a removed entry out of its owner's list; the list is compacted once more than half of it is gaps. */
   private unlist(entry: StoredGeneration): void {
     const owned = this.byOwner.get(entry.ownerId);
-    if (!owned || owned.entries[entry.slot] !== entry) return;
-    owned.entries[entry.slot] = undefined;
+    if (!owned || owned.entries.at(entry.slot) !== entry) return;
+    owned.entries.set(entry.slot, undefined);
     if (++owned.removed <= 64 || owned.removed * 2 <= owned.entries.length) return;
-    const kept: StoredGeneration[] = [];
-    for (const e of owned.entries) {
+    const kept = new Chunked<StoredGeneration | undefined>();
+    for (let i = 0; i < owned.entries.length; i++) {
+      const e = owned.entries.at(i);
       if (e === undefined) continue;
       e.slot = kept.length;
       kept.push(e);
@@ -356,7 +361,7 @@ export class MemoryGenerationStore implements GenerationStore {
 
 /** One owner's entries, in insertion order; `removed` counts the gaps removals left. */
 interface Owned {
-  entries: Array<StoredGeneration | undefined>;
+  entries: Chunked<StoredGeneration | undefined>;
   removed: number;
 }
 

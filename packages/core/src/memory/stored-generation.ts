@@ -1,18 +1,38 @@
 import type { FailureInfo, GenerationRecord, GenerationStatus, Metadata, Progress, Settings, WebhookEventType } from '../domain/types.js';
 import type { GenerationPatch, NewEvent, NewGeneration } from '../ports/store.js';
+import { BLOCK_MASK, type NumberBlocks } from './chunked.js';
 import { cloneJson, keptData } from './records.js';
 
 /** Every field of a record, each present (absent = undefined): what `StoredGeneration` declares. */
 type EveryField = { [K in keyof Required<GenerationRecord>]: GenerationRecord[K] | undefined };
 
+/** The record fields few generations have (a stored file, a failure, metadata, a webhook, expiry, a trace, a priority, a
+ * deadline, a batch, a remote job, a fallback): kept apart, so a generation without them keeps 14 slots fewer. */
+class RareFields {
+  resultKey: string | undefined = undefined;
+  failureReason: string | undefined = undefined;
+  error: FailureInfo | undefined = undefined;
+  metadata: Metadata | undefined = undefined;
+  remoteHandle: unknown = undefined;
+  parkedUntil: number | undefined = undefined;
+  webhook: { url: string; events: WebhookEventType[] } | undefined = undefined;
+  expiresAfterSeconds: number | undefined = undefined;
+  lifeEndsAt: number | undefined = undefined;
+  traceparent: string | undefined = undefined;
+  priority: 'low' | 'high' | 'normal' | undefined = undefined;
+  deadlineAt: number | undefined = undefined;
+  batchId: string | undefined = undefined;
+  servedModelId: string | undefined = undefined;
+}
+
 /**
  * A generation as the memory store keeps it: every field a record can have, declared here in one fixed order (an
- * absent one is undefined), and beside them the store's own bookkeeping (its insertion order, its index in its owner's
+ * absent one is undefined; the rare ones behind accessors, in a `RareFields` made when the first is set), and beside them the store's own bookkeeping (its insertion order, its index in its owner's
  * list, the feed positions of its events). A caller never sees this object: `copy()` hands out the fields that are set.
  *
  * One object per generation, where a plain record took nine: the record, the property store its later fields
  * spilled into, an entry for the bookkeeping, an array of event positions and five number boxes (a timestamp is past
- * V8's small integers, so a timestamp field is a box of its own; here the five live in the store's `Timestamps`).
+ * V8's small integers, so a timestamp field is a box of its own; here the five live in the store's `NumberBlocks`).
  * Every generation is kept for good, and each object kept is copied by the young-generation GC and marked by every
  * full one (issue 36).
  */
@@ -26,26 +46,14 @@ export class StoredGeneration implements EveryField {
   claims = 0;
   price: number | undefined = undefined;
   resultText: string | undefined = undefined;
-  resultKey: string | undefined = undefined;
-  failureReason: string | undefined = undefined;
-  error: FailureInfo | undefined = undefined;
-  metadata: Metadata | undefined = undefined;
   progress: Progress | undefined = undefined;
-  remoteHandle: unknown = undefined;
-  parkedUntil: number | undefined = undefined;
-  webhook: { url: string; events: WebhookEventType[] } | undefined = undefined;
-  expiresAfterSeconds: number | undefined = undefined;
-  lifeEndsAt: number | undefined = undefined;
-  traceparent: string | undefined = undefined;
-  priority: 'low' | 'high' | 'normal' | undefined = undefined;
-  deadlineAt: number | undefined = undefined;
   leaseOwner: string | undefined = undefined;
-  batchId: string | undefined = undefined;
-  servedModelId: string | undefined = undefined;
+  /** The fields most generations never have, made when the first of them is set. */
+  private rare: RareFields | undefined = undefined;
 
-  /** The store's timestamps, and where this generation's five are in them. */
-  private readonly times: Timestamps;
-  private readonly at: number;
+  /** Where this generation's five timestamps are: the index of the first in the store's `NumberBlocks`, and its block. */
+  readonly at: number;
+  private readonly block: Float64Array;
   /** Insertion order: breaks createdAt ties, so "oldest first" is stable. */
   readonly order: number;
   /** Its index in its owner's list. */
@@ -59,9 +67,9 @@ export class StoredGeneration implements EveryField {
   private later: number[] | undefined = undefined;
 
   /** The stored form of `gen` (copied in: the caller's objects are not kept). */
-  constructor(gen: NewGeneration, order: number, times: Timestamps) {
-    this.times = times;
+  constructor(gen: NewGeneration, order: number, times: NumberBlocks) {
     this.at = times.take();
+    this.block = times.blockOf(this.at);
     this.id = gen.id;
     this.ownerId = gen.ownerId;
     this.modelId = gen.modelId;
@@ -80,40 +88,130 @@ export class StoredGeneration implements EveryField {
     if (gen.deadlineAt !== undefined) this.deadlineAt = gen.deadlineAt;
   }
 
-  get createdAt(): number {
-    return this.times.values[this.at]!;
+  get resultKey(): string | undefined {
+    return this.rare?.resultKey;
   }
-  set createdAt(value: number) {
-    this.times.values[this.at] = value;
+  set resultKey(value: string | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).resultKey = value;
   }
-  get updatedAt(): number {
-    return this.times.values[this.at + 1]!;
+  get failureReason(): string | undefined {
+    return this.rare?.failureReason;
   }
-  set updatedAt(value: number) {
-    this.times.values[this.at + 1] = value;
+  set failureReason(value: string | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).failureReason = value;
   }
-  get startedAt(): number | undefined {
-    return this.times.read(this.at + 2);
+  get error(): FailureInfo | undefined {
+    return this.rare?.error;
   }
-  set startedAt(value: number | undefined) {
-    this.times.write(this.at + 2, value);
+  set error(value: FailureInfo | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).error = value;
   }
-  get leaseExpiresAt(): number | undefined {
-    return this.times.read(this.at + 3);
+  get metadata(): Metadata | undefined {
+    return this.rare?.metadata;
   }
-  set leaseExpiresAt(value: number | undefined) {
-    this.times.write(this.at + 3, value);
+  set metadata(value: Metadata | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).metadata = value;
   }
-  get finishedAt(): number | undefined {
-    return this.times.read(this.at + 4);
+  get remoteHandle(): unknown {
+    return this.rare?.remoteHandle;
   }
-  set finishedAt(value: number | undefined) {
-    this.times.write(this.at + 4, value);
+  set remoteHandle(value: unknown) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).remoteHandle = value;
+  }
+  get parkedUntil(): number | undefined {
+    return this.rare?.parkedUntil;
+  }
+  set parkedUntil(value: number | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).parkedUntil = value;
+  }
+  get webhook(): { url: string; events: WebhookEventType[] } | undefined {
+    return this.rare?.webhook;
+  }
+  set webhook(value: { url: string; events: WebhookEventType[] } | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).webhook = value;
+  }
+  get expiresAfterSeconds(): number | undefined {
+    return this.rare?.expiresAfterSeconds;
+  }
+  set expiresAfterSeconds(value: number | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).expiresAfterSeconds = value;
+  }
+  get lifeEndsAt(): number | undefined {
+    return this.rare?.lifeEndsAt;
+  }
+  set lifeEndsAt(value: number | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).lifeEndsAt = value;
+  }
+  get traceparent(): string | undefined {
+    return this.rare?.traceparent;
+  }
+  set traceparent(value: string | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).traceparent = value;
+  }
+  get priority(): 'low' | 'high' | 'normal' | undefined {
+    return this.rare?.priority;
+  }
+  set priority(value: 'low' | 'high' | 'normal' | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).priority = value;
+  }
+  get deadlineAt(): number | undefined {
+    return this.rare?.deadlineAt;
+  }
+  set deadlineAt(value: number | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).deadlineAt = value;
+  }
+  get batchId(): string | undefined {
+    return this.rare?.batchId;
+  }
+  set batchId(value: string | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).batchId = value;
+  }
+  get servedModelId(): string | undefined {
+    return this.rare?.servedModelId;
+  }
+  set servedModelId(value: string | undefined) {
+    if (value !== undefined || this.rare !== undefined) (this.rare ??= new RareFields()).servedModelId = value;
   }
 
-  /** Gives its timestamps' place back (the store removed it). */
-  release(): void {
-    this.times.free(this.at);
+  get createdAt(): number {
+    return this.block[this.at & BLOCK_MASK]!;
+  }
+  set createdAt(value: number) {
+    this.block[this.at & BLOCK_MASK] = value;
+  }
+  get updatedAt(): number {
+    return this.block[(this.at & BLOCK_MASK) + 1]!;
+  }
+  set updatedAt(value: number) {
+    this.block[(this.at & BLOCK_MASK) + 1] = value;
+  }
+  get startedAt(): number | undefined {
+    return this.read(2);
+  }
+  set startedAt(value: number | undefined) {
+    this.write(2, value);
+  }
+  get leaseExpiresAt(): number | undefined {
+    return this.read(3);
+  }
+  set leaseExpiresAt(value: number | undefined) {
+    this.write(3, value);
+  }
+  get finishedAt(): number | undefined {
+    return this.read(4);
+  }
+  set finishedAt(value: number | undefined) {
+    this.write(4, value);
+  }
+
+  /** Timestamp `i` of the five (NaN: absent). */
+  private read(i: number): number | undefined {
+    const value = this.block[(this.at & BLOCK_MASK) + i]!;
+    return value === value ? value : undefined;
+  }
+
+  private write(i: number, value: number | undefined): void {
+    this.block[(this.at & BLOCK_MASK) + i] = value === undefined ? Number.NaN : value;
   }
 
   /** Records the feed position of its next event; answers that event's `seq`. */
@@ -130,47 +228,6 @@ export class StoredGeneration implements EveryField {
   /** The feed position of its event `seq` (1..events). */
   positionOf(seq: number): number {
     return seq === 1 ? this.p1 : seq === 2 ? this.p2 : seq === 3 ? this.p3 : seq === 4 ? this.p4 : this.later![seq - 5]!;
-  }
-}
-
-/**
- * The five timestamps every generation has or comes to have (created, updated, started, lease expiry, finished), of
- * every generation of one store, in one Float64Array, five to a generation (NaN: absent). A timestamp is a number
- * beyond V8's small integers: as an object's field each would be a number box of its own, five more objects per
- * generation for every GC; here they are bytes no GC reads.
- */
-export class Timestamps {
-  values = new Float64Array(5 * 256);
-  private next = 0;
-  private readonly freed: number[] = [];
-
-  /** A place for five timestamps, all absent; answers its first index. */
-  take(): number {
-    let at = this.freed.pop();
-    if (at === undefined) {
-      at = this.next;
-      this.next += 5;
-      if (this.next > this.values.length) {
-        const grown = new Float64Array(this.values.length * 2);
-        grown.set(this.values);
-        this.values = grown;
-      }
-    }
-    this.values.fill(Number.NaN, at, at + 5);
-    return at;
-  }
-
-  free(at: number): void {
-    this.freed.push(at);
-  }
-
-  read(i: number): number | undefined {
-    const value = this.values[i]!;
-    return value === value ? value : undefined;
-  }
-
-  write(i: number, value: number | undefined): void {
-    this.values[i] = value === undefined ? Number.NaN : value;
   }
 }
 
