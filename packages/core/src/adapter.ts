@@ -18,5 +18,5 @@
 export { apiRoots, type ApiRoot, bodyLimitsOf, isApiPath, readRawBody, readRequestBody, type BodyLimits, type RawBody, type RequestBody, type ServedSurfaces } from './node/node-body.js';
 export { ApiMounts, isCoreAnsweredError } from './node/node-mounts.js';
 export { needsNodeWrite, nodeBody, writeNodeResponse } from './node/node-response.js';
-export { handleNodeRequest, toHttpRequest, type HostBody, type NodeRequestOptions } from './node/node-request.js';
+export { handleNodeRequest, RawHostBody, toHttpRequest, type HostBody, type NodeRequestOptions } from './node/node-request.js';
 export type { BaseUrl, HttpRequest, HttpResponse } from './http/types.js';

@@ -7,7 +7,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_LIMITS, type GenerationService } from '@genservice/core';
-import { ApiMounts, apiRoots, bodyLimitsOf, isCoreAnsweredError, handleNodeRequest, needsNodeWrite, nodeBody, readRawBody, writeNodeResponse, type BodyLimits, type HostBody } from '@genservice/core/adapter';
+import { ApiMounts, apiRoots, bodyLimitsOf, isCoreAnsweredError, handleNodeRequest, needsNodeWrite, nodeBody, RawHostBody, readRawBody, writeNodeResponse, type BodyLimits, type HostBody } from '@genservice/core/adapter';
 
 export interface GenservicePluginOptions {
   service: GenerationService;
@@ -29,7 +29,8 @@ export const genservicePlugin: FastifyPluginAsync<GenservicePluginOptions> = asy
   // applies no bodyLimit of its own: core answers 413.
   app.removeAllContentTypeParsers();
   const parser = (request: FastifyRequest, payload: FastifyRequest['raw'], done: (err: Error | null, body?: HostBody) => void): void => {
-    readRawBody(payload, mount.limits.bytes, request.headers['content-length'], mount.limits.timeoutMs).then((raw) => done(null, { raw } satisfies HostBody), done);
+    // A `RawHostBody`, not `{ raw }`: see its doc (V8's pretenuring kept every body's buffer until a full GC).
+    readRawBody(payload, mount.limits.bytes, request.headers['content-length'], mount.limits.timeoutMs).then((raw) => done(null, new RawHostBody(raw) satisfies HostBody), done);
   };
   // The same parser by name for JSON, the type of nearly every request: Fastify caches a parser found by name, while
   // the catch-all is looked up anew (the Content-Type header parsed) on every request.
