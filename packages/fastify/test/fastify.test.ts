@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { call, createRecordingService, disconnectMidBody, loadBuiltPackage } from '@genservice/testing';
+import { RawHostBody } from '@genservice/core/adapter';
 import { genserviceFrameworkErrors, genservicePlugin } from '../src/index.js';
 
 const apps: FastifyInstance[] = [];
@@ -65,6 +66,22 @@ describe('fastify plugin: translation', () => {
     }
     await call(`${origin}/v1/models`);
     expect(Buffer.from(rec.last().body as Uint8Array).length).toBe(0);
+  });
+
+  it('hands Fastify the body it read as a RawHostBody, an object made with new, never a literal V8 may pretenure (issue 36)', async () => {
+    const rec = createRecordingService();
+    const app = Fastify();
+    const bodies: unknown[] = [];
+    app.addHook('preHandler', async (request) => {
+      bodies.push(request.body);
+    });
+    await app.register(genservicePlugin, { service: rec.service });
+    const origin = await serve(app);
+    await call(`${origin}/v1/generations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"modelId":"m"}' });
+    expect(bodies).toHaveLength(1);
+    expect(bodies[0]).toBeInstanceOf(RawHostBody);
+    expect(Buffer.from((bodies[0] as RawHostBody).raw as Buffer).toString()).toBe('{"modelId":"m"}');
+    expect(Buffer.from(rec.last().body as Uint8Array).toString()).toBe('{"modelId":"m"}');
   });
 
   it("applies the service's body limit, not Fastify's bodyLimit", async () => {

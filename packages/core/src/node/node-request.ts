@@ -64,9 +64,8 @@ export interface NodeRequestOptions {
  * The bytes an adapter read itself (`readRawBody`), as its `HostBody`: what the Fastify adapter's content-type parser
  * hands Fastify. A class rather than an object literal: V8 may decide, from one burst in which a literal's objects
  * outlived a young-generation GC, to make every later object of that literal in the old generation ("allocation-site
- * pretenuring"), and there each of these kept its body's buffer, and with it the request's other young objects, until
- * the next full GC: through HTTP about 40 % of the bytes the young-generation GC copied per Fastify POST (issue 36).
- * Objects made with `new` are never pretenured.
+ * pretenuring"), and there each of these kept its body's buffer until the next full GC: through HTTP a fifth of the
+ * bytes the young-generation GC copied per Fastify POST (issue 36). Objects made with `new` are never pretenured.
  */
 export class RawHostBody {
   constructor(readonly raw: RawBody) {}
