@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryGenerationStore, MemoryLedger, type GenerationRecord, type WebhookEventType } from '@genservice/core';
 import type { GenerationPatch } from '../src/ports/store.js';
-import { Chunked, NumberBlocks, NumberColumn } from '../src/memory/chunked.js';
+import { Chunked, NumberBlocks, numberSlots, objectSlots } from '../src/memory/chunked.js';
 import { copy, StoredGeneration } from '../src/memory/stored-generation.js';
 
 /**
@@ -161,7 +161,7 @@ describe('the memory store’s stored generation', () => {
 describe('the memory store’s chunked columns (chunked.ts)', () => {
   it('keeps every value across chunks, and keeps the first n on truncate, whatever chunk n ends in', () => {
     const B = 16_384;
-    for (const list of [new Chunked<number>(), new NumberColumn()]) {
+    for (const list of [new Chunked<number>(objectSlots), new Chunked(numberSlots)]) {
       for (let i = 0; i < 3 * B + 5; i++) list.push(i * 2);
       expect(list.length).toBe(3 * B + 5);
       expect([list.at(0), list.at(B - 1), list.at(B), list.at(3 * B + 4)]).toEqual([0, 2 * B - 2, 2 * B, 6 * B + 8]);

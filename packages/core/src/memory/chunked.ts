@@ -7,22 +7,34 @@ const MASK = SIZE - 1;
 const COLUMN_SHIFT = 14;
 const COLUMN_SIZE = 1 << COLUMN_SHIFT;
 const COLUMN_MASK = COLUMN_SIZE - 1;
+/** The first chunk's first length: a small store stays small. */
+const FIRST_SIZE = 64;
+
+/** What a chunk is: an array of values (`objectSlots`), or a Float64Array of numbers (`numberSlots`: no GC reads it). */
+export interface Slots<T> {
+  readonly length: number;
+  [i: number]: T;
+  fill(value: T, start?: number): unknown;
+}
+
+export const objectSlots = <T>(length: number): Slots<T> => new Array<T>(length);
+export const numberSlots = (length: number): Slots<number> => new Float64Array(length);
 
 /**
  * A list kept in chunks of 16,384 values, for what the memory store keeps for good (the feed's columns, an owner's
  * generations). One array would grow by copying itself into one half as large again: at millions of slots every growth
  * allocates the whole array anew, outside the young generation, on fresh pages, and leaves the old one to a full GC.
- * The first chunk grows as an array does (a small store stays small); every later one is made at its full size, an
- * object too large for the young generation's copying: it is never copied, only filled. Issue 36: with the feed in
- * one array per column, the feed was about 640 bytes a generation of what the young-generation GC copied.
+ * The first chunk doubles as it fills (from 64); every later one is made at its full size, an object too large for the
+ * young generation's copying: it is never copied, only filled. Issue 36: with the feed in one array per column, the
+ * feed was about 640 bytes a generation of what the young-generation GC copied.
  */
 export class Chunked<T> {
-  private readonly chunks: T[][];
-  private readonly first: T[] = [];
+  private readonly chunks: Array<Slots<T>>;
   private size = 0;
 
-  constructor() {
-    this.chunks = [this.first];
+  /** `make`: `objectSlots` or `numberSlots`. */
+  constructor(private readonly make: (length: number) => Slots<T>) {
+    this.chunks = [make(FIRST_SIZE)];
   }
 
   get length(): number {
@@ -31,12 +43,9 @@ export class Chunked<T> {
 
   push(value: T): void {
     const i = this.size++;
-    if (i < COLUMN_SIZE) {
-      this.first.push(value);
-      return;
-    }
     let chunk = this.chunks[i >>> COLUMN_SHIFT];
-    if (chunk === undefined) this.chunks.push((chunk = new Array<T>(COLUMN_SIZE)));
+    if (chunk === undefined) this.chunks.push((chunk = this.make(COLUMN_SIZE)));
+    else if (i < COLUMN_SIZE && i === chunk.length) chunk = this.growFirst(chunk);
     chunk[i & COLUMN_MASK] = value;
   }
 
@@ -53,49 +62,15 @@ export class Chunked<T> {
   truncate(n: number): void {
     const count = Math.max(1, (n + COLUMN_MASK) >>> COLUMN_SHIFT);
     this.chunks.length = count;
-    if (n <= COLUMN_SIZE) this.first.length = n;
-    else this.chunks[count - 1]!.fill(undefined as T, ((n - 1) & COLUMN_MASK) + 1);
+    this.chunks[count - 1]!.fill(undefined as T, n - (count - 1) * COLUMN_SIZE);
     this.size = n;
   }
-}
 
-/**
- * A list of numbers in chunks of a Float64Array each (bytes no GC reads or copies, and no box per number): the first
- * chunk doubles as it fills, the later ones are made at their full 16,384.
- */
-export class NumberColumn {
-  private readonly chunks: Float64Array[] = [new Float64Array(64)];
-  private size = 0;
-
-  get length(): number {
-    return this.size;
-  }
-
-  push(value: number): void {
-    const i = this.size++;
-    const c = i >>> COLUMN_SHIFT;
-    let chunk = this.chunks[c];
-    if (chunk === undefined) this.chunks.push((chunk = new Float64Array(COLUMN_SIZE)));
-    else if (c === 0 && i === chunk.length) {
-      const grown = new Float64Array(chunk.length * 2);
-      grown.set(chunk);
-      this.chunks[0] = chunk = grown;
-    }
-    chunk[i & COLUMN_MASK] = value;
-  }
-
-  at(i: number): number {
-    return this.chunks[i >>> COLUMN_SHIFT]![i & COLUMN_MASK]!;
-  }
-
-  set(i: number, value: number): void {
-    this.chunks[i >>> COLUMN_SHIFT]![i & COLUMN_MASK] = value;
-  }
-
-  /** Keeps the first `n` values (n <= length). */
-  truncate(n: number): void {
-    this.chunks.length = Math.max(1, (n + COLUMN_MASK) >>> COLUMN_SHIFT);
-    this.size = n;
+  private growFirst(first: Slots<T>): Slots<T> {
+    const grown = this.make(first.length * 2);
+    for (let k = 0; k < first.length; k++) grown[k] = first[k]!;
+    this.chunks[0] = grown;
+    return grown;
   }
 }
 

@@ -1,5 +1,5 @@
 import { cloneJson, copyBatch, holds, keptData } from './records.js';
-import { Chunked, NumberBlocks, NumberColumn } from './chunked.js';
+import { Chunked, NumberBlocks, numberSlots, objectSlots } from './chunked.js';
 import { apply, copy, StoredGeneration } from './stored-generation.js';
 import type { BatchCounts, BatchRecord, GenerationEvent, GenerationRecord, GenerationStatus } from '../domain/types.js';
 import { GENERATION_STATUSES } from '../domain/types.js';
@@ -28,12 +28,12 @@ export class MemoryGenerationStore implements GenerationStore {
    * entry's positions, but by a scan of them: a feed page over a long streamed output would cost its square. Each
    * column grows a chunk at a time (chunked.ts), its numbers in Float64Arrays.
    */
-  private readonly logEntry = new Chunked<StoredGeneration>();
-  private readonly logSeq = new NumberColumn();
-  private readonly logType = new Chunked<GenerationEvent['type']>();
-  private readonly logAt = new NumberColumn();
-  private readonly logData = new Chunked<GenerationEvent['data']>();
-  private readonly logPos = new NumberColumn();
+  private readonly logEntry = new Chunked<StoredGeneration>(objectSlots);
+  private readonly logSeq = new Chunked(numberSlots);
+  private readonly logType = new Chunked<GenerationEvent['type']>(objectSlots);
+  private readonly logAt = new Chunked(numberSlots);
+  private readonly logData = new Chunked<GenerationEvent['data']>(objectSlots);
+  private readonly logPos = new Chunked(numberSlots);
   private position = 0;
   /**
    * Each owner's entries in insertion order (a removed one leaves an `undefined` until the array is compacted); a list
@@ -167,7 +167,7 @@ export class MemoryGenerationStore implements GenerationStore {
     const entry = new StoredGeneration(gen, this.order++, this.times);
     this.entries.set(gen.id, entry);
     let owned = this.byOwner.get(gen.ownerId);
-    if (!owned) this.byOwner.set(gen.ownerId, (owned = { entries: new Chunked(), removed: 0 }));
+    if (!owned) this.byOwner.set(gen.ownerId, (owned = { entries: new Chunked<StoredGeneration | undefined>(objectSlots), removed: 0 }));
     entry.slot = owned.entries.length;
     owned.entries.push(entry);
     this.unfinished.set(gen.ownerId, (this.unfinished.get(gen.ownerId) ?? 0) + 1);
@@ -338,7 +338,7 @@ export class MemoryGenerationStore implements GenerationStore {
     if (!owned || owned.entries.at(entry.slot) !== entry) return;
     owned.entries.set(entry.slot, undefined);
     if (++owned.removed <= 64 || owned.removed * 2 <= owned.entries.length) return;
-    const kept = new Chunked<StoredGeneration | undefined>();
+    const kept = new Chunked<StoredGeneration | undefined>(objectSlots);
     for (let i = 0; i < owned.entries.length; i++) {
       const e = owned.entries.at(i);
       if (e === undefined) continue;
