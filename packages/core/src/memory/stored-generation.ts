@@ -6,8 +6,10 @@ import { cloneJson, keptData } from './records.js';
 /** Every field of a record, each present (absent = undefined): what `StoredGeneration` declares. */
 type EveryField = { [K in keyof Required<GenerationRecord>]: GenerationRecord[K] | undefined };
 
-/** The record fields few generations have (a stored file, a failure, metadata, a webhook, expiry, a trace, a priority, a
- * deadline, a batch, a remote job, a fallback): kept apart, so a generation without them keeps 14 slots fewer. */
+/**
+ * The record fields few generations have (a stored file, a failure, metadata, a webhook, expiry, a trace, a priority,
+ * a deadline, a batch, a remote job, a fallback): kept apart, so a generation without them keeps 14 slots fewer.
+ */
 class RareFields {
   resultKey: string | undefined = undefined;
   failureReason: string | undefined = undefined;
@@ -27,8 +29,9 @@ class RareFields {
 
 /**
  * A generation as the memory store keeps it: every field a record can have, declared here in one fixed order (an
- * absent one is undefined; the rare ones behind accessors, in a `RareFields` made when the first is set), and beside them the store's own bookkeeping (its insertion order, its index in its owner's
- * list, the feed positions of its events). A caller never sees this object: `copy()` hands out the fields that are set.
+ * absent one is undefined; the rare ones behind accessors, in a `RareFields` made when the first is set), and beside
+ * them the store's own bookkeeping (its insertion order, its index in its owner's list, the feed positions of its
+ * events). A caller never sees this object: `copy()` hands out the fields that are set.
  *
  * One object per generation, where a plain record took nine: the record, the property store its later fields
  * spilled into, an entry for the bookkeeping, an array of event positions and five number boxes (a timestamp is past
