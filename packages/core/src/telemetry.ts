@@ -7,6 +7,7 @@ import {
   type Span,
   type Tracer,
   createNoopMeter,
+  INVALID_SPAN_CONTEXT,
   metrics,
   SpanKind,
   SpanStatusCode,
@@ -209,7 +210,9 @@ export class Telemetry {
   inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, parent?: Context, kind: SpanKind = SpanKind.INTERNAL): Promise<T> {
     const ctx = parent ?? activeContext();
     const span = this.tracer.startSpan(name, { attributes, kind }, ctx);
-    if (!span.isRecording() && !trace.isSpanContextValid(span.spanContext())) {
+    const spanContext = span.spanContext();
+    // The API's no-op span without a parent is the one invalid context object: known without its ids' pattern tests.
+    if (!span.isRecording() && (spanContext === INVALID_SPAN_CONTEXT || !trace.isSpanContextValid(spanContext))) {
       // No tracer records it and no trace goes on through it (issue 36, pay for what you use): the context it would
       // be entered in is the one already active, so no context is entered and no promise step added.
       try {

@@ -6,7 +6,7 @@ import { completionCharge, FAILURE_MESSAGES, failurePrice, failureRule, type Fai
 import { ModelRegistry, type RegisteredModel } from '../domain/registry.js';
 import type { KeyBudget } from '../ports/api-keys.js';
 import type { Ledger, ReserveItem, ReserveOptions, ReserveOutcome, ReserveResult } from '../ports/ledger.js';
-import type { Expectation, GenerationChange, GenerationPatch, NewEvent, NewGeneration } from '../ports/store.js';
+import type { Expectation, GenerationChange, GenerationPatch, InsertReserve, NewEvent, NewGeneration } from '../ports/store.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
 import { BatchCompletion } from './batch-completion.js';
@@ -23,6 +23,7 @@ function missedDeadline(rec: GenerationRecord, now: number): FailRequest | null 
 }
 
 const WHOLE = Object.freeze({ fraction: 1 }); // A completed generation's progress: one for all (stores copy what they keep).
+const FIRST_CLAIM: NewEvent = Object.freeze({ type: 'processing', data: Object.freeze({ claim: 1 }) }); // The same: every first claim's event.
 /** The states a change may start from, and the lease it needs. Every transition of a generation is one of these. */
 const FROM = {
   /** A worker's own claim: it holds the lease. */
@@ -97,12 +98,15 @@ export class Lifecycle {
   /**
    * The reserve (as `reserve`, with the user's in-flight cap) and the insert with its event in one atomic step (only
    * when `canInsertReserved`); 402/429 when refused, nothing written; `limited` when the full reserve must be taken.
+   * In a `then`, without a spread, the refusal's context made only for a refusal (issue 36: every in-memory create).
    */
-  async insertReserved(gen: NewGeneration, event: NewEvent, item: ReserveItem, key: ReserveKey | undefined, now: number, maxInFlight: number, retryAfterSeconds: number): Promise<'ok' | 'limited'> {
-    const outcome = await this.log.insertReserved(gen, event, { amount: item.amount, now, maxInFlight, ...(key ? { keyId: key.keyId } : {}) });
-    if (outcome === 'limited') return outcome;
-    this.admitted(outcome, key, () => ({ now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, userMaxInFlight: maxInFlight }));
-    return 'ok';
+  insertReserved(gen: NewGeneration, event: NewEvent, item: ReserveItem, key: ReserveKey | undefined, now: number, maxInFlight: number, retryAfterSeconds: number): Promise<'ok' | 'limited'> {
+    const reserve: InsertReserve = key ? { amount: item.amount, now, maxInFlight, keyId: key.keyId } : { amount: item.amount, now, maxInFlight };
+    return this.log.insertReserved(gen, event, reserve).then((outcome) => {
+      if (outcome === 'limited' || outcome === 'ok') return outcome;
+      this.admitted(outcome, key, () => ({ now, priced: `price ${item.amount}`, what: 'generation', retryAfterSeconds, userMaxInFlight: maxInFlight }));
+      return 'ok';
+    });
   }
 
   /** Holds every reserve of a batch at once, all or nothing (402 or 429 when any level cannot cover the total, nothing held). */
@@ -167,12 +171,7 @@ export class Lifecycle {
     const now = this.options.clock.now();
     const leaseExpiresAt = now + this.options.runner.leaseMs;
     // Written out rather than spread from `lease`: a spread in a literal takes V8's slow path (issue 36).
-    const fromPending: GenerationChange = {
-      expect: FROM.pending,
-      set: { status: 'processing', claims: 1, startedAt: now, leaseOwner: this.holder, leaseExpiresAt },
-      event: { type: 'processing', data: { claim: 1 } },
-      now,
-    };
+    const fromPending: GenerationChange = { expect: FROM.pending, set: { status: 'processing', claims: 1, startedAt: now, leaseOwner: this.holder, leaseExpiresAt }, event: FIRST_CLAIM, now };
     // Pending is the common case and needs no read: a pending generation was never claimed, and its claim is settled
     // without an async frame (issue 36). (A job whose model is gone, or a low one that may carry a deadline, goes the
     // long way, to the give-up rule.)
@@ -314,6 +313,7 @@ export class Lifecycle {
     // a batch's member has a batch to finish (no promise for the others); the observer is told last.
     return this.log.change(gen.id, this.finishing(set, { type: 'completed', data: { price } }, now, settles, price)).then((done) => {
       if (!done) return false;
+      if (settles && done.batchId === undefined) return this.observer.completed(done, price, now); // No closures: the common case.
       const told = (): boolean => this.observer.completed(done, price, now);
       const finished = (): boolean | Promise<boolean> => (done.batchId !== undefined ? this.batches.memberFinished(done).then(told) : told());
       return settles ? finished() : this.ledger.settle(gen.id, price).then(finished);
