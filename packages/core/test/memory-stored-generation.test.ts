@@ -80,7 +80,7 @@ describe('the memory store’s stored generation', () => {
   it('ignores a key a patch does not have, as the Postgres store does: it cannot reach the store’s bookkeeping', async () => {
     const store = new MemoryGenerationStore();
     await store.insert(NEW, CREATED);
-    const odd = { status: 'processing', slot: 99, events: 0, at: 5, order: -1, bogus: 'x' } as unknown as GenerationPatch;
+    const odd = { status: 'processing', slot: 99, events: 0, at: 5, order: -1, rare: {}, block: null, p1: 7, later: [1], bogus: 'x' } as unknown as GenerationPatch;
     const out = await store.update('g1', { expect: { status: ['pending'] }, set: odd, event: { type: 'processing', data: {} }, now: 1_790_000_000_001 });
     expect(out).toStrictEqual({ ...NEW, status: 'processing', claims: 0, updatedAt: 1_790_000_000_001 });
     expect((await store.eventsOf('g1')).map((e) => [e.seq, e.type])).toEqual([[1, 'created'], [2, 'processing']]);
@@ -98,6 +98,13 @@ describe('the memory store’s stored generation', () => {
     (out.settings.sizes as string[]).push('y');
     out.metadata!.a = 'changed too';
     expect(await store.getById('g1')).toMatchObject({ settings: NEW.settings, metadata: NEW.metadata, webhook: NEW.webhook });
+    // A patch's objects are copied in too (each field is written by name: applyField).
+    const set = { status: 'failed' as const, error: { code: 'provider_error' as const, message: 'm' }, remoteHandle: { job: 'j', n: [1] }, progress: { fraction: 0.5, message: 'half' } };
+    await store.update('g1', { expect: { status: ['pending'] }, set, now: 1_790_000_000_001 });
+    set.error.message = 'changed';
+    set.remoteHandle.n.push(2);
+    set.progress.message = 'changed';
+    expect(await store.getById('g1')).toMatchObject({ error: { message: 'm' }, remoteHandle: { job: 'j', n: [1] }, progress: { fraction: 0.5, message: 'half' } });
   });
 
   it('reads data that is its generation’s own { modelId } as that, on any event, and any other data as given', async () => {

@@ -280,38 +280,79 @@ function copyProgress(p: Progress): Progress {
   return p.message === undefined ? { fraction: p.fraction } : { fraction: p.fraction, message: p.message };
 }
 
-/** The fields a patch may set: every key of `GenerationPatch` (the Record type makes the list complete). */
-const PATCH_FIELDS: Record<keyof Required<GenerationPatch>, true> = {
-  status: true,
-  price: true,
-  resultText: true,
-  resultKey: true,
-  failureReason: true,
-  error: true,
-  progress: true,
-  startedAt: true,
-  remoteHandle: true,
-  parkedUntil: true,
-  claims: true,
-  leaseOwner: true,
-  leaseExpiresAt: true,
-  finishedAt: true,
-  lifeEndsAt: true,
-  servedModelId: true,
-};
-const PATCHABLE: ReadonlySet<string> = new Set(Object.keys(PATCH_FIELDS));
-
 /**
  * Writes a patch onto a stored generation: `null` clears a field (to undefined: the object keeps its one shape), an
  * absent key leaves it. Values are copied in (a progress of one number is shared, as event data is: `keptData`; reads
  * copy it). The patch is the Lifecycle's own plain object: its keys are walked without a key array (issue 36).
  */
 export function apply(record: StoredGeneration, patch: GenerationPatch): void {
-  const target = record as unknown as Record<string, unknown>;
   for (const key in patch) {
-    const value = patch[key as keyof GenerationPatch];
-    // A key a patch does not have is ignored, as the Postgres store ignores it (it could name the store's bookkeeping).
-    if (value === undefined || !PATCHABLE.has(key)) continue;
-    target[key] = value === null ? undefined : key === 'progress' ? keptData(value as NewEvent['data']) : cloneJson(value);
+    if (patch[key as keyof GenerationPatch] !== undefined) applyField(record, patch, key as keyof GenerationPatch);
+  }
+}
+
+/** `null` (clear the field) as undefined. */
+const cleared = <T>(value: T | null | undefined): T | undefined => (value === null ? undefined : value);
+
+/**
+ * One field of a patch, written by its name: a write through a variable key onto this class (whose rare fields are
+ * accessors) takes V8's slow path, about six times the named writes of this switch, on every claim and completion
+ * (issue 36). Every key of `GenerationPatch` has its case (the `never` below fails the build otherwise); any other key
+ * is ignored, as the Postgres store ignores it (it could name the store's bookkeeping).
+ */
+function applyField(r: StoredGeneration, p: GenerationPatch, key: keyof GenerationPatch): void {
+  switch (key) {
+    case 'status':
+      r.status = cleared(p.status) as GenerationStatus;
+      return;
+    case 'price':
+      r.price = cleared(p.price);
+      return;
+    case 'resultText':
+      r.resultText = cleared(p.resultText);
+      return;
+    case 'resultKey':
+      r.resultKey = cleared(p.resultKey);
+      return;
+    case 'failureReason':
+      r.failureReason = cleared(p.failureReason);
+      return;
+    case 'error':
+      r.error = cloneJson(cleared(p.error)) as FailureInfo | undefined;
+      return;
+    case 'progress':
+      r.progress = p.progress === null ? undefined : (keptData(p.progress as unknown as NewEvent['data']) as unknown as Progress);
+      return;
+    case 'startedAt':
+      r.startedAt = cleared(p.startedAt);
+      return;
+    case 'remoteHandle':
+      r.remoteHandle = cloneJson(cleared(p.remoteHandle));
+      return;
+    case 'parkedUntil':
+      r.parkedUntil = cleared(p.parkedUntil);
+      return;
+    case 'claims':
+      r.claims = cleared(p.claims) as number;
+      return;
+    case 'leaseOwner':
+      r.leaseOwner = cleared(p.leaseOwner);
+      return;
+    case 'leaseExpiresAt':
+      r.leaseExpiresAt = cleared(p.leaseExpiresAt);
+      return;
+    case 'finishedAt':
+      r.finishedAt = cleared(p.finishedAt);
+      return;
+    case 'lifeEndsAt':
+      r.lifeEndsAt = cleared(p.lifeEndsAt);
+      return;
+    case 'servedModelId':
+      r.servedModelId = cleared(p.servedModelId);
+      return;
+    default: {
+      const unknownKey: never = key;
+      void unknownKey;
+    }
   }
 }
