@@ -15,6 +15,7 @@ import path from 'node:path';
 import { createGenerationService, MemoryApiKeyStore, MemoryLedger } from '@genservice/core';
 import { API_KEY, BALANCE, RUNNER_CONCURRENCY, USER_ID, VALID_BODY, noopProvider } from './lib/fixture.js';
 import { formatProfile, profileHere } from './lib/profile.js';
+import { postTenAtATime } from './lib/posts.js';
 import { settledCount } from './lib/settled.js';
 
 const n = Number(process.argv[2] ?? 20_000);
@@ -35,16 +36,7 @@ const req = { method: 'POST', path: '/v1/generations', headers: { authorization:
 async function round(count: number): Promise<number> {
   const target = (await tokens.settled()) + count;
   const cpu0 = process.cpuUsage();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 10 }, async () => {
-      while (next < count) {
-        next++;
-        const r = await service.handle(req);
-        if (r.status !== 201) throw new Error(`POST answered ${r.status}`);
-      }
-    }),
-  );
+  await postTenAtATime(service, req, count);
   while ((await tokens.settled()) < target) await new Promise((r) => setImmediate(r));
   const cpu = process.cpuUsage(cpu0);
   return (cpu.user + cpu.system) / count;

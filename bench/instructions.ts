@@ -19,6 +19,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type * as Core from '@genservice/core';
 import { API_KEY, BALANCE, RUNNER_CONCURRENCY, USER_ID, VALID_BODY, noopProvider } from './lib/fixture.js';
+import { postTenAtATime } from './lib/posts.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const FEW = 3000;
@@ -38,16 +39,7 @@ async function drive(dist: string, n: number): Promise<void> {
   });
   await service.start();
   const req = { method: 'POST', path: '/v1/generations', headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' }, body: Buffer.from(VALID_BODY) };
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 10 }, async () => {
-      while (next < n) {
-        next++;
-        const r = await service.handle(req);
-        if (r.status !== 201) throw new Error(`POST answered ${r.status}`);
-      }
-    }),
-  );
+  await postTenAtATime(service, req, n);
   while ((await ledger.account(USER_ID)).reserved > 0) await new Promise((r) => setImmediate(r));
   await service.stop();
 }
