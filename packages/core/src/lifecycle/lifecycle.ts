@@ -309,15 +309,16 @@ export class Lifecycle {
     if (result.servedBy !== undefined) set.servedModelId = result.servedBy.model.info.modelId;
     // The settle in the change's own step when the store can (Postgres: the finish is one statement, issue 36).
     const settles = this.log.settlesFor(this.ledger);
-    // Each step in a `then` of the last, not an await: no suspended frame on every generation's path (issue 36). Only
-    // a batch's member has a batch to finish (no promise for the others); the observer is told last.
+    // Each step in a `then` of the last, not an await: no suspended frame on every generation's path (issue 36).
     return this.log.change(gen.id, this.finishing(set, { type: 'completed', data: { price } }, now, settles, price)).then((done) => {
       if (!done) return false;
-      if (settles && done.batchId === undefined) return this.observer.completed(done, price, now); // No closures: the common case.
-      const told = (): boolean => this.observer.completed(done, price, now);
-      const finished = (): boolean | Promise<boolean> => (done.batchId !== undefined ? this.batches.memberFinished(done).then(told) : told());
-      return settles ? finished() : this.ledger.settle(gen.id, price).then(finished);
+      return settles ? this.completed(done, price, now) : this.ledger.settle(gen.id, price).then(() => this.completed(done, price, now));
     });
+  }
+
+  /** A completion settled: a batch's member finishes its batch first (the only one with a promise step); the observer is told last. */
+  private completed(done: GenerationRecord, price: number, now: number): boolean | Promise<boolean> {
+    return done.batchId !== undefined ? this.batches.memberFinished(done).then(() => this.observer.completed(done, price, now)) : this.observer.completed(done, price, now);
   }
 
   /** Fails a generation this instance holds. Returns the settled price, or null when refused. */
