@@ -12,26 +12,17 @@
 import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createGenerationService, MemoryApiKeyStore, MemoryLedger } from '@genservice/core';
-import { API_KEY, BALANCE, RUNNER_CONCURRENCY, USER_ID, VALID_BODY, noopProvider } from './lib/fixture.js';
+import * as Core from '@genservice/core';
+import { USER_ID } from './lib/fixture.js';
+import { inProcessService } from './lib/in-process.js';
 import { formatProfile, profileHere } from './lib/profile.js';
 import { postTenAtATime } from './lib/posts.js';
 import { settledCount } from './lib/settled.js';
 
 const n = Number(process.argv[2] ?? 20_000);
-const ledger = new MemoryLedger({ balances: { [USER_ID]: BALANCE } });
+const { service, ledger, post: req } = await inProcessService(Core);
 // Counted from the user's account (lib/settled.ts): a replaced `settle` would change the path measured.
 const tokens = settledCount(ledger, USER_ID);
-const service = createGenerationService({
-  providers: [noopProvider],
-  limits: { inFlightPerUser: 10_000_000 },
-  apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: API_KEY, userId: USER_ID }] }),
-  ledger,
-  runner: { concurrency: RUNNER_CONCURRENCY },
-  recovery: { onStart: false, intervalMs: 0 },
-});
-await service.start();
-const req = { method: 'POST', path: '/v1/generations', headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' }, body: VALID_BODY };
 
 async function round(count: number): Promise<number> {
   const target = (await tokens.settled()) + count;

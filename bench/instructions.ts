@@ -18,7 +18,8 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type * as Core from '@genservice/core';
-import { API_KEY, BALANCE, RUNNER_CONCURRENCY, USER_ID, VALID_BODY, noopProvider } from './lib/fixture.js';
+import { USER_ID, VALID_BODY } from './lib/fixture.js';
+import { inProcessService } from './lib/in-process.js';
 import { postTenAtATime } from './lib/posts.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -28,17 +29,7 @@ const MANY = 7000;
 /** The work counted: `n` creates, ten at a time, then until every one completed (as create-profile.ts). */
 async function drive(dist: string, n: number): Promise<void> {
   const core = (await import(pathToFileURL(path.join(dist, 'index.js')).href)) as typeof Core;
-  const ledger = new core.MemoryLedger({ balances: { [USER_ID]: BALANCE } });
-  const service = core.createGenerationService({
-    providers: [noopProvider],
-    limits: { inFlightPerUser: 10_000_000 },
-    apiKeys: new core.MemoryApiKeyStore({ keys: [{ apiKey: API_KEY, userId: USER_ID }] }),
-    ledger,
-    runner: { concurrency: RUNNER_CONCURRENCY },
-    recovery: { onStart: false, intervalMs: 0 },
-  });
-  await service.start();
-  const req = { method: 'POST', path: '/v1/generations', headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' }, body: Buffer.from(VALID_BODY) };
+  const { service, ledger, post: req } = await inProcessService(core, Buffer.from(VALID_BODY));
   await postTenAtATime(service, req, n);
   while ((await ledger.account(USER_ID)).reserved > 0) await new Promise((r) => setImmediate(r));
   await service.stop();
