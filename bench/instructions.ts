@@ -1,9 +1,10 @@
 /**
- * Machine instructions per in-memory generation (POST /v1/generations through `service.handle`, run to completed), the
- * steadiest figure there is on a shared machine: counted by valgrind (callgrind), not timed, so the machine's load does
- * not move it (on the 2026-11-28 machine CPU time per generation moved 30-50 % between rounds, while one build's counts
- * agreed within 0.1 % at 7,000 generations and 1.1 % at 3,000: the figure printed is good to about 5 %). For
- * comparing two builds of core side by side (issue 36); not part of `pnpm bench`, run by hand:
+ * Machine instructions per in-memory generation (POST /v1/generations through `service.handle`, run to completed),
+ * counted by valgrind (callgrind), not timed. Not as steady as first thought: in five runs of one build on a quiet
+ * machine (2026-11-28) the run of 3,000 generations counted 7,083M to 7,327M instructions and that of 7,000 7,589M to
+ * 7,740M, so the difference over 4,000 printed anywhere from 93,633 to 162,420 per generation (earlier machines agreed
+ * within a few per cent). Run it several times and take only differences well beyond that spread. For comparing two
+ * builds of core side by side (issue 36); not part of `pnpm bench`, run by hand:
  *
  *   cd bench && node --import tsx instructions.ts [dist ...]
  *
