@@ -100,3 +100,24 @@ describe('batches', () => {
     expect(batch.counts.pending).toBeGreaterThan(0);
   });
 });
+
+describe('batches: the order of what a finished member tells', () => {
+  it('a batch cancelled whole is completed before any of its members is told failed (as complete and failAt order it)', async () => {
+    const lines: string[] = [];
+    const logger = { debug() {}, info: (_o: Record<string, unknown>, msg?: string) => void lines.push(msg ?? ''), warn() {}, error() {} };
+    const service = createGenerationService({
+      providers: [{ models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }], generate: async () => ({ text: 'x' }) }],
+      ledger: new MemoryLedger({ balances: { alice: 100 } }),
+      runner: { enabled: false },
+      recovery: { intervalMs: 0, onStart: false },
+      logger,
+    });
+    cleanups.push(() => service.stop({ timeoutMs: 500 }));
+    await service.start();
+    const { batchId } = await service.batches.create('alice', { requests: [{ modelId: 'ok' }, { modelId: 'ok' }] });
+    lines.length = 0;
+    const cancelled = await service.batches.cancel('alice', batchId);
+    expect(cancelled).toMatchObject({ status: 'completed', cancelled: 2 });
+    expect(lines.filter((l) => l === 'batch completed' || l === 'generation failed')).toEqual(['batch completed', 'generation failed', 'generation failed']);
+  });
+});

@@ -356,10 +356,10 @@ export class Lifecycle {
       event: { type: 'failed', data: { price, error: { ...error } } },
       now,
     });
-    // The ledger port settles one reserve per call.
+    // The ledger port settles one reserve per call; as in `complete` and `failAt`, the batch is finished before anyone is told.
     for (const rec of failed) await this.ledger.settle(rec.id, price);
-    for (const rec of failed) this.observer.failed(rec, price, code, request.reason, now);
     if (failed[0]) await this.batches.memberFinished(failed[0]);
+    for (const rec of failed) this.observer.failed(rec, price, code, request.reason, now);
     return failed.map((r) => r.id);
   }
 
