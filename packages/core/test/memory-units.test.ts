@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryGenerationStore, MemoryLedger, hashApiKey } from '@genservice/core';
 
 describe('hashApiKey', () => {
@@ -149,6 +149,39 @@ describe('MemoryGenerationStore owner lists (issue 36: an array per owner with g
     expect(back).toEqual(given);
     expect(Object.is(back[2]!.claim, -0)).toBe(true);
     expect(Object.is(back[3]!.claim, 0)).toBe(true);
+  });
+
+  it('leaves a removed generation\'s events as gaps that reads skip (no rewrite of the feed per removal), dropped once they are half of it', async () => {
+    const store = new MemoryGenerationStore();
+    for (let i = 0; i < 200; i++) await store.insert(gen(i), { type: 'created', data: {} });
+    // The feed's columns are rewritten only by the compaction; a spy on their `set` counts it (the owner lists are
+    // Chunked too: only the calls on the feed's position column count).
+    const positions = (store as unknown as { logPos: { set: (...a: unknown[]) => unknown } }).logPos;
+    const set = vi.spyOn(Object.getPrototypeOf(positions) as typeof positions, 'set');
+    const feedWrites = () => set.mock.contexts.filter((c) => c === positions).length;
+    for (let i = 0; i < 100; i++) expect(await store.remove(gen(i).id, { status: ['completed'] })).toBe(true);
+    expect(feedWrites()).toBe(0);
+    // A page counts only live events; its cursor is the position of the last one it holds (gen i's event is at i + 1).
+    const first = await store.readFeed('', 3);
+    expect(first.events.map((e) => e.generationId)).toEqual([gen(100).id, gen(101).id, gen(102).id]);
+    expect(first.cursor).toBe('103');
+    expect((await store.readFeed(first.cursor, 2)).events.map((e) => e.generationId)).toEqual([gen(103).id, gen(104).id]);
+    expect((await store.readFeed('', 1000)).events).toHaveLength(100);
+    // One more gap than live events: the feed is compacted, and reads the same from every cursor.
+    expect(await store.remove(gen(100).id, { status: ['completed'] })).toBe(true);
+    expect(feedWrites()).toBeGreaterThan(0);
+    set.mockRestore();
+    const all = await store.readFeed('', 1000);
+    expect(all.events.map((e) => e.generationId)).toEqual(Array.from({ length: 99 }, (_, k) => gen(101 + k).id));
+    expect(all.cursor).toBe('200');
+    expect((await store.readFeed('103', 2)).events.map((e) => e.generationId)).toEqual([gen(103).id, gen(104).id]);
+    // A page that reaches the end over gaps only moves its cursor past them.
+    for (let i = 195; i < 200; i++) await store.remove(gen(i).id, { status: ['completed'] });
+    const tail = await store.readFeed('195', 10);
+    expect(tail.events).toEqual([]);
+    expect(Number(tail.cursor)).toBeGreaterThanOrEqual(195);
+    expect(await store.eventsOf(gen(150).id)).toHaveLength(1);
+    expect(await store.eventsOf(gen(196).id)).toEqual([]);
   });
 
   it("shares a record's progress of one number between records, and never hands it out", async () => {

@@ -34,6 +34,8 @@ export class MemoryGenerationStore implements GenerationStore {
   private readonly logAt = new Chunked(numberSlots);
   private readonly logData = new Chunked<GenerationEvent['data']>(objectSlots);
   private readonly logPos = new Chunked(numberSlots);
+  /** Events still in the columns whose generation was removed: skipped by reads, dropped once they are half the feed. */
+  private logGaps = 0;
   private position = 0;
   /**
    * Each owner's entries in insertion order (a removed one leaves an `undefined` until the array is compacted); a list
@@ -276,10 +278,12 @@ export class MemoryGenerationStore implements GenerationStore {
     if (!(limit > 0) || !Number.isSafeInteger(from)) return { events: [], cursor: after };
     // The first event after the cursor, by binary search over the positions.
     const lo = this.indexOf(from + 1);
-    const end = Math.min(this.logPos.length, lo + Math.floor(limit));
+    const n = this.logPos.length;
+    const max = Math.floor(limit);
     const events: GenerationEvent[] = [];
-    for (let i = lo; i < end; i++) events.push(this.eventAt(i));
-    return { events, cursor: end > lo ? String(this.logPos.at(end - 1)) : after };
+    let i = lo;
+    for (; i < n && events.length < max; i++) if (this.logEntry.at(i).slot !== REMOVED) events.push(this.eventAt(i));
+    return { events, cursor: i > lo ? String(this.logPos.at(i - 1)) : after };
   }
 
   async feedHead(): Promise<string> {
@@ -303,10 +307,19 @@ export class MemoryGenerationStore implements GenerationStore {
     this.unlist(entry);
     if (entry.finishedAt === undefined) this.finished(entry.ownerId);
     this.times.free(entry.at);
+    // Its events stay in the feed as gaps (reads skip them) until gaps are half of it: a removal costs no scan.
+    entry.slot = REMOVED;
+    this.logGaps += entry.events;
+    if (this.logGaps > 64 && this.logGaps * 2 > this.logEntry.length) this.compactFeed();
+    return true;
+  }
+
+  /** Drops the events of removed generations from the feed's columns. */
+  private compactFeed(): void {
     let w = 0;
     const n = this.logEntry.length;
     for (let i = 0; i < n; i++) {
-      if (this.logEntry.at(i) === entry) continue;
+      if (this.logEntry.at(i).slot === REMOVED) continue;
       if (w !== i) {
         this.logEntry.set(w, this.logEntry.at(i));
         this.logSeq.set(w, this.logSeq.at(i));
@@ -323,7 +336,7 @@ export class MemoryGenerationStore implements GenerationStore {
     this.logAt.truncate(w);
     this.logData.truncate(w);
     this.logPos.truncate(w);
-    return true;
+    this.logGaps = 0;
   }
 
   async countByStatus(): Promise<Record<GenerationStatus, number>> {
@@ -364,6 +377,9 @@ interface Owned {
   entries: Chunked<StoredGeneration | undefined>;
   removed: number;
 }
+
+/** The `slot` of a removed entry: its events left in the feed are gaps. */
+const REMOVED = -1;
 
 /** What an event keeps when its data is its generation's `{ modelId }` (never handed out: read as that). */
 const MODEL_OF_RECORD: GenerationEvent['data'] = Object.freeze({}) as GenerationEvent['data'];
