@@ -102,6 +102,47 @@ describe('batches', () => {
 });
 
 describe('batches: the order of what a finished member tells', () => {
+  // A batch of two run to their end, the second run held until the first has finished: the second is the batch's last
+  // open member, so its batch is completed before its own line (completed, or failed) is written.
+  it.each([
+    ['completes', 'generation completed'],
+    ['fails', 'generation failed'],
+  ])('a last member that %s finishes its batch before it is told (%s)', async (outcome, told) => {
+    const lines: string[] = [];
+    const logger = { debug() {}, info: (_o: Record<string, unknown>, msg?: string) => void lines.push(msg ?? ''), warn() {}, error() {} };
+    let runs = 0;
+    let releaseLast!: () => void;
+    const last = new Promise<void>((r) => (releaseLast = r));
+    const service = createGenerationService({
+      providers: [
+        {
+          models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }],
+          generate: async () => {
+            if (++runs === 2) {
+              await last;
+              if (outcome === 'fails') throw new Error('the last one breaks');
+            }
+            return { text: 'x' };
+          },
+        },
+      ],
+      ledger: new MemoryLedger({ balances: { alice: 100 } }),
+      runner: { concurrency: 1 },
+      recovery: { intervalMs: 0, onStart: false },
+      logger,
+    });
+    cleanups.push(() => service.stop({ timeoutMs: 500 }));
+    await service.start();
+    const { batchId } = await service.batches.create('alice', { requests: [{ modelId: 'ok' }, { modelId: 'ok' }] });
+    await until(async () => lines.filter((l) => l === 'generation completed').length, { accept: (n) => n === 1, what: 'the first member completed' });
+    expect(lines).not.toContain('batch completed');
+    releaseLast();
+    await until(async () => (await service.batches.get('alice', batchId)).status, { accept: (s) => s === 'completed', what: 'the batch completed' });
+    await until(async () => lines.filter((l) => l === told).length, { accept: (n) => n === (told === 'generation completed' ? 2 : 1), what: 'the last member told' });
+    const order = lines.filter((l) => l === 'batch completed' || l === 'generation completed' || l === 'generation failed');
+    expect(order).toEqual(['generation completed', 'batch completed', told]);
+  });
+
   it('a batch cancelled whole is completed before any of its members is told failed (as complete and failAt order it)', async () => {
     const lines: string[] = [];
     const logger = { debug() {}, info: (_o: Record<string, unknown>, msg?: string) => void lines.push(msg ?? ''), warn() {}, error() {} };

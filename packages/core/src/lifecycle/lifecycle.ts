@@ -312,13 +312,8 @@ export class Lifecycle {
     // Each step in a `then` of the last, not an await: no suspended frame on every generation's path (issue 36).
     return this.log.change(gen.id, this.finishing(set, { type: 'completed', data: { price } }, now, settles, price)).then((done) => {
       if (!done) return false;
-      return settles ? this.completed(done, price, now) : this.ledger.settle(gen.id, price).then(() => this.completed(done, price, now));
+      return settles ? this.batches.finished(done, price, now) : this.ledger.settle(gen.id, price).then(() => this.batches.finished(done, price, now));
     });
-  }
-
-  /** A completion settled: a batch's member finishes its batch first (the only one with a promise step); the observer is told last. */
-  private completed(done: GenerationRecord, price: number, now: number): boolean | Promise<boolean> {
-    return done.batchId !== undefined ? this.batches.memberFinished(done).then(() => this.observer.completed(done, price, now)) : this.observer.completed(done, price, now);
   }
 
   /** Fails a generation this instance holds. Returns the settled price, or null when refused. */
@@ -356,10 +351,9 @@ export class Lifecycle {
       event: { type: 'failed', data: { price, error: { ...error } } },
       now,
     });
-    // The ledger port settles one reserve per call; as in `complete` and `failAt`, the batch is finished before anyone is told.
+    // The ledger port settles one reserve per call; then the batch, looked at once for them all, and the observer.
     for (const rec of failed) await this.ledger.settle(rec.id, price);
-    if (failed[0]) await this.batches.memberFinished(failed[0]);
-    for (const rec of failed) this.observer.failed(rec, price, code, request.reason, now);
+    await this.batches.finished(failed, price, now, { code, reason: request.reason });
     return failed.map((r) => r.id);
   }
 
@@ -392,8 +386,7 @@ export class Lifecycle {
     const failed = await this.log.change(gen.id, this.finishing(set, { type: 'failed', data: { price, error: { ...error } } }, now, settles, price, from));
     if (!failed) return null;
     if (!settles) await this.ledger.settle(gen.id, price);
-    if (failed.batchId !== undefined) await this.batches.memberFinished(failed);
-    this.observer.failed(failed, price, code, request.reason, now);
+    await this.batches.finished(failed, price, now, { code, reason: request.reason });
     return failed;
   }
 }
