@@ -115,7 +115,7 @@ describe('the OpenAI-compatible surface: errors in OpenAI shape', () => {
   });
 
   it('400 naming the parameter: the control fields, a value the model does not take, content it has no place for, a body that is no object', async () => {
-    const { call } = build();
+    const { call, ledger } = build();
     const cases: Array<[unknown, string]> = [
       [{ model: 'img', prompt: 'x', n: 11 }, 'n'],
       [{ model: 'img', prompt: 'x', response_format: 'jpeg' }, 'response_format'],
@@ -133,6 +133,18 @@ describe('the OpenAI-compatible surface: errors in OpenAI shape', () => {
     const speech = await call('POST', '/openai/v1/audio/speech', { model: 'img', input: 'x' });
     expect(speech.status).toBe(400);
     expect(openAiError(speech)).toMatchObject({ param: 'model', type: 'invalid_request_error' });
+    // Two fields that go to one setting (`image` and `input_reference` to the image setting), one of them no list of
+    // URLs: a 400 naming a field, not a 500; and nothing is charged.
+    for (const body of [
+      { model: 'img', prompt: 'x', image: 'https://x/a.png', input_reference: 5 },
+      { model: 'img', prompt: 'x', image: {}, input_reference: 'https://x/a.png' },
+      { model: 'img', prompt: 'x', image: ['https://x/a.png'], input_reference: { url: 'https://x/b.png' } },
+    ]) {
+      const res = await call('POST', '/openai/v1/images/generations', body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(['image', 'input_reference'], JSON.stringify(body)).toContain(openAiError(res).param);
+    }
+    expect(await ledger.account('u')).toMatchObject({ balance: 100, reserved: 0 });
     const notObject = await call('POST', '/openai/v1/images/generations', [1]);
     expect(notObject.status).toBe(400);
     expect(openAiError(notObject).param).toBeNull();

@@ -55,10 +55,15 @@ export function settingsOf(model: ModelDefinition, fields: Record<string, unknow
       if (CONTENT.has(field)) throw badField(field, `the model "${model.modelId}" takes no ${field}`, 'unknown_setting');
       continue;
     }
-    if (settings[d.name] !== undefined) {
-      // Two fields for one setting (`image` and `input_reference`): the lists join.
-      const joined = [...(settings[d.name] as unknown[]), ...(coerce(d, value) as unknown[])];
-      settings[d.name] = joined;
+    const before = settings[d.name];
+    if (before !== undefined) {
+      // Two fields for one setting (`image` and `input_reference`): the lists join. Anything else cannot be joined
+      // (spreading a number or an object throws): a 400 naming the field, never a 500.
+      const more = coerce(d, value);
+      if (!Array.isArray(before) || !Array.isArray(more)) {
+        throw badField(field, `goes to the setting "${d.name}" that another field of this request also gives; only lists of URLs are joined, so send one of them`);
+      }
+      settings[d.name] = [...before, ...more];
     } else {
       settings[d.name] = coerce(d, value);
     }
