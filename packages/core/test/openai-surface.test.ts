@@ -114,6 +114,14 @@ describe('the OpenAI-compatible surface: errors in OpenAI shape', () => {
     expect(openAiError(wrongMethod).code).toBe('method_not_allowed');
   });
 
+  it('408 for a body that did not arrive in time, in OpenAI shape like every other refusal of a body', async () => {
+    const { service } = build();
+    const late = await service.handle({ method: 'POST', path: '/openai/v1/images/generations', headers: { authorization: 'Bearer k' }, bodyError: 'timeout' });
+    expect(late.status).toBe(408);
+    expect(late.headers.connection).toBe('close');
+    expect(openAiError(late)).toMatchObject({ type: 'server_error', code: 'timeout', param: null });
+  });
+
   it('400 naming the parameter: the control fields, a value the model does not take, content it has no place for, a body that is no object', async () => {
     const { call, ledger } = build();
     const cases: Array<[unknown, string]> = [

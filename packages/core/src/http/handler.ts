@@ -140,16 +140,17 @@ export class HttpHandler {
    * A throw or a rejection is turned into its error answer by the caller.
    */
   private dispatch(req: HttpRequest, ctx: RequestContext): Answer {
+    const q = req.path.indexOf('?');
+    const path = q === -1 ? req.path : req.path.slice(0, q);
+    const query = q === -1 ? '' : req.path.slice(q + 1);
     // A body that did not arrive in time: whatever the route, the request is over and so is the connection (the rest
-    // of the body is never read).
+    // of the body is never read). Still in the shape of the surface the path belongs to.
     if (req.bodyError === 'timeout') {
+      if (this.options.openai !== undefined) ctx.errorShape = errorShapeOf(path, this.options);
       return fail('request_timeout', `The request body did not arrive within ${this.options.limits.bodyTimeoutMs} ms.`, undefined, {
         connection: 'close',
       });
     }
-    const q = req.path.indexOf('?');
-    const path = q === -1 ? req.path : req.path.slice(0, q);
-    const query = q === -1 ? '' : req.path.slice(q + 1);
     const match = matchRoute(req.method.toUpperCase(), path, this.options);
     if (!('entry' in match)) {
       if (this.options.openai !== undefined) ctx.errorShape = errorShapeOf(path, this.options);
