@@ -45,6 +45,26 @@ function rpcError(res: ServerResponse, status: number, code: number, message: st
 /** A session id as a client may echo it: visible ASCII (MCP's rule), of a sane length. */
 const SESSION_ID = /^[\x21-\x7e]{1,128}$/;
 
+/**
+ * Deepest nesting of objects and arrays a message may have: far beyond any tool's arguments (settings are strings and
+ * lists of them), well inside what `JSON.stringify` can write back to the API without overflowing the stack.
+ */
+const MAX_MESSAGE_DEPTH = 64;
+
+/** Whether a parsed message nests deeper than `max`; measured without recursion, so a hostile body cannot overflow it. */
+function deeperThan(message: unknown, max: number): boolean {
+  const stack: Array<{ value: unknown; depth: number }> = [{ value: message, depth: 1 }];
+  // Each node of the parsed body is visited once: the loop ends after as many steps as the body has values.
+  while (stack.length > 0) {
+    const { value, depth } = stack.pop()!;
+    if (depth > max) return true;
+    for (const child of Object.values(value as object)) {
+      if (child !== null && typeof child === 'object') stack.push({ value: child, depth: depth + 1 });
+    }
+  }
+  return false;
+}
+
 function isInitialize(message: unknown): boolean {
   return typeof message === 'object' && message !== null && (message as { method?: unknown }).method === 'initialize';
 }
@@ -92,6 +112,10 @@ async function serve(shared: Shared, req: IncomingMessage, res: ServerResponse):
     } catch {
       return rpcError(res, 400, -32700, 'Parse error: Invalid JSON');
     }
+  }
+
+  if (parsed !== null && typeof parsed === 'object' && deeperThan(parsed, MAX_MESSAGE_DEPTH)) {
+    return rpcError(res, 400, -32600, `Invalid Request: the message is nested more than ${MAX_MESSAGE_DEPTH} levels deep.`);
   }
 
   const initializing = Array.isArray(parsed) ? parsed.some(isInitialize) : isInitialize(parsed);
