@@ -204,6 +204,34 @@ describe('the OpenAI-compatible surface: holding a request', () => {
     expect(Buffer.from(parse(done).data[0].b64_json, 'base64')).toEqual(Buffer.from(PNG_BYTES));
   });
 
+  it('a held request with none of the user\'s stream slots free is a 429 before anything is started or charged', async () => {
+    const { service, call, ledger, gate } = build({ limits: { streamsPerUser: 1 } });
+    await service.start();
+    // The user's one slot: an event stream of a generation that stays running.
+    const created = await call('POST', '/v1/generations', { modelId: 'held', settings: { prompt: 'x' } });
+    const { generationId } = parse(created);
+    await gate.reached(1);
+    const open = await call('GET', `/v1/generations/${generationId}/events`);
+    expect(open.status).toBe(200);
+    for (const body of [{ model: 'held', prompt: 'x' }, { model: 'held', prompt: 'x', stream: true }]) {
+      const res = await call('POST', '/openai/v1/images/generations', body);
+      expect(res.status, JSON.stringify(body)).toBe(429);
+      expect(openAiError(res).code).toBe('rate_limit_exceeded');
+    }
+    // Only the first generation exists and is reserved: the refused requests started none.
+    expect((await service.list('u')).data.map((g) => g.generationId)).toEqual([generationId]);
+    expect(await ledger.account('u')).toMatchObject({ balance: 98, reserved: 2 });
+    await (open.body as AsyncIterable<string>)[Symbol.asyncIterator]().return?.();
+    gate.open();
+    // Each held request gives its slot back when it is answered, streamed or not: the one slot serves them in turn.
+    expect((await call('POST', '/openai/v1/images/generations', { model: 'img', prompt: 'x' })).status).toBe(200);
+    const streamed = await call('POST', '/openai/v1/images/generations', { model: 'img', prompt: 'x', stream: true });
+    expect(await collect(streamed.body)).toContain('image_generation.completed');
+    const again = await call('GET', `/v1/generations/${generationId}/events`);
+    expect(again.status).toBe(200);
+    await (again.body as AsyncIterable<string>)[Symbol.asyncIterator]().return?.();
+  });
+
   it('a stream whose generation fails ends with an error event in OpenAI shape', async () => {
     const { service, call, ledger } = build();
     await service.start();

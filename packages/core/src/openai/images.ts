@@ -67,9 +67,14 @@ export class OpenAiImages {
     const { n, format } = controls(request.fields);
     const model = this.jobs.model(key, request.fields.model, 'image');
     const deadline = this.jobs.deadline();
-    const ids = await this.jobs.start(key, model, { ...request, n }, CONTROL);
+    const release = this.jobs.hold(key.userId);
     const recs: GenerationRecord[] = [];
-    for (const id of ids) recs.push(await this.jobs.completed(key.userId, id, deadline));
+    try {
+      const ids = await this.jobs.start(key, model, { ...request, n }, CONTROL);
+      for (const id of ids) recs.push(await this.jobs.completed(key.userId, id, deadline));
+    } finally {
+      release();
+    }
     const data: ImagesAnswer['data'] = [];
     let outputFormat: string | undefined;
     for (const rec of recs) {
@@ -94,11 +99,27 @@ export class OpenAiImages {
     const { partials } = controls(request.fields);
     const model = this.jobs.model(key, request.fields.model, 'image');
     const deadline = this.jobs.deadline();
-    const [id] = await this.jobs.start(key, model, request, CONTROL);
-    return this.events(key.userId, id!, kind, partials, deadline);
+    // Held until the stream ends (as the native event stream holds its slot).
+    const release = this.jobs.hold(key.userId);
+    let id: string | undefined;
+    try {
+      [id] = await this.jobs.start(key, model, request, CONTROL);
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return this.events(key.userId, id!, kind, partials, deadline, release);
   }
 
-  private async *events(userId: string, id: string, kind: ImageKind, partials: number, deadline: number): AsyncGenerator<string> {
+  private async *events(userId: string, id: string, kind: ImageKind, partials: number, deadline: number, release: () => void): AsyncGenerator<string> {
+    try {
+      yield* this.messages(userId, id, kind, partials, deadline);
+    } finally {
+      release();
+    }
+  }
+
+  private async *messages(userId: string, id: string, kind: ImageKind, partials: number, deadline: number): AsyncGenerator<string> {
     const sent = new Set<number>();
     let rec = await this.jobs.record(userId, id);
     const keepAlive = Math.max(1, Math.floor(this.options.push.keepAliveMs / 1000));
@@ -123,7 +144,7 @@ export class OpenAiImages {
         return;
       }
       const before = rec.updatedAt;
-      rec = await this.jobs.next(userId, id, Math.min(keepAlive, Math.ceil(left / 1000)), true);
+      rec = await this.jobs.next(userId, id, Math.min(keepAlive, Math.ceil(left / 1000)), true, true);
       // Nothing happened while waiting: a comment line keeps proxies from closing the stream.
       if (rec.updatedAt === before && !isTerminal(rec.status)) yield ': keepalive\n\n';
     }

@@ -107,22 +107,31 @@ export class OpenAiJobs {
   }
 
   /**
-   * Waits up to `seconds` for a change of the generation (with `output`, also for new partial output); the record then.
+   * One of the user's stream slots for a request held until its generations finished, taken before it starts them (a
+   * 429 then starts and charges nothing); its waits (`completed`, `next` with `slotHeld`) take no other.
    */
-  next(userId: string, id: string, seconds: number, output = false): Promise<GenerationRecord> {
-    return this.live.waitForChange(userId, id, seconds, output);
+  hold(userId: string): () => void {
+    return this.live.holdSlot(userId);
   }
 
   /**
-   * The generation once it completed. Past `deadline` a 408 (it goes on: the same request with the same
-   * Idempotency-Key waits for it again); a failed one is the error its failure says.
+   * Waits up to `seconds` for a change of the generation (with `output`, also for new partial output); the record then.
+   * Without `slotHeld` the wait takes a stream slot of its own (a long-poll).
+   */
+  next(userId: string, id: string, seconds: number, output = false, slotHeld = false): Promise<GenerationRecord> {
+    return this.live.waitForChange(userId, id, seconds, output, slotHeld);
+  }
+
+  /**
+   * The generation once it completed, waited for with the slot the caller holds (`hold`). Past `deadline` a 408 (it
+   * goes on: the same request with the same Idempotency-Key waits for it again); a failed one is the error its failure says.
    */
   async completed(userId: string, id: string, deadline: number): Promise<GenerationRecord> {
     let rec = await this.record(userId, id);
     while (!isTerminal(rec.status)) {
       const left = deadline - this.options.clock.now();
       if (left <= 0) throw this.stillRunning(id);
-      rec = await this.next(userId, id, Math.ceil(left / 1000));
+      rec = await this.next(userId, id, Math.ceil(left / 1000), false, true);
     }
     return this.succeeded(rec);
   }

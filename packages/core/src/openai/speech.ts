@@ -14,7 +14,12 @@ export class OpenAiSpeech {
   async create(key: Principal, request: JobRequest): Promise<GenerationRecord> {
     const model = this.jobs.model(key, request.fields.model, 'audio');
     const deadline = this.jobs.deadline();
-    const [id] = await this.jobs.start(key, model, request, CONTROL);
-    return this.jobs.completed(key.userId, id!, deadline);
+    const release = this.jobs.hold(key.userId);
+    try {
+      const [id] = await this.jobs.start(key, model, request, CONTROL);
+      return await this.jobs.completed(key.userId, id!, deadline);
+    } finally {
+      release();
+    }
   }
 }

@@ -82,6 +82,15 @@ export class LiveStatus {
     };
   }
 
+  /**
+   * One of the user's stream slots for a request that waits on its generations several times (the OpenAI surface's
+   * held requests): taken before it starts anything, so a user whose slots are all taken is refused before a generation
+   * is made and charged. Throws as `takeSlot`; the caller releases it when its waiting is over.
+   */
+  holdSlot(userId: string): () => void {
+    return this.takeSlot(userId);
+  }
+
   private async owned(userId: string, generationId: string): Promise<GenerationRecord> {
     const rec = GENERATION_ID_PATTERN.test(generationId) ? await this.store.get(generationId, userId) : null;
     if (!rec) throw new DomainError('not_found', 'Generation not found.');
@@ -124,12 +133,13 @@ export class LiveStatus {
 
   /**
    * Waits up to `seconds` for the generation to change status or finish (with `output`, also for new partial output);
-   * resolves with the record then (or as it is when the time is up, or at once when it is already terminal).
+   * resolves with the record then (or as it is when the time is up, or at once when it is already terminal). With
+   * `slotHeld`, the caller already holds a slot for this wait (`holdSlot`) and no other is taken.
    */
-  async waitForChange(userId: string, generationId: string, seconds: number, output = false): Promise<GenerationRecord> {
+  async waitForChange(userId: string, generationId: string, seconds: number, output = false, slotHeld = false): Promise<GenerationRecord> {
     const first = await this.owned(userId, generationId);
     if (isTerminal(first.status) || seconds <= 0) return first;
-    const release = this.takeSlot(userId);
+    const release = slotHeld ? () => undefined : this.takeSlot(userId);
     let unwatch: () => void = () => undefined;
     let timer: ClockTimer | undefined;
     const changed = new Promise<void>((resolve) => {
