@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createGenerationService, InvalidOptionsError, MemoryApiKeyStore, MemoryLedger, type GenerationService, type GenerationServiceOptions, type HttpResponse } from '@genservice/core';
+import { createGenerationService, InvalidOptionsError, MemoryApiKeyStore, MemoryBlobStore, MemoryLedger, MemoryUploadStore, type GenerationService, type GenerationServiceOptions, type HttpResponse } from '@genservice/core';
 import { isApiPath } from '@genservice/core/adapter';
 import { createGate, createScriptedProvider, failingScript, fakeModel, FakeClock, fileScript, PNG_BYTES } from '@genservice/testing';
 import { boundaryOf, MAX_PARTS, MultipartError, parseMultipart } from '../src/http/multipart.js';
@@ -291,6 +291,36 @@ describe('multipart bodies', () => {
     expect(broken.status).toBe(400);
     const text = await service.handle({ method: 'POST', path: '/openai/v1/images/edits', headers: { authorization: 'Bearer k', 'content-type': 'text/plain' }, body: 'x' });
     expect(text.status).toBe(415);
+  });
+  it('keeps no uploaded file of a request it refuses (no place for the image, a bad value, too few tokens)', async () => {
+    const live = new Set<string>();
+    class Blobs extends MemoryBlobStore {
+      override async put(bytes: Uint8Array, mimeType: string): Promise<string> {
+        const key = await super.put(bytes, mimeType);
+        live.add(key);
+        return key;
+      }
+      override async delete(key: string): Promise<void> {
+        live.delete(key);
+        await super.delete(key);
+      }
+    }
+    const uploadStore = new MemoryUploadStore();
+    const { service, keys, ledger } = build({ blobs: new Blobs(), uploadStore });
+    await keys.addKey('kp', 'p');
+    const image = part('Content-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png', Buffer.from(PNG_BYTES));
+    const cases: Array<[string, Buffer, number]> = [
+      ['k', Buffer.concat([part('Content-Disposition: form-data; name="model"', 'held'), part('Content-Disposition: form-data; name="prompt"', 'x'), image, end]), 400],
+      ['k', Buffer.concat([part('Content-Disposition: form-data; name="model"', 'img'), part('Content-Disposition: form-data; name="prompt"', 'x'), part('Content-Disposition: form-data; name="size"', '9x9'), image, end]), 400],
+      ['kp', Buffer.concat([part('Content-Disposition: form-data; name="model"', 'img'), part('Content-Disposition: form-data; name="prompt"', 'x'), image, end]), 402],
+    ];
+    for (const [key, body, status] of cases) {
+      const res = await service.handle({ method: 'POST', path: '/openai/v1/images/edits', headers: { authorization: `Bearer ${key}`, 'content-type': `multipart/form-data; boundary=${boundary}` }, body });
+      expect(res.status).toBe(status);
+      expect(live.size).toBe(0);
+      expect(await uploadStore.listExpiredBefore(Number.MAX_SAFE_INTEGER, 10)).toEqual([]);
+    }
+    expect(await ledger.account('u')).toMatchObject({ balance: 100, reserved: 0 });
   });
 });
 

@@ -66,13 +66,19 @@ export class OpenAiJobs {
   async start(key: Principal, model: ModelDefinition, request: JobRequest, control: ControlFields): Promise<string[]> {
     const fields: Record<string, unknown> = { ...request.fields };
     const digests: Record<string, string[]> = {};
-    for (const [field, files] of Object.entries(request.files ?? {})) {
-      fields[field] = await Promise.all(files.map((f) => this.files.upload(f, key.userId, request.baseUrl)));
-      digests[field] = files.map((f) => createHash('sha256').update(f.bytes).digest('hex'));
-    }
     const n = request.n ?? 1;
     const caller = { userId: key.userId, ...(request.baseUrl !== undefined ? { baseUrl: request.baseUrl } : {}) };
+    // Uploads of a request that is then refused (a bad value, 402, ...) are deleted with the refusal.
+    const uploaded: string[] = [];
     try {
+      for (const [field, files] of Object.entries(request.files ?? {})) {
+        const stored = await Promise.allSettled(files.map((f) => this.files.upload(f, key.userId, request.baseUrl)));
+        for (const s of stored) if (s.status === 'fulfilled') uploaded.push(s.value.key);
+        const failed = stored.find((s) => s.status === 'rejected');
+        if (failed !== undefined) throw failed.reason;
+        fields[field] = stored.map((s) => (s as PromiseFulfilledResult<{ url: string }>).value.url);
+        digests[field] = files.map((f) => createHash('sha256').update(f.bytes).digest('hex'));
+      }
       const settings = settingsOf(model, fields, control);
       const input = { modelId: model.modelId, settings };
       const idempotencyKey = request.idempotencyKey;
@@ -85,6 +91,7 @@ export class OpenAiJobs {
       const created = await this.generations.create(key.userId, input, { ...caller, key, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) }, basis);
       return [created.generationId];
     } catch (err) {
+      await this.files.discard(uploaded);
       throw inClientWords(err, model, model.modelId, fields);
     }
   }

@@ -30,7 +30,7 @@ export class OpenAiFiles {
    * `ownerId`'s uploaded file, stored, as a URL the model can read (valid for `fileUrlTtlSeconds`). Recorded in the
    * upload store like a `POST /v1/uploads` file, so the clean-up deletes it once its link expired.
    */
-  async upload(file: UploadedFile, ownerId: string, baseUrl: BaseUrl | undefined): Promise<string> {
+  async upload(file: UploadedFile, ownerId: string, baseUrl: BaseUrl | undefined): Promise<{ key: string; url: string }> {
     const base = this.base(baseUrl);
     const now = this.options.clock.now();
     const key = await this.blobs.put(file.bytes, file.mimeType);
@@ -42,7 +42,15 @@ export class OpenAiFiles {
       await this.blobs.delete(key).catch(() => undefined);
       throw err;
     }
-    return base + path;
+    return { key, url: base + path };
+  }
+
+  /** Uploads of a request that was refused: no generation reads them, so they go now rather than once expired. */
+  async discard(keys: readonly string[]): Promise<void> {
+    if (keys.length === 0) return;
+    await Promise.all(keys.map((key) => this.blobs.delete(key).catch(() => undefined)));
+    // A record left behind (its store failing now) only makes the clean-up look for files that are gone.
+    await this.uploads.remove(keys).catch(() => undefined);
   }
 
   /** The signed URL of one of a generation's files; it stops working when the generation expires. */
