@@ -132,11 +132,14 @@ describe('the OpenAI-compatible surface: errors in OpenAI shape', () => {
       [{ model: 'img', prompt: 'x', size: '1024x1024' }, 'size'],
       [{ model: 'img' }, 'prompt'],
       [{ prompt: 'x' }, 'model'],
+      // Longer than any model id (the native API's limit): refused, not looked up and echoed back whole.
+      [{ model: 'm'.repeat(100_000), prompt: 'x' }, 'model'],
     ];
     for (const [body, param] of cases) {
       const res = await call('POST', '/openai/v1/images/generations', body);
-      expect(res.status, JSON.stringify(body)).toBe(400);
-      expect(openAiError(res).param, JSON.stringify(body)).toBe(param);
+      expect(res.status, JSON.stringify(body).slice(0, 100)).toBe(400);
+      expect(openAiError(res).param, JSON.stringify(body).slice(0, 100)).toBe(param);
+      expect(String(res.body).length).toBeLessThan(1000);
     }
     const speech = await call('POST', '/openai/v1/audio/speech', { model: 'img', input: 'x' });
     expect(speech.status).toBe(400);

@@ -12,6 +12,9 @@ import type { ModelDefinition } from '../ports/provider.js';
 /** Fields of a request that are the surface's own (how many, in which shape, streamed), never a model's setting. */
 export type ControlFields = readonly string[];
 
+/** Longest model id a request may name, as `modelId` of `POST /v1/generations`. */
+const MAX_MODEL_ID_LENGTH = 200;
+
 /** Fields that carry what the model works on: refused, not left out, when the model has no setting for them. */
 const CONTENT = new Set(['prompt', 'input', 'image', 'mask', 'input_reference']);
 
@@ -100,6 +103,8 @@ export function inClientWords(err: unknown, model: ModelDefinition | undefined, 
 /** The model of a request for this kind of result: a 404 for one the key cannot see, a 400 for another kind. */
 export function modelFor(get: (id: string) => ModelDefinition | undefined, allowed: (id: string) => boolean, modelId: unknown, kind: ResultType): ModelDefinition {
   if (typeof modelId !== 'string' || modelId === '') throw badField('model', 'is required (the id of one of GET /models)', 'required');
+  // The native API's bound on a model id: a longer one is no model's, and is not echoed back in the 404.
+  if (modelId.length > MAX_MODEL_ID_LENGTH) throw badField('model', `must be at most ${MAX_MODEL_ID_LENGTH} characters`, 'too_long');
   const model = allowed(modelId) ? get(modelId) : undefined;
   if (model === undefined) throw inClientWords(new DomainError('model_not_found', ''), undefined, modelId, {});
   if (model.resultType !== kind) throw badField('model', `the model "${modelId}" makes ${model.resultType}, not ${kind}`);
