@@ -280,6 +280,9 @@ describe('multipart bodies', () => {
       Buffer.concat([part('Content-Type: text/plain', 'x'), end]),
       Buffer.concat([part('Content-Disposition: form-data', 'x'), end]),
       Buffer.concat([...Array.from({ length: MAX_PARTS + 1 }, (_, i) => part(`Content-Disposition: form-data; name="f${i}"`, 'x')), end]),
+      // A file's type becomes the Content-Type it is served with: one no header can carry is refused here.
+      Buffer.concat([part('Content-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\u0001', 'x'), end]),
+      Buffer.concat([part('Content-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image png', 'x'), end]),
     ];
     for (const body of bad) expect(() => parseMultipart(body, boundary)).toThrow(MultipartError);
   });
@@ -292,6 +295,10 @@ describe('multipart bodies', () => {
     expect(openAiError(res).param).toBe('other');
     const broken = await service.handle({ method: 'POST', path: '/openai/v1/images/edits', headers: { authorization: 'Bearer k', 'content-type': `multipart/form-data; boundary=${boundary}` }, body: 'junk' });
     expect(broken.status).toBe(400);
+    const badType = Buffer.concat([part('Content-Disposition: form-data; name="model"', 'img'), part('Content-Disposition: form-data; name="prompt"', 'x'), part('Content-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\u0001', Buffer.from(PNG_BYTES)), end]);
+    const typed = await service.handle({ method: 'POST', path: '/openai/v1/images/edits', headers: { authorization: 'Bearer k', 'content-type': `multipart/form-data; boundary=${boundary}` }, body: badType });
+    expect(typed.status).toBe(400);
+    expect(openAiError(typed).code).toBe('invalid_request');
     const text = await service.handle({ method: 'POST', path: '/openai/v1/images/edits', headers: { authorization: 'Bearer k', 'content-type': 'text/plain' }, body: 'x' });
     expect(text.status).toBe(415);
   });

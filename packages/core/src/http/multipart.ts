@@ -26,6 +26,8 @@ const MAX_HEADER_BYTES = 8 * 1024;
 const CRLF = Buffer.from('\r\n');
 const HEADER_END = Buffer.from('\r\n\r\n');
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** A media type (`type/subtype`, RFC 9110 tokens): a file's type is the Content-Type it is served with later. */
+const MEDIA_TYPE = /^[\w!#$%&'*+.^`|~-]+\/[\w!#$%&'*+.^`|~-]+$/;
 
 /** Why a body is not a form this reader takes, in words for a 400. */
 export class MultipartError extends Error {}
@@ -90,7 +92,9 @@ function addPart(out: FormData, headers: string[], content: Buffer): void {
   if (!field) throw new MultipartError('a part has no name');
   const filename = param(disposition, 'filename');
   if (filename !== undefined) {
-    out.files.push({ field, filename: utf8Of(filename) ?? '', mimeType: type?.split(';')[0]!.trim().toLowerCase() || 'application/octet-stream', bytes: new Uint8Array(content) });
+    const mimeType = type?.split(';')[0]!.trim().toLowerCase() || 'application/octet-stream';
+    if (!MEDIA_TYPE.test(mimeType)) throw new MultipartError(`the file ${field} has a Content-Type that is no media type`);
+    out.files.push({ field, filename: utf8Of(filename) ?? '', mimeType, bytes: new Uint8Array(content) });
     return;
   }
   let text: string;
