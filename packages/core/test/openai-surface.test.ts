@@ -230,6 +230,10 @@ describe('the OpenAI-compatible surface: holding a request', () => {
     expect((await call('POST', '/openai/v1/images/generations', { model: 'img', prompt: 'x' })).status).toBe(200);
     const streamed = await call('POST', '/openai/v1/images/generations', { model: 'img', prompt: 'x', stream: true });
     expect(await collect(streamed.body)).toContain('image_generation.completed');
+    // A stream its client leaves before reading it gives its slot back too.
+    const unread = await call('POST', '/openai/v1/images/generations', { model: 'img', prompt: 'x', stream: true });
+    expect(unread.status).toBe(200);
+    await (unread.body as AsyncIterable<string>)[Symbol.asyncIterator]().return?.();
     const again = await call('GET', `/v1/generations/${generationId}/events`);
     expect(again.status).toBe(200);
     await (again.body as AsyncIterable<string>)[Symbol.asyncIterator]().return?.();

@@ -47,6 +47,32 @@ function sse(type: string, data: Record<string, unknown>): string {
 }
 
 /**
+ * A stream's messages, holding a slot until they end, fail, or the client leaves: `return()` releases it at once,
+ * also before the first `next()` (a generator's own `finally` would not run then).
+ */
+function holding(messages: AsyncGenerator<string>, release: () => void): AsyncIterableIterator<string> {
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      try {
+        const r = await messages.next();
+        if (r.done) release();
+        return r;
+      } catch (err) {
+        release();
+        throw err;
+      }
+    },
+    async return() {
+      release();
+      return messages.return(undefined);
+    },
+  };
+}
+
+/**
  * `POST /images/generations` and `POST /images/edits`: the generations started as the request says, answered when they
  * finished (within `openai.maxWaitSeconds`), or as a stream of the previews the model emits and then the image.
  */
@@ -108,18 +134,10 @@ export class OpenAiImages {
       release();
       throw err;
     }
-    return this.events(key.userId, id!, kind, partials, deadline, release);
+    return holding(this.events(key.userId, id!, kind, partials, deadline), release);
   }
 
-  private async *events(userId: string, id: string, kind: ImageKind, partials: number, deadline: number, release: () => void): AsyncGenerator<string> {
-    try {
-      yield* this.messages(userId, id, kind, partials, deadline);
-    } finally {
-      release();
-    }
-  }
-
-  private async *messages(userId: string, id: string, kind: ImageKind, partials: number, deadline: number): AsyncGenerator<string> {
+  private async *events(userId: string, id: string, kind: ImageKind, partials: number, deadline: number): AsyncGenerator<string> {
     const sent = new Set<number>();
     let rec = await this.jobs.record(userId, id);
     const keepAlive = Math.max(1, Math.floor(this.options.push.keepAliveMs / 1000));
