@@ -193,6 +193,77 @@ describe('Idempotency-Key after a crash', () => {
     expect(await live.service.create('alice', body, { idempotencyKey: 'k' })).toEqual(created);
     expect(await ledger.account('alice')).toEqual({ balance: 90, reserved: 0, settled: 10 });
   });
+
+  it('never runs the generation of a stalled request whose key a retry took over: one key, one charge', async () => {
+    const idempotency = new MemoryIdempotencyStore();
+    const ledger = new MemoryLedger({ balances: { alice: 100 } });
+    // The stalled request's first insert waits at a barrier (a long GC pause, a lock wait) past a lease time.
+    let arrived!: () => void;
+    const stalled = new Promise<void>((r) => (arrived = r));
+    let resume!: () => void;
+    const barrier = new Promise<void>((r) => (resume = r));
+    let stallNext = true;
+    class StallsOnce extends MemoryGenerationStore {
+      private async stall(): Promise<void> {
+        if (!stallNext) return;
+        stallNext = false;
+        arrived();
+        await barrier;
+      }
+      override async insertReserved(...args: Parameters<MemoryGenerationStore['insertReserved']>) {
+        await this.stall();
+        return super.insertReserved(...args);
+      }
+      override async insert(...args: Parameters<MemoryGenerationStore['insert']>) {
+        await this.stall();
+        return super.insert(...args);
+      }
+    }
+    const store = new StallsOnce();
+    const generated = new Set<string>();
+    const provider = async (ctx: GenerationContext) => {
+      generated.add(ctx.generationId);
+      return { text: 'done' };
+    };
+    // The stalled request hears whether it still holds its key only after its generation could have been run (a
+    // few turns of the event loop; to its end if it was), as a slow Idempotency store would answer.
+    let planned: string | undefined;
+    class SlowFinish extends MemoryIdempotencyStore {
+      override begin(...args: Parameters<MemoryIdempotencyStore['begin']>) {
+        planned = args[4];
+        return idempotency.begin(...args);
+      }
+      override async finish(...args: Parameters<MemoryIdempotencyStore['finish']>): Promise<boolean> {
+        for (let turn = 0; turn < 20 && !generated.has(planned!); turn++) await new Promise<void>((r) => setImmediate(r));
+        if (generated.has(planned!)) await until(() => store.getById(planned!), { accept: (g) => g?.status === 'completed' || g?.status === 'failed' });
+        return idempotency.finish(...args);
+      }
+      override abandon(...args: Parameters<MemoryIdempotencyStore['abandon']>) {
+        return idempotency.abandon(...args);
+      }
+      override takeOver(...args: Parameters<MemoryIdempotencyStore['takeOver']>) {
+        return idempotency.takeOver(...args);
+      }
+    }
+    const clock = new FakeClock();
+    const slow = make(provider, { idempotency: new SlowFinish(), store, ledger, clock, runner: { leaseMs: 200 } });
+    const live = make(provider, { idempotency, store, ledger, clock, runner: { leaseMs: 200 } });
+    await slow.service.start();
+    await live.service.start();
+    const first = slow.service.create('alice', body, { idempotencyKey: 'k' });
+    await stalled;
+    await clock.advance(201);
+    // The retry takes the key over (the stalled request stored nothing yet) and creates under a fresh id.
+    const retried = await live.service.create('alice', body, { idempotencyKey: 'k' });
+    expect(retried.generationId).not.toBe(planned);
+    expect((await terminal(live.service, retried.generationId)).status).toBe('completed');
+    resume();
+    // The stalled request wakes, learns it lost its key, and answers the retry's generation.
+    expect(await first).toEqual(retried);
+    expect(generated.has(planned!)).toBe(false);
+    expect(await store.getById(planned!)).toMatchObject({ status: 'failed', price: 0, error: { code: 'cancelled' } });
+    expect(await ledger.account('alice')).toEqual({ balance: 90, reserved: 0, settled: 10 });
+  });
 });
 
 describe('progress', () => {

@@ -49,6 +49,8 @@ export interface NewGenerationRequest {
   /** The priority asked (absent: none asked), and a `low` one's deadline (epoch ms). */
   priority?: 'low' | 'normal' | 'high';
   deadlineAt?: number;
+  /** Given under an Idempotency-Key: see `NewBatchRequest.keyHeld`. */
+  keyHeld?: () => Promise<boolean>;
 }
 
 /** One generation of a batch, validated and priced. */
@@ -66,6 +68,12 @@ export interface NewBatchRequest {
   /** Planned by an Idempotency-Key. */
   batchId?: string;
   key?: ReserveKey;
+  /**
+   * Given under an Idempotency-Key: asked once the insert committed, before the enqueue. False (a retry took the key
+   * over while this request stalled): nothing is enqueued, so the request can undo what it stored for free. A
+   * rejection enqueues as usual (the request asks again afterwards).
+   */
+  keyHeld?: () => Promise<boolean>;
 }
 
 /**
@@ -112,7 +120,7 @@ export class Creation {
       if (input.deadlineAt !== undefined) gen.deadlineAt = input.deadlineAt;
       const item = { generationId: id, amount: input.price, modelId: input.modelId };
       const enqueue = (tenant: Tenant | undefined): Promise<string> =>
-        this.enqueueOrLeave(input.userId, [gen], tenant).then(() => {
+        this.enqueueIfHeld(input.userId, [gen], tenant, input.keyHeld).then(() => {
           this.observer.created(gen);
           return id;
         });
@@ -170,7 +178,7 @@ export class Creation {
     const events: NewEvent[] = input.items.map((item) => ({ type: 'created', data: { modelId: item.modelId } }));
     const batch = { id: batchId, ownerId: input.userId, generationIds: ids, createdAt: now, ...(input.webhook ? { webhook: { url: input.webhook.url } } : {}) };
     await this.insertOrRelease(ids, () => this.log.insertBatch(batch, gens, events));
-    await this.enqueueOrLeave(input.userId, gens, tenant);
+    await this.enqueueIfHeld(input.userId, gens, tenant, input.keyHeld);
     this.observer.batchCreated(batchId, input.userId, ids.length, input.items.reduce((sum, i) => sum + i.price, 0));
     return { batchId, generationIds: ids };
   }
@@ -187,6 +195,15 @@ export class Creation {
       this.lifecycle.release(ids).then(() => {
         throw err;
       }),
+    );
+  }
+
+  /** `enqueueOrLeave`, unless the create's Idempotency-Key was taken over meanwhile (`keyHeld` answers false). */
+  private enqueueIfHeld(userId: string, gens: readonly NewGeneration[], tenant: Tenant | undefined, keyHeld: (() => Promise<boolean>) | undefined): Promise<void> {
+    if (keyHeld === undefined) return this.enqueueOrLeave(userId, gens, tenant);
+    return keyHeld().then(
+      (held) => (held ? this.enqueueOrLeave(userId, gens, tenant) : undefined),
+      () => this.enqueueOrLeave(userId, gens, tenant),
     );
   }
 

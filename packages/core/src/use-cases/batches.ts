@@ -74,7 +74,7 @@ export class Batches {
       key: `batch:${idempotencyKey}`,
       hash: requestHash({ requests: items.map((i) => ({ modelId: i.modelId, settings: i.settings, metadata: i.metadata ?? null })), webhook: webhook ?? null }),
       newId: newBatchId,
-      create: (batchId) => this.creation.createBatch({ ...request, batchId }),
+      create: (batchId, keyHeld) => this.creation.createBatch({ ...request, batchId, keyHeld }),
       answer: async (id) => {
         const batch = await this.store.getBatch(id, userId);
         if (!batch) throw idempotencyConflict();
@@ -85,8 +85,8 @@ export class Batches {
         return batch ? answerOf(batch) : null;
       },
       lost: async (created) => {
-        // A retry took the key over while this request stalled: that one's batch is the answer; ours is cancelled (free
-        // from pending).
+        // A retry took the key over while this request stalled: that one's batch is the answer; ours, never enqueued, is
+        // cancelled (free from pending).
         await this.cancellation.cancelAll(created.generationIds.map((id, i) => ({ id, modelId: items[i]!.modelId })));
         throw idempotencyConflict();
       },

@@ -111,11 +111,12 @@ export class Generations implements GenerationUseCases {
         ...(input.deadline !== undefined ? { deadline: input.deadline } : {}),
       }),
       newId: newGenerationId,
-      create: async (id) => ({ generationId: await this.creation.create({ ...request, id }) }),
+      create: async (id, keyHeld) => ({ generationId: await this.creation.create({ ...request, id, keyHeld }) }),
       answer: async (id) => ({ generationId: id }),
       stored: async (id) => ((await this.reads.current(userId, id)) ? { generationId: id } : null),
       lost: async (_created, id) => {
-        // The retry's generation is the answer, and ours must not stay charged: cancelling from pending is free.
+        // The retry's generation is the answer, and ours must not stay charged: never enqueued, it is pending, and
+        // cancelling from pending is free.
         const expires = request.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: request.expiresAfterSeconds } : {};
         await this.cancellation.cancel({ id, modelId: request.modelId, ...expires });
         return { generationId: await this.idempotent.winnerOf(userId, idempotencyKey, id) };

@@ -13,15 +13,18 @@ export interface KeyedCreate<T> {
   hash: string;
   /** A new id for what is created (a generation's, a batch's). */
   newId(): string;
-  /** Creates it under this id. */
-  create(id: string): Promise<T>;
+  /**
+   * Creates it under this id. `keyHeld` records the key done if this request still holds it (false: a retry took it
+   * over); the create asks it once what it made is stored and before it is enqueued, so a loser's work never runs.
+   */
+  create(id: string, keyHeld: () => Promise<boolean>): Promise<T>;
   /** The answer of a request that finished under this id. */
   answer(id: string): Promise<T>;
   /** What a crashed request stored under this id, as its answer, or null when it stored nothing. */
   stored(id: string): Promise<T | null>;
   /**
-   * A retry took the key over while this request stalled, after `created` was made: undo it (it is still pending, so
-   * cancelling is free) and answer (`winnerOf` gives the retry's id once it finished) or throw.
+   * A retry took the key over while this request stalled, after `created` was made: undo it (never enqueued, it is
+   * still pending, so cancelling is free) and answer (`winnerOf` gives the retry's id once it finished) or throw.
    */
   lost(created: T, id: string): Promise<T>;
 }
@@ -79,16 +82,24 @@ export class IdempotentCreates {
     throw idempotencyConflict();
   }
 
-  /** Creates under the key's id; a failed create gives the key up, one whose key was taken over is undone. */
+  /**
+   * Creates under the key's id; a failed create gives the key up, one whose key was taken over is undone. The key is
+   * recorded done between the insert and the enqueue (`keyHeld`): a request taken over while it stalled learns so
+   * before its generation can run, so undoing it is free (finished after the enqueue, a worker could have claimed it,
+   * or completed it, and the one key would be charged twice).
+   */
   private async createForKey<T>(request: KeyedCreate<T>, id: string): Promise<T> {
+    let held: boolean | undefined;
+    const keyHeld = (): Promise<boolean> => this.idempotency.finish(request.userId, request.key, id).then((kept) => (held = kept));
     let created: T;
     try {
-      created = await request.create(id);
+      created = await request.create(id, keyHeld);
     } catch (err) {
       await this.idempotency.abandon(request.userId, request.key, id).catch(() => undefined);
       throw err;
     }
-    if (await this.idempotency.finish(request.userId, request.key, id)) return created;
+    // Not asked by the create (its finish failed there, and it enqueued anyway): asked now, as before.
+    if (held ?? (await keyHeld())) return created;
     return request.lost(created, id);
   }
 }
