@@ -8,7 +8,9 @@ import {
   type RemoteJobProvider,
   type RemoteJobStatus,
 } from '@genservice/core';
-import { until } from '@genservice/testing';
+import type { GenerationContext } from '@genservice/core';
+import { FakeClock, until } from '@genservice/testing';
+import { stopOn } from './support/fake-time.js';
 
 /** An upstream that runs jobs for `checksToFinish` checks, and counts every call. */
 function upstream(options: { checksToFinish?: number; startFailures?: number; result?: (id: string) => RemoteJobStatus } = {}) {
@@ -173,5 +175,86 @@ describe('in-flight cap per user', () => {
     for (const r of refused) expect(r.reason).toMatchObject({ code: 'rate_limited', retryAfterSeconds: 1 });
     // Only the three are charged.
     expect(await ledger.account('alice')).toMatchObject({ reserved: 30, balance: 970 });
+  });
+});
+
+describe('leases of remote jobs', () => {
+  it("does not abort a job's next check on this instance for a renewal that answered about its previous turn", async () => {
+    // A gate the test opens: one per step it must order.
+    const gate = () => {
+      let open!: () => void;
+      const shut = new Promise<void>((r) => (open = r));
+      return { shut, open };
+    };
+    const [firstCheck, renewAsked, renewRead, renewAnswer, secondCheck] = [gate(), gate(), gate(), gate(), gate()];
+    let checks = 0;
+    const checking: { signal?: AbortSignal; called: boolean }[] = [{ called: false }, { called: false }];
+    const provider: RemoteJobProvider = {
+      models: [{ modelId: 'remote', title: 'Remote', resultType: 'text', estimatedGenerationTime: 0.2, settings: [], price: 10 }],
+      async start() {
+        return { handle: { id: 'job' } };
+      },
+      async check(_handle, ctx: GenerationContext) {
+        const n = checks++;
+        checking[n] = { signal: ctx.signal, called: true };
+        if (n === 0) {
+          await firstCheck.shut;
+          return { status: 'running' };
+        }
+        await secondCheck.shut;
+        return { status: 'done', output: { text: 'ok' } };
+      },
+    };
+    // The first renewal is asked while the first turn holds the lease, reads the store after that turn parked, and
+    // answers after the next turn claimed it again.
+    let renewals = 0;
+    let read = false;
+    class SlowRenewal extends MemoryGenerationStore {
+      override async renewLeases(...args: Parameters<MemoryGenerationStore['renewLeases']>): Promise<string[]> {
+        if (renewals++ > 0) return super.renewLeases(...args);
+        renewAsked.open();
+        await renewRead.shut;
+        const renewed = await super.renewLeases(...args);
+        read = true;
+        await renewAnswer.shut;
+        return renewed;
+      }
+    }
+    const clock = new FakeClock();
+    const store = new SlowRenewal();
+    const service = createGenerationService({
+      providers: [provider],
+      store,
+      ledger: new MemoryLedger({ balances: { alice: 1000 } }),
+      clock,
+      recovery: { intervalMs: 0 },
+      runner: { leaseMs: 3000 },
+    });
+    try {
+      await service.start();
+      const { generationId } = await service.create('alice', { modelId: 'remote' });
+      await until(() => checking[0]!.called);
+      await clock.advance(1000); // the renewal timer: the first turn holds the lease
+      await renewAsked.shut;
+      firstCheck.open(); // still running upstream: the turn parks (its lease let go) and ends
+      await until(() => store.getById(generationId), { accept: (g) => g?.parkedUntil !== undefined });
+      renewRead.open();
+      await until(() => read);
+      await clock.advance(250); // the next check is due: a new turn on this instance claims it again
+      await until(() => checking[1]!.called);
+      renewAnswer.open(); // the renewal of the parked turn answers: not renewed
+      for (let turn = 0; turn < 10; turn++) await new Promise<void>((r) => setImmediate(r));
+      expect(checking[1]!.signal!.aborted).toBe(false);
+      secondCheck.open();
+      const final = await until(() => service.details('alice', generationId), { accept: (g) => g.status === 'completed' || g.status === 'failed' });
+      expect(final).toMatchObject({ status: 'completed', price: 10 });
+      expect((await store.getById(generationId))?.claims).toBe(1);
+    } finally {
+      firstCheck.open();
+      renewRead.open();
+      renewAnswer.open();
+      secondCheck.open();
+      await stopOn(clock, service);
+    }
   });
 });

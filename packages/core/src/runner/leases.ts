@@ -44,16 +44,18 @@ export class LeaseKeeper {
         this.renewTimer = undefined;
         return;
       }
-      const ids = [...this.held.keys()];
-      this.lifecycle.renewLeases(ids).then(
+      // The runs asked about, not just their ids: by the answer a run may have ended (a remote job parked) and a new
+      // run of the same generation claimed it again here, whose lease this renewal never saw.
+      const runs = [...this.held];
+      this.lifecycle.renewLeases(runs.map(([id]) => id)).then(
         (renewed) => {
           const still = new Set(renewed);
-          for (const id of ids) {
+          for (const [id, run] of runs) {
             // Lost (a stall let it expire and another worker took it) or finished by someone else (cancelled).
-            if (!still.has(id)) this.held.get(id)?.abort(new Error('lease lost'));
+            if (!still.has(id) && this.held.get(id) === run) run.abort(new Error('lease lost'));
           }
         },
-        (err: unknown) => this.logger.warn({ err: asError(err), leases: ids.length }, 'lease renewal failed'),
+        (err: unknown) => this.logger.warn({ err: asError(err), leases: runs.length }, 'lease renewal failed'),
       );
     }, Math.max(50, Math.floor(this.options.runner.leaseMs / 3)));
     this.renewTimer.unref?.();
