@@ -26,7 +26,8 @@ describe('the fee of each failure (domain/fees.ts)', () => {
   for (const [cause, code, fee] of table) {
     it(`${cause}: code ${code}, ${fee === 'free' ? 'free' : 'the failure fee'}`, () => {
       expect(failureRule(cause)).toEqual({ code, fee });
-      expect(failurePrice(cause, 7)).toBe(fee === 'free' ? 0 : 7);
+      expect(failurePrice(cause, 7, 10)).toBe(fee === 'free' ? 0 : 7);
+      expect(failurePrice(cause, 7, 4)).toBe(fee === 'free' ? 0 : 4);
     });
   }
 

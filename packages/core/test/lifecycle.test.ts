@@ -85,6 +85,23 @@ describe('hostile-review defects', () => {
     expect((await service.details('alice', generationId)).error).toEqual({ code: 'cancelled', message: expect.any(String) });
   });
 
+  it('records as the price of a failure what was settled: a failure fee above the reserve is cut to it', async () => {
+    // A discounted (or cheap) generation whose model's failure fee is more than its reserve: the ledger can settle at
+    // most the reserve, so that is the price the client must read (and a batch sums).
+    const { service, ledger } = make(
+      async () => {
+        throw new ProviderError('upstream broke', { retryable: false });
+      },
+      {},
+      [model({ price: 2, failureFee: 3 })],
+    );
+    await service.start();
+    const { generationId } = await service.create('alice', { modelId: 'm', settings: { prompt: 'x' } });
+    const done = await terminal(service, generationId);
+    expect(await ledger.account('alice')).toEqual({ balance: 98, reserved: 0, settled: 2 });
+    expect(done).toMatchObject({ status: 'failed', price: 2 });
+  });
+
   for (const price of [Number.NaN, -1, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, '5' as unknown as number]) {
     it(`fails a generation whose provider priced it at ${String(price)}, charging the failure fee`, async () => {
       const { service, ledger } = make(async () => ({ text: 'ok', price }));

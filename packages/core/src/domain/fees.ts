@@ -69,9 +69,13 @@ export function failureRule(cause: FailureCause, providerCode?: 'provider_error'
   return cause === 'provider_failed' && providerCode !== undefined ? { code: providerCode, fee: rule.fee } : rule;
 }
 
-/** The tokens a failure of this cause costs, for a model whose failure fee is `failureFee` (0 when the model is gone). */
-export function failurePrice(cause: FailureCause, failureFee: number): number {
-  return RULES[cause].fee === 'free' ? 0 : failureFee;
+/**
+ * The tokens a failure of this cause costs, for a model whose failure fee is `failureFee` (0 when the model is gone),
+ * never more than what was reserved at create (a discounted or cheap generation may have reserved less than the fee):
+ * the ledger settles at most the reserve, and the price a client reads is what was settled.
+ */
+export function failurePrice(cause: FailureCause, failureFee: number, reserved: number): number {
+  return RULES[cause].fee === 'free' ? 0 : Math.min(reserved, failureFee);
 }
 
 /**

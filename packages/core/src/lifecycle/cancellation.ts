@@ -5,7 +5,7 @@ import { asError, childLogger } from '../logger.js';
 import type { Logger } from '../ports/logger.js';
 import type { JobQueue } from '../ports/queue.js';
 import { TOKENS } from '../tokens.js';
-import { type Finishing, Lifecycle } from './lifecycle.js';
+import { type Failing, Lifecycle } from './lifecycle.js';
 
 /**
  * Cancelling on its owner's behalf: the Lifecycle's cancel (the transition and its fee), then what must stop with it:
@@ -26,7 +26,7 @@ export class Cancellation {
   }
 
   /** Cancels a pending or processing generation; the generation as failed, or null when there was nothing to cancel. */
-  async cancel(gen: Finishing & { modelId: string }): Promise<GenerationRecord | null> {
+  async cancel(gen: Failing): Promise<GenerationRecord | null> {
     const cancelled = await this.lifecycle.cancel(gen);
     if (!cancelled) return null;
     this.queue.abort?.(gen.id);
@@ -41,7 +41,7 @@ export class Cancellation {
   }
 
   /** Cancels each of these generations (each as a single cancel); answers how many it cancelled. */
-  async cancelAll(gens: ReadonlyArray<Finishing & { modelId: string }>): Promise<number> {
+  async cancelAll(gens: readonly Failing[]): Promise<number> {
     let cancelled = 0;
     for (const gen of gens) if (await this.cancel(gen)) cancelled++;
     return cancelled;

@@ -45,5 +45,8 @@ export interface Tenant {
  */
 export type Finishing = Pick<GenerationRecord, 'id' | 'expiresAfterSeconds'>;
 
+/** The generation a failure or cancel is for: its model (whose failure fee applies) and its reserve (the fee's cap). */
+export type Failing = Finishing & Pick<GenerationRecord, 'modelId' | 'reserved'>;
+
 /** What recovery should do with one unfinished generation (the Lifecycle has already failed it when `failed`). */
 export type RecoveryDecision = 'requeue' | 'failed' | 'skipped';

@@ -13,8 +13,8 @@ import { BatchCompletion } from './batch-completion.js';
 import { GenerationLog } from './generation-log.js';
 import { LifecycleObserver } from './observer.js';
 
-import type { FailRequest, CompleteRequest, ReserveKey, Tenant, Finishing, RecoveryDecision } from './lifecycle-types.js';
-export type { FailRequest, CompleteRequest, ReserveKey, Tenant, Finishing, RecoveryDecision } from './lifecycle-types.js';
+import type { FailRequest, CompleteRequest, ReserveKey, Tenant, Failing, Finishing, RecoveryDecision } from './lifecycle-types.js';
+export type { FailRequest, CompleteRequest, ReserveKey, Tenant, Failing, Finishing, RecoveryDecision } from './lifecycle-types.js';
 
 /** Why a generation that has not started must not any more: a `low` one's deadline passed (free); null otherwise. */
 function missedDeadline(rec: GenerationRecord, now: number): FailRequest | null {
@@ -317,7 +317,7 @@ export class Lifecycle {
   }
 
   /** Fails a generation this instance holds. Returns the settled price, or null when refused. */
-  failClaimed(gen: Finishing & { modelId: string }, request: FailRequest): Promise<number | null> {
+  failClaimed(gen: Failing, request: FailRequest): Promise<number | null> {
     return this.fail(gen, this.held(), request);
   }
 
@@ -326,7 +326,7 @@ export class Lifecycle {
    * state it really moved from decides: a cancel racing a claim is tried from pending first). The generation as
    * failed, or null when there was nothing to cancel. Stopping its run is `Cancellation`'s.
    */
-  async cancel(gen: Finishing & { modelId: string }): Promise<GenerationRecord | null> {
+  async cancel(gen: Failing): Promise<GenerationRecord | null> {
     const reason = 'cancelled by its owner';
     return (
       (await this.failAt(gen, FROM.pending, { cause: 'cancelled_pending', reason })) ??
@@ -342,7 +342,7 @@ export class Lifecycle {
   async cancelPendingOfBatch(batchId: string): Promise<string[]> {
     const request: FailRequest = { cause: 'cancelled_pending', reason: 'cancelled by its owner' };
     const { code } = failureRule(request.cause);
-    const price = failurePrice(request.cause, 0);
+    const price = failurePrice(request.cause, 0, 0);
     const now = this.options.clock.now();
     const error: FailureInfo = { code, message: FAILURE_MESSAGES[code] };
     const failed = await this.log.changeBatchMembers(batchId, {
@@ -368,14 +368,14 @@ export class Lifecycle {
     return this.registry.get(modelId)?.failureFee ?? 0;
   }
 
-  private async fail(gen: Finishing & { modelId: string }, from: Expectation, request: FailRequest): Promise<number | null> {
+  private async fail(gen: Failing, from: Expectation, request: FailRequest): Promise<number | null> {
     return (await this.failAt(gen, from, request, this.failureFeeOf(gen.modelId)))?.price ?? null;
   }
 
   /** The failed transition and its ledger effect; the record as failed, or null when refused. */
-  private async failAt(gen: Finishing, from: Expectation, request: FailRequest, failureFee = 0): Promise<GenerationRecord | null> {
+  private async failAt(gen: Finishing & Pick<GenerationRecord, 'reserved'>, from: Expectation, request: FailRequest, failureFee = 0): Promise<GenerationRecord | null> {
     const { code } = failureRule(request.cause, request.providerCode);
-    const price = failurePrice(request.cause, failureFee);
+    const price = failurePrice(request.cause, failureFee, gen.reserved);
     const now = this.options.clock.now();
     const error: FailureInfo = { code, message: request.publicMessage ?? FAILURE_MESSAGES[code] };
     const lifeEndsAt = lifeEnd(gen.expiresAfterSeconds, now);

@@ -87,7 +87,7 @@ export class Batches {
       lost: async (created) => {
         // A retry took the key over while this request stalled: that one's batch is the answer; ours, never enqueued, is
         // cancelled (free from pending).
-        await this.cancellation.cancelAll(created.generationIds.map((id, i) => ({ id, modelId: items[i]!.modelId })));
+        await this.cancellation.cancelAll(created.generationIds.map((id, i) => ({ id, modelId: items[i]!.modelId, reserved: items[i]!.price })));
         throw idempotencyConflict();
       },
     });

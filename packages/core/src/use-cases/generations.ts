@@ -118,7 +118,7 @@ export class Generations implements GenerationUseCases {
         // The retry's generation is the answer, and ours must not stay charged: never enqueued, it is pending, and
         // cancelling from pending is free.
         const expires = request.expiresAfterSeconds !== undefined ? { expiresAfterSeconds: request.expiresAfterSeconds } : {};
-        await this.cancellation.cancel({ id, modelId: request.modelId, ...expires });
+        await this.cancellation.cancel({ id, modelId: request.modelId, reserved: request.price, ...expires });
         return { generationId: await this.idempotent.winnerOf(userId, idempotencyKey, id) };
       },
     });
