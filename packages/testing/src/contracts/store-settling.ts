@@ -81,6 +81,32 @@ export function runSettlingStoreContract(name: string, make: () => Promise<Settl
       expect(await ledger.usage(user, { from: DAY, to: DAY, groupBy: 'key' })).toEqual({ rows: [{ group: 'key-a', count: 1, tokens: 4 }], total: { count: 1, tokens: 4 } });
     });
 
+    it('of racing completions and cancels that settle, exactly one applies, and its price is what was settled, once', async () => {
+      const { store, ledger, user, gen } = await setup(10);
+      const g = gen();
+      await store.insertReserved!(g, created, { amount: 4, now: T0 });
+      const now = T0 + 1;
+      await store.update(g.id, { expect: { status: ['pending'] }, set: { status: 'processing', claims: 1, leaseOwner: 'w', leaseExpiresAt: now + 60_000 }, now });
+      const finish = (price: number, status: 'completed' | 'failed', expect: GenerationChange['expect']): GenerationChange => ({
+        expect,
+        set: { status, price, finishedAt: now },
+        event: { type: status, data: { price } },
+        now,
+        settle: price,
+      });
+      const racing = Array.from({ length: 12 }, (_, i) =>
+        i % 2 === 0
+          ? store.update(g.id, finish(3, 'completed', { status: ['processing'], lease: { heldBy: 'w' } }))
+          : store.update(g.id, finish(1, 'failed', { status: ['processing'] })),
+      );
+      const won = (await Promise.all(racing)).filter((r) => r !== null);
+      expect(won).toHaveLength(1);
+      const price = won[0]!.price!;
+      expect(await ledger.account(user)).toEqual({ balance: 10 - price, reserved: 0, settled: price });
+      expect((await store.eventsOf(g.id)).filter((e) => e.type === 'completed' || e.type === 'failed')).toHaveLength(1);
+      expect(await ledger.settle(g.id, 4)).toBe(price);
+    });
+
     it('settles nothing when the change does not apply', async () => {
       const { store, ledger, user, gen } = await setup(10);
       const g = gen();
