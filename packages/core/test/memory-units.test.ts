@@ -3,7 +3,8 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryGenerationStore, MemoryLedger, hashApiKey } from '@genservice/core';
+import { createGenerationService, DiskBlobStore, MemoryApiKeyStore, MemoryBlobStore, MemoryGenerationStore, MemoryLedger, UnavailableError, hashApiKey } from '@genservice/core';
+import { until } from '@genservice/testing';
 
 describe('hashApiKey', () => {
   it('is the hex SHA-256 of the UTF-8 key, as SQL stores will store it', () => {
@@ -234,6 +235,46 @@ describe('DiskBlobStore', () => {
     expect(await readdir(root)).toEqual(['blobs']);
     const files = (await readdir(directory, { recursive: true })).sort();
     expect(files).toEqual([key.slice(0, 2), join(key.slice(0, 2), key), join(key.slice(0, 2), `${key}.json`)].sort());
+  });
+
+  it("answers a file system that fails as the port's outage (UnavailableError), naming its code and not the path", async () => {
+    // Its directory is a regular file: nothing can be made, read or deleted below it.
+    await writeFile(directory, 'not a directory');
+    const blobs = new DiskBlobStore({ directory });
+    const failures = [blobs.put(new Uint8Array([1]), 'image/png'), blobs.get('A'.repeat(43)), blobs.delete('A'.repeat(43))];
+    for (const failing of failures) {
+      const err = await failing.then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(UnavailableError);
+      expect((err as Error).message).toMatch(/^The blob directory could not be (written|read|deleted from) \(ENOTDIR\)\.$/);
+      expect((err as Error).message).not.toContain(root);
+    }
+  });
+
+  it("a result the disk cannot keep fails its generation free (storage_unavailable), not as the provider's fault", async () => {
+    await writeFile(directory, 'not a directory');
+    const ledger = new MemoryLedger({ balances: { alice: 100 } });
+    const service = createGenerationService({
+      providers: [
+        {
+          models: [{ modelId: 'img', title: 'Image', resultType: 'image', estimatedGenerationTime: 0.01, settings: [], price: 10, failureFee: 4 }],
+          generate: async () => ({ bytes: new Uint8Array([9]), mimeType: 'image/png' }),
+        },
+      ],
+      ledger,
+      blobs: new DiskBlobStore({ directory }),
+      runner: { retryBaseDelayMs: 1 },
+      recovery: { onStart: false, intervalMs: 0 },
+    });
+    try {
+      await service.start();
+      const { generationId } = await service.create('alice', { modelId: 'img' });
+      const failed = await until(() => service.get('alice', generationId), { accept: (g) => g.status === 'failed', what: 'the generation failed' });
+      expect(failed).toEqual({ status: 'failed', price: 0 });
+      expect((await service.details('alice', generationId)).error?.code).toBe('storage_unavailable');
+      expect(await ledger.balance('alice')).toBe(100);
+    } finally {
+      await service.stop({ timeoutMs: 500 });
+    }
   });
 
   it('survives a restart: a new instance on the same directory reads what the old one wrote', async () => {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { UnavailableError } from '../domain/errors.js';
 import type { BlobStore, StoredBlob } from '../ports/blob.js';
 
 export interface DiskBlobStoreOptions {
@@ -24,6 +25,10 @@ interface Sidecar {
  *
  * Both files are written to a temp name, flushed and renamed, so a reader sees a whole file or none. The sidecar
  * is written first and deleted last: a blob whose bytes exist always has its mime type.
+ *
+ * The disk is this store's backing service: a file system that fails (full, read-only, unreadable, gone) is thrown as
+ * `UnavailableError`, as the port asks, so a result that cannot be kept fails its generation free (`storage_unavailable`)
+ * after the runner's retries, and a read answers 503, never 500 or a charge for the provider's work.
  */
 export class DiskBlobStore implements BlobStore {
   private readonly directory: string;
@@ -35,10 +40,15 @@ export class DiskBlobStore implements BlobStore {
   async put(bytes: Uint8Array, mimeType: string): Promise<string> {
     const key = randomBytes(32).toString('base64url');
     const paths = this.pathsOf(key);
-    await mkdir(paths.shard, { recursive: true });
     const sidecar: Sidecar = { mimeType };
-    await writeAtomically(paths.meta, new TextEncoder().encode(JSON.stringify(sidecar)));
-    await writeAtomically(paths.data, bytes);
+    try {
+      await mkdir(paths.shard, { recursive: true });
+      await writeAtomically(paths.meta, new TextEncoder().encode(JSON.stringify(sidecar)));
+      await writeAtomically(paths.data, bytes);
+    } catch (error) {
+      // Nothing half-written stays readable: the bytes are published last, and a sidecar alone is no blob.
+      throw diskFailure('written', error);
+    }
     await syncDirectory(paths.shard);
     return key;
   }
@@ -58,8 +68,12 @@ export class DiskBlobStore implements BlobStore {
   async delete(key: string): Promise<void> {
     if (!isKey(key)) return;
     const paths = this.pathsOf(key);
-    await rm(paths.data, { force: true });
-    await rm(paths.meta, { force: true });
+    try {
+      await rm(paths.data, { force: true });
+      await rm(paths.meta, { force: true });
+    } catch (error) {
+      throw diskFailure('deleted from', error);
+    }
   }
 
   async deleteMany(keys: readonly string[]): Promise<void> {
@@ -114,6 +128,12 @@ async function readOrNull(path: string): Promise<Buffer | null> {
     return await readFile(path);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw error;
+    throw diskFailure('read', error);
   }
+}
+
+/** A file system error as the port's outage: its code in the message (never the path, which is the host's). */
+function diskFailure(what: 'written' | 'read' | 'deleted from', error: unknown): UnavailableError {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return new UnavailableError(`The blob directory could not be ${what}${code ? ` (${code})` : ''}.`, { cause: error });
 }
