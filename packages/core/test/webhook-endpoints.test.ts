@@ -257,6 +257,27 @@ describe('webhook endpoints as objects', () => {
     expect((await call(service, 'ka', 'GET', `/v1/webhook-endpoints/${body.id}/deliveries?limit=0`)).status).toBe(400);
   });
 
+  it('a 410 from an endpoint moved to a new URL stops that URL, not the deliveries of the URL it left', async () => {
+    const { service } = make({}, { retrySchedule: [3_600_000] });
+    await service.start();
+    const old = await receiver(() => 500);
+    const gone = await receiver(() => 410);
+    const url = `${old.base}/a`;
+    const ep = (await call(service, 'ka', 'POST', '/v1/webhook-endpoints', { url, events: ['generation.completed'] })).body;
+    // The generation's own webhook goes to the URL the endpoint had: a receiver that failed once and never said 410.
+    const gen = await generate(service, 'ka', { webhook: { url, events: ['generation.completed'] } });
+    const ofGeneration = async () => (await call(service, 'ka', 'GET', `/v1/generations/${gen}/webhook-deliveries`)).body.data as Array<{ id: string; state: string; attempts: unknown[] }>;
+    await until(async () => (await ofGeneration()).every((d) => d.attempts.length === 1) && (await ofGeneration()).length === 2, 'both first attempts recorded');
+    const [ofEndpoint] = (await call(service, 'ka', 'GET', `/v1/webhook-endpoints/${ep.id}/deliveries`)).body.data;
+
+    expect((await call(service, 'ka', 'PATCH', `/v1/webhook-endpoints/${ep.id}`, { url: `${gone.base}/b` })).status).toBe(200);
+    expect((await call(service, 'ka', 'POST', `/v1/webhook-endpoints/${ep.id}/deliveries/${ofEndpoint.id}/replay`)).status).toBe(202);
+    await until(async () => (await ofGeneration()).find((d) => d.id === ofEndpoint.id)?.state === 'gone', 'the 410 recorded');
+    expect(gone.received).toHaveLength(1);
+    // The generation's own delivery to the old URL is still due: only the URL that answered 410 is stopped.
+    expect((await ofGeneration()).find((d) => d.id !== ofEndpoint.id)?.state).toBe('pending');
+  });
+
   it('disables an endpoint that failed every attempt for the period: its owner\u2019s other endpoints are told, the audit log has a line', async () => {
     const clock = new FakeClock(Date.UTC(2030, 0, 1));
     const minute = 60_000;

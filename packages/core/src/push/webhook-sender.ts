@@ -126,8 +126,9 @@ export class WebhookSender {
     }
     if (d.endpointId !== undefined) await this.health.attempted(d, attemptSucceeded('status' in response ? response.status : undefined), finished);
     if (outcome.state === 'gone') {
-      const stopped = await this.hooks.stopEndpoint(d.ownerId, d.url);
-      this.logger.info({ url: d.url, ownerId: d.ownerId, stopped }, 'receiver answered 410 Gone: endpoint stopped');
+      // The URL that answered: a registered endpoint's as it is now, which may not be the one its delivery was written for.
+      const stopped = await this.hooks.stopEndpoint(d.ownerId, receiver.url);
+      this.logger.info({ url: receiver.url, ownerId: d.ownerId, stopped }, 'receiver answered 410 Gone: endpoint stopped');
     } else if (outcome.state === 'failed') {
       this.logger.warn({ deliveryId: d.id, url: d.url, attempts }, 'webhook delivery given up');
     }
