@@ -278,6 +278,34 @@ describe('webhook endpoints as objects', () => {
     expect((await ofGeneration()).find((d) => d.id !== ofEndpoint.id)?.state).toBe('pending');
   });
 
+  it('an endpoint disabled after its URL changed is reported with its URL as it is now, in the audit log and to its siblings', async () => {
+    const clock = new FakeClock(Date.UTC(2030, 0, 1));
+    const minute = 60_000;
+    const { service, webhookStore, auditLog } = make({ clock }, { pollIntervalMs: 10_000, retrySchedule: Array(20).fill(minute), disableEndpointAfterMs: 5 * minute });
+    cleanups.push(() => stopOn(clock, service));
+    await service.start();
+    const first = await receiver(() => 500);
+    const second = await receiver(() => 500);
+    const fine = await receiver();
+    const bad = (await call(service, 'ka', 'POST', '/v1/webhook-endpoints', { url: `${first.base}/old`, events: ['generation.completed'] })).body;
+    await call(service, 'ka', 'POST', '/v1/webhook-endpoints', { url: `${fine.base}/good`, events: ['webhook_endpoint.disabled'] });
+    await generate(service, 'ka');
+    const idle = async () => (await webhookStore.endpointDeliveries(bad.id, 'alice', 10)).every((d) => d.leaseOwner === undefined);
+    await until(async () => first.received.length === 1 && (await idle()), 'the first failed attempt');
+    const moved = `${second.base}/new`;
+    expect((await call(service, 'ka', 'PATCH', `/v1/webhook-endpoints/${bad.id}`, { url: moved })).status).toBe(200);
+    let steps = 0;
+    while ((await call(service, 'ka', 'GET', `/v1/webhook-endpoints/${bad.id}`)).body.status === 'enabled' && steps++ < 100) {
+      await clock.advance(10_000);
+      await until(idle, 'no attempt in flight');
+    }
+    expect(second.received.length).toBeGreaterThan(0);
+    expect((await auditLog.list({ limit: 10 })).entries[0]).toMatchObject({ action: 'webhook_endpoint.disable', details: { endpointId: bad.id, url: moved } });
+    await clock.advance(10_000);
+    await until(() => fine.received.length === 1, 'webhook_endpoint.disabled to the other endpoint');
+    expect(JSON.parse(fine.received[0]!.body)).toMatchObject({ data: { endpointId: bad.id, url: moved } });
+  });
+
   it('disables an endpoint that failed every attempt for the period: its owner\u2019s other endpoints are told, the audit log has a line', async () => {
     const clock = new FakeClock(Date.UTC(2030, 0, 1));
     const minute = 60_000;

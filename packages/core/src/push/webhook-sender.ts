@@ -124,7 +124,8 @@ export class WebhookSender {
       this.logger.warn({ deliveryId: d.id }, 'delivery lease lost before its attempt was recorded; it will be tried again');
       return;
     }
-    if (d.endpointId !== undefined) await this.health.attempted(d, attemptSucceeded('status' in response ? response.status : undefined), finished);
+    // Told with the URL the attempt went to (the endpoint's now), not the one its delivery was written for.
+    if (d.endpointId !== undefined) await this.health.attempted({ ...d, url: receiver.url }, attemptSucceeded('status' in response ? response.status : undefined), finished);
     if (outcome.state === 'gone') {
       // The URL that answered: a registered endpoint's as it is now, which may not be the one its delivery was written for.
       const stopped = await this.hooks.stopEndpoint(d.ownerId, receiver.url);
