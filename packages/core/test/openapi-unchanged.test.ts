@@ -12,7 +12,7 @@ import { openApiFixtureModels } from './fixtures/openapi-models.js';
  * audit actions, `maxInFlight` of admin keys, a create's `priority` and `deadline`, a quote's `priority` and
  * `multiplier`, the key scope `priority`, and the `queue` of a pending generation's details (and the stream's
  * `event: queue`); issue 41 the `/v1/webhook-endpoints` operations and schemas, the audit action
- * `webhook_endpoint.disable`, and the console's reads (`GET /v1/keys`, `GET /v1/admin/users...`, `GET /v1/admin/queue`).
+ * `webhook_endpoint.disable`, and the console's reads (`GET /v1/keys`, `GET /v1/admin/users...`, `GET /v1/admin/queue`); the audit action `webhook_delivery.replay` (an admin's replay, audited).
  * The table must describe exactly the same paths, operations and schemas.
  */
 const before = JSON.parse(readFileSync(new URL('./fixtures/openapi-before.json', import.meta.url), 'utf8')) as Record<string, any>;

@@ -1,7 +1,7 @@
 // The operator console's reads (issue 41): queue health per model and provider, the oldest waiting on a fake clock,
 // failures in the last hour, and one generation of any user with its event log.
 import { describe, expect, it } from 'vitest';
-import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type GenerationService } from '@genservice/core';
+import { createGenerationService, MemoryApiKeyStore, MemoryAuditLog, MemoryLedger, MemoryWebhookStore, type GenerationService } from '@genservice/core';
 import { FakeClock, until } from '@genservice/testing';
 import { RecentFailures } from '../src/lifecycle/recent-failures.js';
 
@@ -101,6 +101,38 @@ describe('GET /v1/admin/users', () => {
     const plain = await call(make(own), ADMIN, 'GET', '/v1/admin/users');
     expect(plain.status).toBe(404);
     expect(plain.body.error.message).toMatch(/does not list its accounts/);
+  });
+});
+
+describe('POST /v1/admin/users/{userId}/webhook-endpoints/{id}/deliveries/{deliveryId}/replay', () => {
+  it('is audited under the admin key\u2019s name, as every admin action is; a refused one and the user\u2019s own are not', async () => {
+    const auditLog = new MemoryAuditLog();
+    const webhookStore = new MemoryWebhookStore();
+    const service = createGenerationService({
+      providers: [{ models: [model('a')], generate: async () => ({ text: 'x' }) }],
+      apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'k', userId: 'u' }] }),
+      ledger: new MemoryLedger({ balances: { u: 5 } }),
+      runner: { enabled: false },
+      auditLog,
+      webhookStore,
+      webhooks: { allowHttp: true, allowPrivateUrls: true },
+      admin: { apiKeys: [{ key: ADMIN, name: 'ops' }] },
+    });
+    const ep = (await call(service, 'k', 'POST', '/v1/webhook-endpoints', { url: 'http://127.0.0.1:9/hook' })).body;
+    const at = Date.UTC(2030, 0, 1);
+    await webhookStore.addDeliveries([
+      { id: 'msg_one', endpointId: ep.id, url: ep.url, generationId: 'g'.repeat(22), ownerId: 'u', seq: 2, type: 'generation.completed', payload: '{}', nextAttemptAt: at, createdAt: at },
+    ]);
+    const base = `/v1/admin/users/u/webhook-endpoints/${ep.id}/deliveries`;
+    expect((await call(service, ADMIN, 'POST', `${base}/msg_nope/replay`)).status).toBe(404);
+    expect((await auditLog.list({ limit: 10 })).entries).toEqual([]);
+    expect((await call(service, 'k', 'POST', `/v1/webhook-endpoints/${ep.id}/deliveries/msg_one/replay`)).status).toBe(202);
+    expect((await auditLog.list({ limit: 10 })).entries).toEqual([]);
+    expect((await call(service, ADMIN, 'POST', `${base}/msg_one/replay`)).status).toBe(202);
+    const { entries } = await auditLog.list({ limit: 10 });
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).toMatchObject({ actor: 'ops', action: 'webhook_delivery.replay', userId: 'u', details: { endpointId: ep.id, deliveryId: 'msg_one' } });
+    expect((await call(service, ADMIN, 'GET', '/v1/admin/audit')).body.data[0]).toMatchObject({ action: 'webhook_delivery.replay' });
   });
 });
 

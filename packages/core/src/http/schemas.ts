@@ -344,7 +344,7 @@ export const adminAuditSchema = z.object({
       id: z.string(),
       at: z.string().describe('ISO 8601'),
       actor: z.string().describe('The admin key’s name'),
-      action: z.enum(['user.create', 'credits.add', 'key.create', 'key.revoke', 'webhook_endpoint.disable', 'organization.create', 'organization.limits.set', 'organization.member.add', 'organization.member.remove', 'user.limits.set']),
+      action: z.enum(['user.create', 'credits.add', 'key.create', 'key.revoke', 'webhook_endpoint.disable', 'webhook_delivery.replay', 'organization.create', 'organization.limits.set', 'organization.member.add', 'organization.member.remove', 'user.limits.set']),
       userId: z.string().optional(),
       keyId: z.string().optional(),
       details: z.record(z.string(), z.unknown()).optional(),

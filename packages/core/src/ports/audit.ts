@@ -1,10 +1,14 @@
-/** What an admin did, or the service itself (`webhook_endpoint.disable`: an endpoint that kept failing, actor `genservice`). */
+/**
+ * What an admin did (`webhook_delivery.replay`: a user's delivery sent again from the admin API), or the service itself
+ * (`webhook_endpoint.disable`: an endpoint that kept failing, actor `genservice`).
+ */
 export type AuditAction =
   | 'user.create'
   | 'credits.add'
   | 'key.create'
   | 'key.revoke'
   | 'webhook_endpoint.disable'
+  | 'webhook_delivery.replay'
   | 'organization.create'
   | 'organization.limits.set'
   | 'organization.member.add'
@@ -32,7 +36,7 @@ export interface AuditPage {
 }
 
 /**
- * Every admin action on users, credits, keys and organisations, newest first.
+ * Every admin action on users, credits, keys, organisations and users' webhook deliveries, newest first.
  *
  * Guarantees (the contract suite checks each): `append` stores the entry whole or not at all and never changes or
  * drops an earlier one; `list` pages from the newest backwards, each entry once, however many are appended meanwhile.

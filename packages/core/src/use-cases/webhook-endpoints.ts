@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { DomainError } from '../domain/errors.js';
 import { newWebhookEndpointId, WEBHOOK_ENDPOINT_ID_PATTERN } from '../domain/ids.js';
 import { DEFAULT_ENDPOINT_EVENTS, ENDPOINT_EVENT_TYPES } from '../domain/webhook-endpoints.js';
+import type { AuditLog } from '../ports/audit.js';
 import type { DeliveryWithAttempts, EndpointEventType, WebhookEndpointChange, WebhookEndpointRecord, WebhookStore } from '../ports/webhooks.js';
 import { deliveryView, newWebhookSecret, type DeliveryView, type WebhookUrlCheck } from '../push/webhook-messages.js';
 import { WebhookSender } from '../push/webhook-sender.js';
@@ -77,6 +78,7 @@ export class WebhookEndpoints {
     @inject(TOKENS.WebhookUrlCheck) private readonly urlCheck: WebhookUrlCheck,
     @inject(WebhookSender) private readonly sender: WebhookSender,
     @inject(WebhookUse) private readonly use: WebhookUse,
+    @inject(TOKENS.AuditLog) private readonly audit: AuditLog,
   ) {}
 
   /** Registers an endpoint; the answer is the only time its secret is shown. */
@@ -159,15 +161,19 @@ export class WebhookEndpoints {
 
   /**
    * Sends a delivery again: the same message (`webhook-id`, body), signed with the endpoint's secret at the time of
-   * the attempt, as one more attempt. 409 while an attempt is in flight or the endpoint is disabled.
+   * the attempt, as one more attempt. 409 while an attempt is in flight or the endpoint is disabled. With an `actor`
+   * (an admin replaying a user's delivery) it is audited, as every admin action is; the user's own replay is not.
    */
-  async replay(userId: string, id: string, deliveryId: string): Promise<EndpointDeliveryView> {
+  async replay(userId: string, id: string, deliveryId: string, options: { actor?: string } = {}): Promise<EndpointDeliveryView> {
     const endpoint = await this.owned(userId, id);
     if (endpoint.disabledAt !== undefined) throw new DomainError('conflict', 'The endpoint is disabled; enable it (PATCH disabled: false) before a replay.');
     const now = this.options.clock.now();
     const d = deliveryId.length <= 64 ? await this.hooks.replayDelivery(deliveryId, id, now) : null;
     if (d === null) throw new DomainError('not_found', 'Delivery not found.');
     if (d === 'busy') throw new DomainError('conflict', 'The delivery is being attempted now; replay it when that attempt is over.');
+    if (options.actor !== undefined) {
+      await this.audit.append({ at: now, actor: options.actor, action: 'webhook_delivery.replay', userId, details: { endpointId: id, deliveryId } });
+    }
     this.sender.deliver();
     const view = (await this.hooks.deliveriesOf(d.generationId)).find((x) => x.id === deliveryId);
     return endpointDeliveryView(view ?? { ...d, history: [] });

@@ -207,9 +207,9 @@ export const operationsRoutes: RouteEntry[] = [
       operationId: 'adminReplayWebhookDelivery',
       tag: 'Admin',
       summary: 'Send a user\u2019s delivery again',
-      description: 'What `POST /v1/webhook-endpoints/{id}/deliveries/{deliveryId}/replay` does for that user: one more attempt of the same message.',
+      description: 'What `POST /v1/webhook-endpoints/{id}/deliveries/{deliveryId}/replay` does for that user: one more attempt of the same message. Audited.',
     },
     handle: (call, s) =>
-      s.webhookEndpoints.replay(call.param('userId'), call.param('id'), call.param('deliveryId')).then((d) => adminJson(202, d)),
+      s.webhookEndpoints.replay(call.param('userId'), call.param('id'), call.param('deliveryId'), { actor: call.actor }).then((d) => adminJson(202, d)),
   }),
 ];
