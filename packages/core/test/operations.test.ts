@@ -84,6 +84,42 @@ describe('keys of a host that resolves keys itself', () => {
     expect(await call(service, 'k', 'GET', '/v1/keys')).toEqual({ status: 200, body: { data: [] } });
     expect((await call(service, ADMIN, 'GET', '/v1/admin/users/u')).body).toEqual({ userId: 'u', balance: 5, reserved: 0, settled: 0, keys: [] });
   });
+
+  it('answers the admin key routes without a 500: no keys to list, a 404 saying why for a key it cannot issue or revoke', async () => {
+    const auditLog = new MemoryAuditLog();
+    const service = createGenerationService({
+      providers: [{ models: [model('a')], generate: async () => ({ text: 'x' }) }],
+      apiKeys: { resolve: (key: string) => (key === 'k' ? { userId: 'u' } : null) },
+      ledger: new MemoryLedger({ balances: { u: 5 } }),
+      runner: { enabled: false },
+      auditLog,
+      admin: { apiKeys: [ADMIN] },
+    });
+    expect(await call(service, ADMIN, 'GET', '/v1/admin/users/u/keys')).toEqual({ status: 200, body: { data: [] } });
+    const issued = await call(service, ADMIN, 'POST', '/v1/admin/users/u/keys', { name: 'ci' });
+    expect(issued.status).toBe(404);
+    expect(issued.body.error).toMatchObject({ code: 'not_found', message: expect.stringMatching(/ApiKeyStore/) });
+    expect((await call(service, ADMIN, 'DELETE', '/v1/admin/keys/key_AAAAAAAAAAAAAAAAAAAAAA')).body.error.code).toBe('not_found');
+    expect((await auditLog.list({ limit: 10 })).entries).toEqual([]);
+  });
+
+  it('answers the organisation and user-limit routes with a 404 saying what is missing (never a 500) for a ledger without them', async () => {
+    const memory = new MemoryLedger({ balances: { u: 5 } });
+    const legacy = new Proxy(memory, {
+      get: (t, p) => (typeof p === 'string' && (/rganization|embership/.test(p) || p === 'setUserLimits' || p === 'userLimits') ? undefined : Reflect.get(t, p, t)),
+    });
+    const service = createGenerationService({ providers: [{ models: [model('a')], generate: async () => ({ text: 'x' }) }], ledger: legacy, runner: { enabled: false }, admin: { apiKeys: [ADMIN] } });
+    for (const [method, path, body] of [
+      ['POST', '/v1/admin/organizations', { organizationId: 'acme' }],
+      ['GET', '/v1/admin/organizations/acme', undefined],
+      ['PATCH', '/v1/admin/users/u/limits', { maxInFlight: 2 }],
+      ['GET', '/v1/admin/users/u/limits', undefined],
+    ] as const) {
+      const r = await call(service, ADMIN, method, path, body);
+      expect({ path, status: r.status, code: r.body.error.code }).toEqual({ path, status: 404, code: 'not_found' });
+      expect(r.body.error.message).toMatch(/need a ledger that keeps them/);
+    }
+  });
 });
 
 describe('GET /v1/admin/users', () => {

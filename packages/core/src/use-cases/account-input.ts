@@ -34,6 +34,15 @@ export function checkUserId(userId: string): string {
   return parsed.data;
 }
 
+/**
+ * What this service's own ports cannot do (a host's resolver that keeps no key objects, a ledger without organisations
+ * or user limits): a 404 saying what is missing, as `GET /v1/admin/users` answers for a ledger that cannot list its
+ * accounts. It is the configuration the request cannot be served on, never a fault of the service (a 500).
+ */
+export function unsupported(message: string): DomainError {
+  return new DomainError('not_found', message);
+}
+
 export function invalid(details: ErrorDetail[]): DomainError {
   return new DomainError('invalid_request', `The request is not valid: ${details.map((d) => d.message).join('; ')}.`, { details });
 }

@@ -11,7 +11,7 @@ import type { Ledger, OrganizationBudget, OrganizationRole, UsageGroupBy, UserLi
 import { budgetWindows } from '../domain/limits.js';
 import { budgetWindow } from '../domain/rules.js';
 import { TOKENS } from '../tokens.js';
-import { check, checkUserId, invalid, PRINTABLE, usageDays, userIdSchema } from './account-input.js';
+import { check, checkUserId, invalid, PRINTABLE, unsupported, usageDays, userIdSchema } from './account-input.js';
 import { type MemberInput, type NewOrganizationInput, type OrganizationLimitsInput, type OrganizationUsageInput, type OrganizationUsageView, type OrganizationView, Organizations } from './organizations.js';
 
 export { USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from './account-input.js';
@@ -174,9 +174,10 @@ export class Accounts {
     return { ...keyView(key), apiKey };
   }
 
-  /** A user's keys, oldest first, never their secrets. */
+  /** A user's keys, oldest first, never their secrets; none when the host resolves keys itself (it keeps no key objects). */
   async listKeys(userId: string): Promise<KeyView[]> {
     const id = checkUserId(userId);
+    if (typeof (this.keys as Partial<ApiKeyStore>).listKeys !== 'function') return [];
     return (await this.keyStore().listKeys(id)).map(keyView);
   }
 
@@ -294,7 +295,7 @@ export class Accounts {
   private userLimitLedger(): UserLimitLedger {
     const l = this.ledger as Partial<UserLimitLedger>;
     if (typeof l.setUserLimits !== 'function' || typeof l.userLimits !== 'function') {
-      throw new Error('User limits need a ledger that keeps them (setUserLimits, userLimits): the memory, SQLite and Postgres ledgers do');
+      throw unsupported('User limits need a ledger that keeps them (setUserLimits, userLimits): the memory, SQLite and Postgres ledgers do.');
     }
     return l as UserLimitLedger;
   }
@@ -302,7 +303,7 @@ export class Accounts {
   private keyStore(): ApiKeyStore {
     const store = this.keys as Partial<ApiKeyStore>;
     if (typeof store.createKey !== 'function' || typeof store.listKeys !== 'function' || typeof store.revokeKeyById !== 'function') {
-      throw new Error('Managing keys needs `apiKeys` to be an ApiKeyStore (createKey, listKeys, getKey, revokeKeyById)');
+      throw unsupported('Managing keys needs `apiKeys` to be an ApiKeyStore (createKey, listKeys, getKey, revokeKeyById).');
     }
     return store as ApiKeyStore;
   }

@@ -8,7 +8,7 @@ import type { Clock } from '../ports/clock.js';
 import type { AuditEntry, AuditLog } from '../ports/audit.js';
 import type { Ledger, OrganizationBudget, OrganizationLedger, OrganizationLimits, OrganizationRecord, OrganizationRole, OrganizationUsageGroupBy } from '../ports/ledger.js';
 import { TOKENS } from '../tokens.js';
-import { check, checkUserId, PRINTABLE, usageDays } from './account-input.js';
+import { check, checkUserId, PRINTABLE, unsupported, usageDays } from './account-input.js';
 
 
 const organizationIdSchema = z.string().min(1).max(200).regex(PRINTABLE);
@@ -197,7 +197,7 @@ export class Organizations {
     const l = this.ledger as Partial<OrganizationLedger>;
     const methods = ['createOrganization', 'setOrganizationLimits', 'organization', 'addMember', 'removeMember', 'membership', 'organizationUsage'] as const;
     if (methods.some((m) => typeof l[m] !== 'function')) {
-      throw new Error(`Organisations need a ledger that keeps them (${methods.join(', ')}): the memory, SQLite and Postgres ledgers do`);
+      throw unsupported(`Organisations need a ledger that keeps them (${methods.join(', ')}): the memory, SQLite and Postgres ledgers do.`);
     }
     return l as OrganizationLedger;
   }
