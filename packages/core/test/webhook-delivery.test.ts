@@ -155,3 +155,27 @@ describe('one slow receiver delays only its owner (issue 24, item 10)', () => {
     expect(hanging.received.filter((u) => u === '/one').length).toBeLessThanOrEqual(2);
   });
 });
+
+describe('what a delivery logs (the guard keeps query and credentials out of its words)', () => {
+  it('names a receiver without its query: a 410 and a delivery given up log no token a URL carries', async () => {
+    const lines: string[] = [];
+    const log = (obj: Record<string, unknown>, msg?: string): void => void lines.push(`${msg ?? ''} ${JSON.stringify(obj)}`);
+    const service = createGenerationService({
+      providers: [{ models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }], generate: async () => ({ text: 'hello' }) }],
+      apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'ka', userId: 'alice' }] }),
+      ledger: new MemoryLedger({ balances: { alice: 100 } }),
+      recovery: { intervalMs: 0 },
+      webhooks: { allowHttp: true, allowPrivateUrls: true, pollIntervalMs: 10, retrySchedule: [1] },
+      logger: { debug: log, info: log, warn: log, error: log },
+    });
+    cleanups.push(() => service.stop({ timeoutMs: 500 }));
+    await service.start();
+    const gone = await receiver((_req, res) => res.writeHead(410).end());
+    const failing = await receiver((_req, res) => res.writeHead(500).end());
+    await create(service, 'ka', `${gone.base}/hook?token=gone-s3cret`);
+    await create(service, 'ka', `${failing.base}/hook?token=failing-s3cret`);
+    await until(() => lines.some((l) => l.includes('410 Gone')) && lines.some((l) => l.includes('given up')), 'the 410 and the give-up logged');
+    expect(lines.filter((l) => l.includes('/hook'))).not.toEqual([]);
+    expect(lines.filter((l) => l.includes('s3cret'))).toEqual([]);
+  });
+});

@@ -97,7 +97,8 @@ function describe(url: URL): string {
   return `${url.protocol}//${url.host}${url.pathname}`;
 }
 
-function safeLabel(raw: string): string {
+/** A URL as words for a message or a log line: without credentials, query or fragment (core's webhook logs use it too). */
+export function safeLabel(raw: string): string {
   try {
     return describe(new URL(raw));
   } catch {

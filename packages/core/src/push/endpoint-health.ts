@@ -6,6 +6,7 @@ import type { Logger } from '../ports/logger.js';
 import type { Delivery, WebhookStore } from '../ports/webhooks.js';
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { TOKENS } from '../tokens.js';
+import { safeLabel } from '../outbound/guard.js';
 import { outboxEntries } from './webhook-messages.js';
 
 /** The audit log's actor for what the service does on its own. */
@@ -37,7 +38,7 @@ export class EndpointHealth {
     if (failingSince === null || !failedTooLong(failingSince, at, this.options.webhooks.disableEndpointAfterMs)) return false;
     if (!(await this.hooks.disableEndpoint(d.endpointId, at))) return false;
     const endpoint = { endpointId: d.endpointId, url: d.url, failingSince: new Date(failingSince).toISOString() };
-    this.logger.warn({ ...endpoint, ownerId: d.ownerId }, 'webhook endpoint failed every attempt for too long: disabled');
+    this.logger.warn({ ...endpoint, url: safeLabel(endpoint.url), ownerId: d.ownerId }, 'webhook endpoint failed every attempt for too long: disabled');
     await this.audit.append({ at, actor: SERVICE_ACTOR, action: 'webhook_endpoint.disable', userId: d.ownerId, details: endpoint });
     const others = (await this.hooks.listEndpoints(d.ownerId)).filter(
       (e) => e.id !== d.endpointId && e.disabledAt === undefined && e.events.includes('webhook_endpoint.disabled'),

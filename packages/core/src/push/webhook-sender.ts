@@ -7,6 +7,7 @@ import type { Delivery, DeliveryOutcome, WebhookStore } from '../ports/webhooks.
 import type { ResolvedServiceOptions } from '../resolved-options.js';
 import { contextOfTraceparent, Telemetry } from '../telemetry.js';
 import { TOKENS } from '../tokens.js';
+import { safeLabel } from '../outbound/guard.js';
 import { attemptSucceeded } from '../domain/webhook-endpoints.js';
 import { EndpointHealth } from './endpoint-health.js';
 import { newWebhookSecret, retryAfterMs, retryDelay, type WebhookResponse, type WebhookTransport } from './webhook-messages.js';
@@ -129,9 +130,9 @@ export class WebhookSender {
     if (outcome.state === 'gone') {
       // The URL that answered: a registered endpoint's as it is now, which may not be the one its delivery was written for.
       const stopped = await this.hooks.stopEndpoint(d.ownerId, receiver.url);
-      this.logger.info({ url: receiver.url, ownerId: d.ownerId, stopped }, 'receiver answered 410 Gone: endpoint stopped');
+      this.logger.info({ url: safeLabel(receiver.url), ownerId: d.ownerId, stopped }, 'receiver answered 410 Gone: endpoint stopped');
     } else if (outcome.state === 'failed') {
-      this.logger.warn({ deliveryId: d.id, url: d.url, attempts }, 'webhook delivery given up');
+      this.logger.warn({ deliveryId: d.id, url: safeLabel(d.url), attempts }, 'webhook delivery given up');
     }
   }
 
