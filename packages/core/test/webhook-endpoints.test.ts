@@ -174,6 +174,21 @@ describe('webhook endpoints as objects', () => {
     expect((await call(service, 'ka', 'GET', '/v1/webhook-endpoints')).body.data).toEqual([]);
   });
 
+  it('keeps the cap on endpoints per user when creates race: the ones past it are refused and not kept', async () => {
+    const { service } = make({}, { maxEndpointsPerUser: 3 });
+    const create = (i: number) => call(service, 'ka', 'POST', '/v1/webhook-endpoints', { url: `http://127.0.0.1:9/${i}` });
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => create(i)));
+    const created = answers.filter((a) => a.status === 201).map((a) => a.body.id as string);
+    expect(created.length).toBeLessThanOrEqual(3);
+    expect(answers.filter((a) => a.status === 400).map((a) => a.body.error.details[0].field)).toEqual(Array(12 - created.length).fill('url'));
+    const kept = async () => (await call(service, 'ka', 'GET', '/v1/webhook-endpoints')).body.data.map((e: { id: string }) => e.id);
+    expect((await kept()).sort()).toEqual(created.sort());
+    // One at a time, the cap fills up to exactly 3.
+    for (let i = created.length; i < 3; i++) expect((await create(100 + i)).status).toBe(201);
+    expect((await create(200)).status).toBe(400);
+    expect(await kept()).toHaveLength(3);
+  });
+
   it("answers another user's endpoint and deliveries exactly as missing ones (404)", async () => {
     const { service } = make();
     const hook = await receiver();

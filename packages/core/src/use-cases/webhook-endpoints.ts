@@ -86,9 +86,8 @@ export class WebhookEndpoints {
     const spec = check(newEndpointSchema, input);
     await this.checkUrl(spec.url);
     const max = this.options.webhooks.maxEndpointsPerUser;
-    if ((await this.hooks.listEndpoints(userId)).length >= max) {
-      throw invalid([{ field: 'url', code: 'invalid_value', message: `you have ${max} webhook endpoints, the most allowed; delete one first` }]);
-    }
+    const full = (): DomainError => invalid([{ field: 'url', code: 'invalid_value', message: `you have ${max} webhook endpoints, the most allowed; delete one first` }]);
+    if ((await this.hooks.listEndpoints(userId)).length >= max) throw full();
     const now = this.options.clock.now();
     const record: WebhookEndpointRecord = {
       id: newWebhookEndpointId(),
@@ -103,6 +102,12 @@ export class WebhookEndpoints {
     // Webhooks are in use from now on (`WebhookUse`): the outbox is written from the log for this endpoint's events.
     await this.use.mark();
     await this.hooks.createEndpoint(record);
+    // Checked again once stored: creates racing past the check above all counted the same endpoints. One that then
+    // sees more than the cap takes itself back, so the cap holds however many race (they may all be refused).
+    if ((await this.hooks.listEndpoints(userId)).length > max) {
+      await this.hooks.deleteEndpoint(record.id, userId);
+      throw full();
+    }
     return { ...endpointView(record), secret: record.secret };
   }
 
