@@ -273,7 +273,9 @@ describe('webhook endpoints as objects', () => {
   });
 
   it('a 410 from an endpoint moved to a new URL stops that URL, not the deliveries of the URL it left', async () => {
-    const { service } = make({}, { retrySchedule: [3_600_000] });
+    const logged: string[] = [];
+    const log = (_obj: Record<string, unknown>, msg?: string): void => void logged.push(msg ?? '');
+    const { service } = make({ logger: { debug: log, info: log, warn: log, error: log } }, { retrySchedule: [3_600_000] });
     await service.start();
     const old = await receiver(() => 500);
     const gone = await receiver(() => 410);
@@ -287,7 +289,9 @@ describe('webhook endpoints as objects', () => {
 
     expect((await call(service, 'ka', 'PATCH', `/v1/webhook-endpoints/${ep.id}`, { url: `${gone.base}/b` })).status).toBe(200);
     expect((await call(service, 'ka', 'POST', `/v1/webhook-endpoints/${ep.id}/deliveries/${ofEndpoint.id}/replay`)).status).toBe(202);
-    await until(async () => (await ofGeneration()).find((d) => d.id === ofEndpoint.id)?.state === 'gone', 'the 410 recorded');
+    // The sender stops the URL after recording the attempt: wait for it to say so.
+    await until(() => logged.some((m) => m.includes('410 Gone')), 'the 410 handled');
+    expect((await ofGeneration()).find((d) => d.id === ofEndpoint.id)?.state).toBe('gone');
     expect(gone.received).toHaveLength(1);
     // The generation's own delivery to the old URL is still due: only the URL that answered 410 is stopped.
     expect((await ofGeneration()).find((d) => d.id !== ofEndpoint.id)?.state).toBe('pending');
@@ -315,6 +319,7 @@ describe('webhook endpoints as objects', () => {
       await until(idle, 'no attempt in flight');
     }
     expect(second.received.length).toBeGreaterThan(0);
+    await until(async () => (await auditLog.list({ limit: 10 })).entries.length === 1, 'the audit line');
     expect((await auditLog.list({ limit: 10 })).entries[0]).toMatchObject({ action: 'webhook_endpoint.disable', details: { endpointId: bad.id, url: moved } });
     await clock.advance(10_000);
     await until(() => fine.received.length === 1, 'webhook_endpoint.disabled to the other endpoint');
