@@ -248,6 +248,11 @@ describe('admin routes with hostile input', () => {
       ['GET', '/v1/admin/audit?limit=99999', undefined, 400],
       ['GET', '/v1/admin/audit?cursor=1%20OR%201=1', undefined, 400],
       ['PUT', '/v1/admin/users', '{}', 405],
+      // A lone UTF-16 half (valid JSON): no store keeps it as given, so it is refused like a control character.
+      ['POST', '/v1/admin/users', '{"userId":"a\\ud800"}', 400],
+      ['POST', '/v1/admin/users/alice/credits', '{"amount":1,"reason":"r\\udfff"}', 400],
+      ['POST', '/v1/admin/users/alice/keys', '{"name":"k\\ud800x"}', 400],
+      ['POST', '/v1/admin/organizations', '{"organizationId":"o\\udc00"}', 400],
     ];
     for (const [method, path, body, status] of cases) {
       const res = await call(service, method, path, ADMIN, body);
@@ -259,6 +264,8 @@ describe('admin routes with hostile input', () => {
     expect(await ledger.account('a')).toEqual({ balance: 0, reserved: 0, settled: 0 });
     expect((await audit.list({ limit: 10 })).entries).toEqual([]);
     expect(await service.accounts.listKeys('alice')).toEqual([]);
+    // A whole pair (an emoji) is text like any other.
+    expect((await call(service, 'POST', '/v1/admin/users', ADMIN, '{"userId":"\\ud83d\\ude00 fan"}')).status).toBe(201);
   });
 
   it('refuses near-miss admin keys and a user key carrying the admin key\u2019s text; is off (404) without the option', async () => {

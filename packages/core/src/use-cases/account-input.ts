@@ -3,8 +3,12 @@ import { DomainError, type ErrorDetail } from '../domain/errors.js';
 
 /** The input checks the account use cases share (Accounts, Organizations): one 400 shape, naming every bad field. */
 
-/** No control characters: ids and names end up in logs, headers of tools and the audit log. */
-export const PRINTABLE = /^[^\u0000-\u001f\u007f]+$/;
+/**
+ * No control characters: ids and names end up in logs, headers of tools and the audit log. No lone UTF-16 half either
+ * (as `isStorableText` of the HTTP layer): SQLite and Postgres do not keep one as given, so an id with one would be
+ * stored as another text than the one answered (two such ids read back alike, and neither as it was created).
+ */
+export const PRINTABLE = /^(?:[^\u0000-\u001f\u007f\uD800-\uDFFF]|[\uD800-\uDBFF][\uDC00-\uDFFF])+$/;
 
 export const userIdSchema = z.string().min(1).max(200).regex(PRINTABLE);
 
