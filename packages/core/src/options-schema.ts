@@ -1,11 +1,14 @@
 import { DEFAULT_PRIORITY_MULTIPLIERS, PRIORITIES } from './domain/priority.js';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { hashApiKey } from './domain/ids.js';
+import { hashApiKey, MAX_API_KEY_LENGTH } from './domain/ids.js';
 import { systemClock } from './clock.js';
 import { DEFAULT_UPLOAD_TYPES, type GenerationServiceOptions } from './options.js';
 import type { ResolvedServiceOptions } from './resolved-options.js';
 import { BUILTIN_FIELD_TYPES, DEFAULT_LIMITS } from './settings/compile.js';
+
+/** A longer admin key could never be sent: the Authorization header is read up to this length (`bearerKey`). */
+const TOO_LONG = `an admin key must be at most ${MAX_API_KEY_LENGTH} characters, the longest a request's bearer key may be`;
 
 /** An object with these methods: what a port option must at least be. */
 function port(...methods: string[]): z.ZodType {
@@ -160,9 +163,9 @@ export const optionsSchema = z.strictObject({
       apiKeys: z
         .array(
           z.union([
-            z.string().min(32, 'an admin key must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'an admin key must be visible ASCII'),
+            z.string().min(32, 'an admin key must be at least 32 characters').max(MAX_API_KEY_LENGTH, TOO_LONG).regex(/^[\x21-\x7e]+$/, 'an admin key must be visible ASCII'),
             z.strictObject({
-              key: z.string().min(32, 'an admin key must be at least 32 characters').regex(/^[\x21-\x7e]+$/, 'an admin key must be visible ASCII'),
+              key: z.string().min(32, 'an admin key must be at least 32 characters').max(MAX_API_KEY_LENGTH, TOO_LONG).regex(/^[\x21-\x7e]+$/, 'an admin key must be visible ASCII'),
               name: z.string().min(1).max(100).regex(/^[^\u0000-\u001f\u007f]+$/).optional(),
             }),
           ]),

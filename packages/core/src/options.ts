@@ -226,7 +226,7 @@ export interface OpenAiOptions {
 
 export interface AdminOptions {
   /**
-   * The admin keys, each a string of at least 32 characters, or `{ key, name }`: the name is the actor the audit log
+   * The admin keys, each a string of 32 to 512 characters, or `{ key, name }`: the name is the actor the audit log
    * records (default `admin-1`, `admin-2`, ... by position). Held as SHA-256 digests only.
    */
   apiKeys: Array<string | { key: string; name?: string }>;

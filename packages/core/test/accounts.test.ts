@@ -282,6 +282,14 @@ describe('admin routes with hostile input', () => {
     expect(() => make({ admin: { apiKeys: ['short'] } })).toThrow(/at least 32/);
     expect(() => make({ admin: { apiKeys: [] } })).toThrow();
   });
+
+  it('takes only admin keys a request can carry: one longer than a bearer key may be is refused at start, not 401 forever', async () => {
+    const longest = `a${'x'.repeat(511)}`;
+    const { service } = make({ admin: { apiKeys: [longest] } });
+    expect((await call(service, 'GET', '/v1/admin/audit', longest)).status).toBe(200);
+    expect(() => make({ admin: { apiKeys: [`${longest}x`] } })).toThrow(/at most 512/);
+    expect(() => make({ admin: { apiKeys: [{ key: `${longest}x`, name: 'ops' }] } })).toThrow(/at most 512/);
+  });
 });
 
 describe('token amounts are bounded at MAX_TOKENS (issue 37)', () => {

@@ -37,6 +37,9 @@ export function newWebhookEndpointId(): string {
 
 export const WEBHOOK_ENDPOINT_ID_PATTERN = /^we_[A-Za-z0-9_-]{22}$/;
 
+/** The longest key an `Authorization: Bearer` header is read with (user and admin keys alike); a longer one is no key. */
+export const MAX_API_KEY_LENGTH = 512;
+
 /** Hex SHA-256 of an API key: the only form in which any store keeps a key. */
 export function hashApiKey(apiKey: string): string {
   // One-shot hash (Node >= 20.12): no Hash object for a digest taken on every request.

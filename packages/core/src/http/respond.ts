@@ -1,5 +1,6 @@
 import { GENERATION_STATUSES, type GenerationView } from '../domain/types.js';
 import type { ErrorCode, ErrorDetail } from '../domain/errors.js';
+import { MAX_API_KEY_LENGTH } from '../domain/ids.js';
 import { STATUS_OF, errorBody } from './errors.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
@@ -89,7 +90,7 @@ export function bearerKey(auth: string | undefined): string | undefined {
   let start = 7;
   while (start < value.length && value.charCodeAt(start) === 0x20) start++;
   const length = value.length - start;
-  if (length < 1 || length > 512) return undefined;
+  if (length < 1 || length > MAX_API_KEY_LENGTH) return undefined;
   for (let i = start; i < value.length; i++) {
     const c = value.charCodeAt(i);
     if (c < 0x21 || c > 0x7e) return undefined;
