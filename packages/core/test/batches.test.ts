@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createGenerationService, InProcessQueue, MemoryLedger, MemoryWebhookStore, type GenerationService } from '@genservice/core';
+import { createGenerationService, InProcessQueue, MemoryApiKeyStore, MemoryLedger, MemoryWebhookStore, type GenerationService } from '@genservice/core';
 import { until } from '@genservice/testing';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -160,5 +160,30 @@ describe('batches: the order of what a finished member tells', () => {
     const cancelled = await service.batches.cancel('alice', batchId);
     expect(cancelled).toMatchObject({ status: 'completed', cancelled: 2 });
     expect(lines.filter((l) => l === 'batch completed' || l === 'generation failed')).toEqual(['batch completed', 'generation failed', 'generation failed']);
+  });
+});
+
+describe("a batch's webhook URL", () => {
+  it('is refused (400 naming body.webhook.url, as the batch body names its fields) with a NUL or a lone UTF-16 half, as a create\u2019s webhook URL is: nothing reserved or created', async () => {
+    const ledger = new MemoryLedger({ balances: { alice: 100 } });
+    const service = createGenerationService({
+      providers: [{ models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }], generate: async () => ({ text: 'x' }) }],
+      apiKeys: new MemoryApiKeyStore({ keys: [{ apiKey: 'ka', userId: 'alice' }] }),
+      ledger,
+      runner: { enabled: false },
+      webhooks: { allowHttp: true, allowPrivateUrls: true },
+    });
+    cleanups.push(() => service.stop({ timeoutMs: 500 }));
+    const post = async (path: string, body: string) => {
+      const r = await service.handle({ method: 'POST', path, headers: { authorization: 'Bearer ka', 'content-type': 'application/json' }, body });
+      return { status: r.status, body: JSON.parse(String(r.body)) };
+    };
+    for (const url of ['http://127.0.0.1:9/a\\u0000b', 'http://127.0.0.1:9/a\\ud800b']) {
+      const one = await post('/v1/generations', `{"modelId":"ok","webhook":{"url":"${url}"}}`);
+      expect(one.status).toBe(400);
+      const batch = await post('/v1/batches', `{"requests":[{"modelId":"ok"}],"webhook":{"url":"${url}"}}`);
+      expect({ status: batch.status, fields: batch.body.error?.details?.map((d: { field: string }) => d.field) }).toEqual({ status: 400, fields: ['body.webhook.url'] });
+    }
+    expect(await ledger.account('alice')).toEqual({ balance: 100, reserved: 0, settled: 0 });
   });
 });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { GENERATION_STATUSES } from '../domain/types.js';
 import { MAX_BATCH_SIZE } from '../domain/batches.js';
-import { metadataSchema, settingsObject } from './schemas.js';
+import { metadataSchema, settingsObject, webhookRequestSchema } from './schemas.js';
 
 /** One request of a batch: a create body without a webhook of its own (the batch has one). */
 export const batchItemSchema = z.strictObject({
@@ -13,7 +13,8 @@ export const batchItemSchema = z.strictObject({
 export const batchRequestSchema = z.object({
   requests: z.array(z.unknown()).min(1).max(MAX_BATCH_SIZE).describe(`1 to ${MAX_BATCH_SIZE} generation requests, created and reserved as one`),
   webhook: z
-    .strictObject({ url: z.string().min(1).max(2048).describe('https URL that gets batch.completed') })
+    // The URL rule of a create's webhook, so what one refuses (a NUL, a lone UTF-16 half) the other does.
+    .strictObject({ url: webhookRequestSchema.shape.url.describe('https URL that gets batch.completed') })
     .optional()
     .describe('Where batch.completed is sent when every generation of the batch has finished'),
 });
