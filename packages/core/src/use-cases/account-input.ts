@@ -5,8 +5,8 @@ import { DomainError, type ErrorDetail } from '../domain/errors.js';
 
 /**
  * No control characters: ids and names end up in logs, headers of tools and the audit log. No lone UTF-16 half either
- * (as `isStorableText` of the HTTP layer): SQLite and Postgres do not keep one as given, so an id with one would be
- * stored as another text than the one answered (two such ids read back alike, and neither as it was created).
+ * (as `isStorableText` of the HTTP layer): not every store keeps one as given (SQLite reads it back as U+FFFD, so two
+ * such ids read back alike and neither as it was created; Postgres escapes ids, not names or reasons).
  */
 export const PRINTABLE = /^(?:[^\u0000-\u001f\u007f\uD800-\uDFFF]|[\uD800-\uDBFF][\uDC00-\uDFFF])+$/;
 
