@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createGenerationService, MemoryGenerationStore, MemoryLedger, MemoryWebhookStore, systemClock, type Clock, type GenerationService } from '@genservice/core';
 import type { NewDelivery } from '@genservice/core/ports';
-import { until } from '@genservice/testing';
+import { FakeClock, until } from '@genservice/testing';
+import { stopOn } from './support/fake-time.js';
 
 // A batch's completion (its completedAt and its batch.completed delivery) after a process died half-way through it:
 // the outbox write comes first, then the compare-and-set, and recovery completes any open batch whose generations
@@ -206,5 +207,62 @@ describe('a batch completion lost to a crash', () => {
     expect((await store.getBatch(batchId, 'alice'))?.completedAt).toBeUndefined();
     release();
     await until(() => store.getBatch(batchId, 'alice'), { accept: (b) => b?.completedAt !== undefined, what: 'the batch completion' });
+  });
+});
+
+describe('recovery: reserves a crash left open', () => {
+  it('releases a forgotten reserve behind more live ones than one page holds (the walk goes past the oldest 500)', async () => {
+    const clock = new FakeClock();
+    const ledger = new MemoryLedger({ balances: { alice: 10_000 } });
+    const service = createGenerationService({
+      providers: [{ models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }], generate: async () => ({ text: 'x' }) }],
+      ledger,
+      clock,
+      limits: { inFlightPerUser: 1000 },
+      runner: { enabled: false },
+      recovery: { onStart: false, intervalMs: 0, orphanReserveMs: 60_000 },
+    });
+    try {
+      await service.start();
+      // 501 generations waiting, each with its live reserve, all older than the forgotten one.
+      for (let i = 0; i < 501; i++) await service.create('alice', { modelId: 'ok' });
+      await clock.advance(1);
+      // A create that died after its reserve and before its insert: the reserve has no generation.
+      expect(await ledger.reserve('alice', 'forgotten-create', 1, clock.now())).toBe('ok');
+      await clock.advance(60_001);
+      const report = await service.recover();
+      expect(report.released).toBe(1);
+      expect((await ledger.openReserves(1000)).map((r) => r.generationId)).not.toContain('forgotten-create');
+      expect(await ledger.account('alice')).toEqual({ balance: 10_000 - 501, reserved: 501, settled: 0 });
+    } finally {
+      await stopOn(clock, service);
+    }
+  });
+
+  it("ends its walk over a host ledger that does not page (it answers its first page again): that page is looked at once", async () => {
+    const clock = new FakeClock();
+    const ledger = new MemoryLedger({ balances: { alice: 10_000 } });
+    const firstPage = ledger.openReserves.bind(ledger);
+    let reads = 0;
+    ledger.openReserves = (limit: number) => {
+      reads++;
+      return firstPage(limit);
+    };
+    const service = createGenerationService({
+      providers: [{ models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }], generate: async () => ({ text: 'x' }) }],
+      ledger,
+      clock,
+      limits: { inFlightPerUser: 1000 },
+      runner: { enabled: false },
+      recovery: { onStart: false, intervalMs: 0 },
+    });
+    try {
+      await service.start();
+      for (let i = 0; i < 501; i++) await service.create('alice', { modelId: 'ok' });
+      expect(await service.recover()).toMatchObject({ settled: 0, released: 0 });
+      expect(reads).toBe(2);
+    } finally {
+      await stopOn(clock, service);
+    }
   });
 });

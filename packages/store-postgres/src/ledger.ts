@@ -4,6 +4,7 @@ import type {
   BudgetWindows,
   Ledger,
   OpenReserve,
+  OpenReserveCursor,
   OrganizationLedger,
   OrganizationMember,
   OrganizationLimits,
@@ -45,6 +46,7 @@ export function ledgerSql(s: string): Record<
   | 'credit'
   | 'openAccount'
   | 'openReserves'
+  | 'openReservesAfter'
   | 'listAccounts'
   | 'keySpend'
   | 'usageByDay'
@@ -113,6 +115,9 @@ export function ledgerSql(s: string): Record<
     openAccount: `INSERT INTO ${s}.accounts (user_id, balance) VALUES ($1, $2) ON CONFLICT (user_id) DO NOTHING`,
     openReserves: `SELECT generation_id, user_id, amount, created_at FROM ${s}.reserves
       WHERE state = 'open' ORDER BY created_at, generation_id LIMIT $1`,
+    // The next page: a row value the partial index (created_at, generation_id) WHERE state = 'open' seeks to.
+    openReservesAfter: `SELECT generation_id, user_id, amount, created_at FROM ${s}.reserves
+      WHERE state = 'open' AND (created_at, generation_id) > ($2, $3) ORDER BY created_at, generation_id LIMIT $1`,
     keySpend: `SELECT spent FROM ${s}.key_spend WHERE key_id = $1 AND window_start = $2`,
     usageByDay: usageSql(s, 'day'),
     usageByModel: usageSql(s, 'model_id'),
@@ -495,8 +500,11 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
     return rows.map((r) => ({ userId: decodeKey(String(r.user_id)), balance: num(r.balance), reserved: num(r.reserved), settled: num(r.settled) }));
   }
 
-  async openReserves(limit: number): Promise<OpenReserve[]> {
-    const { rows } = await this.db.query(this.sql.openReserves, [limit]);
+  async openReserves(limit: number, after?: OpenReserveCursor): Promise<OpenReserve[]> {
+    const { rows } =
+      after === undefined
+        ? await this.db.query(this.sql.openReserves, [limit])
+        : await this.db.query(this.sql.openReservesAfter, [limit, after.createdAt, encodeKey(after.generationId)]);
     return rows.map((r) => ({
       generationId: decodeKey(String(r.generation_id)),
       userId: decodeKey(String(r.user_id)),

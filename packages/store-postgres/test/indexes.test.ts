@@ -145,8 +145,9 @@ describe(`query plans over ${ROWS} generations`, () => {
     expectIndexUse(after, 'batches_open_idx');
   });
 
-  it('finds open reserves through the partial index', async () => {
+  it('finds open reserves, and pages through them after the last one read, through the partial index', async () => {
     expectIndexUse(await planOf(l.openReserves, [100]), 'reserves_open_idx');
+    expectIndexUse(await planOf(l.openReservesAfter, [100, T0 + 5, 'gen-5']), 'reserves_open_idx');
   });
 
   it('settles one reserve through the primary keys', async () => {

@@ -5,6 +5,7 @@ import type {
   BudgetWindows,
   Ledger,
   OpenReserve,
+  OpenReserveCursor,
   OrganizationLedger,
   OrganizationMember,
   OrganizationLimits,
@@ -54,7 +55,13 @@ class KeyAtCap extends Error {
 /** Same condition as the partial index `reserves_open`, so only open reserves are ever visited. */
 export const OPEN_RESERVES_SQL = `SELECT generation_id, user_id, amount, created_at FROM reserves
   WHERE state = 'open'
-  ORDER BY created_at, rowid
+  ORDER BY created_at, generation_id
+  LIMIT ?`;
+
+/** The next page of `OPEN_RESERVES_SQL`: those after the last one read, in the same order (a row value). */
+export const OPEN_RESERVES_AFTER_SQL = `SELECT generation_id, user_id, amount, created_at FROM reserves
+  WHERE state = 'open' AND (created_at, generation_id) > (?, ?)
+  ORDER BY created_at, generation_id
   LIMIT ?`;
 
 /** A user's usage on days `?` to `?` from the daily rollup (exported for the query-plan test). */
@@ -97,6 +104,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
   private readonly accountStmt: Statement;
   private readonly listAccountsStmt: Statement;
   private readonly openReservesStmt: Statement;
+  private readonly openReservesAfterStmt: Statement;
   private readonly openAccountStmt: Statement;
   private readonly holdKeyStmt: Statement;
   private readonly releaseKeyStmt: Statement;
@@ -154,6 +162,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
     // The primary key's index, in its own (binary) order.
     this.listAccountsStmt = db.prepare('SELECT user_id AS userId, balance, reserved, settled FROM accounts WHERE user_id > ? ORDER BY user_id LIMIT ?');
     this.openReservesStmt = db.prepare(OPEN_RESERVES_SQL);
+    this.openReservesAfterStmt = db.prepare(OPEN_RESERVES_AFTER_SQL);
     // The limit test is in the upsert's WHERE: a window already at its limit is left as it is (no row changed).
     this.holdKeyStmt = db.prepare(
       `INSERT INTO key_spend (key_id, window_start, spent) VALUES (@keyId, @windowStart, @amount)
@@ -419,9 +428,11 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
     return (this.listAccountsStmt.all(after ?? '', Math.floor(limit)) as AccountRow[]).map((r) => ({ userId: r.userId, balance: r.balance, reserved: r.reserved, settled: r.settled }));
   }
 
-  async openReserves(limit: number): Promise<OpenReserve[]> {
+  async openReserves(limit: number, after?: OpenReserveCursor): Promise<OpenReserve[]> {
     if (!(limit > 0)) return [];
-    const rows = this.openReservesStmt.all(Math.floor(limit)) as Array<{
+    const rows = (
+      after === undefined ? this.openReservesStmt.all(Math.floor(limit)) : this.openReservesAfterStmt.all(after.createdAt, after.generationId, Math.floor(limit))
+    ) as Array<{
       generation_id: string;
       user_id: string;
       amount: number;

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqliteStores, type SqliteStores } from '../src/index.js';
 import { GENERATION_SQL, listSql, updateSql } from '../src/generation-store.js';
 import { change } from './changes.js';
-import { OPEN_RESERVES_SQL, usageSql } from '../src/ledger.js';
+import { OPEN_RESERVES_AFTER_SQL, OPEN_RESERVES_SQL, usageSql } from '../src/ledger.js';
 import { tempDir } from './helpers.js';
 
 // "Independent of how many generations are stored" is checked here structurally: every hot query must reach its
@@ -191,11 +191,13 @@ describe('query plans', () => {
     expect(steps.join('\n')).toContain('SEARCH events USING COVERING INDEX events_of_generation (generation_id=?)');
   });
 
-  it('openReserves walks only the partial index of open reserves, already in order', () => {
-    const steps = plan(OPEN_RESERVES_SQL, 100);
-    expect(fullScans(steps)).toEqual([]);
-    expect(steps.join('\n')).toContain('USING INDEX reserves_open');
-    expect(steps.join('\n')).not.toContain('TEMP B-TREE');
+  it('openReserves walks only the partial index of open reserves, already in order, and a later page seeks to its start', () => {
+    for (const steps of [plan(OPEN_RESERVES_SQL, 100), plan(OPEN_RESERVES_AFTER_SQL, 5, 'g5', 100)]) {
+      expect(fullScans(steps)).toEqual([]);
+      expect(steps.join('\n')).toContain('USING INDEX reserves_open');
+      expect(steps.join('\n')).not.toContain('TEMP B-TREE');
+    }
+    expect(plan(OPEN_RESERVES_AFTER_SQL, 5, 'g5', 100).join('\n')).toMatch(/SEARCH reserves USING INDEX reserves_open \(\(created_at,generation_id\)>\(\?,\?\)\)/);
   });
 
   it("reads a user's usage from the daily rollup's primary key, never the reserves", () => {

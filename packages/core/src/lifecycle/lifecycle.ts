@@ -229,22 +229,28 @@ export class Lifecycle {
   }
 
   /**
-   * Open reserves whose generation is finished are settled at its stored price (a crash between the change and its
-   * ledger effect); reserves without a generation older than `recovery.orphanReserveMs` are released (a create that
-   * crashed before its insert).
+   * Every open reserve, `limit` at a time, oldest first (however many live ones are older): one whose generation is
+   * finished is settled at its stored price (a crash between the change and its ledger effect); one without a
+   * generation older than `recovery.orphanReserveMs` is released (a create that crashed before its insert). A ledger
+   * that does not page (its next page starts with one already seen) has its first page looked at only.
    */
   async reconcileReserves(limit: number): Promise<{ settled: number; released: number }> {
     const out = { settled: 0, released: 0 };
     const now = this.options.clock.now();
-    for (const r of await this.ledger.openReserves(limit)) {
-      const gen = await this.log.get(r.generationId);
-      if (gen && isTerminal(gen.status)) {
-        await this.ledger.settle(r.generationId, gen.price ?? 0);
-        out.settled++;
-      } else if (!gen && now - r.createdAt > this.options.recovery.orphanReserveMs) {
-        await this.ledger.release(r.generationId);
-        out.released++;
+    const seen = new Set<string>();
+    for (let page = await this.ledger.openReserves(limit); page.length > 0 && !seen.has(page[0]!.generationId); ) {
+      for (const r of page) {
+        seen.add(r.generationId);
+        const gen = await this.log.get(r.generationId);
+        if (gen && isTerminal(gen.status)) {
+          await this.ledger.settle(r.generationId, gen.price ?? 0);
+          out.settled++;
+        } else if (!gen && now - r.createdAt > this.options.recovery.orphanReserveMs) {
+          await this.ledger.release(r.generationId);
+          out.released++;
+        }
       }
+      page = page.length < limit ? [] : await this.ledger.openReserves(limit, page[page.length - 1]);
     }
     return out;
   }

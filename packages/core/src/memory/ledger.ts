@@ -4,6 +4,7 @@ import type {
   BudgetWindows,
   Ledger,
   OpenReserve,
+  OpenReserveCursor,
   OrganizationLedger,
   OrganizationMember,
   OrganizationLimits,
@@ -338,9 +339,11 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     return ids.slice(0, Math.max(0, limit)).map((userId) => ({ userId, ...this.accounts.get(userId)! }));
   }
 
-  async openReserves(limit: number): Promise<OpenReserve[]> {
+  async openReserves(limit: number, after?: OpenReserveCursor): Promise<OpenReserve[]> {
+    const past = (id: string, t: number): boolean => !after || t > after.createdAt || (t === after.createdAt && id > after.generationId);
     return [...this.reserves.entries()]
-      .sort(([, a], [, b]) => a.createdAt - b.createdAt || a.sequence - b.sequence)
+      .filter(([id, r]) => past(id, r.createdAt))
+      .sort(([ia, a], [ib, b]) => a.createdAt - b.createdAt || (ia < ib ? -1 : ia > ib ? 1 : 0))
       .slice(0, Math.max(0, limit))
       .map(([generationId, r]) => ({ generationId, userId: r.userId, amount: r.amount, createdAt: r.createdAt }));
   }

@@ -124,6 +124,9 @@ export interface OpenReserve {
   createdAt: number;
 }
 
+/** Where a page of `openReserves` starts: after this reserve, in the order of the list. */
+export type OpenReserveCursor = Pick<OpenReserve, 'createdAt' | 'generationId'>;
+
 /** What a reserve is for, recorded with it for usage, and the key limit it must stay within. */
 export interface ReserveOptions {
   modelId?: string;
@@ -239,8 +242,11 @@ export interface Ledger extends Partial<OrganizationLedger>, Partial<UserLimitLe
    */
   openAccount(userId: string, balance: number): Promise<boolean>;
   account(userId: string): Promise<AccountSnapshot>;
-  /** Reserves neither settled nor released, oldest first (for recovery). */
-  openReserves(limit: number): Promise<OpenReserve[]>;
+  /**
+   * Reserves neither settled nor released, oldest first: by `createdAt`, then by `generationId` (for recovery, which
+   * walks them all a page at a time). With `after` (the last of the previous page), only those after it in that order.
+   */
+  openReserves(limit: number, after?: OpenReserveCursor): Promise<OpenReserve[]>;
   /** A key's spend (held plus charged) in the window starting at `windowStart`. */
   keySpend(keyId: string, windowStart: number): Promise<number>;
   /** A user's settled spend on the days `from` to `to`, grouped. */

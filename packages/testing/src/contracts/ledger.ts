@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_TOKENS } from '@genservice/core';
 import type { AccountSnapshot, Ledger, ReserveOutcome, ReserveResult } from '@genservice/core/ports';
+import { describeOpenReserves } from './ledger-open-reserves.js';
 import { describeOrganizationLedger } from './ledger-organizations.js';
 import { describeUserLimitLedger } from './ledger-user-limits.js';
 import { T0, settleAll, uid, useFresh } from './harness.js';
@@ -273,33 +274,6 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         const charged = await Promise.all(gens.map((g, i) => ledger().settle(g, i)));
         expect(charged).toEqual(gens.map((_, i) => i));
         await expectAccount(user, { balance: 55, reserved: 0, settled: 45 });
-      });
-    });
-
-    describe('openReserves', () => {
-      it('lists reserves neither settled nor released, oldest first, up to the limit', async () => {
-        const user = await userWith(100);
-        const other = await userWith(100);
-        const g3 = uid('gen');
-        const g1 = uid('gen');
-        const g2 = uid('gen');
-        const settled = uid('gen');
-        const released = uid('gen');
-        await ledger().reserve(user, g3, 3, T0 + 300);
-        await ledger().reserve(user, g1, 1, T0 + 100);
-        await ledger().reserve(other, g2, 2, T0 + 200);
-        await ledger().reserve(user, settled, 4, T0 + 50);
-        await ledger().reserve(user, released, 5, T0 + 60);
-        await ledger().settle(settled, 4);
-        await ledger().release(released);
-
-        expect(await ledger().openReserves(100)).toEqual([
-          { generationId: g1, userId: user, amount: 1, createdAt: T0 + 100 },
-          { generationId: g2, userId: other, amount: 2, createdAt: T0 + 200 },
-          { generationId: g3, userId: user, amount: 3, createdAt: T0 + 300 },
-        ]);
-        expect((await ledger().openReserves(1)).map((r) => r.generationId)).toEqual([g1]);
-        expect(await ledger().openReserves(0)).toEqual([]);
       });
     });
 
@@ -583,6 +557,7 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
       });
     });
 
+    describeOpenReserves(ledger, userWith);
     describeOrganizationLedger(ledger, userWith, expectAccount);
     describeUserLimitLedger(ledger, userWith, expectAccount);
   });
