@@ -111,10 +111,15 @@ function guessType(result) {
   return undefined;
 }
 
-/** Rows as CSV (RFC 4180 quoting), header first. */
+/**
+ * Rows as CSV (RFC 4180 quoting), header first. A text cell that a spreadsheet would read as a formula (it starts with
+ * `=`, `+`, `-`, `@`, a tab or a CR: a user id or a model id is anyone's string) is prefixed with `'` (OWASP's CSV
+ * injection advice); numbers are written as they are.
+ */
 export function csv(headers, rows) {
   const cell = (v) => {
-    const s = v === null || v === undefined ? '' : String(v);
+    let s = v === null || v === undefined ? '' : String(v);
+    if (typeof v !== 'number' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
     return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
   };
   return [headers, ...rows].map((r) => r.map(cell).join(',')).join('\r\n') + '\r\n';
