@@ -10,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium } from './browser.js';
 
 const ADMIN_KEY = 'console-hostile-admin-key-0123456789abc';
+/** Keys of the users "." and ".." (a host's resolver may answer any id): no URL path names them, so they are made in code. */
+const DOT_KEYS: Record<string, string> = { '.': 'dot-user-key-0123456789abcdefghijkl', '..': 'dotdot-user-key-0123456789abcdefghij' };
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
 
 const provider = {
@@ -18,6 +20,8 @@ const provider = {
 };
 
 let browser: Browser;
+const keys = new MemoryApiKeyStore();
+const ledger = new MemoryLedger();
 let service: GenerationService;
 let server: Server;
 let base: string;
@@ -25,8 +29,8 @@ let base: string;
 beforeAll(async () => {
   service = createGenerationService({
     providers: [provider],
-    apiKeys: new MemoryApiKeyStore(),
-    ledger: new MemoryLedger(),
+    apiKeys: keys,
+    ledger,
     trustRequestHost: true,
     console: true,
     admin: { apiKeys: [{ key: ADMIN_KEY, name: 'ops' }] },
@@ -60,22 +64,28 @@ async function api(method: string, path: string, key: string, body?: unknown): P
   return { status: res.status, body: text ? JSON.parse(text) : null };
 }
 
-/** A user with `balance` tokens and a key, who has run one generation to its end. */
+/** A user with 100 tokens and a key, who has run one generation to its end. */
 async function userWithUsage(userId: string): Promise<string> {
-  expect((await api('POST', '/v1/admin/users', ADMIN_KEY, { userId, balance: 100 })).status).toBe(201);
-  const key = await api('POST', `/v1/admin/users/${encodeURIComponent(userId)}/keys`, ADMIN_KEY, { name: 'k', scopes: ['generate', 'read'] });
-  expect(key.status, JSON.stringify(key.body)).toBe(201);
-  const created = await api('POST', '/v1/generations', key.body.apiKey, { modelId: 'pic' });
+  let apiKey = DOT_KEYS[userId];
+  if (apiKey !== undefined) {
+    await keys.addKey(apiKey, userId);
+    await ledger.openAccount(userId, 100);
+  } else {
+    expect((await api('POST', '/v1/admin/users', ADMIN_KEY, { userId, balance: 100 })).status).toBe(201);
+    const key = await api('POST', `/v1/admin/users/${encodeURIComponent(userId)}/keys`, ADMIN_KEY, { name: 'k', scopes: ['generate', 'read'] });
+    expect(key.status, JSON.stringify(key.body)).toBe(201);
+    apiKey = key.body.apiKey as string;
+  }
+  const created = await api('POST', '/v1/generations', apiKey, { modelId: 'pic' });
   expect(created.status, JSON.stringify(created.body)).toBe(201);
-  await expect
-    .poll(async () => (await api('GET', `/v1/generations/${created.body.generationId}`, key.body.apiKey)).body.status, { timeout: 20_000 })
-    .toBe('completed');
-  return key.body.apiKey;
+  await expect.poll(async () => (await api('GET', `/v1/generations/${created.body.generationId}`, apiKey)).body.status, { timeout: 20_000 }).toBe('completed');
+  return apiKey;
 }
 
 async function signIn(): Promise<{ page: Page; problems: string[] }> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 1500 }, acceptDownloads: true });
   const page = await context.newPage();
+  page.setDefaultTimeout(5_000);
   const problems: string[] = [];
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('dialog', (d) => void d.accept());
@@ -112,6 +122,29 @@ describe('the console with hostile user ids', () => {
     expect(cells.filter((c) => /^[=+\-@\t\r]/.test(c))).toEqual([]);
     // Numbers stay numbers.
     expect(text).toMatch(/,1,3\r\n/);
+    expect(problems).toEqual([]);
+    await page.context().close();
+  });
+
+  it('a user id "." or ".." never sends a request to another route, and leaves the other users\' usage and log shown', async () => {
+    const adaKey = await userWithUsage('dot-ada');
+    await userWithUsage('.');
+    await userWithUsage('..');
+    const mine = (await api('GET', '/v1/generations', adaKey)).body.data.map((g: { generationId: string }) => g.generationId);
+    const { page, problems } = await signIn();
+    const paths: string[] = [];
+    page.on('request', (r) => paths.push(new URL(r.url()).pathname));
+    await page.getByRole('button', { name: 'Reload users and keys' }).click();
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await expect.poll(() => page.locator('#usage-days').textContent(), { timeout: 5_000 }).toContain('dot-ada');
+    await expect.poll(() => page.locator('#log').textContent(), { timeout: 5_000 }).toContain('dot-ada');
+    await page.getByRole('button', { name: `Details of ${mine[0]}` }).click();
+    await expect.poll(() => page.locator('#details-title').textContent()).toBe(`Generation ${mine[0]}`);
+    // "." and ".." are dot segments: `users/./usage` is `users/usage` (the account of a user named "usage"), and
+    // `users/../usage` is `/v1/admin/usage`. Whatever the page sends is under the user it means.
+    const astray = paths.filter((p) => /^\/api\/v1\/admin\/(?:users\/$|users\/(?:usage|generations|webhook-endpoints|keys|credits)(?:\/|$)|(?:usage|generations|webhook-endpoints|keys)(?:\/|$)|$)/.test(p));
+    expect(astray).toEqual([]);
     expect(problems).toEqual([]);
     await page.context().close();
   });

@@ -1,6 +1,6 @@
 // The operator console: signed in with an admin key (kept in this module's memory only), it reads and changes the
 // service through the documented admin API (docs/console.md) and nothing else.
-import { Api, csv, days, DeliveriesPanel, download, drawChart, el, number, resultPreview, say, table, today, when } from './shared.js';
+import { addressable, Api, csv, days, DeliveriesPanel, download, drawChart, el, number, resultPreview, say, table, today, when } from './shared.js';
 
 let adminKey = '';
 const api = new Api(() => adminKey);
@@ -219,7 +219,8 @@ async function refreshUsage() {
   const to = $('usage-to').value;
   const by = $('usage-by').value;
   const chosen = $('usage-user').value;
-  const who = chosen ? [chosen] : [...users].sort();
+  // "All users" leaves out ids no URL can name (`.`, `..`): their rows cannot be read, the others' still are.
+  const who = chosen ? [chosen] : [...users].filter(addressable).sort();
   const range = `from=${from}&to=${to}`;
   const perDay = [];
   const breakdown = new Map();
@@ -280,7 +281,7 @@ async function refreshLog() {
   if (model) query.set('modelId', model);
   if (status) query.set('status', status);
   const items = [];
-  for (const userId of chosen ? [chosen] : [...users].sort()) {
+  for (const userId of chosen ? [chosen] : [...users].filter(addressable).sort()) {
     const res = await api.get(`v1/admin/users/${encodeURIComponent(userId)}/generations?${query}`);
     if (!res.ok) return say($('log-status-line'), res.error.message, true);
     for (const item of res.data.data) items.push({ ...item, userId });

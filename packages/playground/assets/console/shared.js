@@ -22,6 +22,11 @@ export class Api {
   }
 
   async request(method, path, body) {
+    // An id that is `.` or `..` is a dot segment even encoded: the URL would name another route (`users/./usage` is
+    // `users/usage`, the account of a user called "usage"). No URL names such an id, so it is not asked for.
+    if (path.split('?')[0].split('/').some((segment) => !addressable(segment))) {
+      return { ok: false, status: 0, data: null, error: { code: 'unaddressable', message: 'An id that is "." or ".." cannot be named in a URL path: it cannot be read here.' } };
+    }
     const headers = { authorization: `Bearer ${this.key()}` };
     if (body !== undefined) headers['content-type'] = 'application/json';
     let res;
@@ -44,6 +49,11 @@ export class Api {
   get(path) {
     return this.request('GET', path);
   }
+}
+
+/** Whether `id` (a user id, say) can be a path segment: not `.` or `..`, which a URL resolves away, encoded or not. */
+export function addressable(id) {
+  return !/^(?:\.|%2e){1,2}$/i.test(id);
 }
 
 /** Makes an element: `el('td', { class: 'n' }, 'text', child)`. Text is always text (never HTML). */
