@@ -211,9 +211,8 @@ describe('a batch completion lost to a crash', () => {
 });
 
 describe('recovery: reserves a crash left open', () => {
-  it('releases a forgotten reserve behind more live ones than one page holds (the walk goes past the oldest 500)', async () => {
-    const clock = new FakeClock();
-    const ledger = new MemoryLedger({ balances: { alice: 10_000 } });
+  /** A service on `ledger` with the runner off and 501 generations waiting (one more than recovery's page), each with its live reserve. */
+  async function withBacklog(ledger: MemoryLedger, clock: FakeClock): Promise<GenerationService> {
     const service = createGenerationService({
       providers: [{ models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }], generate: async () => ({ text: 'x' }) }],
       ledger,
@@ -222,10 +221,16 @@ describe('recovery: reserves a crash left open', () => {
       runner: { enabled: false },
       recovery: { onStart: false, intervalMs: 0, orphanReserveMs: 60_000 },
     });
+    await service.start();
+    for (let i = 0; i < 501; i++) await service.create('alice', { modelId: 'ok' });
+    return service;
+  }
+
+  it('releases a forgotten reserve behind more live ones than one page holds (the walk goes past the oldest 500)', async () => {
+    const clock = new FakeClock();
+    const ledger = new MemoryLedger({ balances: { alice: 10_000 } });
+    const service = await withBacklog(ledger, clock);
     try {
-      await service.start();
-      // 501 generations waiting, each with its live reserve, all older than the forgotten one.
-      for (let i = 0; i < 501; i++) await service.create('alice', { modelId: 'ok' });
       await clock.advance(1);
       // A create that died after its reserve and before its insert: the reserve has no generation.
       expect(await ledger.reserve('alice', 'forgotten-create', 1, clock.now())).toBe('ok');
@@ -239,7 +244,7 @@ describe('recovery: reserves a crash left open', () => {
     }
   });
 
-  it("ends its walk over a host ledger that does not page (it answers its first page again): that page is looked at once", async () => {
+  it('ends its walk over a host ledger that does not page (it answers its first page again): that page is looked at once', async () => {
     const clock = new FakeClock();
     const ledger = new MemoryLedger({ balances: { alice: 10_000 } });
     const firstPage = ledger.openReserves.bind(ledger);
@@ -248,17 +253,8 @@ describe('recovery: reserves a crash left open', () => {
       reads++;
       return firstPage(limit);
     };
-    const service = createGenerationService({
-      providers: [{ models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 0.01, settings: [], price: 1 }], generate: async () => ({ text: 'x' }) }],
-      ledger,
-      clock,
-      limits: { inFlightPerUser: 1000 },
-      runner: { enabled: false },
-      recovery: { onStart: false, intervalMs: 0 },
-    });
+    const service = await withBacklog(ledger, clock);
     try {
-      await service.start();
-      for (let i = 0; i < 501; i++) await service.create('alice', { modelId: 'ok' });
       expect(await service.recover()).toMatchObject({ settled: 0, released: 0 });
       expect(reads).toBe(2);
     } finally {
