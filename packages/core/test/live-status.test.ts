@@ -366,3 +366,30 @@ describe('Prefer: wait=N', () => {
     expect((await service.handle({ method: 'GET', path: `/v1/generations/${'Q'.repeat(22)}`, headers: { ...auth, prefer: 'wait=5' } })).status).toBe(404);
   });
 });
+
+describe('a stream whose generation goes away', () => {
+  it('ends when its generation is deleted while it streams, and frees its slot', async () => {
+    const g = gated();
+    const clock = new FakeClock();
+    const service = make(g.provider, { clock, push: { keepAliveMs: 10_000 } });
+    await service.start();
+    const id = await create(service);
+    await g.started();
+    const stream = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
+    expect((await stream.next())!.event).toBe('processing');
+    const del = await service.handle({ method: 'DELETE', path: `/v1/generations/${id}`, headers: auth });
+    expect(del.status).toBe(204);
+    // Its cancel and deletion may have left the log before the feed read it: the stream still ends, at the latest
+    // by its next keep-alive, and sends no state of a generation that is gone.
+    const rest: Message[] = [];
+    let ended = false;
+    const done = readRest(stream, Infinity, rest).then((r) => (ended = r.ended));
+    for (let i = 0; i < 3 && !ended; i++) await clock.advance(10_000);
+    const endedByItself = ended;
+    if (!endedByItself) await stream.close();
+    await done;
+    expect(endedByItself).toBe(true);
+    expect(rest.filter((m) => m.event !== undefined && m.event !== 'failed')).toEqual([]);
+    expect(service.stats()).toEqual({ openStreams: 0, watchers: 0 });
+  });
+});

@@ -275,6 +275,12 @@ class EventStream implements AsyncIterableIterator<string> {
       if (this.closed) continue;
       if (this.keepAlive) {
         this.keepAlive = false;
+        // A deleted generation's log goes with it, often before a feed read its cancel: a keep-alive looks that it is
+        // still there (a read that fails keeps the stream), so the stream ends rather than idling on forever.
+        if ((await this.live.parts.store.getById(this.generationId).catch(() => true)) === null) {
+          this.finishing = true;
+          continue;
+        }
         this.outbox.push(': keepalive\n\n');
       }
       if (this.queueDue) {
