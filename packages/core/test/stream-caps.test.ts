@@ -2,6 +2,8 @@
 // over every service of the process) and per process (`limits.streamsTotal`); a stream holds its slot until it ends,
 // and it ends when its generation finishes.
 import { randomBytes } from 'node:crypto';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   createGenerationService,
@@ -12,6 +14,7 @@ import {
   type HttpResponse,
   type LimitsOptions,
 } from '@genservice/core';
+import { writeNodeResponse } from '@genservice/core/adapter';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -20,8 +23,8 @@ afterEach(async () => {
 
 // Names of this file's own: the slot table is the process's, shared with whatever else runs in this worker.
 const TAG = randomBytes(4).toString('hex');
-const USERS = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank'].map((u) => `${u}-${TAG}`);
-const [ALICE, BOB, CAROL, DAVE, ERIN, FRANK] = USERS as [string, string, string, string, string, string];
+const USERS = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gina'].map((u) => `${u}-${TAG}`);
+const [ALICE, BOB, CAROL, DAVE, ERIN, FRANK, GINA] = USERS as [string, string, string, string, string, string, string];
 
 /** A service whose generations each wait for a `release()` (one run each); every user has a key `k-<user>`. */
 function make(limits: LimitsOptions = {}) {
@@ -190,5 +193,40 @@ describe('stream caps (issue 24, item 1)', () => {
     release();
     expect((await poll).status).toBe(200);
     expect((await stream(service, FRANK, second)).res.status).toBe(200);
+  });
+
+  it('a client that left before its stream was written (between the answer and writeNodeResponse) frees its slot', async () => {
+    const { service } = make({ streamsPerUser: 1 });
+    await service.start();
+    const id = await create(service, GINA);
+    // A real server: the stream is answered (its slot taken), then the client leaves, and only then is the answer
+    // written, as when a host awaits something of its own in between.
+    let answered!: () => void;
+    const isAnswered = new Promise<void>((r) => (answered = r));
+    let written: Promise<void> | undefined;
+    let wrote!: () => void;
+    const isWriting = new Promise<void>((r) => (wrote = r));
+    const server = createServer(async (req, res) => {
+      const out = await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: { authorization: `Bearer k-${GINA}` } });
+      expect(out.status).toBe(200);
+      res.once('close', () => {
+        written = writeNodeResponse(res, out);
+        wrote();
+      });
+      answered();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise((r) => server.close(r)));
+    const client = request({ host: '127.0.0.1', port: (server.address() as AddressInfo).port, path: '/' });
+    client.on('error', () => undefined);
+    client.end();
+    await isAnswered;
+    client.destroy();
+    await isWriting;
+    // Its slot is free again: the next stream of the same user is granted.
+    const next = await stream(service, GINA, id);
+    expect(next.res.status).toBe(200);
+    await next.close();
+    await written;
   });
 });

@@ -38,10 +38,13 @@ async function pipe(res: ServerResponse, body: AsyncIterable<string | Uint8Array
     void it.return?.();
   };
   res.on('close', onClose);
+  // Gone before this began (it left while the answer was made): its 'close' came before the listener, and a write
+  // would wait for a 'drain' that never comes.
+  if (res.destroyed) onClose();
   // Headers now: a client waiting for the first event must see the stream has begun.
   res.flushHeaders();
   try {
-    for (;;) {
+    while (!gone) {
       const r = await it.next();
       if (r.done || gone) break;
       if (!res.write(r.value)) {
