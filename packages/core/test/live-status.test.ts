@@ -4,6 +4,8 @@ import {
   MemoryApiKeyStore,
   MemoryGenerationStore,
   MemoryLedger,
+  type GenerationEvent,
+  type GenerationRecord,
   type GenerationService,
   type HttpResponse,
   type ModelDefinition,
@@ -391,5 +393,57 @@ describe('a stream whose generation goes away', () => {
     expect(endedByItself).toBe(true);
     expect(rest.filter((m) => m.event !== undefined && m.event !== 'failed')).toEqual([]);
     expect(service.stats()).toEqual({ openStreams: 0, watchers: 0 });
+  });
+});
+
+/** A memory store that runs `between` once, right after the next read of `id`'s record or log (`arm`). */
+class RacingStore extends MemoryGenerationStore {
+  private armed: { id: string; between: () => Promise<void> } | undefined;
+  arm(id: string, between: () => Promise<void>): void {
+    this.armed = { id, between };
+  }
+  private async after<T>(id: string, value: T): Promise<T> {
+    const armed = this.armed;
+    if (armed?.id === id) {
+      this.armed = undefined;
+      await armed.between();
+    }
+    return value;
+  }
+  override async getById(id: string): Promise<GenerationRecord | null> {
+    return this.after(id, await super.getById(id));
+  }
+  override async eventsOf(id: string, after?: number): Promise<GenerationEvent[]> {
+    return this.after(id, await super.eventsOf(id, after));
+  }
+}
+
+describe('a transition committed while a stream starts', () => {
+  it('between its reads of the record and of the log: sent, and the stream ends after it', async () => {
+    const g = gated();
+    const clock = new FakeClock();
+    const store = new RacingStore();
+    const service = make(g.provider, { clock, store, push: { keepAliveMs: 10_000 } });
+    await service.start();
+    const id = await create(service);
+    await g.started();
+    // Completed right after the stream's first read, before its second.
+    store.arm(id, async () => {
+      g.finish('raced');
+      await until(() => store.getById(id), { accept: (r) => r?.status === 'completed' });
+    });
+    const stream = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
+    const rest: Message[] = [];
+    let ended = false;
+    const done = readRest(stream, Infinity, rest).then((r) => (ended = r.ended));
+    for (let i = 0; i < 3 && !ended; i++) await clock.advance(10_000);
+    const endedByItself = ended;
+    if (!endedByItself) await stream.close();
+    await done;
+    expect(endedByItself).toBe(true);
+    const events = rest.filter((m) => m.event !== undefined);
+    expect(events.at(-1)).toMatchObject({ event: 'completed', data: { status: 'completed', result: 'raced' } });
+    // No message says one thing in its type and another in its data about the end.
+    for (const m of events) if (m.event === 'completed' || m.event === 'failed') expect(m.data.status).toBe(m.event);
   });
 });

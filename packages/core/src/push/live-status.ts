@@ -227,9 +227,11 @@ class EventStream implements AsyncIterableIterator<string> {
     });
     streams.add(this.tick);
     startTicker();
+    // The log first, then the record: a transition committed between the two is in the record (at least as new as
+    // the log) and comes through the watch (its seq is past the log's), never in the log with an older record.
+    const history = await store.eventsOf(this.generationId);
     const rec = await store.getById(this.generationId);
     if (!rec) return this.finish();
-    const history = await store.eventsOf(this.generationId);
     const last = history[history.length - 1];
     this.sent = last?.seq ?? 0;
     if (this.lastEventId !== undefined && last && this.lastEventId < last.seq) {
@@ -256,7 +258,9 @@ class EventStream implements AsyncIterableIterator<string> {
       if (partial?.text !== undefined) this.outbox.push(sse(this.sent, 'output', { delta: partial.text }));
       if (partial?.preview) this.outbox.push(sse(this.sent, 'preview', partial.preview));
     }
-    if (isTerminal(rec.status)) this.finishing = true;
+    // It ends with the terminal event: one the log read does not have yet is still to come through the watch.
+    const ended = history.length === 0 || history.some((e) => e.type === 'completed' || e.type === 'failed');
+    if (isTerminal(rec.status) && ended) this.finishing = true;
   }
 
   async next(): Promise<IteratorResult<string>> {
