@@ -418,6 +418,24 @@ class RacingStore extends MemoryGenerationStore {
   }
 }
 
+describe('a long-poll whose generation is deleted while it waits', () => {
+  it('answers 404, as a read after the delete does, not the state from before', async () => {
+    const g = gated();
+    const clock = new FakeClock();
+    const service = make(g.provider, { clock });
+    await service.start();
+    const id = await create(service);
+    await g.started();
+    const waiting = service.handle({ method: 'GET', path: `/v1/generations/${id}`, headers: { ...auth, prefer: 'wait=30' } });
+    await until(async () => service.stats().watchers, { accept: (n) => n === 1 });
+    expect((await service.handle({ method: 'DELETE', path: `/v1/generations/${id}`, headers: auth })).status).toBe(204);
+    await clock.advance(30_000);
+    const res = await waiting;
+    expect(res.status).toBe(404);
+    expect(service.stats().watchers).toBe(0);
+  });
+});
+
 describe('a transition committed while a stream starts', () => {
   it('between its reads of the record and of the log: sent, and the stream ends after it', async () => {
     const g = gated();

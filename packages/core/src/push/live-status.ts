@@ -26,6 +26,9 @@ const slots: LiveSlots = ((globalThis as Record<symbol, LiveSlots | undefined>)[
 /** Seconds a refused stream or long-poll is told to wait: long enough for one of its kind to end or be closed. */
 const SLOT_RETRY_SECONDS = 5;
 
+/** The answer for a generation that is not (or no longer) the caller's to read. */
+const gone = (): DomainError => new DomainError('not_found', 'Generation not found.');
+
 /** One Server-Sent Events message (every `data` line is one line: JSON has no raw newlines). */
 function sse(seq: number, type: string, data: unknown): string {
   return `id: ${seq}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
@@ -93,7 +96,7 @@ export class LiveStatus {
 
   private async owned(userId: string, generationId: string): Promise<GenerationRecord> {
     const rec = GENERATION_ID_PATTERN.test(generationId) ? await this.store.get(generationId, userId) : null;
-    if (!rec) throw new DomainError('not_found', 'Generation not found.');
+    if (!rec) throw gone();
     return rec;
   }
 
@@ -152,14 +155,18 @@ export class LiveStatus {
     try {
       // It may have changed between the read and the watch: look once more before waiting.
       const again = await this.store.get(generationId, userId);
-      if (!again || again.status !== first.status) return again ?? first;
+      if (!again) throw gone();
+      if (again.status !== first.status) return again;
       await changed;
     } finally {
       unwatch();
       this.options.clock.clearTimeout(timer);
       release();
     }
-    return (await this.store.get(generationId, userId)) ?? first;
+    // Deleted (or expired) while it waited: answered as a read of it now is.
+    const now = await this.store.get(generationId, userId);
+    if (!now) throw gone();
+    return now;
   }
 
   startTicker(): void {
