@@ -26,8 +26,11 @@ const slots: LiveSlots = ((globalThis as Record<symbol, LiveSlots | undefined>)[
 /** Seconds a refused stream or long-poll is told to wait: long enough for one of its kind to end or be closed. */
 const SLOT_RETRY_SECONDS = 5;
 
-/** The answer for a generation that is not (or no longer) the caller's to read. */
-const gone = (): DomainError => new DomainError('not_found', 'Generation not found.');
+/** The record, or not_found when there is none (not, or no longer, the caller's to read). */
+function present(rec: GenerationRecord | null): GenerationRecord {
+  if (rec) return rec;
+  throw new DomainError('not_found', 'Generation not found.');
+}
 
 /** One Server-Sent Events message (every `data` line is one line: JSON has no raw newlines). */
 function sse(seq: number, type: string, data: unknown): string {
@@ -44,6 +47,7 @@ export class LiveStatus {
   /** Open streams, for the one keep-alive ticker. */
   private readonly streams = new Set<() => void>();
   private ticker: ClockTimer | undefined;
+  private checks: Promise<unknown> = Promise.resolve();
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
@@ -95,9 +99,7 @@ export class LiveStatus {
   }
 
   private async owned(userId: string, generationId: string): Promise<GenerationRecord> {
-    const rec = GENERATION_ID_PATTERN.test(generationId) ? await this.store.get(generationId, userId) : null;
-    if (!rec) throw gone();
-    return rec;
+    return present(GENERATION_ID_PATTERN.test(generationId) ? await this.store.get(generationId, userId) : null);
   }
 
   /**
@@ -154,8 +156,7 @@ export class LiveStatus {
     });
     try {
       // It may have changed between the read and the watch: look once more before waiting.
-      const again = await this.store.get(generationId, userId);
-      if (!again) throw gone();
+      const again = present(await this.store.get(generationId, userId));
       if (again.status !== first.status) return again;
       await changed;
     } finally {
@@ -164,9 +165,7 @@ export class LiveStatus {
       release();
     }
     // Deleted (or expired) while it waited: answered as a read of it now is.
-    const now = await this.store.get(generationId, userId);
-    if (!now) throw gone();
-    return now;
+    return present(await this.store.get(generationId, userId));
   }
 
   startTicker(): void {
@@ -180,6 +179,14 @@ export class LiveStatus {
   stopTicker(): void {
     this.options.clock.clearInterval(this.ticker);
     this.ticker = undefined;
+  }
+
+  /** Whether a streamed generation is still stored (a failed read says yes); one read at a time for all keep-alives,
+   * so thousands of streams hold one of the store's connections, not the pool. */
+  exists(generationId: string): Promise<boolean> {
+    const read = this.checks.then(() => this.store.getById(generationId)).then((r) => r !== null, () => true);
+    this.checks = read;
+    return read;
   }
 
   /** Open streams; for tests and metrics. */
@@ -286,13 +293,9 @@ class EventStream implements AsyncIterableIterator<string> {
       if (this.closed) continue;
       if (this.keepAlive) {
         this.keepAlive = false;
-        // A deleted generation's log goes with it, often before a feed read its cancel: a keep-alive looks that it is
-        // still there (a read that fails keeps the stream), so the stream ends rather than idling on forever.
-        if ((await this.live.parts.store.getById(this.generationId).catch(() => true)) === null) {
-          this.finishing = true;
-          continue;
-        }
         this.outbox.push(': keepalive\n\n');
+        // A deleted generation's log goes with it, often before a feed read its cancel: looked for at each keep-alive.
+        void this.live.exists(this.generationId).then((there) => void (there || this.return()));
       }
       if (this.queueDue) {
         this.queueDue = false;
