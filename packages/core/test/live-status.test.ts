@@ -467,3 +467,42 @@ describe('a transition committed while a stream starts', () => {
     for (const m of events) if (m.event === 'completed' || m.event === 'failed') expect(m.data.status).toBe(m.event);
   });
 });
+
+describe('keep-alives of many streams', () => {
+  it('look for their generations one read at a time, each keep-alive sent', async () => {
+    class CountingStore extends MemoryGenerationStore {
+      inFlight = 0;
+      most = 0;
+      reads = 0;
+      override async getById(id: string): Promise<GenerationRecord | null> {
+        this.reads++;
+        this.most = Math.max(this.most, ++this.inFlight);
+        // Answered on a later turn, so reads made together would overlap.
+        await new Promise<void>((r) => setImmediate(r));
+        this.inFlight--;
+        return super.getById(id);
+      }
+    }
+    const g = gated();
+    const clock = new FakeClock();
+    const store = new CountingStore();
+    const service = make(g.provider, { clock, store, push: { keepAliveMs: 10_000 } });
+    await service.start();
+    const id = await create(service);
+    await g.started();
+    const streams = [];
+    for (let i = 0; i < 4; i++) {
+      const s = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
+      expect((await s.next())!.event).toBe('processing');
+      streams.push(s);
+    }
+    const before = store.reads;
+    store.most = 0;
+    const kept = streams.map((s) => s.next());
+    await clock.advance(10_000);
+    expect(await Promise.all(kept)).toEqual(streams.map(() => ({ comment: 'keepalive' })));
+    await until(() => store.reads - before, { accept: (n) => n >= 4 });
+    expect(store.most).toBe(1);
+    for (const s of streams) await s.close();
+  });
+});
