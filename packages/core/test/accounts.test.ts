@@ -104,7 +104,7 @@ describe('service.accounts', () => {
       const { apiKey, ...shown } = created;
       expect(await service.accounts.listKeys('alice')).toEqual([shown]);
       expect(JSON.stringify(await service.accounts.listKeys('alice'))).not.toContain(apiKey);
-      expect(await keys.resolve(apiKey)).toEqual({ userId: 'alice', keyId: created.keyId, scopes: ['read'], models: ['a'], budget: { amount: 5, period: 'month' } });
+      expect(await keys.resolve(apiKey)).toEqual({ userId: 'alice', keyId: created.keyId, scopes: ['read'], models: ['a'], budget: { amount: 5, period: 'month' }, expiresAt: Date.parse('2999-01-01T00:00:00Z') });
       expect(await balanceOf(service, apiKey)).toBe(200);
     });
 

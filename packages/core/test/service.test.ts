@@ -490,6 +490,21 @@ describe('apiKeyCache', () => {
     expect((await s.handle(req('k1'))).status).toBe(401);
     expect(calls).toBe(4);
   });
+
+  it('never trusts a cached key past its expiresAt: from then on it is 401, as the store answers', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 10, 28, 9));
+    const keys = new MemoryApiKeyStore({ clock });
+    const s = createGenerationService({ providers: [], apiKeys: keys, apiKeyCache: { ttlMs: 60_000 }, clock });
+    const expiresAt = new Date(clock.now() + 1000).toISOString();
+    const { apiKey } = await s.accounts.createKey('u', { name: 'short', expiresAt });
+    const req = { method: 'GET', path: '/v1/models', headers: { authorization: `Bearer ${apiKey}` } };
+    expect((await s.handle(req)).status).toBe(200);
+    await clock.advance(999);
+    expect((await s.handle(req)).status).toBe(200);
+    await clock.advance(1);
+    expect(await keys.resolve(apiKey)).toBeNull();
+    expect((await s.handle(req)).status).toBe(401);
+  });
 });
 
 describe('Idempotency-Key while the first request is in progress', () => {

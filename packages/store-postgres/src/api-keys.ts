@@ -55,6 +55,7 @@ export class PostgresApiKeyStore implements ApiKeyStore {
     if (key.models !== undefined) p.models = key.models;
     if (key.budget !== undefined) p.budget = key.budget;
     if (key.maxInFlight !== undefined) p.maxInFlight = key.maxInFlight;
+    if (key.expiresAt !== undefined) p.expiresAt = key.expiresAt;
     return p;
   }
 

@@ -113,6 +113,7 @@ export function principalOf(key: ApiKeyInfo): Principal {
   if (key.models !== undefined) p.models = key.models;
   if (key.budget !== undefined) p.budget = key.budget;
   if (key.maxInFlight !== undefined) p.maxInFlight = key.maxInFlight;
+  if (key.expiresAt !== undefined) p.expiresAt = key.expiresAt;
   return p;
 }
 

@@ -24,6 +24,8 @@ export interface Principal {
   budget?: KeyBudget;
   /** At most this many of the key's generations pending or processing at once. Absent: no cap of its own. */
   maxInFlight?: number;
+  /** Epoch ms from which the key resolves to null: a cache of resolved keys trusts it no longer than this. */
+  expiresAt?: number;
 }
 
 /** A key as its owner and the host see it: never the secret, nor its digest. */

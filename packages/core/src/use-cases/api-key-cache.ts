@@ -23,13 +23,15 @@ export interface ApiKeyCacheOptions {
  */
 export class CachedApiKeyResolver implements ApiKeyResolver {
   private readonly cache: LRUCache<string, Principal>;
+  private readonly ttlMs: number;
 
   constructor(
     private readonly inner: ApiKeyResolver,
     options: ApiKeyCacheOptions,
     /** Where the TTL's time comes from (the service gives its own clock). Default: the system clock. */
-    clock: Clock = systemClock,
+    private readonly clock: Clock = systemClock,
   ) {
+    this.ttlMs = options.ttlMs;
     // The TTL reads the clock at each lookup (ttlResolution 0), not performance.now() cached for a millisecond.
     this.cache = new LRUCache<string, Principal>({ max: options.max ?? 10_000, ttl: options.ttlMs, ttlResolution: 0, perf: { now: () => clock.now() } });
   }
@@ -39,7 +41,15 @@ export class CachedApiKeyResolver implements ApiKeyResolver {
     const hit = this.cache.get(digest);
     if (hit) return hit;
     const found = await this.inner.resolve(apiKey);
-    if (found) this.cache.set(digest, found);
+    if (!found) return found;
+    if (found.expiresAt === undefined) {
+      this.cache.set(digest, found);
+      return found;
+    }
+    // Never past the key's own expiry: from then on the store answers null, and so must this instance. (An entry is
+    // trusted while at most `ttl` old, so the last trusted instant is `expiresAt - 1`; a ttl of 0 would mean forever.)
+    const ttl = Math.min(this.ttlMs, found.expiresAt - this.clock.now() - 1);
+    if (ttl >= 1) this.cache.set(digest, found, { ttl });
     return found;
   }
 

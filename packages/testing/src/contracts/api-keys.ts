@@ -183,6 +183,11 @@ export function describeApiKeyContract(make: () => Promise<{ apiKeys: ApiKeyStor
         const plainSecret = newKey();
         await keys().createKey(plainSecret, plain);
         expect(await keys().resolve(plainSecret, T)).toEqual({ userId: user, keyId: plain.keyId, scopes: ['read'] });
+        // Its expiry too: a cache of resolved keys (`apiKeyCache`) trusts a key no longer than that.
+        const expiring = spec(user, { expiresAt: T + 5_000 });
+        const expiringSecret = newKey();
+        await keys().createKey(expiringSecret, expiring);
+        expect(await keys().resolve(expiringSecret, T)).toEqual({ userId: user, keyId: expiring.keyId, scopes: ['read'], expiresAt: T + 5_000 });
       });
 
       it('lists a user\'s keys oldest first without secret or digest, and finds one by id', async () => {
