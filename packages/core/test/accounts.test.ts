@@ -8,7 +8,7 @@ import {
   MAX_TOKENS,
   type GenerationService,
 } from '@genservice/core';
-import { createScriptedProvider, fakeModel } from '@genservice/testing';
+import { createScriptedProvider, FakeClock, fakeModel, until } from '@genservice/testing';
 
 const services: GenerationService[] = [];
 afterEach(async () => {
@@ -154,6 +154,32 @@ describe('service.accounts', () => {
   });
 
   describe('usage', () => {
+    it('counts a finished generation on the service clock\'s day, as its finishedAt, not on the ledger\'s own clock', async () => {
+      // A ledger the store does not settle in (a host's own, SQLite): the Lifecycle settles it, and must say when.
+      class OwnLedger extends MemoryLedger {
+        override settle(generationId: string, amount: number, now?: number): Promise<number | null> {
+          return super.settle(generationId, amount, now);
+        }
+      }
+      const clock = new FakeClock(Date.UTC(2026, 0, 15, 23, 59));
+      const ledger = new OwnLedger({ balances: { alice: 100 }, clock: new FakeClock(Date.UTC(2026, 0, 16, 0, 1)) });
+      const service = createGenerationService({
+        providers: [{ models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 2 }], generate: async () => ({ text: 'hi' }) }],
+        ledger,
+        clock,
+        recovery: { intervalMs: 0 },
+      });
+      services.push(service);
+      await service.start();
+      const { generationId } = await service.create('alice', { modelId: 'ok' });
+      await until(async () => (await service.get('alice', generationId)).status === 'completed', { what: 'completed' });
+      expect((await service.details('alice', generationId)).finishedAt).toBe('2026-01-15T23:59:00.000Z');
+      expect(await service.accounts.usage('alice', { from: '2026-01-15', to: '2026-01-16' })).toEqual({
+        data: [{ period: '2026-01-15', count: 1, tokens: 2 }],
+        total: { count: 1, tokens: 2 },
+      });
+    });
+
     it('groups settled spend by day, model and key, defaulting to the last 30 days', async () => {
       const { service, ledger } = make();
       const day = Date.UTC(2026, 4, 10, 12);

@@ -318,7 +318,7 @@ export class Lifecycle {
     // Each step in a `then` of the last, not an await: no suspended frame on every generation's path (issue 36).
     return this.log.change(gen.id, this.finishing(set, { type: 'completed', data: { price } }, now, settles, price)).then((done) => {
       if (!done) return false;
-      return settles ? this.batches.finished(done, price, now) : this.ledger.settle(gen.id, price).then(() => this.batches.finished(done, price, now));
+      return settles ? this.batches.finished(done, price, now) : this.ledger.settle(gen.id, price, now).then(() => this.batches.finished(done, price, now));
     });
   }
 
@@ -358,7 +358,7 @@ export class Lifecycle {
       now,
     });
     // The ledger port settles one reserve per call; then the batch, looked at once for them all, and the observer.
-    for (const rec of failed) await this.ledger.settle(rec.id, price);
+    for (const rec of failed) await this.ledger.settle(rec.id, price, now);
     await this.batches.finished(failed, price, now, { code, reason: request.reason });
     return failed.map((r) => r.id);
   }
@@ -391,7 +391,7 @@ export class Lifecycle {
     const settles = this.log.settlesFor(this.ledger);
     const failed = await this.log.change(gen.id, this.finishing(set, { type: 'failed', data: { price, error: { ...error } } }, now, settles, price, from));
     if (!failed) return null;
-    if (!settles) await this.ledger.settle(gen.id, price);
+    if (!settles) await this.ledger.settle(gen.id, price, now);
     await this.batches.finished(failed, price, now, { code, reason: request.reason });
     return failed;
   }
