@@ -180,6 +180,33 @@ describe('service.accounts', () => {
       });
     });
 
+    it('does not count a create refused at the in-flight cap as a generation (its reserve was given back, nothing was made)', async () => {
+      // A ledger that leaves the in-flight cap to the store (SQLite, a host's own): the reserve is taken, the store's
+      // insert refuses past the cap, and the reserve is released.
+      class StoreCounts extends MemoryLedger {
+        override settle(generationId: string, amount: number, now?: number): Promise<number | null> {
+          return super.settle(generationId, amount, now);
+        }
+      }
+      const clock = new FakeClock(Date.UTC(2026, 0, 15, 12));
+      const ledger = new StoreCounts({ balances: { alice: 100 }, clock });
+      Object.defineProperty(ledger, 'holdsInFlight', { value: false });
+      const service = createGenerationService({
+        providers: [{ models: [{ modelId: 'ok', title: 'OK', resultType: 'text', estimatedGenerationTime: 1, settings: [], price: 2 }], generate: async () => ({ text: 'hi' }) }],
+        ledger,
+        clock,
+        limits: { inFlightPerUser: 1 },
+        recovery: { intervalMs: 0 },
+      });
+      services.push(service);
+      const { generationId } = await service.create('alice', { modelId: 'ok' });
+      const refused = await service.create('alice', { modelId: 'ok' }).catch((e: DomainError) => e);
+      expect((refused as DomainError).code).toBe('rate_limited');
+      await service.cancel('alice', generationId);
+      expect(await ledger.account('alice')).toEqual({ balance: 100, reserved: 0, settled: 0 });
+      expect((await service.accounts.usage('alice', {})).total).toEqual({ count: 1, tokens: 0 });
+    });
+
     it('groups settled spend by day, model and key, defaulting to the last 30 days', async () => {
       const { service, ledger } = make();
       const day = Date.UTC(2026, 4, 10, 12);

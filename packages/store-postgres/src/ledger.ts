@@ -41,6 +41,7 @@ export function ledgerSql(s: string): Record<
   | 'holdKey'
   | 'holdKeyInFlight'
   | 'settle'
+  | 'release'
   | 'charged'
   | 'account'
   | 'credit'
@@ -103,6 +104,9 @@ export function ledgerSql(s: string): Record<
     // no open reserve (after waiting on the first one's row lock) and changes nothing.
     settle: `WITH ${settleSteps(s, { id: '$1', amount: '$2', now: '$3', day: '$4' })}
       SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
+    // A release (a create undone: no generation was made): the settle of 0, counting no usage.
+    release: `WITH ${settleSteps(s, { id: '$1', amount: '$2', now: '$3', day: '$4', counted: 'false' })}
+      SELECT r.charged, (SELECT count(*) FROM a)::int AS accounts FROM r`,
     charged: `SELECT charged FROM ${s}.reserves WHERE generation_id = $1`,
     account: `SELECT balance, reserved, settled FROM ${s}.accounts WHERE user_id = $1`,
     // The primary key's index, in the database's own order of the stored (encoded) ids.
@@ -151,7 +155,8 @@ export function reserveSteps(s: string, p: { id: string; user: string; amount: s
  * the user's own limits: `settleUserCtes`), given the SQL of its generation id, amount, time and UTC day. Written once: the ledger's own
  * `settle` runs them, and so does the store's finishing change when it settles in its own step (issue 36).
  */
-export function settleSteps(s: string, p: { id: string; amount: string; now: string; day: string }): string {
+export function settleSteps(s: string, p: { id: string; amount: string; now: string; day: string; counted?: 'true' | 'false' }): string {
+  const counted = p.counted ?? 'true';
   return `r AS (
         UPDATE ${s}.reserves SET state = 'settled', charged = LEAST(amount, ${p.amount}::numeric), settled_at = ${p.now}
         WHERE generation_id = ${p.id} AND state = 'open'
@@ -168,18 +173,18 @@ export function settleSteps(s: string, p: { id: string; amount: string; now: str
         RETURNING 1
       ), u AS (
         INSERT INTO ${s}.usage_daily (user_id, day, model_id, key_id, count, tokens)
-        SELECT r.user_id, ${p.day}::integer, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged FROM r
+        SELECT r.user_id, ${p.day}::integer, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged FROM r WHERE ${counted}
         ON CONFLICT (user_id, day, model_id, key_id)
         DO UPDATE SET count = ${s}.usage_daily.count + 1, tokens = ${s}.usage_daily.tokens + EXCLUDED.tokens
         RETURNING 1
       ), sp AS (
         INSERT INTO ${s}.usage_spans (user_id, span, start, model_id, key_id, count, tokens)
         SELECT r.user_id, l.span, ${p.day}::integer - ${p.day}::integer % l.span, coalesce(r.model_id, ''), coalesce(r.key_id, ''), 1, r.charged
-          FROM r, (VALUES (8), (64)) AS l(span)
+          FROM r, (VALUES (8), (64)) AS l(span) WHERE ${counted}
         ON CONFLICT (user_id, span, start, model_id, key_id)
         DO UPDATE SET count = ${s}.usage_spans.count + 1, tokens = ${s}.usage_spans.tokens + EXCLUDED.tokens
         RETURNING 1
-      )${settleOrganizationCtes(s, p.day)}${settleUserCtes(s)}`;
+      )${settleOrganizationCtes(s, p.day, counted)}${settleUserCtes(s)}`;
 }
 
 function usageSql(s: string, column: string): string {
@@ -447,13 +452,18 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
     );
   }
 
-  async settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
+  settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
+    return this.settleBy(this.sql.settle, generationId, amount, now);
+  }
+
+  /** `settle` by its statement (`release` counts no usage). */
+  private async settleBy(sql: string, generationId: string, amount: number, now: number): Promise<number | null> {
     if (typeof amount !== 'number' || !Number.isFinite(amount)) {
       throw new RangeError(`settle amount must be a finite number, got ${String(amount)}`);
     }
     // Clamped to [0, reserve]: below zero would credit the user, above the reserve would break the invariant.
     const charge = Math.max(0, amount);
-    const { rows } = await this.db.query<{ charged: string }>(this.sql.settle, [
+    const { rows } = await this.db.query<{ charged: string }>(sql, [
       encodeKey(generationId),
       charge,
       Math.trunc(now),
@@ -467,8 +477,8 @@ export class PostgresLedger implements Ledger, OrganizationLedger, UserLimitLedg
     return row.charged === null ? charge : num(row.charged);
   }
 
-  async release(generationId: string, now?: number): Promise<number | null> {
-    return this.settle(generationId, 0, now);
+  release(generationId: string, now: number = Date.now()): Promise<number | null> {
+    return this.settleBy(this.sql.release, generationId, 0, now);
   }
 
   async balance(userId: string): Promise<number> {

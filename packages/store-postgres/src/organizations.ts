@@ -65,7 +65,7 @@ export function organizationSql(s: string): Record<
  * Postgres runs the statement's other parts in: the two never deadlock. Its unspent part goes back to the window it
  * was counted in, while that window is still the row's.
  */
-export function settleOrganizationCtes(s: string, day = '$4'): string {
+export function settleOrganizationCtes(s: string, day = '$4', counted: 'true' | 'false' = 'true'): string {
   return `, kf AS (
         UPDATE ${s}.key_in_flight kf SET in_flight = kf.in_flight - 1
         FROM r WHERE r.key_in_flight AND kf.key_id = r.key_id AND (SELECT count(*) FROM a) >= 0 AND (SELECT count(*) FROM k) >= 0
@@ -78,7 +78,7 @@ export function settleOrganizationCtes(s: string, day = '$4'): string {
         RETURNING 1
       ), ou AS (
         INSERT INTO ${s}.organization_usage_daily (organization_id, day, user_id, count, tokens)
-        SELECT r.organization_id, ${day}::integer, r.user_id, 1, r.charged FROM r WHERE r.organization_id IS NOT NULL
+        SELECT r.organization_id, ${day}::integer, r.user_id, 1, r.charged FROM r WHERE r.organization_id IS NOT NULL AND ${counted}
         ON CONFLICT (organization_id, day, user_id)
         DO UPDATE SET count = ${s}.organization_usage_daily.count + 1, tokens = ${s}.organization_usage_daily.tokens + EXCLUDED.tokens
         RETURNING 1

@@ -122,7 +122,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
     now: number,
     options: ReserveOptions,
   ) => ReserveResult | ReserveOutcome;
-  private readonly settleTx: (generationId: string, amount: number, now: number) => number | null;
+  private readonly settleTx: (generationId: string, amount: number, now: number, counted: boolean) => number | null;
   private readonly reserveManyTx: (userId: string, items: readonly ReserveItem[], now: number, options: ReserveOptions) => ReserveResult | ReserveOutcome;
 
   constructor(db: SqliteDatabase) {
@@ -277,7 +277,7 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
       .immediate;
 
     this.settleTx = db
-      .transaction((generationId: string, amount: number, now: number): number | null => {
+      .transaction((generationId: string, amount: number, now: number, counted: boolean): number | null => {
         const reserve = this.findReserveStmt.get(generationId) as ReserveRow | undefined;
         if (!reserve) return null;
         // Settled before (a retry after a crash): report the first charge, change nothing.
@@ -288,12 +288,15 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
         if (reserve.key_id !== null && reserve.window_start !== null) {
           this.releaseKeyStmt.run({ keyId: reserve.key_id, windowStart: reserve.window_start, back: reserve.amount - charged });
         }
-        const usage = { userId: reserve.user_id, day: usageDayIndex(now), modelId: reserve.model_id ?? '', keyId: reserve.key_id ?? '', charged };
-        this.addUsageStmt.run(usage);
-        for (const span of USAGE_SPANS) this.addSpanStmt.run({ ...usage, span, start: usage.day - (usage.day % span) });
-        this.addDayStmt.run(usage);
+        // A release (a create undone: no generation was made) gives everything back and counts no usage.
+        if (counted) {
+          const usage = { userId: reserve.user_id, day: usageDayIndex(now), modelId: reserve.model_id ?? '', keyId: reserve.key_id ?? '', charged };
+          this.addUsageStmt.run(usage);
+          for (const span of USAGE_SPANS) this.addSpanStmt.run({ ...usage, span, start: usage.day - (usage.day % span) });
+          this.addDayStmt.run(usage);
+        }
         if (reserve.key_in_flight === 1 && reserve.key_id !== null) this.releaseKeyInFlightStmt.run(reserve.key_id);
-        this.orgs.settled(reserve, charged, now);
+        this.orgs.settled(reserve, charged, now, counted);
         this.users.settled(reserve, charged);
         return charged;
       })
@@ -372,11 +375,11 @@ export class SqliteLedger implements Ledger, OrganizationLedger, UserLimitLedger
 
   async settle(generationId: string, amount: number, now: number = Date.now()): Promise<number | null> {
     if (!Number.isFinite(amount)) throw new RangeError(`settle amount must be a finite number, got ${amount}`);
-    return this.settleTx(generationId, amount, now);
+    return this.settleTx(generationId, amount, now, true);
   }
 
-  async release(generationId: string, now?: number): Promise<number | null> {
-    return this.settle(generationId, 0, now);
+  async release(generationId: string, now: number = Date.now()): Promise<number | null> {
+    return this.settleTx(generationId, 0, now, false);
   }
 
   async keySpend(keyId: string, windowStart: number): Promise<number> {

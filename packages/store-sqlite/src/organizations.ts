@@ -139,11 +139,11 @@ export class SqliteOrganizations {
   }
 
   /** Inside a settle's transaction: the slot and the unspent part given back, the charge counted for its member. */
-  settled(reserve: OrganizationReserveColumns & { user_id: string; amount: number }, charged: number, now: number): void {
+  settled(reserve: OrganizationReserveColumns & { user_id: string; amount: number }, charged: number, now: number, counted = true): void {
     if (reserve.organization_id === null) return;
     this.releaseStmt.run(reserve.organization_id);
     if (reserve.organization_window !== null) this.releaseSpendStmt.run(reserve.amount - charged, reserve.organization_id, reserve.organization_window);
-    this.addUsageStmt.run(reserve.organization_id, usageDayIndex(now), reserve.user_id, charged);
+    if (counted) this.addUsageStmt.run(reserve.organization_id, usageDayIndex(now), reserve.user_id, charged);
   }
 
   /** The user's organisation (a retried reserve's answer). */

@@ -195,8 +195,8 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     return this.settleNow(generationId, amount, now);
   }
 
-  /** `settle` as one synchronous step (also the memory store's, inside a change that carries it). */
-  settleNow(generationId: string, amount: number, now: number): number | null {
+  /** `settle` as one synchronous step (also the memory store's, inside a change that carries it); `release` counts no usage. */
+  settleNow(generationId: string, amount: number, now: number, counted = true): number | null {
     if (!Number.isFinite(amount)) throw new RangeError(`settle amount must be a finite number, got ${amount}`);
     const reserve = this.reserves.get(generationId);
     if (!reserve) return this.settledReserves.get(generationId)?.charged ?? null;
@@ -213,13 +213,13 @@ export class MemoryLedger implements Ledger, OrganizationLedger, UserLimitLedger
     this.inFlight.set(reserve.userId, (this.inFlight.get(reserve.userId) ?? 1) - 1);
     if (reserve.keyCounted) this.keyInFlight.set(reserve.keyId!, (this.keyInFlight.get(reserve.keyId!) ?? 0) - 1);
     if (reserve.user) this.userLimitsOf.settled(reserve.userId, reserve.user, reserve.amount, charged);
-    if (reserve.org) this.orgs.settled(reserve.org, reserve.userId, reserve.amount, charged, now);
-    this.addUsage(reserve, charged, now);
+    if (reserve.org) this.orgs.settled(reserve.org, reserve.userId, reserve.amount, charged, now, counted);
+    if (counted) this.addUsage(reserve, charged, now);
     return charged;
   }
 
-  async release(generationId: string, now?: number): Promise<number | null> {
-    return this.settle(generationId, 0, now);
+  async release(generationId: string, now: number = this.clock.now()): Promise<number | null> {
+    return this.settleNow(generationId, 0, now, false);
   }
 
   async createOrganization(organization: OrganizationRecord): Promise<boolean> {

@@ -125,11 +125,12 @@ export class MemoryOrganizations {
   }
 
   /** A settled reserve: its slot and unspent part given back, its charge counted for its owner on `now`'s day. */
-  settled(hold: OrganizationHold, userId: string, reserved: number, charged: number, now: number): void {
+  settled(hold: OrganizationHold, userId: string, reserved: number, charged: number, now: number, counted = true): void {
     const org = this.orgs.get(hold.organizationId);
     if (!org) return;
     org.inFlight -= 1;
     if (hold.window !== undefined) org.spent.set(hold.window, (org.spent.get(hold.window) ?? 0) - (reserved - charged));
+    if (!counted) return;
     const day = usageDayIndex(now);
     let members = org.usage.get(day);
     if (!members) org.usage.set(day, (members = new Map()));

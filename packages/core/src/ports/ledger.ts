@@ -199,7 +199,9 @@ export interface UsageReport {
  *   many reserves race, it never passes the limit, and a refused reserve holds nothing on either. The same for
  *   `options.keyMaxInFlight` and the key's open reserves (an answer of `limit_reached`).
  * - `settle(generationId, amount)` charges `amount` (clamped to the reserve) and returns the rest of the reserve
- *   to the balance and to the key's window it was held in; `release(generationId)` is `settle(generationId, 0)`. Both
+ *   to the balance and to the key's window it was held in; `release(generationId)` is `settle(generationId, 0)`, except
+ *   that it counts nothing in usage (it undoes a create: no generation was made, as for a create refused after its
+ *   reserve). Both
  *   are idempotent: a second call (a retry after a crash) changes nothing and returns the amount charged the first
  *   time. Settling an unknown generation returns null.
  * - `reserveMany` holds every item's reserve or none, in one atomic step: the balance (and, with `keyLimit`, the

@@ -208,16 +208,14 @@ export function describeOrganizationLedger(
       expect((await orgs().organization(org, WINDOWS))!).toMatchObject({ inFlight: 0, spent: 2 });
       await expectAccount(b, { balance: 48, reserved: 0, settled: 52 });
       const q = { from: '2026-01-10', to: '2026-01-10' };
+      // a's release (a create undone: no generation was made) counts nothing.
       expect(await orgs().organizationUsage(org, { ...q, groupBy: 'member' })).toEqual({
-        rows: [
-          { group: b, count: 1, tokens: 2 },
-          { group: a, count: 1, tokens: 0 },
-        ],
-        total: { count: 2, tokens: 2 },
+        rows: [{ group: b, count: 1, tokens: 2 }],
+        total: { count: 1, tokens: 2 },
       });
       expect(await orgs().organizationUsage(org, { ...q, groupBy: 'day' })).toEqual({
-        rows: [{ group: '2026-01-10', count: 2, tokens: 2 }],
-        total: { count: 2, tokens: 2 },
+        rows: [{ group: '2026-01-10', count: 1, tokens: 2 }],
+        total: { count: 1, tokens: 2 },
       });
       expect(await orgs().organizationUsage(org, { from: '2026-01-11', to: '2026-01-12', groupBy: 'day' })).toEqual({ rows: [], total: { count: 0, tokens: 0 } });
       // A user's own usage still counts all of it.

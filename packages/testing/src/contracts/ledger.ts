@@ -500,6 +500,16 @@ export function describeLedgerContract(make: () => Promise<{ ledger: Ledger; clo
         }
       });
 
+      it('counts a settle of 0 (a free failure) but not a release (a create undone: no generation was ever made)', async () => {
+        const user = await userWith(100);
+        const [free, undone] = [uid('gen'), uid('gen')];
+        for (const g of [free, undone]) expect(await ledger().reserve(user, g, 5, D, { modelId: 'image' })).toBe('ok');
+        expect([await ledger().settle(free, 0, D + 10), await ledger().release(undone, D + 10), await ledger().release(undone, D + 20)]).toEqual([0, 0, 0]);
+        const q = { from: '2026-03-01', to: '2026-03-01' };
+        for (const groupBy of ['day', 'model', 'key'] as const) expect((await ledger().usage(user, { ...q, groupBy })).total).toEqual({ count: 1, tokens: 0 });
+        expect(await ledger().account(user)).toEqual({ balance: 100, reserved: 0, settled: 0 });
+      });
+
       it('stays exact under racing settles: 40 reserves settled at once (each twice), on one day, model and key (issue 36)', async () => {
         const user = await userWith(1_000);
         const key = uid('key');
