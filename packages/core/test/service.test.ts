@@ -505,6 +505,30 @@ describe('apiKeyCache', () => {
     expect(await keys.resolve(apiKey)).toBeNull();
     expect((await s.handle(req)).status).toBe(401);
   });
+
+  it('a lookup that was under way when the key was revoked here is not cached: the next request is 401', async () => {
+    let gate: Promise<void> | undefined;
+    class GatedKeys extends MemoryApiKeyStore {
+      override resolve(apiKey: string, now?: number): ReturnType<MemoryApiKeyStore['resolve']> {
+        const found = super.resolve(apiKey, now);
+        return gate ? gate.then(() => found) : found;
+      }
+    }
+    const clock = new FakeClock(Date.UTC(2026, 10, 28, 9));
+    const keys = new GatedKeys({ clock });
+    const s = createGenerationService({ providers: [], apiKeys: keys, apiKeyCache: { ttlMs: 60_000 }, clock });
+    const { keyId, apiKey } = await s.accounts.createKey('u', { name: 'k' });
+    const req = { method: 'GET', path: '/v1/models', headers: { authorization: `Bearer ${apiKey}` } };
+    let open!: () => void;
+    gate = new Promise<void>((r) => (open = r));
+    // The store answered (the key was valid then); the answer reaches the cache only after the revoke.
+    const first = s.handle(req);
+    await s.accounts.revokeKey(keyId);
+    gate = undefined;
+    open();
+    expect((await first).status).toBe(200);
+    expect((await s.handle(req)).status).toBe(401);
+  });
 });
 
 describe('Idempotency-Key while the first request is in progress', () => {

@@ -24,6 +24,8 @@ export interface ApiKeyCacheOptions {
 export class CachedApiKeyResolver implements ApiKeyResolver {
   private readonly cache: LRUCache<string, Principal>;
   private readonly ttlMs: number;
+  /** Bumped by each forget: a lookup that was under way across one is not cached (it may predate a revoke). */
+  private forgets = 0;
 
   constructor(
     private readonly inner: ApiKeyResolver,
@@ -40,8 +42,9 @@ export class CachedApiKeyResolver implements ApiKeyResolver {
     const digest = hashApiKey(apiKey);
     const hit = this.cache.get(digest);
     if (hit) return hit;
+    const forgets = this.forgets;
     const found = await this.inner.resolve(apiKey);
-    if (!found) return found;
+    if (!found || forgets !== this.forgets) return found;
     if (found.expiresAt === undefined) {
       this.cache.set(digest, found);
       return found;
@@ -55,11 +58,13 @@ export class CachedApiKeyResolver implements ApiKeyResolver {
 
   /** Forgets one key at once (call it beside your own revoke when revocation must not wait for the TTL). */
   forget(apiKey: string): void {
+    this.forgets++;
     this.cache.delete(hashApiKey(apiKey));
   }
 
   /** Forgets a managed key by its id (what `service.accounts.revokeKey` calls on this instance). */
   forgetKeyId(keyId: string): void {
+    this.forgets++;
     for (const [digest, principal] of this.cache.entries()) {
       if (principal.keyId === keyId) this.cache.delete(digest);
     }
