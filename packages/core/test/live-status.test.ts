@@ -370,6 +370,22 @@ describe('Prefer: wait=N', () => {
 });
 
 describe('a stream whose generation goes away', () => {
+  it('ends when the service stops, once its runs are over, so a server waiting on its connections can close', async () => {
+    const g = gated();
+    const clock = new FakeClock();
+    const service = make(g.provider, { clock });
+    await service.start();
+    const id = await create(service);
+    await g.started();
+    const stream = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
+    expect((await stream.next())!.event).toBe('processing');
+    expect(service.stats().openStreams).toBe(1);
+    const rest = readRest(stream);
+    await stopOn(clock, service);
+    expect((await rest).ended).toBe(true);
+    expect(service.stats()).toEqual({ openStreams: 0, watchers: 0 });
+  });
+
   it('ends when its generation is deleted while it streams, and frees its slot', async () => {
     const g = gated();
     const clock = new FakeClock();

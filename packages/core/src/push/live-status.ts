@@ -28,8 +28,8 @@ const SLOT_RETRY_SECONDS = 5;
 
 /** The record, or not_found when there is none (not, or no longer, the caller's to read). */
 function present(rec: GenerationRecord | null): GenerationRecord {
-  if (rec) return rec;
-  throw new DomainError('not_found', 'Generation not found.');
+  if (!rec) throw new DomainError('not_found', 'Generation not found.');
+  return rec;
 }
 
 /** One Server-Sent Events message (every `data` line is one line: JSON has no raw newlines). */
@@ -44,10 +44,10 @@ function sse(seq: number, type: string, data: unknown): string {
  */
 @injectable()
 export class LiveStatus {
-  /** Open streams, for the one keep-alive ticker. */
-  private readonly streams = new Set<() => void>();
+  /** Open streams, for the one keep-alive ticker (and `closeAll`). */
+  private readonly streams = new Set<EventStream>();
   private ticker: ClockTimer | undefined;
-  private checks: Promise<unknown> = Promise.resolve();
+  private checks: Promise<boolean> = Promise.resolve(true);
 
   constructor(
     @inject(TOKENS.Options) private readonly options: ResolvedServiceOptions,
@@ -120,7 +120,7 @@ export class LiveStatus {
     views: Views;
     positions: QueuePositions;
     options: ResolvedServiceOptions;
-    streams: Set<() => void>;
+    streams: Set<EventStream>;
     startTicker: () => void;
     stopTicker: () => void;
   } {
@@ -171,7 +171,7 @@ export class LiveStatus {
   startTicker(): void {
     if (this.ticker) return;
     this.ticker = this.options.clock.setInterval(() => {
-      for (const tick of this.streams) tick();
+      for (const stream of this.streams) stream.tick();
     }, this.options.push.keepAliveMs);
     this.ticker.unref?.();
   }
@@ -181,12 +181,14 @@ export class LiveStatus {
     this.ticker = undefined;
   }
 
-  /** Whether a streamed generation is still stored (a failed read says yes); one read at a time for all keep-alives,
-   * so thousands of streams hold one of the store's connections, not the pool. */
+  /** Whether a streamed generation is still stored (a failed read: yes); one read at a time, not a pool's worth. */
   exists(generationId: string): Promise<boolean> {
-    const read = this.checks.then(() => this.store.getById(generationId)).then((r) => r !== null, () => true);
-    this.checks = read;
-    return read;
+    return (this.checks = this.checks.then(() => this.store.getById(generationId)).then((r) => r !== null, () => true));
+  }
+
+  /** Ends every open stream (`service.stop()`): each client sees its end, and reconnects (with Last-Event-ID) elsewhere. */
+  closeAll(): void {
+    for (const stream of [...this.streams]) void stream.return();
   }
 
   /** Open streams; for tests and metrics. */
@@ -211,7 +213,7 @@ class EventStream implements AsyncIterableIterator<string> {
   private sent = 0;
   private finishing = false;
   private unwatch: (() => void) | undefined;
-  private readonly tick = (): void => {
+  readonly tick = (): void => {
     this.keepAlive = true;
     this.wake?.();
   };
@@ -239,7 +241,7 @@ class EventStream implements AsyncIterableIterator<string> {
       this.pending.push(e);
       this.wake?.();
     });
-    streams.add(this.tick);
+    streams.add(this);
     startTicker();
     // The log first, then the record: a transition committed between the two is in the record (at least as new as
     // the log) and comes through the watch (its seq is past the log's), never in the log with an older record.
@@ -391,6 +393,6 @@ class EventStream implements AsyncIterableIterator<string> {
     this.unwatch?.();
     this.unwatch = undefined;
     const { streams, stopTicker } = this.live.parts;
-    if (streams.delete(this.tick) && streams.size === 0) stopTicker();
+    if (streams.delete(this) && streams.size === 0) stopTicker();
   }
 }

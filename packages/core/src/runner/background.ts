@@ -48,7 +48,11 @@ export class Background {
     if (!this.started) return this.stopping ?? Promise.resolve();
     this.started = false;
     this.maintenance.stop();
-    this.stopping = Promise.all([this.workers.stop(options.timeoutMs ?? 10_000), this.webhooks.stop()]).then(() => this.feed.stop());
+    // Open event streams end once the runs are over (their clients reconnect elsewhere), so a server can close.
+    this.stopping = Promise.all([this.workers.stop(options.timeoutMs ?? 10_000), this.webhooks.stop()]).then(() => {
+      this.live.closeAll();
+      return this.feed.stop();
+    });
     return this.stopping;
   }
 
