@@ -1,13 +1,11 @@
 // The console with hostile account data: user ids are the operator's users' own strings (printable, 1 to 200
 // characters), so they may read as spreadsheet formulas or as URL dot segments. In Chromium, as console.test.ts.
 import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
 import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type GenerationService } from '@genservice/core';
-import { bodyLimitsOf, handleNodeRequest, isApiPath, writeNodeResponse } from '@genservice/core/adapter';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium } from './browser.js';
+import { launchChromium, serveAtApi } from './browser.js';
 
 const ADMIN_KEY = 'console-hostile-admin-key-0123456789abc';
 /** Keys of the users "." and ".." (a host's resolver may answer any id): no URL path names them, so they are made in code. */
@@ -36,15 +34,7 @@ beforeAll(async () => {
     admin: { apiKeys: [{ key: ADMIN_KEY, name: 'ops' }] },
   });
   await service.start();
-  const limits = bodyLimitsOf(service);
-  server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0]!.replace(/^\/api/, '');
-    if (!(req.url ?? '').startsWith('/api/') || !isApiPath(path, service)) return void res.writeHead(404).end();
-    req.url = req.url!.slice('/api'.length);
-    handleNodeRequest(service, req, { limits, origin: () => base, remoteAddress: req.socket.remoteAddress }).then((out) => writeNodeResponse(res, out));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api`;
+  ({ server, base } = await serveAtApi(service));
   browser = await launchChromium();
 });
 

@@ -4,16 +4,14 @@
 // export CSV, revoke the key; the user's page; an axe-core scan; no request to any other origin. Screenshots of both
 // pages are the ones in docs/console.md.
 import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { createRequire } from 'node:module';
-import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createGenerationService, MemoryApiKeyStore, MemoryLedger, type GenerationService } from '@genservice/core';
-import { bodyLimitsOf, handleNodeRequest, isApiPath, writeNodeResponse } from '@genservice/core/adapter';
 import { createDemoProvider } from '@genservice/demo-models';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium } from './browser.js';
+import { launchChromium, serveAtApi } from './browser.js';
 
 const ADMIN_KEY = 'console-admin-key-0123456789abcdefghij';
 const DOCS = fileURLToPath(new URL('../../../docs/', import.meta.url));
@@ -33,15 +31,7 @@ beforeAll(async () => {
     admin: { apiKeys: [{ key: ADMIN_KEY, name: 'ops' }] },
   });
   await service.start();
-  const limits = bodyLimitsOf(service);
-  server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0]!.replace(/^\/api/, '');
-    if (!(req.url ?? '').startsWith('/api/') || !isApiPath(path, service)) return void res.writeHead(404).end();
-    req.url = req.url!.slice('/api'.length);
-    handleNodeRequest(service, req, { limits, origin: () => base, remoteAddress: req.socket.remoteAddress }).then((out) => writeNodeResponse(res, out));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api`;
+  ({ server, base } = await serveAtApi(service));
   browser = await launchChromium();
 });
 
