@@ -82,7 +82,7 @@ describe('the service links a memory store to a memory ledger (issue 36)', () =>
     expect(store.settlesFor(ledger)).toBe(false);
     const { generationId } = await service.create('alice', { modelId: 'echo', settings: {} });
     await done(service, generationId);
-    expect(settle).toHaveBeenCalledWith(generationId, 3);
+    expect(settle).toHaveBeenCalledWith(generationId, 3, expect.any(Number));
     expect(await ledger.account('alice')).toEqual({ balance: 7, reserved: 0, settled: 3 });
   });
 });
