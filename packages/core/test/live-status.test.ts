@@ -152,6 +152,18 @@ async function create(service: GenerationService, key = 'ka'): Promise<string> {
   return JSON.parse(String(r.body)).generationId;
 }
 
+/** A service on a fake clock whose one generation is running (held by `g`), and a stream of it past its first message. */
+async function streamingOne(g: ReturnType<typeof gated>, extra: Record<string, unknown> = {}) {
+  const clock = new FakeClock();
+  const service = make(g.provider, { clock, ...extra });
+  await service.start();
+  const id = await create(service);
+  await g.started();
+  const stream = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
+  expect((await stream.next())!.event).toBe('processing');
+  return { clock, service, id, stream };
+}
+
 describe('GET /v1/generations/:id/events', () => {
   it('streams the current state, every transition with the details object, and ends after the terminal event', async () => {
     const g = gated();
@@ -274,13 +286,7 @@ describe('GET /v1/generations/:id/events', () => {
 
   it('sends a keep-alive comment every keepAliveMs while nothing happens', async () => {
     const g = gated();
-    const clock = new FakeClock();
-    const service = make(g.provider, { clock, push: { keepAliveMs: 10_000 } });
-    await service.start();
-    const id = await create(service);
-    await g.started();
-    const stream = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
-    expect((await stream.next())!.event).toBe('processing');
+    const { clock, service, id, stream } = await streamingOne(g, { push: { keepAliveMs: 10_000 } });
     for (let i = 0; i < 2; i++) {
       let got: Message | undefined;
       const next = stream.next().then((m) => (got = m));
@@ -372,13 +378,7 @@ describe('Prefer: wait=N', () => {
 describe('a stream whose generation goes away', () => {
   it('ends when the service stops, once its runs are over, so a server waiting on its connections can close', async () => {
     const g = gated();
-    const clock = new FakeClock();
-    const service = make(g.provider, { clock });
-    await service.start();
-    const id = await create(service);
-    await g.started();
-    const stream = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
-    expect((await stream.next())!.event).toBe('processing');
+    const { clock, service, id, stream } = await streamingOne(g);
     expect(service.stats().openStreams).toBe(1);
     const rest = readRest(stream);
     await stopOn(clock, service);
@@ -388,13 +388,7 @@ describe('a stream whose generation goes away', () => {
 
   it('ends when its generation is deleted while it streams, and frees its slot', async () => {
     const g = gated();
-    const clock = new FakeClock();
-    const service = make(g.provider, { clock, push: { keepAliveMs: 10_000 } });
-    await service.start();
-    const id = await create(service);
-    await g.started();
-    const stream = sse(await service.handle({ method: 'GET', path: `/v1/generations/${id}/events`, headers: auth }));
-    expect((await stream.next())!.event).toBe('processing');
+    const { clock, service, id, stream } = await streamingOne(g, { push: { keepAliveMs: 10_000 } });
     const del = await service.handle({ method: 'DELETE', path: `/v1/generations/${id}`, headers: auth });
     expect(del.status).toBe(204);
     // Its cancel and deletion may have left the log before the feed read it: the stream still ends, at the latest
